@@ -1,0 +1,165 @@
+// Command lifeboat drains Kubernetes nodes before AWS takes their instances away.
+//
+//	lifeboat agent       one node, notices from instance metadata (a DaemonSet)
+//	lifeboat controller  every node, notices from an SQS queue (a Deployment)
+//	lifeboat config      print the effective configuration and where each value came from
+//	lifeboat version     print the build
+//
+// With no sub-command it behaves like aws-node-termination-handler: controller mode when
+// ENABLE_SQS_TERMINATION_DRAINING is true, agent mode otherwise.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/kube"
+	"lifeboat.dev/lifeboat/internal/logging"
+	"lifeboat.dev/lifeboat/internal/version"
+)
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailure = 1 // a runtime failure
+	exitUsage   = 2 // bad configuration or arguments; nothing was started
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
+	sub := ""
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sub, args = args[0], args[1:]
+	}
+	switch sub {
+	case "version":
+		fmt.Fprintln(stdout, version.String())
+		return exitOK
+	case "help":
+		usage(stdout)
+		return exitOK
+	case "", "agent", "controller", "config":
+	default:
+		fmt.Fprintf(stderr, "lifeboat: unknown command %q\n\n", sub)
+		usage(stderr)
+		return exitUsage
+	}
+
+	loaded, err := config.Load(args, lookupEnv)
+	if errors.Is(err, config.ErrHelp) {
+		usage(stdout)
+		return exitOK
+	}
+	if err != nil {
+		return configError(stderr, err)
+	}
+	mode := loaded.Config.ModeFromEnv()
+	if sub == "agent" || sub == "controller" {
+		mode = config.Mode(sub)
+	}
+	if err := loaded.Validate(mode); err != nil {
+		return configError(stderr, err)
+	}
+
+	if sub == "config" {
+		fmt.Fprintf(stdout, "# mode: %s\n", mode)
+		for _, w := range loaded.Warnings {
+			fmt.Fprintf(stdout, "# warning: %s\n", w)
+		}
+		if err := loaded.Print(stdout); err != nil {
+			fmt.Fprintf(stderr, "lifeboat: %v\n", err)
+			return exitFailure
+		}
+		return exitOK
+	}
+
+	logger := logging.New(stderr, loaded.Config.JSONLogging, loaded.Config.LogLevel)
+	logging.RouteKlog(logger)
+	for _, w := range loaded.Warnings {
+		logger.Warn(w)
+	}
+	attrs := []any{"version", version.Version, "mode", mode}
+	for _, e := range loaded.Entries() {
+		if e.Origin.Kind != "default" {
+			attrs = append(attrs, e.Env, e.Value)
+		}
+	}
+	logger.Info("starting", attrs...)
+
+	rc, err := kube.RESTConfig(loaded.Config)
+	if err != nil {
+		logger.Error("cannot reach Kubernetes", "err", err)
+		return exitUsage
+	}
+	client, err := kube.NewClientset(rc)
+	if err != nil {
+		logger.Error("cannot build Kubernetes client", "err", err)
+		return exitFailure
+	}
+	sv, err := client.Discovery().ServerVersion()
+	if err != nil {
+		logger.Error("cannot reach the Kubernetes API server", "host", rc.Host, "err", err)
+		return exitFailure
+	}
+	logger.Info("connected to Kubernetes", "host", rc.Host, "serverVersion", sv.GitVersion)
+	if ctx.Err() != nil {
+		return exitOK
+	}
+	logger.Error("this build has configuration and tooling only; " + string(mode) + " mode is not implemented yet")
+	return exitFailure
+}
+
+func configError(w io.Writer, err error) int {
+	var cerr *config.Error
+	if errors.As(err, &cerr) {
+		fmt.Fprintln(w, "lifeboat: invalid configuration:")
+		for _, p := range cerr.Problems {
+			fmt.Fprintf(w, "  %s\n", p)
+		}
+	} else {
+		fmt.Fprintf(w, "lifeboat: %v\n", err)
+	}
+	fmt.Fprintln(w, "Run 'lifeboat help' for the settings.")
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `Usage: lifeboat [agent|controller|config|version] [--flag=value ...]
+
+Lifeboat cordons and drains Kubernetes nodes before AWS interrupts, retires or scales in
+their EC2 instances, then completes the Auto Scaling lifecycle action.
+
+Commands:
+  agent       protect this node (NODE_NAME) using instance metadata notices
+  controller  protect every node of the cluster using notices from an SQS queue
+  config      print the effective configuration and where each value came from
+  version     print the build
+  (none)      as aws-node-termination-handler: controller when ENABLE_SQS_TERMINATION_DRAINING=true
+
+Settings are environment variables or flags (a flag wins; an empty variable counts as unset):
+`)
+	group := ""
+	for _, s := range config.Settings() {
+		if s.Group != group {
+			group = s.Group
+			fmt.Fprintf(w, "\n  %s\n", group)
+		}
+		def := ""
+		if s.Default != "" && len(s.Default) < 40 {
+			def = " (default " + s.Default + ")"
+		}
+		fmt.Fprintf(w, "    --%s, %s%s\n        %s\n", s.Flag, s.Env, def, s.Usage)
+	}
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+func runWith(t *testing.T, args []string, env map[string]string) (int, string, string) {
+	t.Helper()
+	var out, errOut strings.Builder
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	code := run(context.Background(), args, lookup, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestConfigCommand(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		env      map[string]string
+		wantCode int
+		wantOut  []string // substrings of stdout
+		wantErr  []string // substrings of stderr
+	}{
+		{"agent defaults", []string{"config"}, map[string]string{"NODE_NAME": "n1"}, 0,
+			[]string{"# mode: agent", "NODE_NAME", "n1", "env NODE_NAME", "WORKERS", "default"}, nil},
+		{"NTH selection of controller mode", []string{"config", "--workers=4"},
+			map[string]string{"ENABLE_SQS_TERMINATION_DRAINING": "true", "QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/q"}, 0,
+			[]string{"# mode: controller", "# warning: CLUSTER_NAME is unset", "flag --workers", "AWS_REGION", "us-east-1"}, nil},
+		{"secret redacted", []string{"config"}, map[string]string{"NODE_NAME": "n", "WEBHOOK_URL": "https://hooks.example.com/T/secret"}, 0,
+			[]string{"<redacted>"}, nil},
+		{"bad values exit 2, each named", []string{"config"}, map[string]string{"NODE_NAME": "n", "WORKERS": "abc", "TAINT_EFFECT": "Maybe"}, 2,
+			nil, []string{`WORKERS="abc": not an integer`, `TAINT_EFFECT="Maybe": not one of NoSchedule, PreferNoSchedule, NoExecute`}},
+		{"bad flag exits 2", []string{"config", "--metadata-tries=zero"}, map[string]string{"NODE_NAME": "n"}, 2,
+			nil, []string{`--metadata-tries="zero": not an integer`}},
+		{"missing NODE_NAME exits 2", []string{"config"}, nil, 2, nil, []string{"NODE_NAME is required in agent mode"}},
+		{"unknown command exits 2", []string{"drain"}, nil, 2, nil, []string{`unknown command "drain"`}},
+		{"version", []string{"version"}, nil, 0, []string{"lifeboat dev"}, nil},
+		{"help", []string{"--help"}, nil, 0, []string{"Usage: lifeboat", "--enable-sqs-termination-draining, ENABLE_SQS_TERMINATION_DRAINING"}, nil},
+		{"agent without Kubernetes fails clearly", []string{"agent"}, map[string]string{"NODE_NAME": "n"}, 2,
+			nil, []string{"no Kubernetes API configured"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runWith(t, tt.args, tt.env)
+			if code != tt.wantCode {
+				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tt.wantCode, out, errOut)
+			}
+			for _, w := range tt.wantOut {
+				if !strings.Contains(out, w) {
+					t.Errorf("stdout lacks %q:\n%s", w, out)
+				}
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errOut)
+				}
+			}
+			if strings.Contains(out+errOut, "secret") && !strings.Contains(tt.name, "bad") {
+				t.Errorf("output leaks a secret:\n%s%s", out, errOut)
+			}
+		})
+	}
+}

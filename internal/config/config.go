@@ -1,0 +1,323 @@
+// Package config reads Lifeboat's configuration. It accepts every variable of
+// aws-node-termination-handler (NTH) under the same environment names and flags, so an NTH
+// deployment can switch without edits, and adds a few settings of its own.
+//
+// Precedence, lowest first: default, deprecated env alias, env var, deprecated flag alias,
+// flag. An empty env var counts as unset. Every value goes through the same parser whatever
+// its origin, and all problems are reported together, each naming the input.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// Mode is how Lifeboat runs.
+type Mode string
+
+const (
+	ModeAgent      Mode = "agent"      // one node, notices from instance metadata (NTH's IMDS mode)
+	ModeController Mode = "controller" // the whole cluster, notices from a queue (NTH's queue-processor mode)
+)
+
+// Origin says where an effective value came from.
+type Origin struct {
+	Kind string // "default", "env" or "flag"
+	Name string // the variable or flag that set it
+}
+
+func (o Origin) String() string {
+	switch o.Kind {
+	case "env":
+		return "env " + o.Name
+	case "flag":
+		return "flag --" + o.Name
+	}
+	return "default"
+}
+
+// Loaded is a parsed configuration together with where each value came from.
+type Loaded struct {
+	Config   *Config
+	Warnings []string
+
+	settings []*Setting
+	origins  map[string]Origin // by Setting.Env
+}
+
+// Error lists every problem found in the configuration, one per line.
+type Error struct{ Problems []string }
+
+func (e *Error) Error() string { return strings.Join(e.Problems, "\n") }
+
+// ErrHelp is returned when the arguments ask for usage text.
+var ErrHelp = flag.ErrHelp
+
+// Load parses args (flags only; the sub-command is already removed) and the environment.
+// lookupEnv is os.LookupEnv outside tests.
+func Load(args []string, lookupEnv func(string) (string, bool)) (*Loaded, error) {
+	c := &Config{}
+	l := &Loaded{Config: c, settings: settings(c), origins: map[string]Origin{}}
+	var problems []string
+
+	for _, s := range l.settings {
+		if err := s.value.Set(s.Default); err != nil {
+			// A broken default is a programming error; the tests guard against it.
+			problems = append(problems, fmt.Sprintf("built-in default of %s=%q: %v", s.Env, s.Default, err))
+		}
+		l.origins[s.Env] = Origin{Kind: "default"}
+	}
+
+	// Environment: deprecated aliases first so the current name wins when both are set.
+	for _, s := range l.settings {
+		names := append(append([]string{}, s.Aliases...), s.Env)
+		var used []string
+		for _, name := range names {
+			raw, ok := lookupEnv(name)
+			if !ok || raw == "" {
+				continue
+			}
+			if err := s.value.Set(raw); err != nil {
+				problems = append(problems, fmt.Sprintf("%s=%q: %v", name, redactIf(s, raw), err))
+				continue
+			}
+			l.origins[s.Env] = Origin{Kind: "env", Name: name}
+			used = append(used, name)
+		}
+		l.warnAliases(s, used, "")
+	}
+
+	// Flags: record them in command-line order, then apply aliases before current names.
+	type flagUse struct {
+		setting *Setting
+		name    string
+		raw     string
+		alias   bool
+	}
+	var uses []flagUse
+	fs := flag.NewFlagSet("lifeboat", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	for _, s := range l.settings {
+		names := []string{s.Flag}
+		for _, a := range s.Aliases {
+			names = append(names, FlagName(a))
+		}
+		for i, name := range names {
+			fs.Var(&recorder{isBool: isBool(s), record: func(raw string) {
+				uses = append(uses, flagUse{setting: s, name: name, raw: raw, alias: i > 0})
+			}}, name, s.Usage)
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, ErrHelp
+		}
+		return nil, &Error{Problems: []string{err.Error()}}
+	}
+	if rest := fs.Args(); len(rest) > 0 {
+		problems = append(problems, fmt.Sprintf("unexpected argument %q (settings are flags such as --workers=5)", rest[0]))
+	}
+	sort.SliceStable(uses, func(i, j int) bool { return uses[i].alias && !uses[j].alias })
+	flagNames := map[*Setting][]string{}
+	for _, u := range uses {
+		if err := u.setting.value.Set(u.raw); err != nil {
+			problems = append(problems, fmt.Sprintf("--%s=%q: %v", u.name, redactIf(u.setting, u.raw), err))
+			continue
+		}
+		l.origins[u.setting.Env] = Origin{Kind: "flag", Name: u.name}
+		flagNames[u.setting] = append(flagNames[u.setting], u.name)
+	}
+	for s, names := range flagNames {
+		l.warnAliases(s, names, "--")
+	}
+	sort.Strings(l.Warnings)
+
+	if len(problems) > 0 {
+		return nil, &Error{Problems: problems}
+	}
+	return l, nil
+}
+
+func (l *Loaded) warnAliases(s *Setting, used []string, prefix string) {
+	current := s.Env
+	if prefix != "" {
+		current = s.Flag
+	}
+	for _, name := range used {
+		if name == current {
+			continue
+		}
+		msg := fmt.Sprintf("%s%s is deprecated; use %s%s", prefix, name, prefix, current)
+		if len(used) > 1 && used[len(used)-1] == current {
+			msg += fmt.Sprintf(" (both are set; %s%s wins)", prefix, current)
+		}
+		l.Warnings = append(l.Warnings, msg)
+	}
+}
+
+// recorder is the flag.Value registered for each flag name; it only records, so that all
+// flags are parsed by the same code as env vars and every bad value is reported.
+type recorder struct {
+	isBool bool
+	record func(string)
+}
+
+func (r *recorder) Set(raw string) error { r.record(raw); return nil }
+func (r *recorder) String() string       { return "" }
+func (r *recorder) IsBoolFlag() bool     { return r.isBool }
+
+func isBool(s *Setting) bool {
+	b, ok := s.value.(boolFlag)
+	return ok && b.IsBoolFlag()
+}
+
+// FlagName is NTH's flag spelling of an environment variable: lower kebab case.
+func FlagName(env string) string { return strings.ToLower(strings.ReplaceAll(env, "_", "-")) }
+
+// ModeFromEnv picks the mode the way NTH does when no sub-command names it.
+func (c *Config) ModeFromEnv() Mode {
+	if c.EnableSQSTerminationDraining {
+		return ModeController
+	}
+	return ModeAgent
+}
+
+var (
+	regionPattern = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d+$`)
+	// Queue hosts name their region as sqs.<region>.amazonaws.com[.cn], the legacy
+	// <region>.queue.amazonaws.com, or (local SQS servers) <region>.<host>.
+	queueHostRegion = regexp.MustCompile(`^(?:sqs[.-])?([a-z]{2}(?:-[a-z]+)+-\d+)\.`)
+)
+
+// RegionFromQueueURL returns the region a queue URL names, or "".
+func RegionFromQueueURL(queueURL string) string {
+	host := queueURL
+	if _, after, ok := strings.Cut(host, "://"); ok {
+		host = after
+	}
+	host, _, _ = strings.Cut(host, "/")
+	if m := queueHostRegion.FindStringSubmatch(strings.ToLower(host)); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// Validate checks what depends on more than one setting, for the given mode, and fills in
+// values derived from others (the region from the queue URL, the heartbeat limit).
+func (l *Loaded) Validate(mode Mode) error {
+	c := l.Config
+	var problems []string
+	switch mode {
+	case ModeAgent:
+		if c.NodeName == "" {
+			problems = append(problems, "NODE_NAME is required in agent mode: the node to protect (set it from the Downward API, spec.nodeName)")
+		}
+	case ModeController:
+		if c.QueueURL == "" {
+			problems = append(problems, "QUEUE_URL is required in controller mode (ENABLE_SQS_TERMINATION_DRAINING=true)")
+		} else if c.AWSRegion == "" {
+			if r := RegionFromQueueURL(c.QueueURL); r != "" {
+				c.AWSRegion = r
+				l.origins["AWS_REGION"] = Origin{Kind: "env", Name: "QUEUE_URL"}
+			} else {
+				problems = append(problems, fmt.Sprintf("AWS_REGION is unset and QUEUE_URL=%q names no region: set AWS_REGION", c.QueueURL))
+			}
+		}
+		if c.ClusterName == "" {
+			l.Warnings = append(l.Warnings, "CLUSTER_NAME is unset: instances are not checked for this cluster's kubernetes.io/cluster/<name> tag, so a queue shared with another cluster could make Lifeboat act on a node of the same name there; set CLUSTER_NAME")
+		}
+	default:
+		problems = append(problems, fmt.Sprintf("unknown mode %q", mode))
+	}
+	if c.AWSRegion != "" && !regionPattern.MatchString(c.AWSRegion) {
+		problems = append(problems, fmt.Sprintf("AWS_REGION=%q: not a region name such as us-east-1", c.AWSRegion))
+	}
+	if c.CheckTagBeforeDraining && strings.TrimSpace(c.ManagedTag) == "" {
+		problems = append(problems, "MANAGED_TAG is empty while CHECK_TAG_BEFORE_DRAINING=true: name the tag key, or set CHECK_TAG_BEFORE_DRAINING=false")
+	}
+	if c.HeartbeatUntil != -1 && c.HeartbeatInterval == -1 {
+		problems = append(problems, fmt.Sprintf("HEARTBEAT_UNTIL=%d needs HEARTBEAT_INTERVAL (30 to 3600)", c.HeartbeatUntil))
+	}
+	if c.HeartbeatInterval != -1 {
+		if c.HeartbeatUntil == -1 {
+			c.HeartbeatUntil = 172800
+		}
+		if c.HeartbeatInterval >= c.HeartbeatUntil {
+			problems = append(problems, fmt.Sprintf("HEARTBEAT_INTERVAL=%d must be less than HEARTBEAT_UNTIL=%d", c.HeartbeatInterval, c.HeartbeatUntil))
+		}
+	}
+	if c.WebhookTemplateFile != "" {
+		body, err := os.ReadFile(c.WebhookTemplateFile)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("WEBHOOK_TEMPLATE_FILE=%q: %v", c.WebhookTemplateFile, errors.Unwrap(err)))
+		} else if err := (templateValue{&c.WebhookTemplate}).Set(string(body)); err != nil {
+			problems = append(problems, fmt.Sprintf("WEBHOOK_TEMPLATE_FILE=%q: %v", c.WebhookTemplateFile, err))
+		}
+	}
+	if c.EnablePrometheusServer && c.EnableProbesServer && c.PrometheusServerPort == c.ProbesServerPort {
+		problems = append(problems, fmt.Sprintf("PROMETHEUS_SERVER_PORT and PROBES_SERVER_PORT are both %d: choose two ports", c.ProbesServerPort))
+	}
+	if len(problems) > 0 {
+		return &Error{Problems: problems}
+	}
+	return nil
+}
+
+// Entry is one line of the effective configuration, safe to print.
+type Entry struct {
+	Env    string
+	Value  string
+	Origin Origin
+}
+
+// Entries lists the effective configuration in table order, secrets redacted.
+func (l *Loaded) Entries() []Entry {
+	out := make([]Entry, 0, len(l.settings))
+	for _, s := range l.settings {
+		o := l.origins[s.Env]
+		v := s.value.String()
+		if s.Secret && o.Kind != "default" && v != "" {
+			v = "<redacted>"
+		}
+		out = append(out, Entry{Env: s.Env, Value: v, Origin: o})
+	}
+	return out
+}
+
+// Origin reports where the value of the setting named env came from.
+func (l *Loaded) Origin(env string) Origin { return l.origins[env] }
+
+// Print writes the effective configuration as a table.
+func (l *Loaded) Print(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tVALUE\tSOURCE")
+	for _, e := range l.Entries() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Env, quoteIfNeeded(e.Value), e.Origin)
+	}
+	return tw.Flush()
+}
+
+func quoteIfNeeded(v string) string {
+	if v == "" || strings.ContainsAny(v, " \t\n") {
+		return fmt.Sprintf("%q", v)
+	}
+	return v
+}
+
+func redactIf(s *Setting, raw string) string {
+	if s.Secret {
+		return "<redacted>"
+	}
+	return raw
+}
+
+// Settings describes every setting, for documentation and tests. The values bound to the
+// returned settings belong to a throwaway Config.
+func Settings() []*Setting { return settings(&Config{}) }

@@ -1,0 +1,258 @@
+package config
+
+// Config is Lifeboat's effective configuration. Field comments name the variable that sets it.
+type Config struct {
+	DryRun                bool   // DRY_RUN
+	NodeName              string // NODE_NAME
+	PodName               string // POD_NAME
+	PodNamespace          string // NAMESPACE
+	MetadataURL           string // INSTANCE_METADATA_URL
+	KubernetesServiceHost string // KUBERNETES_SERVICE_HOST
+	KubernetesServicePort string // KUBERNETES_SERVICE_PORT
+	Kubeconfig            string // KUBECONFIG
+	ClusterName           string // CLUSTER_NAME
+
+	IgnoreDaemonSets           bool    // IGNORE_DAEMON_SETS
+	DeleteLocalData            bool    // DELETE_LOCAL_DATA
+	PodTerminationGracePeriod  int     // POD_TERMINATION_GRACE_PERIOD, seconds; -1 = the pod's own
+	NodeTerminationGracePeriod int     // NODE_TERMINATION_GRACE_PERIOD, seconds
+	KubeAPIQPS                 float64 // KUBE_API_QPS
+	KubeAPIBurst               int     // KUBE_API_BURST
+	UseAPIServerCache          bool    // USE_APISERVER_CACHE
+	CordonOnly                 bool    // CORDON_ONLY
+	TaintNode                  bool    // TAINT_NODE
+	TaintEffect                string  // TAINT_EFFECT
+	EnableOutOfServiceTaint    bool    // ENABLE_OUT_OF_SERVICE_TAINT
+	ExcludeFromLoadBalancers   bool    // EXCLUDE_FROM_LOAD_BALANCERS
+	UptimeFromFile             string  // UPTIME_FROM_FILE
+	Workers                    int     // WORKERS
+
+	WebhookURL          string            // WEBHOOK_URL (secret)
+	WebhookProxy        string            // WEBHOOK_PROXY (secret: may hold credentials)
+	WebhookHeaders      map[string]string // WEBHOOK_HEADERS (secret: may hold tokens)
+	WebhookTemplate     string            // WEBHOOK_TEMPLATE
+	WebhookTemplateFile string            // WEBHOOK_TEMPLATE_FILE
+
+	EnableSpotInterruptionDraining bool // ENABLE_SPOT_INTERRUPTION_DRAINING
+	EnableScheduledEventDraining   bool // ENABLE_SCHEDULED_EVENT_DRAINING
+	EnableRebalanceMonitoring      bool // ENABLE_REBALANCE_MONITORING
+	EnableRebalanceDraining        bool // ENABLE_REBALANCE_DRAINING
+	EnableASGLifecycleDraining     bool // ENABLE_ASG_LIFECYCLE_DRAINING
+	EnableSQSTerminationDraining   bool // ENABLE_SQS_TERMINATION_DRAINING
+	MetadataTries                  int  // METADATA_TRIES
+
+	QueueURL                            string // QUEUE_URL
+	AWSRegion                           string // AWS_REGION (or parsed from QUEUE_URL, see Validate)
+	AWSEndpoint                         string // AWS_ENDPOINT
+	CheckTagBeforeDraining              bool   // CHECK_TAG_BEFORE_DRAINING
+	ManagedTag                          string // MANAGED_TAG
+	UseProviderID                       bool   // USE_PROVIDER_ID
+	DeleteSQSMsgIfNodeNotFound          bool   // DELETE_SQS_MSG_IF_NODE_NOT_FOUND
+	CompleteLifecycleActionDelaySeconds int    // COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS
+	HeartbeatInterval                   int    // HEARTBEAT_INTERVAL, seconds; -1 = off
+	HeartbeatUntil                      int    // HEARTBEAT_UNTIL, seconds; -1 = default when heartbeats are on
+	SQSMsgVisibilityTimeoutSec          int    // SQS_MSG_VISIBILITY_TIMEOUT_SEC
+
+	JSONLogging      bool   // JSON_LOGGING
+	LogLevel         string // LOG_LEVEL
+	LogFormatVersion string // LOG_FORMAT_VERSION
+
+	EnablePrometheusServer           bool              // ENABLE_PROMETHEUS_SERVER
+	PrometheusServerPort             int               // PROMETHEUS_SERVER_PORT
+	EnableProbesServer               bool              // ENABLE_PROBES_SERVER
+	ProbesServerPort                 int               // PROBES_SERVER_PORT
+	ProbesServerEndpoint             string            // PROBES_SERVER_ENDPOINT
+	EmitKubernetesEvents             bool              // EMIT_KUBERNETES_EVENTS
+	KubernetesEventsExtraAnnotations map[string]string // KUBERNETES_EVENTS_EXTRA_ANNOTATIONS
+
+	// webhookHeadersRaw keeps WEBHOOK_HEADERS as given, for printing.
+	webhookHeadersRaw string
+}
+
+// Setting describes one configuration variable: how it is spelled, its default, and how its
+// value is checked. The table in settings() is the single source for parsing, `lifeboat
+// config`, the generated reference documentation and the tests.
+type Setting struct {
+	Env     string   // the variable, as NTH spells it
+	Flag    string   // the flag name without dashes
+	Aliases []string // deprecated variables that mean the same; each is also accepted as a flag
+	Default string   // applied through the same parser as user input
+	Usage   string
+	Group   string // heading in the reference documentation
+	Secret  bool   // never printed or logged once set by the user
+
+	// Lifeboat marks a setting NTH does not have.
+	Lifeboat bool
+	// NTHDefault is set where Lifeboat deliberately differs from NTH's default; Why says why.
+	NTHDefault string
+	Why        string
+
+	value value
+}
+
+const (
+	groupGeneral  = "General"
+	groupKube     = "Kubernetes API"
+	groupDrain    = "Draining"
+	groupIMDS     = "Agent mode (instance metadata)"
+	groupQueue    = "Controller mode (queue)"
+	groupWebhook  = "Webhook"
+	groupOperate  = "Logs, metrics, probes and events"
+	defaultTaints = "NoSchedule"
+)
+
+// DefaultWebhookTemplate is the message a user gets when they set only WEBHOOK_URL.
+const DefaultWebhookTemplate = `{"text":"[Lifeboat] {{ .Kind }} notice {{ .EventID }}: instance {{ .InstanceID }} (node {{ .NodeName }}) is being drained. {{ .Description }} Start time: {{ .StartTime }}"}`
+
+// settings binds every setting to its field in c.
+func settings(c *Config) []*Setting {
+	return []*Setting{
+		// General
+		{Env: "DRY_RUN", Flag: "dry-run", Default: "false", Group: groupGeneral, value: boolValue{&c.DryRun},
+			Usage: "Log and emit Events about what would happen; change nothing (no node, pod, queue or lifecycle writes)."},
+		{Env: "NODE_NAME", Flag: "node-name", Group: groupGeneral, value: stringValue{&c.NodeName},
+			Usage: "The node this pod runs on. Required in agent mode, where it is the node Lifeboat protects."},
+		{Env: "POD_NAME", Flag: "pod-name", Group: groupGeneral, value: stringValue{&c.PodName},
+			Usage: "Lifeboat's own pod, never evicted; also the leader-election identity."},
+		{Env: "NAMESPACE", Flag: "pod-namespace", Default: "kube-system", Group: groupGeneral, value: stringValue{&c.PodNamespace},
+			Usage:      "Lifeboat's own namespace: its pod is never evicted and the controller's Lease lives here.",
+			NTHDefault: "", Why: "the controller's leader-election Lease needs a namespace even when the Downward API does not set one"},
+		{Env: "CLUSTER_NAME", Flag: "cluster-name", Group: groupGeneral, Lifeboat: true, value: stringValue{&c.ClusterName},
+			Usage: "This cluster's name. When set, controller mode acts only on instances tagged kubernetes.io/cluster/<name> (owned or shared)."},
+
+		// Kubernetes API
+		{Env: "KUBECONFIG", Flag: "kubeconfig", Group: groupKube, Lifeboat: true, value: stringValue{&c.Kubeconfig},
+			Usage: "Path to a kubeconfig file. Unset: the in-cluster configuration."},
+		{Env: "KUBERNETES_SERVICE_HOST", Flag: "kubernetes-service-host", Group: groupKube, value: stringValue{&c.KubernetesServiceHost},
+			Usage: "API server host for the in-cluster configuration."},
+		{Env: "KUBERNETES_SERVICE_PORT", Flag: "kubernetes-service-port", Group: groupKube, value: stringValue{&c.KubernetesServicePort},
+			Usage: "API server port for the in-cluster configuration."},
+		{Env: "KUBE_API_QPS", Flag: "kube-api-qps", Default: "100", Group: groupKube, value: floatValue{&c.KubeAPIQPS, 0},
+			Usage:      "Client-side request rate limit (requests per second).",
+			NTHDefault: "5", Why: "at 5 requests/s a 100-pod drain takes 20 s; Lifeboat keeps requests per notice low instead (watches, no polling)"},
+		{Env: "KUBE_API_BURST", Flag: "kube-api-burst", Default: "200", Group: groupKube, value: intValue{p: &c.KubeAPIBurst, min: 1, max: maxInt},
+			Usage:      "Client-side request burst.",
+			NTHDefault: "10", Why: "lets a node's evictions go out at once; see KUBE_API_QPS"},
+		{Env: "USE_APISERVER_CACHE", Flag: "use-apiserver-cache", Default: "true", Group: groupKube, value: boolValue{&c.UseAPIServerCache},
+			Usage:      "List pods from the API server's watch cache (resourceVersion=0). false: a quorum read from etcd.",
+			NTHDefault: "false", Why: "cheaper for the API server, and safe because every list source goes through the same pod filters"},
+
+		// Draining
+		{Env: "IGNORE_DAEMON_SETS", Flag: "ignore-daemon-sets", Default: "true", Group: groupDrain, value: boolValue{&c.IgnoreDaemonSets},
+			Usage: "Leave DaemonSet-owned pods in place when draining."},
+		{Env: "DELETE_LOCAL_DATA", Flag: "delete-local-data", Default: "true", Group: groupDrain, value: boolValue{&c.DeleteLocalData},
+			Usage: "Evict pods that use emptyDir volumes (their data is lost). false: such pods block the drain and are reported."},
+		{Env: "POD_TERMINATION_GRACE_PERIOD", Flag: "pod-termination-grace-period", Aliases: []string{"GRACE_PERIOD"}, Default: "-1",
+			Group: groupDrain, value: intValue{p: &c.PodTerminationGracePeriod, min: 0, max: maxInt, minusOne: true},
+			Usage: "Grace period in seconds given to each evicted pod; -1 uses the pod's own (capped so pods end before the deadline)."},
+		{Env: "NODE_TERMINATION_GRACE_PERIOD", Flag: "node-termination-grace-period", Default: "120", Group: groupDrain,
+			value: intValue{p: &c.NodeTerminationGracePeriod, min: 0, max: maxInt},
+			Usage: "Seconds before the event at which draining starts; the drain's time budget."},
+		{Env: "CORDON_ONLY", Flag: "cordon-only", Default: "false", Group: groupDrain, value: boolValue{&c.CordonOnly},
+			Usage: "Cordon affected nodes but never drain them."},
+		{Env: "TAINT_NODE", Flag: "taint-node", Default: "false", Group: groupDrain, value: boolValue{&c.TaintNode},
+			Usage: "Add the interruption taint for the notice kind (value: the notice id)."},
+		{Env: "TAINT_EFFECT", Flag: "taint-effect", Default: defaultTaints, Group: groupDrain,
+			value: enumValue{&c.TaintEffect, []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}},
+			Usage: "Effect of the interruption taints."},
+		{Env: "ENABLE_OUT_OF_SERVICE_TAINT", Flag: "enable-out-of-service-taint", Default: "false", Group: groupDrain, value: boolValue{&c.EnableOutOfServiceTaint},
+			Usage: "After the drain, taint node.kubernetes.io/out-of-service=nodeshutdown:NoExecute."},
+		{Env: "EXCLUDE_FROM_LOAD_BALANCERS", Flag: "exclude-from-load-balancers", Default: "false", Group: groupDrain, value: boolValue{&c.ExcludeFromLoadBalancers},
+			Usage: "Label node.kubernetes.io/exclude-from-external-load-balancers before cordoning."},
+		{Env: "UPTIME_FROM_FILE", Flag: "uptime-from-file", Group: groupDrain, value: stringValue{&c.UptimeFromFile},
+			Usage: "File to read uptime from (/proc/uptime format), to uncordon a node after a scheduled reboot."},
+		{Env: "WORKERS", Flag: "workers", Default: "10", Group: groupDrain, value: intValue{p: &c.Workers, min: 1, max: 10000},
+			Usage: "Notices processed at once."},
+
+		// Agent mode
+		{Env: "INSTANCE_METADATA_URL", Flag: "metadata-url", Default: "http://169.254.169.254", Group: groupIMDS,
+			value: urlValue{p: &c.MetadataURL, schemes: []string{"http", "https"}},
+			Usage: "Base URL of the EC2 instance metadata service."},
+		{Env: "METADATA_TRIES", Flag: "metadata-tries", Default: "3", Group: groupIMDS, value: intValue{p: &c.MetadataTries, min: 1, max: 100},
+			Usage: "Attempts per instance-metadata request."},
+		{Env: "ENABLE_SPOT_INTERRUPTION_DRAINING", Flag: "enable-spot-interruption-draining", Default: "true", Group: groupIMDS, value: boolValue{&c.EnableSpotInterruptionDraining},
+			Usage: "Drain on Spot interruption notices."},
+		{Env: "ENABLE_SCHEDULED_EVENT_DRAINING", Flag: "enable-scheduled-event-draining", Default: "true", Group: groupIMDS, value: boolValue{&c.EnableScheduledEventDraining},
+			Usage: "Drain before scheduled maintenance events."},
+		{Env: "ENABLE_REBALANCE_MONITORING", Flag: "enable-rebalance-monitoring", Default: "false", Group: groupIMDS, value: boolValue{&c.EnableRebalanceMonitoring},
+			Usage: "Cordon on rebalance recommendations."},
+		{Env: "ENABLE_REBALANCE_DRAINING", Flag: "enable-rebalance-draining", Default: "false", Group: groupIMDS, value: boolValue{&c.EnableRebalanceDraining},
+			Usage: "Cordon and drain on rebalance recommendations."},
+		{Env: "ENABLE_ASG_LIFECYCLE_DRAINING", Flag: "enable-asg-lifecycle-draining", Default: "false", Group: groupIMDS, value: boolValue{&c.EnableASGLifecycleDraining},
+			Usage: "Drain when the instance's Auto Scaling target lifecycle state becomes Terminated."},
+
+		// Controller mode
+		{Env: "ENABLE_SQS_TERMINATION_DRAINING", Flag: "enable-sqs-termination-draining", Default: "false", Group: groupQueue, value: boolValue{&c.EnableSQSTerminationDraining},
+			Usage: "Controller mode: process notices from QUEUE_URL for every node of the cluster."},
+		{Env: "QUEUE_URL", Flag: "queue-url", Group: groupQueue, value: urlValue{p: &c.QueueURL, schemes: []string{"http", "https"}, optional: true},
+			Usage: "SQS queue that EventBridge rules and Auto Scaling hooks send to. Required in controller mode."},
+		{Env: "AWS_REGION", Flag: "aws-region", Group: groupQueue, value: stringValue{&c.AWSRegion},
+			Usage: "AWS region. Unset: parsed from QUEUE_URL."},
+		{Env: "AWS_ENDPOINT", Flag: "aws-endpoint", Group: groupQueue, value: urlValue{p: &c.AWSEndpoint, schemes: []string{"http", "https"}, optional: true},
+			Usage: "One endpoint for SQS, EC2 and Auto Scaling (local testing). The SDK's per-service endpoint variables win where set."},
+		{Env: "CHECK_TAG_BEFORE_DRAINING", Flag: "check-tag-before-draining", Aliases: []string{"CHECK_ASG_TAG_BEFORE_DRAINING"}, Default: "true",
+			Group: groupQueue, value: boolValue{&c.CheckTagBeforeDraining},
+			Usage: "Act only on instances that carry MANAGED_TAG."},
+		{Env: "MANAGED_TAG", Flag: "managed-tag", Aliases: []string{"MANAGED_ASG_TAG"}, Default: "aws-node-termination-handler/managed",
+			Group: groupQueue, value: stringValue{&c.ManagedTag},
+			Usage: "Tag key that marks instances Lifeboat may act on (the value is ignored)."},
+		{Env: "USE_PROVIDER_ID", Flag: "use-provider-id", Default: "false", Group: groupQueue, value: boolValue{&c.UseProviderID},
+			Usage: "Match nodes by spec.providerID only. false also allows private DNS name matching for nodes without a providerID."},
+		{Env: "DELETE_SQS_MSG_IF_NODE_NOT_FOUND", Flag: "delete-sqs-msg-if-node-not-found", Default: "false", Group: groupQueue, value: boolValue{&c.DeleteSQSMsgIfNodeNotFound},
+			Usage: "Delete queue messages about instances with no node in this cluster. Such notices never touch a node or complete a lifecycle action either way."},
+		{Env: "COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS", Flag: "complete-lifecycle-action-delay-seconds", Default: "-1", Group: groupQueue,
+			value: intValue{p: &c.CompleteLifecycleActionDelaySeconds, min: 0, max: 7200, minusOne: true},
+			Usage: "Wait this long after the drain before completing the lifecycle action; -1 = no wait."},
+		{Env: "HEARTBEAT_INTERVAL", Flag: "heartbeat-interval", Default: "-1", Group: groupQueue,
+			value: intValue{p: &c.HeartbeatInterval, min: 30, max: 3600, minusOne: true},
+			Usage: "Seconds between lifecycle-action heartbeats while a drain runs; -1 = no heartbeats."},
+		{Env: "HEARTBEAT_UNTIL", Flag: "heartbeat-until", Default: "-1", Group: groupQueue,
+			value: intValue{p: &c.HeartbeatUntil, min: 60, max: 172800, minusOne: true},
+			Usage: "Stop heartbeats after this many seconds; -1 = 172800 when HEARTBEAT_INTERVAL is set."},
+		{Env: "SQS_MSG_VISIBILITY_TIMEOUT_SEC", Flag: "sqs-msg-visibility-timeout-sec", Default: "20", Group: groupQueue,
+			value: intValue{p: &c.SQSMsgVisibilityTimeoutSec, min: 1, max: 119},
+			Usage: "Visibility timeout of received messages; extended while their work is in progress."},
+
+		// Webhook
+		{Env: "WEBHOOK_URL", Flag: "webhook-url", Group: groupWebhook, Secret: true,
+			value: urlValue{p: &c.WebhookURL, schemes: []string{"http", "https"}, optional: true},
+			Usage: "POST a message here once per node interruption."},
+		{Env: "WEBHOOK_PROXY", Flag: "webhook-proxy", Group: groupWebhook, Secret: true,
+			value: urlValue{p: &c.WebhookProxy, schemes: []string{"http", "https", "socks5", "tcp"}, optional: true},
+			Usage: "HTTP(S) proxy for webhook requests."},
+		{Env: "WEBHOOK_HEADERS", Flag: "webhook-headers", Default: `{"Content-type":"application/json"}`, Group: groupWebhook, Secret: true,
+			value: headersValue{&c.WebhookHeaders, &c.webhookHeadersRaw},
+			Usage: "JSON object of headers sent with each webhook."},
+		{Env: "WEBHOOK_TEMPLATE", Flag: "webhook-template", Default: DefaultWebhookTemplate, Group: groupWebhook, value: templateValue{&c.WebhookTemplate},
+			Usage: "Go template of the webhook body."},
+		{Env: "WEBHOOK_TEMPLATE_FILE", Flag: "webhook-template-file", Group: groupWebhook, value: stringValue{&c.WebhookTemplateFile},
+			Usage: "File holding the webhook template; wins over WEBHOOK_TEMPLATE."},
+
+		// Operating
+		{Env: "JSON_LOGGING", Flag: "json-logging", Default: "false", Group: groupOperate, value: boolValue{&c.JSONLogging},
+			Usage: "Log JSON instead of text."},
+		{Env: "LOG_LEVEL", Flag: "log-level", Default: "info", Group: groupOperate,
+			value: enumValue{&c.LogLevel, []string{"debug", "info", "warn", "error"}},
+			Usage: "Lowest level logged."},
+		{Env: "LOG_FORMAT_VERSION", Flag: "log-format-version", Default: "1", Group: groupOperate,
+			value: enumValue{&c.LogFormatVersion, []string{"1", "2"}},
+			Usage: "Accepted for NTH compatibility; Lifeboat has one structured log format."},
+		{Env: "ENABLE_PROMETHEUS_SERVER", Flag: "enable-prometheus-server", Default: "false", Group: groupOperate, value: boolValue{&c.EnablePrometheusServer},
+			Usage: "Serve Prometheus metrics on /metrics."},
+		{Env: "PROMETHEUS_SERVER_PORT", Flag: "prometheus-server-port", Default: "9092", Group: groupOperate,
+			value: intValue{p: &c.PrometheusServerPort, min: 1, max: 65535},
+			Usage: "Port of the metrics server."},
+		{Env: "ENABLE_PROBES_SERVER", Flag: "enable-probes-server", Default: "false", Group: groupOperate, value: boolValue{&c.EnableProbesServer},
+			Usage: "Serve liveness and readiness probes."},
+		{Env: "PROBES_SERVER_PORT", Flag: "probes-server-port", Default: "8080", Group: groupOperate,
+			value: intValue{p: &c.ProbesServerPort, min: 1, max: 65535},
+			Usage: "Port of the probes server."},
+		{Env: "PROBES_SERVER_ENDPOINT", Flag: "probes-server-endpoint", Default: "/healthz", Group: groupOperate, value: pathValue{&c.ProbesServerEndpoint},
+			Usage: "Path of the liveness probe."},
+		{Env: "EMIT_KUBERNETES_EVENTS", Flag: "emit-kubernetes-events", Default: "false", Group: groupOperate, value: boolValue{&c.EmitKubernetesEvents},
+			Usage: "Record Kubernetes Events on affected nodes."},
+		{Env: "KUBERNETES_EVENTS_EXTRA_ANNOTATIONS", Flag: "kubernetes-events-extra-annotations", Group: groupOperate,
+			value: keyValuesValue{&c.KubernetesEventsExtraAnnotations},
+			Usage: "Annotations added to every Event, as key1=value1,key2=value2."},
+	}
+}

@@ -1,0 +1,244 @@
+package fakeaws
+
+import (
+	"encoding/xml"
+	"maps"
+	"net/url"
+	"slices"
+)
+
+type asgDescribeInstancesResult struct {
+	XMLName   xml.Name      `xml:"DescribeAutoScalingInstancesResult"`
+	Instances []asgInstance `xml:"AutoScalingInstances>member"`
+	NextToken string        `xml:"NextToken,omitempty"`
+}
+
+type asgInstance struct {
+	InstanceID           string `xml:"InstanceId"`
+	InstanceType         string `xml:"InstanceType,omitempty"`
+	AutoScalingGroupName string `xml:"AutoScalingGroupName"`
+	AvailabilityZone     string `xml:"AvailabilityZone"`
+	LifecycleState       string `xml:"LifecycleState"`
+	HealthStatus         string `xml:"HealthStatus"`
+	ProtectedFromScaleIn bool   `xml:"ProtectedFromScaleIn"`
+}
+
+type asgDescribeHooksResult struct {
+	XMLName xml.Name  `xml:"DescribeLifecycleHooksResult"`
+	Hooks   []asgHook `xml:"LifecycleHooks>member"`
+}
+
+type asgHook struct {
+	LifecycleHookName    string `xml:"LifecycleHookName"`
+	AutoScalingGroupName string `xml:"AutoScalingGroupName"`
+	LifecycleTransition  string `xml:"LifecycleTransition"`
+	HeartbeatTimeout     int    `xml:"HeartbeatTimeout"`
+	GlobalTimeout        int    `xml:"GlobalTimeout"`
+	DefaultResult        string `xml:"DefaultResult"`
+}
+
+type asgDescribeTagsResult struct {
+	XMLName   xml.Name `xml:"DescribeTagsResult"`
+	Tags      []asgTag `xml:"Tags>member"`
+	NextToken string   `xml:"NextToken,omitempty"`
+}
+
+type asgTag struct {
+	ResourceID        string `xml:"ResourceId"`
+	ResourceType      string `xml:"ResourceType"`
+	Key               string `xml:"Key"`
+	Value             string `xml:"Value"`
+	PropagateAtLaunch bool   `xml:"PropagateAtLaunch"`
+}
+
+type asgCompleteResult struct {
+	XMLName xml.Name `xml:"CompleteLifecycleActionResult"`
+}
+
+type asgHeartbeatResult struct {
+	XMLName xml.Name `xml:"RecordLifecycleActionHeartbeatResult"`
+}
+
+func (s *Server) asgDescribeAutoScalingInstances(p url.Values) (any, error) {
+	ids := listParam(p, "InstanceIds.member")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Unlike EC2, Auto Scaling silently leaves out unknown instances (and
+	// those in no group).
+	var selected []asgInstance
+	for _, in := range s.instances {
+		if in.AutoScalingGroup == "" || (len(ids) > 0 && !slices.Contains(ids, in.ID)) {
+			continue
+		}
+		selected = append(selected, asgInstance{
+			InstanceID:           in.ID,
+			InstanceType:         in.InstanceType,
+			AutoScalingGroupName: in.AutoScalingGroup,
+			AvailabilityZone:     in.AvailabilityZone,
+			LifecycleState:       s.lifecycleState(in),
+			HealthStatus:         "HEALTHY",
+		})
+	}
+	start, end, next, err := asgInstancePaging.page(p, len(selected))
+	if err != nil {
+		return nil, err
+	}
+	return &asgDescribeInstancesResult{Instances: selected[start:end], NextToken: next}, nil
+}
+
+// lifecycleState derives the Auto Scaling lifecycle state of an instance from
+// its lifecycle actions and EC2 state. The caller holds s.mu.
+func (s *Server) lifecycleState(in *Instance) string {
+	// An instance can have had several actions; the active one tells most.
+	var act *lifecycleAction
+	for _, a := range s.actions {
+		if a.instanceID == in.ID && a.group == in.AutoScalingGroup && (act == nil || act.completed) {
+			act = a
+		}
+	}
+	if act != nil {
+		phase := "Terminating"
+		for _, h := range s.hooks {
+			if h.Name == act.hook && h.AutoScalingGroup == act.group && h.Transition == "autoscaling:EC2_INSTANCE_LAUNCHING" {
+				phase = "Pending"
+			}
+		}
+		if act.completed {
+			return phase + ":Proceed"
+		}
+		return phase + ":Wait"
+	}
+	switch in.State {
+	case "pending":
+		return "Pending"
+	case "shutting-down", "stopping":
+		return "Terminating"
+	case "terminated", "stopped":
+		return "Terminated"
+	default:
+		return "InService"
+	}
+}
+
+// groupExists reports whether anything in the fake mentions group. The
+// caller holds s.mu.
+func (s *Server) groupExists(group string) bool {
+	_, tagged := s.groupTags[group]
+	return tagged ||
+		slices.ContainsFunc(s.instances, func(in *Instance) bool { return in.AutoScalingGroup == group }) ||
+		slices.ContainsFunc(s.hooks, func(h LifecycleHook) bool { return h.AutoScalingGroup == group })
+}
+
+func (s *Server) asgDescribeLifecycleHooks(p url.Values) (any, error) {
+	group := p.Get("AutoScalingGroupName")
+	if group == "" {
+		return nil, errorf("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
+	}
+	names := listParam(p, "LifecycleHookNames.member")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.groupExists(group) {
+		return nil, errorf("ValidationError", "Group %s not found", group)
+	}
+	res := &asgDescribeHooksResult{}
+	for _, h := range s.hooks {
+		if h.AutoScalingGroup != group || (len(names) > 0 && !slices.Contains(names, h.Name)) {
+			continue
+		}
+		res.Hooks = append(res.Hooks, asgHook{
+			LifecycleHookName:    h.Name,
+			AutoScalingGroupName: h.AutoScalingGroup,
+			LifecycleTransition:  h.Transition,
+			HeartbeatTimeout:     h.HeartbeatTimeout,
+			GlobalTimeout:        h.GlobalTimeout,
+			DefaultResult:        h.DefaultResult,
+		})
+	}
+	return res, nil
+}
+
+func (s *Server) asgDescribeTags(p url.Values) (any, error) {
+	filters := parseFilters(p, "Filters.member", "Values.member")
+	for _, f := range filters {
+		switch f.Name {
+		case "auto-scaling-group", "key", "value", "propagate-at-launch":
+		default:
+			return nil, errorf("ValidationError", "Filter type %s is not correct. Allowed Filter types are: auto-scaling-group key value propagate-at-launch", f.Name)
+		}
+	}
+	s.mu.Lock()
+	var selected []asgTag
+	for _, group := range slices.Sorted(maps.Keys(s.groupTags)) {
+		tags := s.groupTags[group]
+		for _, k := range slices.Sorted(maps.Keys(tags)) {
+			attrs := map[string]string{"auto-scaling-group": group, "key": k, "value": tags[k], "propagate-at-launch": "true"}
+			if slices.ContainsFunc(filters, func(f filter) bool {
+				return !anyMatch([]string{attrs[f.Name]}, f.Values, equalMatch)
+			}) {
+				continue
+			}
+			selected = append(selected, asgTag{
+				ResourceID: group, ResourceType: "auto-scaling-group", Key: k, Value: tags[k], PropagateAtLaunch: true,
+			})
+		}
+	}
+	s.mu.Unlock()
+	start, end, next, err := asgTagPaging.page(p, len(selected))
+	if err != nil {
+		return nil, err
+	}
+	return &asgDescribeTagsResult{Tags: selected[start:end], NextToken: next}, nil
+}
+
+func (s *Server) asgCompleteLifecycleAction(p url.Values) (any, error) {
+	result := p.Get("LifecycleActionResult")
+	if result != "CONTINUE" && result != "ABANDON" {
+		return nil, errorf("ValidationError", "LifecycleActionResult must be CONTINUE or ABANDON, not '%s'", result)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, err := s.activeAction(p)
+	if err != nil {
+		return nil, err
+	}
+	a.completed, a.result = true, result
+	return &asgCompleteResult{}, nil
+}
+
+func (s *Server) asgRecordLifecycleActionHeartbeat(p url.Values) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, err := s.activeAction(p)
+	if err != nil {
+		return nil, err
+	}
+	a.heartbeats++
+	return &asgHeartbeatResult{}, nil
+}
+
+// activeAction finds the uncompleted lifecycle action a Complete or Heartbeat
+// request names, by token or else by instance ID. The caller holds s.mu.
+func (s *Server) activeAction(p url.Values) (*lifecycleAction, error) {
+	hook, group := p.Get("LifecycleHookName"), p.Get("AutoScalingGroupName")
+	if hook == "" || group == "" {
+		return nil, errorf("ValidationError", "LifecycleHookName and AutoScalingGroupName are required")
+	}
+	active := func(a *lifecycleAction) bool {
+		return a != nil && !a.completed && a.hook == hook && a.group == group
+	}
+	if token := p.Get("LifecycleActionToken"); token != "" {
+		if a := s.actions[token]; active(a) {
+			return a, nil
+		}
+		return nil, errorf("ValidationError", "No active Lifecycle Action found with token %s", token)
+	}
+	if id := p.Get("InstanceId"); id != "" {
+		for _, a := range s.actions {
+			if a.instanceID == id && active(a) {
+				return a, nil
+			}
+		}
+		return nil, errorf("ValidationError", "No active Lifecycle Action found with instance ID %s", id)
+	}
+	return nil, errorf("ValidationError", "Either LifecycleActionToken or InstanceId must be specified")
+}
