@@ -1,0 +1,51 @@
+# Lifeboat. `make demo` and `make test` are all a newcomer needs; both build what they use.
+SHELL := /bin/bash
+GO    ?= go
+
+# Sandbox binaries (etcd, Kubernetes, kwok, IMDS mock, SQS server, helm), built once per pinned
+# version into a cache outside the checkout by hack/tools.sh.
+TOOLS_BIN := $(shell hack/tools.sh --dir)
+export LIFEBOAT_TOOLS_BIN := $(TOOLS_BIN)
+# Tests must never reach 169.254.169.254 through the AWS SDK's default credential chain.
+export AWS_EC2_METADATA_DISABLED := true
+export AWS_ACCESS_KEY_ID := AKIDSANDBOX
+export AWS_SECRET_ACCESS_KEY := sandbox-secret
+
+# Whole-suite limit, well inside CI's 90 minutes on 2 cores.
+TEST_TIMEOUT ?= 25m
+FUZZ_TIME    ?= 10s
+
+.PHONY: all build sandbox vet test unit integration fuzz demo clean
+
+all: build
+
+build:
+	$(GO) build -o bin/lifeboat ./cmd/lifeboat
+	$(GO) build -o bin/lifeboat-sandbox ./cmd/lifeboat-sandbox
+
+## sandbox: build the pinned sandbox tools (cold: 15-25 min on 2 cores; warm: nothing to do)
+sandbox:
+	@hack/tools.sh >/dev/null
+
+vet:
+	@out=$$(gofmt -l cmd internal); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+## test: vet, unit and integration tests with the race detector, then a short fuzz of each parser
+test: sandbox vet
+	LIFEBOAT_REQUIRE_SANDBOX=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) --no-print-directory fuzz
+
+## unit: tests that need no sandbox (sandbox tests skip when the tools are not built)
+unit:
+	$(GO) test -race -count=1 -short ./...
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzLoadEnv$$' -fuzztime $(FUZZ_TIME) ./internal/config
+
+## demo: start the local sandbox (3 kwok nodes, IMDS mock, SQS server, fake EC2/Auto Scaling) and show it
+demo: sandbox
+	$(GO) run ./cmd/lifeboat-sandbox
+
+clean:
+	rm -rf bin

@@ -1,0 +1,305 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// ClusterOptions choose which parts of the control plane to run.
+type ClusterOptions struct {
+	// Dir holds certificates, data and logs; it must exist.
+	Dir string
+	// AuditLog records every API request, so tests and benchmarks can count requests per client.
+	AuditLog bool
+	// ControllerManager runs kube-controller-manager (ReplicaSets, DaemonSets, Deployments,
+	// PDB status, service accounts). Without it the ServiceAccount admission plugin is off, so
+	// pods can be created without a service account.
+	ControllerManager bool
+	// Scheduler runs kube-scheduler, for pods that are not bound to a node by the test.
+	Scheduler bool
+	// NoKwok skips the fake kubelet; nodes then never become Ready.
+	NoKwok bool
+	// ExtraKwokStages are more kwok Stage YAML files, e.g. one that delays pod deletion.
+	ExtraKwokStages []string
+}
+
+// Cluster is a running Kubernetes control plane on 127.0.0.1.
+type Cluster struct {
+	Dir            string
+	APIServerURL   string
+	KubeconfigPath string       // admin kubeconfig (system:masters)
+	AdminConfig    *rest.Config // admin client configuration, with high rate limits for fixtures
+	Client         kubernetes.Interface
+	AuditLogPath   string // "" unless ClusterOptions.AuditLog
+
+	tools   Tools
+	pki     *pki
+	etcdURL string
+	opts    ClusterOptions
+	procs   map[string]*process
+	order   []string // start order; stopped in reverse
+}
+
+// StartCluster starts etcd and kube-apiserver, then the optional components, and waits until
+// each is ready. On error everything started so far is stopped.
+func StartCluster(ctx context.Context, tools Tools, opts ClusterOptions) (c *Cluster, err error) {
+	c = &Cluster{Dir: opts.Dir, tools: tools, opts: opts, procs: map[string]*process{}}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	if c.pki, err = newPKI(opts.Dir); err != nil {
+		return nil, fmt.Errorf("certificates: %w", err)
+	}
+	if err := c.startEtcd(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.startAPIServer(ctx); err != nil {
+		return nil, err
+	}
+	if opts.ControllerManager {
+		if err := c.startControllerManager(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Scheduler {
+		if err := c.startScheduler(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if !opts.NoKwok {
+		if err := c.startKwok(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *Cluster) add(p *process) { c.procs[p.name] = p; c.order = append(c.order, p.name) }
+
+// Stop stops every component, newest first.
+func (c *Cluster) Stop() {
+	for i := len(c.order) - 1; i >= 0; i-- {
+		c.procs[c.order[i]].Stop(5 * time.Second)
+	}
+}
+
+// LogPaths lists the log file of each component.
+func (c *Cluster) LogPaths() map[string]string {
+	out := map[string]string{}
+	for name, p := range c.procs {
+		out[name] = p.logPath
+	}
+	return out
+}
+
+func (c *Cluster) startEtcd(ctx context.Context) error {
+	ports, err := freePorts(2)
+	if err != nil {
+		return err
+	}
+	client := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	peer := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	p, err := startProcess(c.Dir, "etcd", c.tools.Path("etcd"), []string{
+		"--name=sandbox", "--data-dir=" + filepath.Join(c.Dir, "etcd-data"),
+		"--listen-client-urls=" + client, "--advertise-client-urls=" + client,
+		"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
+		"--initial-cluster=sandbox=" + peer,
+		"--unsafe-no-fsync", // test data; durability is not needed and fsync dominates on slow disks
+		"--log-level=warn",
+	}, nil)
+	if err != nil {
+		return err
+	}
+	c.add(p)
+	c.etcdURL = client
+	return p.waitReady(ctx, 30*time.Second, httpOK(http.DefaultClient, client+"/health"))
+}
+
+func (c *Cluster) startAPIServer(ctx context.Context) error {
+	if _, _, err := c.pki.issue("apiserver", "kube-apiserver", nil, true,
+		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}); err != nil {
+		return err
+	}
+	if err := c.pki.serviceAccountKey(); err != nil {
+		return err
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	c.APIServerURL = "https://127.0.0.1:" + strconv.Itoa(ports[0])
+	args := []string{
+		"--etcd-servers=" + c.etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(ports[0]),
+		// A loopback advertise address makes the default reconciler loop on Endpoints errors.
+		"--endpoint-reconciler-type=none",
+		"--tls-cert-file=" + c.pki.path("apiserver.crt"), "--tls-private-key-file=" + c.pki.path("apiserver.key"),
+		"--client-ca-file=" + c.pki.path("ca.crt"),
+		"--service-account-key-file=" + c.pki.path("sa.pub"),
+		"--service-account-signing-key-file=" + c.pki.path("sa.key"),
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--authorization-mode=Node,RBAC",
+		"--allow-privileged=true",
+		"--profiling=false",
+	}
+	if !c.opts.ControllerManager {
+		args = append(args, "--disable-admission-plugins=ServiceAccount")
+	}
+	if c.opts.AuditLog {
+		policy := filepath.Join(c.Dir, "audit-policy.yaml")
+		// One event per request (at completion; watches also when they start), metadata only.
+		if err := os.WriteFile(policy, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n"), 0o600); err != nil {
+			return err
+		}
+		c.AuditLogPath = filepath.Join(c.Dir, "audit.log")
+		args = append(args, "--audit-policy-file="+policy, "--audit-log-path="+c.AuditLogPath,
+			"--audit-log-mode=blocking", "--audit-log-maxsize=0")
+	}
+	p, err := startProcess(c.Dir, "kube-apiserver", c.tools.Path("kube-apiserver"), args, nil)
+	if err != nil {
+		return err
+	}
+	c.add(p)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(c.pki.caPEM)
+	httpClient := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	if err := p.waitReady(ctx, 60*time.Second, httpOK(httpClient, c.APIServerURL+"/readyz")); err != nil {
+		return err
+	}
+
+	if c.AdminConfig, err = c.UserConfig("admin", "system:masters"); err != nil {
+		return err
+	}
+	c.KubeconfigPath = filepath.Join(c.Dir, "admin.kubeconfig")
+	if err := c.WriteKubeconfig(c.KubeconfigPath, c.AdminConfig); err != nil {
+		return err
+	}
+	c.Client, err = kubernetes.NewForConfig(c.AdminConfig)
+	return err
+}
+
+// UserConfig returns a client configuration that authenticates as user in groups, with a
+// client certificate signed by the sandbox CA. Use it to run code with exactly the RBAC a
+// deployment would grant.
+func (c *Cluster) UserConfig(user string, groups ...string) (*rest.Config, error) {
+	certPEM, keyPEM, err := c.pki.issue("user-"+user, user, groups, false, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &rest.Config{
+		Host:            c.APIServerURL,
+		TLSClientConfig: rest.TLSClientConfig{CAData: c.pki.caPEM, CertData: certPEM, KeyData: keyPEM},
+		// Fixtures create hundreds of objects; the client's default 5 QPS would dominate test time.
+		QPS: 1000, Burst: 2000,
+	}, nil
+}
+
+// WriteKubeconfig writes rc (from UserConfig) as a kubeconfig file, for programs run as
+// separate processes.
+func (c *Cluster) WriteKubeconfig(path string, rc *rest.Config) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["sandbox"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData}
+	cfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{ClientCertificateData: rc.CertData, ClientKeyData: rc.KeyData}
+	cfg.Contexts["sandbox"] = &clientcmdapi.Context{Cluster: "sandbox", AuthInfo: "user"}
+	cfg.CurrentContext = "sandbox"
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+func (c *Cluster) startControllerManager(ctx context.Context) error {
+	// Admin credentials: with its own certificate and --use-service-account-credentials=false
+	// its controllers are forbidden; per-controller credentials cost seconds at start.
+	p, err := startProcess(c.Dir, "kube-controller-manager", c.tools.Path("kube-controller-manager"), []string{
+		"--kubeconfig=" + c.KubeconfigPath,
+		"--authentication-kubeconfig=" + c.KubeconfigPath, "--authorization-kubeconfig=" + c.KubeconfigPath,
+		"--bind-address=127.0.0.1", "--secure-port=0",
+		"--leader-elect=false", "--use-service-account-credentials=false",
+		"--service-account-private-key-file=" + c.pki.path("sa.key"),
+		"--root-ca-file=" + c.pki.path("ca.crt"),
+		"--controllers=*,-nodeipam,-cloud-node-lifecycle,-route,-service",
+	}, nil)
+	if err != nil {
+		return err
+	}
+	c.add(p)
+	// Its health endpoint answers before the controllers run; the default ServiceAccount
+	// appears only once they do.
+	return p.waitReady(ctx, 60*time.Second, func(ctx context.Context) error {
+		_, err := c.Client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
+}
+
+func (c *Cluster) startScheduler(ctx context.Context) error {
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	p, err := startProcess(c.Dir, "kube-scheduler", c.tools.Path("kube-scheduler"), []string{
+		"--kubeconfig=" + c.KubeconfigPath,
+		"--authentication-kubeconfig=" + c.KubeconfigPath, "--authorization-kubeconfig=" + c.KubeconfigPath,
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(ports[0]),
+		"--leader-elect=false",
+	}, nil)
+	if err != nil {
+		return err
+	}
+	c.add(p)
+	insecure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	return p.waitReady(ctx, 60*time.Second, httpOK(insecure, "https://127.0.0.1:"+strconv.Itoa(ports[0])+"/healthz"))
+}
+
+func (c *Cluster) startKwok(ctx context.Context) error {
+	stages, err := filepath.Glob(filepath.Join(c.tools.Dir, "kwok-stages", "*.yaml"))
+	if err != nil || len(stages) == 0 {
+		return fmt.Errorf("kwok stages missing in %s: run 'make sandbox'", filepath.Join(c.tools.Dir, "kwok-stages"))
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	args := []string{
+		"--kubeconfig=" + c.KubeconfigPath,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=fake",
+		"--server-address=127.0.0.1:" + strconv.Itoa(ports[0]),
+		"--node-ip=127.0.0.1",
+	}
+	for _, s := range append(stages, c.opts.ExtraKwokStages...) {
+		args = append(args, "--config="+s)
+	}
+	p, err := startProcess(c.Dir, "kwok", c.tools.Path("kwok"), args, nil)
+	if err != nil {
+		return err
+	}
+	c.add(p)
+	return p.waitReady(ctx, 30*time.Second, httpOK(http.DefaultClient, "http://127.0.0.1:"+strconv.Itoa(ports[0])+"/healthz"))
+}
+
+// EnsureNamespace creates a namespace unless it exists.
+func (c *Cluster) EnsureNamespace(ctx context.Context, name string) error {
+	_, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", name, err)
+	}
+	return nil
+}

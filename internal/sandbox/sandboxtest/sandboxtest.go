@@ -1,0 +1,139 @@
+// Package sandboxtest starts sandbox components for a test and stops them when it ends. On
+// failure the components' logs are kept and their ends printed.
+//
+// Tests skip when the sandbox tools are not built, unless LIFEBOAT_REQUIRE_SANDBOX is set
+// (as `make test` does), in which case they fail.
+package sandboxtest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"lifeboat.dev/lifeboat/internal/sandbox"
+	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
+)
+
+// Tools finds the sandbox binaries or skips (fails, under LIFEBOAT_REQUIRE_SANDBOX) the test.
+func Tools(t testing.TB) sandbox.Tools {
+	t.Helper()
+	tools, err := sandbox.FindTools()
+	if err != nil {
+		if errors.Is(err, sandbox.ErrNoTools) && os.Getenv("LIFEBOAT_REQUIRE_SANDBOX") == "" {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	return tools
+}
+
+// Dir makes a directory for sandbox files. It is removed after a passing test and kept,
+// with the ends of its logs printed, after a failing one.
+func Dir(t testing.TB) string {
+	t.Helper()
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	dir, err := os.MkdirTemp("", "lifeboat-"+name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			os.RemoveAll(dir)
+			return
+		}
+		logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+		for _, l := range logs {
+			if filepath.Base(l) == "audit.log" {
+				continue // JSON, one request a line: read the file itself
+			}
+			t.Logf("---- %s (last lines)\n%s", l, tail(l, 15))
+		}
+		t.Logf("sandbox files kept in %s", dir)
+	})
+	return dir
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func startContext(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Cluster starts a control plane (opts.Dir is filled in) that stops when the test ends.
+func Cluster(t testing.TB, opts sandbox.ClusterOptions) *sandbox.Cluster {
+	t.Helper()
+	tools := Tools(t)
+	opts.Dir = Dir(t)
+	c, err := sandbox.StartCluster(startContext(t), tools, opts)
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+// IMDS starts an instance-metadata mock that stops when the test ends.
+func IMDS(t testing.TB, opts sandbox.IMDSOptions) *sandbox.IMDS {
+	t.Helper()
+	tools := Tools(t)
+	m, err := sandbox.StartIMDS(startContext(t), tools, Dir(t), opts)
+	if err != nil {
+		t.Fatalf("start IMDS mock: %v", err)
+	}
+	t.Cleanup(m.Stop)
+	return m
+}
+
+// SQS starts the SQS server that stops when the test ends.
+func SQS(t testing.TB, opts sandbox.SQSOptions) *sandbox.SQS {
+	t.Helper()
+	tools := Tools(t)
+	s, err := sandbox.StartSQS(startContext(t), tools, Dir(t), opts)
+	if err != nil {
+		t.Fatalf("start SQS server: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// FakeAWS starts the fake EC2 / Auto Scaling endpoint, routing SQS requests to sqsEndpoint
+// when it is not empty, and closes it when the test ends.
+func FakeAWS(t testing.TB, sqsEndpoint string) *fakeaws.Server {
+	t.Helper()
+	s := fakeaws.New(fakeaws.Options{SQSBackend: sqsEndpoint})
+	if err := s.Start(); err != nil {
+		t.Fatalf("start fake AWS endpoint: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// AWSConfig is an SDK configuration for local endpoints: static dummy credentials and a fixed
+// region, so the SDK never looks for credentials on 169.254.169.254.
+func AWSConfig(endpoint string) aws.Config {
+	return aws.Config{
+		Region:           "us-east-1",
+		Credentials:      credentials.NewStaticCredentialsProvider("AKIDSANDBOX", "sandbox-secret", ""),
+		BaseEndpoint:     aws.String(endpoint),
+		RetryMaxAttempts: 1,
+	}
+}
