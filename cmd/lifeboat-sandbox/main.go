@@ -43,6 +43,9 @@ func run(hold bool, nodeCount int, full bool) error {
 	if err != nil {
 		return err
 	}
+	if !hold {
+		defer os.RemoveAll(dir)
+	}
 	start := time.Now()
 	cluster, err := sandbox.StartCluster(ctx, tools, sandbox.ClusterOptions{Dir: dir, AuditLog: true, ControllerManager: full, Scheduler: full})
 	if err != nil {
