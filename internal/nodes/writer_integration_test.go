@@ -1,0 +1,267 @@
+package nodes_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/sandbox"
+	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+)
+
+// One control plane for all node-writer tests; each subtest has its own node.
+func TestWriterAgainstAPIServer(t *testing.T) {
+	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{NoKwok: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	next := 0
+	newNode := func(t *testing.T, mods ...func(*corev1.Node)) string {
+		t.Helper()
+		next++
+		n := sandbox.NodeSpec{Index: next}.Node()
+		for _, m := range mods {
+			m(n)
+		}
+		if _, err := c.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return n.Name
+	}
+	get := func(t *testing.T, name string) *corev1.Node {
+		t.Helper()
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	w := nodes.NewWriter(c.Client)
+
+	t.Run("cordon and uncordon only undo Lifeboat's own cordon", func(t *testing.T) {
+		free := newNode(t)
+		if _, err := w.Apply(ctx, free, nil, "cordon", nodes.Cordon()); err != nil {
+			t.Fatal(err)
+		}
+		if n := get(t, free); !n.Spec.Unschedulable || n.Annotations[nodes.AnnotationCordonedBy] != "true" {
+			t.Fatalf("after cordon: unschedulable=%v annotations=%v", n.Spec.Unschedulable, n.Annotations)
+		}
+		res, err := w.Apply(ctx, free, nil, "uncordon", nodes.Uncordon())
+		if err != nil || !res.Changed {
+			t.Fatalf("uncordon: changed=%v err=%v", res.Changed, err)
+		}
+		if n := get(t, free); n.Spec.Unschedulable || n.Annotations[nodes.AnnotationCordonedBy] != "" {
+			t.Fatalf("after uncordon: unschedulable=%v annotations=%v", n.Spec.Unschedulable, n.Annotations)
+		}
+
+		cordonedByAdmin := newNode(t, func(n *corev1.Node) { n.Spec.Unschedulable = true })
+		for _, e := range []nodes.Edit{nodes.Cordon(), nodes.Uncordon()} {
+			res, err := w.Apply(ctx, cordonedByAdmin, nil, "cordon/uncordon", e)
+			if err != nil || res.Changed {
+				t.Fatalf("pre-cordoned node: changed=%v err=%v", res.Changed, err)
+			}
+		}
+		if n := get(t, cordonedByAdmin); !n.Spec.Unschedulable {
+			t.Fatal("Lifeboat uncordoned a node an administrator had cordoned")
+		}
+	})
+
+	t.Run("a stale copy never deletes another writer's taint", func(t *testing.T) {
+		name := newNode(t)
+		stale := get(t, name)
+		// Another writer adds its taint after our read.
+		if _, err := nodes.NewWriter(c.Client).Apply(ctx, name, nil, "user taint", nodes.AddTaint("team/dedicated", "gpu", corev1.TaintEffectNoSchedule)); err != nil {
+			t.Fatal(err)
+		}
+		// A plain patch of the taint list from the stale copy would drop team/dedicated.
+		var conflicts atomic.Int32
+		lw := nodes.NewWriter(c.Client)
+		lw.Conflicts = func() { conflicts.Add(1) }
+		if _, err := lw.Apply(ctx, name, stale, "spot taint", nodes.AddTaint(nodes.TaintSpotInterruption, "e-1", corev1.TaintEffectNoSchedule)); err != nil {
+			t.Fatal(err)
+		}
+		keys := taintKeys(get(t, name))
+		if !keys["team/dedicated"] || !keys[nodes.TaintSpotInterruption] {
+			t.Errorf("taints %v, want both team/dedicated and the spot taint", keys)
+		}
+		if conflicts.Load() != 1 {
+			t.Errorf("%d conflicts, want exactly 1 (the stale copy refused, then a fresh read)", conflicts.Load())
+		}
+	})
+
+	t.Run("nothing to do is decided on fresh data", func(t *testing.T) {
+		name := newNode(t)
+		if _, err := w.Apply(ctx, name, nil, "taint", nodes.AddTaint(nodes.TaintRebalance, "r-1", corev1.TaintEffectNoSchedule)); err != nil {
+			t.Fatal(err)
+		}
+		staleWithTaint := get(t, name)
+		if _, err := w.Apply(ctx, name, nil, "untaint", nodes.RemoveTaint(nodes.TaintRebalance, "")); err != nil {
+			t.Fatal(err)
+		}
+		// The stale copy says the taint is there; the writer must not believe it.
+		res, err := w.Apply(ctx, name, staleWithTaint, "taint again", nodes.AddTaint(nodes.TaintRebalance, "r-1", corev1.TaintEffectNoSchedule))
+		if err != nil || !res.Changed {
+			t.Fatalf("changed=%v err=%v", res.Changed, err)
+		}
+		if !taintKeys(get(t, name))[nodes.TaintRebalance] {
+			t.Error("taint not restored")
+		}
+	})
+
+	t.Run("dry run writes nothing", func(t *testing.T) {
+		name := newNode(t)
+		dry := nodes.NewWriter(c.Client)
+		dry.DryRun = true
+		res, err := dry.Apply(ctx, name, nil, "cordon", nodes.Cordon(), nodes.SetLabel(nodes.LabelExcludeFromLoadBalancers, "true"))
+		if err != nil || !res.Changed || !strings.Contains(string(res.Patch), `"unschedulable":true`) {
+			t.Fatalf("dry run: changed=%v patch=%s err=%v", res.Changed, res.Patch, err)
+		}
+		if n := get(t, name); n.Spec.Unschedulable || n.Labels[nodes.LabelExcludeFromLoadBalancers] != "" {
+			t.Error("dry run changed the node")
+		}
+	})
+
+	t.Run("errors name the node and the change", func(t *testing.T) {
+		_, err := w.Apply(ctx, "no-such-node", nil, "cordon for spot notice e-9", nodes.Cordon())
+		if err == nil || !strings.Contains(err.Error(), "node no-such-node: cordon for spot notice e-9: ") || !strings.Contains(err.Error(), "not found") {
+			t.Errorf("error %v", err)
+		}
+	})
+
+	t.Run("race: 20 concurrent writers lose and resurrect nothing", func(t *testing.T) {
+		name := newNode(t, func(n *corev1.Node) {
+			n.Spec.Taints = []corev1.Taint{{Key: "preexisting/taint", Effect: corev1.TaintEffectNoSchedule}}
+		})
+		const writers, rounds = 20, 15
+		type model struct{ taint, label bool }
+		final := make([]model, writers)
+		var wg sync.WaitGroup
+		errs := make(chan error, writers+1)
+		for i := range writers {
+			wg.Go(func() {
+				ww := nodes.NewWriter(c.Client)
+				key := fmt.Sprintf("writer-%02d.example/own", i)
+				rng := rand.New(rand.NewPCG(uint64(i), 7))
+				var m model
+				for r := range rounds {
+					var edits []nodes.Edit
+					if rng.IntN(2) == 0 {
+						m.taint = !m.taint
+						if m.taint {
+							edits = append(edits, nodes.AddTaint(key, fmt.Sprint(r), corev1.TaintEffectPreferNoSchedule))
+						} else {
+							edits = append(edits, nodes.RemoveTaint(key, ""))
+						}
+					} else {
+						m.label = !m.label
+						if m.label {
+							edits = append(edits, nodes.SetLabel(key, fmt.Sprint(r)))
+						} else {
+							edits = append(edits, nodes.RemoveLabel(key))
+						}
+					}
+					if _, err := ww.Apply(ctx, name, nil, key, edits...); err != nil {
+						errs <- err
+						return
+					}
+				}
+				final[i] = m
+			})
+		}
+		// Meanwhile Lifeboat taints, labels, cordons and uncordons the same node over and over.
+		stop := make(chan struct{})
+		var lifeboatRounds int
+		var lwg sync.WaitGroup
+		lwg.Go(func() {
+			var hint *corev1.Node
+			for {
+				select {
+				case <-stop:
+					if _, err := w.Apply(ctx, name, hint, "final taint", nodes.AddTaint(nodes.TaintSpotInterruption, "final", corev1.TaintEffectNoSchedule),
+						nodes.SetLabel(nodes.LabelExcludeFromLoadBalancers, "true"), nodes.Cordon()); err != nil {
+						errs <- err
+					}
+					return
+				default:
+				}
+				lifeboatRounds++
+				on := lifeboatRounds%2 == 1
+				edits := []nodes.Edit{nodes.Cordon(), nodes.AddTaint(nodes.TaintSpotInterruption, fmt.Sprint(lifeboatRounds), corev1.TaintEffectNoSchedule), nodes.SetLabel(nodes.LabelExcludeFromLoadBalancers, "true")}
+				if !on {
+					edits = []nodes.Edit{nodes.Uncordon(), nodes.RemoveTaint(nodes.TaintSpotInterruption, ""), nodes.RemoveLabel(nodes.LabelExcludeFromLoadBalancers)}
+				}
+				res, err := w.Apply(ctx, name, hint, "lifeboat round", edits...)
+				if err != nil {
+					errs <- err
+					return
+				}
+				hint = res.Node // deliberately reuse possibly stale copies
+				// Paced: a tight loop that needs no read per round starves the other writers,
+				// which is not how Lifeboat writes (a few times per notice).
+				time.Sleep(3 * time.Millisecond)
+			}
+		})
+		wg.Wait()
+		close(stop)
+		lwg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+
+		n := get(t, name)
+		taints, lost, resurrected := taintKeys(n), 0, 0
+		for i, m := range final {
+			key := fmt.Sprintf("writer-%02d.example/own", i)
+			_, hasLabel := n.Labels[key]
+			for _, pair := range [][2]bool{{m.taint, taints[key]}, {m.label, hasLabel}} {
+				switch {
+				case pair[0] && !pair[1]:
+					lost++
+				case !pair[0] && pair[1]:
+					resurrected++
+				}
+			}
+		}
+		if lost != 0 || resurrected != 0 {
+			t.Errorf("%d lost and %d resurrected writes", lost, resurrected)
+		}
+		if !taints["preexisting/taint"] || !taints[nodes.TaintSpotInterruption] || !n.Spec.Unschedulable || n.Labels[nodes.LabelExcludeFromLoadBalancers] != "true" {
+			t.Errorf("final node state wrong: taints %v unschedulable %v labels %v", taints, n.Spec.Unschedulable, n.Labels)
+		}
+		t.Logf("%d writers x %d rounds, %d Lifeboat rounds: 0 lost, 0 resurrected", writers, rounds, lifeboatRounds)
+	})
+
+	t.Run("a plain patch from a stale copy does lose the taint (why the precondition exists)", func(t *testing.T) {
+		name := newNode(t)
+		stale := get(t, name)
+		if _, err := w.Apply(ctx, name, nil, "user taint", nodes.AddTaint("team/dedicated", "gpu", corev1.TaintEffectNoSchedule)); err != nil {
+			t.Fatal(err)
+		}
+		taints := append(stale.Spec.Taints, corev1.Taint{Key: nodes.TaintSpotInterruption, Effect: corev1.TaintEffectNoSchedule})
+		patch := fmt.Sprintf(`{"spec":{"taints":[{"key":%q,"effect":"NoSchedule"}]}}`, taints[0].Key)
+		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if taintKeys(get(t, name))["team/dedicated"] {
+			t.Fatal("expected the unconditional patch to drop the other writer's taint; the race test above would then prove nothing")
+		}
+	})
+}
+
+func taintKeys(n *corev1.Node) map[string]bool {
+	out := map[string]bool{}
+	for _, t := range n.Spec.Taints {
+		out[t.Key] = true
+	}
+	return out
+}
