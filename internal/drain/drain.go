@@ -1,0 +1,280 @@
+package drain
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Options configure a Drainer.
+type Options struct {
+	Policy
+	// Lister supplies the node's pods; default: the API server's watch cache.
+	Lister PodLister
+	// PodGracePeriod overrides pods' own grace period when >= 0 (POD_TERMINATION_GRACE_PERIOD);
+	// -1 keeps each pod's own. Either way it is capped so pods end before the deadline.
+	PodGracePeriod int
+	// ForceBeforeDeadline, when > 0, deletes pods that a PodDisruptionBudget still protects
+	// once the deadline is this close, with a grace period clamped to what is left (at least
+	// 1 s). Off by default: it overrides the application owner's budget.
+	ForceBeforeDeadline time.Duration
+	// Concurrency bounds evictions in flight (default 32); the client's rate limit still applies.
+	Concurrency int
+	// RetryMin and RetryMax bound the jittered backoff after a refused eviction
+	// (defaults 250 ms and 5 s).
+	RetryMin, RetryMax time.Duration
+	// DryRun selects pods and reports what would be evicted, but evicts nothing.
+	DryRun bool
+	Logger *slog.Logger
+}
+
+// Drainer empties nodes.
+type Drainer struct {
+	client kubernetes.Interface
+	opts   Options
+}
+
+// New returns a Drainer; zero options get their defaults.
+func New(client kubernetes.Interface, opts Options) *Drainer {
+	if opts.Lister == nil {
+		opts.Lister = APILister{Client: client}
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 32
+	}
+	if opts.RetryMin <= 0 {
+		opts.RetryMin = 250 * time.Millisecond
+	}
+	if opts.RetryMax < opts.RetryMin {
+		opts.RetryMax = max(opts.RetryMin, 5*time.Second)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Drainer{client: client, opts: opts}
+}
+
+// PodOutcome is what happened to one selected pod.
+type PodOutcome struct {
+	Pod       types.NamespacedName
+	UID       types.UID
+	Tier      Tier
+	Unmanaged bool
+	Attempts  int       // eviction requests sent
+	EvictedAt time.Time // the eviction (or forced deletion) was accepted
+	GoneAt    time.Time // its deletion was observed
+	Forced    bool      // deleted past a PodDisruptionBudget near the deadline
+	Error     string    // why it is still on the node, if it is
+}
+
+// Result reports a drain: every selected pod's outcome, every skipped pod with its reason,
+// and timings.
+type Result struct {
+	Node     string
+	DryRun   bool
+	Started  time.Time
+	Listed   time.Time
+	Finished time.Time
+	Pods     []PodOutcome
+	Skipped  []Skipped
+}
+
+// Remaining lists selected pods that are not gone.
+func (r *Result) Remaining() []PodOutcome {
+	var out []PodOutcome
+	for _, p := range r.Pods {
+		if p.GoneAt.IsZero() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Drain evicts the node's pods and waits until they are gone or the deadline passes. The
+// error is nil only when every selected pod is gone (or, in dry-run, after selection).
+func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time) (*Result, error) {
+	res := &Result{Node: node, DryRun: d.opts.DryRun, Started: time.Now()}
+	defer func() { res.Finished = time.Now() }()
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+
+	pods, rv, err := d.opts.Lister.PodsOnNode(ctx, node)
+	if err != nil {
+		return res, fmt.Errorf("drain %s: %w", node, err)
+	}
+	res.Listed = time.Now()
+	candidates, skipped := Select(pods, d.opts.Policy)
+	res.Skipped = skipped
+	res.Pods = make([]PodOutcome, len(candidates))
+	for i, c := range candidates {
+		res.Pods[i] = PodOutcome{Pod: types.NamespacedName{Namespace: c.Pod.Namespace, Name: c.Pod.Name}, UID: c.Pod.UID, Tier: c.Tier, Unmanaged: c.Unmanaged}
+	}
+	if d.opts.DryRun || len(candidates) == 0 {
+		return res, nil
+	}
+
+	tr := newTracker(candidates)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go d.watchDeletions(watchCtx, node, rv, tr)
+
+	for start := 0; start < len(candidates); {
+		end := start
+		for end < len(candidates) && candidates[end].Tier == candidates[start].Tier {
+			end++
+		}
+		d.evictTier(ctx, candidates[start:end], res.Pods[start:end], deadline)
+		var uids []types.UID
+		for i := start; i < end; i++ {
+			if !res.Pods[i].EvictedAt.IsZero() {
+				uids = append(uids, res.Pods[i].UID)
+			}
+		}
+		tr.waitAll(ctx, uids)
+		start = end
+	}
+	for i := range res.Pods {
+		if at, ok := tr.goneAt(res.Pods[i].UID); ok {
+			res.Pods[i].GoneAt = at
+		} else if res.Pods[i].Error == "" {
+			res.Pods[i].Error = "eviction accepted but the pod was still terminating at the deadline"
+		}
+	}
+	if left := res.Remaining(); len(left) > 0 {
+		names := make([]string, 0, min(len(left), 5))
+		for _, p := range left[:min(len(left), 5)] {
+			names = append(names, p.Pod.String()+": "+p.Error)
+		}
+		return res, fmt.Errorf("drain %s incomplete: %d of %d pods remain (%s)", node, len(left), len(res.Pods), strings.Join(names, "; "))
+	}
+	return res, nil
+}
+
+// evictTier evicts one tier's pods with at most Concurrency requests in flight.
+func (d *Drainer) evictTier(ctx context.Context, tier []Candidate, out []PodOutcome, deadline time.Time) {
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(d.opts.Concurrency, len(tier)) {
+		wg.Go(func() {
+			for i := range work {
+				d.evictOne(ctx, tier[i].Pod, &out[i], deadline)
+			}
+		})
+	}
+	for i := range tier {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+}
+
+// evictOne sends evictions until one is accepted, the pod is gone, or the deadline passes.
+func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome, deadline time.Time) {
+	log := d.opts.Logger.With("pod", out.Pod.String(), "node", pod.Spec.NodeName)
+	backoff := d.opts.RetryMin
+	for {
+		out.Attempts++
+		eviction := &policyv1.Eviction{
+			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
+			// The UID precondition keeps a same-named replacement pod from being evicted.
+			DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}, GracePeriodSeconds: d.gracePeriod(pod, deadline)},
+		}
+		err := d.client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, eviction)
+		switch {
+		case err == nil:
+			out.EvictedAt = time.Now()
+			return
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			// Gone already, or replaced by a pod with another UID: nothing of ours to evict.
+			out.EvictedAt = time.Now()
+			return
+		case blockedByBudget(err), retriable(err):
+			if d.opts.ForceBeforeDeadline > 0 && time.Until(deadline) <= d.opts.ForceBeforeDeadline && blockedByBudget(err) {
+				d.forceDelete(ctx, pod, out, deadline, log)
+				return
+			}
+			wait := backoff/2 + rand.N(backoff)
+			if d.opts.ForceBeforeDeadline > 0 {
+				// Wake up in time to force, rather than sleeping past the moment.
+				wait = min(wait, max(time.Until(deadline)-d.opts.ForceBeforeDeadline, time.Millisecond))
+			}
+			log.Debug("eviction refused, retrying", "attempt", out.Attempts, "after", wait, "err", err)
+			select {
+			case <-ctx.Done():
+				out.Error = fmt.Sprintf("deadline reached after %d eviction attempts: %v", out.Attempts, err)
+				return
+			case <-time.After(wait):
+			}
+			backoff = min(backoff*2, d.opts.RetryMax)
+		default:
+			out.Error = fmt.Sprintf("eviction failed: %v", err)
+			log.Warn("eviction failed", "err", err)
+			return
+		}
+	}
+}
+
+// forceDelete deletes a pod a budget still protects, leaving it what time is left to stop.
+func (d *Drainer) forceDelete(ctx context.Context, pod *corev1.Pod, out *PodOutcome, deadline time.Time, log *slog.Logger) {
+	grace := max(int64(time.Until(deadline).Seconds())-1, 1)
+	if own := podGrace(pod); own < grace {
+		grace = own
+	}
+	grace = max(grace, 1) // 0 would mean "at once, without any grace"
+	err := d.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &pod.UID}, GracePeriodSeconds: &grace,
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		out.Error = fmt.Sprintf("forced deletion failed: %v", err)
+		return
+	}
+	log.Warn("deleted a pod its PodDisruptionBudget still protected: the deadline is near", "gracePeriodSeconds", grace)
+	out.EvictedAt, out.Forced = time.Now(), true
+}
+
+// gracePeriod is the grace period to request: the override or the pod's own, cut to end
+// before the deadline. nil keeps the pod's own.
+func (d *Drainer) gracePeriod(pod *corev1.Pod, deadline time.Time) *int64 {
+	g, explicit := podGrace(pod), false
+	if d.opts.PodGracePeriod >= 0 {
+		g, explicit = int64(d.opts.PodGracePeriod), true
+	}
+	if left := int64(time.Until(deadline).Seconds()) - 1; left < g {
+		g, explicit = max(left, 1), true
+	}
+	if !explicit {
+		return nil
+	}
+	return &g
+}
+
+func podGrace(pod *corev1.Pod) int64 {
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		return *pod.Spec.TerminationGracePeriodSeconds
+	}
+	return corev1.DefaultTerminationGracePeriodSeconds
+}
+
+// blockedByBudget: 429 from the eviction API, or the 500 it answers when several budgets
+// select the pod (which may resolve once someone fixes the budgets).
+func blockedByBudget(err error) bool {
+	return apierrors.IsTooManyRequests(err) ||
+		(apierrors.IsInternalError(err) && strings.Contains(err.Error(), "more than one PodDisruptionBudget"))
+}
+
+// retriable: the API server is briefly unable to answer; the same request may succeed later.
+func retriable(err error) bool {
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsServiceUnavailable(err) ||
+		apierrors.IsInternalError(err)
+}

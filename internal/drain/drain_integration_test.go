@@ -1,0 +1,279 @@
+package drain
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+
+	"lifeboat.dev/lifeboat/internal/sandbox"
+	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+)
+
+func testContext(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// createPods creates the pods on the API server, then gives them the phases and deletion
+// state they were built with (status and deletion cannot be set on create).
+func createPods(t *testing.T, ctx context.Context, c *sandbox.Cluster, pods ...*corev1.Pod) {
+	t.Helper()
+	for _, p := range pods {
+		if err := c.EnsureNamespace(ctx, p.Namespace); err != nil {
+			t.Fatal(err)
+		}
+		want := p.DeepCopy()
+		p = p.DeepCopy()
+		p.UID, p.Status, p.DeletionTimestamp = "", corev1.PodStatus{}, nil
+		if want.DeletionTimestamp != nil {
+			p.Finalizers = []string{"lifeboat.dev/test-keep"} // keeps it terminating
+		}
+		created, err := c.Client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("create pod %s/%s: %v", p.Namespace, p.Name, err)
+		}
+		if want.Status.Phase == corev1.PodSucceeded || want.Status.Phase == corev1.PodFailed { // kwok, if running, sets Running itself
+			created.Status.Phase = want.Status.Phase
+			if _, err := c.Client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if want.DeletionTimestamp != nil {
+			if err := c.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// Invariant 1: the watch cache, a quorum read and an informer give identical selections.
+func TestFilterMatrixIdenticalAcrossListSources(t *testing.T) {
+	ctx := testContext(t, 2*time.Minute)
+	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{NoKwok: true})
+	const node = "n"
+	if _, err := c.Client.CoreV1().Nodes().Create(ctx, sandbox.NodeSpec{Name: node}.Node(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createPods(t, ctx, c, matrixPods(node)...)
+	// A pod on another node must never appear.
+	createPods(t, ctx, c, newPod("apps", "elsewhere", "other-node", ownedBy("ReplicaSet", "web")))
+
+	factory := informers.NewSharedInformerFactory(c.Client, 0)
+	podInformer := factory.Core().V1().Pods().Informer()
+	if err := IndexByNodeName(podInformer); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	factory.Start(stop)
+	defer func() { close(stop); factory.Shutdown() }() // Shutdown waits for the informers to stop
+	factory.WaitForCacheSync(ctx.Done())
+
+	listers := map[string]PodLister{
+		"watch cache": APILister{Client: c.Client},
+		"quorum":      APILister{Client: c.Client, Quorum: true},
+		"informer":    InformerLister{Informer: podInformer},
+	}
+	for _, ignoreDS := range []bool{true, false} {
+		for _, deleteLocal := range []bool{true, false} {
+			policy := Policy{IgnoreDaemonSets: ignoreDS, DeleteLocalData: deleteLocal, OwnPod: types.NamespacedName{Namespace: "kube-system", Name: "lifeboat-abc"}}
+			want := expectedSelection(ignoreDS, deleteLocal)
+			for name, l := range listers {
+				var got selection
+				// The watch cache may lag a write by a moment; it must converge to the same answer.
+				err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+					pods, _, err := l.PodsOnNode(ctx, node)
+					if err != nil {
+						return false, err
+					}
+					got = summarize(Select(pods, policy))
+					return got.equal(want), nil
+				})
+				if err != nil {
+					t.Errorf("%s, IGNORE_DAEMON_SETS=%v DELETE_LOCAL_DATA=%v:\n got %+v\nwant %+v", name, ignoreDS, deleteLocal, got, want)
+				}
+			}
+		}
+	}
+}
+
+// lifeboatClient authenticates as "lifeboat" with Lifeboat's default rate limits, so the
+// audit log can count its requests apart from the test's own.
+func lifeboatClient(t *testing.T, c *sandbox.Cluster) kubernetes.Interface {
+	t.Helper()
+	rc, err := c.UserConfig("lifeboat", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.QPS, rc.Burst = 100, 200 // KUBE_API_QPS / KUBE_API_BURST defaults
+	return kubernetes.NewForConfigOrDie(rc)
+}
+
+func TestDrainEvictsInTiersWithFewRequests(t *testing.T) {
+	ctx := testContext(t, 2*time.Minute)
+	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{AuditLog: true})
+	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := nodes[0].Name
+	var pods []*corev1.Pod
+	for i := range 5 {
+		pods = append(pods, newPod("apps", fmt.Sprintf("web-%d", i), node, ownedBy("ReplicaSet", "web")))
+	}
+	pods = append(pods,
+		newPod("apps", "bare", node),
+		newPod("kube-system", "coredns", node, ownedBy("ReplicaSet", "coredns"), critical("system-cluster-critical")),
+		newPod("kube-system", "logs", node, ownedBy("DaemonSet", "logs")),
+	)
+	createPods(t, ctx, c, pods...)
+
+	d := New(lifeboatClient(t, c), Options{Policy: Policy{IgnoreDaemonSets: true, DeleteLocalData: true}, PodGracePeriod: -1})
+	res, err := d.Drain(ctx, node, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	if len(res.Pods) != 7 || len(res.Skipped) != 1 || res.Skipped[0].Reason != ReasonDaemonSet {
+		t.Fatalf("selected %d, skipped %+v", len(res.Pods), res.Skipped)
+	}
+	var lastWorkloadGone, criticalEvicted time.Time
+	for _, p := range res.Pods {
+		if p.GoneAt.IsZero() || p.Attempts != 1 || p.Error != "" {
+			t.Errorf("pod %s: %+v", p.Pod, p)
+		}
+		switch p.Tier {
+		case TierWorkload:
+			if p.GoneAt.After(lastWorkloadGone) {
+				lastWorkloadGone = p.GoneAt
+			}
+		case TierCritical:
+			criticalEvicted = p.EvictedAt
+		}
+	}
+	if !criticalEvicted.After(lastWorkloadGone) {
+		t.Errorf("critical pod evicted at %v, before the last workload pod was gone at %v", criticalEvicted, lastWorkloadGone)
+	}
+	left, err := c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Items) != 1 || left.Items[0].Name != "logs" {
+		t.Errorf("pods left on the node: %d, want only the DaemonSet pod", len(left.Items))
+	}
+	events, err := c.AuditEvents(sandbox.ByUser("lifeboat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	verbs := map[string]int{}
+	for _, e := range events {
+		verbs[e.Verb+" "+e.ObjectRef.Resource+"/"+e.ObjectRef.Subresource]++
+	}
+	// One list, one watch, one eviction per pod: no per-pod GETs, no polling.
+	if len(events) != 7+2 || verbs["create pods/eviction"] != 7 || verbs["list pods/"] != 1 || verbs["watch pods/"] != 1 {
+		t.Errorf("%d requests %v, want 9: 1 list, 1 watch, 7 evictions", len(events), verbs)
+	}
+}
+
+func TestPodDisruptionBudgets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the controller manager for PDB status")
+	}
+	ctx := testContext(t, 3*time.Minute)
+	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{ControllerManager: true})
+	// The PDB controller only counts Ready pods; kwok makes them Ready.
+	makeGuarded := func(t *testing.T, node, app string, pdb policyv1.PodDisruptionBudgetSpec) {
+		t.Helper()
+		for i := range 2 {
+			// Bare pods: the garbage collector would delete pods whose owner does not exist.
+			createPods(t, ctx, c, newPod("db", fmt.Sprintf("%s-%d", app, i), node, labels("app", app)))
+		}
+		pdb.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
+		if _, err := c.Client.PolicyV1().PodDisruptionBudgets("db").Create(ctx, &policyv1.PodDisruptionBudget{
+			ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: "db"}, Spec: pdb,
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			p, err := c.Client.PolicyV1().PodDisruptionBudgets("db").Get(ctx, app, metav1.GetOptions{})
+			return err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.CurrentHealthy == 2, nil
+		})
+		if err != nil {
+			t.Fatalf("PDB %s never computed: %v", app, err)
+		}
+	}
+
+	t.Run("blocked evictions back off and succeed once the budget allows", func(t *testing.T) {
+		nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		two := intstr.FromInt32(2)
+		makeGuarded(t, nodes[0].Name, "db", policyv1.PodDisruptionBudgetSpec{MinAvailable: &two})
+		go func() {
+			time.Sleep(2 * time.Second)
+			patch := []byte(`{"spec":{"minAvailable":0}}`)
+			if _, err := c.Client.PolicyV1().PodDisruptionBudgets("db").Patch(ctx, "db", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Error(err)
+			}
+		}()
+		d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1, RetryMin: 100 * time.Millisecond, RetryMax: 400 * time.Millisecond})
+		start := time.Now()
+		res, err := d.Drain(ctx, nodes[0].Name, time.Now().Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range res.Pods {
+			if p.Attempts < 2 || p.Forced || p.EvictedAt.Sub(start) < 2*time.Second {
+				t.Errorf("pod %s: %d attempts, forced %v, evicted after %v; want refused first, then evicted once allowed", p.Pod, p.Attempts, p.Forced, p.EvictedAt.Sub(start))
+			}
+		}
+	})
+
+	t.Run("with the force option, deleted near the deadline", func(t *testing.T) {
+		nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		zero := intstr.FromInt32(0)
+		makeGuarded(t, nodes[0].Name, "ledger", policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &zero})
+		d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1, ForceBeforeDeadline: 3 * time.Second,
+			RetryMin: 100 * time.Millisecond, RetryMax: 400 * time.Millisecond})
+		deadline := time.Now().Add(6 * time.Second)
+		res, err := d.Drain(ctx, nodes[0].Name, deadline)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range res.Pods {
+			if !p.Forced || p.GoneAt.IsZero() || p.EvictedAt.Before(deadline.Add(-3*time.Second-500*time.Millisecond)) {
+				t.Errorf("pod %s: forced %v gone %v evicted %v before the deadline", p.Pod, p.Forced, !p.GoneAt.IsZero(), deadline.Sub(p.EvictedAt))
+			}
+		}
+	})
+
+	t.Run("without it, the drain reports the blocked pods at the deadline", func(t *testing.T) {
+		nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		zero := intstr.FromInt32(0)
+		makeGuarded(t, nodes[0].Name, "vault", policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &zero})
+		d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1, RetryMin: 100 * time.Millisecond, RetryMax: 400 * time.Millisecond})
+		res, err := d.Drain(ctx, nodes[0].Name, time.Now().Add(2*time.Second))
+		if err == nil {
+			t.Fatal("drain reported success with pods still protected")
+		}
+		if left := res.Remaining(); len(left) != 2 || left[0].Error == "" || left[0].Attempts < 2 {
+			t.Errorf("remaining %+v", left)
+		}
+	})
+}

@@ -1,0 +1,70 @@
+package drain
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// PodLister lists the pods bound to a node, with the resourceVersion a watch for their
+// deletion can start from.
+type PodLister interface {
+	PodsOnNode(ctx context.Context, node string) (pods []corev1.Pod, resourceVersion string, err error)
+}
+
+// APILister lists through the API server: from its watch cache (resourceVersion=0, cheap;
+// Lifeboat's default) or, with Quorum, from etcd.
+type APILister struct {
+	Client kubernetes.Interface
+	Quorum bool
+}
+
+// PodsOnNode lists the node's pods with a spec.nodeName field selector.
+func (l APILister) PodsOnNode(ctx context.Context, node string) ([]corev1.Pod, string, error) {
+	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()}
+	if !l.Quorum {
+		opts.ResourceVersion = "0"
+	}
+	list, err := l.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+	if err != nil {
+		return nil, "", fmt.Errorf("list pods on node %s: %w", node, err)
+	}
+	return list.Items, list.ResourceVersion, nil
+}
+
+// NodeNameIndex indexes pods by spec.nodeName in an informer.
+const NodeNameIndex = "spec.nodeName"
+
+// InformerLister lists from a pod informer that has NodeNameIndex (see IndexByNodeName).
+type InformerLister struct{ Informer cache.SharedIndexInformer }
+
+// IndexByNodeName adds NodeNameIndex to a pod informer; call it before the informer starts.
+func IndexByNodeName(inf cache.SharedIndexInformer) error {
+	return inf.AddIndexers(cache.Indexers{NodeNameIndex: func(obj any) ([]string, error) {
+		if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
+			return []string{pod.Spec.NodeName}, nil
+		}
+		return nil, nil
+	}})
+}
+
+// PodsOnNode returns copies of the informer's pods for the node.
+func (l InformerLister) PodsOnNode(ctx context.Context, node string) ([]corev1.Pod, string, error) {
+	if !l.Informer.HasSynced() {
+		return nil, "", fmt.Errorf("list pods on node %s: pod informer not synced yet", node)
+	}
+	objs, err := l.Informer.GetIndexer().ByIndex(NodeNameIndex, node)
+	if err != nil {
+		return nil, "", fmt.Errorf("list pods on node %s: %w", node, err)
+	}
+	pods := make([]corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		pods = append(pods, *o.(*corev1.Pod).DeepCopy())
+	}
+	return pods, l.Informer.LastSyncResourceVersion(), nil
+}

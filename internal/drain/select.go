@@ -1,0 +1,143 @@
+// Package drain empties a node before its deadline: it selects the pods to evict through one
+// filter (whatever the list source), evicts them in priority tiers with bounded concurrency,
+// retries PodDisruptionBudget refusals with backoff, caps grace periods so pods end before the
+// deadline, and observes completion through one watch instead of polling each pod.
+package drain
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Policy decides which pods a drain evicts. Its zero value evicts DaemonSet pods and refuses
+// emptyDir pods; NewPolicy gives NTH's defaults.
+type Policy struct {
+	// IgnoreDaemonSets leaves DaemonSet pods in place (IGNORE_DAEMON_SETS).
+	IgnoreDaemonSets bool
+	// DeleteLocalData evicts pods with emptyDir volumes (DELETE_LOCAL_DATA); otherwise they
+	// stay and are reported.
+	DeleteLocalData bool
+	// OwnPod is Lifeboat's own pod, never evicted.
+	OwnPod types.NamespacedName
+}
+
+// Reason says why a pod was not evicted.
+type Reason string
+
+const (
+	ReasonMirror      Reason = "mirror pod of a static pod: managed by the kubelet"
+	ReasonOwnPod      Reason = "Lifeboat's own pod"
+	ReasonFinished    Reason = "already finished"
+	ReasonTerminating Reason = "already terminating"
+	ReasonDaemonSet   Reason = "DaemonSet pod (IGNORE_DAEMON_SETS=true)"
+	ReasonLocalData   Reason = "uses emptyDir and DELETE_LOCAL_DATA=false"
+)
+
+// Tier orders evictions: every pod of a tier is gone before the next tier starts, so
+// critical pods (DNS, CNI, log shippers) serve the others until they leave.
+type Tier int
+
+const (
+	TierWorkload          Tier = iota // not critical, not from a DaemonSet
+	TierDaemonSet                     // not critical, from a DaemonSet (when not ignored)
+	TierCritical                      // system-cluster-critical / system-node-critical
+	TierCriticalDaemonSet             // critical and from a DaemonSet
+)
+
+func (t Tier) String() string {
+	return [...]string{"workload", "daemonset", "critical", "critical-daemonset"}[t]
+}
+
+// Candidate is a pod selected for eviction.
+type Candidate struct {
+	Pod  *corev1.Pod
+	Tier Tier
+	// Unmanaged pods have no controller and are not recreated elsewhere. They are evicted
+	// like the rest, as NTH does (kubectl drain --force), and reported.
+	Unmanaged bool
+}
+
+// Skipped is a pod the drain leaves alone, and why.
+type Skipped struct {
+	Pod    types.NamespacedName
+	Reason Reason
+}
+
+// Select is the one place that decides which pods a drain evicts. Every list source (watch
+// cache, quorum read, informer) goes through it. Candidates come back in tier order.
+func Select(pods []corev1.Pod, p Policy) (evict []Candidate, skipped []Skipped) {
+	for i := range pods {
+		pod := &pods[i]
+		key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+		owner := controllerOf(pod)
+		fromDaemonSet := owner != nil && owner.Kind == "DaemonSet" && owner.APIVersion == "apps/v1"
+		var reason Reason
+		switch {
+		case isMirror(pod):
+			reason = ReasonMirror
+		case key == p.OwnPod:
+			reason = ReasonOwnPod
+		case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+			reason = ReasonFinished
+		case pod.DeletionTimestamp != nil:
+			reason = ReasonTerminating
+		case fromDaemonSet && p.IgnoreDaemonSets:
+			reason = ReasonDaemonSet
+		case hasEmptyDir(pod) && !p.DeleteLocalData:
+			reason = ReasonLocalData
+		}
+		if reason != "" {
+			skipped = append(skipped, Skipped{Pod: key, Reason: reason})
+			continue
+		}
+		evict = append(evict, Candidate{Pod: pod, Tier: tierOf(pod, fromDaemonSet), Unmanaged: owner == nil})
+	}
+	slices.SortStableFunc(evict, func(a, b Candidate) int { return int(a.Tier) - int(b.Tier) })
+	return evict, skipped
+}
+
+func tierOf(pod *corev1.Pod, fromDaemonSet bool) Tier {
+	t := TierWorkload
+	if isCritical(pod) {
+		t = TierCritical
+	}
+	if fromDaemonSet {
+		t++
+	}
+	return t
+}
+
+// isCritical: the two built-in system priority classes, or a priority at least as high.
+func isCritical(pod *corev1.Pod) bool {
+	switch pod.Spec.PriorityClassName {
+	case "system-cluster-critical", "system-node-critical":
+		return true
+	}
+	return pod.Spec.Priority != nil && *pod.Spec.Priority >= 2000000000
+}
+
+func isMirror(pod *corev1.Pod) bool {
+	_, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]
+	return ok
+}
+
+func hasEmptyDir(pod *corev1.Pod) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.EmptyDir != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func controllerOf(pod *corev1.Pod) *metav1.OwnerReference {
+	for i := range pod.OwnerReferences {
+		if r := &pod.OwnerReferences[i]; r.Controller != nil && *r.Controller {
+			return r
+		}
+	}
+	return nil
+}

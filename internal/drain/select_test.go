@@ -1,0 +1,152 @@
+package drain
+
+import (
+	"maps"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// matrixPods is a node holding one pod of every kind the filters distinguish.
+func matrixPods(node string) []*corev1.Pod {
+	return []*corev1.Pod{
+		newPod("apps", "web-1", node, ownedBy("ReplicaSet", "web")),
+		newPod("apps", "web-2", node, ownedBy("ReplicaSet", "web")),
+		newPod("kube-system", "fluent-bit-x", node, ownedBy("DaemonSet", "fluent-bit")),
+		newPod("kube-system", "kube-proxy-"+node, node, mirror()),
+		newPod("kube-system", "lifeboat-abc", node, ownedBy("DaemonSet", "lifeboat")),
+		newPod("batch", "job-done", node, ownedBy("Job", "nightly"), phase(corev1.PodSucceeded)),
+		newPod("batch", "job-failed", node, ownedBy("Job", "nightly"), phase(corev1.PodFailed)),
+		newPod("apps", "leaving", node, ownedBy("ReplicaSet", "web"), terminating()),
+		newPod("apps", "cache", node, ownedBy("ReplicaSet", "cache"), withEmptyDir()),
+		newPod("apps", "bare", node),
+		newPod("kube-system", "coredns-1", node, ownedBy("ReplicaSet", "coredns"), critical("system-cluster-critical")),
+		newPod("kube-system", "cni-x", node, ownedBy("DaemonSet", "cni"), critical("system-node-critical")),
+	}
+}
+
+// selection is what Select decided, independent of the order within a tier (list sources
+// return pods in different orders; only the tier order matters).
+type selection struct {
+	evict   map[string]Tier // namespace/name -> tier
+	skipped map[string]Reason
+}
+
+func summarize(evict []Candidate, skipped []Skipped) selection {
+	s := selection{evict: map[string]Tier{}, skipped: map[string]Reason{}}
+	for i, c := range evict {
+		if i > 0 && c.Tier < evict[i-1].Tier {
+			s.evict["tier order broken at "+c.Pod.Name] = c.Tier
+		}
+		s.evict[c.Pod.Namespace+"/"+c.Pod.Name] = c.Tier
+	}
+	for _, k := range skipped {
+		s.skipped[k.Pod.String()] = k.Reason
+	}
+	return s
+}
+
+// expectedSelection is what the matrix node must give under each policy.
+func expectedSelection(ignoreDS, deleteLocal bool) selection {
+	s := selection{
+		evict: map[string]Tier{"apps/web-1": TierWorkload, "apps/web-2": TierWorkload, "apps/bare": TierWorkload, "kube-system/coredns-1": TierCritical},
+		skipped: map[string]Reason{
+			"kube-system/kube-proxy-n": ReasonMirror,
+			"kube-system/lifeboat-abc": ReasonOwnPod,
+			"batch/job-done":           ReasonFinished,
+			"batch/job-failed":         ReasonFinished,
+			"apps/leaving":             ReasonTerminating,
+		},
+	}
+	if deleteLocal {
+		s.evict["apps/cache"] = TierWorkload
+	} else {
+		s.skipped["apps/cache"] = ReasonLocalData
+	}
+	if ignoreDS {
+		s.skipped["kube-system/fluent-bit-x"] = ReasonDaemonSet
+		s.skipped["kube-system/cni-x"] = ReasonDaemonSet
+	} else {
+		s.evict["kube-system/fluent-bit-x"] = TierDaemonSet
+		s.evict["kube-system/cni-x"] = TierCriticalDaemonSet
+	}
+	return s
+}
+
+func (s selection) equal(o selection) bool {
+	return maps.Equal(s.evict, o.evict) && maps.Equal(s.skipped, o.skipped)
+}
+
+func TestSelect(t *testing.T) {
+	var pods []corev1.Pod
+	for _, p := range matrixPods("n") {
+		pods = append(pods, *p)
+	}
+	for _, ignoreDS := range []bool{true, false} {
+		for _, deleteLocal := range []bool{true, false} {
+			policy := Policy{IgnoreDaemonSets: ignoreDS, DeleteLocalData: deleteLocal, OwnPod: types.NamespacedName{Namespace: "kube-system", Name: "lifeboat-abc"}}
+			got := summarize(Select(pods, policy))
+			if want := expectedSelection(ignoreDS, deleteLocal); !got.equal(want) {
+				t.Errorf("ignoreDS=%v deleteLocal=%v:\n got %+v\nwant %+v", ignoreDS, deleteLocal, got, want)
+			}
+		}
+	}
+}
+
+func TestTiersAndUnmanaged(t *testing.T) {
+	pods := []corev1.Pod{
+		*newPod("a", "cni", "n", ownedBy("DaemonSet", "cni"), critical("system-node-critical")),
+		*newPod("a", "dns", "n", ownedBy("ReplicaSet", "dns"), critical("system-cluster-critical")),
+		*newPod("a", "logs", "n", ownedBy("DaemonSet", "logs")),
+		*newPod("a", "bare", "n"),
+		*newPod("a", "web", "n", ownedBy("ReplicaSet", "web")),
+	}
+	evict, _ := Select(pods, Policy{DeleteLocalData: true})
+	want := []struct {
+		name      string
+		tier      Tier
+		unmanaged bool
+	}{{"bare", TierWorkload, true}, {"web", TierWorkload, false}, {"logs", TierDaemonSet, false}, {"dns", TierCritical, false}, {"cni", TierCriticalDaemonSet, false}}
+	if len(evict) != len(want) {
+		t.Fatalf("got %d candidates", len(evict))
+	}
+	for i, w := range want {
+		if c := evict[i]; c.Pod.Name != w.name || c.Tier != w.tier || c.Unmanaged != w.unmanaged {
+			t.Errorf("candidate %d: %s tier %s unmanaged %v, want %s tier %s unmanaged %v", i, c.Pod.Name, c.Tier, c.Unmanaged, w.name, w.tier, w.unmanaged)
+		}
+	}
+}
+
+func TestGracePeriodCappedByDeadline(t *testing.T) {
+	tests := []struct {
+		name     string
+		override int
+		pod      *corev1.Pod
+		left     time.Duration
+		want     int64 // -1 = nil (the pod's own)
+	}{
+		{"pod's own fits", -1, newPod("a", "p", "n", grace(30)), 5 * time.Minute, -1},
+		{"default 30 s fits", -1, newPod("a", "p", "n"), time.Minute, -1},
+		{"pod's own cut to the deadline", -1, newPod("a", "p", "n", grace(600)), 2 * time.Minute, 119},
+		{"override", 10, newPod("a", "p", "n", grace(600)), 2 * time.Minute, 10},
+		{"override cut to the deadline", 300, newPod("a", "p", "n"), 60 * time.Second, 59},
+		{"override zero kept", 0, newPod("a", "p", "n"), time.Minute, 0},
+		{"never below one second when time is up", -1, newPod("a", "p", "n"), 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := New(nil, Options{PodGracePeriod: tt.override})
+			got := d.gracePeriod(tt.pod, time.Now().Add(tt.left+500*time.Millisecond))
+			switch {
+			case tt.want == -1 && got != nil:
+				t.Errorf("got %d, want the pod's own", *got)
+			case tt.want != -1 && got == nil:
+				t.Errorf("got the pod's own, want %d", tt.want)
+			case tt.want != -1 && *got != tt.want:
+				t.Errorf("got %d, want %d", *got, tt.want)
+			}
+		})
+	}
+}

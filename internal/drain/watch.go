@@ -1,0 +1,171 @@
+package drain
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// tracker records which selected pods are gone, and wakes waiters when that changes.
+type tracker struct {
+	mu      sync.Mutex
+	tracked map[types.UID]bool
+	gone    map[types.UID]time.Time
+	changed chan struct{} // closed and replaced on every change
+}
+
+func newTracker(cs []Candidate) *tracker {
+	t := &tracker{tracked: map[types.UID]bool{}, gone: map[types.UID]time.Time{}, changed: make(chan struct{})}
+	for _, c := range cs {
+		t.tracked[c.Pod.UID] = true
+	}
+	return t
+}
+
+func (t *tracker) markGone(uid types.UID, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.tracked[uid] {
+		return
+	}
+	if _, done := t.gone[uid]; done {
+		return
+	}
+	t.gone[uid] = at
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+// markAbsent marks every tracked pod missing from a fresh list as gone.
+func (t *tracker) markAbsent(present map[types.UID]bool, at time.Time) {
+	t.mu.Lock()
+	var missing []types.UID
+	for uid := range t.tracked {
+		if !present[uid] {
+			missing = append(missing, uid)
+		}
+	}
+	t.mu.Unlock()
+	for _, uid := range missing {
+		t.markGone(uid, at)
+	}
+}
+
+func (t *tracker) goneAt(uid types.UID) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := t.gone[uid]
+	return at, ok
+}
+
+// waitAll returns when every uid is gone or ctx ends.
+func (t *tracker) waitAll(ctx context.Context, uids []types.UID) {
+	for {
+		t.mu.Lock()
+		left := 0
+		for _, u := range uids {
+			if _, ok := t.gone[u]; !ok {
+				left++
+			}
+		}
+		ch := t.changed
+		t.mu.Unlock()
+		if left == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+	}
+}
+
+// watchDeletions follows the node's pods from resourceVersion rv and reports deletions to tr
+// until ctx ends. One watch serves the whole drain; if it breaks, a fresh list catches what
+// was missed and the watch resumes from there.
+func (d *Drainer) watchDeletions(ctx context.Context, node, rv string, tr *tracker) {
+	selector := fields.OneTermEqualSelector("spec.nodeName", node).String()
+	pause := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		if rv == "" {
+			rv = d.relist(ctx, node, tr)
+			if rv == "" {
+				sleep(ctx, pause)
+				pause = min(pause*2, 5*time.Second)
+				continue
+			}
+		}
+		w, err := d.client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{
+			FieldSelector: selector, ResourceVersion: rv, AllowWatchBookmarks: true,
+		})
+		if err != nil {
+			d.opts.Logger.Debug("pod watch failed; listing again", "node", node, "err", err)
+			rv = ""
+			continue
+		}
+		rv = d.consume(ctx, w, tr, rv)
+		w.Stop()
+	}
+}
+
+// consume reads watch events until the watch ends; it returns the resourceVersion to resume
+// from (rv, advanced by the events seen), or "" when a fresh list is needed.
+func (d *Drainer) consume(ctx context.Context, w watch.Interface, tr *tracker, rv string) string {
+	for {
+		select {
+		case <-ctx.Done():
+			return rv
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return rv
+			}
+			switch ev.Type {
+			case watch.Error:
+				// Typically 410 Gone (the version is too old to resume from): list again.
+				return ""
+			case watch.Deleted:
+				if pod, ok := ev.Object.(*corev1.Pod); ok {
+					tr.markGone(pod.UID, time.Now())
+					rv = pod.ResourceVersion
+				}
+			default:
+				if obj, ok := ev.Object.(metav1.Object); ok {
+					rv = obj.GetResourceVersion()
+				}
+			}
+		}
+	}
+}
+
+// relist marks tracked pods absent from a fresh list as gone and returns the list's
+// resourceVersion ("" on error).
+func (d *Drainer) relist(ctx context.Context, node string, tr *tracker) string {
+	pods, rv, err := (APILister{Client: d.client, Quorum: true}).PodsOnNode(ctx, node)
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			d.opts.Logger.Debug("pod list failed", "node", node, "err", err)
+		}
+		return ""
+	}
+	present := make(map[types.UID]bool, len(pods))
+	for _, p := range pods {
+		present[p.UID] = true
+	}
+	tr.markAbsent(present, time.Now())
+	return rv
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
