@@ -15,7 +15,7 @@ export AWS_SECRET_ACCESS_KEY := sandbox-secret
 TEST_TIMEOUT ?= 25m
 FUZZ_TIME    ?= 10s
 
-.PHONY: all build sandbox vet test unit integration fuzz demo clean
+.PHONY: all build sandbox vet test unit fuzz bench demo clean
 
 all: build
 
@@ -42,6 +42,11 @@ unit:
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadEnv$$' -fuzztime $(FUZZ_TIME) ./internal/config
+	$(GO) test -run '^$$' -fuzz '^FuzzLabelValue$$' -fuzztime $(FUZZ_TIME) ./internal/nodes
+
+## bench: benchmarks against the sandbox (numbers are printed, never asserted)
+bench: sandbox
+	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 30m ./internal/...
 
 ## demo: start the local sandbox (3 kwok nodes, IMDS mock, SQS server, fake EC2/Auto Scaling) and show it
 demo: sandbox

@@ -26,6 +26,7 @@ type Config struct {
 	ExcludeFromLoadBalancers   bool    // EXCLUDE_FROM_LOAD_BALANCERS
 	UptimeFromFile             string  // UPTIME_FROM_FILE
 	Workers                    int     // WORKERS
+	ForceDeleteBeforeDeadline  int     // FORCE_DELETE_BEFORE_DEADLINE_SECONDS; 0 = never
 
 	WebhookURL          string            // WEBHOOK_URL (secret)
 	WebhookProxy        string            // WEBHOOK_PROXY (secret: may hold credentials)
@@ -161,6 +162,9 @@ func settings(c *Config) []*Setting {
 			Usage: "Label node.kubernetes.io/exclude-from-external-load-balancers before cordoning."},
 		{Env: "UPTIME_FROM_FILE", Flag: "uptime-from-file", Group: groupDrain, value: stringValue{&c.UptimeFromFile},
 			Usage: "File to read uptime from (/proc/uptime format), to uncordon a node after a scheduled reboot."},
+		{Env: "FORCE_DELETE_BEFORE_DEADLINE_SECONDS", Flag: "force-delete-before-deadline-seconds", Default: "0", Group: groupDrain, Lifeboat: true,
+			value: intValue{p: &c.ForceDeleteBeforeDeadline, min: 0, max: 3600},
+			Usage: "When this many seconds are left before the deadline, delete pods that a PodDisruptionBudget still protects (grace period clamped to the time left). 0 = never: budgets are respected even if the drain misses the deadline."},
 		{Env: "WORKERS", Flag: "workers", Default: "10", Group: groupDrain, value: intValue{p: &c.Workers, min: 1, max: 10000},
 			Usage: "Notices processed at once."},
 

@@ -2,11 +2,14 @@ package drain
 
 import (
 	"fmt"
+	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
 
@@ -71,4 +74,13 @@ func labels(kv ...string) podOpt {
 
 func grace(seconds int64) podOpt {
 	return func(p *corev1.Pod) { p.Spec.TerminationGracePeriodSeconds = &seconds }
+}
+
+func kubernetesClient(tb testing.TB, rc *rest.Config) kubernetes.Interface {
+	tb.Helper()
+	cs, err := kubernetes.NewForConfig(rest.CopyConfig(rc))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cs
 }
