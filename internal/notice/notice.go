@@ -1,0 +1,101 @@
+// Package notice defines what every source (instance metadata, the queue) turns an AWS
+// announcement into, and how a notice is identified.
+//
+// Identity comes only from stable facts the source states: the instance, the kind, and an
+// event id where the source has one. Never from the clock, and never from a time field a
+// source may restate differently on each poll, so re-polling, redelivery and restarts all
+// name the same notice the same way.
+package notice
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Kind is what AWS announced.
+type Kind string
+
+const (
+	SpotInterruption     Kind = "spot-interruption"
+	ScheduledMaintenance Kind = "scheduled-maintenance"
+	Rebalance            Kind = "rebalance-recommendation"
+	ASGTermination       Kind = "asg-termination"
+	StateChange          Kind = "state-change"
+	ASGLaunch            Kind = "asg-launch"
+)
+
+// Source says where a notice came from.
+type Source string
+
+const (
+	SourceIMDS  Source = "imds"
+	SourceQueue Source = "queue"
+)
+
+// Notice is one announcement about one instance.
+type Notice struct {
+	ID          string // stable identity; see New
+	Kind        Kind
+	Source      Source
+	InstanceID  string
+	Deadline    time.Time // when the instance is expected to go away
+	StartTime   time.Time // when AWS says the event starts (for messages)
+	EndTime     time.Time
+	Description string
+	// Action is the spot instance-action ("terminate", "stop", "hibernate") or, for
+	// scheduled events, the event code ("system-reboot", ...).
+	Action string
+}
+
+// ID builds a notice id from the instance, the kind and an optional source event id. The
+// result is at most 63 characters of [a-z0-9-] so it can be a taint or label value.
+func ID(kind Kind, instanceID, eventID string) string {
+	parts := []string{short(kind), instanceID}
+	if eventID != "" {
+		parts = append(parts, eventID)
+	}
+	id := strings.ToLower(strings.Join(parts, "-"))
+	id = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, id)
+	if len(id) > 63 {
+		id = id[:63]
+	}
+	return strings.Trim(id, "-")
+}
+
+func short(k Kind) string {
+	switch k {
+	case SpotInterruption:
+		return "spot"
+	case ScheduledMaintenance:
+		return "sched"
+	case Rebalance:
+		return "rebalance"
+	case ASGTermination:
+		return "asg-term"
+	case StateChange:
+		return "state"
+	case ASGLaunch:
+		return "asg-launch"
+	}
+	return string(k)
+}
+
+func (n Notice) String() string {
+	return fmt.Sprintf("%s %s for %s (deadline %s)", n.Kind, n.ID, n.InstanceID, n.Deadline.UTC().Format(time.RFC3339))
+}
+
+// Drains reports whether the kind leads to a drain by default (rebalance depends on
+// configuration, launch never drains).
+func (k Kind) Drains() bool {
+	switch k {
+	case SpotInterruption, ScheduledMaintenance, ASGTermination, StateChange:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,293 @@
+// Package imds turns EC2 instance metadata into notices for agent mode: it polls the spot,
+// scheduled-maintenance, rebalance and Auto Scaling lifecycle paths over IMDSv2.
+//
+// A failing metadata service never stops the agent: each path backs off on its own, errors
+// are logged and counted, Healthy reports a sustained failure, and polling recovers by itself.
+package imds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	sdkimds "github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"lifeboat.dev/lifeboat/internal/notice"
+)
+
+// Getter reads one metadata path; found is false when the path does not exist (404), which
+// for event paths means "no event".
+type Getter interface {
+	Get(ctx context.Context, path string) (body []byte, found bool, err error)
+}
+
+// Client reads instance metadata with the AWS SDK's IMDS client, which fetches and refreshes
+// the IMDSv2 session token and retries on 401 and server errors.
+type Client struct {
+	sdk     *sdkimds.Client
+	timeout time.Duration
+}
+
+// NewClient talks to endpoint (INSTANCE_METADATA_URL). tries is METADATA_TRIES; allowV1
+// permits falling back to IMDSv1 when no token can be had.
+func NewClient(endpoint string, tries int, allowV1 bool) *Client {
+	fallback := aws.FalseTernary
+	if allowV1 {
+		fallback = aws.TrueTernary
+	}
+	return &Client{
+		sdk: sdkimds.New(sdkimds.Options{
+			Endpoint: endpoint,
+			// Explicitly on: AWS_EC2_METADATA_DISABLED is about the SDK's credential chain,
+			// and reading notices is this client's whole job.
+			ClientEnableState: sdkimds.ClientEnabled,
+			EnableFallback:    fallback,
+			Retryer:           retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = max(tries, 1) }),
+		}),
+		timeout: 2 * time.Second,
+	}
+}
+
+// Get reads a path under /latest/meta-data/.
+func (c *Client) Get(ctx context.Context, path string) ([]byte, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	out, err := c.sdk.GetMetadata(ctx, &sdkimds.GetMetadataInput{Path: path})
+	if err != nil {
+		var re *smithyhttp.ResponseError
+		if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("instance metadata %s: %w", path, err)
+	}
+	defer out.Content.Close()
+	body, err := io.ReadAll(io.LimitReader(out.Content, 1<<20))
+	if err != nil {
+		return nil, false, fmt.Errorf("instance metadata %s: %w", path, err)
+	}
+	return body, true, nil
+}
+
+// InstanceID reads the instance's id.
+func InstanceID(ctx context.Context, g Getter) (string, error) {
+	body, found, err := g.Get(ctx, "instance-id")
+	if err != nil {
+		return "", err
+	}
+	id := strings.TrimSpace(string(body))
+	if !found || !strings.HasPrefix(id, "i-") {
+		return "", fmt.Errorf("instance metadata instance-id: unexpected answer %q", clip(body))
+	}
+	return id, nil
+}
+
+// Options choose the monitors and their pace.
+type Options struct {
+	Spot, Scheduled, Rebalance, Lifecycle bool
+	// Interval is the spot path's poll interval. The others are polled less often, as they
+	// give more warning: lifecycle every 2, rebalance every 4, scheduled every 10 intervals.
+	// With all four on, the default 0.5 s makes 3.7 requests per second.
+	Interval time.Duration
+	// DrainBudget is the deadline, from when a notice was first seen, for notices that carry
+	// none (rebalance, lifecycle state).
+	DrainBudget time.Duration
+	// FailingAfter is how long a path must fail without a success before Healthy reports it.
+	FailingAfter time.Duration
+	Logger       *slog.Logger
+	// Observe, when set, is told about every poll: the path and its error (nil on success).
+	Observe func(path string, err error)
+}
+
+type monitor struct {
+	path  string
+	every int // multiple of Interval
+	parse func(body []byte, instanceID string) ([]notice.Notice, error)
+
+	mu           sync.Mutex
+	failingSince time.Time
+	failures     int
+	lastErr      error
+}
+
+// Poller polls the enabled paths and emits each notice once.
+type Poller struct {
+	get        Getter
+	instanceID string
+	opts       Options
+	monitors   []*monitor
+
+	mu        sync.Mutex
+	emitted   map[string]bool
+	firstSeen map[string]time.Time
+}
+
+// NewPoller polls g for instanceID.
+func NewPoller(g Getter, instanceID string, opts Options) *Poller {
+	if opts.Interval <= 0 {
+		opts.Interval = 500 * time.Millisecond
+	}
+	if opts.FailingAfter <= 0 {
+		opts.FailingAfter = 30 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	p := &Poller{get: g, instanceID: instanceID, opts: opts, emitted: map[string]bool{}, firstSeen: map[string]time.Time{}}
+	one := func(f func([]byte, string) (notice.Notice, error)) func([]byte, string) ([]notice.Notice, error) {
+		return func(b []byte, id string) ([]notice.Notice, error) {
+			n, err := f(b, id)
+			if err != nil {
+				return nil, err
+			}
+			return []notice.Notice{n}, nil
+		}
+	}
+	if opts.Spot {
+		p.monitors = append(p.monitors, &monitor{path: PathSpot, every: 1, parse: one(parseSpot)})
+	}
+	if opts.Lifecycle {
+		p.monitors = append(p.monitors, &monitor{path: PathLifecycleState, every: 2, parse: func(b []byte, id string) ([]notice.Notice, error) {
+			n, err := parseLifecycleState(b, id)
+			if n == nil || err != nil {
+				return nil, err
+			}
+			return []notice.Notice{*n}, nil
+		}})
+	}
+	if opts.Rebalance {
+		p.monitors = append(p.monitors, &monitor{path: PathRebalance, every: 4, parse: one(parseRebalance)})
+	}
+	if opts.Scheduled {
+		p.monitors = append(p.monitors, &monitor{path: PathScheduled, every: 10, parse: func(b []byte, id string) ([]notice.Notice, error) {
+			ns, _, err := parseScheduled(b, id)
+			return ns, err
+		}})
+	}
+	return p
+}
+
+// Run polls until ctx ends, sending new notices to out.
+func (p *Poller) Run(ctx context.Context, out chan<- notice.Notice) {
+	var wg sync.WaitGroup
+	for _, m := range p.monitors {
+		wg.Go(func() { p.runMonitor(ctx, m, out) })
+	}
+	wg.Wait()
+}
+
+func (p *Poller) runMonitor(ctx context.Context, m *monitor, out chan<- notice.Notice) {
+	interval := p.opts.Interval * time.Duration(m.every)
+	for {
+		wait := interval
+		notices, err := p.poll(ctx, m)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			// Back off while failing, but keep retrying: the service usually comes back.
+			wait = min(interval<<min(m.failures, 6), max(5*time.Second, interval))
+		}
+		for _, n := range notices {
+			if p.firstEmit(n.ID) {
+				select {
+				case out <- n:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// poll reads one path once and records the outcome.
+func (p *Poller) poll(ctx context.Context, m *monitor) ([]notice.Notice, error) {
+	body, found, err := p.get.Get(ctx, m.path)
+	var notices []notice.Notice
+	if err == nil && found {
+		notices, err = m.parse(body, p.instanceID)
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	p.record(m, err)
+	if p.opts.Observe != nil {
+		p.opts.Observe(m.path, err)
+	}
+	now := time.Now()
+	for i := range notices {
+		n := &notices[i]
+		if n.Deadline.IsZero() {
+			n.Deadline = p.seen(n.ID, now).Add(p.opts.DrainBudget)
+		}
+	}
+	return notices, err
+}
+
+func (p *Poller) record(m *monitor, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	log := p.opts.Logger.With("path", m.path)
+	switch {
+	case err == nil && m.failures > 0:
+		log.Info("instance metadata answers again", "failedPolls", m.failures)
+		m.failures, m.failingSince, m.lastErr = 0, time.Time{}, nil
+	case err != nil:
+		if m.failures == 0 {
+			m.failingSince = time.Now()
+		}
+		m.failures++
+		m.lastErr = err
+		if m.failures == 1 || m.failures%20 == 0 {
+			log.Warn("instance metadata poll failed", "failedPolls", m.failures, "err", err)
+		}
+	}
+}
+
+// seen returns when a notice id was first seen, so notices without a time of their own keep
+// one deadline across polls.
+func (p *Poller) seen(id string, now time.Time) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t, ok := p.firstSeen[id]; ok {
+		return t
+	}
+	p.firstSeen[id] = now
+	return now
+}
+
+func (p *Poller) firstEmit(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.emitted[id] {
+		return false
+	}
+	p.emitted[id] = true
+	return true
+}
+
+// Healthy is nil unless some path has failed for FailingAfter without a success.
+func (p *Poller) Healthy() error {
+	var errs []error
+	for _, m := range p.monitors {
+		m.mu.Lock()
+		if m.failures > 0 && time.Since(m.failingSince) >= p.opts.FailingAfter {
+			errs = append(errs, fmt.Errorf("%s failing for %s (%d polls): %w", m.path, time.Since(m.failingSince).Round(time.Second), m.failures, m.lastErr))
+		}
+		m.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}

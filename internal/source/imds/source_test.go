@@ -1,0 +1,123 @@
+package imds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"lifeboat.dev/lifeboat/internal/notice"
+)
+
+// fakeGetter answers from a function that sees how many times each path was read.
+type fakeGetter struct {
+	mu     sync.Mutex
+	calls  map[string]int
+	answer func(path string, call int) ([]byte, bool, error)
+}
+
+func (g *fakeGetter) Get(_ context.Context, path string) ([]byte, bool, error) {
+	g.mu.Lock()
+	g.calls[path]++
+	n := g.calls[path]
+	g.mu.Unlock()
+	return g.answer(path, n)
+}
+
+func collect(t *testing.T, p *Poller, d time.Duration) []notice.Notice {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	out := make(chan notice.Notice, 100)
+	p.Run(ctx, out)
+	close(out)
+	var ns []notice.Notice
+	for n := range out {
+		ns = append(ns, n)
+	}
+	return ns
+}
+
+func TestMovingSpotTimeIsOneNotice(t *testing.T) {
+	g := &fakeGetter{calls: map[string]int{}, answer: func(path string, call int) ([]byte, bool, error) {
+		// The time moves on every poll, as the IMDS mock does without a fixed -t.
+		return fmt.Appendf(nil, `{"action":"terminate","time":"%s"}`, time.Now().Add(2*time.Minute).Format(time.RFC3339Nano)), true, nil
+	}}
+	ns := collect(t, NewPoller(g, inst, Options{Spot: true, Interval: 10 * time.Millisecond}), 300*time.Millisecond)
+	if len(ns) != 1 || g.calls[PathSpot] < 10 {
+		t.Fatalf("%d notices from %d polls, want 1", len(ns), g.calls[PathSpot])
+	}
+}
+
+func TestLifecycleDeadlineFromFirstSeen(t *testing.T) {
+	g := &fakeGetter{calls: map[string]int{}, answer: func(path string, call int) ([]byte, bool, error) {
+		if call < 3 {
+			return []byte("InService"), true, nil
+		}
+		return []byte("Terminated"), true, nil
+	}}
+	start := time.Now()
+	ns := collect(t, NewPoller(g, inst, Options{Lifecycle: true, Interval: 5 * time.Millisecond, DrainBudget: time.Minute}), 200*time.Millisecond)
+	if len(ns) != 1 || ns[0].Kind != notice.ASGTermination {
+		t.Fatalf("notices %+v", ns)
+	}
+	if d := ns[0].Deadline.Sub(start); d < time.Minute || d > time.Minute+200*time.Millisecond {
+		t.Errorf("deadline %v after start, want first-seen + 1m", d)
+	}
+}
+
+func TestFailingMetadataBacksOffReportsAndRecovers(t *testing.T) {
+	var p *Poller
+	g := &fakeGetter{calls: map[string]int{}, answer: func(path string, call int) ([]byte, bool, error) {
+		if call <= 6 {
+			if call%2 == 0 {
+				return []byte("<html>garbage</html>"), true, nil
+			}
+			return nil, false, errors.New("500 Internal Server Error")
+		}
+		return nil, false, nil // recovered: no event
+	}}
+	var observed []error
+	var mu sync.Mutex
+	p = NewPoller(g, inst, Options{Spot: true, Interval: 2 * time.Millisecond, FailingAfter: 5 * time.Millisecond,
+		Observe: func(path string, err error) { mu.Lock(); observed = append(observed, err); mu.Unlock() }})
+	unhealthySeen := false
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan notice.Notice, 1)
+	done := make(chan struct{})
+	go func() { p.Run(ctx, out); close(done) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if p.Healthy() != nil {
+			unhealthySeen = true
+		}
+		g.mu.Lock()
+		calls := g.calls[PathSpot]
+		g.mu.Unlock()
+		if calls > 8 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	if !unhealthySeen {
+		t.Error("never reported unhealthy during sustained failure")
+	}
+	if err := p.Healthy(); err != nil {
+		t.Errorf("still unhealthy after recovery: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	failures := 0
+	for _, err := range observed[:6] {
+		if err != nil {
+			failures++
+		}
+	}
+	if failures != 6 || observed[len(observed)-1] != nil {
+		t.Errorf("observed %v: want 6 failures (errors and garbage) then success", observed)
+	}
+}
