@@ -19,9 +19,11 @@ import (
 	"strings"
 	"syscall"
 
+	"lifeboat.dev/lifeboat/internal/agent"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/logging"
+	"lifeboat.dev/lifeboat/internal/source/imds"
 	"lifeboat.dev/lifeboat/internal/version"
 )
 
@@ -114,11 +116,21 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return exitFailure
 	}
 	logger.Info("connected to Kubernetes", "host", rc.Host, "serverVersion", sv.GitVersion)
-	if ctx.Err() != nil {
+
+	switch mode {
+	case config.ModeAgent:
+		c := loaded.Config
+		a := agent.New(c, client, imds.NewClient(c.MetadataURL, c.MetadataTries, c.AllowIMDSv1), logger)
+		if err := a.Run(ctx); err != nil {
+			logger.Error("agent stopped", "err", err)
+			return exitFailure
+		}
+		logger.Info("agent stopped; unfinished work resumes from the node's record")
 		return exitOK
+	default:
+		logger.Error("controller mode is not implemented in this build yet")
+		return exitFailure
 	}
-	logger.Error("this build has configuration and tooling only; " + string(mode) + " mode is not implemented yet")
-	return exitFailure
 }
 
 func configError(w io.Writer, err error) int {

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // env builds a lookup function from pairs.
@@ -32,7 +33,7 @@ func TestDefaults(t *testing.T) {
 	want := Config{
 		PodNamespace: "kube-system", MetadataURL: "http://169.254.169.254",
 		IgnoreDaemonSets: true, DeleteLocalData: true, PodTerminationGracePeriod: -1, NodeTerminationGracePeriod: 120,
-		KubeAPIQPS: 100, KubeAPIBurst: 200, UseAPIServerCache: true, TaintEffect: "NoSchedule", Workers: 10,
+		KubeAPIQPS: 100, KubeAPIBurst: 200, IMDSPollInterval: 500 * time.Millisecond, UseAPIServerCache: true, TaintEffect: "NoSchedule", Workers: 10,
 		WebhookHeaders: map[string]string{"Content-type": "application/json"}, WebhookTemplate: DefaultWebhookTemplate,
 		EnableSpotInterruptionDraining: true, EnableScheduledEventDraining: true, MetadataTries: 3,
 		CheckTagBeforeDraining: true, ManagedTag: "aws-node-termination-handler/managed",
@@ -81,6 +82,8 @@ var samples = map[string][2]string{
 	"FORCE_DELETE_BEFORE_DEADLINE_SECONDS":    {"15", "15"},
 	"INSTANCE_METADATA_URL":                   {"http://127.0.0.1:1338", "http://127.0.0.1:1338"},
 	"METADATA_TRIES":                          {"5", "5"},
+	"IMDS_POLL_INTERVAL":                      {"1s", "1s"},
+	"ALLOW_IMDSV1":                            {"true", "true"},
 	"ENABLE_SPOT_INTERRUPTION_DRAINING":       {"false", "false"},
 	"ENABLE_SCHEDULED_EVENT_DRAINING":         {"false", "false"},
 	"ENABLE_REBALANCE_MONITORING":             {"true", "true"},
@@ -244,6 +247,8 @@ func TestBadValues(t *testing.T) {
 		{"TAINT_EFFECT", "Never", `TAINT_EFFECT="Never": not one of NoSchedule, PreferNoSchedule, NoExecute`},
 		{"INSTANCE_METADATA_URL", "169.254.169.254", `INSTANCE_METADATA_URL="169.254.169.254": not an absolute http or https URL`},
 		{"METADATA_TRIES", "0", `METADATA_TRIES="0": out of range (allowed: 1 to 100)`},
+		{"IMDS_POLL_INTERVAL", "500", `IMDS_POLL_INTERVAL="500": not a duration`},
+		{"IMDS_POLL_INTERVAL", "10ms", `IMDS_POLL_INTERVAL="10ms": out of range (allowed: 100ms to 1m0s)`},
 		{"QUEUE_URL", "ftp://queue", `QUEUE_URL="ftp://queue": not an absolute http or https URL`},
 		{"AWS_ENDPOINT", "localhost:4566", `AWS_ENDPOINT="localhost:4566": not an absolute http or https URL`},
 		{"HEARTBEAT_INTERVAL", "10", `HEARTBEAT_INTERVAL="10": out of range (allowed: -1 (off) or 30 to 3600)`},

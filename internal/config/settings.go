@@ -1,5 +1,7 @@
 package config
 
+import "time"
+
 // Config is Lifeboat's effective configuration. Field comments name the variable that sets it.
 type Config struct {
 	DryRun                bool   // DRY_RUN
@@ -34,13 +36,15 @@ type Config struct {
 	WebhookTemplate     string            // WEBHOOK_TEMPLATE
 	WebhookTemplateFile string            // WEBHOOK_TEMPLATE_FILE
 
-	EnableSpotInterruptionDraining bool // ENABLE_SPOT_INTERRUPTION_DRAINING
-	EnableScheduledEventDraining   bool // ENABLE_SCHEDULED_EVENT_DRAINING
-	EnableRebalanceMonitoring      bool // ENABLE_REBALANCE_MONITORING
-	EnableRebalanceDraining        bool // ENABLE_REBALANCE_DRAINING
-	EnableASGLifecycleDraining     bool // ENABLE_ASG_LIFECYCLE_DRAINING
-	EnableSQSTerminationDraining   bool // ENABLE_SQS_TERMINATION_DRAINING
-	MetadataTries                  int  // METADATA_TRIES
+	EnableSpotInterruptionDraining bool          // ENABLE_SPOT_INTERRUPTION_DRAINING
+	EnableScheduledEventDraining   bool          // ENABLE_SCHEDULED_EVENT_DRAINING
+	EnableRebalanceMonitoring      bool          // ENABLE_REBALANCE_MONITORING
+	EnableRebalanceDraining        bool          // ENABLE_REBALANCE_DRAINING
+	EnableASGLifecycleDraining     bool          // ENABLE_ASG_LIFECYCLE_DRAINING
+	EnableSQSTerminationDraining   bool          // ENABLE_SQS_TERMINATION_DRAINING
+	MetadataTries                  int           // METADATA_TRIES
+	IMDSPollInterval               time.Duration // IMDS_POLL_INTERVAL
+	AllowIMDSv1                    bool          // ALLOW_IMDSV1
 
 	QueueURL                            string // QUEUE_URL
 	AWSRegion                           string // AWS_REGION (or parsed from QUEUE_URL, see Validate)
@@ -174,6 +178,11 @@ func settings(c *Config) []*Setting {
 			Usage: "Base URL of the EC2 instance metadata service."},
 		{Env: "METADATA_TRIES", Flag: "metadata-tries", Default: "3", Group: groupIMDS, value: intValue{p: &c.MetadataTries, min: 1, max: 100},
 			Usage: "Attempts per instance-metadata request."},
+		{Env: "IMDS_POLL_INTERVAL", Flag: "imds-poll-interval", Default: "500ms", Group: groupIMDS, Lifeboat: true,
+			value: durationValue{p: &c.IMDSPollInterval, min: 100 * time.Millisecond, max: time.Minute},
+			Usage: "How often the spot path is polled; the lifecycle state every 2, rebalance every 4, scheduled events every 10 intervals (3.7 requests/s with all on)."},
+		{Env: "ALLOW_IMDSV1", Flag: "allow-imdsv1", Default: "false", Group: groupIMDS, Lifeboat: true, value: boolValue{&c.AllowIMDSv1},
+			Usage: "Fall back to IMDSv1 when no IMDSv2 token can be had. Off: IMDSv2 only."},
 		{Env: "ENABLE_SPOT_INTERRUPTION_DRAINING", Flag: "enable-spot-interruption-draining", Default: "true", Group: groupIMDS, value: boolValue{&c.EnableSpotInterruptionDraining},
 			Usage: "Drain on Spot interruption notices."},
 		{Env: "ENABLE_SCHEDULED_EVENT_DRAINING", Flag: "enable-scheduled-event-draining", Default: "true", Group: groupIMDS, value: boolValue{&c.EnableScheduledEventDraining},

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"time"
 )
 
 // value is a typed destination for one setting. Set validates the text and stores it; the
@@ -201,6 +202,25 @@ func (v templateValue) Set(raw string) error {
 	return nil
 }
 func (v templateValue) String() string { return *v.p }
+
+// durationValue is a Go duration ("500ms", "2s") in [min, max].
+type durationValue struct {
+	p        *time.Duration
+	min, max time.Duration
+}
+
+func (v durationValue) Set(raw string) error {
+	d, err := time.ParseDuration(strings.TrimSpace(raw))
+	if err != nil {
+		return errors.New(`not a duration (e.g. "500ms" or "2s")`)
+	}
+	if d < v.min || d > v.max {
+		return fmt.Errorf("out of range (allowed: %s to %s)", v.min, v.max)
+	}
+	*v.p = d
+	return nil
+}
+func (v durationValue) String() string { return v.p.String() }
 
 // pathValue is an HTTP path such as /healthz.
 type pathValue struct{ p *string }

@@ -120,11 +120,23 @@ func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time) (*
 	for i, c := range candidates {
 		res.Pods[i] = PodOutcome{Pod: types.NamespacedName{Namespace: c.Pod.Namespace, Name: c.Pod.Name}, UID: c.Pod.UID, Tier: c.Tier, Unmanaged: c.Unmanaged}
 	}
-	if d.opts.DryRun || len(candidates) == 0 {
+	// Pods already terminating are not evicted again, but the node is not empty until they
+	// are gone too: wait for them on the same watch.
+	var terminating []types.UID
+	for _, s := range skipped {
+		if s.Reason == ReasonTerminating {
+			terminating = append(terminating, s.UID)
+		}
+	}
+	if d.opts.DryRun || len(candidates)+len(terminating) == 0 {
 		return res, nil
 	}
 
-	tr := newTracker(candidates)
+	tracked := append([]types.UID{}, terminating...)
+	for _, c := range candidates {
+		tracked = append(tracked, c.Pod.UID)
+	}
+	tr := newTracker(tracked)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go d.watchDeletions(watchCtx, node, rv, tr)
@@ -144,6 +156,7 @@ func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time) (*
 		tr.waitAll(ctx, uids)
 		start = end
 	}
+	tr.waitAll(ctx, terminating)
 	for i := range res.Pods {
 		if at, ok := tr.goneAt(res.Pods[i].UID); ok {
 			res.Pods[i].GoneAt = at
@@ -157,6 +170,15 @@ func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time) (*
 			names = append(names, p.Pod.String()+": "+p.Error)
 		}
 		return res, fmt.Errorf("drain %s incomplete: %d of %d pods remain (%s)", node, len(left), len(res.Pods), strings.Join(names, "; "))
+	}
+	stillTerminating := 0
+	for _, u := range terminating {
+		if _, ok := tr.goneAt(u); !ok {
+			stillTerminating++
+		}
+	}
+	if stillTerminating > 0 {
+		return res, fmt.Errorf("drain %s incomplete: %d pods that were already terminating are still on the node", node, stillTerminating)
 	}
 	return res, nil
 }

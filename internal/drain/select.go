@@ -63,6 +63,7 @@ type Candidate struct {
 // Skipped is a pod the drain leaves alone, and why.
 type Skipped struct {
 	Pod    types.NamespacedName
+	UID    types.UID
 	Reason Reason
 }
 
@@ -90,7 +91,7 @@ func Select(pods []corev1.Pod, p Policy) (evict []Candidate, skipped []Skipped) 
 			reason = ReasonLocalData
 		}
 		if reason != "" {
-			skipped = append(skipped, Skipped{Pod: key, Reason: reason})
+			skipped = append(skipped, Skipped{Pod: key, UID: pod.UID, Reason: reason})
 			continue
 		}
 		evict = append(evict, Candidate{Pod: pod, Tier: tierOf(pod, fromDaemonSet), Unmanaged: owner == nil})

@@ -21,10 +21,10 @@ type tracker struct {
 	changed chan struct{} // closed and replaced on every change
 }
 
-func newTracker(cs []Candidate) *tracker {
+func newTracker(uids []types.UID) *tracker {
 	t := &tracker{tracked: map[types.UID]bool{}, gone: map[types.UID]time.Time{}, changed: make(chan struct{})}
-	for _, c := range cs {
-		t.tracked[c.Pod.UID] = true
+	for _, u := range uids {
+		t.tracked[u] = true
 	}
 	return t
 }

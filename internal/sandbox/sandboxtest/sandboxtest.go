@@ -137,3 +137,14 @@ func AWSConfig(endpoint string) aws.Config {
 		RetryMaxAttempts: 1,
 	}
 }
+
+// IMDSProxy puts a gating and fault-injecting proxy in front of an IMDS mock for the test.
+func IMDSProxy(t testing.TB, m *sandbox.IMDS) *sandbox.IMDSProxy {
+	t.Helper()
+	p, err := sandbox.NewIMDSProxy(m.URL)
+	if err != nil {
+		t.Fatalf("start IMDS proxy: %v", err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}

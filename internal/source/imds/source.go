@@ -51,9 +51,15 @@ func NewClient(endpoint string, tries int, allowV1 bool) *Client {
 			// and reading notices is this client's whole job.
 			ClientEnableState: sdkimds.ClientEnabled,
 			EnableFallback:    fallback,
-			Retryer:           retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = max(tries, 1) }),
+			// Short backoff: the poll interval already paces retries, and the last error
+			// (say, a 500) must surface rather than a timeout.
+			Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxAttempts = max(tries, 1)
+				o.MaxBackoff = 250 * time.Millisecond
+			}),
 		}),
-		timeout: 2 * time.Second,
+		// Each attempt gets about a second; METADATA_TRIES attempts share one deadline.
+		timeout: time.Duration(max(tries, 1))*time.Second + 500*time.Millisecond,
 	}
 }
 

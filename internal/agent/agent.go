@@ -1,0 +1,150 @@
+// Package agent runs Lifeboat's agent mode: a DaemonSet pod that watches its own instance's
+// metadata and cordons and drains its own node (NODE_NAME).
+//
+// While no notice is active the agent makes no Kubernetes request at all: one node read at
+// start to check NODE_NAME, then instance-metadata polling only.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/source/imds"
+)
+
+// Agent protects one node.
+type Agent struct {
+	// FailingAfter is how long instance metadata must fail before Healthy reports it
+	// (default 30 s).
+	FailingAfter time.Duration
+
+	cfg     *config.Config
+	client  kubernetes.Interface
+	imds    imds.Getter
+	log     *slog.Logger
+	handler *interruption.Handler
+
+	mu     sync.Mutex
+	poller *imds.Poller
+}
+
+// New builds an agent; metadata is read through getter (imds.NewClient outside tests).
+func New(cfg *config.Config, client kubernetes.Interface, getter imds.Getter, logger *slog.Logger) *Agent {
+	return &Agent{cfg: cfg, client: client, imds: getter, log: logger, handler: interruption.NewHandler(cfg, client, logger)}
+}
+
+// ErrWrongNode means NODE_NAME names a node of another instance: acting would drain the
+// wrong node, so the agent refuses to start.
+var ErrWrongNode = errors.New("NODE_NAME is another instance's node")
+
+// Run polls until ctx ends. In-flight work is left resumable: its progress is on the node.
+func (a *Agent) Run(ctx context.Context) error {
+	instanceID, err := a.instanceID(ctx)
+	if err != nil {
+		return err
+	}
+	node, err := a.client.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("read node NODE_NAME=%q: %w", a.cfg.NodeName, err)
+	}
+	if id := interruption.InstanceIDOf(node); id != "" && id != instanceID {
+		return fmt.Errorf("%w: node %s has providerID %q but instance metadata says %s; check that NODE_NAME comes from spec.nodeName",
+			ErrWrongNode, a.cfg.NodeName, node.Spec.ProviderID, instanceID)
+	}
+	poller := imds.NewPoller(a.imds, instanceID, imds.Options{
+		Spot:         a.cfg.EnableSpotInterruptionDraining,
+		Scheduled:    a.cfg.EnableScheduledEventDraining,
+		Rebalance:    a.cfg.EnableRebalanceMonitoring || a.cfg.EnableRebalanceDraining,
+		Lifecycle:    a.cfg.EnableASGLifecycleDraining,
+		Interval:     a.cfg.IMDSPollInterval,
+		DrainBudget:  time.Duration(a.cfg.NodeTerminationGracePeriod) * time.Second,
+		FailingAfter: a.FailingAfter,
+		Logger:       a.log,
+	})
+	a.mu.Lock()
+	a.poller = poller
+	a.mu.Unlock()
+	a.log.Info("agent watching instance metadata", "node", a.cfg.NodeName, "instance", instanceID, "interval", a.cfg.IMDSPollInterval)
+
+	notices := make(chan notice.Notice)
+	var wg sync.WaitGroup
+	wg.Go(func() { poller.Run(ctx, notices) })
+	sem := make(chan struct{}, a.cfg.Workers)
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return nil
+		case n := <-notices:
+			a.log.Info("notice received", "notice", n.ID, "kind", n.Kind, "deadline", n.Deadline, "description", n.Description)
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				a.handle(ctx, n)
+			})
+		}
+	}
+}
+
+// handle retries a notice until it is handled, its deadline passes, or ctx ends: a brief
+// API server outage must not lose it.
+func (a *Agent) handle(ctx context.Context, n notice.Notice) {
+	backoff := time.Second
+	for {
+		err := a.handler.Handle(ctx, n, a.cfg.NodeName)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, interruption.ErrNotOurs) || time.Now().After(n.Deadline.Add(time.Minute)) {
+			a.log.Error("giving up on notice", "notice", n.ID, "err", err)
+			return
+		}
+		a.log.Warn("notice not handled yet; retrying", "notice", n.ID, "retryIn", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 30*time.Second)
+	}
+}
+
+// instanceID reads the instance id, retrying while the metadata service is unavailable.
+func (a *Agent) instanceID(ctx context.Context) (string, error) {
+	backoff := 200 * time.Millisecond
+	for {
+		id, err := imds.InstanceID(ctx, a.imds)
+		if err == nil {
+			return id, nil
+		}
+		a.log.Warn("cannot read the instance id from instance metadata; retrying", "url", a.cfg.MetadataURL, "err", err)
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("instance id: %w", err)
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+// Healthy is nil while instance metadata answers; before the agent has started polling it
+// reports that.
+func (a *Agent) Healthy() error {
+	a.mu.Lock()
+	p := a.poller
+	a.mu.Unlock()
+	if p == nil {
+		return errors.New("not polling instance metadata yet")
+	}
+	return p.Healthy()
+}

@@ -1,0 +1,415 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"lifeboat.dev/lifeboat/internal/agent"
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/sandbox"
+	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+	"lifeboat.dev/lifeboat/internal/source/imds"
+)
+
+const spotPath = "/latest/meta-data/spot/instance-action"
+
+// lockedBuffer collects logs from concurrent goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// world is one subtest's node, its instance-metadata mock and a client for the agent.
+type world struct {
+	c        *sandbox.Cluster
+	node     string
+	instance string
+	proxy    *sandbox.IMDSProxy
+	user     string
+	client   kubernetes.Interface
+	logs     *lockedBuffer
+}
+
+var worlds int
+
+func newWorld(t *testing.T, c *sandbox.Cluster, mockArgs []string) *world {
+	t.Helper()
+	worlds++
+	ctx := context.Background()
+	spec := sandbox.NodeSpec{Index: worlds}
+	created, err := c.AddNodes(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	instance := interruption.InstanceIDOf(created[0])
+	m := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: instance, Hostname: created[0].Name, Args: mockArgs})
+	user := fmt.Sprintf("lifeboat-agent-%d", worlds)
+	rc, err := c.UserConfig(user, "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.QPS, rc.Burst = 100, 200
+	return &world{c: c, node: created[0].Name, instance: instance, proxy: sandboxtest.IMDSProxy(t, m), user: user,
+		client: kubernetes.NewForConfigOrDie(rc), logs: &lockedBuffer{}}
+}
+
+// start runs an agent until the returned stop is called (or the test ends).
+func (w *world) start(t *testing.T, env ...string) (a *agent.Agent, stop func() error) {
+	t.Helper()
+	vars := map[string]string{"NODE_NAME": w.node, "INSTANCE_METADATA_URL": w.proxy.URL, "IMDS_POLL_INTERVAL": "200ms", "LOG_LEVEL": "debug"}
+	for i := 0; i+1 < len(env); i += 2 {
+		vars[env[i]] = env[i+1]
+	}
+	loaded, err := config.Load(nil, func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := loaded.Validate(config.ModeAgent); err != nil {
+		t.Fatal(err)
+	}
+	cfg := loaded.Config
+	logger := slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	a = agent.New(cfg, w.client, imds.NewClient(cfg.MetadataURL, cfg.MetadataTries, false), logger)
+	a.FailingAfter = 2 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	var once sync.Once
+	var result error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case result = <-done:
+			case <-time.After(10 * time.Second):
+				result = errors.New("agent did not stop within 10 s")
+			}
+		})
+		return result
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("agent log:\n%s", w.logs)
+		}
+	})
+	return a, stop
+}
+
+func (w *world) addPods(t *testing.T, pods ...*corev1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	for _, p := range pods {
+		if err := w.c.EnsureNamespace(ctx, p.Namespace); err != nil {
+			t.Fatal(err)
+		}
+		p.Spec.NodeName = w.node
+		p.Spec.Containers = []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}
+		if _, err := w.c.Client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func replicaSetPods(ns, prefix string, n int) []*corev1.Pod {
+	var out []*corev1.Pod
+	for i := range n {
+		out = append(out, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", prefix, i),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: prefix, UID: types.UID("rs-" + prefix), Controller: ptr.To(true)}}}})
+	}
+	return out
+}
+
+func (w *world) record(t *testing.T) (interruption.Record, *corev1.Node) {
+	t.Helper()
+	n, err := w.c.Client.CoreV1().Nodes().Get(context.Background(), w.node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := interruption.ReadRecord(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, n
+}
+
+func (w *world) waitPhase(t *testing.T, phase interruption.Phase, timeout time.Duration) interruption.Record {
+	t.Helper()
+	var r interruption.Record
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		r, _ = w.record(t)
+		return r.Phase >= phase, nil
+	})
+	if err != nil {
+		t.Fatalf("node %s never reached phase %s (record %+v)", w.node, phase, r)
+	}
+	return r
+}
+
+// evictionsByPod counts the agent's eviction requests per pod, from the audit log.
+func (w *world) evictionsByPod(t *testing.T) map[string]int {
+	t.Helper()
+	events, err := w.c.AuditEvents(sandbox.ByUser(w.user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, e := range events {
+		if e.Verb == "create" && e.ObjectRef != nil && e.ObjectRef.Subresource == "eviction" {
+			out[e.ObjectRef.Name]++
+		}
+	}
+	return out
+}
+
+func (w *world) nodeWrites(t *testing.T) int {
+	t.Helper()
+	events, err := w.c.AuditEvents(sandbox.ByUser(w.user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range events {
+		if e.ObjectRef != nil && e.ObjectRef.Resource == "nodes" && (e.Verb == "patch" || e.Verb == "update") {
+			n++
+		}
+	}
+	return n
+}
+
+func podsLeft(t *testing.T, w *world) []string {
+	t.Helper()
+	list, err := w.c.Client.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + w.node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range list.Items {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// longRun is how long the "for a while" scenarios last: short in `make test`, two minutes
+// with LIFEBOAT_LONG=1 (the fault suite).
+func longRun() time.Duration {
+	if os.Getenv("LIFEBOAT_LONG") != "" {
+		return 2 * time.Minute
+	}
+	return 15 * time.Second
+}
+
+func TestAgentEndToEnd(t *testing.T) {
+	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{AuditLog: true})
+	inTwoMinutes := func() string { return time.Now().Add(2 * time.Minute).UTC().Format(time.RFC3339) }
+
+	t.Run("spot notice: taint, label, cordon and drain the right node", func(t *testing.T) {
+		w := newWorld(t, c, []string{"spot", "-a", "terminate", "-t", inTwoMinutes()})
+		bystander := newWorld(t, c, []string{"spot", "-a", "terminate", "-t", inTwoMinutes()}) // another node, no agent
+		w.addPods(t, replicaSetPods("shop", "web", 5)...)
+		ds := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "logs-x",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "logs", UID: "ds-logs", Controller: ptr.To(true)}}}}
+		w.addPods(t, ds)
+		w.start(t, "TAINT_NODE", "true", "EXCLUDE_FROM_LOAD_BALANCERS", "true")
+
+		r := w.waitPhase(t, interruption.PhaseDrained, 30*time.Second)
+		wantID := "spot-" + w.instance + "-terminate"
+		if len(r.Notices) != 1 || r.Notices[0] != wantID {
+			t.Errorf("record notices %v, want [%s]", r.Notices, wantID)
+		}
+		_, n := w.record(t)
+		var taint *corev1.Taint
+		for i := range n.Spec.Taints {
+			if n.Spec.Taints[i].Key == nodes.TaintSpotInterruption {
+				taint = &n.Spec.Taints[i]
+			}
+		}
+		if taint == nil || taint.Value != wantID || taint.Effect != corev1.TaintEffectNoSchedule {
+			t.Errorf("spot taint %+v", taint)
+		}
+		if !n.Spec.Unschedulable || n.Labels[nodes.LabelExcludeFromLoadBalancers] != "true" || n.Annotations[nodes.AnnotationCordonedBy] != "true" {
+			t.Errorf("node not cordoned and labelled: unschedulable %v labels %v", n.Spec.Unschedulable, n.Labels)
+		}
+		if left := podsLeft(t, w); len(left) != 1 || left[0] != "logs-x" {
+			t.Errorf("pods left %v, want only the DaemonSet pod", left)
+		}
+		if _, other := bystander.record(t); other.Spec.Unschedulable || len(other.Annotations[interruption.AnnotationRecord]) > 0 {
+			t.Error("a node without an agent was touched")
+		}
+	})
+
+	t.Run("ASG Terminated for a while: each pod evicted once, few node writes", func(t *testing.T) {
+		w := newWorld(t, c, []string{"asglifecycle", "--asg-termination-delay-sec", "0"})
+		w.addPods(t, replicaSetPods("shop", "api", 10)...)
+		w.start(t, "ENABLE_ASG_LIFECYCLE_DRAINING", "true")
+		w.waitPhase(t, interruption.PhaseDrained, 30*time.Second)
+		time.Sleep(longRun()) // IMDS keeps saying Terminated all along
+		ev := w.evictionsByPod(t)
+		if len(ev) != 10 {
+			t.Errorf("%d pods evicted, want 10: %v", len(ev), ev)
+		}
+		for pod, n := range ev {
+			if n != 1 {
+				t.Errorf("pod %s evicted %d times", pod, n)
+			}
+		}
+		if writes := w.nodeWrites(t); writes > 10 {
+			t.Errorf("%d node writes, want at most 10", writes)
+		} else {
+			t.Logf("node writes: %d; evictions: %d; IMDS requests: %d over %s", writes, len(ev), w.proxy.Requests(), longRun())
+		}
+		if !strings.Contains(w.logs.String(), "lifecycle hook times out") {
+			t.Error("no log line saying the lifecycle hook will time out in agent mode")
+		}
+	})
+
+	t.Run("a spot time that moves on every poll is one drain", func(t *testing.T) {
+		w := newWorld(t, c, []string{"spot", "-a", "terminate"}) // no -t: the mock restates the time each time
+		w.addPods(t, replicaSetPods("shop", "cart", 5)...)
+		w.start(t)
+		r := w.waitPhase(t, interruption.PhaseDrained, 30*time.Second)
+		time.Sleep(3 * time.Second)
+		if r, _ = w.record(t); len(r.Notices) != 1 {
+			t.Errorf("record lists %d notices: %v", len(r.Notices), r.Notices)
+		}
+		for pod, n := range w.evictionsByPod(t) {
+			if n != 1 {
+				t.Errorf("pod %s evicted %d times", pod, n)
+			}
+		}
+	})
+
+	t.Run("an agent stopped mid-drain is resumed by the next one without repeating", func(t *testing.T) {
+		w := newWorld(t, c, []string{"spot", "-a", "terminate", "-t", inTwoMinutes()})
+		// Workload pods hold a finalizer: once evicted they stay terminating, so the drain
+		// waits on them before the critical tier, and the first agent can be stopped there.
+		stuck := replicaSetPods("shop", "slow", 3)
+		for _, p := range stuck {
+			p.Finalizers = []string{"lifeboat.dev/test-hold"}
+		}
+		w.addPods(t, stuck...)
+		critical := replicaSetPods("kube-system", "dns", 2)
+		for _, p := range critical {
+			p.Spec.PriorityClassName = "system-cluster-critical"
+		}
+		w.addPods(t, critical...)
+
+		_, stop := w.start(t)
+		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			return len(w.evictionsByPod(t)) == 3, nil
+		})
+		if err != nil {
+			t.Fatalf("first agent never evicted the workload tier: %v", w.evictionsByPod(t))
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := w.record(t); r.Phase != interruption.PhaseDraining {
+			t.Fatalf("after the stop the record says %s, want draining", r.Phase)
+		}
+		w.start(t)
+		time.Sleep(time.Second)
+		for _, p := range stuck { // let the terminating pods finish
+			patch := []byte(`{"metadata":{"finalizers":null}}`)
+			if _, err := w.c.Client.CoreV1().Pods(p.Namespace).Patch(context.Background(), p.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.waitPhase(t, interruption.PhaseDrained, 30*time.Second)
+		ev := w.evictionsByPod(t)
+		if len(ev) != 5 {
+			t.Errorf("evicted %v, want all 5 pods", ev)
+		}
+		for pod, n := range ev {
+			if n != 1 {
+				t.Errorf("pod %s evicted %d times across the restart", pod, n)
+			}
+		}
+		if left := podsLeft(t, w); len(left) != 0 {
+			t.Errorf("pods left: %v", left)
+		}
+	})
+
+	t.Run("failing instance metadata: no crash, unhealthy, then recovery", func(t *testing.T) {
+		w := newWorld(t, c, []string{"spot", "-a", "terminate", "-t", inTwoMinutes()})
+		w.addPods(t, replicaSetPods("shop", "db", 2)...)
+		w.proxy.Hide(spotPath)
+		a, _ := w.start(t)
+		waitHealthy := func(want bool) {
+			t.Helper()
+			err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+				return (a.Healthy() == nil) == want, nil
+			})
+			if err != nil {
+				t.Fatalf("healthy never became %v: %v", want, a.Healthy())
+			}
+		}
+		waitHealthy(true)
+		fault := longRun() / 2
+		for _, f := range []sandbox.IMDSFault{sandbox.IMDSServerError, sandbox.IMDSGarbage} {
+			before := w.proxy.Requests()
+			w.proxy.SetFault(f)
+			waitHealthy(false)
+			time.Sleep(fault)
+			if w.proxy.Requests() == before {
+				t.Error("the agent stopped polling during the fault")
+			}
+			w.proxy.SetFault(sandbox.IMDSHealthy)
+			waitHealthy(true)
+		}
+		w.proxy.Show(spotPath)
+		w.waitPhase(t, interruption.PhaseDrained, 30*time.Second)
+		logs := w.logs.String()
+		for _, want := range []string{"instance metadata poll failed", "500", "instance metadata answers again"} {
+			if !strings.Contains(logs, want) {
+				t.Errorf("logs lack %q", want)
+			}
+		}
+	})
+
+	t.Run("NODE_NAME of another instance is refused", func(t *testing.T) {
+		w := newWorld(t, c, []string{"spot", "-a", "terminate", "-t", inTwoMinutes()})
+		other := newWorld(t, c, nil)
+		w.node = other.node // wrong wiring: this instance's metadata, another node's name
+		vars := map[string]string{"NODE_NAME": w.node, "INSTANCE_METADATA_URL": w.proxy.URL}
+		loaded, err := config.Load(nil, func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := agent.New(loaded.Config, w.client, imds.NewClient(w.proxy.URL, 3, false), slog.New(slog.NewTextHandler(w.logs, nil)))
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := a.Run(ctx); !errors.Is(err, agent.ErrWrongNode) {
+			t.Fatalf("Run: %v, want ErrWrongNode", err)
+		}
+		if _, n := other.record(t); n.Spec.Unschedulable {
+			t.Error("the other node was cordoned")
+		}
+	})
+}

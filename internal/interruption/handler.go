@@ -1,0 +1,197 @@
+// Package interruption turns a notice about a node into actions: it plans them from the
+// notice kind and the configuration, applies the node changes in one conflict-safe write
+// together with the node's progress record, drains on schedule, and records completion.
+// Several notices for one node coalesce into one drain.
+package interruption
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/notice"
+)
+
+// Plan is what to do for one notice.
+type Plan struct {
+	TaintKey  string // "" = no taint
+	ExcludeLB bool
+	Cordon    bool
+	Drain     bool
+}
+
+// PlanFor decides the actions for a notice kind under the configuration.
+func PlanFor(k notice.Kind, c *config.Config) Plan {
+	p := Plan{Cordon: true, ExcludeLB: c.ExcludeFromLoadBalancers, Drain: k.Drains() && !c.CordonOnly}
+	if k == notice.Rebalance {
+		p.Drain = c.EnableRebalanceDraining && !c.CordonOnly
+	}
+	if c.TaintNode {
+		p.TaintKey = taintKeys[k]
+	}
+	return p
+}
+
+// taintKeys are NTH's taint keys, so existing tolerations keep working. An instance state
+// change means the instance is stopping or terminating, like an Auto Scaling termination.
+var taintKeys = map[notice.Kind]string{
+	notice.SpotInterruption:     nodes.TaintSpotInterruption,
+	notice.ScheduledMaintenance: nodes.TaintScheduledMaintenance,
+	notice.Rebalance:            nodes.TaintRebalance,
+	notice.ASGTermination:       nodes.TaintASGLifecycle,
+	notice.StateChange:          nodes.TaintASGLifecycle,
+}
+
+// Handler handles notices for nodes of this cluster.
+type Handler struct {
+	cfg     *config.Config
+	client  kubernetes.Interface
+	writer  *nodes.Writer
+	drainer *drain.Drainer
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	draining map[string]bool // nodes with a drain running in this process
+}
+
+// NewHandler builds a Handler from the configuration.
+func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logger) *Handler {
+	w := nodes.NewWriter(client)
+	w.DryRun = c.DryRun
+	return &Handler{
+		cfg: c, client: client, writer: w, log: logger,
+		drainer:  drain.New(client, drain.OptionsFromConfig(c, client, logger)),
+		draining: map[string]bool{},
+	}
+}
+
+// ErrNotOurs means the node does not belong to the notice's instance.
+var ErrNotOurs = errors.New("node does not belong to the notice's instance")
+
+// Handle applies the notice to the node and, when the plan says so, drains it. It returns
+// when the node is done, or when the notice was coalesced into a drain already running.
+func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) error {
+	log := h.log.With("notice", n.ID, "kind", n.Kind, "node", nodeName, "instance", n.InstanceID)
+	node, err := h.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("notice %s: read node %s: %w", n.ID, nodeName, err)
+	}
+	if id := InstanceIDOf(node); id != "" && id != n.InstanceID {
+		return fmt.Errorf("notice %s: node %s has providerID %q: %w", n.ID, nodeName, node.Spec.ProviderID, ErrNotOurs)
+	}
+	rec, err := ReadRecord(node)
+	if err != nil {
+		log.Warn("unreadable progress record on the node; starting afresh", "annotation", AnnotationRecord, "err", err)
+	}
+	plan := PlanFor(n.Kind, h.cfg)
+	if rec.Has(n.ID) && (rec.Phase == PhaseDrained || (!plan.Drain && rec.Phase >= PhaseCordoned)) {
+		log.Info("notice already handled", "phase", rec.Phase)
+		return nil
+	}
+
+	phase := PhaseCordoned
+	if plan.Drain {
+		phase = PhaseDraining
+	}
+	var edits []nodes.Edit
+	if plan.TaintKey != "" {
+		edits = append(edits, nodes.AddTaint(plan.TaintKey, nodes.LabelValue(n.ID), corev1.TaintEffect(h.cfg.TaintEffect)))
+	}
+	if plan.ExcludeLB {
+		edits = append(edits, nodes.SetLabel(nodes.LabelExcludeFromLoadBalancers, "true"))
+	}
+	if plan.Cordon {
+		edits = append(edits, nodes.Cordon())
+	}
+	edits = append(edits, recordEdit(n.ID, phase, n.Deadline))
+	// One write for everything, computed from the node just read.
+	res, err := h.writer.Apply(ctx, nodeName, node, "cordon for notice "+n.ID, edits...)
+	if err != nil {
+		return err
+	}
+	log.Info("node cordoned", "changed", res.Changed, "drain", plan.Drain, "deadline", n.Deadline, "dryRun", h.cfg.DryRun)
+	if n.Kind == notice.ASGTermination && n.Source == notice.SourceIMDS {
+		log.Warn("agent mode does not complete Auto Scaling lifecycle actions: the instance terminates when the lifecycle hook times out; run the controller to complete it after the drain")
+	}
+	if !plan.Drain || rec.Phase == PhaseDrained {
+		return nil
+	}
+
+	if !h.startDrain(nodeName) {
+		log.Info("notice coalesced into the drain already running for this node")
+		return nil
+	}
+	defer h.endDrain(nodeName)
+	return h.drain(ctx, n, nodeName, log)
+}
+
+func (h *Handler) drain(ctx context.Context, n notice.Notice, nodeName string, log *slog.Logger) error {
+	deadline := n.Deadline
+	if minimum := time.Now().Add(30 * time.Second); deadline.Before(minimum) {
+		deadline = minimum // a late or restarted start still gets a short budget
+	}
+	// NODE_TERMINATION_GRACE_PERIOD: start this long before the deadline (at once if less is left).
+	start := deadline.Add(-time.Duration(h.cfg.NodeTerminationGracePeriod) * time.Second)
+	if wait := time.Until(start); wait > 0 {
+		log.Info("drain scheduled", "start", start, "deadline", deadline)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	res, err := h.drainer.Drain(ctx, nodeName, deadline)
+	log.Info("drain finished", "selected", len(res.Pods), "skipped", len(res.Skipped), "remaining", len(res.Remaining()),
+		"seconds", res.Finished.Sub(res.Started).Seconds(), "dryRun", res.DryRun, "err", err)
+	for _, s := range res.Skipped {
+		log.Debug("pod left on the node", "pod", s.Pod.String(), "reason", s.Reason)
+	}
+	if err != nil {
+		return fmt.Errorf("notice %s: %w", n.ID, err)
+	}
+	edits := []nodes.Edit{recordEdit(n.ID, PhaseDrained, time.Time{})}
+	if h.cfg.EnableOutOfServiceTaint {
+		edits = append(edits, nodes.AddTaint(nodes.TaintOutOfService, "nodeshutdown", corev1.TaintEffectNoExecute))
+	}
+	if _, err := h.writer.Apply(ctx, nodeName, nil, "record drain of notice "+n.ID, edits...); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (h *Handler) startDrain(node string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.draining[node] {
+		return false
+	}
+	h.draining[node] = true
+	return true
+}
+
+func (h *Handler) endDrain(node string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.draining, node)
+}
+
+// InstanceIDOf returns the instance id in a node's aws:///<zone>/<instance-id> providerID,
+// or "" when the node has none.
+func InstanceIDOf(n *corev1.Node) string {
+	id := n.Spec.ProviderID
+	if !strings.HasPrefix(id, "aws://") {
+		return ""
+	}
+	return id[strings.LastIndex(id, "/")+1:]
+}

@@ -1,0 +1,80 @@
+package interruption
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"lifeboat.dev/lifeboat/internal/nodes"
+)
+
+// AnnotationRecord holds a node's Record. Every Lifeboat process (agent, controller
+// replicas, a restarted process) reads the same record, so they continue each other's work
+// instead of repeating it.
+const AnnotationRecord = nodes.AnnotationPrefix + "interruption"
+
+// Phase is how far handling a node's interruption has come. Phases only move forward.
+type Phase int
+
+const (
+	PhaseNone     Phase = iota
+	PhaseCordoned       // tainted / labelled / cordoned; no drain wanted
+	PhaseDraining       // cordoned, drain started (or scheduled)
+	PhaseDrained        // every selected pod is gone
+)
+
+var phaseNames = []string{"", "cordoned", "draining", "drained"}
+
+func (p Phase) String() string { return phaseNames[p] }
+
+// MarshalText and UnmarshalText keep the annotation readable.
+func (p Phase) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+func (p *Phase) UnmarshalText(b []byte) error {
+	*p = Phase(max(slices.Index(phaseNames, string(b)), 0))
+	return nil
+}
+
+// Record is what Lifeboat remembers about a node's interruption.
+type Record struct {
+	// Notices lists the notice ids handled for this node; the first started the work, later
+	// ones were coalesced into it.
+	Notices  []string  `json:"notices"`
+	Phase    Phase     `json:"phase"`
+	Deadline time.Time `json:"deadline,omitzero"`
+}
+
+// ReadRecord returns the node's record; a missing or unreadable one is empty (and the
+// unreadable case is reported, since a person may have edited it).
+func ReadRecord(n *corev1.Node) (Record, error) {
+	var r Record
+	raw, ok := n.Annotations[AnnotationRecord]
+	if !ok {
+		return r, nil
+	}
+	err := json.Unmarshal([]byte(raw), &r)
+	return r, err
+}
+
+// Has reports whether the notice was already taken into account.
+func (r Record) Has(id string) bool { return slices.Contains(r.Notices, id) }
+
+// recordEdit adds the notice to the node's record and moves the phase forward (never back),
+// keeping the earliest deadline. Re-applying it changes nothing, so a repeated notice
+// writes nothing.
+func recordEdit(id string, phase Phase, deadline time.Time) nodes.Edit {
+	return func(n *corev1.Node) {
+		r, _ := ReadRecord(n)
+		if !r.Has(id) {
+			r.Notices = append(r.Notices, id)
+		}
+		r.Phase = max(r.Phase, phase)
+		if !deadline.IsZero() && (r.Deadline.IsZero() || deadline.Before(r.Deadline)) {
+			r.Deadline = deadline.UTC().Truncate(time.Second)
+		}
+		b, _ := json.Marshal(r)
+		nodes.SetAnnotation(AnnotationRecord, string(b))(n)
+	}
+}

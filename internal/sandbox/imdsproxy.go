@@ -1,0 +1,80 @@
+package sandbox
+
+import (
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"sync/atomic"
+)
+
+// IMDSFault is how an IMDSProxy misbehaves.
+type IMDSFault int
+
+const (
+	IMDSHealthy IMDSFault = iota
+	IMDSServerError        // every request answers 500
+	IMDSGarbage            // metadata reads answer 200 with a body no parser accepts
+)
+
+// IMDSProxy stands between Lifeboat and an instance-metadata mock. It can hide paths
+// (answering 404, as IMDS does when there is no event) until shown, so a test knows the
+// instant a notice became visible, and it can inject faults. Everything else is forwarded
+// to the mock unchanged.
+type IMDSProxy struct {
+	URL string
+
+	srv      *http.Server
+	mu       sync.Mutex
+	hidden   map[string]bool
+	fault    IMDSFault
+	requests atomic.Int64
+}
+
+// NewIMDSProxy starts a proxy on 127.0.0.1 in front of target (an IMDS.URL).
+func NewIMDSProxy(target string) (*IMDSProxy, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &IMDSProxy{URL: "http://" + ln.Addr().String(), hidden: map[string]bool{}}
+	forward := httputil.NewSingleHostReverseProxy(u)
+	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.requests.Add(1)
+		p.mu.Lock()
+		hidden, fault := p.hidden[r.URL.Path], p.fault
+		p.mu.Unlock()
+		switch {
+		case fault == IMDSServerError:
+			http.Error(w, "Internal Server Error", http.StatusInternalServerError)
+		case fault == IMDSGarbage && r.Method == http.MethodGet:
+			w.Write([]byte("<html><body>\x00\xffnot metadata"))
+		case hidden:
+			http.NotFound(w, r)
+		default:
+			forward.ServeHTTP(w, r)
+		}
+	})}
+	go p.srv.Serve(ln)
+	return p, nil
+}
+
+// Hide makes path (e.g. /latest/meta-data/spot/instance-action) answer 404.
+func (p *IMDSProxy) Hide(path string) { p.mu.Lock(); p.hidden[path] = true; p.mu.Unlock() }
+
+// Show forwards path to the mock again.
+func (p *IMDSProxy) Show(path string) { p.mu.Lock(); delete(p.hidden, path); p.mu.Unlock() }
+
+// SetFault changes how the proxy answers.
+func (p *IMDSProxy) SetFault(f IMDSFault) { p.mu.Lock(); p.fault = f; p.mu.Unlock() }
+
+// Requests counts the requests received.
+func (p *IMDSProxy) Requests() int64 { return p.requests.Load() }
+
+// Close stops the proxy.
+func (p *IMDSProxy) Close() { p.srv.Close() }
