@@ -56,7 +56,7 @@ type world struct {
 
 var worlds int
 
-func newWorld(t *testing.T, c *sandbox.Cluster, mockArgs []string) *world {
+func newWorld(t testing.TB, c *sandbox.Cluster, mockArgs []string) *world {
 	t.Helper()
 	worlds++
 	ctx := context.Background()
@@ -78,7 +78,7 @@ func newWorld(t *testing.T, c *sandbox.Cluster, mockArgs []string) *world {
 }
 
 // start runs an agent until the returned stop is called (or the test ends).
-func (w *world) start(t *testing.T, env ...string) (a *agent.Agent, stop func() error) {
+func (w *world) start(t testing.TB, env ...string) (a *agent.Agent, stop func() error) {
 	t.Helper()
 	vars := map[string]string{"NODE_NAME": w.node, "INSTANCE_METADATA_URL": w.proxy.URL, "IMDS_POLL_INTERVAL": "200ms", "LOG_LEVEL": "debug"}
 	for i := 0; i+1 < len(env); i += 2 {
@@ -122,7 +122,7 @@ func (w *world) start(t *testing.T, env ...string) (a *agent.Agent, stop func() 
 	return a, stop
 }
 
-func (w *world) addPods(t *testing.T, pods ...*corev1.Pod) {
+func (w *world) addPods(t testing.TB, pods ...*corev1.Pod) {
 	t.Helper()
 	ctx := context.Background()
 	for _, p := range pods {
@@ -146,7 +146,7 @@ func replicaSetPods(ns, prefix string, n int) []*corev1.Pod {
 	return out
 }
 
-func (w *world) record(t *testing.T) (interruption.Record, *corev1.Node) {
+func (w *world) record(t testing.TB) (interruption.Record, *corev1.Node) {
 	t.Helper()
 	n, err := w.c.Client.CoreV1().Nodes().Get(context.Background(), w.node, metav1.GetOptions{})
 	if err != nil {
@@ -159,7 +159,7 @@ func (w *world) record(t *testing.T) (interruption.Record, *corev1.Node) {
 	return r, n
 }
 
-func (w *world) waitPhase(t *testing.T, phase interruption.Phase, timeout time.Duration) interruption.Record {
+func (w *world) waitPhase(t testing.TB, phase interruption.Phase, timeout time.Duration) interruption.Record {
 	t.Helper()
 	var r interruption.Record
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
@@ -173,7 +173,7 @@ func (w *world) waitPhase(t *testing.T, phase interruption.Phase, timeout time.D
 }
 
 // evictionsByPod counts the agent's eviction requests per pod, from the audit log.
-func (w *world) evictionsByPod(t *testing.T) map[string]int {
+func (w *world) evictionsByPod(t testing.TB) map[string]int {
 	t.Helper()
 	events, err := w.c.AuditEvents(sandbox.ByUser(w.user))
 	if err != nil {
@@ -188,7 +188,7 @@ func (w *world) evictionsByPod(t *testing.T) map[string]int {
 	return out
 }
 
-func (w *world) nodeWrites(t *testing.T) int {
+func (w *world) nodeWrites(t testing.TB) int {
 	t.Helper()
 	events, err := w.c.AuditEvents(sandbox.ByUser(w.user))
 	if err != nil {
@@ -203,7 +203,7 @@ func (w *world) nodeWrites(t *testing.T) int {
 	return n
 }
 
-func podsLeft(t *testing.T, w *world) []string {
+func podsLeft(t testing.TB, w *world) []string {
 	t.Helper()
 	list, err := w.c.Client.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + w.node})
 	if err != nil {

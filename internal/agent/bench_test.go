@@ -1,0 +1,143 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"lifeboat.dev/lifeboat/internal/sandbox"
+	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+)
+
+// BenchmarkNoticeToCordon measures, at the default 500 ms poll interval, the time from the
+// instant a spot notice becomes visible in instance metadata to the node being cordoned. Each
+// iteration runs 7 trials, each on a fresh node with a fresh agent; p50 and p99 are over all
+// trials (make bench runs 3 iterations: 21 trials).
+func BenchmarkNoticeToCordon(b *testing.B) {
+	c := sandboxtest.Cluster(b, sandbox.ClusterOptions{})
+	var latencies []time.Duration
+	for range b.N {
+		for range 7 {
+			latencies = append(latencies, cordonLatency(b, c))
+		}
+	}
+	slices.Sort(latencies)
+	pct := func(p float64) float64 {
+		return float64(latencies[int(p*float64(len(latencies)-1))].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(0.5), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(float64(len(latencies)), "trials")
+}
+
+func cordonLatency(b *testing.B, c *sandbox.Cluster) time.Duration {
+	b.Helper()
+	w := newWorld(b, c, []string{"spot", "-a", "terminate", "-t", time.Now().Add(2 * time.Minute).UTC().Format(time.RFC3339)})
+	w.proxy.Hide(spotPath)
+	a, stop := w.start(b, "IMDS_POLL_INTERVAL", "500ms", "LOG_LEVEL", "info")
+	defer stop()
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return a.Healthy() == nil, nil
+	})
+	if err != nil {
+		b.Fatal("agent never started polling")
+	}
+	time.Sleep(time.Duration(time.Now().UnixNano()%500) * time.Millisecond) // a random phase of the poll cycle
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	watcher, err := c.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", w.node).String()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer watcher.Stop()
+	visible := time.Now()
+	w.proxy.Show(spotPath)
+	for ev := range watcher.ResultChan() {
+		if n, ok := ev.Object.(*corev1.Node); ok && ev.Type == watch.Modified && n.Spec.Unschedulable {
+			return time.Since(visible)
+		}
+	}
+	b.Fatal("node never cordoned")
+	return 0
+}
+
+// BenchmarkIdleAgent runs the real lifeboat binary in agent mode with no notice for 30 s after
+// a 5 s warm-up, and reports its resident memory, its Kubernetes requests per minute (from
+// the audit log) and its instance-metadata requests per second.
+func BenchmarkIdleAgent(b *testing.B) {
+	c := sandboxtest.Cluster(b, sandbox.ClusterOptions{AuditLog: true})
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "lifeboat")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/lifeboat").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	for i := range b.N {
+		w := newWorld(b, c, []string{"spot", "-a", "terminate", "-t", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+		w.proxy.Hide(spotPath)
+		rc, err := c.UserConfig(w.user, "system:masters")
+		if err != nil {
+			b.Fatal(err)
+		}
+		kubeconfig := filepath.Join(dir, fmt.Sprintf("kubeconfig-%d", i))
+		if err := c.WriteKubeconfig(kubeconfig, rc); err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.Command(bin, "agent")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "NODE_NAME="+w.node, "INSTANCE_METADATA_URL="+w.proxy.URL)
+		logs, _ := os.Create(filepath.Join(dir, fmt.Sprintf("agent-%d.log", i)))
+		cmd.Stdout, cmd.Stderr = logs, logs
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(5 * time.Second)
+		requestsBefore, imdsBefore := len(auditOf(b, c, w.user)), w.proxy.Requests()
+		const window = 30 * time.Second
+		time.Sleep(window)
+		requests, imdsRequests := len(auditOf(b, c, w.user))-requestsBefore, w.proxy.Requests()-imdsBefore
+		rss := rssMiB(b, cmd.Process.Pid)
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+		logs.Close()
+		b.ReportMetric(rss, "idle-RSS-MiB")
+		b.ReportMetric(float64(requests)/window.Minutes(), "kube-requests/min")
+		b.ReportMetric(float64(imdsRequests)/window.Seconds(), "imds-requests/s")
+	}
+}
+
+func auditOf(b *testing.B, c *sandbox.Cluster, user string) []sandbox.AuditEvent {
+	b.Helper()
+	ev, err := c.AuditEvents(sandbox.ByUser(user))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ev
+}
+
+func rssMiB(b *testing.B, pid int) float64 {
+	b.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.Atoi(f[1])
+			return float64(kb) / 1024
+		}
+	}
+	b.Fatal("no VmRSS")
+	return 0
+}
