@@ -10,9 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -61,6 +65,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("%w: node %s has providerID %q but instance metadata says %s; check that NODE_NAME comes from spec.nodeName",
 			ErrWrongNode, a.cfg.NodeName, node.Spec.ProviderID, instanceID)
 	}
+	a.releaseAfterReboot(ctx, node)
 	poller := imds.NewPoller(a.imds, instanceID, imds.Options{
 		Spot:         a.cfg.EnableSpotInterruptionDraining,
 		Scheduled:    a.cfg.EnableScheduledEventDraining,
@@ -117,6 +122,40 @@ func (a *Agent) handle(ctx context.Context, n notice.Notice) {
 		}
 		backoff = min(backoff*2, 30*time.Second)
 	}
+}
+
+// releaseAfterReboot uncordons the node if it has been through a scheduled reboot since
+// Lifeboat cordoned it, judged from the uptime file (UPTIME_FROM_FILE, else /proc/uptime).
+func (a *Agent) releaseAfterReboot(ctx context.Context, node *corev1.Node) {
+	path := a.cfg.UptimeFromFile
+	if path == "" {
+		path = "/proc/uptime"
+	}
+	uptime, err := readUptime(path)
+	if err != nil {
+		a.log.Warn("cannot tell whether the node rebooted; a node cordoned for a scheduled reboot stays cordoned", "file", path, "err", err)
+		return
+	}
+	if _, err := a.handler.ReleaseAfterReboot(ctx, node, time.Now().Add(-uptime)); err != nil {
+		a.log.Error("uncordon after reboot failed", "err", err)
+	}
+}
+
+// readUptime reads the first field of a /proc/uptime-style file: seconds since boot.
+func readUptime(path string) (time.Duration, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 {
+		return 0, fmt.Errorf("%s: empty", path)
+	}
+	secs, err := strconv.ParseFloat(fields[0], 64)
+	if err != nil || secs < 0 {
+		return 0, fmt.Errorf("%s: %q is not a number of seconds", path, fields[0])
+	}
+	return time.Duration(secs * float64(time.Second)), nil
 }
 
 // instanceID reads the instance id, retrying while the metadata service is unavailable.

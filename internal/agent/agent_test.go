@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -390,6 +391,95 @@ func TestAgentEndToEnd(t *testing.T) {
 			if !strings.Contains(logs, want) {
 				t.Errorf("logs lack %q", want)
 			}
+		}
+	})
+
+	t.Run("scheduled reboot: drained, then uncordoned once the node has rebooted", func(t *testing.T) {
+		w := newWorld(t, c, []string{"events", "--code", "system-reboot", "--state", "active", "--not-before", inTwoMinutes()})
+		w.addPods(t, replicaSetPods("shop", "batch", 3)...)
+		uptime := filepath.Join(t.TempDir(), "uptime")
+		if err := os.WriteFile(uptime, []byte("86400.00 170000.00\n"), 0o600); err != nil { // up for a day
+			t.Fatal(err)
+		}
+		_, stop := w.start(t, "TAINT_NODE", "true", "UPTIME_FROM_FILE", uptime)
+		r := w.waitPhase(t, interruption.PhaseDrained, 30*time.Second)
+		if r.RebootAfter.IsZero() || len(r.Notices) != 1 || !strings.HasPrefix(r.Notices[0], "sched-"+w.instance) {
+			t.Fatalf("record %+v", r)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		// The instance reboots: the agent starts again with a fresh uptime. The mock still
+		// reports the event as active, which must not cordon the node again.
+		time.Sleep(1100 * time.Millisecond)
+		if err := os.WriteFile(uptime, []byte("0.50 0.10\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		w.start(t, "TAINT_NODE", "true", "UPTIME_FROM_FILE", uptime)
+		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+			_, n := w.record(t)
+			return !n.Spec.Unschedulable, nil
+		})
+		if err != nil {
+			t.Fatal("node still cordoned after its reboot")
+		}
+		_, n := w.record(t)
+		for _, tn := range n.Spec.Taints {
+			if tn.Key == nodes.TaintScheduledMaintenance {
+				t.Errorf("scheduled-maintenance taint left: %+v", tn)
+			}
+		}
+		if _, ok := n.Annotations[nodes.AnnotationCordonedBy]; ok {
+			t.Error("cordon marker left")
+		}
+		time.Sleep(3 * time.Second) // several polls of the still-active event
+		if r, n := w.record(t); n.Spec.Unschedulable || !r.AllReleased() {
+			t.Errorf("after the reboot: unschedulable %v, record %+v", n.Spec.Unschedulable, r)
+		}
+	})
+
+	t.Run("canceled scheduled event: Lifeboat's cordon is undone once, an admin's is kept", func(t *testing.T) {
+		active := []string{"events", "--code", "system-maintenance", "--state", "active", "--not-before", inTwoMinutes()}
+		w := newWorld(t, c, active)
+		w.start(t, "CORDON_ONLY", "true", "TAINT_NODE", "true")
+		w.waitPhase(t, interruption.PhaseCordoned, 30*time.Second)
+		canceled := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: w.instance, Args: []string{"events", "--code", "system-maintenance", "--state", "canceled", "--not-before", inTwoMinutes()}})
+		if err := w.proxy.SetTarget(canceled.URL); err != nil {
+			t.Fatal(err)
+		}
+		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			r, n := w.record(t)
+			return !n.Spec.Unschedulable && len(r.Released) == 1, nil
+		})
+		if err != nil {
+			t.Fatalf("node not released after the event was canceled")
+		}
+		_, n := w.record(t)
+		if len(n.Spec.Taints) != 0 {
+			t.Errorf("taints left: %v", n.Spec.Taints)
+		}
+		// An administrator cordons the node now; the canceled event, still reported on
+		// every poll, must not undo that.
+		if _, err := nodes.NewWriter(w.c.Client).Apply(context.Background(), w.node, nil, "admin cordon", func(n *corev1.Node) { n.Spec.Unschedulable = true }); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		if _, n := w.record(t); !n.Spec.Unschedulable {
+			t.Error("an administrator's cordon was undone")
+		}
+	})
+
+	t.Run("rebalance recommendation with monitoring only: cordoned, not drained", func(t *testing.T) {
+		w := newWorld(t, c, nil) // the root command serves a rebalance recommendation
+		w.addPods(t, replicaSetPods("shop", "queue", 2)...)
+		w.start(t, "ENABLE_REBALANCE_MONITORING", "true", "ENABLE_SPOT_INTERRUPTION_DRAINING", "false", "ENABLE_SCHEDULED_EVENT_DRAINING", "false", "TAINT_NODE", "true")
+		r := w.waitPhase(t, interruption.PhaseCordoned, 30*time.Second)
+		time.Sleep(2 * time.Second)
+		if r, _ = w.record(t); r.Phase != interruption.PhaseCordoned || r.Notices[0] != "rebalance-"+w.instance {
+			t.Errorf("record %+v, want cordoned for the rebalance notice", r)
+		}
+		if left := podsLeft(t, w); len(left) != 2 {
+			t.Errorf("pods left %v: monitoring must not drain", left)
 		}
 	})
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -94,6 +95,15 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 	if err != nil {
 		log.Warn("unreadable progress record on the node; starting afresh", "annotation", AnnotationRecord, "err", err)
 	}
+	if n.Released {
+		return h.release(ctx, n, node, rec, log)
+	}
+	if slices.Contains(rec.Released, n.ID) {
+		// Its event ended (or the node already rebooted through it); IMDS may go on
+		// reporting it for a while, and acting again would cordon the node in a loop.
+		log.Debug("notice already released")
+		return nil
+	}
 	plan := PlanFor(n.Kind, h.cfg)
 	if rec.Has(n.ID) && (rec.Phase == PhaseDrained || (!plan.Drain && rec.Phase >= PhaseCordoned)) {
 		log.Info("notice already handled", "phase", rec.Phase)
@@ -115,6 +125,15 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 		edits = append(edits, nodes.Cordon())
 	}
 	edits = append(edits, recordEdit(n.ID, phase, n.Deadline))
+	if n.Kind == notice.ScheduledMaintenance && notice.RebootCodes[n.Action] {
+		// Uncordon once the node has been through the reboot (see ReleaseAfterReboot).
+		now := time.Now().UTC().Truncate(time.Second)
+		edits = append(edits, editRecord(func(r *Record) {
+			if r.RebootAfter.IsZero() {
+				r.RebootAfter = now
+			}
+		}))
+	}
 	// One write for everything, computed from the node just read.
 	res, err := h.writer.Apply(ctx, nodeName, node, "cordon for notice "+n.ID, edits...)
 	if err != nil {
@@ -168,6 +187,77 @@ func (h *Handler) drain(ctx context.Context, n notice.Notice, nodeName string, l
 		return err
 	}
 	return nil
+}
+
+// release undoes a notice whose scheduled event was canceled or completed. The node is
+// uncordoned, and the interruption taints and label removed, only when every notice that
+// acted on it has been released, and only for what Lifeboat did itself.
+func (h *Handler) release(ctx context.Context, n notice.Notice, node *corev1.Node, rec Record, log *slog.Logger) error {
+	if !rec.Has(n.ID) || slices.Contains(rec.Released, n.ID) {
+		log.Debug("event ended; nothing of Lifeboat's to undo")
+		return nil
+	}
+	rec.Released = append(rec.Released, n.ID)
+	edits := []nodes.Edit{editRecord(func(r *Record) {
+		if !slices.Contains(r.Released, n.ID) {
+			r.Released = append(r.Released, n.ID)
+		}
+	})}
+	if rec.AllReleased() {
+		edits = append(edits, h.undo(rec)...)
+	}
+	if _, err := h.writer.Apply(ctx, node.Name, node, "release notice "+n.ID, edits...); err != nil {
+		return err
+	}
+	log.Info("scheduled event ended; released the node", "uncordoned", rec.AllReleased())
+	return nil
+}
+
+// undo lists the edits that take back Lifeboat's own changes for the record's notices.
+func (h *Handler) undo(rec Record) []nodes.Edit {
+	values := map[string]bool{}
+	for _, id := range rec.Notices {
+		values[nodes.LabelValue(id)] = true
+	}
+	edits := []nodes.Edit{nodes.Uncordon(), func(n *corev1.Node) {
+		kept := n.Spec.Taints[:0:0]
+		for _, t := range n.Spec.Taints {
+			if !(slices.Contains(interruptionTaints, t.Key) && values[t.Value]) {
+				kept = append(kept, t)
+			}
+		}
+		n.Spec.Taints = kept
+	}}
+	if h.cfg.ExcludeFromLoadBalancers {
+		edits = append(edits, nodes.RemoveLabel(nodes.LabelExcludeFromLoadBalancers))
+	}
+	return edits
+}
+
+var interruptionTaints = []string{nodes.TaintSpotInterruption, nodes.TaintScheduledMaintenance, nodes.TaintASGLifecycle, nodes.TaintRebalance}
+
+// ReleaseAfterReboot uncordons a node that has been through its scheduled reboot: it booted
+// after the record's RebootAfter. It reports whether it released the node.
+func (h *Handler) ReleaseAfterReboot(ctx context.Context, node *corev1.Node, bootTime time.Time) (bool, error) {
+	rec, err := ReadRecord(node)
+	if err != nil || rec.RebootAfter.IsZero() || !bootTime.After(rec.RebootAfter) {
+		return false, nil
+	}
+	// Keep the record, with every notice released, so a notice IMDS still reports after the
+	// reboot is recognised and not acted on again.
+	edits := append(h.undo(rec), editRecord(func(r *Record) {
+		for _, id := range r.Notices {
+			if !slices.Contains(r.Released, id) {
+				r.Released = append(r.Released, id)
+			}
+		}
+		r.RebootAfter = time.Time{}
+	}))
+	if _, err := h.writer.Apply(ctx, node.Name, node, "uncordon after the scheduled reboot", edits...); err != nil {
+		return false, err
+	}
+	h.log.Info("node rebooted after its scheduled reboot; uncordoned", "node", node.Name, "bootTime", bootTime, "cordonedAt", rec.RebootAfter)
+	return true, nil
 }
 
 func (h *Handler) startDrain(node string) bool {

@@ -44,6 +44,21 @@ type Record struct {
 	Notices  []string  `json:"notices"`
 	Phase    Phase     `json:"phase"`
 	Deadline time.Time `json:"deadline,omitzero"`
+	// Released lists notices whose events were canceled or completed and undone.
+	Released []string `json:"released,omitempty"`
+	// RebootAfter is set for scheduled reboots: a node that booted after this time has been
+	// through the reboot and is uncordoned.
+	RebootAfter time.Time `json:"rebootAfter,omitzero"`
+}
+
+// AllReleased reports whether every notice in the record has been released.
+func (r Record) AllReleased() bool {
+	for _, id := range r.Notices {
+		if !slices.Contains(r.Released, id) {
+			return false
+		}
+	}
+	return len(r.Notices) > 0
 }
 
 // ReadRecord returns the node's record; a missing or unreadable one is empty (and the
@@ -65,8 +80,7 @@ func (r Record) Has(id string) bool { return slices.Contains(r.Notices, id) }
 // keeping the earliest deadline. Re-applying it changes nothing, so a repeated notice
 // writes nothing.
 func recordEdit(id string, phase Phase, deadline time.Time) nodes.Edit {
-	return func(n *corev1.Node) {
-		r, _ := ReadRecord(n)
+	return editRecord(func(r *Record) {
 		if !r.Has(id) {
 			r.Notices = append(r.Notices, id)
 		}
@@ -74,6 +88,14 @@ func recordEdit(id string, phase Phase, deadline time.Time) nodes.Edit {
 		if !deadline.IsZero() && (r.Deadline.IsZero() || deadline.Before(r.Deadline)) {
 			r.Deadline = deadline.UTC().Truncate(time.Second)
 		}
+	})
+}
+
+// editRecord changes the node's record through f.
+func editRecord(f func(*Record)) nodes.Edit {
+	return func(n *corev1.Node) {
+		r, _ := ReadRecord(n)
+		f(&r)
 		b, _ := json.Marshal(r)
 		nodes.SetAnnotation(AnnotationRecord, string(b))(n)
 	}

@@ -43,6 +43,8 @@ type Notice struct {
 	StartTime   time.Time // when AWS says the event starts (for messages)
 	EndTime     time.Time
 	Description string
+	// Released means the event was canceled or completed: undo what its notice (same ID) did.
+	Released bool
 	// Action is the spot instance-action ("terminate", "stop", "hibernate") or, for
 	// scheduled events, the event code ("system-reboot", ...).
 	Action string
@@ -89,6 +91,9 @@ func short(k Kind) string {
 func (n Notice) String() string {
 	return fmt.Sprintf("%s %s for %s (deadline %s)", n.Kind, n.ID, n.InstanceID, n.Deadline.UTC().Format(time.RFC3339))
 }
+
+// RebootCodes are scheduled-event codes after which the instance comes back by itself.
+var RebootCodes = map[string]bool{"instance-reboot": true, "system-reboot": true}
 
 // Drains reports whether the kind leads to a drain by default (rebalance depends on
 // configuration, launch never drains).

@@ -13,9 +13,9 @@ import (
 type IMDSFault int
 
 const (
-	IMDSHealthy IMDSFault = iota
-	IMDSServerError        // every request answers 500
-	IMDSGarbage            // metadata reads answer 200 with a body no parser accepts
+	IMDSHealthy     IMDSFault = iota
+	IMDSServerError           // every request answers 500
+	IMDSGarbage               // metadata reads answer 200 with a body no parser accepts
 )
 
 // IMDSProxy stands between Lifeboat and an instance-metadata mock. It can hide paths
@@ -27,6 +27,7 @@ type IMDSProxy struct {
 
 	srv      *http.Server
 	mu       sync.Mutex
+	forward  *httputil.ReverseProxy
 	hidden   map[string]bool
 	fault    IMDSFault
 	requests atomic.Int64
@@ -43,11 +44,11 @@ func NewIMDSProxy(target string) (*IMDSProxy, error) {
 		return nil, err
 	}
 	p := &IMDSProxy{URL: "http://" + ln.Addr().String(), hidden: map[string]bool{}}
-	forward := httputil.NewSingleHostReverseProxy(u)
+	p.forward = httputil.NewSingleHostReverseProxy(u)
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
 		p.mu.Lock()
-		hidden, fault := p.hidden[r.URL.Path], p.fault
+		hidden, fault, forward := p.hidden[r.URL.Path], p.fault, p.forward
 		p.mu.Unlock()
 		switch {
 		case fault == IMDSServerError:
@@ -62,6 +63,19 @@ func NewIMDSProxy(target string) (*IMDSProxy, error) {
 	})}
 	go p.srv.Serve(ln)
 	return p, nil
+}
+
+// SetTarget sends forwarded requests to another mock from now on, e.g. one that reports the
+// same event in a later state.
+func (p *IMDSProxy) SetTarget(target string) error {
+	u, err := url.Parse(target)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.forward = httputil.NewSingleHostReverseProxy(u)
+	p.mu.Unlock()
+	return nil
 }
 
 // Hide makes path (e.g. /latest/meta-data/spot/instance-action) answer 404.

@@ -68,8 +68,9 @@ func parseScheduled(body []byte, instanceID string) ([]notice.Notice, []Schedule
 		if e.EventID == "" {
 			return nil, nil, fmt.Errorf("%s: event without EventId (body %q)", PathScheduled, clip(body))
 		}
-		if !strings.EqualFold(e.State, "active") {
-			continue // canceled and completed events are not interruptions
+		released := strings.EqualFold(e.State, "canceled") || strings.EqualFold(e.State, "completed")
+		if !released && !strings.EqualFold(e.State, "active") {
+			return nil, nil, fmt.Errorf("%s: event %s has unknown state %q", PathScheduled, e.EventID, e.State)
 		}
 		start, err := parseEventTime(e.NotBefore)
 		if err != nil {
@@ -83,8 +84,8 @@ func parseScheduled(body []byte, instanceID string) ([]notice.Notice, []Schedule
 		}
 		out = append(out, notice.Notice{
 			ID: notice.ID(notice.ScheduledMaintenance, instanceID, e.EventID), Kind: notice.ScheduledMaintenance, Source: notice.SourceIMDS,
-			InstanceID: instanceID, Deadline: start, StartTime: start, EndTime: end, Action: e.Code,
-			Description: fmt.Sprintf("Scheduled %s (%s): %s", e.Code, e.EventID, e.Description),
+			InstanceID: instanceID, Deadline: start, StartTime: start, EndTime: end, Action: e.Code, Released: released,
+			Description: fmt.Sprintf("Scheduled %s (%s, %s): %s", e.Code, e.EventID, strings.ToLower(e.State), e.Description),
 		})
 	}
 	return out, events, nil

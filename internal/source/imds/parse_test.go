@@ -46,15 +46,19 @@ func TestParseScheduled(t *testing.T) {
 	 {"NotBefore":"21 Nov 2026 12:00:00 GMT","Code":"system-reboot","Description":"scheduled reboot","EventId":"instance-event-0d59937288b749b32","NotAfter":"21 Nov 2026 14:00:00 GMT","State":"active"},
 	 {"NotBefore":"20 Nov 2026 12:00:00 GMT","Code":"instance-stop","Description":"old","EventId":"instance-event-1","State":"canceled"}]`
 	ns, events, err := parseScheduled([]byte(body), inst)
-	if err != nil || len(ns) != 1 || len(events) != 2 {
+	if err != nil || len(ns) != 2 || len(events) != 2 {
 		t.Fatalf("%d notices, %d events, %v", len(ns), len(events), err)
+	}
+	if ns[1].ID != "sched-i-0123456789abcdef0-instance-event-1" || !ns[1].Released || ns[0].Released {
+		t.Errorf("canceled event: %+v; active one released=%v", ns[1], ns[0].Released)
 	}
 	n := ns[0]
 	if n.ID != "sched-i-0123456789abcdef0-instance-event-0d59937288b749b32" || n.Action != "system-reboot" ||
 		!n.Deadline.Equal(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)) || !n.EndTime.Equal(time.Date(2026, 11, 21, 14, 0, 0, 0, time.UTC)) {
 		t.Errorf("%+v", n)
 	}
-	for _, bad := range []string{`{}`, `[{"EventId":"e","State":"active","NotBefore":"tomorrow"}]`, `[{"State":"active"}]`} {
+	for _, bad := range []string{`{}`, `[{"EventId":"e","State":"active","NotBefore":"tomorrow"}]`, `[{"State":"active"}]`,
+		`[{"EventId":"e","State":"pending","NotBefore":"21 Nov 2026 12:00:00 GMT"}]`} {
 		if _, _, err := parseScheduled([]byte(bad), inst); err == nil {
 			t.Errorf("%s: no error", bad)
 		}

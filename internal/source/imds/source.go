@@ -203,7 +203,7 @@ func (p *Poller) runMonitor(ctx context.Context, m *monitor, out chan<- notice.N
 			wait = min(interval<<min(m.failures, 6), max(5*time.Second, interval))
 		}
 		for _, n := range notices {
-			if p.firstEmit(n.ID) {
+			if p.firstEmit(n.ID, n.Released) {
 				select {
 				case out <- n:
 				case <-ctx.Done():
@@ -275,13 +275,18 @@ func (p *Poller) seen(id string, now time.Time) time.Time {
 	return now
 }
 
-func (p *Poller) firstEmit(id string) bool {
+// firstEmit is true the first time a notice (or its release) is seen by this process.
+func (p *Poller) firstEmit(id string, released bool) bool {
+	key := id
+	if released {
+		key += "/released"
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.emitted[id] {
+	if p.emitted[key] {
 		return false
 	}
-	p.emitted[id] = true
+	p.emitted[key] = true
 	return true
 }
 
