@@ -15,7 +15,7 @@ export AWS_SECRET_ACCESS_KEY := sandbox-secret
 TEST_TIMEOUT ?= 25m
 FUZZ_TIME    ?= 10s
 
-.PHONY: all build sandbox vet test unit fuzz bench demo clean
+.PHONY: all build sandbox vet test test-long unit fuzz bench demo clean
 
 all: build
 
@@ -36,6 +36,10 @@ test: sandbox vet
 	LIFEBOAT_REQUIRE_SANDBOX=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory fuzz
 
+## test-long: the agent scenarios at full length (ASG Terminated for 2 minutes, IMDS failing for a minute each way)
+test-long: sandbox
+	LIFEBOAT_REQUIRE_SANDBOX=1 LIFEBOAT_LONG=1 $(GO) test -race -count=1 -timeout 30m -run TestAgentEndToEnd ./internal/agent
+
 ## unit: tests that need no sandbox (sandbox tests skip when the tools are not built)
 unit:
 	$(GO) test -race -count=1 -short ./...
@@ -43,6 +47,7 @@ unit:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadEnv$$' -fuzztime $(FUZZ_TIME) ./internal/config
 	$(GO) test -run '^$$' -fuzz '^FuzzLabelValue$$' -fuzztime $(FUZZ_TIME) ./internal/nodes
+	$(GO) test -run '^$$' -fuzz '^FuzzParsers$$' -fuzztime $(FUZZ_TIME) ./internal/source/imds
 
 ## bench: benchmarks against the sandbox (numbers are printed, never asserted)
 bench: sandbox

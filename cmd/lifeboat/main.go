@@ -14,15 +14,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"lifeboat.dev/lifeboat/internal/agent"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/logging"
+	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/source/imds"
 	"lifeboat.dev/lifeboat/internal/version"
 )
@@ -117,10 +122,23 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	logger.Info("connected to Kubernetes", "host", rc.Host, "serverVersion", sv.GitVersion)
 
+	m := metrics.New()
+	if loaded.Config.EnablePrometheusServer {
+		addr := net.JoinHostPort("", strconv.Itoa(loaded.Config.PrometheusServerPort))
+		srv := &http.Server{Addr: addr, Handler: m.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+				logger.Error("metrics server stopped", "addr", addr, "err", err)
+			}
+		}()
+		defer srv.Close()
+	}
+
 	switch mode {
 	case config.ModeAgent:
 		c := loaded.Config
 		a := agent.New(c, client, imds.NewClient(c.MetadataURL, c.MetadataTries, c.AllowIMDSv1), logger)
+		a.Metrics = m
 		if err := a.Run(ctx); err != nil {
 			logger.Error("agent stopped", "err", err)
 			return exitFailure

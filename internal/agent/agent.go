@@ -22,6 +22,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/source/imds"
 )
@@ -31,6 +32,8 @@ type Agent struct {
 	// FailingAfter is how long instance metadata must fail before Healthy reports it
 	// (default 30 s).
 	FailingAfter time.Duration
+	// Metrics, when set, counts polls and notices.
+	Metrics *metrics.Metrics
 
 	cfg     *config.Config
 	client  kubernetes.Interface
@@ -66,7 +69,14 @@ func (a *Agent) Run(ctx context.Context) error {
 			ErrWrongNode, a.cfg.NodeName, node.Spec.ProviderID, instanceID)
 	}
 	a.releaseAfterReboot(ctx, node)
-	poller := imds.NewPoller(a.imds, instanceID, imds.Options{
+	if a.cfg.ASGLifecycleHookName != "" && a.cfg.EnableASGLifecycleDraining {
+		complete, err := a.lifecycleCompleter(ctx, instanceID)
+		if err != nil {
+			return fmt.Errorf("ASG_LIFECYCLE_HOOK_NAME=%q: %w", a.cfg.ASGLifecycleHookName, err)
+		}
+		a.handler.OnDrained = complete
+	}
+	opts := imds.Options{
 		Spot:         a.cfg.EnableSpotInterruptionDraining,
 		Scheduled:    a.cfg.EnableScheduledEventDraining,
 		Rebalance:    a.cfg.EnableRebalanceMonitoring || a.cfg.EnableRebalanceDraining,
@@ -75,7 +85,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		DrainBudget:  time.Duration(a.cfg.NodeTerminationGracePeriod) * time.Second,
 		FailingAfter: a.FailingAfter,
 		Logger:       a.log,
-	})
+	}
+	if a.Metrics != nil {
+		opts.Observe = a.Metrics.ObserveIMDS
+	}
+	poller := imds.NewPoller(a.imds, instanceID, opts)
 	a.mu.Lock()
 	a.poller = poller
 	a.mu.Unlock()
@@ -92,6 +106,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		case n := <-notices:
 			a.log.Info("notice received", "notice", n.ID, "kind", n.Kind, "deadline", n.Deadline, "description", n.Description)
+			if a.Metrics != nil {
+				a.Metrics.Notices.WithLabelValues(string(n.Kind), string(n.Source)).Inc()
+			}
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()

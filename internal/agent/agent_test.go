@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,8 +24,10 @@ import (
 	"lifeboat.dev/lifeboat/internal/agent"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/sandbox"
+	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
 	"lifeboat.dev/lifeboat/internal/source/imds"
 )
@@ -53,6 +56,7 @@ type world struct {
 	user     string
 	client   kubernetes.Interface
 	logs     *lockedBuffer
+	metrics  *metrics.Metrics
 }
 
 var worlds int
@@ -75,7 +79,7 @@ func newWorld(t testing.TB, c *sandbox.Cluster, mockArgs []string) *world {
 	}
 	rc.QPS, rc.Burst = 100, 200
 	return &world{c: c, node: created[0].Name, instance: instance, proxy: sandboxtest.IMDSProxy(t, m), user: user,
-		client: kubernetes.NewForConfigOrDie(rc), logs: &lockedBuffer{}}
+		client: kubernetes.NewForConfigOrDie(rc), logs: &lockedBuffer{}, metrics: metrics.New()}
 }
 
 // start runs an agent until the returned stop is called (or the test ends).
@@ -96,6 +100,7 @@ func (w *world) start(t testing.TB, env ...string) (a *agent.Agent, stop func() 
 	logger := slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	a = agent.New(cfg, w.client, imds.NewClient(cfg.MetadataURL, cfg.MetadataTries, false), logger)
 	a.FailingAfter = 2 * time.Second
+	a.Metrics = w.metrics
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
@@ -290,6 +295,57 @@ func TestAgentEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("ASG Terminated with a hook name: lifecycle action completed once, after the drain", func(t *testing.T) {
+		t.Setenv("AWS_ACCESS_KEY_ID", "AKIDSANDBOX")
+		t.Setenv("AWS_SECRET_ACCESS_KEY", "sandbox-secret")
+		t.Setenv("AWS_EC2_METADATA_DISABLED", "true") // the credential chain must never reach 169.254.169.254
+		w := newWorld(t, c, []string{"asglifecycle", "--asg-termination-delay-sec", "0"})
+		fake := sandboxtest.FakeAWS(t, "")
+		fake.AddInstance(fakeaws.Instance{ID: w.instance, AutoScalingGroup: "workers"})
+		fake.AddLifecycleHook(fakeaws.LifecycleHook{Name: "drain", AutoScalingGroup: "workers"})
+		fake.BeginLifecycleAction("drain", "workers", w.instance, "token-1")
+		w.addPods(t, replicaSetPods("shop", "worker", 4)...)
+		env := []string{"ENABLE_ASG_LIFECYCLE_DRAINING", "true", "ASG_LIFECYCLE_HOOK_NAME", "drain", "AWS_ENDPOINT", fake.URL(), "AWS_REGION", "us-east-1"}
+		_, stop := w.start(t, env...)
+		w.waitPhase(t, interruption.PhaseDrained, 30*time.Second)
+		result, completed, _, _ := fake.LifecycleAction("token-1")
+		if !completed || result != "CONTINUE" {
+			t.Fatalf("lifecycle action completed=%v result=%q", completed, result)
+		}
+		var completedAt time.Time
+		for _, call := range fake.Calls() {
+			if call.Action == "CompleteLifecycleAction" {
+				completedAt = call.At
+			}
+		}
+		if left := podsLeft(t, w); len(left) != 0 {
+			t.Errorf("pods %v still on the node", left)
+		}
+		if completedAt.IsZero() {
+			t.Fatal("no CompleteLifecycleAction call recorded")
+		}
+		evictions := 0
+		for _, e := range auditOf(t, w.c, w.user) {
+			if e.ObjectRef != nil && e.ObjectRef.Subresource == "eviction" {
+				evictions++
+				if !e.StageTimestamp.Before(completedAt) {
+					t.Errorf("pod %s evicted at %v, after the lifecycle action was completed at %v", e.ObjectRef.Name, e.StageTimestamp, completedAt)
+				}
+			}
+		}
+		if evictions != 4 {
+			t.Errorf("%d evictions, want 4", evictions)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		w.start(t, env...) // a restarted agent must not complete it again
+		time.Sleep(3 * time.Second)
+		if n := fake.CallCount("autoscaling", "CompleteLifecycleAction"); n != 1 {
+			t.Errorf("%d CompleteLifecycleAction calls, want exactly 1", n)
+		}
+	})
+
 	t.Run("a spot time that moves on every poll is one drain", func(t *testing.T) {
 		w := newWorld(t, c, []string{"spot", "-a", "terminate"}) // no -t: the mock restates the time each time
 		w.addPods(t, replicaSetPods("shop", "cart", 5)...)
@@ -386,6 +442,14 @@ func TestAgentEndToEnd(t *testing.T) {
 		}
 		w.proxy.Show(spotPath)
 		w.waitPhase(t, interruption.PhaseDrained, 30*time.Second)
+		failed := testutil.ToFloat64(w.metrics.IMDSPolls.WithLabelValues(imds.PathSpot, "error"))
+		ok := testutil.ToFloat64(w.metrics.IMDSPolls.WithLabelValues(imds.PathSpot, "ok"))
+		if failed < 2 || ok < 2 {
+			t.Errorf("lifeboat_imds_polls_total for the spot path: %v errors, %v ok; want both counted", failed, ok)
+		}
+		if n := testutil.ToFloat64(w.metrics.Notices.WithLabelValues("spot-interruption", "imds")); n != 1 {
+			t.Errorf("lifeboat_notices_total = %v, want 1", n)
+		}
 		logs := w.logs.String()
 		for _, want := range []string{"instance metadata poll failed", "500", "instance metadata answers again"} {
 			if !strings.Contains(logs, want) {
@@ -405,6 +469,9 @@ func TestAgentEndToEnd(t *testing.T) {
 		r := w.waitPhase(t, interruption.PhaseDrained, 30*time.Second)
 		if r.RebootAfter.IsZero() || len(r.Notices) != 1 || !strings.HasPrefix(r.Notices[0], "sched-"+w.instance) {
 			t.Fatalf("record %+v", r)
+		}
+		if _, n := w.record(t); n.Labels[nodes.LabelUncordonAfterReboot] != "true" {
+			t.Errorf("labels %v lack %s", n.Labels, nodes.LabelUncordonAfterReboot)
 		}
 		if err := stop(); err != nil {
 			t.Fatal(err)
@@ -431,6 +498,9 @@ func TestAgentEndToEnd(t *testing.T) {
 		}
 		if _, ok := n.Annotations[nodes.AnnotationCordonedBy]; ok {
 			t.Error("cordon marker left")
+		}
+		if _, ok := n.Labels[nodes.LabelUncordonAfterReboot]; ok {
+			t.Error("uncordon-after-reboot label left")
 		}
 		time.Sleep(3 * time.Second) // several polls of the still-active event
 		if r, n := w.record(t); n.Spec.Unschedulable || !r.AllReleased() {

@@ -117,11 +117,11 @@ func BenchmarkIdleAgent(b *testing.B) {
 	}
 }
 
-func auditOf(b *testing.B, c *sandbox.Cluster, user string) []sandbox.AuditEvent {
-	b.Helper()
+func auditOf(tb testing.TB, c *sandbox.Cluster, user string) []sandbox.AuditEvent {
+	tb.Helper()
 	ev, err := c.AuditEvents(sandbox.ByUser(user))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return ev
 }

@@ -84,6 +84,7 @@ var samples = map[string][2]string{
 	"METADATA_TRIES":                          {"5", "5"},
 	"IMDS_POLL_INTERVAL":                      {"1s", "1s"},
 	"ALLOW_IMDSV1":                            {"true", "true"},
+	"ASG_LIFECYCLE_HOOK_NAME":                 {"drain-hook", "drain-hook"},
 	"ENABLE_SPOT_INTERRUPTION_DRAINING":       {"false", "false"},
 	"ENABLE_SCHEDULED_EVENT_DRAINING":         {"false", "false"},
 	"ENABLE_REBALANCE_MONITORING":             {"true", "true"},

@@ -44,6 +44,7 @@ type Config struct {
 	EnableSQSTerminationDraining   bool          // ENABLE_SQS_TERMINATION_DRAINING
 	MetadataTries                  int           // METADATA_TRIES
 	IMDSPollInterval               time.Duration // IMDS_POLL_INTERVAL
+	ASGLifecycleHookName           string        // ASG_LIFECYCLE_HOOK_NAME
 	AllowIMDSv1                    bool          // ALLOW_IMDSV1
 
 	QueueURL                            string // QUEUE_URL
@@ -181,6 +182,8 @@ func settings(c *Config) []*Setting {
 		{Env: "IMDS_POLL_INTERVAL", Flag: "imds-poll-interval", Default: "500ms", Group: groupIMDS, Lifeboat: true,
 			value: durationValue{p: &c.IMDSPollInterval, min: 100 * time.Millisecond, max: time.Minute},
 			Usage: "How often the spot path is polled; the lifecycle state every 2, rebalance every 4, scheduled events every 10 intervals (3.7 requests/s with all on)."},
+		{Env: "ASG_LIFECYCLE_HOOK_NAME", Flag: "asg-lifecycle-hook-name", Group: groupIMDS, Lifeboat: true, value: stringValue{&c.ASGLifecycleHookName},
+			Usage: "Agent mode with ENABLE_ASG_LIFECYCLE_DRAINING: complete this termination hook's lifecycle action after the drain (needs autoscaling:DescribeAutoScalingInstances and autoscaling:CompleteLifecycleAction). Unset: the hook times out."},
 		{Env: "ALLOW_IMDSV1", Flag: "allow-imdsv1", Default: "false", Group: groupIMDS, Lifeboat: true, value: boolValue{&c.AllowIMDSv1},
 			Usage: "Fall back to IMDSv1 when no IMDSv2 token can be had. Off: IMDSv2 only."},
 		{Env: "ENABLE_SPOT_INTERRUPTION_DRAINING", Flag: "enable-spot-interruption-draining", Default: "true", Group: groupIMDS, value: boolValue{&c.EnableSpotInterruptionDraining},

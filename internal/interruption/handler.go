@@ -56,6 +56,11 @@ var taintKeys = map[notice.Kind]string{
 
 // Handler handles notices for nodes of this cluster.
 type Handler struct {
+	// OnDrained, when set, runs for each notice once its node is drained (for instance to
+	// complete the Auto Scaling lifecycle action), before the drain is recorded as done. An
+	// error leaves the notice unfinished, to be retried.
+	OnDrained func(ctx context.Context, n notice.Notice) error
+
 	cfg     *config.Config
 	client  kubernetes.Interface
 	writer  *nodes.Writer
@@ -63,7 +68,13 @@ type Handler struct {
 	log     *slog.Logger
 
 	mu       sync.Mutex
-	draining map[string]bool // nodes with a drain running in this process
+	draining map[string]*running // nodes with a drain running in this process
+}
+
+// running is a drain in progress; notices coalesced into it wait for done.
+type running struct {
+	done chan struct{}
+	err  error
 }
 
 // NewHandler builds a Handler from the configuration.
@@ -73,7 +84,7 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 	return &Handler{
 		cfg: c, client: client, writer: w, log: logger,
 		drainer:  drain.New(client, drain.OptionsFromConfig(c, client, logger)),
-		draining: map[string]bool{},
+		draining: map[string]*running{},
 	}
 }
 
@@ -128,7 +139,7 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 	if n.Kind == notice.ScheduledMaintenance && notice.RebootCodes[n.Action] {
 		// Uncordon once the node has been through the reboot (see ReleaseAfterReboot).
 		now := time.Now().UTC().Truncate(time.Second)
-		edits = append(edits, editRecord(func(r *Record) {
+		edits = append(edits, nodes.SetLabel(nodes.LabelUncordonAfterReboot, "true"), editRecord(func(r *Record) {
 			if r.RebootAfter.IsZero() {
 				r.RebootAfter = now
 			}
@@ -140,19 +151,34 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 		return err
 	}
 	log.Info("node cordoned", "changed", res.Changed, "drain", plan.Drain, "deadline", n.Deadline, "dryRun", h.cfg.DryRun)
-	if n.Kind == notice.ASGTermination && n.Source == notice.SourceIMDS {
-		log.Warn("agent mode does not complete Auto Scaling lifecycle actions: the instance terminates when the lifecycle hook times out; run the controller to complete it after the drain")
+	if n.Kind == notice.ASGTermination && n.Source == notice.SourceIMDS && h.OnDrained == nil {
+		log.Warn("the Auto Scaling lifecycle action is not completed from agent mode without ASG_LIFECYCLE_HOOK_NAME: the instance terminates when the lifecycle hook times out")
 	}
-	if !plan.Drain || rec.Phase == PhaseDrained {
+	if !plan.Drain {
 		return nil
 	}
-
-	if !h.startDrain(nodeName) {
+	if rec.Phase == PhaseDrained {
+		return h.finish(ctx, n, nodeName)
+	}
+	r, first := h.startDrain(nodeName)
+	if !first {
 		log.Info("notice coalesced into the drain already running for this node")
-		return nil
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.done:
+		}
+		if r.err != nil {
+			return fmt.Errorf("notice %s: the drain it joined failed: %w", n.ID, r.err)
+		}
+		return h.finish(ctx, n, nodeName)
 	}
-	defer h.endDrain(nodeName)
-	return h.drain(ctx, n, nodeName, log)
+	r.err = h.drain(ctx, n, nodeName, log)
+	h.endDrain(nodeName, r)
+	if r.err != nil {
+		return r.err
+	}
+	return h.finish(ctx, n, nodeName)
 }
 
 func (h *Handler) drain(ctx context.Context, n notice.Notice, nodeName string, log *slog.Logger) error {
@@ -179,14 +205,22 @@ func (h *Handler) drain(ctx context.Context, n notice.Notice, nodeName string, l
 	if err != nil {
 		return fmt.Errorf("notice %s: %w", n.ID, err)
 	}
+	return nil
+}
+
+// finish runs the completion hook for a drained node and records the drain as done.
+func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string) error {
+	if h.OnDrained != nil && !h.cfg.DryRun {
+		if err := h.OnDrained(ctx, n); err != nil {
+			return fmt.Errorf("notice %s: after the drain: %w", n.ID, err)
+		}
+	}
 	edits := []nodes.Edit{recordEdit(n.ID, PhaseDrained, time.Time{})}
 	if h.cfg.EnableOutOfServiceTaint {
 		edits = append(edits, nodes.AddTaint(nodes.TaintOutOfService, "nodeshutdown", corev1.TaintEffectNoExecute))
 	}
-	if _, err := h.writer.Apply(ctx, nodeName, nil, "record drain of notice "+n.ID, edits...); err != nil {
-		return err
-	}
-	return nil
+	_, err := h.writer.Apply(ctx, nodeName, nil, "record drain of notice "+n.ID, edits...)
+	return err
 }
 
 // release undoes a notice whose scheduled event was canceled or completed. The node is
@@ -231,7 +265,7 @@ func (h *Handler) undo(rec Record) []nodes.Edit {
 	if h.cfg.ExcludeFromLoadBalancers {
 		edits = append(edits, nodes.RemoveLabel(nodes.LabelExcludeFromLoadBalancers))
 	}
-	return edits
+	return append(edits, nodes.RemoveLabel(nodes.LabelUncordonAfterReboot))
 }
 
 var interruptionTaints = []string{nodes.TaintSpotInterruption, nodes.TaintScheduledMaintenance, nodes.TaintASGLifecycle, nodes.TaintRebalance}
@@ -260,20 +294,23 @@ func (h *Handler) ReleaseAfterReboot(ctx context.Context, node *corev1.Node, boo
 	return true, nil
 }
 
-func (h *Handler) startDrain(node string) bool {
+// startDrain registers a drain for the node; first is false when one is already running.
+func (h *Handler) startDrain(node string) (r *running, first bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.draining[node] {
-		return false
+	if r, ok := h.draining[node]; ok {
+		return r, false
 	}
-	h.draining[node] = true
-	return true
+	r = &running{done: make(chan struct{})}
+	h.draining[node] = r
+	return r, true
 }
 
-func (h *Handler) endDrain(node string) {
+func (h *Handler) endDrain(node string, r *running) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	delete(h.draining, node)
+	h.mu.Unlock()
+	close(r.done)
 }
 
 // InstanceIDOf returns the instance id in a node's aws:///<zone>/<instance-id> providerID,

@@ -23,6 +23,10 @@ const (
 	TaintOutOfService = "node.kubernetes.io/out-of-service"
 )
 
+// LabelUncordonAfterReboot marks a node cordoned for a scheduled reboot: Lifeboat uncordons
+// it once it has rebooted.
+const LabelUncordonAfterReboot = AnnotationPrefix + "uncordon-after-reboot"
+
 // LabelExcludeFromLoadBalancers takes the node out of external load balancers' targets.
 const LabelExcludeFromLoadBalancers = "node.kubernetes.io/exclude-from-external-load-balancers"
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"time"
 )
 
 // AuditEvent is the part of an audit.k8s.io/v1 Event that tests count requests by. (The full
@@ -27,7 +28,8 @@ type AuditEvent struct {
 	ResponseStatus *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
-	RequestURI string `json:"requestURI"`
+	RequestURI     string    `json:"requestURI"`
+	StageTimestamp time.Time `json:"stageTimestamp"`
 }
 
 // AuditEvents returns one event per API request so far (a watch appears once, when it

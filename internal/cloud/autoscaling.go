@@ -1,0 +1,108 @@
+// Package cloud is Lifeboat's view of the AWS APIs it calls, behind small interfaces so the
+// rest of the code can be tested against fakes and the sandbox.
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/smithy-go"
+)
+
+// LifecycleAction names one pending Auto Scaling lifecycle action. Token may be empty when
+// the instance id identifies it.
+type LifecycleAction struct {
+	Group, Hook, InstanceID, Token string
+}
+
+// AutoScaling is what Lifeboat needs from the Auto Scaling API.
+type AutoScaling interface {
+	// GroupOf returns the Auto Scaling group of an instance ("" when it has none).
+	GroupOf(ctx context.Context, instanceID string) (string, error)
+	// CompleteLifecycleAction lets the lifecycle transition continue. A repeated call
+	// returns ErrNoActiveAction.
+	CompleteLifecycleAction(ctx context.Context, a LifecycleAction) error
+}
+
+// ErrNoActiveAction means there is no pending action to complete: it was completed already
+// (by an earlier attempt or another replica) or it timed out.
+var ErrNoActiveAction = errors.New("no active lifecycle action")
+
+// LoadAWSConfig is the SDK configuration: the region, one endpoint for every service when
+// AWS_ENDPOINT is set (the SDK's per-service endpoint variables still win), and the default
+// credential chain (IRSA, Pod Identity, environment, instance profile).
+func LoadAWSConfig(ctx context.Context, region, endpoint string) (aws.Config, error) {
+	opts := []func(*awsconfig.LoadOptions) error{awsconfig.WithRegion(region)}
+	if endpoint != "" {
+		opts = append(opts, awsconfig.WithBaseEndpoint(endpoint))
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("AWS configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+// AWSAutoScaling implements AutoScaling with aws-sdk-go-v2.
+type AWSAutoScaling struct{ client *autoscaling.Client }
+
+// NewAWSAutoScaling uses cfg (see LoadAWSConfig).
+func NewAWSAutoScaling(cfg aws.Config) *AWSAutoScaling {
+	return &AWSAutoScaling{client: autoscaling.NewFromConfig(cfg)}
+}
+
+// GroupOf asks DescribeAutoScalingInstances.
+func (a *AWSAutoScaling) GroupOf(ctx context.Context, instanceID string) (string, error) {
+	out, err := a.client.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: []string{instanceID}})
+	if err != nil {
+		return "", fmt.Errorf("DescribeAutoScalingInstances %s: %w", instanceID, err)
+	}
+	for _, i := range out.AutoScalingInstances {
+		if aws.ToString(i.InstanceId) == instanceID {
+			return aws.ToString(i.AutoScalingGroupName), nil
+		}
+	}
+	return "", nil
+}
+
+// CompleteLifecycleAction completes with CONTINUE.
+func (a *AWSAutoScaling) CompleteLifecycleAction(ctx context.Context, la LifecycleAction) error {
+	in := &autoscaling.CompleteLifecycleActionInput{
+		AutoScalingGroupName:  aws.String(la.Group),
+		LifecycleHookName:     aws.String(la.Hook),
+		LifecycleActionResult: aws.String("CONTINUE"),
+	}
+	if la.Token != "" {
+		in.LifecycleActionToken = aws.String(la.Token)
+	} else {
+		in.InstanceId = aws.String(la.InstanceID)
+	}
+	_, err := a.client.CompleteLifecycleAction(ctx, in)
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationError" && strings.Contains(apiErr.ErrorMessage(), "No active Lifecycle Action") {
+		return fmt.Errorf("CompleteLifecycleAction %s/%s for %s: %w", la.Group, la.Hook, la.InstanceID, ErrNoActiveAction)
+	}
+	if err != nil {
+		return fmt.Errorf("CompleteLifecycleAction %s/%s for %s: %w", la.Group, la.Hook, la.InstanceID, err)
+	}
+	return nil
+}
+
+// IsPermanent reports errors that retrying will not fix (missing permissions, a hook or
+// group that does not exist).
+func IsPermanent(err error) bool {
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode() {
+	case "AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "ValidationError", "InvalidClientTokenId":
+		return true
+	}
+	return false
+}
