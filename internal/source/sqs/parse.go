@@ -1,0 +1,436 @@
+// Package sqs reads the messages AWS puts on an SQS queue (EventBridge events, Auto Scaling
+// lifecycle hooks, and either of those wrapped by SNS) and turns them into notices.
+package sqs
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"lifeboat.dev/lifeboat/internal/notice"
+)
+
+// Result is what one queue message amounts to.
+type Result struct {
+	// Notices holds zero or more notices: AWS Health can name several instances, a test
+	// notification names none.
+	Notices []notice.Notice
+	// Ignore means the message is well-formed but there is nothing to act on (a test
+	// notification, an uninteresting state change). The consumer deletes it.
+	Ignore bool
+	// Reason says why the message was ignored, for the log.
+	Reason string
+	// Lifecycle is set for Auto Scaling lifecycle actions (one hook per message): what the
+	// consumer needs to heartbeat and complete the action.
+	Lifecycle *Lifecycle
+}
+
+// Lifecycle names one pending Auto Scaling lifecycle action.
+type Lifecycle struct {
+	Group      string // AutoScalingGroupName
+	Hook       string // LifecycleHookName
+	Token      string // LifecycleActionToken
+	Transition string // autoscaling:EC2_INSTANCE_TERMINATING or autoscaling:EC2_INSTANCE_LAUNCHING
+}
+
+// Lifecycle transitions.
+const (
+	TransitionTerminating = "autoscaling:EC2_INSTANCE_TERMINATING"
+	TransitionLaunching   = "autoscaling:EC2_INSTANCE_LAUNCHING"
+)
+
+// spotWarning is how long EC2 gives between the interruption warning and the interruption.
+const spotWarning = 2 * time.Minute
+
+// healthTimeLayout is the AWS Health API's time format, as it appears in some events.
+const healthTimeLayout = "Mon, 2 Jan 2006 15:04:05 GMT"
+
+// Parse reads one queue message. receivedAt stands in for the event time only when the
+// message states none (it then sets times, never identity): parsing the same message at
+// any moment yields the same notice ids.
+func Parse(body string, receivedAt time.Time) (Result, error) {
+	return parse(body, receivedAt, false)
+}
+
+func parse(body string, receivedAt time.Time, wrapped bool) (Result, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(body), &top); err != nil {
+		return Result{}, fmt.Errorf("queue message: not a JSON object: %v (body %q)", err, clip(body))
+	}
+	if top == nil {
+		return Result{}, fmt.Errorf("queue message: not a JSON object (body %q)", clip(body))
+	}
+	// Keys are matched exactly here: encoding/json folds case when filling structs, and the
+	// shapes differ in case only ("time" vs "Time").
+	switch {
+	case has(top, "Type") && has(top, "Message"):
+		if wrapped {
+			return Result{}, fmt.Errorf("SNS notification: nested inside another SNS notification (body %q)", clip(body))
+		}
+		return parseSNS(body, receivedAt)
+	case has(top, "detail-type"):
+		return parseEnvelope(body, receivedAt)
+	case has(top, "Event") || has(top, "LifecycleTransition"):
+		return parseHook(body, receivedAt)
+	}
+	return Result{}, fmt.Errorf("queue message: neither an EventBridge event, an Auto Scaling hook nor an SNS notification (body %q)", clip(body))
+}
+
+func has(m map[string]json.RawMessage, key string) bool {
+	_, ok := m[key]
+	return ok
+}
+
+// parseSNS unwraps one level of SNS.
+func parseSNS(body string, receivedAt time.Time) (Result, error) {
+	var v struct {
+		Type      string `json:"Type"`
+		MessageID string `json:"MessageId"`
+		Message   string `json:"Message"`
+	}
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		return Result{}, fmt.Errorf("SNS notification: %v (body %q)", err, clip(body))
+	}
+	switch v.Type {
+	case "Notification":
+	case "SubscriptionConfirmation", "UnsubscribeConfirmation":
+		return Result{Ignore: true, Reason: "SNS " + v.Type}, nil
+	default:
+		return Result{}, fmt.Errorf("SNS notification: unknown Type %q (body %q)", v.Type, clip(body))
+	}
+	if v.Message == "" {
+		return Result{}, fmt.Errorf("SNS notification %s: empty Message (body %q)", v.MessageID, clip(body))
+	}
+	r, err := parse(v.Message, receivedAt, true)
+	if err != nil {
+		return Result{}, fmt.Errorf("SNS notification %s: %w", v.MessageID, err)
+	}
+	return r, nil
+}
+
+// envelope is an EventBridge event.
+type envelope struct {
+	ID         string          `json:"id"`
+	DetailType string          `json:"detail-type"`
+	Source     string          `json:"source"`
+	Time       string          `json:"time"`
+	Resources  []string        `json:"resources"`
+	Detail     json.RawMessage `json:"detail"`
+}
+
+// Event kinds, as named in errors.
+const (
+	kindSpot      = "spot interruption"
+	kindRebalance = "rebalance recommendation"
+	kindState     = "state change"
+	kindLifecycle = "lifecycle action"
+	kindHealth    = "health event"
+	kindHook      = "Auto Scaling hook"
+)
+
+func parseEnvelope(body string, receivedAt time.Time) (Result, error) {
+	var e envelope
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
+		return Result{}, fmt.Errorf("EventBridge event: %v (body %q)", err, clip(body))
+	}
+	var (
+		kind string
+		fn   func(string, envelope, time.Time) (Result, error)
+	)
+	switch e.Source + "|" + e.DetailType {
+	case "aws.ec2|EC2 Spot Instance Interruption Warning":
+		kind, fn = kindSpot, parseSpot
+	case "aws.ec2|EC2 Instance Rebalance Recommendation":
+		kind, fn = kindRebalance, parseRebalance
+	case "aws.ec2|EC2 Instance State-change Notification":
+		kind, fn = kindState, parseStateChange
+	case "aws.autoscaling|EC2 Instance-terminate Lifecycle Action", "aws.autoscaling|EC2 Instance-launch Lifecycle Action":
+		kind, fn = kindLifecycle, parseLifecycle
+	case "aws.health|AWS Health Event":
+		kind, fn = kindHealth, parseHealth
+	default:
+		return Result{}, fmt.Errorf("EventBridge event: unknown kind (source %q, detail-type %q) (body %q)", e.Source, e.DetailType, clip(body))
+	}
+	if len(e.Detail) == 0 || string(e.Detail) == "null" {
+		return Result{}, fmt.Errorf("%s: missing detail (body %q)", kind, clip(body))
+	}
+	at := receivedAt
+	if e.Time != "" {
+		t, err := time.Parse(time.RFC3339, e.Time)
+		if err != nil {
+			return Result{}, fmt.Errorf("%s: time %q is not RFC 3339 (body %q)", kind, e.Time, clip(body))
+		}
+		at = t
+	}
+	return fn(body, e, at)
+}
+
+// parseSpot: the id leaves out every time, and matches the id the instance-metadata source
+// builds for the same interruption, so the two coalesce.
+func parseSpot(body string, e envelope, at time.Time) (Result, error) {
+	var d struct {
+		InstanceID string `json:"instance-id"`
+		Action     string `json:"instance-action"`
+	}
+	if err := json.Unmarshal(e.Detail, &d); err != nil {
+		return Result{}, fmt.Errorf("%s: detail: %v (body %q)", kindSpot, err, clip(body))
+	}
+	if err := checkInstance(kindSpot, "detail.instance-id", d.InstanceID, body); err != nil {
+		return Result{}, err
+	}
+	switch d.Action {
+	case "terminate", "stop", "hibernate":
+	default:
+		return Result{}, fmt.Errorf("%s: detail.instance-action %q is not terminate, stop or hibernate (body %q)", kindSpot, d.Action, clip(body))
+	}
+	deadline := at.Add(spotWarning)
+	return one(notice.Notice{
+		ID: notice.ID(notice.SpotInterruption, d.InstanceID, d.Action), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
+		InstanceID: d.InstanceID, Deadline: deadline, StartTime: deadline, Action: d.Action,
+		Description: fmt.Sprintf("Spot interruption: the instance will %s at %s", d.Action, stamp(deadline)),
+	}), nil
+}
+
+// parseRebalance: an instance gets one recommendation, so the instance alone identifies it.
+// No deadline: the caller gives the drain budget.
+func parseRebalance(body string, e envelope, at time.Time) (Result, error) {
+	var d struct {
+		InstanceID string `json:"instance-id"`
+	}
+	if err := json.Unmarshal(e.Detail, &d); err != nil {
+		return Result{}, fmt.Errorf("%s: detail: %v (body %q)", kindRebalance, err, clip(body))
+	}
+	if err := checkInstance(kindRebalance, "detail.instance-id", d.InstanceID, body); err != nil {
+		return Result{}, err
+	}
+	return one(notice.Notice{
+		ID: notice.ID(notice.Rebalance, d.InstanceID, ""), Kind: notice.Rebalance, Source: notice.SourceQueue,
+		InstanceID: d.InstanceID, StartTime: at,
+		Description: fmt.Sprintf("Rebalance recommendation at %s: the instance is at elevated risk of interruption", stamp(at)),
+	}), nil
+}
+
+// stateGoing are the states after which the instance is gone or going; stateStaying the rest.
+var (
+	stateGoing   = map[string]bool{"stopping": true, "stopped": true, "shutting-down": true, "terminated": true}
+	stateStaying = map[string]bool{"pending": true, "running": true}
+)
+
+func parseStateChange(body string, e envelope, at time.Time) (Result, error) {
+	var d struct {
+		InstanceID string `json:"instance-id"`
+		State      string `json:"state"`
+	}
+	if err := json.Unmarshal(e.Detail, &d); err != nil {
+		return Result{}, fmt.Errorf("%s: detail: %v (body %q)", kindState, err, clip(body))
+	}
+	if err := checkInstance(kindState, "detail.instance-id", d.InstanceID, body); err != nil {
+		return Result{}, err
+	}
+	if stateStaying[d.State] {
+		return Result{Ignore: true, Reason: fmt.Sprintf("instance %s is %s", d.InstanceID, d.State)}, nil
+	}
+	if !stateGoing[d.State] {
+		return Result{}, fmt.Errorf("%s: detail.state %q is not an EC2 instance state (body %q)", kindState, d.State, clip(body))
+	}
+	return one(notice.Notice{
+		ID: notice.ID(notice.StateChange, d.InstanceID, d.State), Kind: notice.StateChange, Source: notice.SourceQueue,
+		InstanceID: d.InstanceID, StartTime: at, Action: d.State,
+		Description: fmt.Sprintf("The instance entered state %s at %s", d.State, stamp(at)),
+	}), nil
+}
+
+// hookFields are the lifecycle-action fields common to the EventBridge detail and the
+// message Auto Scaling sends straight to the queue.
+type hookFields struct {
+	Token      string `json:"LifecycleActionToken"`
+	Group      string `json:"AutoScalingGroupName"`
+	Hook       string `json:"LifecycleHookName"`
+	InstanceID string `json:"EC2InstanceId"`
+	Transition string `json:"LifecycleTransition"`
+}
+
+func parseLifecycle(body string, e envelope, at time.Time) (Result, error) {
+	var d hookFields
+	if err := json.Unmarshal(e.Detail, &d); err != nil {
+		return Result{}, fmt.Errorf("%s: detail: %v (body %q)", kindLifecycle, err, clip(body))
+	}
+	want := TransitionTerminating
+	if e.DetailType == "EC2 Instance-launch Lifecycle Action" {
+		want = TransitionLaunching
+	}
+	if d.Transition == "" {
+		d.Transition = want
+	} else if d.Transition != want {
+		return Result{}, fmt.Errorf("%s: detail.LifecycleTransition %q does not match detail-type %q (body %q)", kindLifecycle, d.Transition, e.DetailType, clip(body))
+	}
+	return lifecycleResult(kindLifecycle, "detail.", d, at, body)
+}
+
+// parseHook reads a message Auto Scaling sent straight to the queue (no EventBridge).
+func parseHook(body string, receivedAt time.Time) (Result, error) {
+	var v struct {
+		hookFields
+		Event string `json:"Event"`
+		Time  string `json:"Time"`
+	}
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		return Result{}, fmt.Errorf("%s: %v (body %q)", kindHook, err, clip(body))
+	}
+	if v.Event == "autoscaling:TEST_NOTIFICATION" {
+		return Result{Ignore: true, Reason: fmt.Sprintf("Auto Scaling test notification for group %q", v.Group)}, nil
+	}
+	if v.Event != "" {
+		return Result{}, fmt.Errorf("%s: unknown Event %q (body %q)", kindHook, v.Event, clip(body))
+	}
+	if v.Transition != TransitionTerminating && v.Transition != TransitionLaunching {
+		return Result{}, fmt.Errorf("%s: unknown LifecycleTransition %q (body %q)", kindHook, v.Transition, clip(body))
+	}
+	at := receivedAt
+	if v.Time != "" {
+		t, err := time.Parse(time.RFC3339, v.Time)
+		if err != nil {
+			return Result{}, fmt.Errorf("%s: Time %q is not RFC 3339 (body %q)", kindHook, v.Time, clip(body))
+		}
+		at = t
+	}
+	return lifecycleResult(kindHook, "", v.hookFields, at, body)
+}
+
+// lifecycleResult checks a hook and builds its notice. The token identifies the action. No
+// deadline: the caller uses the hook's heartbeat timeout.
+func lifecycleResult(kind, prefix string, d hookFields, at time.Time, body string) (Result, error) {
+	if err := checkInstance(kind, prefix+"EC2InstanceId", d.InstanceID, body); err != nil {
+		return Result{}, err
+	}
+	for _, f := range []struct{ name, value string }{
+		{"LifecycleActionToken", d.Token}, {"AutoScalingGroupName", d.Group}, {"LifecycleHookName", d.Hook},
+	} {
+		if strings.TrimSpace(f.value) == "" {
+			return Result{}, fmt.Errorf("%s: missing %s%s (body %q)", kind, prefix, f.name, clip(body))
+		}
+	}
+	k, verb := notice.ASGTermination, "terminating"
+	if d.Transition == TransitionLaunching {
+		k, verb = notice.ASGLaunch, "launching"
+	}
+	r := one(notice.Notice{
+		ID: notice.ID(k, d.InstanceID, d.Token), Kind: k, Source: notice.SourceQueue,
+		InstanceID: d.InstanceID, StartTime: at, Action: d.Transition,
+		Description: fmt.Sprintf("Auto Scaling group %s is %s the instance (hook %s)", d.Group, verb, d.Hook),
+	})
+	r.Lifecycle = &Lifecycle{Group: d.Group, Hook: d.Hook, Token: d.Token, Transition: d.Transition}
+	return r, nil
+}
+
+// parseHealth makes one notice per affected instance of an EC2 scheduled change.
+func parseHealth(body string, e envelope, _ time.Time) (Result, error) {
+	var d struct {
+		Service  string `json:"service"`
+		Category string `json:"eventTypeCategory"`
+		Code     string `json:"eventTypeCode"`
+		Start    string `json:"startTime"`
+		End      string `json:"endTime"`
+		Entities []struct {
+			Value string `json:"entityValue"`
+		} `json:"affectedEntities"`
+	}
+	if err := json.Unmarshal(e.Detail, &d); err != nil {
+		return Result{}, fmt.Errorf("%s: detail: %v (body %q)", kindHealth, err, clip(body))
+	}
+	if d.Service != "EC2" || d.Category != "scheduledChange" {
+		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health %s event of service %q (%s) is not an EC2 scheduled change", d.Category, d.Service, d.Code)}, nil
+	}
+	if e.ID == "" {
+		return Result{}, fmt.Errorf("%s: missing id (body %q)", kindHealth, clip(body))
+	}
+	var start, end time.Time
+	var err error
+	if d.Start != "" {
+		if start, err = parseHealthTime(d.Start); err != nil {
+			return Result{}, fmt.Errorf("%s: detail.startTime %v (body %q)", kindHealth, err, clip(body))
+		}
+	}
+	if d.End != "" {
+		if end, err = parseHealthTime(d.End); err != nil {
+			return Result{}, fmt.Errorf("%s: detail.endTime %v (body %q)", kindHealth, err, clip(body))
+		}
+	}
+	if len(d.Entities) == 0 {
+		return Result{}, fmt.Errorf("%s: no detail.affectedEntities (body %q)", kindHealth, clip(body))
+	}
+	when := "at an unstated time"
+	if !start.IsZero() {
+		when = "from " + stamp(start)
+	}
+	var r Result
+	seen := map[string]bool{}
+	for i, ent := range d.Entities {
+		if err := checkInstance(kindHealth, fmt.Sprintf("detail.affectedEntities[%d].entityValue", i), ent.Value, body); err != nil {
+			return Result{}, err
+		}
+		if seen[ent.Value] {
+			continue
+		}
+		seen[ent.Value] = true
+		r.Notices = append(r.Notices, notice.Notice{
+			ID: notice.ID(notice.ScheduledMaintenance, ent.Value, e.ID), Kind: notice.ScheduledMaintenance, Source: notice.SourceQueue,
+			InstanceID: ent.Value, Deadline: start, StartTime: start, EndTime: end, Action: d.Code,
+			Description: fmt.Sprintf("AWS Health scheduled change %s %s", d.Code, when),
+		})
+	}
+	return r, nil
+}
+
+func parseHealthTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(healthTimeLayout, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("%q is neither RFC 3339 nor %q", s, healthTimeLayout)
+}
+
+// checkInstance accepts EC2 instance ids: "i-" and 8 or 17 lower-case hex digits.
+func checkInstance(kind, field, id, body string) error {
+	if id == "" {
+		return fmt.Errorf("%s: missing %s (body %q)", kind, field, clip(body))
+	}
+	if !isInstanceID(id) {
+		return fmt.Errorf("%s: %s %q is not an EC2 instance id (body %q)", kind, field, clip(id), clip(body))
+	}
+	return nil
+}
+
+func isInstanceID(id string) bool {
+	hex, ok := strings.CutPrefix(id, "i-")
+	if !ok || (len(hex) != 8 && len(hex) != 17) {
+		return false
+	}
+	for i := 0; i < len(hex); i++ {
+		if c := hex[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func one(n notice.Notice) Result { return Result{Notices: []notice.Notice{n}} }
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// clip keeps error messages short when a body is garbage, cutting on a rune boundary.
+func clip(s string) string {
+	const max = 120
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > max-utf8.UTFMax && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
