@@ -160,6 +160,12 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 	if rec.Phase == PhaseDrained {
 		return h.finish(ctx, n, nodeName)
 	}
+	deadline := drainDeadline(n)
+	// Wait for the scheduled start before joining or starting a drain, so a notice days
+	// ahead never makes an urgent one wait: only drains that have begun are joined.
+	if err := h.waitForStart(ctx, deadline, log); err != nil {
+		return err
+	}
 	r, first := h.startDrain(nodeName)
 	if !first {
 		log.Info("notice coalesced into the drain already running for this node")
@@ -173,7 +179,7 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 		}
 		return h.finish(ctx, n, nodeName)
 	}
-	r.err = h.drain(ctx, n, nodeName, log)
+	r.err = h.drain(ctx, n, nodeName, deadline, log)
 	h.endDrain(nodeName, r)
 	if r.err != nil {
 		return r.err
@@ -181,21 +187,33 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 	return h.finish(ctx, n, nodeName)
 }
 
-func (h *Handler) drain(ctx context.Context, n notice.Notice, nodeName string, log *slog.Logger) error {
-	deadline := n.Deadline
-	if minimum := time.Now().Add(30 * time.Second); deadline.Before(minimum) {
-		deadline = minimum // a late or restarted start still gets a short budget
+// drainDeadline is the notice's deadline, or a short budget from now when that has passed
+// (a late or restarted start).
+func drainDeadline(n notice.Notice) time.Time {
+	if minimum := time.Now().Add(30 * time.Second); n.Deadline.Before(minimum) {
+		return minimum
 	}
-	// NODE_TERMINATION_GRACE_PERIOD: start this long before the deadline (at once if less is left).
+	return n.Deadline
+}
+
+// waitForStart waits until NODE_TERMINATION_GRACE_PERIOD before the deadline (not at all if
+// less time is left).
+func (h *Handler) waitForStart(ctx context.Context, deadline time.Time, log *slog.Logger) error {
 	start := deadline.Add(-time.Duration(h.cfg.NodeTerminationGracePeriod) * time.Second)
-	if wait := time.Until(start); wait > 0 {
-		log.Info("drain scheduled", "start", start, "deadline", deadline)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
+	wait := time.Until(start)
+	if wait <= 0 {
+		return nil
 	}
+	log.Info("drain scheduled", "start", start, "deadline", deadline)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(wait):
+		return nil
+	}
+}
+
+func (h *Handler) drain(ctx context.Context, n notice.Notice, nodeName string, deadline time.Time, log *slog.Logger) error {
 	res, err := h.drainer.Drain(ctx, nodeName, deadline)
 	log.Info("drain finished", "selected", len(res.Pods), "skipped", len(res.Skipped), "remaining", len(res.Remaining()),
 		"seconds", res.Finished.Sub(res.Started).Seconds(), "dryRun", res.DryRun, "err", err)
