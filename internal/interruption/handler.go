@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/ownership"
 )
 
 // Plan is what to do for one notice.
@@ -332,11 +332,7 @@ func (h *Handler) endDrain(node string, r *running) {
 }
 
 // InstanceIDOf returns the instance id in a node's aws:///<zone>/<instance-id> providerID,
-// or "" when the node has none.
+// or "" when the node has none. Ownership decides with the same parser.
 func InstanceIDOf(n *corev1.Node) string {
-	id := n.Spec.ProviderID
-	if !strings.HasPrefix(id, "aws://") {
-		return ""
-	}
-	return id[strings.LastIndex(id, "/")+1:]
+	return ownership.InstanceIDFromProviderID(n.Spec.ProviderID)
 }

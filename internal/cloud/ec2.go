@@ -1,0 +1,115 @@
+package cloud
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+)
+
+// Instance is what Lifeboat needs to know about one EC2 instance.
+type Instance struct {
+	ID             string
+	PrivateDNSName string
+	State          string // EC2 state name: pending, running, shutting-down, ...
+	Tags           map[string]string
+}
+
+// EC2 is what Lifeboat needs from the EC2 API.
+type EC2 interface {
+	// DescribeInstances returns the instances among ids that EC2 knows, keyed by id.
+	// Unknown ids are simply absent from the map; they are not an error.
+	DescribeInstances(ctx context.Context, ids []string) (map[string]Instance, error)
+}
+
+// MaxFilterValues is how many values EC2 accepts in one DescribeInstances filter.
+const MaxFilterValues = 200
+
+// AWSEC2 implements EC2 with aws-sdk-go-v2.
+//
+// It asks with the instance-id filter rather than InstanceIds: with InstanceIds a single
+// unknown id (an instance terminated long ago, a message from another account) fails the
+// whole call with InvalidInstanceID.NotFound, whereas a filter just leaves it out.
+type AWSEC2 struct {
+	client ec2.DescribeInstancesAPIClient
+	// PageSize is the MaxResults of each request (5 to 1000); 0 lets EC2 choose.
+	PageSize int32
+}
+
+// NewAWSEC2 uses cfg (see LoadAWSConfig).
+func NewAWSEC2(cfg aws.Config) *AWSEC2 {
+	return &AWSEC2{client: ec2.NewFromConfig(cfg)}
+}
+
+// DescribeInstances asks for at most MaxFilterValues ids per request, following NextToken
+// through every page.
+func (a *AWSEC2) DescribeInstances(ctx context.Context, ids []string) (map[string]Instance, error) {
+	out := make(map[string]Instance, len(ids))
+	ids = uniqueNonEmpty(ids)
+	for start := 0; start < len(ids); start += MaxFilterValues {
+		chunk := ids[start:min(start+MaxFilterValues, len(ids))]
+		in := &ec2.DescribeInstancesInput{
+			Filters: []ec2types.Filter{{Name: aws.String("instance-id"), Values: chunk}},
+		}
+		if a.PageSize > 0 {
+			in.MaxResults = aws.Int32(a.PageSize)
+		}
+		pages := ec2.NewDescribeInstancesPaginator(a.client, in)
+		for pages.HasMorePages() {
+			page, err := pages.NextPage(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("EC2 DescribeInstances for %d instance(s) (%s): %w", len(chunk), describeIDs(chunk), err)
+			}
+			for _, r := range page.Reservations {
+				for _, i := range r.Instances {
+					inst := toInstance(i)
+					if inst.ID != "" {
+						out[inst.ID] = inst
+					}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func toInstance(i ec2types.Instance) Instance {
+	inst := Instance{
+		ID:             aws.ToString(i.InstanceId),
+		PrivateDNSName: aws.ToString(i.PrivateDnsName),
+	}
+	if i.State != nil {
+		inst.State = string(i.State.Name)
+	}
+	if len(i.Tags) > 0 {
+		inst.Tags = make(map[string]string, len(i.Tags))
+		for _, t := range i.Tags {
+			inst.Tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+		}
+	}
+	return inst
+}
+
+func uniqueNonEmpty(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if id != "" && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// describeIDs names the ids of a request in an error, shortened when there are many.
+func describeIDs(ids []string) string {
+	const show = 3
+	if len(ids) <= show {
+		return strings.Join(ids, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ids[:show], ", "), len(ids)-show)
+}

@@ -1,0 +1,586 @@
+package ownership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+
+	"lifeboat.dev/lifeboat/internal/cloud"
+)
+
+// fakeEC2 answers from a fixed set of instances and records every call.
+type fakeEC2 struct {
+	mu        sync.Mutex
+	instances map[string]cloud.Instance
+	err       error
+	calls     [][]string
+	gate      chan struct{} // when set, each call waits for it to close
+}
+
+func newFakeEC2(instances ...cloud.Instance) *fakeEC2 {
+	f := &fakeEC2{instances: map[string]cloud.Instance{}}
+	for _, in := range instances {
+		f.instances[in.ID] = in
+	}
+	return f
+}
+
+func (f *fakeEC2) DescribeInstances(ctx context.Context, ids []string) (map[string]cloud.Instance, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, append([]string(nil), ids...))
+	gate, err := f.gate, f.err
+	f.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]cloud.Instance{}
+	for _, id := range ids {
+		if in, ok := f.instances[id]; ok {
+			out[id] = in
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeEC2) callCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.calls)
+}
+
+func (f *fakeEC2) setErr(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
+}
+
+func node(name, providerID string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: providerID}}
+}
+
+func providerID(instanceID string) string { return "aws:///us-east-1a/" + instanceID }
+
+func instance(id, dns string, tags ...string) cloud.Instance {
+	in := cloud.Instance{ID: id, PrivateDNSName: dns, State: "running", Tags: map[string]string{}}
+	for i := 0; i+1 < len(tags); i += 2 {
+		in.Tags[tags[i]] = tags[i+1]
+	}
+	return in
+}
+
+// startInformer runs a node informer over a fake clientset holding nodes, with a Resolver
+// built before it starts.
+func startInformer(t *testing.T, ec2 cloud.EC2, opts Options, nodes ...*corev1.Node) (*Resolver, kubernetes.Interface) {
+	t.Helper()
+	objs := make([]runtime.Object, len(nodes))
+	for i, n := range nodes {
+		objs[i] = n
+	}
+	client := fake.NewClientset(objs...)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	inf := factory.Core().V1().Nodes().Informer()
+	r, err := NewResolver(inf, ec2, opts)
+	if err != nil {
+		t.Fatalf("NewResolver: %v", err)
+	}
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop); factory.Shutdown() })
+	factory.Start(stop)
+	if !cache.WaitForCacheSync(stop, inf.HasSynced) {
+		t.Fatal("node informer did not sync")
+	}
+	return r, client
+}
+
+const (
+	managed = "aws-node-termination-handler/managed"
+	ours    = "kubernetes.io/cluster/prod"
+)
+
+func TestResolve(t *testing.T) {
+	tagChecks := Options{CheckManagedTag: true, ManagedTag: managed, ClusterName: "prod", UseProviderID: true}
+	noChecks := Options{UseProviderID: true}
+	dnsFallback := Options{CheckManagedTag: true, ManagedTag: managed}
+	ec2Down := errors.New("RequestLimitExceeded: slow down")
+
+	tests := []struct {
+		name      string
+		opts      Options
+		nodes     []*corev1.Node
+		instances []cloud.Instance
+		ec2Err    error
+		id        string
+		wantOwned bool
+		wantNode  string
+		wantWhy   string // substring of Reason
+		wantErr   bool
+		wantCalls int
+	}{
+		{
+			name: "owned: node by providerID, managed and cluster tags", opts: tagChecks,
+			nodes:     []*corev1.Node{node("n1", providerID("i-1"))},
+			instances: []cloud.Instance{instance("i-1", "n1", managed, "", ours, "owned")},
+			id:        "i-1", wantOwned: true, wantNode: "n1", wantCalls: 1,
+		},
+		{
+			name: "owned without EC2 when no tag check is on", opts: noChecks,
+			nodes: []*corev1.Node{node("n1", providerID("i-1"))},
+			id:    "i-1", wantOwned: true, wantNode: "n1", wantCalls: 0,
+		},
+		{
+			name: "node by providerID in the zone-less form", opts: noChecks,
+			nodes: []*corev1.Node{node("whatever", "aws:///i-1")},
+			id:    "i-1", wantOwned: true, wantNode: "whatever",
+		},
+		{
+			name: "no node, no EC2 call with USE_PROVIDER_ID", opts: tagChecks,
+			nodes:     []*corev1.Node{node("n2", providerID("i-2"))},
+			instances: []cloud.Instance{instance("i-1", "n1", managed, "", ours, "owned")},
+			id:        "i-1", wantWhy: "no node in this cluster", wantCalls: 0,
+		},
+		{
+			name: "empty instance id", opts: tagChecks,
+			id: "", wantWhy: "names no instance",
+		},
+		{
+			name: "ambiguous: two nodes name the instance", opts: noChecks,
+			nodes: []*corev1.Node{node("a", providerID("i-1")), node("b", "aws:///us-east-1b/i-1")},
+			id:    "i-1", wantWhy: "ambiguous",
+		},
+		{
+			name: "DNS fallback: node without providerID", opts: dnsFallback,
+			nodes:     []*corev1.Node{node("ip-10-0-0-1.ec2.internal", "")},
+			instances: []cloud.Instance{instance("i-1", "ip-10-0-0-1.ec2.internal", managed, "")},
+			id:        "i-1", wantOwned: true, wantNode: "ip-10-0-0-1.ec2.internal", wantCalls: 1,
+		},
+		{
+			name: "DNS fallback denied by USE_PROVIDER_ID", opts: Options{CheckManagedTag: true, ManagedTag: managed, UseProviderID: true},
+			nodes:     []*corev1.Node{node("ip-10-0-0-1.ec2.internal", "")},
+			instances: []cloud.Instance{instance("i-1", "ip-10-0-0-1.ec2.internal", managed, "")},
+			id:        "i-1", wantWhy: "USE_PROVIDER_ID=true", wantCalls: 0,
+		},
+		{
+			name: "DNS fallback denied: node's providerID names another instance", opts: dnsFallback,
+			nodes:     []*corev1.Node{node("ip-10-0-0-1.ec2.internal", providerID("i-other"))},
+			instances: []cloud.Instance{instance("i-1", "ip-10-0-0-1.ec2.internal", managed, "")},
+			id:        "i-1", wantWhy: "names another instance", wantCalls: 1,
+		},
+		{
+			name: "DNS fallback denied: node's providerID is not an EC2 one", opts: dnsFallback,
+			nodes:     []*corev1.Node{node("ip-10-0-0-1.ec2.internal", "kwok://ip-10-0-0-1")},
+			instances: []cloud.Instance{instance("i-1", "ip-10-0-0-1.ec2.internal", managed, "")},
+			id:        "i-1", wantWhy: "names another instance", wantCalls: 1,
+		},
+		{
+			name: "DNS fallback: no node by that name", opts: dnsFallback,
+			nodes:     []*corev1.Node{node("ip-10-0-0-2.ec2.internal", "")},
+			instances: []cloud.Instance{instance("i-1", "ip-10-0-0-1.ec2.internal", managed, "")},
+			id:        "i-1", wantWhy: "is named ip-10-0-0-1.ec2.internal", wantCalls: 1,
+		},
+		{
+			name: "DNS fallback: instance unknown to EC2", opts: dnsFallback,
+			nodes: []*corev1.Node{node("ip-10-0-0-1.ec2.internal", "")},
+			id:    "i-1", wantWhy: "unknown to EC2", wantCalls: 1,
+		},
+		{
+			name: "DNS fallback still checks the managed tag", opts: dnsFallback,
+			nodes:     []*corev1.Node{node("ip-10-0-0-1.ec2.internal", "")},
+			instances: []cloud.Instance{instance("i-1", "ip-10-0-0-1.ec2.internal")},
+			id:        "i-1", wantNode: "ip-10-0-0-1.ec2.internal", wantWhy: "missing the managed tag " + managed, wantCalls: 1,
+		},
+		{
+			name: "managed tag missing", opts: tagChecks,
+			nodes:     []*corev1.Node{node("n1", providerID("i-1"))},
+			instances: []cloud.Instance{instance("i-1", "n1", ours, "owned", "other/managed", "")},
+			id:        "i-1", wantNode: "n1", wantWhy: "missing the managed tag " + managed, wantCalls: 1,
+		},
+		{
+			name: "managed tag value is ignored", opts: tagChecks,
+			nodes:     []*corev1.Node{node("n1", providerID("i-1"))},
+			instances: []cloud.Instance{instance("i-1", "n1", managed, "false", ours, "owned")},
+			id:        "i-1", wantOwned: true, wantNode: "n1", wantCalls: 1,
+		},
+		{
+			name: "managed tag not checked when CHECK_TAG_BEFORE_DRAINING is off", opts: Options{ManagedTag: managed, ClusterName: "prod", UseProviderID: true},
+			nodes:     []*corev1.Node{node("n1", providerID("i-1"))},
+			instances: []cloud.Instance{instance("i-1", "n1", ours, "shared")},
+			id:        "i-1", wantOwned: true, wantNode: "n1", wantCalls: 1,
+		},
+		{
+			name: "cluster tag missing", opts: tagChecks,
+			nodes:     []*corev1.Node{node("n1", providerID("i-1"))},
+			instances: []cloud.Instance{instance("i-1", "n1", managed, "", "kubernetes.io/cluster/staging", "owned")},
+			id:        "i-1", wantNode: "n1", wantWhy: "missing the cluster tag " + ours, wantCalls: 1,
+		},
+		{
+			name: "cluster tag shared", opts: tagChecks,
+			nodes:     []*corev1.Node{node("n1", providerID("i-1"))},
+			instances: []cloud.Instance{instance("i-1", "n1", managed, "", ours, "shared")},
+			id:        "i-1", wantOwned: true, wantNode: "n1", wantCalls: 1,
+		},
+		{
+			name: "cluster tag with another value", opts: tagChecks,
+			nodes:     []*corev1.Node{node("n1", providerID("i-1"))},
+			instances: []cloud.Instance{instance("i-1", "n1", managed, "", ours, "yes")},
+			id:        "i-1", wantNode: "n1", wantWhy: `neither owned nor shared`, wantCalls: 1,
+		},
+		{
+			name: "no cluster tag check without CLUSTER_NAME", opts: Options{CheckManagedTag: true, ManagedTag: managed, UseProviderID: true},
+			nodes:     []*corev1.Node{node("n1", providerID("i-1"))},
+			instances: []cloud.Instance{instance("i-1", "n1", managed, "")},
+			id:        "i-1", wantOwned: true, wantNode: "n1", wantCalls: 1,
+		},
+		{
+			name: "node here but instance unknown to EC2", opts: tagChecks,
+			nodes: []*corev1.Node{node("n1", providerID("i-1"))},
+			id:    "i-1", wantNode: "", wantWhy: "unknown to EC2", wantCalls: 1,
+		},
+		{
+			name: "EC2 error is returned, not a verdict", opts: tagChecks,
+			nodes:     []*corev1.Node{node("n1", providerID("i-1"))},
+			instances: []cloud.Instance{instance("i-1", "n1", managed, "", ours, "owned")},
+			ec2Err:    ec2Down, id: "i-1", wantErr: true, wantCalls: 1,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ec2 := newFakeEC2(tc.instances...)
+			ec2.setErr(tc.ec2Err)
+			r, _ := startInformer(t, ec2, tc.opts, tc.nodes...)
+			v, err := r.Resolve(context.Background(), tc.id)
+			if tc.wantErr {
+				if !errors.Is(err, tc.ec2Err) {
+					t.Fatalf("err = %v, want one wrapping %v", err, tc.ec2Err)
+				}
+				if v.Owned {
+					t.Errorf("verdict owned despite the error: %+v", v)
+				}
+			} else if err != nil {
+				t.Fatalf("Resolve: %v", err)
+			}
+			if v.InstanceID != tc.id {
+				t.Errorf("InstanceID = %q, want %q", v.InstanceID, tc.id)
+			}
+			if v.Owned != tc.wantOwned {
+				t.Errorf("Owned = %v, want %v (reason %q)", v.Owned, tc.wantOwned, v.Reason)
+			}
+			if tc.wantOwned && v.Reason != "" {
+				t.Errorf("owned with reason %q", v.Reason)
+			}
+			if !tc.wantOwned && !tc.wantErr && !strings.Contains(v.Reason, tc.wantWhy) {
+				t.Errorf("Reason = %q, want it to contain %q", v.Reason, tc.wantWhy)
+			}
+			gotNode := ""
+			if v.Node != nil {
+				gotNode = v.Node.Name
+			}
+			if tc.wantNode != "" && gotNode != tc.wantNode {
+				t.Errorf("Node = %q, want %q", gotNode, tc.wantNode)
+			}
+			if tc.wantOwned && v.Node == nil {
+				t.Error("owned verdict without a node")
+			}
+			if got := ec2.callCount(); got != tc.wantCalls {
+				t.Errorf("EC2 calls = %d, want %d", got, tc.wantCalls)
+			}
+		})
+	}
+}
+
+func TestResolveErrorIsNotCached(t *testing.T) {
+	ec2 := newFakeEC2(instance("i-1", "n1", managed, ""))
+	ec2.setErr(errors.New("InternalError"))
+	r, _ := startInformer(t, ec2, Options{CheckManagedTag: true, ManagedTag: managed, UseProviderID: true}, node("n1", providerID("i-1")))
+	if _, err := r.Resolve(context.Background(), "i-1"); err == nil {
+		t.Fatal("no error while EC2 fails")
+	}
+	ec2.setErr(nil)
+	v, err := r.Resolve(context.Background(), "i-1")
+	if err != nil || !v.Owned {
+		t.Fatalf("after EC2 recovered: %+v, %v", v, err)
+	}
+	if got := ec2.callCount(); got != 2 {
+		t.Errorf("EC2 calls = %d, want 2 (the failure must not be cached)", got)
+	}
+}
+
+func TestResolveBatchesAndCaches(t *testing.T) {
+	const n = 300
+	var nodes []*corev1.Node
+	var instances []cloud.Instance
+	for i := range n {
+		id := fmt.Sprintf("i-%017x", i)
+		nodes = append(nodes, node(fmt.Sprintf("node-%d", i), providerID(id)))
+		instances = append(instances, instance(id, "", managed, "", ours, "owned"))
+	}
+	ec2 := newFakeEC2(instances...)
+	r, _ := startInformer(t, ec2, Options{CheckManagedTag: true, ManagedTag: managed, ClusterName: "prod", UseProviderID: true}, nodes...)
+	clock := time.Now()
+	var clockMu sync.Mutex
+	r.now = func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return clock }
+
+	round := func() {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for i := range n {
+			wg.Go(func() {
+				id := fmt.Sprintf("i-%017x", i)
+				v, err := r.Resolve(context.Background(), id)
+				switch {
+				case err != nil:
+					errs <- err
+				case !v.Owned || v.Node == nil || v.Node.Name != fmt.Sprintf("node-%d", i):
+					errs <- fmt.Errorf("%s: %+v", id, v)
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	}
+
+	round()
+	first := ec2.callCount()
+	t.Logf("%d concurrent lookups: %d DescribeInstances calls", n, first)
+	if first > n/50 {
+		t.Errorf("%d EC2 calls for %d concurrent lookups, want at most %d", first, n, n/50)
+	}
+	ec2.mu.Lock()
+	seen := map[string]int{}
+	for _, c := range ec2.calls {
+		if len(c) > cloud.MaxFilterValues {
+			t.Errorf("one call asked for %d ids, more than %d", len(c), cloud.MaxFilterValues)
+		}
+		for _, id := range c {
+			seen[id]++
+		}
+	}
+	ec2.mu.Unlock()
+	for id, k := range seen {
+		if k > 1 {
+			t.Errorf("%s asked for %d times", id, k)
+		}
+	}
+
+	round()
+	if got := ec2.callCount(); got != first {
+		t.Errorf("second round within the cache TTL made %d more EC2 calls, want 0", got-first)
+	}
+
+	clockMu.Lock()
+	clock = clock.Add(DefaultCacheTTL + time.Second)
+	clockMu.Unlock()
+	if _, err := r.Resolve(context.Background(), "i-00000000000000000"); err != nil {
+		t.Fatal(err)
+	}
+	if got := ec2.callCount(); got != first+1 {
+		t.Errorf("after the TTL: %d more EC2 calls, want 1", got-first)
+	}
+}
+
+func TestResolveSharesInflightLookup(t *testing.T) {
+	ec2 := newFakeEC2(instance("i-1", "n1", managed, ""))
+	ec2.gate = make(chan struct{})
+	r, _ := startInformer(t, ec2, Options{CheckManagedTag: true, ManagedTag: managed, UseProviderID: true, BatchWindow: time.Millisecond}, node("n1", providerID("i-1")))
+
+	// The first lookup is sent and held; later ones for the same id wait for it.
+	results := make(chan error, 3)
+	resolve := func() {
+		v, err := r.Resolve(context.Background(), "i-1")
+		if err == nil && !v.Owned {
+			err = fmt.Errorf("not owned: %s", v.Reason)
+		}
+		results <- err
+	}
+	go resolve()
+	for ec2.callCount() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	go resolve()
+	go resolve()
+	time.Sleep(20 * time.Millisecond)
+	close(ec2.gate)
+	for range 3 {
+		if err := <-results; err != nil {
+			t.Error(err)
+		}
+	}
+	if got := ec2.callCount(); got != 1 {
+		t.Errorf("EC2 calls = %d, want 1", got)
+	}
+}
+
+func TestResolveCallerContext(t *testing.T) {
+	ec2 := newFakeEC2(instance("i-1", "n1", managed, ""))
+	ec2.gate = make(chan struct{})
+	r, _ := startInformer(t, ec2, Options{CheckManagedTag: true, ManagedTag: managed, UseProviderID: true}, node("n1", providerID("i-1")))
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := r.Resolve(ctx, "i-1"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the caller's deadline", err)
+	}
+	// The shared lookup goes on and its answer serves the next caller.
+	close(ec2.gate)
+	v, err := r.Resolve(context.Background(), "i-1")
+	if err != nil || !v.Owned {
+		t.Fatalf("%+v, %v", v, err)
+	}
+	if got := ec2.callCount(); got != 1 {
+		t.Errorf("EC2 calls = %d, want 1", got)
+	}
+}
+
+func TestResolveSeesNodesAddedLater(t *testing.T) {
+	r, client := startInformer(t, nil, Options{UseProviderID: true})
+	if v, _ := r.Resolve(context.Background(), "i-1"); v.Owned {
+		t.Fatal("owned before the node exists")
+	}
+	if _, err := client.CoreV1().Nodes().Create(context.Background(), node("late", providerID("i-1")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v, err := r.Resolve(context.Background(), "i-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Owned && v.Node.Name == "late" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node never found: %+v", v)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestResolveReturnsACopy(t *testing.T) {
+	r, _ := startInformer(t, nil, Options{UseProviderID: true}, node("n1", providerID("i-1")))
+	v, err := r.Resolve(context.Background(), "i-1")
+	if err != nil || v.Node == nil {
+		t.Fatalf("%+v, %v", v, err)
+	}
+	v.Node.Spec.ProviderID = "changed"
+	v, _ = r.Resolve(context.Background(), "i-1")
+	if !v.Owned || v.Node.Spec.ProviderID != providerID("i-1") {
+		t.Fatalf("the informer's copy was changed: %+v", v)
+	}
+}
+
+func TestNewResolver(t *testing.T) {
+	ec2 := newFakeEC2()
+	tests := []struct {
+		name         string
+		ec2          cloud.EC2
+		opts         Options
+		wantErr      string
+		wantWarnings []string // substrings, one per warning, in order
+	}{
+		{name: "all checks", ec2: ec2, opts: Options{CheckManagedTag: true, ManagedTag: managed, ClusterName: "prod", UseProviderID: true}},
+		{name: "no cluster name", ec2: ec2, opts: Options{CheckManagedTag: true, ManagedTag: managed},
+			wantWarnings: []string{"CLUSTER_NAME is unset"}},
+		{name: "no tag check", ec2: ec2, opts: Options{ClusterName: "prod"},
+			wantWarnings: []string{"any instance with a matching node"}},
+		{name: "nothing set", ec2: nil, opts: Options{UseProviderID: true},
+			wantWarnings: []string{"CLUSTER_NAME is unset", "any instance with a matching node"}},
+		{name: "managed tag empty", ec2: ec2, opts: Options{CheckManagedTag: true, ManagedTag: " "}, wantErr: "MANAGED_TAG is empty"},
+		{name: "EC2 needed for tags", ec2: nil, opts: Options{CheckManagedTag: true, ManagedTag: managed, UseProviderID: true}, wantErr: "EC2 client is needed"},
+		{name: "EC2 needed for DNS names", ec2: nil, opts: Options{}, wantErr: "EC2 client is needed"},
+		{name: "negative TTL", ec2: ec2, opts: Options{CacheTTL: -time.Second}, wantErr: "negative"},
+		{name: "negative window", ec2: ec2, opts: Options{BatchWindow: -time.Second}, wantErr: "negative"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			inf := informers.NewSharedInformerFactory(fake.NewClientset(), 0).Core().V1().Nodes().Informer()
+			r, err := NewResolver(inf, tc.ec2, tc.opts)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := r.Warnings()
+			if len(got) != len(tc.wantWarnings) {
+				t.Fatalf("warnings = %q, want %d", got, len(tc.wantWarnings))
+			}
+			for i, w := range tc.wantWarnings {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("warning %d = %q, want it to contain %q", i, got[i], w)
+				}
+			}
+			if r.opts.CacheTTL != DefaultCacheTTL || r.opts.BatchWindow != DefaultBatchWindow {
+				t.Errorf("defaults not applied: %+v", r.opts)
+			}
+		})
+	}
+}
+
+func TestNewResolverTwiceOnOneInformer(t *testing.T) {
+	inf := informers.NewSharedInformerFactory(fake.NewClientset(), 0).Core().V1().Nodes().Informer()
+	for i := range 2 {
+		if _, err := NewResolver(inf, nil, Options{UseProviderID: true}); err != nil {
+			t.Fatalf("resolver %d: %v", i+1, err)
+		}
+	}
+}
+
+func TestInstanceIDFromProviderID(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"aws:///us-east-1a/i-0123456789abcdef0", "i-0123456789abcdef0"},
+		{"aws://us-east-1a/i-0123", "i-0123"},
+		{"aws:///i-0123", "i-0123"},
+		{"aws:///us-east-1a/", ""},
+		{"aws:///us-east-1a/i-", ""},
+		{"aws:///us-east-1a/fargate-ip-10-0-0-1", ""},
+		{"kwok://i-0123", ""},
+		{"i-0123", ""},
+		{"", ""},
+	}
+	for _, tc := range tests {
+		if got := InstanceIDFromProviderID(tc.in); got != tc.want {
+			t.Errorf("InstanceIDFromProviderID(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func FuzzInstanceIDFromProviderID(f *testing.F) {
+	for _, s := range []string{"aws:///us-east-1a/i-0123456789abcdef0", "aws://x/i-", "aws:///", "", "i-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		id := InstanceIDFromProviderID(s)
+		if id == "" {
+			return
+		}
+		if !strings.HasPrefix(s, "aws://") || !strings.HasSuffix(s, id) || !strings.HasPrefix(id, "i-") || len(id) < 3 || strings.Contains(id, "/") {
+			t.Fatalf("InstanceIDFromProviderID(%q) = %q", s, id)
+		}
+	})
+}
