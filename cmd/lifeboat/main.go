@@ -25,6 +25,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/agent"
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/health"
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/logging"
 	"lifeboat.dev/lifeboat/internal/metrics"
@@ -139,6 +140,14 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		c := loaded.Config
 		a := agent.New(c, client, imds.NewClient(c.MetadataURL, c.MetadataTries, c.AllowIMDSv1), logger)
 		a.Metrics = m
+		if c.EnableProbesServer {
+			addr := net.JoinHostPort("", strconv.Itoa(c.ProbesServerPort))
+			go func() {
+				if err := health.Serve(ctx, addr, health.Handler(c.ProbesServerEndpoint, a.Healthy)); err != nil {
+					logger.Error("probes server stopped", "err", err)
+				}
+			}()
+		}
 		if err := a.Run(ctx); err != nil {
 			logger.Error("agent stopped", "err", err)
 			return exitFailure

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/sandbox"
+	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+)
+
+// The built binary in agent mode, configured only through NTH-style environment variables:
+// it answers its probes and metrics, drains its node when a spot notice appears, and exits 0
+// promptly on SIGTERM.
+func TestAgentBinaryEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and starts the sandbox")
+	}
+	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := nodes[0].Name
+	if err := c.EnsureNamespace(ctx, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: fmt.Sprintf("web-%d", i)},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
+		if _, err := c.Client.CoreV1().Pods("shop").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: interruption.InstanceIDOf(nodes[0]), Hostname: node,
+		Args: []string{"spot", "-a", "terminate", "-t", time.Now().Add(2 * time.Minute).UTC().Format(time.RFC3339)}})
+	proxy := sandboxtest.IMDSProxy(t, m)
+	const spot = "/latest/meta-data/spot/instance-action"
+	proxy.Hide(spot)
+
+	bin := filepath.Join(t.TempDir(), "lifeboat")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	probes, metricsPort := freePort(t), freePort(t)
+	cmd := exec.Command(bin) // no sub-command: NTH's selection picks agent mode
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath, "NODE_NAME="+node, "INSTANCE_METADATA_URL="+proxy.URL,
+		"TAINT_NODE=true", "ENABLE_PROBES_SERVER=true", fmt.Sprintf("PROBES_SERVER_PORT=%d", probes),
+		"ENABLE_PROMETHEUS_SERVER=true", fmt.Sprintf("PROMETHEUS_SERVER_PORT=%d", metricsPort))
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("lifeboat log:\n%s", logs.String())
+		}
+	})
+
+	get := func(port int, path string) (int, string) {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		code, _ := get(probes, "/readyz")
+		return code == http.StatusOK, nil
+	})
+	if err != nil {
+		t.Fatal("never ready")
+	}
+	if code, _ := get(probes, "/healthz"); code != http.StatusOK {
+		t.Errorf("liveness %d", code)
+	}
+
+	proxy.Show(spot)
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		r, _ := interruption.ReadRecord(n)
+		return r.Phase == interruption.PhaseDrained, nil
+	})
+	if err != nil {
+		t.Fatal("node never drained")
+	}
+	if pods, _ := c.Client.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{}); len(pods.Items) != 0 {
+		t.Errorf("%d pods left", len(pods.Items))
+	}
+	if _, body := get(metricsPort, "/metrics"); !strings.Contains(body, `lifeboat_notices_total{kind="spot-interruption",source="imds"} 1`) ||
+		!strings.Contains(body, `lifeboat_imds_polls_total{path="spot/instance-action",result="ok"}`) {
+		t.Errorf("metrics lack the notice and poll counters:\n%s", body)
+	}
+
+	start := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v, want status 0", err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("took %v to stop", d)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("still running 15 s after SIGTERM")
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
