@@ -25,6 +25,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/agent"
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/health"
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/logging"
@@ -155,8 +156,17 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		logger.Info("agent stopped; unfinished work resumes from the node's record")
 		return exitOK
 	default:
-		logger.Error("controller mode is not implemented in this build yet")
-		return exitFailure
+		ctl, err := controller.NewFromAWS(ctx, loaded.Config, client, logger, m)
+		if err != nil {
+			logger.Error("cannot start the controller", "err", err)
+			return exitFailure
+		}
+		if err := ctl.RunWithLeaderElection(ctx); err != nil {
+			logger.Error("controller stopped", "err", err)
+			return exitFailure
+		}
+		logger.Info("controller stopped; unfinished messages come back to the next leader")
+		return exitOK
 	}
 }
 

@@ -44,6 +44,17 @@ func PlanFor(k notice.Kind, c *config.Config) Plan {
 	return p
 }
 
+// planFor is PlanFor for one notice: from the queue (controller mode), a rebalance
+// recommendation drains unless CORDON_ONLY, as in NTH's queue mode; ENABLE_REBALANCE_* are
+// instance-metadata settings.
+func planFor(n notice.Notice, c *config.Config) Plan {
+	p := PlanFor(n.Kind, c)
+	if n.Kind == notice.Rebalance && n.Source == notice.SourceQueue {
+		p.Drain = !c.CordonOnly
+	}
+	return p
+}
+
 // taintKeys are NTH's taint keys, so existing tolerations keep working. An instance state
 // change means the instance is stopping or terminating, like an Auto Scaling termination.
 var taintKeys = map[notice.Kind]string{
@@ -75,6 +86,7 @@ type Handler struct {
 type running struct {
 	done chan struct{}
 	err  error
+	ids  map[string]bool // notices that will finish after this drain (guarded by Handler.mu)
 }
 
 // NewHandler builds a Handler from the configuration.
@@ -115,7 +127,7 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 		log.Debug("notice already released")
 		return nil
 	}
-	plan := PlanFor(n.Kind, h.cfg)
+	plan := planFor(n, h.cfg)
 	if rec.Has(n.ID) && (rec.Phase == PhaseDrained || (!plan.Drain && rec.Phase >= PhaseCordoned)) {
 		log.Info("notice already handled", "phase", rec.Phase)
 		return nil
@@ -166,9 +178,9 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 	if err := h.waitForStart(ctx, deadline, log); err != nil {
 		return err
 	}
-	r, first := h.startDrain(nodeName)
+	r, first, duplicate := h.startDrain(nodeName, n.ID)
 	if !first {
-		log.Info("notice coalesced into the drain already running for this node")
+		log.Info("notice coalesced into the drain already running for this node", "duplicate", duplicate)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -176,6 +188,9 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 		}
 		if r.err != nil {
 			return fmt.Errorf("notice %s: the drain it joined failed: %w", n.ID, r.err)
+		}
+		if duplicate {
+			return nil // another copy of this notice finishes it (one lifecycle completion)
 		}
 		return h.finish(ctx, n, nodeName)
 	}
@@ -312,16 +327,21 @@ func (h *Handler) ReleaseAfterReboot(ctx context.Context, node *corev1.Node, boo
 	return true, nil
 }
 
-// startDrain registers a drain for the node; first is false when one is already running.
-func (h *Handler) startDrain(node string) (r *running, first bool) {
+// startDrain registers a drain for the node; first is false when one is already running,
+// and duplicate true when that drain already counts this very notice (a redelivered copy).
+func (h *Handler) startDrain(node, id string) (r *running, first, duplicate bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if r, ok := h.draining[node]; ok {
-		return r, false
+		if r.ids[id] {
+			return r, false, true
+		}
+		r.ids[id] = true
+		return r, false, false
 	}
-	r = &running{done: make(chan struct{})}
+	r = &running{done: make(chan struct{}), ids: map[string]bool{id: true}}
 	h.draining[node] = r
-	return r, true
+	return r, true, false
 }
 
 func (h *Handler) endDrain(node string, r *running) {

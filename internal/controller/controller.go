@@ -1,0 +1,244 @@
+// Package controller runs Lifeboat's controller mode: it consumes the cluster's SQS queue
+// (EventBridge events and Auto Scaling hooks), checks that each instance belongs to this
+// cluster, and cordons, drains and completes lifecycle actions through the same handler as
+// agent mode. One replica leads at a time (a Lease); the others wait to take over.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/ownership"
+	"lifeboat.dev/lifeboat/internal/source/sqs"
+)
+
+// LeaseName is the Lease replicas compete for, in NAMESPACE.
+const LeaseName = "lifeboat-controller"
+
+// Controller protects every node of the cluster.
+type Controller struct {
+	cfg     *config.Config
+	client  kubernetes.Interface
+	queue   sqs.API
+	ec2     cloud.EC2
+	asg     cloud.AutoScaling
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	handler *interruption.Handler
+
+	// lifecycles holds the hook of each Auto Scaling notice being handled, by notice id, for
+	// completion after its drain.
+	lifecycles sync.Map
+}
+
+// New builds a controller on the given AWS clients (see cloud.LoadAWSConfig).
+func New(cfg *config.Config, client kubernetes.Interface, queue sqs.API, ec2 cloud.EC2, asg cloud.AutoScaling, logger *slog.Logger, m *metrics.Metrics) *Controller {
+	c := &Controller{cfg: cfg, client: client, queue: queue, ec2: ec2, asg: asg, log: logger, metrics: m,
+		handler: interruption.NewHandler(cfg, client, logger)}
+	c.handler.OnDrained = c.completeLifecycle
+	return c
+}
+
+// NewFromAWS builds a controller with aws-sdk-go-v2 clients for the configured region and
+// endpoint.
+func NewFromAWS(ctx context.Context, cfg *config.Config, client kubernetes.Interface, logger *slog.Logger, m *metrics.Metrics) (*Controller, error) {
+	awsCfg, err := cloud.LoadAWSConfig(ctx, cfg.AWSRegion, cfg.AWSEndpoint)
+	if err != nil {
+		return nil, err
+	}
+	return New(cfg, client, awssqs.NewFromConfig(awsCfg), cloud.NewAWSEC2(awsCfg), cloud.NewAWSAutoScaling(awsCfg), logger, m), nil
+}
+
+// RunWithLeaderElection runs the controller while this replica holds the Lease, and stops
+// when it loses it or ctx ends (releasing the Lease, so a standby takes over at once).
+func (c *Controller) RunWithLeaderElection(ctx context.Context) error {
+	identity := c.cfg.PodName
+	if identity == "" {
+		host, _ := os.Hostname()
+		identity = host + "-" + rand.String(5)
+	}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, c.cfg.PodNamespace, LeaseName,
+		c.client.CoreV1(), c.client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
+	if err != nil {
+		return err
+	}
+	// The elector starts OnStartedLeading in a goroutine of its own and may return before it
+	// ends; wait for it, so in-flight work has stopped when this returns.
+	var (
+		mu      sync.Mutex
+		stopped bool
+		runDone chan struct{}
+		runErr  error
+	)
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		Lock: lock, ReleaseOnCancel: true,
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				mu.Lock()
+				if stopped {
+					mu.Unlock()
+					return
+				}
+				done := make(chan struct{})
+				runDone = done
+				mu.Unlock()
+				c.log.Info("leading", "identity", identity, "lease", c.cfg.PodNamespace+"/"+LeaseName)
+				runErr = c.Run(ctx)
+				close(done)
+			},
+			OnStoppedLeading: func() { c.log.Info("no longer leading", "identity", identity) },
+		},
+	})
+	mu.Lock()
+	stopped = true
+	done := runDone
+	mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	<-done
+	return runErr
+}
+
+// Run consumes the queue until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	factory := informers.NewSharedInformerFactory(c.client, 0)
+	nodeInformer := factory.Core().V1().Nodes().Informer()
+	resolver, err := ownership.NewResolver(nodeInformer, c.ec2, ownership.Options{
+		CheckManagedTag: c.cfg.CheckTagBeforeDraining, ManagedTag: c.cfg.ManagedTag,
+		ClusterName: c.cfg.ClusterName, UseProviderID: c.cfg.UseProviderID,
+	})
+	if err != nil {
+		return err
+	}
+	stop := make(chan struct{})
+	factory.Start(stop)
+	defer func() { close(stop); factory.Shutdown() }()
+	if !cacheSynced(ctx, factory) {
+		return ctx.Err()
+	}
+	consumer := sqs.NewConsumer(c.queue, sqs.ConsumerOptions{
+		QueueURL: c.cfg.QueueURL, Workers: c.cfg.Workers,
+		VisibilityTimeout: time.Duration(c.cfg.SQSMsgVisibilityTimeoutSec) * time.Second, Logger: c.log,
+	})
+	c.log.Info("controller consuming the queue", "queue", c.cfg.QueueURL, "workers", c.cfg.Workers)
+	return consumer.Run(ctx, func(ctx context.Context, m sqs.Message) (sqs.Outcome, time.Duration) {
+		return c.handleMessage(ctx, resolver, m)
+	})
+}
+
+func cacheSynced(ctx context.Context, f informers.SharedInformerFactory) bool {
+	for _, ok := range f.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Delays before a message comes back: a notice that could not be handled yet is retried
+// soon; one about an instance that is not ours much later (it may be another cluster's).
+const (
+	retrySoon  = 10 * time.Second
+	retryLater = 5 * time.Minute
+)
+
+// handleMessage decides a message's fate. Policy for unparseable messages: they are logged
+// with their id and deleted, since no retry can make them readable.
+func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Resolver, m sqs.Message) (sqs.Outcome, time.Duration) {
+	log := c.log.With("message", m.ID)
+	res, err := sqs.Parse(m.Body, time.Now())
+	if err != nil {
+		log.Error("unreadable queue message deleted", "err", err)
+		return sqs.Done, 0
+	}
+	if res.Ignore {
+		log.Info("queue message ignored", "reason", res.Reason)
+		return sqs.Done, 0
+	}
+	for _, n := range res.Notices {
+		if c.metrics != nil {
+			c.metrics.Notices.WithLabelValues(string(n.Kind), string(n.Source)).Inc()
+		}
+		if n.Deadline.IsZero() {
+			n.Deadline = time.Now().Add(time.Duration(c.cfg.NodeTerminationGracePeriod) * time.Second)
+		}
+		verdict, err := resolver.Resolve(ctx, n.InstanceID)
+		if err != nil {
+			log.Warn("cannot tell whether the instance is ours yet; retrying", "notice", n.ID, "err", err)
+			return sqs.Retry, retrySoon
+		}
+		if !verdict.Owned {
+			// Never touch a node or complete a lifecycle action for an instance not ours.
+			log.Info("notice is not for this cluster", "notice", n.ID, "instance", n.InstanceID, "reason", verdict.Reason)
+			if c.cfg.DeleteSQSMsgIfNodeNotFound {
+				continue
+			}
+			return sqs.Retry, retryLater
+		}
+		if n.Kind == notice.ASGLaunch {
+			// Launch hooks are completed once the node is Ready; not handled by this build.
+			log.Warn("Auto Scaling launch hooks are not completed yet; the hook will time out", "notice", n.ID)
+			continue
+		}
+		if res.Lifecycle != nil {
+			c.lifecycles.Store(n.ID, *res.Lifecycle)
+		}
+		err = c.handler.Handle(ctx, n, verdict.Node.Name)
+		c.lifecycles.Delete(n.ID)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return sqs.Retry, 0
+			}
+			log.Warn("notice not handled yet; the message will come back", "notice", n.ID, "err", err)
+			return sqs.Retry, retrySoon
+		}
+	}
+	return sqs.Done, 0
+}
+
+// completeLifecycle completes the Auto Scaling hook of a drained node's notice.
+func (c *Controller) completeLifecycle(ctx context.Context, n notice.Notice) error {
+	v, ok := c.lifecycles.Load(n.ID)
+	if !ok {
+		return nil
+	}
+	lc := v.(sqs.Lifecycle)
+	if d := c.cfg.CompleteLifecycleActionDelaySeconds; d > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(d) * time.Second):
+		}
+	}
+	err := c.asg.CompleteLifecycleAction(ctx, cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID, Token: lc.Token})
+	switch {
+	case err == nil:
+		c.log.Info("lifecycle action completed", "notice", n.ID, "group", lc.Group, "hook", lc.Hook)
+	case errors.Is(err, cloud.ErrNoActiveAction):
+		c.log.Info("no lifecycle action to complete: already completed or timed out", "notice", n.ID)
+	case cloud.IsPermanent(err):
+		c.log.Error("cannot complete the lifecycle action; it will time out", "notice", n.ID, "err", err)
+	default:
+		return fmt.Errorf("complete lifecycle action: %w", err)
+	}
+	return nil
+}
