@@ -6,6 +6,7 @@ package interruption
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -257,27 +258,52 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string) 
 }
 
 // release undoes a notice whose scheduled event was canceled or completed. The node is
-// uncordoned, and the interruption taints and label removed, only when every notice that
-// acted on it has been released, and only for what Lifeboat did itself.
+// uncordoned, and the interruption taints and labels removed, only when every notice that
+// acted on it has been released, and only for what Lifeboat did itself. The decision is made
+// inside the edit, so a retry after a conflict decides again on the fresh node (another
+// notice may have cordoned it meanwhile).
 func (h *Handler) release(ctx context.Context, n notice.Notice, node *corev1.Node, rec Record, log *slog.Logger) error {
 	if !rec.Has(n.ID) || slices.Contains(rec.Released, n.ID) {
 		log.Debug("event ended; nothing of Lifeboat's to undo")
 		return nil
 	}
-	rec.Released = append(rec.Released, n.ID)
-	edits := []nodes.Edit{editRecord(func(r *Record) {
-		if !slices.Contains(r.Released, n.ID) {
-			r.Released = append(r.Released, n.ID)
-		}
-	})}
-	if rec.AllReleased() {
-		edits = append(edits, h.undo(rec)...)
+	var uncordoned bool
+	release := func(nd *corev1.Node) {
+		uncordoned = h.releaseEdit(nd, func(r *Record) bool {
+			if !r.Has(n.ID) {
+				return false
+			}
+			if !slices.Contains(r.Released, n.ID) {
+				r.Released = append(r.Released, n.ID)
+			}
+			return true
+		})
 	}
-	if _, err := h.writer.Apply(ctx, node.Name, node, "release notice "+n.ID, edits...); err != nil {
+	if _, err := h.writer.Apply(ctx, node.Name, node, "release notice "+n.ID, release); err != nil {
 		return err
 	}
-	log.Info("scheduled event ended; released the node", "uncordoned", rec.AllReleased())
+	log.Info("scheduled event ended; released the notice", "uncordoned", uncordoned)
 	return nil
+}
+
+// releaseEdit applies mark to the node's record and, when every notice is then released,
+// takes back Lifeboat's changes and resets the phase, so a later notice is handled afresh.
+// It reports whether the node was released.
+func (h *Handler) releaseEdit(n *corev1.Node, mark func(*Record) bool) bool {
+	r, _ := ReadRecord(n)
+	if !mark(&r) {
+		return false
+	}
+	all := r.AllReleased()
+	if all {
+		for _, e := range h.undo(r) {
+			e(n)
+		}
+		r.Phase, r.Deadline, r.RebootAfter = PhaseNone, time.Time{}, time.Time{}
+	}
+	b, _ := json.Marshal(r)
+	nodes.SetAnnotation(AnnotationRecord, string(b))(n)
+	return all
 }
 
 // undo lists the edits that take back Lifeboat's own changes for the record's notices.
@@ -304,31 +330,36 @@ func (h *Handler) undo(rec Record) []nodes.Edit {
 var interruptionTaints = []string{nodes.TaintSpotInterruption, nodes.TaintScheduledMaintenance, nodes.TaintASGLifecycle, nodes.TaintRebalance}
 
 // ReleaseAfterReboot uncordons a node that has been through its scheduled reboot: it booted
-// after the record's RebootAfter. It reports whether it released the node.
+// after the record's RebootAfter. It reports whether it released the node. The record keeps
+// its notices, all released, so a notice metadata still reports after the reboot is not
+// acted on again.
 func (h *Handler) ReleaseAfterReboot(ctx context.Context, node *corev1.Node, bootTime time.Time) (bool, error) {
-	rec, err := ReadRecord(node)
-	if err != nil || rec.RebootAfter.IsZero() || !bootTime.After(rec.RebootAfter) {
+	if rec, err := ReadRecord(node); err != nil || rec.RebootAfter.IsZero() || !bootTime.After(rec.RebootAfter) {
 		return false, nil
 	}
-	// Keep the record, with every notice released, so a notice IMDS still reports after the
-	// reboot is recognised and not acted on again.
-	edits := append(h.undo(rec), editRecord(func(r *Record) {
-		for _, id := range r.Notices {
-			if !slices.Contains(r.Released, id) {
-				r.Released = append(r.Released, id)
+	var released bool
+	edit := func(nd *corev1.Node) {
+		released = h.releaseEdit(nd, func(r *Record) bool {
+			if r.RebootAfter.IsZero() || !bootTime.After(r.RebootAfter) {
+				return false
 			}
-		}
-		r.RebootAfter = time.Time{}
-	}))
-	if _, err := h.writer.Apply(ctx, node.Name, node, "uncordon after the scheduled reboot", edits...); err != nil {
+			for _, id := range r.Notices {
+				if !slices.Contains(r.Released, id) {
+					r.Released = append(r.Released, id)
+				}
+			}
+			return true
+		})
+	}
+	if _, err := h.writer.Apply(ctx, node.Name, node, "uncordon after the scheduled reboot", edit); err != nil {
 		return false, err
 	}
-	h.log.Info("node rebooted after its scheduled reboot; uncordoned", "node", node.Name, "bootTime", bootTime, "cordonedAt", rec.RebootAfter)
-	return true, nil
+	if released {
+		h.log.Info("node rebooted after its scheduled reboot; uncordoned", "node", node.Name, "bootTime", bootTime)
+	}
+	return released, nil
 }
 
-// startDrain registers a drain for the node; first is false when one is already running,
-// and duplicate true when that drain already counts this very notice (a redelivered copy).
 func (h *Handler) startDrain(node, id string) (r *running, first, duplicate bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
