@@ -146,7 +146,7 @@ func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time) (*
 		for end < len(candidates) && candidates[end].Tier == candidates[start].Tier {
 			end++
 		}
-		d.evictTier(ctx, candidates[start:end], res.Pods[start:end], deadline)
+		d.evictTier(ctx, candidates[start:end], res.Pods[start:end], deadline, tr)
 		var uids []types.UID
 		for i := start; i < end; i++ {
 			if !res.Pods[i].EvictedAt.IsZero() {
@@ -184,13 +184,13 @@ func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time) (*
 }
 
 // evictTier evicts one tier's pods with at most Concurrency requests in flight.
-func (d *Drainer) evictTier(ctx context.Context, tier []Candidate, out []PodOutcome, deadline time.Time) {
+func (d *Drainer) evictTier(ctx context.Context, tier []Candidate, out []PodOutcome, deadline time.Time, tr *tracker) {
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range min(d.opts.Concurrency, len(tier)) {
 		wg.Go(func() {
 			for i := range work {
-				d.evictOne(ctx, tier[i].Pod, &out[i], deadline)
+				d.evictOne(ctx, tier[i].Pod, &out[i], deadline, tr)
 			}
 		})
 	}
@@ -202,7 +202,7 @@ func (d *Drainer) evictTier(ctx context.Context, tier []Candidate, out []PodOutc
 }
 
 // evictOne sends evictions until one is accepted, the pod is gone, or the deadline passes.
-func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome, deadline time.Time) {
+func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome, deadline time.Time, tr *tracker) {
 	log := d.opts.Logger.With("pod", out.Pod.String(), "node", pod.Spec.NodeName)
 	backoff := d.opts.RetryMin
 	for {
@@ -218,18 +218,20 @@ func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome
 			out.EvictedAt = time.Now()
 			return
 		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-			// Gone already, or replaced by a pod with another UID: nothing of ours to evict.
+			// Gone already, or replaced by a pod with another UID: nothing of ours is left.
+			// Mark it gone here, since its deletion may predate the watch.
 			out.EvictedAt = time.Now()
+			tr.markGone(pod.UID, out.EvictedAt)
 			return
 		case blockedByBudget(err), retriable(err):
 			if d.opts.ForceBeforeDeadline > 0 && time.Until(deadline) <= d.opts.ForceBeforeDeadline && blockedByBudget(err) {
-				d.forceDelete(ctx, pod, out, deadline, log)
+				d.forceDelete(ctx, pod, out, deadline, log, tr)
 				return
 			}
 			wait := backoff/2 + rand.N(backoff)
-			if d.opts.ForceBeforeDeadline > 0 {
+			if untilForce := time.Until(deadline) - d.opts.ForceBeforeDeadline; d.opts.ForceBeforeDeadline > 0 && untilForce > 0 {
 				// Wake up in time to force, rather than sleeping past the moment.
-				wait = min(wait, max(time.Until(deadline)-d.opts.ForceBeforeDeadline, time.Millisecond))
+				wait = min(wait, untilForce)
 			}
 			log.Debug("eviction refused, retrying", "attempt", out.Attempts, "after", wait, "err", err)
 			select {
@@ -248,7 +250,7 @@ func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome
 }
 
 // forceDelete deletes a pod a budget still protects, leaving it what time is left to stop.
-func (d *Drainer) forceDelete(ctx context.Context, pod *corev1.Pod, out *PodOutcome, deadline time.Time, log *slog.Logger) {
+func (d *Drainer) forceDelete(ctx context.Context, pod *corev1.Pod, out *PodOutcome, deadline time.Time, log *slog.Logger, tr *tracker) {
 	grace := max(int64(time.Until(deadline).Seconds())-1, 1)
 	if own := podGrace(pod); own < grace {
 		grace = own
@@ -257,7 +259,12 @@ func (d *Drainer) forceDelete(ctx context.Context, pod *corev1.Pod, out *PodOutc
 	err := d.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &pod.UID}, GracePeriodSeconds: &grace,
 	})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		out.EvictedAt = time.Now()
+		tr.markGone(pod.UID, out.EvictedAt)
+		return
+	}
+	if err != nil {
 		out.Error = fmt.Sprintf("forced deletion failed: %v", err)
 		return
 	}

@@ -277,3 +277,37 @@ func TestPodDisruptionBudgets(t *testing.T) {
 		}
 	})
 }
+
+// staleLister returns the real pods plus one the server no longer has, with the server's
+// current resourceVersion, as a lagging informer can.
+type staleLister struct {
+	PodLister
+	ghost *corev1.Pod
+}
+
+func (l staleLister) PodsOnNode(ctx context.Context, node string) ([]corev1.Pod, string, error) {
+	pods, rv, err := l.PodLister.PodsOnNode(ctx, node)
+	return append(pods, *l.ghost), rv, err
+}
+
+func TestPodAlreadyGoneDoesNotHoldTheDrain(t *testing.T) {
+	ctx := testContext(t, time.Minute)
+	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
+	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := nodes[0].Name
+	createPods(t, ctx, c, newPod("apps", "real", node, ownedBy("ReplicaSet", "web")))
+	ghost := newPod("apps", "ghost", node, ownedBy("ReplicaSet", "web"))
+	d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1,
+		Lister: staleLister{PodLister: APILister{Client: c.Client, Quorum: true}, ghost: ghost}})
+	start := time.Now()
+	res, err := d.Drain(ctx, node, time.Now().Add(30*time.Second))
+	if err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	if took := time.Since(start); took > 10*time.Second || len(res.Remaining()) != 0 {
+		t.Errorf("took %v, remaining %+v: a pod that is already gone must not be waited for", took, res.Remaining())
+	}
+}

@@ -109,28 +109,39 @@ func (d *Drainer) watchDeletions(ctx context.Context, node, rv string, tr *track
 		if err != nil {
 			d.opts.Logger.Debug("pod watch failed; listing again", "node", node, "err", err)
 			rv = ""
+			sleep(ctx, pause) // a persistent failure must not become a LIST+WATCH loop
+			pause = min(pause*2, 5*time.Second)
 			continue
 		}
-		rv = d.consume(ctx, w, tr, rv)
+		var events int
+		rv, events = d.consume(ctx, w, tr, rv)
 		w.Stop()
+		if events == 0 {
+			sleep(ctx, pause)
+			pause = min(pause*2, 5*time.Second)
+		} else {
+			pause = 100 * time.Millisecond
+		}
 	}
 }
 
 // consume reads watch events until the watch ends; it returns the resourceVersion to resume
-// from (rv, advanced by the events seen), or "" when a fresh list is needed.
-func (d *Drainer) consume(ctx context.Context, w watch.Interface, tr *tracker, rv string) string {
+// from (rv, advanced by the events seen), or "" when a fresh list is needed, and how many
+// events it saw.
+func (d *Drainer) consume(ctx context.Context, w watch.Interface, tr *tracker, rv string) (string, int) {
+	events := 0
 	for {
 		select {
 		case <-ctx.Done():
-			return rv
+			return rv, events
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return rv
+				return rv, events
 			}
 			switch ev.Type {
 			case watch.Error:
 				// Typically 410 Gone (the version is too old to resume from): list again.
-				return ""
+				return "", events
 			case watch.Deleted:
 				if pod, ok := ev.Object.(*corev1.Pod); ok {
 					tr.markGone(pod.UID, time.Now())
@@ -141,6 +152,7 @@ func (d *Drainer) consume(ctx context.Context, w watch.Interface, tr *tracker, r
 					rv = obj.GetResourceVersion()
 				}
 			}
+			events++
 		}
 	}
 }
