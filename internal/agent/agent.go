@@ -109,7 +109,12 @@ func (a *Agent) Run(ctx context.Context) error {
 			if a.Metrics != nil {
 				a.Metrics.Notices.WithLabelValues(string(n.Kind), string(n.Source)).Inc()
 			}
-			sem <- struct{}{}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				wg.Wait()
+				return nil
+			}
 			wg.Go(func() {
 				defer func() { <-sem }()
 				a.handle(ctx, n)
