@@ -33,7 +33,7 @@ func TestDefaults(t *testing.T) {
 	want := Config{
 		PodNamespace: "kube-system", MetadataURL: "http://169.254.169.254",
 		IgnoreDaemonSets: true, DeleteLocalData: true, PodTerminationGracePeriod: -1, NodeTerminationGracePeriod: 120,
-		KubeAPIQPS: 100, KubeAPIBurst: 200, IMDSPollInterval: 500 * time.Millisecond, UseAPIServerCache: true, TaintEffect: "NoSchedule", Workers: 10,
+		KubeAPIQPS: 100, KubeAPIBurst: 200, IMDSPollInterval: 500 * time.Millisecond, ASGLaunchReadyTimeout: 10 * time.Minute, UseAPIServerCache: true, TaintEffect: "NoSchedule", Workers: 10,
 		WebhookHeaders: map[string]string{"Content-type": "application/json"}, WebhookTemplate: DefaultWebhookTemplate,
 		EnableSpotInterruptionDraining: true, EnableScheduledEventDraining: true, MetadataTries: 3,
 		CheckTagBeforeDraining: true, ManagedTag: "aws-node-termination-handler/managed",
@@ -100,6 +100,7 @@ var samples = map[string][2]string{
 	"DELETE_SQS_MSG_IF_NODE_NOT_FOUND":        {"true", "true"},
 	"COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS": {"15", "15"},
 	"HEARTBEAT_INTERVAL":                      {"60", "60"},
+	"ASG_LAUNCH_READY_TIMEOUT":                {"5m", "5m0s"},
 	"HEARTBEAT_UNTIL":                         {"600", "600"},
 	"SQS_MSG_VISIBILITY_TIMEOUT_SEC":          {"60", "60"},
 	"WEBHOOK_URL":                             {"https://hooks.example.com/secret-token", "<redacted>"},

@@ -47,17 +47,18 @@ type Config struct {
 	ASGLifecycleHookName           string        // ASG_LIFECYCLE_HOOK_NAME
 	AllowIMDSv1                    bool          // ALLOW_IMDSV1
 
-	QueueURL                            string // QUEUE_URL
-	AWSRegion                           string // AWS_REGION (or parsed from QUEUE_URL, see Validate)
-	AWSEndpoint                         string // AWS_ENDPOINT
-	CheckTagBeforeDraining              bool   // CHECK_TAG_BEFORE_DRAINING
-	ManagedTag                          string // MANAGED_TAG
-	UseProviderID                       bool   // USE_PROVIDER_ID
-	DeleteSQSMsgIfNodeNotFound          bool   // DELETE_SQS_MSG_IF_NODE_NOT_FOUND
-	CompleteLifecycleActionDelaySeconds int    // COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS
-	HeartbeatInterval                   int    // HEARTBEAT_INTERVAL, seconds; -1 = off
-	HeartbeatUntil                      int    // HEARTBEAT_UNTIL, seconds; -1 = default when heartbeats are on
-	SQSMsgVisibilityTimeoutSec          int    // SQS_MSG_VISIBILITY_TIMEOUT_SEC
+	QueueURL                            string        // QUEUE_URL
+	AWSRegion                           string        // AWS_REGION (or parsed from QUEUE_URL, see Validate)
+	AWSEndpoint                         string        // AWS_ENDPOINT
+	CheckTagBeforeDraining              bool          // CHECK_TAG_BEFORE_DRAINING
+	ManagedTag                          string        // MANAGED_TAG
+	UseProviderID                       bool          // USE_PROVIDER_ID
+	DeleteSQSMsgIfNodeNotFound          bool          // DELETE_SQS_MSG_IF_NODE_NOT_FOUND
+	CompleteLifecycleActionDelaySeconds int           // COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS
+	ASGLaunchReadyTimeout               time.Duration // ASG_LAUNCH_READY_TIMEOUT
+	HeartbeatInterval                   int           // HEARTBEAT_INTERVAL, seconds; -1 = off
+	HeartbeatUntil                      int           // HEARTBEAT_UNTIL, seconds; -1 = default when heartbeats are on
+	SQSMsgVisibilityTimeoutSec          int           // SQS_MSG_VISIBILITY_TIMEOUT_SEC
 
 	JSONLogging      bool   // JSON_LOGGING
 	LogLevel         string // LOG_LEVEL
@@ -219,6 +220,9 @@ func settings(c *Config) []*Setting {
 		{Env: "COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS", Flag: "complete-lifecycle-action-delay-seconds", Default: "-1", Group: groupQueue,
 			value: intValue{p: &c.CompleteLifecycleActionDelaySeconds, min: 0, max: 7200, minusOne: true},
 			Usage: "Wait this long after the drain before completing the lifecycle action; -1 = no wait."},
+		{Env: "ASG_LAUNCH_READY_TIMEOUT", Flag: "asg-launch-ready-timeout", Default: "10m", Group: groupQueue, Lifeboat: true,
+			value: durationValue{p: &c.ASGLaunchReadyTimeout, min: 10 * time.Second, max: 2 * time.Hour},
+			Usage: "How long an Auto Scaling launch hook waits for its Node to join and become Ready before Lifeboat completes it; after that the hook is left to its own timeout."},
 		{Env: "HEARTBEAT_INTERVAL", Flag: "heartbeat-interval", Default: "-1", Group: groupQueue,
 			value: intValue{p: &c.HeartbeatInterval, min: 30, max: 3600, minusOne: true},
 			Usage: "Seconds between lifecycle-action heartbeats while a drain runs; -1 = no heartbeats."},

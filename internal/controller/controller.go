@@ -14,6 +14,7 @@ import (
 	"time"
 
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -178,6 +179,12 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 		if c.metrics != nil {
 			c.metrics.Notices.WithLabelValues(string(n.Kind), string(n.Source)).Inc()
 		}
+		if n.Kind == notice.ASGLaunch {
+			if out, delay := c.handleLaunch(ctx, resolver, n, res.Lifecycle, log); out != sqs.Done {
+				return out, delay
+			}
+			continue
+		}
 		if n.Deadline.IsZero() {
 			n.Deadline = time.Now().Add(time.Duration(c.cfg.NodeTerminationGracePeriod) * time.Second)
 		}
@@ -194,11 +201,6 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 			}
 			return sqs.Retry, retryLater
 		}
-		if n.Kind == notice.ASGLaunch {
-			// Launch hooks are completed once the node is Ready; not handled by this build.
-			log.Warn("Auto Scaling launch hooks are not completed yet; the hook will time out", "notice", n.ID)
-			continue
-		}
 		if res.Lifecycle != nil {
 			c.lifecycles.Store(n.ID, *res.Lifecycle)
 		}
@@ -213,6 +215,61 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 		}
 	}
 	return sqs.Done, 0
+}
+
+// handleLaunch completes a launch hook once the instance's Node has joined this cluster and is
+// Ready, waiting at most ASG_LAUNCH_READY_TIMEOUT from when the hook was first seen; then it
+// leaves the hook to its own timeout. An instance that turns out to be another cluster's is
+// never completed.
+func (c *Controller) handleLaunch(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, lc *sqs.Lifecycle, log *slog.Logger) (sqs.Outcome, time.Duration) {
+	if lc == nil {
+		return sqs.Done, 0
+	}
+	giveUp := time.Now().Add(c.cfg.ASGLaunchReadyTimeout)
+	for {
+		verdict, err := resolver.Resolve(ctx, n.InstanceID)
+		switch {
+		case err != nil:
+			log.Warn("cannot tell whether the launching instance is ours yet", "notice", n.ID, "err", err)
+		case verdict.Node != nil && !verdict.Owned:
+			log.Info("launch notice is not for this cluster", "notice", n.ID, "reason", verdict.Reason)
+			if c.cfg.DeleteSQSMsgIfNodeNotFound {
+				return sqs.Done, 0
+			}
+			return sqs.Retry, retryLater
+		case verdict.Owned && nodeReady(verdict.Node):
+			err := c.asg.CompleteLifecycleAction(ctx, cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID, Token: lc.Token})
+			switch {
+			case err == nil, errors.Is(err, cloud.ErrNoActiveAction):
+				log.Info("launch lifecycle action completed: the node is Ready", "notice", n.ID, "node", verdict.Node.Name, "err", err)
+				return sqs.Done, 0
+			case cloud.IsPermanent(err):
+				log.Error("cannot complete the launch lifecycle action; it will time out", "notice", n.ID, "err", err)
+				return sqs.Done, 0
+			default:
+				log.Warn("completing the launch lifecycle action failed; retrying", "notice", n.ID, "err", err)
+			}
+		}
+		if time.Now().After(giveUp) {
+			log.Warn("the launching instance's node did not join and become Ready in time; leaving the hook to its own timeout",
+				"notice", n.ID, "waited", c.cfg.ASGLaunchReadyTimeout)
+			return sqs.Done, 0
+		}
+		select {
+		case <-ctx.Done():
+			return sqs.Retry, 0
+		case <-time.After(2 * time.Second): // the informer and the EC2 cache answer these checks
+		}
+	}
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // completeLifecycle completes the Auto Scaling hook of a drained node's notice.

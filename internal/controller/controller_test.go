@@ -34,8 +34,12 @@ func spotMessage(instance string) string {
 }
 
 func hookMessage(instance, token string) string {
-	return fmt.Sprintf(`{"Origin":"AutoScalingGroup","Destination":"EC2","Service":"AWS Auto Scaling","Time":"%s","AccountId":"000000000000","RequestId":"r-%s","LifecycleActionToken":"%s","AutoScalingGroupName":"workers","LifecycleHookName":"drain","EC2InstanceId":"%s","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`,
-		time.Now().UTC().Format(time.RFC3339), token, token, instance)
+	return lifecycleMessage(instance, token, "drain", "autoscaling:EC2_INSTANCE_TERMINATING")
+}
+
+func lifecycleMessage(instance, token, hook, transition string) string {
+	return fmt.Sprintf(`{"Origin":"AutoScalingGroup","Destination":"EC2","Service":"AWS Auto Scaling","Time":"%s","AccountId":"000000000000","RequestId":"r-%s","LifecycleActionToken":"%s","AutoScalingGroupName":"workers","LifecycleHookName":"%s","EC2InstanceId":"%s","LifecycleTransition":"%s"}`,
+		time.Now().UTC().Format(time.RFC3339), token, token, hook, instance, transition)
 }
 
 func TestControllerEndToEnd(t *testing.T) {
@@ -59,6 +63,12 @@ func TestControllerEndToEnd(t *testing.T) {
 	fake.AddInstance(fakeaws.Instance{ID: foreign, PrivateDNSName: "ip-10-9-0-1.ec2.internal", AutoScalingGroup: "workers",
 		Tags: map[string]string{"aws-node-termination-handler/managed": "", "kubernetes.io/cluster/other": "owned"}})
 	fake.AddLifecycleHook(fakeaws.LifecycleHook{Name: "drain", AutoScalingGroup: "workers"})
+	// An instance being launched: its node joins only later.
+	launching := sandbox.NodeSpec{Index: 4}
+	launchingID := strings.TrimPrefix(launching.ProviderID(), "aws:///us-east-1a/")
+	fake.AddInstance(fakeaws.Instance{ID: launchingID, PrivateDNSName: launching.Node().Name, AutoScalingGroup: "workers", Tags: ours})
+	fake.AddLifecycleHook(fakeaws.LifecycleHook{Name: "launch", AutoScalingGroup: "workers", Transition: "autoscaling:EC2_INSTANCE_LAUNCHING"})
+	fake.BeginLifecycleAction("launch", "workers", launchingID, "token-launch")
 	spotNode, hookNode, quiet := nodes[0], nodes[1], nodes[2]
 	fake.BeginLifecycleAction("drain", "workers", interruption.InstanceIDOf(hookNode), "token-ours")
 	fake.BeginLifecycleAction("drain", "workers", foreign, "token-foreign")
@@ -79,7 +89,8 @@ func TestControllerEndToEnd(t *testing.T) {
 	queue := awssqs.NewFromConfig(awsCfg)
 	queueURL := q.QueueURLs["lifeboat"]
 	for _, body := range []string{spotMessage(interruption.InstanceIDOf(spotNode)), hookMessage(interruption.InstanceIDOf(hookNode), "token-ours"),
-		hookMessage(foreign, "token-foreign"), hookMessage(interruption.InstanceIDOf(hookNode), "token-ours") /* a duplicate */} {
+		hookMessage(foreign, "token-foreign"), hookMessage(interruption.InstanceIDOf(hookNode), "token-ours"), /* a duplicate */
+		lifecycleMessage(launchingID, "token-launch", "launch", "autoscaling:EC2_INSTANCE_LAUNCHING")} {
 		if _, err := queue.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: &queueURL, MessageBody: aws.String(body)}); err != nil {
 			t.Fatal(err)
 		}
@@ -134,6 +145,19 @@ func TestControllerEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal("our lifecycle action was never completed")
 	}
+	if _, completed, _, _ := fake.LifecycleAction("token-launch"); completed {
+		t.Error("the launch hook was completed before its node joined")
+	}
+	if _, err := c.AddNodes(ctx, launching); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		_, completed, _, _ := fake.LifecycleAction("token-launch")
+		return completed, nil
+	})
+	if err != nil {
+		t.Fatal("the launch hook was not completed once its node was Ready")
+	}
 	time.Sleep(6 * time.Second) // past the visibility timeout: duplicates and redeliveries are processed too
 
 	if _, completed, _, _ := fake.LifecycleAction("token-foreign"); completed {
@@ -142,8 +166,9 @@ func TestControllerEndToEnd(t *testing.T) {
 	completions := 0
 	for _, call := range fake.Calls() {
 		if call.Action == "CompleteLifecycleAction" {
-			completions++
-			if call.Params.Get("LifecycleActionToken") != "token-ours" {
+			if tok := call.Params.Get("LifecycleActionToken"); tok == "token-launch" {
+				continue
+			} else if completions++; tok != "token-ours" {
 				t.Errorf("CompleteLifecycleAction for %q", call.Params.Get("LifecycleActionToken"))
 			}
 		}
