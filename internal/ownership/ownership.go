@@ -334,7 +334,12 @@ func (r *Resolver) enqueueLocked(id string) {
 	}
 }
 
-// flush sends b when its window ends, unless it was sent already for being full.
+// maxPrefetch bounds how many instances one lookup asks about in all.
+const maxPrefetch = 1000
+
+// flush sends b when its window ends, unless it was sent already for being full. The call
+// also asks about this cluster's other nodes' instances that are not cached: notices tend to
+// come in bursts (a Spot capacity reclaim, a scale-in), and one call then serves the burst.
 func (r *Resolver) flush(b *batch) {
 	r.mu.Lock()
 	if r.open != b {
@@ -342,8 +347,30 @@ func (r *Resolver) flush(b *batch) {
 		return
 	}
 	r.open = nil
+	ids := r.withPrefetchLocked(b.ids)
 	r.mu.Unlock()
-	r.fetch(b.ids)
+	r.fetch(ids)
+}
+
+// withPrefetchLocked adds up to maxPrefetch known node instances that are neither cached nor
+// being fetched, registering them as in flight so concurrent lookups wait for this call.
+func (r *Resolver) withPrefetchLocked(ids []string) []string {
+	known := r.nodes.ListIndexFuncValues(IndexInstanceID)
+	now := r.now()
+	for _, id := range known {
+		if len(ids) >= maxPrefetch {
+			break
+		}
+		if a, ok := r.answers[id]; ok && now.Sub(a.at) < r.opts.CacheTTL {
+			continue
+		}
+		if _, ok := r.inflight[id]; ok {
+			continue
+		}
+		r.inflight[id] = &lookup{done: make(chan struct{})}
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // fetch asks EC2 about ids and hands the answer to everyone waiting. Errors are not cached.
