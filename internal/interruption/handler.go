@@ -171,7 +171,7 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 		return nil
 	}
 	if rec.Phase == PhaseDrained {
-		return h.finish(ctx, n, nodeName)
+		return h.finish(ctx, n, nodeName, res.Node)
 	}
 	deadline := drainDeadline(n)
 	// Wait for the scheduled start before joining or starting a drain, so a notice days
@@ -193,14 +193,19 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 		if duplicate {
 			return nil // another copy of this notice finishes it (one lifecycle completion)
 		}
-		return h.finish(ctx, n, nodeName)
+		return h.finish(ctx, n, nodeName, nil)
 	}
 	r.err = h.drain(ctx, n, nodeName, deadline, log)
-	h.endDrain(nodeName, r)
-	if r.err != nil {
-		return r.err
+	if r.err == nil {
+		// The node as the cordon write left it saves a read; if it changed since, the write
+		// conflicts and is recomputed from a fresh read.
+		r.err = h.finish(ctx, n, nodeName, res.Node)
 	}
-	return h.finish(ctx, n, nodeName)
+	// Unregister only once the drain is recorded: a copy of this notice arriving earlier
+	// joins it instead of finding neither a running drain nor a drained record (which
+	// would complete its lifecycle action twice).
+	h.endDrain(nodeName, r)
+	return r.err
 }
 
 // drainDeadline is the notice's deadline, or a short budget from now when that has passed
@@ -242,8 +247,9 @@ func (h *Handler) drain(ctx context.Context, n notice.Notice, nodeName string, d
 	return nil
 }
 
-// finish runs the completion hook for a drained node and records the drain as done.
-func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string) error {
+// finish runs the completion hook for a drained node and records the drain as done. hint,
+// when not nil, is a recent copy of the node.
+func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, hint *corev1.Node) error {
 	if h.OnDrained != nil && !h.cfg.DryRun {
 		if err := h.OnDrained(ctx, n); err != nil {
 			return fmt.Errorf("notice %s: after the drain: %w", n.ID, err)
@@ -253,7 +259,7 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string) 
 	if h.cfg.EnableOutOfServiceTaint {
 		edits = append(edits, nodes.AddTaint(nodes.TaintOutOfService, "nodeshutdown", corev1.TaintEffectNoExecute))
 	}
-	_, err := h.writer.Apply(ctx, nodeName, nil, "record drain of notice "+n.ID, edits...)
+	_, err := h.writer.Apply(ctx, nodeName, hint, "record drain of notice "+n.ID, edits...)
 	return err
 }
 
