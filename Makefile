@@ -13,7 +13,9 @@ export AWS_SECRET_ACCESS_KEY := sandbox-secret
 
 # Whole-suite limit, well inside CI's 90 minutes on 2 cores.
 TEST_TIMEOUT ?= 25m
-FUZZ_TIME    ?= 10s
+# Fuzzing runs a fixed number of inputs per parser: a time limit can end with the engine's own
+# "context deadline exceeded" on a loaded machine, which is not a finding.
+FUZZ_TIME    ?= 50000x
 
 .PHONY: all build sandbox vet test test-long unit fuzz bench demo clean
 
