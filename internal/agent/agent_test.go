@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -34,19 +33,6 @@ import (
 
 const spotPath = "/latest/meta-data/spot/instance-action"
 
-// lockedBuffer collects logs from concurrent goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
 // world is one subtest's node, its instance-metadata mock and a client for the agent.
 type world struct {
 	c        *sandbox.Cluster
@@ -55,7 +41,7 @@ type world struct {
 	proxy    *sandbox.IMDSProxy
 	user     string
 	client   kubernetes.Interface
-	logs     *lockedBuffer
+	logs     *sandboxtest.LogBuffer
 	metrics  *metrics.Metrics
 }
 
@@ -79,24 +65,14 @@ func newWorld(t testing.TB, c *sandbox.Cluster, mockArgs []string) *world {
 	}
 	rc.QPS, rc.Burst = 100, 200
 	return &world{c: c, node: created[0].Name, instance: instance, proxy: sandboxtest.IMDSProxy(t, m), user: user,
-		client: kubernetes.NewForConfigOrDie(rc), logs: &lockedBuffer{}, metrics: metrics.New()}
+		client: kubernetes.NewForConfigOrDie(rc), logs: &sandboxtest.LogBuffer{}, metrics: metrics.New()}
 }
 
 // start runs an agent until the returned stop is called (or the test ends).
 func (w *world) start(t testing.TB, env ...string) (a *agent.Agent, stop func() error) {
 	t.Helper()
-	vars := map[string]string{"NODE_NAME": w.node, "INSTANCE_METADATA_URL": w.proxy.URL, "IMDS_POLL_INTERVAL": "200ms", "LOG_LEVEL": "debug"}
-	for i := 0; i+1 < len(env); i += 2 {
-		vars[env[i]] = env[i+1]
-	}
-	loaded, err := config.Load(nil, func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := loaded.Validate(config.ModeAgent); err != nil {
-		t.Fatal(err)
-	}
-	cfg := loaded.Config
+	defaults := []string{"NODE_NAME", w.node, "INSTANCE_METADATA_URL", w.proxy.URL, "IMDS_POLL_INTERVAL", "200ms", "LOG_LEVEL", "debug"}
+	cfg := sandboxtest.Config(t, config.ModeAgent, append(defaults, env...)...)
 	logger := slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	a = agent.New(cfg, w.client, imds.NewClient(cfg.MetadataURL, cfg.MetadataTries, false), logger)
 	a.FailingAfter = 2 * time.Second
@@ -557,12 +533,8 @@ func TestAgentEndToEnd(t *testing.T) {
 		w := newWorld(t, c, []string{"spot", "-a", "terminate", "-t", inTwoMinutes()})
 		other := newWorld(t, c, nil)
 		w.node = other.node // wrong wiring: this instance's metadata, another node's name
-		vars := map[string]string{"NODE_NAME": w.node, "INSTANCE_METADATA_URL": w.proxy.URL}
-		loaded, err := config.Load(nil, func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := agent.New(loaded.Config, w.client, imds.NewClient(w.proxy.URL, 3, false), slog.New(slog.NewTextHandler(w.logs, nil)))
+		cfg := sandboxtest.Config(t, config.ModeAgent, "NODE_NAME", w.node, "INSTANCE_METADATA_URL", w.proxy.URL)
+		a := agent.New(cfg, w.client, imds.NewClient(w.proxy.URL, 3, false), slog.New(slog.NewTextHandler(w.logs, nil)))
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		if err := a.Run(ctx); !errors.Is(err, agent.ErrWrongNode) {

@@ -85,21 +85,14 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers int) {
 			b.Fatal(err)
 		}
 	}
-	vars := map[string]string{"QUEUE_URL": queueURL, "AWS_REGION": "us-east-1", "AWS_ENDPOINT": fake.URL(), "CLUSTER_NAME": "sandbox",
-		"WORKERS": strconv.Itoa(workers), "SQS_MSG_VISIBILITY_TIMEOUT_SEC": "30"}
-	loaded, err := config.Load(nil, func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := loaded.Validate(config.ModeController); err != nil {
-		b.Fatal(err)
-	}
+	cfg := sandboxtest.Config(b, config.ModeController, "QUEUE_URL", queueURL, "AWS_REGION", "us-east-1", "AWS_ENDPOINT", fake.URL(),
+		"CLUSTER_NAME", "sandbox", "WORKERS", strconv.Itoa(workers), "SQS_MSG_VISIBILITY_TIMEOUT_SEC", "30")
 	rc, err := c.UserConfig("lifeboat-bench", "system:masters")
 	if err != nil {
 		b.Fatal(err)
 	}
-	rc.QPS, rc.Burst = float32(loaded.Config.KubeAPIQPS), loaded.Config.KubeAPIBurst
-	ctl := controller.New(loaded.Config, kubernetes.NewForConfigOrDie(rc), queue, cloud.NewAWSEC2(awsCfg), cloud.NewAWSAutoScaling(awsCfg), slog.New(slog.DiscardHandler), nil)
+	rc.QPS, rc.Burst = float32(cfg.KubeAPIQPS), cfg.KubeAPIBurst
+	ctl := controller.New(cfg, kubernetes.NewForConfigOrDie(rc), queue, cloud.NewAWSEC2(awsCfg), cloud.NewAWSAutoScaling(awsCfg), slog.New(slog.DiscardHandler), nil)
 
 	b.StartTimer()
 	start := time.Now()

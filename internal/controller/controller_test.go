@@ -1,12 +1,10 @@
 package controller_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -96,22 +94,15 @@ func TestControllerEndToEnd(t *testing.T) {
 		}
 	}
 
-	vars := map[string]string{"ENABLE_SQS_TERMINATION_DRAINING": "true", "QUEUE_URL": queueURL, "AWS_REGION": "us-east-1",
-		"AWS_ENDPOINT": fake.URL(), "CLUSTER_NAME": "sandbox", "TAINT_NODE": "true", "SQS_MSG_VISIBILITY_TIMEOUT_SEC": "5"}
-	loaded, err := config.Load(nil, func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := loaded.Validate(config.ModeController); err != nil {
-		t.Fatal(err)
-	}
+	cfg := sandboxtest.Config(t, config.ModeController, "ENABLE_SQS_TERMINATION_DRAINING", "true", "QUEUE_URL", queueURL, "AWS_REGION", "us-east-1",
+		"AWS_ENDPOINT", fake.URL(), "CLUSTER_NAME", "sandbox", "TAINT_NODE", "true", "SQS_MSG_VISIBILITY_TIMEOUT_SEC", "5")
 	rc, err := c.UserConfig("lifeboat-controller", "system:masters")
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &sandboxtest.LogBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
-	ctl := controller.New(loaded.Config, kubernetes.NewForConfigOrDie(rc), queue, cloud.NewAWSEC2(awsCfg), cloud.NewAWSAutoScaling(awsCfg), logger, nil)
+	ctl := controller.New(cfg, kubernetes.NewForConfigOrDie(rc), queue, cloud.NewAWSEC2(awsCfg), cloud.NewAWSAutoScaling(awsCfg), logger, nil)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- ctl.RunWithLeaderElection(runCtx) }()
@@ -199,16 +190,3 @@ func TestControllerEndToEnd(t *testing.T) {
 	}
 	t.Logf("CompleteLifecycleAction calls: %d; DescribeInstances calls: %d", completions, fake.CallCount("ec2", "DescribeInstances"))
 }
-
-// lockedBuffer collects logs written by concurrent goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }

@@ -13,21 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/sandbox"
 	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
 )
-
-func defaults(t *testing.T) *config.Config {
-	t.Helper()
-	l, err := config.Load(nil, func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l.Config
-}
 
 func TestHandlerCoalescing(t *testing.T) {
 	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{AuditLog: true})
@@ -59,7 +49,7 @@ func TestHandlerCoalescing(t *testing.T) {
 
 	t.Run("spot and ASG notices at once: one drain, each completed after it", func(t *testing.T) {
 		node, inst := nodeWithPods(t, 6)
-		h := interruption.NewHandler(defaults(t), client, slog.New(slog.DiscardHandler))
+		h := interruption.NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
 		var completions sync.Map
 		var hookCalls atomic.Int32
 		h.OnDrained = func(ctx context.Context, n notice.Notice) error {
@@ -118,7 +108,7 @@ func TestHandlerCoalescing(t *testing.T) {
 
 	t.Run("a notice days ahead never delays an urgent one", func(t *testing.T) {
 		node, inst := nodeWithPods(t, 3)
-		h := interruption.NewHandler(defaults(t), client, slog.New(slog.DiscardHandler))
+		h := interruption.NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
 		ctx, cancel := context.WithCancel(context.Background())
 		scheduledDone := make(chan error, 1)
 		go func() {

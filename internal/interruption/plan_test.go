@@ -6,20 +6,11 @@ import (
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
 )
 
 func TestPlanFor(t *testing.T) {
-	load := func(env ...string) *config.Config {
-		m := map[string]string{}
-		for i := 0; i+1 < len(env); i += 2 {
-			m[env[i]] = env[i+1]
-		}
-		l, err := config.Load(nil, func(k string) (string, bool) { v, ok := m[k]; return v, ok })
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l.Config
-	}
+	load := func(env ...string) *config.Config { return sandboxtest.Config(t, "", env...) }
 	tests := []struct {
 		name string
 		kind notice.Kind

@@ -20,17 +20,7 @@ func TestRelease(t *testing.T) {
 	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	load := func(env ...string) *config.Config {
-		m := map[string]string{}
-		for i := 0; i+1 < len(env); i += 2 {
-			m[env[i]] = env[i+1]
-		}
-		l, err := config.Load(nil, func(k string) (string, bool) { v, ok := m[k]; return v, ok })
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l.Config
-	}
+	load := func(env ...string) *config.Config { return sandboxtest.Config(t, "", env...) }
 	get := func(name string) *corev1.Node {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

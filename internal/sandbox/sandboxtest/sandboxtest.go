@@ -6,17 +6,20 @@
 package sandboxtest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/sandbox"
 	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
 )
@@ -147,4 +150,39 @@ func IMDSProxy(t testing.TB, m *sandbox.IMDS) *sandbox.IMDSProxy {
 	}
 	t.Cleanup(p.Close)
 	return p
+}
+
+// LogBuffer collects log output written by concurrent goroutines.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String returns everything written so far.
+func (l *LogBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// Config loads Lifeboat's configuration from name/value pairs (as environment variables) and,
+// when mode is not empty, validates it for that mode; a problem fails the test.
+func Config(tb testing.TB, mode config.Mode, pairs ...string) *config.Config {
+	tb.Helper()
+	env := map[string]string{}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		env[pairs[i]] = pairs[i+1]
+	}
+	loaded, err := config.Load(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if mode != "" {
+		if err := loaded.Validate(mode); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return loaded.Config
 }
