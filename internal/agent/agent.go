@@ -106,9 +106,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		case n := <-notices:
 			a.log.Info("notice received", "notice", n.ID, "kind", n.Kind, "deadline", n.Deadline, "description", n.Description)
-			if a.Metrics != nil {
-				a.Metrics.Notices.WithLabelValues(string(n.Kind), string(n.Source)).Inc()
-			}
+			a.Metrics.Notice(string(n.Kind), string(n.Source))
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():

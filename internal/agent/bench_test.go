@@ -107,11 +107,13 @@ func BenchmarkIdleAgent(b *testing.B) {
 		const window = 30 * time.Second
 		time.Sleep(window)
 		requests, imdsRequests := len(auditOf(b, c, w.user))-requestsBefore, w.proxy.Requests()-imdsBefore
-		rss := rssMiB(b, cmd.Process.Pid)
+		rss, anon, file := rssMiB(b, cmd.Process.Pid)
 		cmd.Process.Signal(os.Interrupt)
 		cmd.Wait()
 		logs.Close()
 		b.ReportMetric(rss, "idle-RSS-MiB")
+		b.ReportMetric(anon, "idle-RSS-anon-MiB")
+		b.ReportMetric(file, "idle-RSS-file-MiB")
 		b.ReportMetric(float64(requests)/window.Minutes(), "kube-requests/min")
 		b.ReportMetric(float64(imdsRequests)/window.Seconds(), "imds-requests/s")
 	}
@@ -126,18 +128,23 @@ func auditOf(tb testing.TB, c *sandbox.Cluster, user string) []sandbox.AuditEven
 	return ev
 }
 
-func rssMiB(b *testing.B, pid int) float64 {
+// rssMiB reads a process's resident memory in MiB: total, anonymous (heap, stacks) and
+// file-backed (the mapped binary).
+func rssMiB(b *testing.B, pid int) (total, anon, file float64) {
 	b.Helper()
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)
 	}
+	fields := map[string]*float64{"VmRSS:": &total, "RssAnon:": &anon, "RssFile:": &file}
 	for line := range strings.SplitSeq(string(status), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(line); len(f) >= 2 && fields[f[0]] != nil {
 			kb, _ := strconv.Atoi(f[1])
-			return float64(kb) / 1024
+			*fields[f[0]] = float64(kb) / 1024
 		}
 	}
-	b.Fatal("no VmRSS")
-	return 0
+	if total == 0 {
+		b.Fatal("no VmRSS")
+	}
+	return total, anon, file
 }

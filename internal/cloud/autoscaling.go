@@ -27,6 +27,9 @@ type AutoScaling interface {
 	// CompleteLifecycleAction lets the lifecycle transition continue. A repeated call
 	// returns ErrNoActiveAction.
 	CompleteLifecycleAction(ctx context.Context, a LifecycleAction) error
+	// RecordLifecycleActionHeartbeat extends the action's heartbeat timeout. A call for an
+	// action that is over returns ErrNoActiveAction.
+	RecordLifecycleActionHeartbeat(ctx context.Context, a LifecycleAction) error
 }
 
 // ErrNoActiveAction means there is no pending action to complete: it was completed already
@@ -83,14 +86,7 @@ func (a *AWSAutoScaling) CompleteLifecycleAction(ctx context.Context, la Lifecyc
 		in.InstanceId = aws.String(la.InstanceID)
 	}
 	_, err := a.client.CompleteLifecycleAction(ctx, in)
-	var apiErr smithy.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationError" && strings.Contains(apiErr.ErrorMessage(), "No active Lifecycle Action") {
-		return fmt.Errorf("CompleteLifecycleAction %s/%s for %s: %w", la.Group, la.Hook, la.InstanceID, ErrNoActiveAction)
-	}
-	if err != nil {
-		return fmt.Errorf("CompleteLifecycleAction %s/%s for %s: %w", la.Group, la.Hook, la.InstanceID, err)
-	}
-	return nil
+	return actionError("CompleteLifecycleAction", la, err)
 }
 
 // IsPermanent reports errors that retrying will not fix (missing permissions, a hook or
@@ -105,4 +101,33 @@ func IsPermanent(err error) bool {
 		return true
 	}
 	return false
+}
+
+// RecordLifecycleActionHeartbeat restarts the hook's heartbeat timeout, so the instance is
+// kept while its node drains. A call for an action that is over returns ErrNoActiveAction.
+func (a *AWSAutoScaling) RecordLifecycleActionHeartbeat(ctx context.Context, la LifecycleAction) error {
+	in := &autoscaling.RecordLifecycleActionHeartbeatInput{
+		AutoScalingGroupName: aws.String(la.Group),
+		LifecycleHookName:    aws.String(la.Hook),
+	}
+	if la.Token != "" {
+		in.LifecycleActionToken = aws.String(la.Token)
+	} else {
+		in.InstanceId = aws.String(la.InstanceID)
+	}
+	_, err := a.client.RecordLifecycleActionHeartbeat(ctx, in)
+	return actionError("RecordLifecycleActionHeartbeat", la, err)
+}
+
+// actionError names the action in err and maps Auto Scaling's answer for an action that is
+// no longer pending to ErrNoActiveAction.
+func actionError(op string, la LifecycleAction, err error) error {
+	if err == nil {
+		return nil
+	}
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationError" && strings.Contains(apiErr.ErrorMessage(), "No active Lifecycle Action") {
+		return fmt.Errorf("%s %s/%s for %s: %w", op, la.Group, la.Hook, la.InstanceID, ErrNoActiveAction)
+	}
+	return fmt.Errorf("%s %s/%s for %s: %w", op, la.Group, la.Hook, la.InstanceID, err)
 }

@@ -47,13 +47,18 @@ type Controller struct {
 	// lifecycles holds the hook of each Auto Scaling notice being handled, by notice id, for
 	// completion after its drain.
 	lifecycles sync.Map
+
+	// heartbeatUnit is what HEARTBEAT_INTERVAL and HEARTBEAT_UNTIL count in: a second
+	// (tests shorten it).
+	heartbeatUnit time.Duration
 }
 
 // New builds a controller on the given AWS clients (see cloud.LoadAWSConfig).
 func New(cfg *config.Config, client kubernetes.Interface, queue sqs.API, ec2 cloud.EC2, asg cloud.AutoScaling, logger *slog.Logger, m *metrics.Metrics) *Controller {
 	c := &Controller{cfg: cfg, client: client, queue: queue, ec2: ec2, asg: asg, log: logger, metrics: m,
-		handler: interruption.NewHandler(cfg, client, logger)}
+		handler: interruption.NewHandler(cfg, client, logger), heartbeatUnit: time.Second}
 	c.handler.OnDrained = c.completeLifecycle
+	c.handler.Metrics = m
 	return c
 }
 
@@ -176,9 +181,7 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 		return sqs.Done, 0
 	}
 	for _, n := range res.Notices {
-		if c.metrics != nil {
-			c.metrics.Notices.WithLabelValues(string(n.Kind), string(n.Source)).Inc()
-		}
+		c.metrics.Notice(string(n.Kind), string(n.Source))
 		if n.Kind == notice.ASGLaunch {
 			if out, delay := c.handleLaunch(ctx, resolver, n, res.Lifecycle, log); out != sqs.Done {
 				return out, delay
@@ -204,7 +207,9 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 		if res.Lifecycle != nil {
 			c.lifecycles.Store(n.ID, *res.Lifecycle)
 		}
+		stopHeartbeats := c.startHeartbeats(ctx, n, res.Lifecycle, verdict.Node, log)
 		err = c.handler.Handle(ctx, n, verdict.Node.Name)
+		stopHeartbeats()
 		c.lifecycles.Delete(n.ID)
 		if err != nil {
 			if errors.Is(err, context.Canceled) {

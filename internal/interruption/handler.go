@@ -20,6 +20,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/ownership"
@@ -72,6 +73,8 @@ type Handler struct {
 	// complete the Auto Scaling lifecycle action), before the drain is recorded as done. An
 	// error leaves the notice unfinished, to be retried.
 	OnDrained func(ctx context.Context, n notice.Notice) error
+	// Metrics, when set, counts actions, drains and evictions.
+	Metrics *metrics.Metrics
 
 	cfg     *config.Config
 	client  kubernetes.Interface
@@ -160,6 +163,7 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 	}
 	// One write for everything, computed from the node just read.
 	res, err := h.writer.Apply(ctx, nodeName, node, "cordon for notice "+n.ID, edits...)
+	h.Metrics.Action(metrics.ActionCordon, writeResult(res, err, h.cfg.DryRun))
 	if err != nil {
 		return err
 	}
@@ -236,6 +240,7 @@ func (h *Handler) waitForStart(ctx context.Context, deadline time.Time, log *slo
 
 func (h *Handler) drain(ctx context.Context, n notice.Notice, nodeName string, deadline time.Time, log *slog.Logger) error {
 	res, err := h.drainer.Drain(ctx, nodeName, deadline)
+	h.countDrain(res, err)
 	log.Info("drain finished", "selected", len(res.Pods), "skipped", len(res.Skipped), "remaining", len(res.Remaining()),
 		"seconds", res.Finished.Sub(res.Started).Seconds(), "dryRun", res.DryRun, "err", err)
 	for _, s := range res.Skipped {
@@ -263,6 +268,70 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, 
 	return err
 }
 
+// RecordHeartbeat notes on the node that a lifecycle heartbeat was sent for the notice at
+// the given time.
+func (h *Handler) RecordHeartbeat(ctx context.Context, nodeName, noticeID string, at time.Time) error {
+	edit := editRecord(func(r *Record) {
+		if r.Heartbeat == nil || r.Heartbeat.Notice != noticeID {
+			r.Heartbeat = &Heartbeat{Notice: noticeID}
+		}
+		r.Heartbeat.Count++
+		r.Heartbeat.Last = at.UTC().Truncate(time.Second)
+	})
+	_, err := h.writer.Apply(ctx, nodeName, nil, "record lifecycle heartbeat for notice "+noticeID, edit)
+	return err
+}
+
+// countDrain records a drain's duration and its pods' evictions.
+func (h *Handler) countDrain(res *drain.Result, err error) {
+	if h.Metrics == nil || res == nil {
+		return
+	}
+	if res.DryRun {
+		h.Metrics.Action(metrics.ActionDrain, metrics.ResultDryRun)
+		return
+	}
+	h.Metrics.Drain(res.Finished.Sub(res.Started), err)
+	counts := map[string]int{}
+	for _, p := range res.Pods {
+		switch {
+		case p.Forced:
+			counts["forced"]++
+		case !p.EvictedAt.IsZero():
+			counts["evicted"]++
+		case p.Error != "":
+			counts["failed"]++
+		}
+		// Every request but an accepted or failed last one was refused and retried.
+		if p.Forced || (p.EvictedAt.IsZero() && p.Error == "") {
+			counts["refused"] += p.Attempts
+		} else {
+			counts["refused"] += max(p.Attempts-1, 0)
+		}
+	}
+	for r, n := range counts {
+		h.Metrics.Evictions(r, n)
+	}
+}
+
+// writeResult is the metrics result of a node write.
+func writeResult(res nodes.Result, err error, dryRun bool) string {
+	switch {
+	case err != nil:
+		return metrics.ResultError
+	case !res.Changed:
+		return metrics.ResultSkipped
+	}
+	return dryRunOr(dryRun, metrics.ResultOK)
+}
+
+func dryRunOr(dryRun bool, r string) string {
+	if dryRun {
+		return metrics.ResultDryRun
+	}
+	return r
+}
+
 // release undoes a notice whose scheduled event was canceled or completed. The node is
 // uncordoned, and the interruption taints and labels removed, only when every notice that
 // acted on it has been released, and only for what Lifeboat did itself. The decision is made
@@ -286,7 +355,11 @@ func (h *Handler) release(ctx context.Context, n notice.Notice, node *corev1.Nod
 		})
 	}
 	if _, err := h.writer.Apply(ctx, node.Name, node, "release notice "+n.ID, release); err != nil {
+		h.Metrics.Action(metrics.ActionUncordon, metrics.ResultError)
 		return err
+	}
+	if uncordoned {
+		h.Metrics.Action(metrics.ActionUncordon, dryRunOr(h.cfg.DryRun, metrics.ResultOK))
 	}
 	log.Info("scheduled event ended; released the notice", "uncordoned", uncordoned)
 	return nil

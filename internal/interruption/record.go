@@ -49,6 +49,16 @@ type Record struct {
 	// RebootAfter is set for scheduled reboots: a node that booted after this time has been
 	// through the reboot and is uncordoned.
 	RebootAfter time.Time `json:"rebootAfter,omitzero"`
+	// Heartbeat is the progress of the Auto Scaling heartbeats sent while the node drains,
+	// so that a restarted or new leader goes on from the last one instead of starting over.
+	Heartbeat *Heartbeat `json:"heartbeat,omitempty"`
+}
+
+// Heartbeat counts the lifecycle heartbeats sent for one notice.
+type Heartbeat struct {
+	Notice string    `json:"notice"`
+	Count  int       `json:"count"`
+	Last   time.Time `json:"last"`
 }
 
 // AllReleased reports whether every notice in the record has been released.

@@ -1,47 +1,214 @@
 // Package metrics holds Lifeboat's Prometheus metrics on a registry of its own (no global
 // state, so tests and several instances in one process do not collide). Labels are bounded:
-// never a node name, instance id or notice id.
+// never a node name, instance id or notice id. Every method is safe on a nil *Metrics, which
+// counts nothing, so callers need no checks.
 package metrics
 
 import (
+	"errors"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// Results used as label values.
+const (
+	ResultOK       = "ok"
+	ResultError    = "error"
+	ResultDryRun   = "dry_run"
+	ResultSkipped  = "skipped"   // nothing to do (already done, not wanted)
+	ResultNotFound = "not_found" // a lifecycle action that is already over
+)
+
+// Actions counted by lifeboat_actions_total.
+const (
+	ActionCordon            = "cordon" // taint, label and cordon in one write
+	ActionDrain             = "drain"
+	ActionUncordon          = "uncordon"
+	ActionLifecycleComplete = "lifecycle_complete"
+	ActionHeartbeat         = "lifecycle_heartbeat"
+	ActionWebhook           = "webhook"
+)
+
 // Metrics are the collectors Lifeboat updates.
 type Metrics struct {
 	Registry *prometheus.Registry
-	// IMDSPolls counts instance-metadata polls by path and result ("ok" or "error").
-	IMDSPolls *prometheus.CounterVec
-	// Notices counts notices received, by kind and source.
-	Notices *prometheus.CounterVec
+
+	imdsPolls     *prometheus.CounterVec
+	notices       *prometheus.CounterVec
+	actions       *prometheus.CounterVec
+	drainSeconds  *prometheus.HistogramVec
+	evictions     *prometheus.CounterVec
+	queueMessages *prometheus.CounterVec
+	queueLag      prometheus.Histogram
+	sqsCalls      *prometheus.CounterVec
+	awsCalls      *prometheus.CounterVec
+	leader        prometheus.Gauge
+	sourceHealthy *prometheus.GaugeVec
+	configWarn    *prometheus.GaugeVec
 }
 
 // New registers Lifeboat's metrics, plus the Go runtime and process collectors.
 func New() *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
-		IMDSPolls: prometheus.NewCounterVec(prometheus.CounterOpts{
+		imdsPolls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_imds_polls_total", Help: "Instance-metadata polls by path and result (ok, error).",
 		}, []string{"path", "result"}),
-		Notices: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lifeboat_notices_total", Help: "Notices received, by kind and source.",
+		notices: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lifeboat_notices_total", Help: "Notices received, by kind and source (imds, queue); repeats included.",
 		}, []string{"kind", "source"}),
+		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lifeboat_actions_total",
+			Help: "Actions taken, by action (cordon, drain, uncordon, lifecycle_complete, lifecycle_heartbeat, webhook) and result (ok, error, dry_run, skipped, not_found).",
+		}, []string{"action", "result"}),
+		drainSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "lifeboat_drain_duration_seconds", Help: "Time from the start of a drain until its pods were gone (result ok) or it gave up (error).",
+			Buckets: []float64{0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800},
+		}, []string{"result"}),
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lifeboat_evictions_total",
+			Help: "Eviction requests by result: evicted, refused (a PodDisruptionBudget or a transient error; retried), forced (deleted near the deadline), failed.",
+		}, []string{"result"}),
+		queueMessages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lifeboat_queue_messages_total",
+			Help: "Queue messages handled, by outcome: done, retry, unreadable, ignored, not_owned.",
+		}, []string{"outcome"}),
+		queueLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "lifeboat_queue_lag_seconds", Help: "Time from a message being sent to the queue to its first handling.",
+			Buckets: []float64{0.1, 0.5, 1, 2, 5, 10, 30, 60, 300},
+		}),
+		sqsCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lifeboat_sqs_calls_total", Help: "SQS calls by event (receive, delete, extend, retry) and result (ok, error).",
+		}, []string{"event", "result"}),
+		awsCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lifeboat_aws_calls_total", Help: "EC2 and Auto Scaling calls by operation and result (ok, error, not_found).",
+		}, []string{"operation", "result"}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lifeboat_leader", Help: "1 while this controller replica holds the leader Lease.",
+		}),
+		sourceHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lifeboat_source_healthy", Help: "1 while the notice source (imds, queue) answers; 0 after a sustained failure.",
+		}, []string{"source"}),
+		configWarn: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lifeboat_config_warning", Help: "1 for each configuration warning found at start (e.g. cluster_name_unset).",
+		}, []string{"warning"}),
 	}
-	m.Registry.MustRegister(m.IMDSPolls, m.Notices, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Registry.MustRegister(m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
+		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+func result(err error) string {
+	if err != nil {
+		return ResultError
+	}
+	return ResultOK
 }
 
 // ObserveIMDS records one poll; it fits imds.Options.Observe.
 func (m *Metrics) ObserveIMDS(path string, err error) {
-	result := "ok"
-	if err != nil {
-		result = "error"
+	if m != nil {
+		m.imdsPolls.WithLabelValues(path, result(err)).Inc()
 	}
-	m.IMDSPolls.WithLabelValues(path, result).Inc()
+}
+
+// ObserveSQS records one SQS call; it fits sqs.ConsumerOptions.Observe.
+func (m *Metrics) ObserveSQS(event string, err error) {
+	if m != nil {
+		m.sqsCalls.WithLabelValues(event, result(err)).Inc()
+	}
+}
+
+// Notice counts a notice received.
+func (m *Metrics) Notice(kind, source string) {
+	if m != nil {
+		m.notices.WithLabelValues(kind, source).Inc()
+	}
+}
+
+// Action counts an action and its result (one of the Result constants).
+func (m *Metrics) Action(action, result string) {
+	if m != nil {
+		m.actions.WithLabelValues(action, result).Inc()
+	}
+}
+
+// ActionErr counts an action as ok or error.
+func (m *Metrics) ActionErr(action string, err error) { m.Action(action, result(err)) }
+
+// Drain records a finished drain.
+func (m *Metrics) Drain(d time.Duration, err error) {
+	if m != nil {
+		m.drainSeconds.WithLabelValues(result(err)).Observe(d.Seconds())
+		m.actions.WithLabelValues(ActionDrain, result(err)).Inc()
+	}
+}
+
+// Evictions adds n eviction requests with the given result (evicted, refused, forced, failed).
+func (m *Metrics) Evictions(result string, n int) {
+	if m != nil && n > 0 {
+		m.evictions.WithLabelValues(result).Add(float64(n))
+	}
+}
+
+// QueueMessage counts a handled message by outcome.
+func (m *Metrics) QueueMessage(outcome string) {
+	if m != nil {
+		m.queueMessages.WithLabelValues(outcome).Inc()
+	}
+}
+
+// QueueLag records how long a message waited in the queue.
+func (m *Metrics) QueueLag(d time.Duration) {
+	if m != nil && d >= 0 {
+		m.queueLag.Observe(d.Seconds())
+	}
+}
+
+// AWSCall counts an EC2 or Auto Scaling call. notFound, when not nil, is the error meaning
+// "nothing to act on", counted apart from failures.
+func (m *Metrics) AWSCall(operation string, err, notFound error) {
+	if m == nil {
+		return
+	}
+	r := result(err)
+	if err != nil && notFound != nil && errors.Is(err, notFound) {
+		r = ResultNotFound
+	}
+	m.awsCalls.WithLabelValues(operation, r).Inc()
+}
+
+// Leader sets whether this replica leads.
+func (m *Metrics) Leader(leading bool) {
+	if m != nil {
+		m.leader.Set(b2f(leading))
+	}
+}
+
+// SourceHealthy sets a notice source's health.
+func (m *Metrics) SourceHealthy(source string, healthy bool) {
+	if m != nil {
+		m.sourceHealthy.WithLabelValues(source).Set(b2f(healthy))
+	}
+}
+
+// ConfigWarning flags a configuration warning found at start.
+func (m *Metrics) ConfigWarning(name string) {
+	if m != nil {
+		m.configWarn.WithLabelValues(name).Set(1)
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Handler serves the registry in the Prometheus text format.

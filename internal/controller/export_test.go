@@ -1,0 +1,7 @@
+package controller
+
+import "time"
+
+// SetHeartbeatUnit makes HEARTBEAT_INTERVAL and HEARTBEAT_UNTIL count in unit instead of
+// seconds, so a test sees several heartbeats in a few seconds.
+func SetHeartbeatUnit(c *Controller, unit time.Duration) { c.heartbeatUnit = unit }

@@ -1,0 +1,85 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/source/sqs"
+)
+
+// startHeartbeats starts lifecycle heartbeats for a termination hook when HEARTBEAT_INTERVAL
+// is set (never in dry-run), and returns the function that stops them.
+func (c *Controller) startHeartbeats(ctx context.Context, n notice.Notice, lc *sqs.Lifecycle, node *corev1.Node, log *slog.Logger) (stop func()) {
+	if lc == nil || n.Kind != notice.ASGTermination || c.cfg.HeartbeatInterval <= 0 || c.cfg.DryRun {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.heartbeats(ctx, n, *lc, node, log.With("notice", n.ID, "group", lc.Group, "hook", lc.Hook))
+	}()
+	return func() { cancel(); <-done }
+}
+
+// heartbeats keeps an Auto Scaling termination hook alive while its node drains
+// (HEARTBEAT_INTERVAL), for at most HEARTBEAT_UNTIL from when the hook began. Progress is
+// recorded on the Node, so a restarted or new leader resumes the schedule instead of
+// starting over (the hook's own timeout keeps running across a restart). It returns when ctx
+// ends, the window closes, or the action is over.
+func (c *Controller) heartbeats(ctx context.Context, n notice.Notice, lc sqs.Lifecycle, node *corev1.Node, log *slog.Logger) {
+	interval := time.Duration(c.cfg.HeartbeatInterval) * c.heartbeatUnit
+	began := n.StartTime
+	if began.IsZero() {
+		began = time.Now()
+	}
+	until := began.Add(time.Duration(c.cfg.HeartbeatUntil) * c.heartbeatUnit)
+	last := began
+	if rec, err := interruption.ReadRecord(node); err == nil && rec.Heartbeat != nil && rec.Heartbeat.Notice == n.ID {
+		last = rec.Heartbeat.Last
+		log.Info("resuming lifecycle heartbeats", "sent", rec.Heartbeat.Count, "last", last)
+	}
+	action := cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID, Token: lc.Token}
+	for {
+		next := last.Add(interval)
+		if next.After(until) {
+			log.Info("lifecycle heartbeats stop at HEARTBEAT_UNTIL; the hook's own timeout now runs", "until", until)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(next)):
+		}
+		err := c.asg.RecordLifecycleActionHeartbeat(ctx, action)
+		c.metrics.AWSCall("RecordLifecycleActionHeartbeat", err, cloud.ErrNoActiveAction)
+		switch {
+		case err == nil:
+			last = time.Now()
+			if err := c.handler.RecordHeartbeat(ctx, node.Name, n.ID, last); err != nil && ctx.Err() == nil {
+				log.Warn("lifecycle heartbeat sent but not recorded on the node", "err", err)
+			}
+			log.Debug("lifecycle heartbeat sent")
+		case errors.Is(err, cloud.ErrNoActiveAction):
+			log.Info("lifecycle action is over (completed or timed out); heartbeats stop", "err", err)
+			return
+		case cloud.IsPermanent(err):
+			log.Error("cannot send lifecycle heartbeats; the hook will time out", "err", err)
+			return
+		default:
+			if ctx.Err() != nil {
+				return
+			}
+			// Try again soon rather than a whole interval later: the hook's timeout is running.
+			log.Warn("lifecycle heartbeat failed; retrying", "err", err)
+			last = time.Now().Add(min(5*time.Second, interval/4) - interval)
+		}
+	}
+}

@@ -1,0 +1,154 @@
+package controller_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/controller"
+	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/sandbox"
+	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
+	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+)
+
+// TestHeartbeatsResumeAfterRestart: a termination hook whose drain is held up by a
+// PodDisruptionBudget gets heartbeats; a controller stopped mid-drain and a new one started
+// go on counting from the node's record; the hook is completed once, after which heartbeats
+// stop.
+func TestHeartbeatsResumeAfterRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
+	q := sandboxtest.SQS(t, sandbox.SQSOptions{Queues: []string{"lifeboat"}, VisibilityTimeout: 2})
+	fake := sandboxtest.FakeAWS(t, q.Endpoint)
+	added, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := added[0]
+	instance := interruption.InstanceIDOf(node)
+	fake.AddInstance(fakeaws.Instance{ID: instance, PrivateDNSName: node.Name, AutoScalingGroup: "workers",
+		Tags: map[string]string{"aws-node-termination-handler/managed": ""}})
+	fake.AddLifecycleHook(fakeaws.LifecycleHook{Name: "drain", AutoScalingGroup: "workers"})
+	fake.BeginLifecycleAction("drain", "workers", instance, "token-1")
+
+	// One pod its budget protects: evictions are refused until the budget goes away (no
+	// controller-manager computes the budget's status, so it allows no disruption).
+	if err := c.EnsureNamespace(ctx, "db"); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "primary", Labels: map[string]string{"app": "db"}},
+		Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
+	if _, err := c.Client.CoreV1().Pods("db").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	one := intstr.FromInt32(1)
+	if _, err := c.Client.PolicyV1().PodDisruptionBudgets("db").Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "db"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	awsCfg := sandboxtest.AWSConfig(fake.URL())
+	queue := awssqs.NewFromConfig(awsCfg)
+	queueURL := q.QueueURLs["lifeboat"]
+	if _, err := queue.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: &queueURL, MessageBody: aws.String(hookMessage(instance, "token-1"))}); err != nil {
+		t.Fatal(err)
+	}
+	// HEARTBEAT_INTERVAL=30 and HEARTBEAT_UNTIL=3600 count in units of 10 ms here: a heartbeat
+	// every 0.3 s.
+	cfg := sandboxtest.Config(t, config.ModeController, "ENABLE_SQS_TERMINATION_DRAINING", "true", "QUEUE_URL", queueURL,
+		"AWS_REGION", "us-east-1", "AWS_ENDPOINT", fake.URL(), "SQS_MSG_VISIBILITY_TIMEOUT_SEC", "2",
+		"HEARTBEAT_INTERVAL", "30", "HEARTBEAT_UNTIL", "3600")
+	logs := &sandboxtest.LogBuffer{}
+	start := func() (stop func()) {
+		ctl := controller.New(cfg, kubernetes.NewForConfigOrDie(c.AdminConfig), queue, cloud.NewAWSEC2(awsCfg), cloud.NewAWSAutoScaling(awsCfg),
+			slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), nil)
+		controller.SetHeartbeatUnit(ctl, 10*time.Millisecond)
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- ctl.Run(runCtx) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil && runCtx.Err() == nil {
+				t.Errorf("controller: %v", err)
+			}
+		}
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("controller logs:\n%s", logs.String())
+		}
+	}()
+	heartbeats := func() int { _, _, n, _ := fake.LifecycleAction("token-1"); return n }
+	waitFor := func(what string, timeout time.Duration, cond func() bool) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	record := func() interruption.Record {
+		got, err := c.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := interruption.ReadRecord(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	stop := start()
+	waitFor("three heartbeats from the first controller", 30*time.Second, func() bool { return heartbeats() >= 3 })
+	stop()
+	before := record()
+	if before.Heartbeat == nil || before.Heartbeat.Count < 2 || before.Phase != interruption.PhaseDraining {
+		t.Fatalf("record after the first controller: %+v, want phase draining and the heartbeats counted", before)
+	}
+	sentBefore := heartbeats()
+
+	stop = start()
+	defer func() { stop() }()
+	waitFor("heartbeats from the second controller", 30*time.Second, func() bool { return heartbeats() >= sentBefore+2 })
+	if r := record(); r.Heartbeat == nil || r.Heartbeat.Count <= before.Heartbeat.Count {
+		t.Errorf("the record's heartbeat count went from %d to %+v: the second controller started over", before.Heartbeat.Count, r.Heartbeat)
+	}
+	if !strings.Contains(logs.String(), "resuming lifecycle heartbeats") {
+		t.Error("the second controller did not resume from the record")
+	}
+	if _, completed, _, _ := fake.LifecycleAction("token-1"); completed {
+		t.Fatal("the lifecycle action was completed while its pod was still on the node")
+	}
+
+	if err := c.Client.PolicyV1().PodDisruptionBudgets("db").Delete(ctx, "db", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the lifecycle action completed after the drain", 60*time.Second, func() bool {
+		_, completed, _, _ := fake.LifecycleAction("token-1")
+		return completed
+	})
+	final := heartbeats()
+	time.Sleep(time.Second) // several intervals
+	if n := heartbeats(); n != final {
+		t.Errorf("%d heartbeats after the action was completed", n-final)
+	}
+	if n := fake.CallCount("autoscaling", "CompleteLifecycleAction"); n != 1 {
+		t.Errorf("%d CompleteLifecycleAction calls, want 1", n)
+	}
+}
