@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -418,12 +417,12 @@ func TestAgentEndToEnd(t *testing.T) {
 		}
 		w.proxy.Show(spotPath)
 		w.waitPhase(t, interruption.PhaseDrained, 30*time.Second)
-		failed := testutil.ToFloat64(w.metrics.IMDSPolls.WithLabelValues(imds.PathSpot, "error"))
-		ok := testutil.ToFloat64(w.metrics.IMDSPolls.WithLabelValues(imds.PathSpot, "ok"))
+		failed := w.metrics.Value("lifeboat_imds_polls_total", "path", imds.PathSpot, "result", "error")
+		ok := w.metrics.Value("lifeboat_imds_polls_total", "path", imds.PathSpot, "result", "ok")
 		if failed < 2 || ok < 2 {
 			t.Errorf("lifeboat_imds_polls_total for the spot path: %v errors, %v ok; want both counted", failed, ok)
 		}
-		if n := testutil.ToFloat64(w.metrics.Notices.WithLabelValues("spot-interruption", "imds")); n != 1 {
+		if n := w.metrics.Value("lifeboat_notices_total", "kind", "spot-interruption", "source", "imds"); n != 1 {
 			t.Errorf("lifeboat_notices_total = %v, want 1", n)
 		}
 		logs := w.logs.String()

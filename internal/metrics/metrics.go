@@ -215,3 +215,43 @@ func b2f(b bool) float64 {
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
 }
+
+// Value returns the current value of a counter or gauge sample (for a histogram: its
+// observation count) whose labels include all the given name/value pairs, summed over the
+// matching samples; 0 when there is none. It reads through the registry, as a scrape would,
+// so tests check the exposed names.
+func (m *Metrics) Value(metric string, labelPairs ...string) float64 {
+	families, err := m.Registry.Gather()
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != metric {
+			continue
+		}
+	samples:
+		for _, s := range f.GetMetric() {
+			for i := 0; i+1 < len(labelPairs); i += 2 {
+				found := false
+				for _, l := range s.GetLabel() {
+					if l.GetName() == labelPairs[i] && l.GetValue() == labelPairs[i+1] {
+						found = true
+					}
+				}
+				if !found {
+					continue samples
+				}
+			}
+			switch {
+			case s.Counter != nil:
+				sum += s.GetCounter().GetValue()
+			case s.Gauge != nil:
+				sum += s.GetGauge().GetValue()
+			case s.Histogram != nil:
+				sum += float64(s.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return sum
+}
