@@ -235,16 +235,37 @@ func runPreflight(ctx context.Context, mode config.Mode, cfg *config.Config, std
 	} else if env.Kube, err = kube.NewClientset(rc); err != nil {
 		env.KubeErr = err
 	}
-	switch mode {
-	case config.ModeAgent:
-		env.IMDS = imds.NewClient(cfg.MetadataURL, cfg.MetadataTries, cfg.AllowIMDSv1)
-	case config.ModeController:
-		awsCfg, err := cloud.LoadAWSConfig(ctx, cfg.AWSRegion, cfg.AWSEndpoint)
+	loadAWS := func(region string) {
+		awsCfg, err := cloud.LoadAWSConfig(ctx, region, cfg.AWSEndpoint)
 		if err != nil {
 			env.AWSErr = err
 		} else {
 			env.AWS = preflight.NewAWS(awsCfg)
 		}
+	}
+	switch mode {
+	case config.ModeAgent:
+		metadata := imds.NewClient(cfg.MetadataURL, cfg.MetadataTries, cfg.AllowIMDSv1)
+		env.IMDS = metadata
+		if cfg.EnableASGLifecycleDraining && cfg.ASGLifecycleHookName != "" {
+			// The agent completes its hook with the region from AWS_REGION, else metadata.
+			region := cfg.AWSRegion
+			if region == "" {
+				body, found, err := metadata.Get(ctx, "placement/region")
+				region = strings.TrimSpace(string(body))
+				if err == nil && !found {
+					err = errors.New("not found")
+				}
+				if err != nil {
+					env.AWSErr = fmt.Errorf("AWS region: AWS_REGION is unset and instance metadata placement/region failed: %v", err)
+				}
+			}
+			if env.AWSErr == nil {
+				loadAWS(region)
+			}
+		}
+	case config.ModeController:
+		loadAWS(cfg.AWSRegion)
 	}
 	fmt.Fprintf(stdout, "lifeboat preflight, %s mode\n\n", mode)
 	rows := preflight.Run(ctx, mode, cfg, env)

@@ -26,11 +26,13 @@ type (
 		DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
 	}
 	AutoScalingAPI interface {
+		DescribeAutoScalingInstances(ctx context.Context, in *autoscaling.DescribeAutoScalingInstancesInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingInstancesOutput, error)
 		CompleteLifecycleAction(ctx context.Context, in *autoscaling.CompleteLifecycleActionInput, optFns ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error)
 	}
 )
 
-// AWS holds the clients the controller's checks use.
+// AWS holds the clients the AWS checks use (the controller's, and the agent's when it
+// completes lifecycle hooks).
 type AWS struct {
 	SQS         SQSAPI
 	EC2         EC2API
@@ -223,4 +225,24 @@ func CheckAutoScaling(ctx context.Context, api AutoScalingAPI) Row {
 		row.Fix = "allow " + action + " for the cluster's Auto Scaling groups; if the policy already allows it only on tagged groups, this probe cannot tell and the warning can be ignored"
 	}
 	return row
+}
+
+// CheckInstanceGroup asks which Auto Scaling group the instance is in, as the agent does
+// before completing its termination hook (ASG_LIFECYCLE_HOOK_NAME).
+func CheckInstanceGroup(ctx context.Context, api AutoScalingAPI, instanceID string) Row {
+	const action = "autoscaling:DescribeAutoScalingInstances"
+	out, err := api.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: []string{instanceID}})
+	if err != nil {
+		if kind, _ := classify(err); kind == allowed {
+			return Row{Check: action, Status: StatusFail, Detail: shortError(err), Fix: reachFix}
+		}
+		return awsRow(action, "", err)
+	}
+	for _, i := range out.AutoScalingInstances {
+		if aws.ToString(i.InstanceId) == instanceID {
+			return Row{Check: action, Status: StatusOK, Detail: fmt.Sprintf("instance %s is in group %s", instanceID, aws.ToString(i.AutoScalingGroupName))}
+		}
+	}
+	return Row{Check: action, Status: StatusWarn, Detail: fmt.Sprintf("instance %s is in no Auto Scaling group: there is no lifecycle hook to complete", instanceID),
+		Fix: "unset ASG_LIFECYCLE_HOOK_NAME on nodes outside Auto Scaling groups"}
 }

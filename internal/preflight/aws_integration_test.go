@@ -97,3 +97,37 @@ func TestAWSChecks(t *testing.T) {
 		})
 	}
 }
+
+// The agent's lookup of its own Auto Scaling group, before it completes its hook.
+func TestCheckInstanceGroup(t *testing.T) {
+	ctx := testContext(t)
+	tests := []struct {
+		name     string
+		instance string
+		deny     bool
+		want     Status
+		mention  string // in the detail, or the fix when not ok
+	}{
+		{"in a group", "i-0000000000000001", false, StatusOK, "group workers"},
+		{"in no group", "i-0000000000000002", false, StatusWarn, "ASG_LIFECYCLE_HOOK_NAME"},
+		{"denied", "i-0000000000000001", true, StatusFail, "allow autoscaling:DescribeAutoScalingInstances"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := sandboxtest.FakeAWS(t, "")
+			fake.AddInstance(fakeaws.Instance{ID: "i-0000000000000001", AutoScalingGroup: "workers"})
+			fake.AddInstance(fakeaws.Instance{ID: "i-0000000000000002"})
+			if tt.deny {
+				fake.Deny("autoscaling", "DescribeAutoScalingInstances")
+			}
+			r := CheckInstanceGroup(ctx, NewAWS(sandboxtest.AWSConfig(fake.URL())).AutoScaling, tt.instance)
+			text := r.Detail
+			if r.Status != StatusOK {
+				text = r.Fix
+			}
+			if r.Status != tt.want || !strings.Contains(text, tt.mention) {
+				t.Errorf("row %+v, want %s mentioning %q", r, tt.want, tt.mention)
+			}
+		})
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/sandbox"
+	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
 	"lifeboat.dev/lifeboat/internal/source/imds"
 )
@@ -229,6 +230,24 @@ func TestInSandbox(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("agent: completing lifecycle hooks adds the Auto Scaling checks", func(t *testing.T) {
+		fake := sandboxtest.FakeAWS(t, "")
+		fake.AddInstance(fakeaws.Instance{ID: interruption.InstanceIDOf(node), AutoScalingGroup: "workers"})
+		cfg := sandboxtest.Config(t, config.ModeAgent, "NODE_NAME", node.Name, "INSTANCE_METADATA_URL", m.URL,
+			"ENABLE_ASG_LIFECYCLE_DRAINING", "true", "ASG_LIFECYCLE_HOOK_NAME", "drain")
+		rows := Run(ctx, config.ModeAgent, cfg, Env{Kube: agent, IMDS: imds.NewClient(m.URL, 1, false), AWS: NewAWS(sandboxtest.AWSConfig(fake.URL()))})
+		byCheck := rowsByCheck(rows)
+		if r := byCheck["autoscaling:DescribeAutoScalingInstances"]; r.Status != StatusOK || !strings.Contains(r.Detail, "group workers") {
+			t.Errorf("group row %+v", r)
+		}
+		if r := byCheck["autoscaling:CompleteLifecycleAction"]; r.Status != StatusOK {
+			t.Errorf("completion row %+v", r)
+		}
+		if Failed(rows) {
+			t.Errorf("failed: %+v", rows)
+		}
+	})
 
 	t.Run("agent: without rights, the node row says so", func(t *testing.T) {
 		rc, err := c.UserConfig("nobody")

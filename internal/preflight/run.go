@@ -21,7 +21,9 @@ type Env struct {
 	KubeErr error
 	// IMDS reads instance metadata (agent mode).
 	IMDS imds.Getter
-	// AWS are the controller's clients; when AWSErr is set they could not be configured.
+	// AWS are the clients for the controller, and for the agent when it completes lifecycle
+	// hooks (ENABLE_ASG_LIFECYCLE_DRAINING with ASG_LIFECYCLE_HOOK_NAME); when AWSErr is set
+	// they could not be configured.
 	AWS    AWS
 	AWSErr error
 	// Timeout bounds each network check (default DefaultTimeout).
@@ -75,11 +77,24 @@ func Run(ctx context.Context, mode config.Mode, cfg *config.Config, env Env) []R
 		if kubeOK {
 			bounded(func(ctx context.Context) { rows = append(rows, CheckNode(ctx, env.Kube, cfg.NodeName, instanceID)) })
 		}
+		if cfg.EnableASGLifecycleDraining && cfg.ASGLifecycleHookName != "" {
+			if env.AWSErr != nil {
+				rows = append(rows, Row{Check: "aws configuration", Status: StatusFail, Detail: env.AWSErr.Error(), Fix: reachFix})
+			} else if env.AWS.AutoScaling != nil {
+				if instanceID != "" {
+					bounded(func(ctx context.Context) {
+						rows = append(rows, CheckInstanceGroup(ctx, env.AWS.AutoScaling, instanceID))
+					})
+				}
+				bounded(func(ctx context.Context) { rows = append(rows, CheckAutoScaling(ctx, env.AWS.AutoScaling)) })
+			}
+		}
 	case config.ModeController:
 		if env.AWSErr != nil {
 			rows = append(rows, Row{Check: "aws configuration", Status: StatusFail, Detail: env.AWSErr.Error(), Fix: reachFix})
 		} else {
 			bounded(func(ctx context.Context) { rows = append(rows, CheckQueue(ctx, env.AWS.SQS, cfg.QueueURL)...) })
+			// The settings that make ownership look instances up in EC2.
 			if cfg.CheckTagBeforeDraining || cfg.ClusterName != "" || !cfg.UseProviderID {
 				bounded(func(ctx context.Context) { rows = append(rows, CheckEC2(ctx, env.AWS.EC2)) })
 			} else {
