@@ -2,11 +2,13 @@
 //
 //	lifeboat agent       one node, notices from instance metadata (a DaemonSet)
 //	lifeboat controller  every node, notices from an SQS queue (a Deployment)
+//	lifeboat preflight   check permissions, the notice source and identity settings; exit 1 on failure
 //	lifeboat config      print the effective configuration and where each value came from
 //	lifeboat version     print the build
 //
 // With no sub-command it behaves like aws-node-termination-handler: controller mode when
-// ENABLE_SQS_TERMINATION_DRAINING is true, agent mode otherwise.
+// ENABLE_SQS_TERMINATION_DRAINING is true, agent mode otherwise. Before it starts either mode
+// it checks its Kubernetes permissions and exits 1 naming each one it lacks.
 package main
 
 import (
@@ -14,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -23,13 +26,17 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"lifeboat.dev/lifeboat/internal/agent"
+	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/health"
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/logging"
 	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/preflight"
 	"lifeboat.dev/lifeboat/internal/source/imds"
 	"lifeboat.dev/lifeboat/internal/version"
 )
@@ -48,7 +55,7 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
-	sub := ""
+	sub, preflightMode := "", config.Mode("")
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		sub, args = args[0], args[1:]
 	}
@@ -60,6 +67,15 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		usage(stdout)
 		return exitOK
 	case "", "agent", "controller", "config":
+	case "preflight":
+		// An optional mode argument; without one the mode is chosen as NTH does.
+		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+			if m := config.Mode(args[0]); m != config.ModeAgent && m != config.ModeController {
+				fmt.Fprintf(stderr, "lifeboat: preflight: unknown mode %q (agent or controller)\n", args[0])
+				return exitUsage
+			}
+			preflightMode, args = config.Mode(args[0]), args[1:]
+		}
 	default:
 		fmt.Fprintf(stderr, "lifeboat: unknown command %q\n\n", sub)
 		usage(stderr)
@@ -77,6 +93,9 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	mode := loaded.Config.ModeFromEnv()
 	if sub == "agent" || sub == "controller" {
 		mode = config.Mode(sub)
+	}
+	if preflightMode != "" {
+		mode = preflightMode
 	}
 	if err := loaded.Validate(mode); err != nil {
 		return configError(stderr, err)
@@ -96,6 +115,9 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 
 	logger := logging.New(stderr, loaded.Config.JSONLogging, loaded.Config.LogLevel)
 	logging.RouteKlog(logger)
+	if sub == "preflight" {
+		return runPreflight(ctx, mode, loaded.Config, stdout, stderr)
+	}
 	for _, w := range loaded.Warnings {
 		logger.Warn(w)
 	}
@@ -123,6 +145,9 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return exitFailure
 	}
 	logger.Info("connected to Kubernetes", "host", rc.Host, "serverVersion", sv.GitVersion)
+	if !permitted(ctx, client, mode, loaded.Config, logger) {
+		return exitFailure
+	}
 
 	m := metrics.New()
 	if loaded.Config.EnablePrometheusServer {
@@ -170,6 +195,90 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 }
 
+// permitted checks, with one SelfSubjectAccessReview per permission, that Lifeboat holds every
+// Kubernetes permission the mode needs, and logs each one it lacks: failing at start names
+// the problem, failing mid-drain would leave a node half done.
+func permitted(ctx context.Context, client kubernetes.Interface, mode config.Mode, cfg *config.Config, logger *slog.Logger) bool {
+	ctx, cancel := context.WithTimeout(ctx, preflight.DefaultTimeout)
+	defer cancel()
+	missing, err := preflight.CheckRBAC(ctx, client, preflight.Permissions(mode, cfg))
+	if err != nil {
+		logger.Error("cannot check Kubernetes permissions", "err", err)
+		return false
+	}
+	for _, p := range missing {
+		attrs := []any{"verb", p.Verb, "resource", p.ResourceName()}
+		for _, kv := range [][2]string{{"apiGroup", p.Group}, {"namespace", p.Namespace}, {"name", p.Name}} {
+			if kv[1] != "" {
+				attrs = append(attrs, kv[0], kv[1])
+			}
+		}
+		logger.Error("missing Kubernetes permission", append(attrs, "neededTo", p.Why)...)
+	}
+	if len(missing) > 0 {
+		names := make([]string, len(missing))
+		for i, p := range missing {
+			names[i] = p.String()
+		}
+		logger.Error("not starting: grant the missing Kubernetes permissions (lifeboat preflight shows them all)",
+			"mode", mode, "missing", strings.Join(names, ", "))
+		return false
+	}
+	return true
+}
+
+// runPreflight prints the preflight table; exit 1 when a check failed.
+func runPreflight(ctx context.Context, mode config.Mode, cfg *config.Config, stdout, stderr io.Writer) int {
+	env := preflight.Env{}
+	if rc, err := kube.RESTConfig(cfg); err != nil {
+		env.KubeErr = err
+	} else if env.Kube, err = kube.NewClientset(rc); err != nil {
+		env.KubeErr = err
+	}
+	loadAWS := func(region string) {
+		awsCfg, err := cloud.LoadAWSConfig(ctx, region, cfg.AWSEndpoint)
+		if err != nil {
+			env.AWSErr = err
+		} else {
+			env.AWS = preflight.NewAWS(awsCfg)
+		}
+	}
+	switch mode {
+	case config.ModeAgent:
+		metadata := imds.NewClient(cfg.MetadataURL, cfg.MetadataTries, cfg.AllowIMDSv1)
+		env.IMDS = metadata
+		if cfg.EnableASGLifecycleDraining && cfg.ASGLifecycleHookName != "" {
+			// The agent completes its hook with the region from AWS_REGION, else metadata.
+			region := cfg.AWSRegion
+			if region == "" {
+				body, found, err := metadata.Get(ctx, "placement/region")
+				region = strings.TrimSpace(string(body))
+				if err == nil && !found {
+					err = errors.New("not found")
+				}
+				if err != nil {
+					env.AWSErr = fmt.Errorf("AWS region: AWS_REGION is unset and instance metadata placement/region failed: %v", err)
+				}
+			}
+			if env.AWSErr == nil {
+				loadAWS(region)
+			}
+		}
+	case config.ModeController:
+		loadAWS(cfg.AWSRegion)
+	}
+	fmt.Fprintf(stdout, "lifeboat preflight, %s mode\n\n", mode)
+	rows := preflight.Run(ctx, mode, cfg, env)
+	if err := preflight.Print(stdout, rows); err != nil {
+		fmt.Fprintf(stderr, "lifeboat: %v\n", err)
+		return exitFailure
+	}
+	if preflight.Failed(rows) {
+		return exitFailure
+	}
+	return exitOK
+}
+
 func configError(w io.Writer, err error) int {
 	var cerr *config.Error
 	if errors.As(err, &cerr) {
@@ -185,7 +294,7 @@ func configError(w io.Writer, err error) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprint(w, `Usage: lifeboat [agent|controller|config|version] [--flag=value ...]
+	fmt.Fprint(w, `Usage: lifeboat [agent|controller|preflight [agent|controller]|config|version] [--flag=value ...]
 
 Lifeboat cordons and drains Kubernetes nodes before AWS interrupts, retires or scales in
 their EC2 instances, then completes the Auto Scaling lifecycle action.
@@ -193,6 +302,11 @@ their EC2 instances, then completes the Auto Scaling lifecycle action.
 Commands:
   agent       protect this node (NODE_NAME) using instance metadata notices
   controller  protect every node of the cluster using notices from an SQS queue
+  preflight   check Kubernetes permissions (SelfSubjectAccessReviews), instance metadata and
+              NODE_NAME's Node (agent), or the queue, EC2 and Auto Scaling permissions and
+              identity settings (controller); print a table with a fix for each failure and
+              exit 1 if any check failed. The mode is the argument after it, else chosen as
+              with no sub-command
   config      print the effective configuration and where each value came from
   version     print the build
   (none)      as aws-node-termination-handler: controller when ENABLE_SQS_TERMINATION_DRAINING=true

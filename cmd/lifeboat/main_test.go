@@ -40,7 +40,21 @@ func TestConfigCommand(t *testing.T) {
 		{"help", []string{"--help"}, nil, 0, []string{"Usage: lifeboat", "--enable-sqs-termination-draining, ENABLE_SQS_TERMINATION_DRAINING"}, nil},
 		{"agent without Kubernetes fails clearly", []string{"agent"}, map[string]string{"NODE_NAME": "n"}, 2,
 			nil, []string{"no Kubernetes API configured"}},
+		{"preflight: unknown mode exits 2", []string{"preflight", "drain"}, map[string]string{"NODE_NAME": "n"}, 2,
+			nil, []string{`preflight: unknown mode "drain" (agent or controller)`}},
+		{"preflight: invalid configuration exits 2", []string{"preflight", "agent"}, nil, 2, nil, []string{"NODE_NAME is required in agent mode"}},
+		{"preflight without Kubernetes or metadata fails with fixes", []string{"preflight", "agent"},
+			map[string]string{"NODE_NAME": "n", "INSTANCE_METADATA_URL": "http://127.0.0.1:1", "METADATA_TRIES": "1"}, 1,
+			[]string{"lifeboat preflight, agent mode", "FAIL    kubernetes api", "fix: set KUBECONFIG", "FAIL    instance metadata",
+				"fix: INSTANCE_METADATA_URL=http://127.0.0.1:1 must answer", "preflight FAILED: 0 ok, 0 warning(s), 2 failed"}, nil},
+		{"preflight picks controller mode as NTH does", []string{"preflight", "--aws-endpoint=http://127.0.0.1:1"},
+			map[string]string{"ENABLE_SQS_TERMINATION_DRAINING": "true", "QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/q"}, 1,
+			[]string{"lifeboat preflight, controller mode", "FAIL    sqs queue", "WARN    identity: CLUSTER_NAME"}, nil},
 	}
+	// The AWS SDK reads credentials from the process environment: never from instance metadata.
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code, out, errOut := runWith(t, tt.args, tt.env)

@@ -3,6 +3,7 @@ package fakeaws
 import (
 	"encoding/xml"
 	"maps"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -110,6 +111,10 @@ func ec2InstanceFilter(name string) (func(*Instance) []string, bool) {
 }
 
 func (s *Server) ec2DescribeInstances(p url.Values) (any, error) {
+	if p.Get("DryRun") == "true" {
+		// EC2's answer to a permitted dry run (a denied one fails earlier, see Deny).
+		return nil, &apiError{Status: http.StatusPreconditionFailed, Code: "DryRunOperation", Message: "Request would have succeeded, but DryRun flag is set."}
+	}
 	ids := listParam(p, "InstanceId")
 	if len(ids) > 0 && p.Get("MaxResults") != "" {
 		return nil, errorf("InvalidParameterCombination", "The parameter instancesSet cannot be used with the parameter maxResults")

@@ -281,6 +281,17 @@ func (s *Server) SetFault(f Fault) {
 	s.faults = append(s.faults, f)
 }
 
+// Deny makes requests for action (any action when "") of service fail as AWS
+// does when IAM refuses them: 403 with UnauthorizedOperation for EC2 and
+// AccessDenied for the others. Like any fault, it lasts until ClearFaults.
+func (s *Server) Deny(service, action string) {
+	code := "AccessDenied"
+	if service == "ec2" {
+		code = "UnauthorizedOperation"
+	}
+	s.SetFault(Fault{Service: service, Action: action, Status: http.StatusForbidden, Code: code})
+}
+
 // ClearFaults removes all faults.
 func (s *Server) ClearFaults() {
 	s.mu.Lock()

@@ -870,3 +870,68 @@ func TestAddAndRemoveInstance(t *testing.T) {
 		t.Errorf("tags after replace and remove = %v, want none", got)
 	}
 }
+
+func TestEC2DescribeInstancesDryRun(t *testing.T) {
+	s := startFake(t, Options{})
+	s.AddInstance(Instance{ID: "i-1"})
+	_, err := ec2Client(s).DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{DryRun: aws.Bool(true)})
+	if code := errCode(t, err); code != "DryRunOperation" {
+		t.Fatalf("dry run: error code %q (%v), want DryRunOperation", code, err)
+	}
+	var re *awshttp.ResponseError
+	if !errors.As(err, &re) || re.HTTPStatusCode() != http.StatusPreconditionFailed {
+		t.Errorf("dry run status: %v, want 412", err)
+	}
+	out, err := ec2Client(s).DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{DryRun: aws.Bool(false)})
+	if err != nil || len(out.Reservations) != 1 {
+		t.Errorf("DryRun=false: %v, %d reservations; want the instance", err, len(out.Reservations))
+	}
+}
+
+func TestDeny(t *testing.T) {
+	ctx := context.Background()
+	dryRun := func(s *Server) error {
+		_, err := ec2Client(s).DescribeInstances(ctx, &ec2.DescribeInstancesInput{DryRun: aws.Bool(true)})
+		return err
+	}
+	complete := func(s *Server) error {
+		_, err := asgClient(s).CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
+			AutoScalingGroupName: aws.String("g"), LifecycleHookName: aws.String("h"),
+			LifecycleActionResult: aws.String("CONTINUE"), InstanceId: aws.String("i-1")})
+		return err
+	}
+	queueAttributes := func(s *Server) error {
+		_, err := sqsClient(s).GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(s.URL() + "/1/q")})
+		return err
+	}
+	tests := []struct {
+		name            string
+		service, action string
+		call            func(*Server) error
+		wantCode        string
+		allowedCode     string // the error once ClearFaults lifts the denial
+	}{
+		{"ec2 dry run", "ec2", "DescribeInstances", dryRun, "UnauthorizedOperation", "DryRunOperation"},
+		{"autoscaling", "autoscaling", "CompleteLifecycleAction", complete, "AccessDenied", "ValidationError"},
+		{"sqs", "sqs", "GetQueueAttributes", queueAttributes, "AccessDenied", "NotImplemented"},
+		{"whole service", "autoscaling", "", complete, "AccessDenied", "ValidationError"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := startFake(t, Options{})
+			s.Deny(tt.service, tt.action)
+			err := tt.call(s)
+			if code := errCode(t, err); code != tt.wantCode {
+				t.Fatalf("denied: error code %q (%v), want %q", code, err, tt.wantCode)
+			}
+			var re *awshttp.ResponseError
+			if !errors.As(err, &re) || re.HTTPStatusCode() != http.StatusForbidden {
+				t.Errorf("denied: status %v, want 403", err)
+			}
+			s.ClearFaults()
+			if code := errCode(t, tt.call(s)); code != tt.allowedCode {
+				t.Errorf("after ClearFaults: error code %q, want %q", code, tt.allowedCode)
+			}
+		})
+	}
+}
