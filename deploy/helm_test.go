@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -52,12 +53,18 @@ func newHelm(t testing.TB) helm {
 
 // run returns helm's standard output, or an error carrying its standard error.
 func (h helm) run(args ...string) (string, error) {
-	cmd := exec.Command(h.bin, args...)
-	cmd.Env = h.env
+	return runTool(context.Background(), h.bin, h.env, args...)
+}
+
+// runTool runs a command-line tool and returns its standard output, or an error carrying
+// its standard error.
+func runTool(ctx context.Context, bin string, env []string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
+		return stdout.String(), fmt.Errorf("%s %s: %w\n%s%s", filepath.Base(bin), strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
 	return stdout.String(), nil
 }
