@@ -129,16 +129,18 @@ func (e *sandboxEnv) run(ctx context.Context, t *testing.T, r rollout) {
 	}
 	name := r.release + "-lifeboat-" + r.component
 	selector := "app.kubernetes.io/instance=" + r.release + ",app.kubernetes.io/component=" + r.component
-	upgrade := func(set ...string) {
+	upgrade := func(set ...string) string {
 		t.Helper()
 		args := []string{"upgrade", "--install", r.release, chartDir, "--namespace", namespace,
 			"--kubeconfig", e.kubeconfig, "--values", valuesFile}
 		for _, s := range set {
 			args = append(args, "--set", s)
 		}
-		if _, err := runTool(ctx, e.helm.bin, e.helm.env, args...); err != nil {
+		out, err := runTool(ctx, e.helm.bin, e.helm.env, args...)
+		if err != nil {
 			t.Fatal(err)
 		}
+		return out
 	}
 
 	steps := []struct {
@@ -151,8 +153,12 @@ func (e *sandboxEnv) run(ctx context.Context, t *testing.T, r rollout) {
 		{"new image tag", []string{"image.tag=0.1.1"}, "0.1.1", "info"},
 		{"configuration change", []string{"image.tag=0.1.1", "config.logLevel=debug"}, "0.1.1", "debug"},
 	}
-	for _, s := range steps {
-		upgrade(s.set...)
+	for i, s := range steps {
+		out := upgrade(s.set...)
+		// The release notes render and tell how to follow the rollout.
+		if want := "rollout status " + r.kind + "/" + name; i == 0 && !strings.Contains(out, want) {
+			t.Errorf("helm install output does not say %q:\n%s", want, out)
+		}
 		if err := e.rolloutStatus(ctx, r.kind, name, rolloutTimeout); err != nil {
 			t.Fatalf("%s: rollout did not complete: %v", s.what, err)
 		}
