@@ -464,3 +464,30 @@ func permissionLine(group, resource, verb, name string) string {
 	}
 	return line
 }
+
+// TestProbesFollowTheSetting: the pod gets probes and ports exactly when the binary will
+// serve them, for every spelling of true the binary accepts, per workload.
+func TestProbesFollowTheSetting(t *testing.T) {
+	h := newHelm(t)
+	for _, tc := range []struct {
+		value string
+		on    bool
+	}{{"true", true}, {"True", true}, {"1", true}, {"false", false}, {"0", false}} {
+		t.Run(tc.value, func(t *testing.T) {
+			r := h.template(t, "--set", "controller.enabled=true",
+				"--set-string", "agent.config.enableProbesServer="+tc.value,
+				"--set-string", "controller.config.enablePrometheusServer="+tc.value)
+			specs := podSpecs(r)
+			agent, ctl := container(t, specs["agent"]), container(t, specs["controller"])
+			if got := agent.LivenessProbe != nil && agent.ReadinessProbe != nil && len(agent.Ports) == 1 && agent.Ports[0].Name == "probes"; got != tc.on {
+				t.Errorf("agent with ENABLE_PROBES_SERVER=%s: probes and port %v, want %v (ports %+v)", tc.value, got, tc.on, agent.Ports)
+			}
+			if ctl.LivenessProbe != nil || ctl.ReadinessProbe != nil {
+				t.Errorf("controller has probes although its probes server is off")
+			}
+			if got := len(ctl.Ports) == 1 && ctl.Ports[0].Name == "metrics" && ctl.Ports[0].ContainerPort == 9092; got != tc.on {
+				t.Errorf("controller with ENABLE_PROMETHEUS_SERVER=%s: metrics port %v, want %v (ports %+v)", tc.value, got, tc.on, ctl.Ports)
+			}
+		})
+	}
+}

@@ -83,9 +83,12 @@ A setting's value as the binary reads it. YAML numbers arrive as float64, which 
 {{- end }}
 {{- end }}
 
-{{/* Whether a boolean setting is on in an effective config: (dict "config" $cfg "key" "x"). */}}
+{{/*
+Whether a boolean setting is on in an effective config: (dict "config" $cfg "key" "x"). The
+spellings of true that the binary accepts (Go's strconv.ParseBool).
+*/}}
 {{- define "lifeboat.on" -}}
-{{- if eq (include "lifeboat.settingValue" (get .config .key)) "true" }}true{{ end }}
+{{- if has (include "lifeboat.settingValue" (get .config .key) | trim) (list "1" "t" "T" "true" "TRUE" "True") }}true{{ end }}
 {{- end }}
 
 {{/*
