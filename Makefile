@@ -17,7 +17,7 @@ TEST_TIMEOUT ?= 25m
 # "context deadline exceeded" on a loaded machine, which is not a finding.
 FUZZ_TIME    ?= 50000x
 
-.PHONY: all build sandbox vet test test-long unit fuzz bench demo clean
+.PHONY: all build sandbox vet test test-long unit fuzz bench demo manifests clean
 
 all: build
 
@@ -30,7 +30,7 @@ sandbox:
 	@hack/tools.sh >/dev/null
 
 vet:
-	@out=$$(gofmt -l cmd internal); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l cmd internal deploy); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
 ## test: vet, unit and integration tests with the race detector, then a short fuzz of each parser
@@ -60,6 +60,10 @@ bench: sandbox
 ## demo: start the local sandbox (3 kwok nodes, IMDS mock, SQS server, fake EC2/Auto Scaling) and show it
 demo: sandbox
 	$(GO) run ./cmd/lifeboat-sandbox
+
+## manifests: render deploy/manifests/ from the Helm chart (a test fails when they differ)
+manifests: sandbox
+	deploy/render-manifests.sh
 
 clean:
 	rm -rf bin

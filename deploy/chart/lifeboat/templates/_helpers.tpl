@@ -1,0 +1,181 @@
+{{/* Chart name, cut to the 63 characters a label value allows. */}}
+{{- define "lifeboat.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Resource name prefix: the release name, plus the chart name unless the release has it. */}}
+{{- define "lifeboat.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Name of one component's resources: (dict "root" $ "component" "agent"). */}}
+{{- define "lifeboat.componentName" -}}
+{{- printf "%s-%s" (include "lifeboat.fullname" .root) .component | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "lifeboat.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "lifeboat.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels of one component: (dict "root" $ "component" "agent"). */}}
+{{- define "lifeboat.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "lifeboat.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "lifeboat.componentLabels" -}}
+{{ include "lifeboat.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* ServiceAccount of one component: (dict "root" $ "component" "agent"). */}}
+{{- define "lifeboat.serviceAccountName" -}}
+{{- $sa := (index .root.Values .component).serviceAccount }}
+{{- if $sa.create }}
+{{- default (include "lifeboat.componentName" .) $sa.name }}
+{{- else }}
+{{- required (printf "%s.serviceAccount.name is required when %s.serviceAccount.create is false" .component .component) $sa.name }}
+{{- end }}
+{{- end }}
+
+{{- define "lifeboat.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/*
+The effective settings of one component: config, then <component>.config key by key. A plain
+loop rather than sprig's merge, which would let a false or 0 override lose to the default.
+*/}}
+{{- define "lifeboat.effectiveConfig" -}}
+{{- $cfg := dict }}
+{{- range $k, $v := .root.Values.config }}{{ $_ := set $cfg $k $v }}{{ end }}
+{{- range $k, $v := (index .root.Values .component).config }}{{ $_ := set $cfg $k $v }}{{ end }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/*
+A setting's value as the binary reads it. YAML numbers arrive as float64, which would print
+172800 as 1.728e+05.
+*/}}
+{{- define "lifeboat.settingValue" -}}
+{{- if kindIs "float64" . }}
+{{- if eq (floor .) . }}{{ int64 . }}{{ else }}{{ . }}{{ end }}
+{{- else if kindIs "invalid" . }}
+{{- else }}
+{{- toString . }}
+{{- end }}
+{{- end }}
+
+{{/*
+Whether a boolean setting is on in an effective config: (dict "config" $cfg "key" "x"). The
+spellings of true that the binary accepts (Go's strconv.ParseBool).
+*/}}
+{{- define "lifeboat.on" -}}
+{{- if has (include "lifeboat.settingValue" (get .config .key) | trim) (list "1" "t" "T" "true" "TRUE" "True") }}true{{ end }}
+{{- end }}
+
+{{/*
+Environment of one component: (dict "root" $ "component" "agent" "controllerMode" "false").
+*/}}
+{{- define "lifeboat.env" -}}
+{{- $root := .root }}
+{{- $table := include "lifeboat.settingTable" . | fromYaml }}
+{{- $cfg := include "lifeboat.effectiveConfig" . | fromYaml }}
+{{- $fromSecret := $root.Values.configFromSecret | default dict -}}
+- name: NODE_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: spec.nodeName
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: ENABLE_SQS_TERMINATION_DRAINING
+  value: {{ .controllerMode | quote }}
+{{- range $key, $value := $cfg }}
+{{- if has $key (list "nodeName" "podName" "namespace" "enableSqsTerminationDraining") }}
+{{- fail (printf "setting %q is set by the chart (from the Downward API, or the component's mode): remove it from config / %s.config" $key $.component) }}
+{{- end }}
+{{- $env := get $table $key }}
+{{- if not $env }}
+{{- fail (printf "setting %q (config / %s.config) is not a Lifeboat setting: see the keys under config in the chart's values.yaml" $key $.component) }}
+{{- end }}
+{{- if or (kindIs "map" $value) (kindIs "slice" $value) }}
+{{- fail (printf "setting %q (config / %s.config) must be a string, number or boolean" $key $.component) }}
+{{- end }}
+{{- $s := include "lifeboat.settingValue" $value }}
+{{- if and (ne $s "") (not (hasKey $fromSecret $key)) }}
+- name: {{ $env }}
+  value: {{ $s | toJson }}
+{{- end }}
+{{- end }}
+{{- range $key, $ref := $fromSecret }}
+{{- $env := get $table $key }}
+{{- if not $env }}
+{{- fail (printf "configFromSecret.%s is not a Lifeboat setting" $key) }}
+{{- end }}
+- name: {{ $env }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ required (printf "configFromSecret.%s.name is required" $key) $ref.name }}
+      key: {{ required (printf "configFromSecret.%s.key is required" $key) $ref.key }}
+{{- end }}
+{{- with (index $root.Values .component).extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Container ports and probes of one component, from its effective config. */}}
+{{- define "lifeboat.portsAndProbes" -}}
+{{- $values := index .root.Values .component }}
+{{- $cfg := include "lifeboat.effectiveConfig" . | fromYaml }}
+{{- $metrics := include "lifeboat.on" (dict "config" $cfg "key" "enablePrometheusServer") }}
+{{- $probes := include "lifeboat.on" (dict "config" $cfg "key" "enableProbesServer") }}
+{{- if or $metrics $probes }}
+{{- /* With hostNetwork the API server sets hostPort = containerPort; never set it otherwise. */}}
+ports:
+{{- if $metrics }}
+  - name: metrics
+    containerPort: {{ include "lifeboat.settingValue" $cfg.prometheusServerPort }}
+    protocol: TCP
+{{- end }}
+{{- if $probes }}
+  - name: probes
+    containerPort: {{ include "lifeboat.settingValue" $cfg.probesServerPort }}
+    protocol: TCP
+{{- end }}
+{{- end }}
+{{- if $probes }}
+livenessProbe:
+  httpGet:
+    path: {{ include "lifeboat.settingValue" $cfg.probesServerEndpoint }}
+    port: probes
+  {{- toYaml $values.livenessProbe | nindent 2 }}
+readinessProbe:
+  httpGet:
+    path: /readyz
+    port: probes
+  {{- toYaml $values.readinessProbe | nindent 2 }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,63 @@
+{{/*
+config key -> environment variable, for every setting the chart renders from config.
+deploy/chart_test.go checks this table against the binary's settings.
+*/}}
+{{- define "lifeboat.settingTable" -}}
+dryRun: DRY_RUN
+clusterName: CLUSTER_NAME
+kubeconfig: KUBECONFIG
+kubernetesServiceHost: KUBERNETES_SERVICE_HOST
+kubernetesServicePort: KUBERNETES_SERVICE_PORT
+kubeApiQps: KUBE_API_QPS
+kubeApiBurst: KUBE_API_BURST
+useApiserverCache: USE_APISERVER_CACHE
+ignoreDaemonSets: IGNORE_DAEMON_SETS
+deleteLocalData: DELETE_LOCAL_DATA
+podTerminationGracePeriod: POD_TERMINATION_GRACE_PERIOD
+nodeTerminationGracePeriod: NODE_TERMINATION_GRACE_PERIOD
+cordonOnly: CORDON_ONLY
+taintNode: TAINT_NODE
+taintEffect: TAINT_EFFECT
+enableOutOfServiceTaint: ENABLE_OUT_OF_SERVICE_TAINT
+excludeFromLoadBalancers: EXCLUDE_FROM_LOAD_BALANCERS
+uptimeFromFile: UPTIME_FROM_FILE
+forceDeleteBeforeDeadlineSeconds: FORCE_DELETE_BEFORE_DEADLINE_SECONDS
+workers: WORKERS
+instanceMetadataUrl: INSTANCE_METADATA_URL
+metadataTries: METADATA_TRIES
+imdsPollInterval: IMDS_POLL_INTERVAL
+asgLifecycleHookName: ASG_LIFECYCLE_HOOK_NAME
+allowImdsv1: ALLOW_IMDSV1
+enableSpotInterruptionDraining: ENABLE_SPOT_INTERRUPTION_DRAINING
+enableScheduledEventDraining: ENABLE_SCHEDULED_EVENT_DRAINING
+enableRebalanceMonitoring: ENABLE_REBALANCE_MONITORING
+enableRebalanceDraining: ENABLE_REBALANCE_DRAINING
+enableAsgLifecycleDraining: ENABLE_ASG_LIFECYCLE_DRAINING
+queueUrl: QUEUE_URL
+awsRegion: AWS_REGION
+awsEndpoint: AWS_ENDPOINT
+checkTagBeforeDraining: CHECK_TAG_BEFORE_DRAINING
+managedTag: MANAGED_TAG
+useProviderId: USE_PROVIDER_ID
+deleteSqsMsgIfNodeNotFound: DELETE_SQS_MSG_IF_NODE_NOT_FOUND
+completeLifecycleActionDelaySeconds: COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS
+asgLaunchReadyTimeout: ASG_LAUNCH_READY_TIMEOUT
+heartbeatInterval: HEARTBEAT_INTERVAL
+heartbeatUntil: HEARTBEAT_UNTIL
+sqsMsgVisibilityTimeoutSec: SQS_MSG_VISIBILITY_TIMEOUT_SEC
+webhookUrl: WEBHOOK_URL
+webhookProxy: WEBHOOK_PROXY
+webhookHeaders: WEBHOOK_HEADERS
+webhookTemplate: WEBHOOK_TEMPLATE
+webhookTemplateFile: WEBHOOK_TEMPLATE_FILE
+jsonLogging: JSON_LOGGING
+logLevel: LOG_LEVEL
+logFormatVersion: LOG_FORMAT_VERSION
+enablePrometheusServer: ENABLE_PROMETHEUS_SERVER
+prometheusServerPort: PROMETHEUS_SERVER_PORT
+enableProbesServer: ENABLE_PROBES_SERVER
+probesServerPort: PROBES_SERVER_PORT
+probesServerEndpoint: PROBES_SERVER_ENDPOINT
+emitKubernetesEvents: EMIT_KUBERNETES_EVENTS
+kubernetesEventsExtraAnnotations: KUBERNETES_EVENTS_EXTRA_ANNOTATIONS
+{{- end }}

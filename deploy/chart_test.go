@@ -1,0 +1,493 @@
+package deploy_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"lifeboat.dev/lifeboat/deploy"
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/controller"
+)
+
+// chartKey is a setting's key under config in values.yaml: its variable in lower camel case.
+func chartKey(env string) string {
+	words := strings.Split(strings.ToLower(env), "_")
+	for i := 1; i < len(words); i++ {
+		words[i] = strings.ToUpper(words[i][:1]) + words[i][1:]
+	}
+	return strings.Join(words, "")
+}
+
+// chartManaged are the settings the chart sets itself instead of from config, and why. want
+// is the variable the chart must render for the component ("agent" or "controller").
+var chartManaged = map[string]struct {
+	why  string
+	want func(component string) corev1.EnvVar
+}{
+	"NODE_NAME": {
+		why:  "the node the pod runs on comes from the Downward API (agent: the node it protects)",
+		want: func(string) corev1.EnvVar { return fieldRef("NODE_NAME", "spec.nodeName") },
+	},
+	"POD_NAME": {
+		why:  "Lifeboat's own pod (never evicted, the leader-election identity) comes from the Downward API",
+		want: func(string) corev1.EnvVar { return fieldRef("POD_NAME", "metadata.name") },
+	},
+	"NAMESPACE": {
+		why: "the binary's default is kube-system; the chart gives the namespace the pod really runs in " +
+			"(the release namespace), where the controller's Lease and Role are",
+		want: func(string) corev1.EnvVar { return fieldRef("NAMESPACE", "metadata.namespace") },
+	},
+	"ENABLE_SQS_TERMINATION_DRAINING": {
+		why: "the sub-command selects the mode; the variable matches it (agent false, the binary's default; " +
+			"controller true) so that `lifeboat config` in the pod reports the mode it runs in",
+		want: func(component string) corev1.EnvVar {
+			return corev1.EnvVar{Name: "ENABLE_SQS_TERMINATION_DRAINING", Value: fmt.Sprint(component == "controller")}
+		},
+	},
+}
+
+func fieldRef(name, path string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+}
+
+// podSpecs returns the pod template of each rendered component.
+func podSpecs(r rendered) map[string]corev1.PodSpec {
+	out := map[string]corev1.PodSpec{}
+	for _, ds := range r.daemonSets() {
+		out["agent"] = ds.Spec.Template.Spec
+	}
+	for _, d := range r.deployments() {
+		out["controller"] = d.Spec.Template.Spec
+	}
+	return out
+}
+
+func TestLintAndTemplate(t *testing.T) {
+	h := newHelm(t)
+	for _, tc := range []struct {
+		name string
+		set  []string
+		want map[string]int // kinds and counts
+	}{
+		{"defaults", nil, map[string]int{
+			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1,
+		}},
+		{"agent only", []string{"agent.enabled=true", "controller.enabled=false"}, map[string]int{
+			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1,
+		}},
+		{"controller only", []string{"agent.enabled=false", "controller.enabled=true", "config.queueUrl=https://sqs.us-east-1.amazonaws.com/123456789012/q"}, map[string]int{
+			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1,
+			"Deployment": 1, "PodDisruptionBudget": 1,
+		}},
+		{"both, host network, metrics and probes", []string{"controller.enabled=true", "agent.hostNetwork=true", "controller.hostNetwork=true",
+			"config.enablePrometheusServer=true", "config.enableProbesServer=true"}, map[string]int{
+			"ServiceAccount": 2, "ClusterRole": 1, "ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1,
+			"DaemonSet": 1, "Deployment": 1, "PodDisruptionBudget": 1,
+		}},
+		{"nothing enabled", []string{"agent.enabled=false"}, map[string]int{}},
+		{"no RBAC, own service accounts", []string{"controller.enabled=true", "rbac.create=false",
+			"agent.serviceAccount.create=false", "agent.serviceAccount.name=a", "controller.serviceAccount.create=false", "controller.serviceAccount.name=c"}, map[string]int{
+			"DaemonSet": 1, "Deployment": 1, "PodDisruptionBudget": 1,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sets []string
+			for _, s := range tc.set {
+				sets = append(sets, "--set", s)
+			}
+			if _, err := h.run(append([]string{"lint", "--strict", chartDir}, sets...)...); err != nil {
+				t.Fatal(err)
+			}
+			got := h.template(t, sets...).kinds()
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("rendered kinds %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestChartDefaultsEqualBinaryDefaults renders the chart with its default values and holds
+// every container's environment to the binary's defaults (invariant 2: risky features default
+// off identically in binary and chart).
+func TestChartDefaultsEqualBinaryDefaults(t *testing.T) {
+	r := newHelm(t).template(t, "--set", "controller.enabled=true")
+	specs := podSpecs(r)
+	if len(specs) != 2 {
+		t.Fatalf("rendered components %v, want agent and controller", specs)
+	}
+	settings := config.Settings()
+	known := map[string]bool{}
+	for _, s := range settings {
+		known[s.Env] = true
+	}
+	for component, spec := range specs {
+		env := envOf(t, container(t, spec))
+		for _, s := range settings {
+			got, set := env[s.Env]
+			if m, ok := chartManaged[s.Env]; ok {
+				if want := m.want(component); fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("%s: %s = %+v, want %+v (%s)", component, s.Env, got, want, m.why)
+				}
+				continue
+			}
+			switch {
+			case s.Default == "" && set:
+				t.Errorf("%s: %s = %+v, want it unset (the binary's default is unset)", component, s.Env, got)
+			case s.Default != "" && !set:
+				t.Errorf("%s: %s is not rendered, want the binary's default %q", component, s.Env, s.Default)
+			case s.Default != "" && (got.Value != s.Default || got.ValueFrom != nil):
+				t.Errorf("%s: %s = %q, binary default %q", component, s.Env, got.Value, s.Default)
+			}
+		}
+		for name := range env {
+			if !known[name] {
+				t.Errorf("%s: renders %s, which is not a Lifeboat setting", component, name)
+			}
+		}
+	}
+}
+
+// TestEverySettingHasChartValue reads values.yaml: every setting the chart does not manage
+// itself has a key under config, with the binary's default where that is empty, and config
+// has no other keys.
+func TestEverySettingHasChartValue(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		Config map[string]any `json:"config"`
+	}
+	if err := utilyaml.Unmarshal(raw, &values); err != nil {
+		t.Fatalf("values.yaml: %v", err)
+	}
+	want := map[string]bool{}
+	for _, s := range config.Settings() {
+		key := chartKey(s.Env)
+		if _, managed := chartManaged[s.Env]; managed {
+			if _, ok := values.Config[key]; ok {
+				t.Errorf("values.yaml config.%s: %s is set by the chart, not by config", key, s.Env)
+			}
+			continue
+		}
+		want[key] = true
+		v, ok := values.Config[key]
+		switch {
+		case !ok:
+			t.Errorf("values.yaml has no config.%s for %s (default %q)", key, s.Env, s.Default)
+		case s.Default == "" && v != "":
+			t.Errorf("values.yaml config.%s = %v, want \"\" (%s is unset by default)", key, v, s.Env)
+		}
+	}
+	for key := range values.Config {
+		if !want[key] {
+			t.Errorf("values.yaml config.%s is not a Lifeboat setting", key)
+		}
+	}
+}
+
+// TestEveryKeyRendersItsVariable sets every config key to a value of its own and checks that
+// each lands in the variable of the same name (the chart's key table is hand-written).
+func TestEveryKeyRendersItsVariable(t *testing.T) {
+	want := map[string]string{}
+	var args []string
+	for _, s := range config.Settings() {
+		if _, managed := chartManaged[s.Env]; managed {
+			continue
+		}
+		key := chartKey(s.Env)
+		want[s.Env] = "value-of-" + key
+		args = append(args, "--set-string", "config."+key+"="+want[s.Env])
+	}
+	r := newHelm(t).template(t, append(args, "--set", "controller.enabled=true")...)
+	for component, spec := range podSpecs(r) {
+		env := envOf(t, container(t, spec))
+		for name, value := range want {
+			if got := env[name].Value; got != value {
+				t.Errorf("%s: %s = %q, want %q", component, name, got, value)
+			}
+		}
+	}
+}
+
+func TestComponentConfigAndSecrets(t *testing.T) {
+	r := newHelm(t).template(t,
+		"--set", "controller.enabled=true",
+		"--set", "config.dryRun=true", "--set", "agent.config.dryRun=false", // a false override must win
+		"--set", "controller.config.workers=25",
+		"--set", "config.heartbeatUntil=172800", // a large number must not print as 1.728e+05
+		"--set", "config.webhookUrl=https://hooks.example/plain", // replaced by the Secret below
+		"--set", "configFromSecret.webhookUrl.name=lifeboat-webhook", "--set", "configFromSecret.webhookUrl.key=url",
+	)
+	specs := podSpecs(r)
+	for _, tc := range []struct{ component, env, want string }{
+		{"agent", "DRY_RUN", "false"},
+		{"controller", "DRY_RUN", "true"},
+		{"agent", "WORKERS", "10"},
+		{"controller", "WORKERS", "25"},
+		{"agent", "HEARTBEAT_UNTIL", "172800"},
+	} {
+		if got := envOf(t, container(t, specs[tc.component]))[tc.env]; got.Value != tc.want {
+			t.Errorf("%s: %s = %+v, want %q", tc.component, tc.env, got, tc.want)
+		}
+	}
+	for component, spec := range specs {
+		got := envOf(t, container(t, spec))["WEBHOOK_URL"]
+		if got.Value != "" || got.ValueFrom == nil || got.ValueFrom.SecretKeyRef == nil ||
+			got.ValueFrom.SecretKeyRef.Name != "lifeboat-webhook" || got.ValueFrom.SecretKeyRef.Key != "url" {
+			t.Errorf("%s: WEBHOOK_URL = %+v, want only a reference to Secret lifeboat-webhook key url", component, got)
+		}
+	}
+}
+
+func TestBadValuesFailWithTheirName(t *testing.T) {
+	h := newHelm(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown setting", []string{"--set", "config.wokers=3"}, `setting "wokers" (config / agent.config) is not a Lifeboat setting`},
+		{"unknown setting for one component", []string{"--set", "controller.enabled=true", "--set", "controller.config.qeueUrl=x"}, `"qeueUrl" (config / controller.config) is not a Lifeboat setting`},
+		{"setting the chart manages", []string{"--set", "agent.config.nodeName=n1"}, `setting "nodeName" is set by the chart`},
+		{"mode setting", []string{"--set", "config.enableSqsTerminationDraining=true"}, `setting "enableSqsTerminationDraining" is set by the chart`},
+		{"map value", []string{"--set-json", `config.webhookHeaders={"a":"b"}`}, `setting "webhookHeaders" (config / agent.config) must be a string, number or boolean`},
+		{"secret reference without key", []string{"--set", "configFromSecret.webhookUrl.name=s"}, "configFromSecret.webhookUrl.key is required"},
+		{"secret reference to unknown setting", []string{"--set", "configFromSecret.webhook.name=s", "--set", "configFromSecret.webhook.key=k"}, "configFromSecret.webhook is not a Lifeboat setting"},
+		{"service account without name", []string{"--set", "agent.serviceAccount.create=false"}, "agent.serviceAccount.name is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := h.run(append([]string{"template", "lifeboat", chartDir}, tc.args...)...)
+			if err == nil {
+				t.Fatalf("rendered without error:\n%.300s", out)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error does not say %q:\n%v", tc.want, err)
+			}
+		})
+	}
+}
+
+// TestUpgradeSafety checks the rendered workloads against invariant 3 (upgrades never
+// deadlock on a single eligible node) and the pod hardening, with and without host networking.
+func TestUpgradeSafety(t *testing.T) {
+	h := newHelm(t)
+	for _, hostNetwork := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hostNetwork=%v", hostNetwork), func(t *testing.T) {
+			r := h.template(t, "--set", "controller.enabled=true",
+				"--set", fmt.Sprintf("agent.hostNetwork=%v", hostNetwork), "--set", fmt.Sprintf("controller.hostNetwork=%v", hostNetwork),
+				"--set", "config.enablePrometheusServer=true", "--set", "config.enableProbesServer=true",
+				"--set", "controller.replicas=2")
+
+			ds := only[*appsv1.DaemonSet](t, r)
+			if s := ds.Spec.UpdateStrategy; s.Type != appsv1.RollingUpdateDaemonSetStrategyType || s.RollingUpdate == nil ||
+				!intOrStringIs(s.RollingUpdate.MaxUnavailable, 1) || !intOrStringIs(s.RollingUpdate.MaxSurge, 0) {
+				t.Errorf("DaemonSet updateStrategy %+v, want RollingUpdate maxUnavailable 1, maxSurge 0", s)
+			}
+			d := only[*appsv1.Deployment](t, r)
+			wantSurge := 1
+			if hostNetwork {
+				wantSurge = 0 // the new pod needs the old pod's host ports
+			}
+			if s := d.Spec.Strategy; s.Type != appsv1.RollingUpdateDeploymentStrategyType || s.RollingUpdate == nil ||
+				!intOrStringIs(s.RollingUpdate.MaxUnavailable, 1) || !intOrStringIs(s.RollingUpdate.MaxSurge, wantSurge) {
+				t.Errorf("Deployment strategy %+v, want RollingUpdate maxUnavailable 1, maxSurge %d", s, wantSurge)
+			}
+			pdb := only[*policyv1.PodDisruptionBudget](t, r)
+			if pdb.Spec.MinAvailable != nil || !intOrStringIs(pdb.Spec.MaxUnavailable, 1) {
+				t.Errorf("PodDisruptionBudget %+v, want maxUnavailable 1 and no minAvailable", pdb.Spec)
+			}
+			if got, want := pdb.Spec.Selector.MatchLabels, d.Spec.Selector.MatchLabels; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("PodDisruptionBudget selects %v, the Deployment's pods are %v", got, want)
+			}
+
+			for component, spec := range map[string]corev1.PodSpec{"agent": ds.Spec.Template.Spec, "controller": d.Spec.Template.Spec} {
+				checkPodSpec(t, component, spec, hostNetwork)
+			}
+		})
+	}
+}
+
+func intOrStringIs(v *intstr.IntOrString, n int) bool {
+	return v != nil && v.Type == intstr.Int && v.IntValue() == n
+}
+
+func checkPodSpec(t *testing.T, component string, spec corev1.PodSpec, hostNetwork bool) {
+	t.Helper()
+	c := container(t, spec)
+	if got := strings.Join(c.Args, " "); got != component {
+		t.Errorf("%s: args %q, want %q", component, got, component)
+	}
+	if spec.HostNetwork != hostNetwork {
+		t.Errorf("%s: hostNetwork %v, want %v", component, spec.HostNetwork, hostNetwork)
+	}
+	if hostNetwork && spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
+		t.Errorf("%s: dnsPolicy %q with host networking, want ClusterFirstWithHostNet", component, spec.DNSPolicy)
+	}
+	// Host ports only ever come from host networking (the API server then copies containerPort).
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+		if p.HostPort != 0 {
+			t.Errorf("%s: port %s has hostPort %d", component, p.Name, p.HostPort)
+		}
+	}
+	if ports["metrics"] != 9092 || ports["probes"] != 8080 {
+		t.Errorf("%s: ports %v, want metrics 9092 and probes 8080", component, ports)
+	}
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" || c.LivenessProbe.HTTPGet.Port.String() != "probes" {
+		t.Errorf("%s: livenessProbe %+v, want GET /healthz on port probes", component, c.LivenessProbe)
+	}
+	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.ReadinessProbe.HTTPGet.Port.String() != "probes" {
+		t.Errorf("%s: readinessProbe %+v, want GET /readyz on port probes", component, c.ReadinessProbe)
+	}
+	if a := spec.Affinity; a != nil && a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+		t.Errorf("%s: required pod anti-affinity would leave a second pod Pending on a single eligible node", component)
+	}
+
+	wantPriority := map[string]string{"agent": "system-node-critical", "controller": "system-cluster-critical"}[component]
+	if spec.PriorityClassName != wantPriority {
+		t.Errorf("%s: priorityClassName %q, want %q", component, spec.PriorityClassName, wantPriority)
+	}
+	psc, sc := spec.SecurityContext, c.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 ||
+		psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("%s: pod securityContext %+v, want non-root and seccomp RuntimeDefault", component, psc)
+	}
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 ||
+		(sc.Privileged != nil && *sc.Privileged) {
+		t.Errorf("%s: container securityContext %+v, want read-only root, no privilege escalation, all capabilities dropped", component, sc)
+	}
+}
+
+// TestRBAC holds the rendered ClusterRole and leader-election Role to deploy.ClusterPermissions
+// and deploy.LeasePermissions, exactly: nothing missing, nothing more.
+func TestRBAC(t *testing.T) {
+	if deploy.LeaseName != controller.LeaseName {
+		t.Errorf("deploy.LeaseName %q, the controller uses %q", deploy.LeaseName, controller.LeaseName)
+	}
+	r := newHelm(t).template(t, "--set", "controller.enabled=true")
+
+	cr := only[*rbacv1.ClusterRole](t, r)
+	if got, want := ruleSet(cr.Rules), attributeSet(deploy.ClusterPermissions); !slices.Equal(got, want) {
+		t.Errorf("ClusterRole grants\n  %s\nwant exactly\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	role := only[*rbacv1.Role](t, r)
+	if got, want := ruleSet(role.Rules), attributeSet(deploy.LeasePermissions); !slices.Equal(got, want) {
+		t.Errorf("Role %s grants\n  %s\nwant exactly\n  %s", role.Name, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	if role.Namespace != "kube-system" {
+		t.Errorf("Role in namespace %q, want the release namespace", role.Namespace)
+	}
+
+	// Each ServiceAccount is bound to the ClusterRole; only the controller's to the Role.
+	sas := map[string]string{}
+	for component, spec := range podSpecs(r) {
+		sas[component] = spec.ServiceAccountName
+	}
+	bound := map[string]bool{}
+	for _, b := range objectsOf[*rbacv1.ClusterRoleBinding](r) {
+		if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != cr.Name {
+			t.Errorf("ClusterRoleBinding %s refers to %s %s", b.Name, b.RoleRef.Kind, b.RoleRef.Name)
+		}
+		for _, s := range b.Subjects {
+			bound[s.Namespace+"/"+s.Name] = true
+		}
+	}
+	for component, sa := range sas {
+		if !bound["kube-system/"+sa] {
+			t.Errorf("%s's ServiceAccount %s is not bound to the ClusterRole", component, sa)
+		}
+	}
+	rb := only[*rbacv1.RoleBinding](t, r)
+	if len(rb.Subjects) != 1 || rb.Subjects[0].Name != sas["controller"] || rb.RoleRef.Name != role.Name {
+		t.Errorf("RoleBinding %s binds %+v to %s, want only the controller's ServiceAccount %s", rb.Name, rb.Subjects, rb.RoleRef.Name, sas["controller"])
+	}
+}
+
+// ruleSet expands policy rules into sorted "group resource[/subresource] verb [name]" lines.
+func ruleSet(rules []rbacv1.PolicyRule) []string {
+	var out []string
+	for _, r := range rules {
+		names := r.ResourceNames
+		if len(names) == 0 {
+			names = []string{""}
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					for _, n := range names {
+						out = append(out, permissionLine(g, res, v, n))
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func attributeSet(attrs []authorizationv1.ResourceAttributes) []string {
+	var out []string
+	for _, a := range attrs {
+		res := a.Resource
+		if a.Subresource != "" {
+			res += "/" + a.Subresource
+		}
+		out = append(out, permissionLine(a.Group, res, a.Verb, a.Name))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func permissionLine(group, resource, verb, name string) string {
+	if group == "" {
+		group = "core"
+	}
+	line := group + " " + resource + " " + verb
+	if name != "" {
+		line += " name=" + name
+	}
+	return line
+}
+
+// TestProbesFollowTheSetting: the pod gets probes and ports exactly when the binary will
+// serve them, for every spelling of true the binary accepts, per workload.
+func TestProbesFollowTheSetting(t *testing.T) {
+	h := newHelm(t)
+	for _, tc := range []struct {
+		value string
+		on    bool
+	}{{"true", true}, {"True", true}, {"1", true}, {"false", false}, {"0", false}} {
+		t.Run(tc.value, func(t *testing.T) {
+			r := h.template(t, "--set", "controller.enabled=true",
+				"--set-string", "agent.config.enableProbesServer="+tc.value,
+				"--set-string", "controller.config.enablePrometheusServer="+tc.value)
+			specs := podSpecs(r)
+			agent, ctl := container(t, specs["agent"]), container(t, specs["controller"])
+			if got := agent.LivenessProbe != nil && agent.ReadinessProbe != nil && len(agent.Ports) == 1 && agent.Ports[0].Name == "probes"; got != tc.on {
+				t.Errorf("agent with ENABLE_PROBES_SERVER=%s: probes and port %v, want %v (ports %+v)", tc.value, got, tc.on, agent.Ports)
+			}
+			if ctl.LivenessProbe != nil || ctl.ReadinessProbe != nil {
+				t.Errorf("controller has probes although its probes server is off")
+			}
+			if got := len(ctl.Ports) == 1 && ctl.Ports[0].Name == "metrics" && ctl.Ports[0].ContainerPort == 9092; got != tc.on {
+				t.Errorf("controller with ENABLE_PROMETHEUS_SERVER=%s: metrics port %v, want %v (ports %+v)", tc.value, got, tc.on, ctl.Ports)
+			}
+		})
+	}
+}
