@@ -80,7 +80,8 @@ func (o *Options) defaults() {
 	}
 }
 
-// Sender posts notifications. A Sender built without WEBHOOK_URL does nothing.
+// Sender posts notifications. A Sender built without WEBHOOK_URL, or a nil one, does
+// nothing. It is safe for concurrent use; it does not coalesce: one Send, one message.
 type Sender struct {
 	url      string
 	headers  http.Header
@@ -152,6 +153,9 @@ func New(cfg *config.Config, opts Options) (*Sender, error) {
 		text = config.DefaultWebhookTemplate
 	}
 	if s.template, err = ParseTemplate(text); err != nil {
+		if cfg.WebhookTemplateFile != "" {
+			return nil, fmt.Errorf("WEBHOOK_TEMPLATE_FILE=%q: %w", cfg.WebhookTemplateFile, err)
+		}
 		return nil, err
 	}
 
@@ -206,7 +210,7 @@ func (s *Sender) deliver(ctx context.Context, eventID string, body []byte) error
 	for attempt := 1; ; attempt++ {
 		status, retryAfter, err := s.post(ctx, body)
 		if err != nil && parent.Err() != nil {
-			return fmt.Errorf("webhook: stopped after %d attempts: %w (last error: %v)", attempt, context.Cause(parent), err)
+			return fmt.Errorf("webhook: stopped after %s: %w (last error: %v)", attempts(attempt), context.Cause(parent), err)
 		}
 		if err == nil {
 			s.opts.Logger.Info("webhook sent", "event_id", eventID, "attempt", attempt, "status", status)
@@ -217,7 +221,7 @@ func (s *Sender) deliver(ctx context.Context, eventID string, body []byte) error
 			return fmt.Errorf("webhook: attempt %d: %w", attempt, err)
 		}
 		if attempt >= s.opts.MaxAttempts {
-			return fmt.Errorf("webhook: gave up after %d attempts: %w", attempt, err)
+			return fmt.Errorf("webhook: gave up after %s: %w", attempts(attempt), err)
 		}
 		wait := jitter(backoff)
 		if retryAfter > 0 {
@@ -225,17 +229,24 @@ func (s *Sender) deliver(ctx context.Context, eventID string, body []byte) error
 		}
 		backoff = min(2*backoff, s.opts.MaxBackoff)
 		if time.Until(deadline) < wait {
-			return fmt.Errorf("webhook: gave up after %d attempts (%s time limit): %w", attempt, s.opts.MaxElapsed, err)
+			return fmt.Errorf("webhook: gave up after %s (%s time limit): %w", attempts(attempt), s.opts.MaxElapsed, err)
 		}
 		s.opts.Logger.Warn("webhook attempt failed, retrying", "event_id", eventID, "attempt", attempt, "retry_in", wait.Round(time.Millisecond), "error", err)
 		t := time.NewTimer(wait)
 		select {
 		case <-parent.Done():
 			t.Stop()
-			return fmt.Errorf("webhook: stopped after %d attempts: %w (last error: %v)", attempt, context.Cause(parent), err)
+			return fmt.Errorf("webhook: stopped after %s: %w (last error: %v)", attempts(attempt), context.Cause(parent), err)
 		case <-t.C:
 		}
 	}
+}
+
+func attempts(n int) string {
+	if n == 1 {
+		return "1 attempt"
+	}
+	return strconv.Itoa(n) + " attempts"
 }
 
 // permanentError marks an answer that a retry cannot change (4xx other than 429, 3xx).

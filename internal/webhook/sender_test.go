@@ -503,6 +503,8 @@ func TestNewValidates(t *testing.T) {
 		{"header name", config.Config{WebhookURL: "http://127.0.0.1/", WebhookHeaders: map[string]string{"Bad Name": secret}}, `WEBHOOK_HEADERS: "Bad Name" is not a valid header name`},
 		{"header value", config.Config{WebhookURL: "http://127.0.0.1/", WebhookHeaders: map[string]string{"X-Token": secret + "\r\nInjected: 1"}}, `WEBHOOK_HEADERS: the value of "X-Token" is not a valid header value`},
 		{"template", config.Config{WebhookURL: "http://127.0.0.1/", WebhookTemplate: `{{ env "HOME" }}`}, `WEBHOOK_TEMPLATE: not a valid Go template`},
+		{"template from a file", config.Config{WebhookURL: "http://127.0.0.1/", WebhookTemplateFile: "/etc/lifeboat/hook.tmpl", WebhookTemplate: `{{ .Nope }}`},
+			`WEBHOOK_TEMPLATE_FILE="/etc/lifeboat/hook.tmpl": WEBHOOK_TEMPLATE: fails on a sample notification`},
 		{"empty template means the default", config.Config{WebhookURL: "http://127.0.0.1/"}, ""},
 	}
 	for _, tt := range tests {

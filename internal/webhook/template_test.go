@@ -224,14 +224,14 @@ func TestStepsCountedPerRender(t *testing.T) {
 	}
 	n := notification()
 	n.Pods = make([]string, maxSteps-1)
-	errs := make(chan error, 8)
-	for range 8 {
+	errs := make(chan error, 4)
+	for range 4 {
 		go func() {
 			_, err := tmpl.Render(n)
 			errs <- err
 		}()
 	}
-	for range 8 {
+	for range 4 {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
