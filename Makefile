@@ -52,6 +52,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParsers$$' -fuzztime $(FUZZ_TIME) ./internal/source/imds
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_TIME) ./internal/source/sqs
 	$(GO) test -run '^$$' -fuzz '^FuzzInstanceIDFromProviderID$$' -fuzztime $(FUZZ_TIME) ./internal/ownership
+	$(GO) test -run '^$$' -fuzz '^FuzzTemplate$$' -fuzztime $(FUZZ_TIME) ./internal/webhook
 
 ## bench: benchmarks against the sandbox (numbers are printed, never asserted)
 bench: sandbox

@@ -267,6 +267,9 @@ func TestBadValues(t *testing.T) {
 		{"PROBES_SERVER_PORT", "http", `PROBES_SERVER_PORT="http": not an integer`},
 		{"PROBES_SERVER_ENDPOINT", "healthz", `PROBES_SERVER_ENDPOINT="healthz": not an HTTP path starting with /`},
 		{"KUBERNETES_EVENTS_EXTRA_ANNOTATIONS", "a=b,c", `KUBERNETES_EVENTS_EXTRA_ANNOTATIONS="a=b,c": "c" is not key=value`},
+		{"KUBERNETES_EVENTS_EXTRA_ANNOTATIONS", "a=b,bad key=c", `KUBERNETES_EVENTS_EXTRA_ANNOTATIONS="a=b,bad key=c": "bad key" is not a valid annotation key`},
+		{"KUBERNETES_EVENTS_EXTRA_ANNOTATIONS", "example.com/=x", `KUBERNETES_EVENTS_EXTRA_ANNOTATIONS="example.com/=x": "example.com/" is not a valid annotation key`},
+		{"KUBERNETES_EVENTS_EXTRA_ANNOTATIONS", "a/b/c=x", `KUBERNETES_EVENTS_EXTRA_ANNOTATIONS="a/b/c=x": "a/b/c" is not a valid annotation key`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {

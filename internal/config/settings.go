@@ -108,8 +108,10 @@ const (
 	defaultTaints = "NoSchedule"
 )
 
-// DefaultWebhookTemplate is the message a user gets when they set only WEBHOOK_URL.
-const DefaultWebhookTemplate = `{"text":"[Lifeboat] {{ .Kind }} notice {{ .EventID }}: instance {{ .InstanceID }} (node {{ .NodeName }}) is being drained. {{ .Description }} Start time: {{ .StartTime }}"}`
+// DefaultWebhookTemplate is the message a user gets when they set only WEBHOOK_URL: a
+// Slack-style {"text": ...} body. The text goes through .JSON (a method of the webhook
+// notification) so that quotes or newlines in a description still make valid JSON.
+const DefaultWebhookTemplate = `{"text":{{ .JSON (printf "[Lifeboat] %s notice %s: instance %s (node %s) is being drained. %s Start time: %s" .Kind .EventID .InstanceID .NodeName .Description (.StartTime.UTC.Format "2006-01-02 15:04:05 MST")) }}}`
 
 // settings binds every setting to its field in c.
 func settings(c *Config) []*Setting {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/template"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // value is a typed destination for one setting. Set validates the text and stores it; the
@@ -158,6 +160,8 @@ func (v headersValue) Set(raw string) error {
 func (v headersValue) String() string { return *v.raw }
 
 // keyValuesValue is NTH's "key1=value1,key2=value2" list (KUBERNETES_EVENTS_EXTRA_ANNOTATIONS).
+// Keys must be valid annotation keys: the API server rejects an Event carrying any other,
+// so a bad key would otherwise silently lose every Event.
 type keyValuesValue struct{ p *map[string]string }
 
 func (v keyValuesValue) Set(raw string) error {
@@ -171,7 +175,12 @@ func (v keyValuesValue) Set(raw string) error {
 		if !ok || strings.TrimSpace(k) == "" {
 			return fmt.Errorf("%q is not key=value (use key1=value1,key2=value2)", pair)
 		}
-		m[strings.TrimSpace(k)] = strings.TrimSpace(val)
+		k = strings.TrimSpace(k)
+		// Annotation keys are qualified names, case aside (as the API server checks them).
+		if msgs := validation.IsQualifiedName(strings.ToLower(k)); len(msgs) > 0 {
+			return fmt.Errorf("%q is not a valid annotation key: %s", k, strings.Join(msgs, "; "))
+		}
+		m[k] = strings.TrimSpace(val)
 	}
 	*v.p = m
 	return nil

@@ -1,0 +1,273 @@
+// Package events records Kubernetes Events on Nodes (EMIT_KUBERNETES_EVENTS), so that
+// `kubectl describe node` and `kubectl get events` show which notice Lifeboat saw and what
+// it did about it.
+//
+// Events are core/v1 Events written through client-go's event broadcaster, reported by the
+// component "lifeboat", in the "default" namespace (Nodes have none; kubelet's node Events
+// live there too). Each carries KUBERNETES_EVENTS_EXTRA_ANNOTATIONS, and, under DRY_RUN,
+// the annotation lifeboat.dev/dry-run=true and a message saying what would have been done.
+//
+// Reasons follow NTH's where the meaning is the same (SpotInterruption, ScheduledEvent,
+// RebalanceRecommendation, Cordon, CordonError, CordonAndDrain, CordonAndDrainError,
+// Uncordon), so filters written for NTH keep working; the rest are Lifeboat's.
+//
+// Recording never blocks and never fails the caller. The broadcaster bounds its own cost:
+// at most 1000 Events queued (more are dropped and logged), client-go's default spam filter
+// (per node: a burst of 25, then one every 5 minutes) and aggregation of similar Events, and
+// at most 12 write attempts per Event. Events still queued when the stop function runs may
+// be lost: an Event is a report, never the record Lifeboat resumes from.
+package events
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"time"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/notice"
+)
+
+// Component is the Events' source, for `kubectl get events --field-selector source=lifeboat`.
+const Component = "lifeboat"
+
+// AnnotationDryRun marks Events about actions that DRY_RUN kept from happening.
+const AnnotationDryRun = "lifeboat.dev/dry-run"
+
+// Event reasons.
+const (
+	ReasonSpotInterruption        = "SpotInterruption"
+	ReasonScheduledEvent          = "ScheduledEvent"
+	ReasonRebalanceRecommendation = "RebalanceRecommendation"
+	ReasonASGLifecycle            = "ASGLifecycle" // an Auto Scaling termination
+	ReasonASGLaunch               = "ASGLaunch"
+	ReasonStateChange             = "StateChange"
+	ReasonNotice                  = "Notice" // a kind this package does not know yet
+
+	ReasonCordon             = "Cordon"
+	ReasonCordonError        = "CordonError"
+	ReasonDrainStarted       = "DrainStarted"
+	ReasonDrained            = "CordonAndDrain"
+	ReasonDrainError         = "CordonAndDrainError"
+	ReasonUncordon           = "Uncordon"
+	ReasonLifecycleCompleted = "LifecycleActionCompleted"
+)
+
+// maxDetail bounds the part of a message that comes from elsewhere (an error, a
+// description), so one long error cannot make a huge Event.
+const maxDetail = 512
+
+// Node names the Node an Event is about.
+type Node struct {
+	Name string
+	// UID of the Node object. When unknown, the node name stands in for it, as the kubelet
+	// does; `kubectl describe node` finds Events under either.
+	UID types.UID
+}
+
+// NodeOf names n.
+func NodeOf(n *corev1.Node) Node { return Node{Name: n.Name, UID: n.UID} }
+
+func (n Node) reference() *corev1.ObjectReference {
+	uid := n.UID
+	if uid == "" {
+		uid = types.UID(n.Name)
+	}
+	return &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: uid}
+}
+
+// Recorder records Lifeboat's Events. Its methods do nothing when EMIT_KUBERNETES_EVENTS is
+// off, and a nil *Recorder is a disabled one.
+type Recorder struct {
+	rec         record.EventRecorder
+	dryRun      bool
+	annotations map[string]string
+}
+
+// New returns a Recorder for the configuration and a function that stops it. With
+// EMIT_KUBERNETES_EVENTS=false nothing is started and the Recorder does nothing. Each
+// recorded Event is logged at debug level.
+func New(cfg *config.Config, client kubernetes.Interface, logger *slog.Logger) (*Recorder, func(), error) {
+	if !cfg.EmitKubernetesEvents {
+		return &Recorder{}, func() {}, nil
+	}
+	// config checks the keys too; this catches a Config built in code, and the total size.
+	if errs := apivalidation.ValidateAnnotations(cfg.KubernetesEventsExtraAnnotations, field.NewPath("KUBERNETES_EVENTS_EXTRA_ANNOTATIONS")); len(errs) > 0 {
+		return nil, nil, errs.ToAggregate()
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	b.StartEventWatcher(func(e *corev1.Event) {
+		logger.Debug("kubernetes event", "node", e.InvolvedObject.Name, "type", e.Type, "reason", e.Reason, "message", e.Message)
+	})
+	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component, Host: cfg.NodeName})
+	return newRecorder(rec, cfg), b.Shutdown, nil
+}
+
+func newRecorder(rec record.EventRecorder, cfg *config.Config) *Recorder {
+	annotations := maps.Clone(cfg.KubernetesEventsExtraAnnotations)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	if cfg.DryRun {
+		annotations[AnnotationDryRun] = "true"
+	}
+	return &Recorder{rec: rec, dryRun: cfg.DryRun, annotations: annotations}
+}
+
+// Enabled reports whether Events are recorded.
+func (r *Recorder) Enabled() bool { return r != nil && r.rec != nil }
+
+// Notice records that a notice about the node's instance arrived (or, when n.Released, that
+// its event was canceled or completed).
+func (r *Recorder) Notice(node Node, n notice.Notice) {
+	if !r.Enabled() {
+		return
+	}
+	reason, what := describeKind(n.Kind)
+	msg := fmt.Sprintf("%s notice %s for instance %s", what, n.ID, n.InstanceID)
+	switch {
+	case n.Released:
+		msg += ": the event was canceled or has completed"
+	case !n.Deadline.IsZero():
+		msg += ", deadline " + n.Deadline.UTC().Format(time.RFC3339)
+	}
+	if n.Description != "" {
+		msg += ": " + clip(n.Description)
+	}
+	if r.dryRun {
+		msg += " (dry run: nothing will be changed)"
+	}
+	r.emit(node, corev1.EventTypeNormal, reason, msg)
+}
+
+// Cordoned records that the node was cordoned for a notice.
+func (r *Recorder) Cordoned(node Node, noticeID string) {
+	r.action(node, ReasonCordon,
+		fmt.Sprintf("Cordoned for notice %s", noticeID),
+		fmt.Sprintf("Dry run: would cordon for notice %s", noticeID))
+}
+
+// CordonFailed records that cordoning the node failed.
+func (r *Recorder) CordonFailed(node Node, noticeID string, err error) {
+	r.emit(node, corev1.EventTypeWarning, ReasonCordonError,
+		fmt.Sprintf("Cordon for notice %s failed: %s", noticeID, errText(err)))
+}
+
+// DrainStarted records that evictions are starting, to finish before deadline.
+func (r *Recorder) DrainStarted(node Node, noticeID string, deadline time.Time) {
+	when := ""
+	if !deadline.IsZero() {
+		when = ", deadline " + deadline.UTC().Format(time.RFC3339)
+	}
+	r.action(node, ReasonDrainStarted,
+		fmt.Sprintf("Draining for notice %s%s", noticeID, when),
+		fmt.Sprintf("Dry run: would drain for notice %s%s", noticeID, when))
+}
+
+// Drained records a finished drain: evicted pods are gone (under DRY_RUN: would have been
+// evicted).
+func (r *Recorder) Drained(node Node, noticeID string, evicted int, took time.Duration) {
+	r.action(node, ReasonDrained,
+		fmt.Sprintf("Cordoned and drained for notice %s: %s evicted in %s", noticeID, pods(evicted), took.Round(time.Millisecond)),
+		fmt.Sprintf("Dry run: would evict %s for notice %s", pods(evicted), noticeID))
+}
+
+// DrainFailed records a drain that did not empty the node.
+func (r *Recorder) DrainFailed(node Node, noticeID string, err error) {
+	r.emit(node, corev1.EventTypeWarning, ReasonDrainError,
+		fmt.Sprintf("Drain for notice %s failed: %s", noticeID, errText(err)))
+}
+
+// Uncordoned records that Lifeboat undid its cordon, and why.
+func (r *Recorder) Uncordoned(node Node, why string) {
+	r.action(node, ReasonUncordon,
+		"Uncordoned: "+clip(why),
+		"Dry run: would uncordon: "+clip(why))
+}
+
+// LifecycleCompleted records the completion of an Auto Scaling lifecycle action for the
+// node's instance, with its result (CONTINUE or ABANDON).
+func (r *Recorder) LifecycleCompleted(node Node, hook, instanceID, result string) {
+	r.action(node, ReasonLifecycleCompleted,
+		fmt.Sprintf("Completed lifecycle action of hook %s for instance %s with %s", hook, instanceID, result),
+		fmt.Sprintf("Dry run: would complete lifecycle action of hook %s for instance %s with %s", hook, instanceID, result))
+}
+
+// action records a Normal Event whose message depends on DRY_RUN.
+func (r *Recorder) action(node Node, reason, done, wouldDo string) {
+	if !r.Enabled() {
+		return
+	}
+	msg := done
+	if r.dryRun {
+		msg = wouldDo
+	}
+	r.emit(node, corev1.EventTypeNormal, reason, msg)
+}
+
+func (r *Recorder) emit(node Node, eventType, reason, msg string) {
+	if !r.Enabled() {
+		return
+	}
+	// The broadcaster keeps the map until the Event is written; each gets its own copy.
+	r.rec.AnnotatedEventf(node.reference(), maps.Clone(r.annotations), eventType, reason, "%s", msg)
+}
+
+// describeKind gives a notice kind's reason and its name in a sentence.
+func describeKind(k notice.Kind) (reason, what string) {
+	switch k {
+	case notice.SpotInterruption:
+		return ReasonSpotInterruption, "Spot interruption"
+	case notice.ScheduledMaintenance:
+		return ReasonScheduledEvent, "Scheduled maintenance"
+	case notice.Rebalance:
+		return ReasonRebalanceRecommendation, "Rebalance recommendation"
+	case notice.ASGTermination:
+		return ReasonASGLifecycle, "Auto Scaling termination"
+	case notice.ASGLaunch:
+		return ReasonASGLaunch, "Auto Scaling launch"
+	case notice.StateChange:
+		return ReasonStateChange, "Instance state change"
+	}
+	return ReasonNotice, fmt.Sprintf("%q", string(k))
+}
+
+func pods(n int) string {
+	if n == 1 {
+		return "1 pod"
+	}
+	return fmt.Sprintf("%d pods", n)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "unknown error"
+	}
+	return clip(err.Error())
+}
+
+// clip cuts s to maxDetail bytes at a character boundary.
+func clip(s string) string {
+	if len(s) <= maxDetail {
+		return s
+	}
+	cut := maxDetail
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}

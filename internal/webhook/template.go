@@ -1,0 +1,311 @@
+package webhook
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"text/template"
+	"text/template/parse"
+	"time"
+)
+
+// Notification is the data a webhook template sees. Field names are NTH's, so an NTH
+// template renders unchanged.
+type Notification struct {
+	EventID              string
+	Kind                 string
+	Monitor              string
+	Description          string
+	State                string
+	NodeName             string
+	InstanceID           string
+	ProviderID           string
+	InstanceType         string
+	AutoScalingGroupName string
+	StartTime            time.Time
+	EndTime              time.Time
+	Pods                 []string
+	NodeLabels           map[string]string
+}
+
+// JSON encodes v as JSON, for templates that build a JSON body: {{ .JSON .Description }}
+// yields a quoted, escaped string whatever the description holds. Inside {{ range }} the
+// method is reached as {{ $.JSON . }}. HTML characters are left as they are (they are valid
+// in JSON strings and read better in chat messages).
+func (Notification) JSON(v any) (string, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+const (
+	// MaxBodyBytes bounds a rendered body; a template that writes more fails instead of
+	// sending a truncated (and, for JSON, invalid) body.
+	MaxBodyBytes = 128 << 10
+	// maxSteps bounds the work of one render: each range iteration and each template call
+	// is a step. A real template ranges over a node's pods and labels (hundreds of steps);
+	// {{ range .StartTime.Unix }} would otherwise loop for minutes without writing a byte.
+	maxSteps = 10000
+	// maxNesting bounds how deep loops and template calls nest. Deep nesting is costly
+	// when a step limit or an error unwinds it (text/template re-panics at every level),
+	// and no webhook message needs it.
+	maxNesting = 50
+	// stepFunc is called at the start of every range body and every template, see guard.
+	stepFunc = "lifeboatStep"
+)
+
+var errTooLarge = fmt.Errorf("WEBHOOK_TEMPLATE: rendered body exceeds %d bytes", MaxBodyBytes)
+
+// Template is a parsed webhook template.
+//
+// It is Go's text/template with no functions beyond the built-in ones (print, printf, len,
+// index, eq, ...), none of which can read files, the environment or the network; a template
+// asking for one (env, readFile, ...) does not parse. Rendering is bounded in output
+// (MaxBodyBytes) and in work (maxSteps), and a missing map key is an error rather than the
+// text "<no value>" (use {{ index .NodeLabels "key" }} for labels that may be absent).
+//
+// Values are written as they are. A template that builds JSON should pass them through
+// {{ .JSON ... }} so that quotes and newlines in, say, a description keep the body valid;
+// the default template does.
+type Template struct {
+	t *template.Template
+}
+
+// ParseTemplate parses text and renders it once with a sample notification, so an unknown
+// field or a runaway loop is found at start rather than at the first interruption.
+func ParseTemplate(text string) (*Template, error) {
+	t, err := template.New("WEBHOOK_TEMPLATE").
+		Option("missingkey=error").
+		Funcs(template.FuncMap{stepFunc: func() (string, error) { return "", nil }}).
+		Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("WEBHOOK_TEMPLATE: not a valid Go template: %w", err)
+	}
+	if err := limitNesting(t); err != nil {
+		return nil, err
+	}
+	if err := guard(t); err != nil {
+		return nil, err
+	}
+	tmpl := &Template{t: t}
+	// Labels differ per node, so the sample run tolerates missing keys; everything else
+	// (unknown fields, wrong arguments, too much output or work) fails here.
+	sample, err := t.Clone()
+	if err != nil {
+		return nil, fmt.Errorf("WEBHOOK_TEMPLATE: %w", err)
+	}
+	if _, err := render(sample.Option("missingkey=zero"), sampleNotification()); err != nil {
+		return nil, fmt.Errorf("WEBHOOK_TEMPLATE: fails on a sample notification: %w", err)
+	}
+	return tmpl, nil
+}
+
+// Render executes the template for n. The result is at most MaxBodyBytes long.
+func (t *Template) Render(n Notification) ([]byte, error) {
+	b, err := render(t.t, n)
+	if err != nil && !errors.Is(err, errTooLarge) {
+		return nil, fmt.Errorf("WEBHOOK_TEMPLATE: %w", err)
+	}
+	return b, err
+}
+
+func render(t *template.Template, n Notification) ([]byte, error) {
+	// A clone per render gives each execution its own step counter; the parse trees are
+	// shared, not copied.
+	c, err := t.Clone()
+	if err != nil {
+		return nil, fmt.Errorf("WEBHOOK_TEMPLATE: %w", err)
+	}
+	steps := 0
+	c.Funcs(template.FuncMap{stepFunc: func() (string, error) {
+		steps++
+		if steps > maxSteps {
+			return "", fmt.Errorf("more than %d loop iterations or template calls", maxSteps)
+		}
+		return "", nil
+	}})
+	out := &boundedBuffer{max: MaxBodyBytes}
+	if err := c.Execute(out, n); err != nil {
+		if errors.Is(err, errTooLarge) {
+			return nil, errTooLarge
+		}
+		return nil, err
+	}
+	return out.b.Bytes(), nil
+}
+
+// guard puts a call to stepFunc at the start of every template body and every range body:
+// the only ways a template can repeat work.
+func guard(t *template.Template) error {
+	const name = "WEBHOOK_TEMPLATE" // the name errors from the step counter show
+	trees, err := parse.Parse(name, "{{"+stepFunc+"}}", "", "", map[string]any{stepFunc: true})
+	if err != nil {
+		return fmt.Errorf("WEBHOOK_TEMPLATE: %w", err)
+	}
+	step := trees[name].Root.Nodes[0]
+	var walk func(n parse.Node)
+	prepend := func(l *parse.ListNode) {
+		if l == nil {
+			return
+		}
+		for _, n := range l.Nodes {
+			walk(n)
+		}
+		l.Nodes = append([]parse.Node{step}, l.Nodes...)
+	}
+	walk = func(n parse.Node) {
+		switch n := n.(type) {
+		case *parse.RangeNode:
+			prepend(n.List)
+			walkList(n.ElseList, walk)
+		case *parse.IfNode:
+			walkList(n.List, walk)
+			walkList(n.ElseList, walk)
+		case *parse.WithNode:
+			walkList(n.List, walk)
+			walkList(n.ElseList, walk)
+		case *parse.ListNode:
+			walkList(n, walk)
+		}
+	}
+	for _, tt := range t.Templates() {
+		if tt.Tree != nil && tt.Tree.Root != nil {
+			prepend(tt.Tree.Root)
+		}
+	}
+	return nil
+}
+
+// limitNesting rejects a template that calls itself, directly or not, or that nests loops
+// and template calls more than maxNesting deep. Template names in {{ template }} are
+// constants, so this is decided on the parse trees.
+func limitNesting(t *template.Template) error {
+	const (
+		unvisited = iota
+		visiting
+		done
+	)
+	state := map[string]int{}
+	depth := map[string]int{}
+	var ofTemplate func(name string) (int, error)
+	var ofList func(l *parse.ListNode) (int, error)
+	ofNode := func(n parse.Node) (int, error) {
+		switch n := n.(type) {
+		case *parse.RangeNode:
+			d, err := maxOf(ofList, n.List, n.ElseList)
+			return d + 1, err
+		case *parse.IfNode:
+			return maxOf(ofList, n.List, n.ElseList)
+		case *parse.WithNode:
+			return maxOf(ofList, n.List, n.ElseList)
+		case *parse.ListNode:
+			return ofList(n)
+		case *parse.TemplateNode:
+			d, err := ofTemplate(n.Name)
+			return d + 1, err
+		}
+		return 0, nil
+	}
+	ofList = func(l *parse.ListNode) (int, error) {
+		deepest := 0
+		if l == nil {
+			return 0, nil
+		}
+		for _, n := range l.Nodes {
+			d, err := ofNode(n)
+			if err != nil {
+				return 0, err
+			}
+			deepest = max(deepest, d)
+		}
+		if deepest > maxNesting {
+			return 0, fmt.Errorf("WEBHOOK_TEMPLATE: loops and template calls nested more than %d deep", maxNesting)
+		}
+		return deepest, nil
+	}
+	ofTemplate = func(name string) (int, error) {
+		switch state[name] {
+		case visiting:
+			return 0, fmt.Errorf("WEBHOOK_TEMPLATE: template %q calls itself", name)
+		case done:
+			return depth[name], nil
+		}
+		tt := t.Lookup(name)
+		if tt == nil || tt.Tree == nil {
+			return 0, nil // an undefined template fails when it is called
+		}
+		state[name] = visiting
+		d, err := ofList(tt.Tree.Root)
+		if err != nil {
+			return 0, err
+		}
+		state[name], depth[name] = done, d
+		return d, nil
+	}
+	for _, tt := range t.Templates() {
+		if _, err := ofTemplate(tt.Name()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func maxOf(f func(*parse.ListNode) (int, error), lists ...*parse.ListNode) (int, error) {
+	deepest := 0
+	for _, l := range lists {
+		d, err := f(l)
+		if err != nil {
+			return 0, err
+		}
+		deepest = max(deepest, d)
+	}
+	return deepest, nil
+}
+
+func walkList(l *parse.ListNode, walk func(parse.Node)) {
+	if l == nil {
+		return
+	}
+	for _, n := range l.Nodes {
+		walk(n)
+	}
+}
+
+// boundedBuffer fails the write that would take it past max, which stops the template.
+type boundedBuffer struct {
+	b   bytes.Buffer
+	max int
+}
+
+func (w *boundedBuffer) Write(p []byte) (int, error) {
+	if w.b.Len()+len(p) > w.max {
+		return 0, errTooLarge
+	}
+	return w.b.Write(p)
+}
+
+func sampleNotification() Notification {
+	start := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	return Notification{
+		EventID:              "spot-i-0123456789abcdef0",
+		Kind:                 "spot-interruption",
+		Monitor:              "imds",
+		Description:          "sample notification",
+		State:                "active",
+		NodeName:             "ip-10-0-0-1.ec2.internal",
+		InstanceID:           "i-0123456789abcdef0",
+		ProviderID:           "aws:///us-east-1a/i-0123456789abcdef0",
+		InstanceType:         "m5.large",
+		AutoScalingGroupName: "sample-asg",
+		StartTime:            start,
+		EndTime:              start.Add(2 * time.Minute),
+		Pods:                 []string{"default/sample-0", "default/sample-1"},
+		NodeLabels:           map[string]string{"kubernetes.io/os": "linux"},
+	}
+}

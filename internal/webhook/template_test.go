@@ -1,0 +1,291 @@
+package webhook
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"lifeboat.dev/lifeboat/internal/config"
+)
+
+func notification() Notification {
+	start := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+	return Notification{
+		EventID:              "spot-i-0abc",
+		Kind:                 "spot-interruption",
+		Monitor:              "imds",
+		Description:          "Spot instance will be terminated",
+		State:                "active",
+		NodeName:             "ip-10-0-0-7.ec2.internal",
+		InstanceID:           "i-0abc",
+		ProviderID:           "aws:///us-east-1a/i-0abc",
+		InstanceType:         "m5.large",
+		AutoScalingGroupName: "workers",
+		StartTime:            start,
+		EndTime:              start.Add(2 * time.Minute),
+		Pods:                 []string{"default/web-1", "kube-system/dns-2"},
+		NodeLabels:           map[string]string{"team": "infra", "kubernetes.io/os": "linux"},
+	}
+}
+
+func TestDefaultTemplateIsValidJSONWhateverTheValues(t *testing.T) {
+	tmpl, err := ParseTemplate(config.DefaultWebhookTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		edit func(*Notification)
+	}{
+		{"plain", func(*Notification) {}},
+		{"quotes", func(n *Notification) { n.Description = `the "old" host said "bye"` }},
+		{"newlines and tabs", func(n *Notification) { n.Description = "line one\nline two\r\n\tindented" }},
+		{"backslashes", func(n *Notification) { n.Description = `C:\path\ and \" and \u0041` }},
+		{"control characters", func(n *Notification) { n.Description = "nul\x00 bell\x07 esc\x1b del\x7f" }},
+		{"invalid UTF-8", func(n *Notification) { n.Description = "bad \xff\xfe bytes" }},
+		{"HTML and template syntax", func(n *Notification) { n.Description = `</script><b>&amp;</b> {{ .EventID }}` }},
+		{"JSON injection attempt", func(n *Notification) { n.Description = `"}, "admin": true, "x": {"` }},
+		{"quotes in every field", func(n *Notification) {
+			n.EventID, n.Kind, n.InstanceID, n.NodeName = `e"1`, `k"2`, `i"3`, "n\n4"
+		}},
+		{"empty", func(n *Notification) { *n = Notification{} }},
+		{"unicode", func(n *Notification) { n.Description = "Wartung ⚠️ 計画メンテナンス \u2028 \u2029" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := notification()
+			tt.edit(&n)
+			body, err := tmpl.Render(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var msg map[string]string
+			if err := json.Unmarshal(body, &msg); err != nil {
+				t.Fatalf("body is not a JSON object of strings: %v\n%s", err, body)
+			}
+			if len(msg) != 1 || msg["text"] == "" {
+				t.Fatalf("want exactly a text field, got %v", msg)
+			}
+			text := msg["text"]
+			want := []string{n.EventID, n.Kind, n.InstanceID, n.NodeName, n.StartTime.UTC().Format("2006-01-02 15:04:05 MST")}
+			if strings.ToValidUTF8(n.Description, "\uFFFD") == n.Description {
+				want = append(want, n.Description)
+			}
+			for _, w := range want {
+				if !strings.Contains(text, w) {
+					t.Errorf("text %q lacks %q", text, w)
+				}
+			}
+		})
+	}
+}
+
+func TestCustomTemplateSeesEveryField(t *testing.T) {
+	const text = `{{.EventID}}|{{.Kind}}|{{.Monitor}}|{{.Description}}|{{.State}}|{{.NodeName}}|{{.InstanceID}}|` +
+		`{{.ProviderID}}|{{.InstanceType}}|{{.AutoScalingGroupName}}|{{.StartTime.Format "15:04:05"}}|{{.EndTime.Unix}}|` +
+		`{{range .Pods}}{{.}};{{end}}|{{range $k, $v := .NodeLabels}}{{$k}}={{$v}};{{end}}|{{.NodeLabels.team}}|{{$.JSON .Pods}}`
+	tmpl, err := ParseTemplate(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := notification()
+	got, err := tmpl.Render(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`spot-i-0abc|spot-interruption|imds|Spot instance will be terminated|active|ip-10-0-0-7.ec2.internal|i-0abc|`+
+		`aws:///us-east-1a/i-0abc|m5.large|workers|05:06:07|%d|default/web-1;kube-system/dns-2;|kubernetes.io/os=linux;team=infra;|infra|`+
+		`["default/web-1","kube-system/dns-2"]`, n.EndTime.Unix())
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+// An NTH template, with fields written as NTH users write them, renders unchanged.
+func TestNTHStyleTemplate(t *testing.T) {
+	tmpl, err := ParseTemplate(`{"text":"EventID: {{ .EventID }} - Kind: {{ .Kind }} - Node: {{ .NodeName }} - Start: {{ .StartTime }}"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tmpl.Render(notification())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"text":"EventID: spot-i-0abc - Kind: spot-interruption - Node: ip-10-0-0-7.ec2.internal - Start: 2025-03-04 05:06:07 +0000 UTC"}`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+func TestRenderMissingLabel(t *testing.T) {
+	tests := []struct {
+		name, text string
+		labels     map[string]string
+		want       string
+		wantErr    string
+	}{
+		{"present", `{{ .NodeLabels.team }}`, map[string]string{"team": "infra"}, "infra", ""},
+		{"missing is an error", `{{ .NodeLabels.team }}`, map[string]string{"other": "x"}, "", `map has no entry for key "team"`},
+		{"nil labels is an error", `{{ .NodeLabels.team }}`, nil, "", `map has no entry for key "team"`},
+		{"index tolerates a missing key", `[{{ index .NodeLabels "team" }}]`, nil, "[]", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tmpl, err := ParseTemplate(tt.text)
+			if err != nil {
+				t.Fatalf("a label lookup must parse (labels differ per node): %v", err)
+			}
+			n := notification()
+			n.NodeLabels = tt.labels
+			got, err := tmpl.Render(n)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "WEBHOOK_TEMPLATE") {
+					t.Fatalf("got %q, %v; want an error naming WEBHOOK_TEMPLATE with %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || string(got) != tt.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseTemplateRejects(t *testing.T) {
+	tests := []struct {
+		name, text, want string
+	}{
+		{"syntax", `{{ .Kind `, "not a valid Go template"},
+		{"environment", `{{ env "HOME" }}`, `function "env" not defined`},
+		{"environment (sprig spelling)", `{{ getenv "HOME" }}`, `function "getenv" not defined`},
+		{"file", `{{ readFile "/etc/passwd" }}`, `function "readFile" not defined`},
+		{"include", `{{ include "/etc/passwd" . }}`, `function "include" not defined`},
+		{"exec", `{{ exec "id" }}`, `function "exec" not defined`},
+		{"unknown field", `{{ .Nope }}`, "can't evaluate field Nope"},
+		{"method on a field with wrong arguments", `{{ .StartTime.Format }}`, "wrong number of args"},
+		{"loop over a number", `{{ range .StartTime.Unix }}{{ end }}`, "more than 10000 loop iterations"},
+		{"loop over a literal", `{{ range 1000000000 }}{{ end }}`, "more than 10000 loop iterations"},
+		{"nested loops", `{{ range 1000 }}{{ range 1000 }}{{ end }}{{ end }}`, "more than 10000 loop iterations"},
+		{"recursion", `{{ define "a" }}{{ template "a" . }}{{ end }}{{ template "a" . }}`, `template "a" calls itself`},
+		{"indirect recursion", `{{ define "a" }}{{ if .Pods }}{{ template "b" . }}{{ end }}{{ end }}{{ define "b" }}{{ range .Pods }}{{ template "a" $ }}{{ end }}{{ end }}x`, `calls itself`},
+		{"deep nesting", strings.Repeat("{{ range .Pods }}", 60) + strings.Repeat("{{ end }}", 60), "nested more than 50 deep"},
+		{"deep call chain", chain(60), "nested more than 50 deep"},
+		{"fan-out of template calls", `{{ define "x" }}{{ template "y" }}{{ template "y" }}{{ end }}` +
+			`{{ define "y" }}{{ range 5000 }}{{ end }}{{ end }}{{ template "x" }}`, "more than 10000"},
+		{"too much output", `{{ printf "%900000s" "" }}`, "exceeds 131072 bytes"},
+		{"too much output in a loop", `{{ range 100 }}{{ printf "%2000s" "" }}{{ end }}`, "exceeds 131072 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tmpl, err := ParseTemplate(tt.text)
+			if err == nil {
+				t.Fatalf("parsed; want an error with %q", tt.want)
+			}
+			if tmpl != nil {
+				t.Error("returned a template along with the error")
+			}
+			if !strings.HasPrefix(err.Error(), "WEBHOOK_TEMPLATE: ") || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q: want WEBHOOK_TEMPLATE and %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// A template that is fine on the sample can still grow past the bound with a big node's data.
+func TestRenderBoundedOnRealData(t *testing.T) {
+	tmpl, err := ParseTemplate(`{{ range .Pods }}{{ printf "%1000s" . }}{{ end }}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := notification()
+	for i := range 200 {
+		n.Pods = append(n.Pods, fmt.Sprintf("ns/pod-%d", i))
+	}
+	got, err := tmpl.Render(n)
+	if !errors.Is(err, errTooLarge) || got != nil {
+		t.Fatalf("got %d bytes, %v; want errTooLarge", len(got), err)
+	}
+	n.Pods = n.Pods[:100]
+	got, err = tmpl.Render(n)
+	if err != nil || len(got) != 100*1000 {
+		t.Fatalf("got %d bytes, %v; want 100000 bytes", len(got), err)
+	}
+}
+
+// The step limit is per render: renders after a big one start from zero, also concurrently.
+func TestStepsCountedPerRender(t *testing.T) {
+	tmpl, err := ParseTemplate(`{{ range .Pods }}.{{ end }}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := notification()
+	n.Pods = make([]string, maxSteps-1)
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			_, err := tmpl.Render(n)
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// .JSON lets a custom template build any JSON shape safely, lists and maps included.
+func TestJSONMethodBuildsValidBodies(t *testing.T) {
+	tmpl, err := ParseTemplate(`{"blocks":[{"type":"section","text":{"type":"mrkdwn","text":{{ $.JSON (printf "*%s* on %s" .Kind .NodeName) }}}}],` +
+		`"pods":[{{ range $i, $p := .Pods }}{{ if $i }},{{ end }}{{ $.JSON $p }}{{ end }}],"labels":{{ $.JSON .NodeLabels }},"start":{{ $.JSON .StartTime }}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := notification()
+	n.NodeName = "node \"one\"\n"
+	n.Pods = []string{`ns/"quoted"`, "ns/back\\slash", "ns/\x01ctl"}
+	n.NodeLabels = map[string]string{`k"ey`: "v\nal"}
+	body, err := tmpl.Render(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Pods   []string
+		Labels map[string]string
+		Start  time.Time
+	}
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatalf("%v\n%s", err, body)
+	}
+	if !slices.Equal(got.Pods, n.Pods) || got.Labels[`k"ey`] != "v\nal" || !got.Start.Equal(n.StartTime) {
+		t.Errorf("decoded %+v from %s", got, body)
+	}
+}
+
+// chain defines t0 calling t1 ... calling t(n-1).
+func chain(n int) string {
+	var b strings.Builder
+	for i := range n - 1 {
+		fmt.Fprintf(&b, `{{ define "t%d" }}{{ template "t%d" }}{{ end }}`, i, i+1)
+	}
+	fmt.Fprintf(&b, `{{ define "t%d" }}end{{ end }}{{ template "t0" }}`, n-1)
+	return b.String()
+}
+
+func TestNestingWithinTheLimitRenders(t *testing.T) {
+	for _, text := range []string{chain(45), strings.Repeat("{{ range 1 }}", 40) + "x" + strings.Repeat("{{ end }}", 40)} {
+		tmpl, err := ParseTemplate(text)
+		if err != nil {
+			t.Fatalf("%.60s...: %v", text, err)
+		}
+		n := notification()
+		n.Pods = []string{"one"}
+		if got, err := tmpl.Render(n); err != nil || len(got) == 0 {
+			t.Fatalf("got %q, %v", got, err)
+		}
+	}
+}
