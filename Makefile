@@ -17,7 +17,7 @@ TEST_TIMEOUT ?= 25m
 # "context deadline exceeded" on a loaded machine, which is not a finding.
 FUZZ_TIME    ?= 50000x
 
-.PHONY: all build sandbox vet test test-long unit fuzz bench demo clean
+.PHONY: all build sandbox vet test test-long unit fuzz bench docs demo clean
 
 all: build
 
@@ -56,6 +56,10 @@ fuzz:
 ## bench: benchmarks against the sandbox (numbers are printed, never asserted)
 bench: sandbox
 	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 30m ./internal/...
+
+## docs: regenerate docs/configuration.md from the settings table (a test fails when it is stale)
+docs:
+	$(GO) generate ./internal/config
 
 ## demo: start the local sandbox (3 kwok nodes, IMDS mock, SQS server, fake EC2/Auto Scaling) and show it
 demo: sandbox
