@@ -53,9 +53,17 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_TIME) ./internal/source/sqs
 	$(GO) test -run '^$$' -fuzz '^FuzzInstanceIDFromProviderID$$' -fuzztime $(FUZZ_TIME) ./internal/ownership
 
-## bench: benchmarks against the sandbox (numbers are printed, never asserted)
+## bench: benchmarks against the sandbox (numbers are printed, never asserted); prints one
+## table and writes _output/bench/{raw.txt,results.json,results.svg}. Several minutes.
+BENCH_OUT  ?= _output/bench
+BENCHTIME  ?= 3x
+BENCH      ?= .
 bench: sandbox
-	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 30m ./internal/...
+	@mkdir -p $(BENCH_OUT)
+	@status=0; set -o pipefail; \
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -timeout 30m ./internal/... 2>&1 | tee $(BENCH_OUT)/raw.txt || status=$$?; \
+	echo; $(GO) run ./cmd/lifeboat-benchreport -in $(BENCH_OUT)/raw.txt -json $(BENCH_OUT)/results.json -svg $(BENCH_OUT)/results.svg || status=$$?; \
+	exit $$status
 
 ## docs: regenerate docs/configuration.md from the settings table (a test fails when it is stale)
 docs:
