@@ -17,7 +17,7 @@ TEST_TIMEOUT ?= 25m
 # "context deadline exceeded" on a loaded machine, which is not a finding.
 FUZZ_TIME    ?= 50000x
 
-.PHONY: all build sandbox vet test test-long unit fuzz bench demo manifests clean
+.PHONY: all build sandbox vet test test-long unit fuzz bench docs demo manifests clean
 
 all: build
 
@@ -54,9 +54,21 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzInstanceIDFromProviderID$$' -fuzztime $(FUZZ_TIME) ./internal/ownership
 	$(GO) test -run '^$$' -fuzz '^FuzzTemplate$$' -fuzztime $(FUZZ_TIME) ./internal/webhook
 
-## bench: benchmarks against the sandbox (numbers are printed, never asserted)
+## bench: benchmarks against the sandbox (numbers are printed, never asserted); prints one
+## table and writes _output/bench/{raw.txt,results.json,results.svg}. Several minutes.
+BENCH_OUT  ?= _output/bench
+BENCHTIME  ?= 3x
+BENCH      ?= .
 bench: sandbox
-	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 30m ./internal/...
+	@mkdir -p $(BENCH_OUT)
+	@status=0; set -o pipefail; \
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -timeout 30m ./internal/... 2>&1 | tee $(BENCH_OUT)/raw.txt || status=$$?; \
+	echo; $(GO) run ./cmd/lifeboat-benchreport -in $(BENCH_OUT)/raw.txt -json $(BENCH_OUT)/results.json -svg $(BENCH_OUT)/results.svg || status=$$?; \
+	exit $$status
+
+## docs: regenerate docs/configuration.md from the settings table (a test fails when it is stale)
+docs:
+	$(GO) generate ./internal/config
 
 ## demo: start the local sandbox (3 kwok nodes, IMDS mock, SQS server, fake EC2/Auto Scaling) and show it
 demo: sandbox

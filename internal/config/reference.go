@@ -1,0 +1,166 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+)
+
+//go:generate go run ./docgen -o ../../docs/configuration.md
+
+// ReferenceCommand is what regenerates docs/configuration.md; messages about a stale
+// reference name it.
+const ReferenceCommand = "make docs"
+
+// Reference renders the configuration reference (docs/configuration.md) from the settings
+// table, so the documentation cannot describe settings the code does not have.
+func Reference() []byte {
+	all := Settings()
+	var b bytes.Buffer
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+
+	p("# Configuration reference\n\n")
+	p("<!-- Generated from internal/config/settings.go by `%s`; do not edit by hand. -->\n\n", ReferenceCommand)
+	p("Every setting is an environment variable and a flag. The variables are those of\n")
+	p("aws-node-termination-handler (NTH), so an NTH deployment keeps its configuration.\n\n")
+	p("- A flag wins over the variable; an empty variable counts as unset.\n")
+	p("- A flag is the variable in lower kebab case (`WORKERS` is `--workers`), with one or two dashes.\n")
+	if odd := unusualFlags(all); len(odd) > 0 {
+		p("  Exceptions, as in NTH: %s.\n", strings.Join(odd, ", "))
+	}
+	p("- Deprecated names (aliases) are still accepted, as variables and as flags; the current name\n")
+	p("  wins when both are set, and a warning names the replacement.\n")
+	p("- Every value is checked at start. Bad values stop Lifeboat with exit status 2 and one line per\n")
+	p("  problem, naming the input. `lifeboat config` prints the effective values and where each came\n")
+	p("  from; `lifeboat help` lists the settings.\n")
+	p("- Secrets (marked below) are never printed or logged once set.\n\n")
+
+	p("## Deliberate differences from NTH's defaults\n\n")
+	p("| setting | NTH default | Lifeboat default | why |\n| --- | --- | --- | --- |\n")
+	for _, s := range all {
+		if s.Why == "" {
+			continue
+		}
+		p("| `%s` | %s | %s | %s |\n", s.Env, valueOrUnset(s.NTHDefault), valueOrUnset(s.Default), cell(s.Why))
+	}
+	p("\n## Settings NTH does not have\n\n")
+	for _, s := range all {
+		if s.Lifeboat {
+			p("- `%s`, in *%s*: %s\n", s.Env, s.Group, cell(s.Usage))
+		}
+	}
+	p("\n")
+
+	var long []*Setting
+	group := ""
+	for _, s := range all {
+		if s.Group != group {
+			group = s.Group
+			p("## %s\n\n", group)
+			p("| variable / flag | default | accepted values | meaning |\n| --- | --- | --- | --- |\n")
+		}
+		name := fmt.Sprintf("`%s`<br>`--%s`", s.Env, s.Flag)
+		for _, a := range s.Aliases {
+			name += fmt.Sprintf("<br>deprecated: `%s`, `--%s`", a, FlagName(a))
+		}
+		if s.Lifeboat {
+			name += "<br>*Lifeboat only*"
+		}
+		def := valueOrUnset(s.Default)
+		if len(s.Default) > 40 {
+			def = "see [below](#default-" + anchor(s.Env) + ")"
+			long = append(long, s)
+		}
+		if s.Why != "" {
+			def += "<br>(NTH: " + valueOrUnset(s.NTHDefault) + ")"
+		}
+		meaning := cell(s.Usage)
+		if s.Why != "" {
+			meaning += " **Differs from NTH:** " + cell(s.Why) + "."
+		}
+		if s.Secret {
+			meaning += " *Secret: never printed or logged.*"
+		}
+		p("| %s | %s | %s | %s |\n", name, def, cell(accepted(s.value)), meaning)
+		if next := nextGroup(all, s); next != group {
+			p("\n")
+		}
+	}
+	for _, s := range long {
+		p("<a id=\"default-%s\"></a>\n\n", anchor(s.Env))
+		p("### Default of %s\n\n", s.Env)
+		p("```\n%s\n```\n\n", s.Default)
+	}
+	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+// nextGroup is the group of the setting after s, or "" after the last.
+func nextGroup(all []*Setting, s *Setting) string {
+	for i, x := range all {
+		if x == s && i+1 < len(all) {
+			return all[i+1].Group
+		}
+	}
+	return ""
+}
+
+// unusualFlags lists the settings whose flag is not the variable's kebab case.
+func unusualFlags(all []*Setting) []string {
+	var out []string
+	for _, s := range all {
+		if s.Flag != FlagName(s.Env) {
+			out = append(out, fmt.Sprintf("`%s` is `--%s`", s.Env, s.Flag))
+		}
+	}
+	return out
+}
+
+// accepted describes, in words, what a setting's parser takes.
+func accepted(v value) string {
+	switch v := v.(type) {
+	case boolValue:
+		return "true or false"
+	case intValue:
+		return "whole number, " + v.describeRange()
+	case floatValue:
+		return fmt.Sprintf("number greater than %g", v.min)
+	case stringValue:
+		return "text"
+	case enumValue:
+		return "one of " + strings.Join(v.allowed, ", ") + " (any case)"
+	case urlValue:
+		s := "absolute " + strings.Join(v.schemes, " or ") + " URL"
+		if v.optional {
+			s += ", or empty"
+		}
+		return s
+	case headersValue:
+		return "JSON object of strings"
+	case keyValuesValue:
+		return "key1=value1,key2=value2"
+	case templateValue:
+		return "Go text/template, checked at start"
+	case durationValue:
+		return fmt.Sprintf("Go duration, %s to %s", v.min, v.max)
+	case pathValue:
+		return "HTTP path starting with /"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func valueOrUnset(v string) string {
+	if v == "" {
+		return "(unset)"
+	}
+	return "`" + strings.ReplaceAll(oneLine(v), "|", `\|`) + "`"
+}
+
+// cell makes prose safe inside a Markdown table cell: pipes would end the cell and <name>
+// would be taken for an HTML tag.
+func cell(s string) string {
+	return strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;").Replace(oneLine(s))
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+
+func anchor(env string) string { return strings.ToLower(strings.ReplaceAll(env, "_", "-")) }
