@@ -18,7 +18,6 @@ var ClusterPermissions = []authorizationv1.ResourceAttributes{
 	{Resource: "nodes", Verb: "list"},
 	{Resource: "nodes", Verb: "watch"},
 	{Resource: "nodes", Verb: "patch"},
-	{Resource: "pods", Verb: "get"},
 	{Resource: "pods", Verb: "list"},
 	{Resource: "pods", Verb: "watch"},
 	{Resource: "pods", Verb: "delete"},
