@@ -20,10 +20,12 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/ownership"
+	"lifeboat.dev/lifeboat/internal/webhook"
 )
 
 // Plan is what to do for one notice.
@@ -75,6 +77,10 @@ type Handler struct {
 	OnDrained func(ctx context.Context, n notice.Notice) error
 	// Metrics, when set, counts actions, drains and evictions.
 	Metrics *metrics.Metrics
+	// Events, when set, records Kubernetes Events on the node.
+	Events *events.Recorder
+	// Webhook, when set, is told once per node interruption, when its work is done.
+	Webhook *webhook.Sender
 
 	cfg     *config.Config
 	client  kubernetes.Interface
@@ -137,11 +143,20 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 		return nil
 	}
 
+	if !rec.Has(n.ID) {
+		h.Events.Notice(events.NodeOf(node), n)
+	}
 	phase := PhaseCordoned
 	if plan.Drain {
 		phase = PhaseDraining
 	}
 	var edits []nodes.Edit
+	// Without a drain the interruption's work ends with this write, which then claims the
+	// webhook (decided on the node being written, so a retry decides afresh).
+	var notify bool
+	if !plan.Drain {
+		edits = append(edits, claimNotification(&notify))
+	}
 	if plan.TaintKey != "" {
 		edits = append(edits, nodes.AddTaint(plan.TaintKey, nodes.LabelValue(n.ID), corev1.TaintEffect(h.cfg.TaintEffect)))
 	}
@@ -165,17 +180,24 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 	res, err := h.writer.Apply(ctx, nodeName, node, "cordon for notice "+n.ID, edits...)
 	h.Metrics.Action(metrics.ActionCordon, writeResult(res, err, h.cfg.DryRun))
 	if err != nil {
+		h.Events.CordonFailed(events.NodeOf(node), n.ID, err)
 		return err
+	}
+	if res.Changed {
+		h.Events.Cordoned(events.NodeOf(res.Node), n.ID)
 	}
 	log.Info("node cordoned", "changed", res.Changed, "drain", plan.Drain, "deadline", n.Deadline, "dryRun", h.cfg.DryRun)
 	if n.Kind == notice.ASGTermination && n.Source == notice.SourceIMDS && h.OnDrained == nil {
 		log.Warn("the Auto Scaling lifecycle action is not completed from agent mode without ASG_LIFECYCLE_HOOK_NAME: the instance terminates when the lifecycle hook times out")
 	}
 	if !plan.Drain {
+		if notify {
+			h.notify(ctx, n, res.Node, "cordoned", nil)
+		}
 		return nil
 	}
 	if rec.Phase == PhaseDrained {
-		return h.finish(ctx, n, nodeName, res.Node)
+		return h.finish(ctx, n, nodeName, res.Node, drained{})
 	}
 	deadline := drainDeadline(n)
 	// Wait for the scheduled start before joining or starting a drain, so a notice days
@@ -197,13 +219,17 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 		if duplicate {
 			return nil // another copy of this notice finishes it (one lifecycle completion)
 		}
-		return h.finish(ctx, n, nodeName, nil)
+		return h.finish(ctx, n, nodeName, nil, drained{})
 	}
-	r.err = h.drain(ctx, n, nodeName, deadline, log)
+	h.Events.DrainStarted(events.NodeOf(res.Node), n.ID, deadline)
+	var done drained
+	done, r.err = h.drain(ctx, n, nodeName, deadline, log)
 	if r.err == nil {
 		// The node as the cordon write left it saves a read; if it changed since, the write
 		// conflicts and is recomputed from a fresh read.
-		r.err = h.finish(ctx, n, nodeName, res.Node)
+		r.err = h.finish(ctx, n, nodeName, res.Node, done)
+	} else if ctx.Err() == nil {
+		h.Events.DrainFailed(events.NodeOf(res.Node), n.ID, r.err)
 	}
 	// Unregister only once the drain is recorded: a copy of this notice arriving earlier
 	// joins it instead of finding neither a running drain nor a drained record (which
@@ -238,7 +264,14 @@ func (h *Handler) waitForStart(ctx context.Context, deadline time.Time, log *slo
 	}
 }
 
-func (h *Handler) drain(ctx context.Context, n notice.Notice, nodeName string, deadline time.Time, log *slog.Logger) error {
+// drained is what a drain by this process did, for the Event and the webhook.
+type drained struct {
+	evicted []string
+	took    time.Duration
+}
+
+// drain drains the node.
+func (h *Handler) drain(ctx context.Context, n notice.Notice, nodeName string, deadline time.Time, log *slog.Logger) (drained, error) {
 	res, err := h.drainer.Drain(ctx, nodeName, deadline)
 	h.countDrain(res, err)
 	log.Info("drain finished", "selected", len(res.Pods), "skipped", len(res.Skipped), "remaining", len(res.Remaining()),
@@ -247,25 +280,69 @@ func (h *Handler) drain(ctx context.Context, n notice.Notice, nodeName string, d
 		log.Debug("pod left on the node", "pod", s.Pod.String(), "reason", s.Reason)
 	}
 	if err != nil {
-		return fmt.Errorf("notice %s: %w", n.ID, err)
+		return drained{}, fmt.Errorf("notice %s: %w", n.ID, err)
 	}
-	return nil
+	d := drained{took: res.Finished.Sub(res.Started)}
+	for _, p := range res.Pods {
+		if !p.EvictedAt.IsZero() {
+			d.evicted = append(d.evicted, p.Pod.String())
+		}
+	}
+	return d, nil
 }
 
 // finish runs the completion hook for a drained node and records the drain as done. hint,
-// when not nil, is a recent copy of the node.
-func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, hint *corev1.Node) error {
+// when not nil, is a recent copy of the node; done is this process's drain, if it ran one.
+func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, hint *corev1.Node, done drained) error {
 	if h.OnDrained != nil && !h.cfg.DryRun {
 		if err := h.OnDrained(ctx, n); err != nil {
 			return fmt.Errorf("notice %s: after the drain: %w", n.ID, err)
 		}
 	}
-	edits := []nodes.Edit{recordEdit(n.ID, PhaseDrained, time.Time{})}
+	var notify bool
+	edits := []nodes.Edit{claimNotification(&notify), recordEdit(n.ID, PhaseDrained, time.Time{})}
 	if h.cfg.EnableOutOfServiceTaint {
 		edits = append(edits, nodes.AddTaint(nodes.TaintOutOfService, "nodeshutdown", corev1.TaintEffectNoExecute))
 	}
-	_, err := h.writer.Apply(ctx, nodeName, hint, "record drain of notice "+n.ID, edits...)
-	return err
+	res, err := h.writer.Apply(ctx, nodeName, hint, "record drain of notice "+n.ID, edits...)
+	if err != nil {
+		return err
+	}
+	if notify {
+		h.Events.Drained(events.NodeOf(res.Node), n.ID, len(done.evicted), done.took)
+		h.notify(ctx, n, res.Node, "drained", done.evicted)
+	}
+	return nil
+}
+
+// claimNotification marks the record as notified, setting *claimed when this write is the
+// one that does it. The webhook is sent after the write: at most once per interruption (a
+// crash between the two loses it rather than sending it twice).
+func claimNotification(claimed *bool) nodes.Edit {
+	return editRecord(func(r *Record) {
+		*claimed = !r.Notified
+		r.Notified = true
+	})
+}
+
+// notify sends the interruption's webhook. Failures are logged and counted, never retried
+// past the sender's own attempts: the node's work is done either way.
+func (h *Handler) notify(ctx context.Context, n notice.Notice, node *corev1.Node, state string, pods []string) {
+	if !h.Webhook.Enabled() {
+		return
+	}
+	if h.cfg.DryRun {
+		h.log.Info("dry run: would send the interruption webhook", "notice", n.ID, "node", node.Name)
+		h.Metrics.Action(metrics.ActionWebhook, metrics.ResultDryRun)
+		return
+	}
+	err := h.Webhook.Send(ctx, webhook.Notification{
+		EventID: n.ID, Kind: string(n.Kind), Monitor: string(n.Source), Description: n.Description, State: state,
+		NodeName: node.Name, InstanceID: n.InstanceID, ProviderID: node.Spec.ProviderID,
+		InstanceType: node.Labels[corev1.LabelInstanceTypeStable], StartTime: n.StartTime, EndTime: n.EndTime,
+		Pods: pods, NodeLabels: node.Labels,
+	})
+	h.Metrics.ActionErr(metrics.ActionWebhook, err)
 }
 
 // RecordHeartbeat notes on the node that a lifecycle heartbeat was sent for the notice at
@@ -360,6 +437,7 @@ func (h *Handler) release(ctx context.Context, n notice.Notice, node *corev1.Nod
 	}
 	if uncordoned {
 		h.Metrics.Action(metrics.ActionUncordon, dryRunOr(h.cfg.DryRun, metrics.ResultOK))
+		h.Events.Uncordoned(events.NodeOf(node), "the scheduled event "+n.ID+" was canceled or completed")
 	}
 	log.Info("scheduled event ended; released the notice", "uncordoned", uncordoned)
 	return nil
@@ -378,7 +456,7 @@ func (h *Handler) releaseEdit(n *corev1.Node, mark func(*Record) bool) bool {
 		for _, e := range h.undo(r) {
 			e(n)
 		}
-		r.Phase, r.Deadline, r.RebootAfter = PhaseNone, time.Time{}, time.Time{}
+		r.Phase, r.Deadline, r.RebootAfter, r.Notified, r.Heartbeat = PhaseNone, time.Time{}, time.Time{}, false, nil
 	}
 	b, _ := json.Marshal(r)
 	nodes.SetAnnotation(AnnotationRecord, string(b))(n)

@@ -52,6 +52,9 @@ type Record struct {
 	// Heartbeat is the progress of the Auto Scaling heartbeats sent while the node drains,
 	// so that a restarted or new leader goes on from the last one instead of starting over.
 	Heartbeat *Heartbeat `json:"heartbeat,omitempty"`
+	// Notified is set by the write that claims the interruption's one webhook, so notices
+	// coalesced into it, other replicas and restarts do not send another.
+	Notified bool `json:"notified,omitempty"`
 }
 
 // Heartbeat counts the lifecycle heartbeats sent for one notice.
