@@ -57,9 +57,12 @@ fuzz:
 bench: sandbox
 	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 30m ./internal/...
 
-## demo: start the local sandbox (3 kwok nodes, IMDS mock, SQS server, fake EC2/Auto Scaling) and show it
+## demo: on the local sandbox, the agent and the controller handle a spot notice, an ASG terminate hook and
+## another cluster's notice; prints each step and a summary, draws _output/demo/timeline.svg. DEMO_ARGS=--hold
+## keeps everything running afterwards.
+DEMO_ARGS ?=
 demo: sandbox
-	$(GO) run ./cmd/lifeboat-sandbox
+	$(GO) run ./cmd/lifeboat-sandbox $(DEMO_ARGS)
 
 clean:
 	rm -rf bin
