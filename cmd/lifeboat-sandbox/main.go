@@ -34,8 +34,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "lifeboat-sandbox: interrupted; everything it started is stopped")
 		os.Exit(130)
 	}
-	if err == nil {
-		err = res.Check()
+	if err == nil && res.Check() != nil {
+		fmt.Fprintln(os.Stderr, "lifeboat-sandbox: not every case was handled as expected; the summary above lists why")
+		os.Exit(1)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lifeboat-sandbox:", err)

@@ -53,10 +53,10 @@ func writeSummary(out io.Writer, path string, r *Result) error {
 			fmt.Fprintf(tw, "  evicted\t%s\t%s\t%s, gone %s\t%s\n", p.Tier, p.Pod, at(p.Evicted), at(p.Gone), note)
 		}
 		for _, s := range c.Skipped {
-			fmt.Fprintf(tw, "  skipped\t%s\t%s\t%s\t\n", s.Tier, s.Pod, orDash(s.Reason))
+			fmt.Fprintf(tw, "  left\t%s\t%s\t-\t%s\n", s.Tier, s.Pod, orDash(s.Reason))
 		}
 		for _, p := range c.Left {
-			fmt.Fprintf(tw, "  LEFT\t\t%s\tstill on the node after the drain\t\n", p)
+			fmt.Fprintf(tw, "  LEFT\t?\t%s\t-\tstill on the node after the drain\n", p)
 		}
 		tw.Flush()
 	}

@@ -79,11 +79,8 @@ func writeTimeline(path string, r *Result) error {
 				x(c.Cordoned)-5, y-5, colourCordon, at(c.Cordoned))
 		}
 		for j, p := range c.Evicted {
-			// Alternate above and below the lane so close evictions stay apart.
-			dy := 20.0
-			if j%2 == 1 {
-				dy = -20
-			}
+			// Four levels, above and below the lane, so evictions close in time stay apart.
+			dy := []float64{18, -18, 29, -29}[j%4]
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="1"/>`+"\n", x(p.Evicted), y, x(p.Evicted), y+dy, tierColours[p.Tier])
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="5" fill="%s"><title>%s evicted %s (%s), gone %s, %d eviction request(s), %d refused by the PodDisruptionBudget</title></circle>`+"\n",
 				x(p.Evicted), y+dy, tierColours[p.Tier], esc(p.Pod), at(p.Evicted), p.Tier, at(p.Gone), p.Attempts, p.Refused)
@@ -97,6 +94,7 @@ func writeTimeline(path string, r *Result) error {
 			cx := x(c.Completed)
 			fmt.Fprintf(&b, `<polygon points="%.1f,%.1f %.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="%s" stroke="#333"><title>lifecycle action completed %s</title></polygon>`+"\n",
 				cx, y-8, cx+8, y, cx, y+8, cx-8, y, colourCompleted, at(c.Completed))
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="10" fill="#555">lifecycle completed %s</text>`+"\n", cx+10, y-10, at(c.Completed))
 		}
 	}
 
