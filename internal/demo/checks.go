@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,13 @@ import (
 func check(r *Result, procs []*process) []string {
 	var problems []string
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	expected := r.Foreign.CompleteCalls
+	for _, c := range r.Cases {
+		expected += c.Completions
+	}
+	if r.CompleteCalls != expected {
+		fail("%d CompleteLifecycleAction calls in all, %d of them for no lifecycle action of the scenario", r.CompleteCalls, r.CompleteCalls-expected)
+	}
 	for _, c := range r.Cases {
 		name := "node " + c.Name
 		if c.Cordoned < 0 {
@@ -129,4 +137,19 @@ func secs(d time.Duration) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1fs", d.Seconds())
+}
+
+// errNotHandled is returned by the command when the summary lists problems.
+var errNotHandled = errors.New("not every case was handled as expected")
+
+// Check returns an error naming every problem of the result, or nil.
+func (r *Result) Check() error {
+	if len(r.Problems) == 0 {
+		return nil
+	}
+	err := errNotHandled
+	for _, p := range r.Problems {
+		err = fmt.Errorf("%w\n  - %s", err, p)
+	}
+	return err
 }

@@ -27,8 +27,9 @@ func handled() *Result {
 				Completions: 1, LifecycleResult: "CONTINUE", Evicted: pods(s),
 				Skipped: append(skipped, SkippedPod{Pod: systemNamespace + "/" + ControllerPodName, Tier: TierWorkload, Reason: "Lifeboat's own pod"})},
 		},
-		Foreign: Foreign{InstanceID: foreignID, Refused: s / 4, Reason: "no node in this cluster names " + foreignID, RetryAfter: 5 * time.Minute, InFlight: 1},
-		Quiet:   Quiet{Node: "c"},
+		Foreign:       Foreign{InstanceID: foreignID, Refused: s / 4, Reason: "no node in this cluster names " + foreignID, RetryAfter: 5 * time.Minute, InFlight: 1},
+		Quiet:         Quiet{Node: "c"},
+		CompleteCalls: 1,
 	}
 }
 
@@ -60,13 +61,16 @@ func TestCheck(t *testing.T) {
 		{"own pod evicted", func(r *Result) {
 			r.Cases[1].Evicted = append(r.Cases[1].Evicted, EvictedPod{Pod: systemNamespace + "/" + ControllerPodName, Tier: TierWorkload, Gone: 1})
 		}, "own pod"},
-		{"lifecycle completed twice", func(r *Result) { r.Cases[1].Completions = 2 }, "2 CompleteLifecycleAction calls"},
-		{"lifecycle never completed", func(r *Result) { r.Cases[1].Completions, r.Cases[1].LifecycleResult = 0, "" }, "0 CompleteLifecycleAction calls"},
+		{"lifecycle completed twice", func(r *Result) { r.Cases[1].Completions, r.CompleteCalls = 2, 2 }, "2 CompleteLifecycleAction calls"},
+		{"lifecycle never completed", func(r *Result) {
+			r.Cases[1].Completions, r.Cases[1].LifecycleResult, r.CompleteCalls = 0, "", 0
+		}, "0 CompleteLifecycleAction calls"},
 		{"lifecycle abandoned", func(r *Result) { r.Cases[1].LifecycleResult = "ABANDON" }, `result "ABANDON"`},
 		{"lifecycle completed before the drain", func(r *Result) { r.Cases[1].Completed = r.Cases[1].Drained - time.Second }, "before the node was drained"},
-		{"completion without a hook", func(r *Result) { r.Cases[0].Completions = 1 }, "no lifecycle hook"},
+		{"completion without a hook", func(r *Result) { r.Cases[0].Completions, r.CompleteCalls = 1, 2 }, "no lifecycle hook"},
+		{"completion of an unknown action", func(r *Result) { r.CompleteCalls = 2 }, "1 of them for no lifecycle action"},
 		{"foreign not refused", func(r *Result) { r.Foreign.Refused, r.Foreign.Reason = -1, "" }, "did not log refusing"},
-		{"foreign completed", func(r *Result) { r.Foreign.CompleteCalls = 1 }, "want none"},
+		{"foreign completed", func(r *Result) { r.Foreign.CompleteCalls, r.CompleteCalls = 1, 2 }, "want none"},
 		{"foreign message deleted", func(r *Result) { r.Foreign.InFlight = 0 }, "held back"},
 		{"quiet node cordoned", func(r *Result) { r.Quiet.Touched = "cordoned" }, "node C had no notice"},
 	}

@@ -9,7 +9,6 @@ package demo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -126,7 +125,7 @@ func Run(ctx context.Context, opts Options) (_ *Result, err error) {
 	fmt.Fprintf(out, "Starting lifeboat agent (node A) and lifeboat controller (%s) ...\n", b.bin)
 	w := newWatcher(out, e.client, e.aws, lanes, filepath.Join(opts.OutputDir, "agent.log"), filepath.Join(opts.OutputDir, "controller.log"))
 	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
+	defer func() { stopWatch(); w.factory.Shutdown() }()
 	if err := w.run(watchCtx); err != nil {
 		return nil, err
 	}
@@ -185,46 +184,6 @@ func Run(ctx context.Context, opts Options) (_ *Result, err error) {
 	return res, nil
 }
 
-// startProcesses starts the agent for node A and the controller for the cluster and waits
-// until both are working.
-func startProcesses(ctx context.Context, e *env, bin, outDir, nodeA, nodeB string) ([]*process, error) {
-	agentKubeconfig, err := e.kubeconfigFor(agentUser)
-	if err != nil {
-		return nil, err
-	}
-	controllerKubeconfig, err := e.kubeconfigFor(controllerUser)
-	if err != nil {
-		return nil, err
-	}
-	agent, err := startLifeboat(bin, "agent", outDir, map[string]string{
-		"KUBECONFIG": agentKubeconfig, "NODE_NAME": nodeA, "INSTANCE_METADATA_URL": e.imdsA.URL, "TAINT_NODE": "true",
-	})
-	if err != nil {
-		return nil, err
-	}
-	procs := []*process{agent}
-	controller, err := startLifeboat(bin, "controller", outDir, map[string]string{
-		"KUBECONFIG": controllerKubeconfig, "QUEUE_URL": e.queueURL, "AWS_ENDPOINT": e.aws.URL(), "AWS_REGION": "us-east-1",
-		"AWS_ACCESS_KEY_ID": "AKIDSANDBOX", "AWS_SECRET_ACCESS_KEY": "sandbox-secret", "AWS_EC2_METADATA_DISABLED": "true",
-		"CLUSTER_NAME": ClusterName, "CHECK_TAG_BEFORE_DRAINING": "true", "TAINT_NODE": "true",
-		"NAMESPACE": systemNamespace, "POD_NAME": ControllerPodName, "NODE_NAME": nodeB,
-	})
-	if err != nil {
-		return procs, err
-	}
-	procs = append(procs, controller)
-	if err := agent.waitLog(ctx, "agent watching instance metadata", 60*time.Second); err != nil {
-		return procs, err
-	}
-	return procs, controller.waitLog(ctx, "controller consuming the queue", 60*time.Second)
-}
-
-// Users the processes authenticate as, so the audit log tells their requests apart.
-const (
-	agentUser      = "lifeboat-agent"
-	controllerUser = "lifeboat-controller"
-)
-
 // waitHandled waits until node A and node B are drained, node B's lifecycle action is
 // completed and the foreign notice is refused; or until a process dies or time runs out.
 func waitHandled(ctx context.Context, w *watcher, procs []*process, timeout time.Duration) error {
@@ -256,19 +215,4 @@ func waitHandled(ctx context.Context, w *watcher, procs []*process, timeout time
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// errNotHandled is returned by the command when the summary lists problems.
-var errNotHandled = errors.New("not every case was handled as expected")
-
-// Check returns an error naming every problem of the result, or nil.
-func (r *Result) Check() error {
-	if len(r.Problems) == 0 {
-		return nil
-	}
-	err := errNotHandled
-	for _, p := range r.Problems {
-		err = fmt.Errorf("%w\n  - %s", err, p)
-	}
-	return err
 }

@@ -142,3 +142,43 @@ func freePort() (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// startProcesses starts the agent for node A and the controller for the cluster and waits
+// until both are working.
+func startProcesses(ctx context.Context, e *env, bin, outDir, nodeA, nodeB string) ([]*process, error) {
+	agentKubeconfig, err := e.kubeconfigFor(agentUser)
+	if err != nil {
+		return nil, err
+	}
+	controllerKubeconfig, err := e.kubeconfigFor(controllerUser)
+	if err != nil {
+		return nil, err
+	}
+	agent, err := startLifeboat(bin, "agent", outDir, map[string]string{
+		"KUBECONFIG": agentKubeconfig, "NODE_NAME": nodeA, "INSTANCE_METADATA_URL": e.imdsA.URL, "TAINT_NODE": "true",
+	})
+	if err != nil {
+		return nil, err
+	}
+	procs := []*process{agent}
+	controller, err := startLifeboat(bin, "controller", outDir, map[string]string{
+		"KUBECONFIG": controllerKubeconfig, "QUEUE_URL": e.queueURL, "AWS_ENDPOINT": e.aws.URL(), "AWS_REGION": "us-east-1",
+		"AWS_ACCESS_KEY_ID": "AKIDSANDBOX", "AWS_SECRET_ACCESS_KEY": "sandbox-secret", "AWS_EC2_METADATA_DISABLED": "true",
+		"CLUSTER_NAME": ClusterName, "CHECK_TAG_BEFORE_DRAINING": "true", "TAINT_NODE": "true",
+		"NAMESPACE": systemNamespace, "POD_NAME": ControllerPodName, "NODE_NAME": nodeB,
+	})
+	if err != nil {
+		return procs, err
+	}
+	procs = append(procs, controller)
+	if err := agent.waitLog(ctx, "agent watching instance metadata", 60*time.Second); err != nil {
+		return procs, err
+	}
+	return procs, controller.waitLog(ctx, "controller consuming the queue", 60*time.Second)
+}
+
+// Users the processes authenticate as, so the audit log tells their requests apart.
+const (
+	agentUser      = "lifeboat-agent"
+	controllerUser = "lifeboat-controller"
+)

@@ -20,14 +20,16 @@ import (
 // Result is what the scenario did, for the summary, the picture and tests. Times count from
 // the injection of the first notice; -1 means never observed.
 type Result struct {
-	Setup    time.Duration // start until the notices were injected
-	Total    time.Duration // start until the summary
-	Cases    []Case        // node A (agent), node B (controller)
-	Foreign  Foreign
-	Quiet    Quiet    // node C, which had no notice
-	Notices  []string // lifeboat_notices_total lines scraped from the processes' metrics
-	Problems []string // every way the run differs from what Lifeboat promises
-	Files    Files
+	Setup   time.Duration // start until the notices were injected
+	Total   time.Duration // start until the summary
+	Cases   []Case        // node A (agent), node B (controller)
+	Foreign Foreign
+	Quiet   Quiet // node C, which had no notice
+	// CompleteCalls counts every CompleteLifecycleAction call the fake Auto Scaling received.
+	CompleteCalls int
+	Notices       []string // lifeboat_notices_total lines scraped from the processes' metrics
+	Problems      []string // every way the run differs from what Lifeboat promises
+	Files         Files
 }
 
 // Case is one node's interruption.
@@ -157,7 +159,11 @@ func summarize(ctx context.Context, e *env, o observed, procs []*process, lanes 
 	res.Foreign = Foreign{InstanceID: f.instance, Notice: o.first(f.name, EventNotice), Refused: o.first(f.name, EventRefused),
 		Reason: ref.reason, RetryAfter: ref.retryDelay}
 	for _, c := range e.aws.Calls() {
-		if c.Action == "CompleteLifecycleAction" && (c.Params.Get("InstanceId") == f.instance || c.Params.Get("LifecycleActionToken") == f.token) {
+		if c.Action != "CompleteLifecycleAction" {
+			continue
+		}
+		res.CompleteCalls++
+		if c.Params.Get("InstanceId") == f.instance || c.Params.Get("LifecycleActionToken") == f.token {
 			res.Foreign.CompleteCalls++
 		}
 	}

@@ -86,7 +86,7 @@ type watcher struct {
 	pods    cache.SharedIndexInformer
 
 	mu        sync.Mutex
-	start     time.Time // zero until Begin
+	start     time.Time // zero until begin
 	events    []Event
 	before    map[string][]podInfo      // lane -> pods on its node at the start
 	evicted   map[string]bool           // pod keys seen evicted
@@ -98,6 +98,8 @@ type watcher struct {
 	calls     int                       // fake AWS calls looked at
 }
 
+// lane is one case of the scenario as the watcher follows it: its node (if any), its
+// instance, and its lifecycle action token (if any).
 type lane struct {
 	name, label, node, instance, token string
 }
