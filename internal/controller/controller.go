@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -51,6 +53,24 @@ type Controller struct {
 	// heartbeatUnit is what HEARTBEAT_INTERVAL and HEARTBEAT_UNTIL count in: a second
 	// (tests shorten it).
 	heartbeatUnit time.Duration
+
+	leading  atomic.Bool
+	consumer atomic.Pointer[sqs.Consumer] // while Run consumes the queue
+}
+
+// Handler is the interruption handler, for wiring Events and webhooks.
+func (c *Controller) Handler() *interruption.Handler { return c.handler }
+
+// Healthy is the readiness check: a leader whose queue receives keep failing is not ready; a
+// standby is, since it can take over.
+func (c *Controller) Healthy() error {
+	if !c.leading.Load() {
+		return nil
+	}
+	if q := c.consumer.Load(); q != nil {
+		return q.Healthy()
+	}
+	return errors.New("leading but not consuming the queue yet")
 }
 
 // New builds a controller on the given AWS clients (see cloud.LoadAWSConfig).
@@ -107,10 +127,16 @@ func (c *Controller) RunWithLeaderElection(ctx context.Context) error {
 				runDone = done
 				mu.Unlock()
 				c.log.Info("leading", "identity", identity, "lease", c.cfg.PodNamespace+"/"+LeaseName)
+				c.leading.Store(true)
+				c.metrics.Leader(true)
 				runErr = c.Run(ctx)
 				close(done)
 			},
-			OnStoppedLeading: func() { c.log.Info("no longer leading", "identity", identity) },
+			OnStoppedLeading: func() {
+				c.leading.Store(false)
+				c.metrics.Leader(false)
+				c.log.Info("no longer leading", "identity", identity)
+			},
 		},
 	})
 	mu.Lock()
@@ -144,11 +170,47 @@ func (c *Controller) Run(ctx context.Context) error {
 	consumer := sqs.NewConsumer(c.queue, sqs.ConsumerOptions{
 		QueueURL: c.cfg.QueueURL, Workers: c.cfg.Workers,
 		VisibilityTimeout: time.Duration(c.cfg.SQSMsgVisibilityTimeoutSec) * time.Second, Logger: c.log,
+		Observe: c.metrics.ObserveSQS,
 	})
-	c.log.Info("controller consuming the queue", "queue", c.cfg.QueueURL, "workers", c.cfg.Workers)
+	c.consumer.Store(consumer)
+	defer c.consumer.Store(nil)
+	for _, w := range resolver.Warnings() {
+		if !strings.HasPrefix(w, "CLUSTER_NAME") { // the configuration already warned about it
+			c.log.Warn(w)
+		}
+	}
+	if c.cfg.ClusterName == "" {
+		c.metrics.ConfigWarning("cluster_name_unset")
+	}
+	if !c.cfg.CheckTagBeforeDraining {
+		c.metrics.ConfigWarning("managed_tag_check_off")
+	}
+	go reportHealth(ctx, c.metrics, "queue", consumer.Healthy)
+	c.log.Info("controller consuming the queue", "queue", c.cfg.QueueURL, "workers", c.cfg.Workers, "dryRun", c.cfg.DryRun)
 	return consumer.Run(ctx, func(ctx context.Context, m sqs.Message) (sqs.Outcome, time.Duration) {
-		return c.handleMessage(ctx, resolver, m)
+		if m.ReceiveCount <= 1 && !m.SentAt.IsZero() {
+			c.metrics.QueueLag(time.Since(m.SentAt))
+		}
+		outcome, delay := c.handleMessage(ctx, resolver, m)
+		if outcome == sqs.Done && c.cfg.DryRun {
+			// DRY_RUN deletes nothing; the message comes back much later, and its notices are
+			// recognised as handled (the dry-run log says what would have been done).
+			return sqs.Retry, retryLater
+		}
+		return outcome, delay
 	})
+}
+
+// reportHealth keeps the source's health gauge current until ctx ends.
+func reportHealth(ctx context.Context, m *metrics.Metrics, source string, healthy func() error) {
+	for {
+		m.SourceHealthy(source, healthy() == nil)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Second):
+		}
+	}
 }
 
 func cacheSynced(ctx context.Context, f informers.SharedInformerFactory) bool {
@@ -174,10 +236,12 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 	res, err := sqs.Parse(m.Body, time.Now())
 	if err != nil {
 		log.Error("unreadable queue message deleted", "err", err)
+		c.metrics.QueueMessage("unreadable")
 		return sqs.Done, 0
 	}
 	if res.Ignore {
 		log.Info("queue message ignored", "reason", res.Reason)
+		c.metrics.QueueMessage("ignored")
 		return sqs.Done, 0
 	}
 	for _, n := range res.Notices {
@@ -199,6 +263,7 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 		if !verdict.Owned {
 			// Never touch a node or complete a lifecycle action for an instance not ours.
 			log.Info("notice is not for this cluster", "notice", n.ID, "instance", n.InstanceID, "reason", verdict.Reason)
+			c.metrics.QueueMessage("not_owned")
 			if c.cfg.DeleteSQSMsgIfNodeNotFound {
 				continue
 			}
@@ -216,9 +281,11 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 				return sqs.Retry, 0
 			}
 			log.Warn("notice not handled yet; the message will come back", "notice", n.ID, "err", err)
+			c.metrics.QueueMessage("retry")
 			return sqs.Retry, retrySoon
 		}
 	}
+	c.metrics.QueueMessage("done")
 	return sqs.Done, 0
 }
 
@@ -242,10 +309,14 @@ func (c *Controller) handleLaunch(ctx context.Context, resolver *ownership.Resol
 				return sqs.Done, 0
 			}
 			return sqs.Retry, retryLater
+		case verdict.Owned && nodeReady(verdict.Node) && c.cfg.DryRun:
+			log.Info("dry run: would complete the launch lifecycle action: the node is Ready", "notice", n.ID, "node", verdict.Node.Name)
+			return sqs.Done, 0
 		case verdict.Owned && nodeReady(verdict.Node):
 			err := c.asg.CompleteLifecycleAction(ctx, cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID, Token: lc.Token})
 			switch {
 			case err == nil, errors.Is(err, cloud.ErrNoActiveAction):
+				c.metrics.AWSCall("CompleteLifecycleAction", err, cloud.ErrNoActiveAction)
 				log.Info("launch lifecycle action completed: the node is Ready", "notice", n.ID, "node", verdict.Node.Name, "err", err)
 				return sqs.Done, 0
 			case cloud.IsPermanent(err):
@@ -292,8 +363,10 @@ func (c *Controller) completeLifecycle(ctx context.Context, n notice.Notice) err
 		}
 	}
 	err := c.asg.CompleteLifecycleAction(ctx, cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID, Token: lc.Token})
+	c.metrics.AWSCall("CompleteLifecycleAction", err, cloud.ErrNoActiveAction)
 	switch {
 	case err == nil:
+		c.metrics.Action(metrics.ActionLifecycleComplete, metrics.ResultOK)
 		c.log.Info("lifecycle action completed", "notice", n.ID, "group", lc.Group, "hook", lc.Hook)
 	case errors.Is(err, cloud.ErrNoActiveAction):
 		c.log.Info("no lifecycle action to complete: already completed or timed out", "notice", n.ID)

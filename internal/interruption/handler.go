@@ -163,8 +163,9 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 	if plan.ExcludeLB {
 		edits = append(edits, nodes.SetLabel(nodes.LabelExcludeFromLoadBalancers, "true"))
 	}
+	var wasSchedulable bool // on the node the successful write started from
 	if plan.Cordon {
-		edits = append(edits, nodes.Cordon())
+		edits = append(edits, func(nd *corev1.Node) { wasSchedulable = !nd.Spec.Unschedulable }, nodes.Cordon())
 	}
 	edits = append(edits, recordEdit(n.ID, phase, n.Deadline))
 	if n.Kind == notice.ScheduledMaintenance && notice.RebootCodes[n.Action] {
@@ -178,13 +179,17 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 	}
 	// One write for everything, computed from the node just read.
 	res, err := h.writer.Apply(ctx, nodeName, node, "cordon for notice "+n.ID, edits...)
-	h.Metrics.Action(metrics.ActionCordon, writeResult(res, err, h.cfg.DryRun))
 	if err != nil {
+		h.Metrics.Action(metrics.ActionCordon, metrics.ResultError)
 		h.Events.CordonFailed(events.NodeOf(node), n.ID, err)
 		return err
 	}
-	if res.Changed {
+	// Later notices for the node only add themselves to its record: one cordon counted.
+	if res.Changed && wasSchedulable && res.Node.Spec.Unschedulable {
+		h.Metrics.Action(metrics.ActionCordon, dryRunOr(h.cfg.DryRun, metrics.ResultOK))
 		h.Events.Cordoned(events.NodeOf(res.Node), n.ID)
+	} else {
+		h.Metrics.Action(metrics.ActionCordon, metrics.ResultSkipped)
 	}
 	log.Info("node cordoned", "changed", res.Changed, "drain", plan.Drain, "deadline", n.Deadline, "dryRun", h.cfg.DryRun)
 	if n.Kind == notice.ASGTermination && n.Source == notice.SourceIMDS && h.OnDrained == nil {
@@ -220,6 +225,19 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 			return nil // another copy of this notice finishes it (one lifecycle completion)
 		}
 		return h.finish(ctx, n, nodeName, nil, drained{})
+	}
+	// A drain that ended between this notice's read and now has left its record: decide on
+	// a fresh read, or a late duplicate would drain the node a second time.
+	fresh, err := h.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		r.err = fmt.Errorf("notice %s: read node %s: %w", n.ID, nodeName, err)
+		h.endDrain(nodeName, r)
+		return r.err
+	}
+	if latest, _ := ReadRecord(fresh); latest.Phase == PhaseDrained {
+		r.err = h.finish(ctx, n, nodeName, fresh, drained{})
+		h.endDrain(nodeName, r)
+		return r.err
 	}
 	h.Events.DrainStarted(events.NodeOf(res.Node), n.ID, deadline)
 	var done drained
@@ -389,17 +407,6 @@ func (h *Handler) countDrain(res *drain.Result, err error) {
 	for r, n := range counts {
 		h.Metrics.Evictions(r, n)
 	}
-}
-
-// writeResult is the metrics result of a node write.
-func writeResult(res nodes.Result, err error, dryRun bool) string {
-	switch {
-	case err != nil:
-		return metrics.ResultError
-	case !res.Changed:
-		return metrics.ResultSkipped
-	}
-	return dryRunOr(dryRun, metrics.ResultOK)
 }
 
 func dryRunOr(dryRun bool, r string) string {
