@@ -209,6 +209,14 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 			return exitFailure
 		}
 		wire(ctl.Handler())
+		// A second client, with its own rate limit, for cordons: in a burst they must not
+		// queue behind the evictions of nodes cordoned earlier.
+		cordonClient, err := kube.NewClientset(rc)
+		if err != nil {
+			logger.Error("cannot build Kubernetes client", "err", err)
+			return exitFailure
+		}
+		ctl.Handler().SetCordonClient(cordonClient)
 		serveProbes(ctl.Healthy)
 		if err := ctl.RunWithLeaderElection(ctx); err != nil {
 			logger.Error("controller stopped", "err", err)

@@ -54,6 +54,10 @@ type Controller struct {
 	// (tests shorten it).
 	heartbeatUnit time.Duration
 
+	// starting bounds notices between receipt and cordon (WORKERS); past their cordon,
+	// notices drain or wait for their start without holding a worker.
+	starting chan struct{}
+
 	leading  atomic.Bool
 	consumer atomic.Pointer[sqs.Consumer] // while Run consumes the queue
 }
@@ -76,7 +80,8 @@ func (c *Controller) Healthy() error {
 // New builds a controller on the given AWS clients (see cloud.LoadAWSConfig).
 func New(cfg *config.Config, client kubernetes.Interface, queue sqs.API, ec2 cloud.EC2, asg cloud.AutoScaling, logger *slog.Logger, m *metrics.Metrics) *Controller {
 	c := &Controller{cfg: cfg, client: client, queue: queue, ec2: ec2, asg: asg, log: logger, metrics: m,
-		handler: interruption.NewHandler(cfg, client, logger), heartbeatUnit: time.Second}
+		handler: interruption.NewHandler(cfg, client, logger), heartbeatUnit: time.Second,
+		starting: make(chan struct{}, max(cfg.Workers, 1))}
 	c.handler.OnDrained = c.completeLifecycle
 	c.handler.Metrics = m
 	return c
@@ -168,7 +173,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		return ctx.Err()
 	}
 	consumer := sqs.NewConsumer(c.queue, sqs.ConsumerOptions{
-		QueueURL: c.cfg.QueueURL, Workers: c.cfg.Workers,
+		QueueURL: c.cfg.QueueURL, Workers: c.cfg.Workers + maxPastCordon,
 		VisibilityTimeout: time.Duration(c.cfg.SQSMsgVisibilityTimeoutSec) * time.Second, Logger: c.log,
 		Observe: c.metrics.ObserveSQS,
 	})
@@ -201,6 +206,17 @@ func (c *Controller) Run(ctx context.Context) error {
 	})
 }
 
+// startSlot waits for one of the WORKERS slots; release is safe to call more than once.
+func (c *Controller) startSlot(ctx context.Context) (release func(), ok bool) {
+	select {
+	case c.starting <- struct{}{}:
+	case <-ctx.Done():
+		return nil, false
+	}
+	var once sync.Once
+	return func() { once.Do(func() { <-c.starting }) }, true
+}
+
 // reportHealth keeps the source's health gauge current until ctx ends.
 func reportHealth(ctx context.Context, m *metrics.Metrics, source string, healthy func() error) {
 	for {
@@ -221,6 +237,12 @@ func cacheSynced(ctx context.Context, f informers.SharedInformerFactory) bool {
 	}
 	return true
 }
+
+// maxPastCordon bounds the messages kept in flight for notices past their cordon: drains
+// (which mostly wait on a pod watch) and notices waiting for their scheduled start. WORKERS
+// bounds the work before the cordon, so a burst cordons every node first; the client's rate
+// limit bounds the API requests of all of them together.
+const maxPastCordon = 1000
 
 // Delays before a message comes back: a notice that could not be handled yet is retried
 // soon; one about an instance that is not ours much later (it may be another cluster's).
@@ -255,12 +277,18 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 		if n.Deadline.IsZero() {
 			n.Deadline = time.Now().Add(time.Duration(c.cfg.NodeTerminationGracePeriod) * time.Second)
 		}
+		release, ok := c.startSlot(ctx)
+		if !ok {
+			return sqs.Retry, 0
+		}
 		verdict, err := resolver.Resolve(ctx, n.InstanceID)
 		if err != nil {
+			release()
 			log.Warn("cannot tell whether the instance is ours yet; retrying", "notice", n.ID, "err", err)
 			return sqs.Retry, retrySoon
 		}
 		if !verdict.Owned {
+			release()
 			// Never touch a node or complete a lifecycle action for an instance not ours.
 			log.Info("notice is not for this cluster", "notice", n.ID, "instance", n.InstanceID, "reason", verdict.Reason)
 			c.metrics.QueueMessage("not_owned")
@@ -273,7 +301,8 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 			c.lifecycles.Store(n.ID, *res.Lifecycle)
 		}
 		stopHeartbeats := c.startHeartbeats(ctx, n, res.Lifecycle, verdict.Node, log)
-		err = c.handler.Handle(ctx, n, verdict.Node.Name)
+		err = c.handler.HandleWith(ctx, n, verdict.Node.Name, interruption.HandleOptions{Cached: verdict.Node, Cordoned: release})
+		release()
 		stopHeartbeats()
 		c.lifecycles.Delete(n.ID)
 		if err != nil {

@@ -82,11 +82,15 @@ type Handler struct {
 	// Webhook, when set, is told once per node interruption, when its work is done.
 	Webhook *webhook.Sender
 
-	cfg     *config.Config
-	client  kubernetes.Interface
-	writer  *nodes.Writer
-	drainer *drain.Drainer
-	log     *slog.Logger
+	cfg    *config.Config
+	client kubernetes.Interface
+	writer *nodes.Writer
+	// cordonClient and cordonWriter serve the urgent part of a notice (see SetCordonClient);
+	// by default the same as client and writer.
+	cordonClient kubernetes.Interface
+	cordonWriter *nodes.Writer
+	drainer      *drain.Drainer
+	log          *slog.Logger
 
 	mu       sync.Mutex
 	draining map[string]*running // nodes with a drain running in this process
@@ -105,21 +109,66 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 	w.DryRun = c.DryRun
 	return &Handler{
 		cfg: c, client: client, writer: w, log: logger,
+		cordonClient: client, cordonWriter: w,
 		drainer:  drain.New(client, drain.OptionsFromConfig(c, client, logger)),
 		draining: map[string]*running{},
 	}
 }
 
+// SetCordonClient gives the first read and the cordon write of each notice a client of their
+// own, with its own rate limit, so that in a burst cordons never wait behind other nodes'
+// evictions and records. Call it before handling notices.
+func (h *Handler) SetCordonClient(client kubernetes.Interface) {
+	h.cordonClient = client
+	h.cordonWriter = nodes.NewWriter(client)
+	h.cordonWriter.DryRun = h.cfg.DryRun
+}
+
 // ErrNotOurs means the node does not belong to the notice's instance.
 var ErrNotOurs = errors.New("node does not belong to the notice's instance")
+
+// HandleOptions tune Handle for a caller that has more context.
+type HandleOptions struct {
+	// Cached, when set, is a recent copy of the node (an informer's) used instead of a first
+	// read. A decision to do nothing is confirmed on a fresh read; a stale copy otherwise only
+	// costs a conflict and a retry of the resourceVersion-checked write.
+	Cached *corev1.Node
+	// Cordoned, when set, is called once the notice's node changes are written (or found to
+	// be unnecessary), before any wait for the drain: the caller may then take the next
+	// notice while this one drains.
+	Cordoned func()
+}
 
 // Handle applies the notice to the node and, when the plan says so, drains it. It returns
 // when the node is done, or when the notice was coalesced into a drain already running.
 func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) error {
+	return h.HandleWith(ctx, n, nodeName, HandleOptions{})
+}
+
+// HandleWith is Handle with options.
+func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName string, o HandleOptions) error {
+	if o.Cordoned != nil {
+		var once sync.Once
+		cordoned := o.Cordoned
+		o.Cordoned = func() { once.Do(cordoned) }
+		defer o.Cordoned()
+	} else {
+		o.Cordoned = func() {}
+	}
 	log := h.log.With("notice", n.ID, "kind", n.Kind, "node", nodeName, "instance", n.InstanceID)
-	node, err := h.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("notice %s: read node %s: %w", n.ID, nodeName, err)
+	node, cached := o.Cached, o.Cached != nil
+	for {
+		if node == nil {
+			fresh, err := h.cordonClient.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("notice %s: read node %s: %w", n.ID, nodeName, err)
+			}
+			node = fresh
+		}
+		if !cached || !h.nothingToDo(n, node) {
+			break
+		}
+		node, cached = nil, false // confirm on a fresh read
 	}
 	if id := InstanceIDOf(node); id != "" && id != n.InstanceID {
 		return fmt.Errorf("notice %s: node %s has providerID %q: %w", n.ID, nodeName, node.Spec.ProviderID, ErrNotOurs)
@@ -178,7 +227,7 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 		}))
 	}
 	// One write for everything, computed from the node just read.
-	res, err := h.writer.Apply(ctx, nodeName, node, "cordon for notice "+n.ID, edits...)
+	res, err := h.cordonWriter.Apply(ctx, nodeName, node, "cordon for notice "+n.ID, edits...)
 	if err != nil {
 		h.Metrics.Action(metrics.ActionCordon, metrics.ResultError)
 		h.Events.CordonFailed(events.NodeOf(node), n.ID, err)
@@ -195,6 +244,7 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 	if n.Kind == notice.ASGTermination && n.Source == notice.SourceIMDS && h.OnDrained == nil {
 		log.Warn("the Auto Scaling lifecycle action is not completed from agent mode without ASG_LIFECYCLE_HOOK_NAME: the instance terminates when the lifecycle hook times out")
 	}
+	o.Cordoned()
 	if !plan.Drain {
 		if notify {
 			h.notify(ctx, n, res.Node, "cordoned", nil)
@@ -254,6 +304,18 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 	// would complete its lifecycle action twice).
 	h.endDrain(nodeName, r)
 	return r.err
+}
+
+// nothingToDo reports whether the node's record says the notice needs no work: a released
+// notice, one already handled, or an end-of-event notice with nothing of Lifeboat's to undo.
+func (h *Handler) nothingToDo(n notice.Notice, node *corev1.Node) bool {
+	rec, _ := ReadRecord(node)
+	if n.Released {
+		return !rec.Has(n.ID) || slices.Contains(rec.Released, n.ID)
+	}
+	plan := planFor(n, h.cfg)
+	return slices.Contains(rec.Released, n.ID) ||
+		(rec.Has(n.ID) && (rec.Phase == PhaseDrained || (!plan.Drain && rec.Phase >= PhaseCordoned)))
 }
 
 // drainDeadline is the notice's deadline, or a short budget from now when that has passed
