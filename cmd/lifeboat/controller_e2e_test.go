@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,14 +40,25 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-// Two controller replicas: the leader is killed (SIGKILL) in the middle of a drain that a
-// PodDisruptionBudget holds up; the standby takes the Lease, the message comes back to it, and
-// it finishes. The lifecycle action is completed once, the message deleted once, and no pod is
-// evicted twice.
+// Two controller replicas: the leader is stopped in the middle of a drain that a
+// PodDisruptionBudget holds up — killed (SIGKILL), or asked to stop (SIGTERM: it exits 0
+// within 10 s and releases the Lease) — and the standby takes the Lease, the message comes
+// back to it, and it finishes. The lifecycle action is completed once, the message deleted
+// once, and no pod is evicted twice.
 func TestControllerFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts the sandbox")
 	}
+	bin := filepath.Join(t.TempDir(), "lifeboat")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	for _, sig := range []os.Signal{os.Kill, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) { failover(t, bin, sig) })
+	}
+}
+
+func failover(t *testing.T, bin string, stopSignal os.Signal) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{AuditLog: true})
@@ -80,11 +92,6 @@ func TestControllerFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	queueURL := q.QueueURLs["lifeboat"]
-
-	bin := filepath.Join(t.TempDir(), "lifeboat")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
 	rc, err := c.UserConfig("lifeboat", "system:masters")
 	if err != nil {
 		t.Fatal(err)
@@ -144,10 +151,19 @@ func TestControllerFailover(t *testing.T) {
 	}
 	waitFor("the leader evicts the unprotected pods", 60*time.Second, func() bool { return podGone("web-0") && podGone("web-1") })
 
-	if err := leader.Process.Kill(); err != nil { // SIGKILL: no Lease release, no cleanup
+	stopped := time.Now()
+	if err := leader.Process.Signal(stopSignal); err != nil { // SIGKILL: no Lease release, no cleanup
 		t.Fatal(err)
 	}
-	leader.Wait()
+	err = leader.Wait()
+	if stopSignal == syscall.SIGTERM {
+		if err != nil || time.Since(stopped) > 10*time.Second {
+			t.Errorf("after SIGTERM the leader exited with %v after %s; want 0 within 10 s", err, time.Since(stopped).Round(time.Millisecond))
+		}
+		// Released, the Lease goes to the standby at its next try (every 2 s), not after the
+		// 15 s a dead leader's Lease takes to expire.
+		waitFor("replica-b takes the released Lease", 10*time.Second, func() bool { return holder() == "replica-b" })
+	}
 	waitFor("replica-b takes the Lease", 60*time.Second, func() bool { return holder() == "replica-b" })
 	if _, completed, _, _ := fake.LifecycleAction("token-1"); completed {
 		t.Fatal("the lifecycle action was completed while a pod was still on the node")
