@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,9 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"lifeboat.dev/lifeboat/internal/controller"
@@ -26,19 +22,6 @@ import (
 	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
 )
-
-// syncBuffer is a log both a process and the test touch.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // Two controller replicas: the leader is stopped in the middle of a drain that a
 // PodDisruptionBudget holds up — killed (SIGKILL), or asked to stop (SIGTERM: it exits 0
@@ -84,13 +67,7 @@ func failover(t *testing.T, bin string, stopSignal os.Signal) {
 			t.Fatal(err)
 		}
 	}
-	one := intstr.FromInt32(1)
-	if _, err := c.Client.PolicyV1().PodDisruptionBudgets("shop").Create(ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "shop"},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	lift := sandboxtest.BlockEvictions(t, ctx, c, "shop", map[string]string{"app": "db"})
 	queueURL := q.QueueURLs["lifeboat"]
 	rc, err := c.UserConfig("lifeboat", "system:masters")
 	if err != nil {
@@ -100,14 +77,14 @@ func failover(t *testing.T, bin string, stopSignal os.Signal) {
 	if err := c.WriteKubeconfig(kubeconfig, rc); err != nil {
 		t.Fatal(err)
 	}
-	logs := map[string]*syncBuffer{}
+	logs := map[string]*sandboxtest.LogBuffer{}
 	start := func(name string) *exec.Cmd {
 		cmd := exec.Command(bin, "controller")
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "POD_NAME="+name, "NAMESPACE=default", "NODE_NAME=elsewhere",
 			"QUEUE_URL="+queueURL, "AWS_REGION=us-east-1", "AWS_ENDPOINT="+fake.URL(), "CLUSTER_NAME=sandbox",
 			"SQS_MSG_VISIBILITY_TIMEOUT_SEC=5", "AWS_EC2_METADATA_DISABLED=true", "AWS_ACCESS_KEY_ID=AKIDSANDBOX",
 			"AWS_SECRET_ACCESS_KEY=sandbox-secret", "LOG_LEVEL=debug")
-		logs[name] = &syncBuffer{}
+		logs[name] = &sandboxtest.LogBuffer{}
 		cmd.Stdout, cmd.Stderr = logs[name], logs[name]
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -168,9 +145,7 @@ func failover(t *testing.T, bin string, stopSignal os.Signal) {
 	if _, completed, _, _ := fake.LifecycleAction("token-1"); completed {
 		t.Fatal("the lifecycle action was completed while a pod was still on the node")
 	}
-	if err := c.Client.PolicyV1().PodDisruptionBudgets("shop").Delete(ctx, "db", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	lift()
 	waitFor("replica-b completes the lifecycle action", 90*time.Second, func() bool {
 		_, completed, _, _ := fake.LifecycleAction("token-1")
 		return completed && fake.CallCount("sqs", "DeleteMessage") > 0
