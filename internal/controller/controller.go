@@ -159,7 +159,7 @@ func (c *Controller) RunWithLeaderElection(ctx context.Context) error {
 func (c *Controller) Run(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactory(c.client, 0)
 	nodeInformer := factory.Core().V1().Nodes().Informer()
-	resolver, err := ownership.NewResolver(nodeInformer, c.ec2, ownership.Options{
+	resolver, err := ownership.NewResolver(nodeInformer, countedEC2{c.ec2, c.metrics}, ownership.Options{
 		CheckManagedTag: c.cfg.CheckTagBeforeDraining, ManagedTag: c.cfg.ManagedTag,
 		ClusterName: c.cfg.ClusterName, UseProviderID: c.cfg.UseProviderID,
 	})
@@ -204,6 +204,18 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		return outcome, delay
 	})
+}
+
+// countedEC2 counts DescribeInstances calls in lifeboat_aws_calls_total.
+type countedEC2 struct {
+	cloud.EC2
+	metrics *metrics.Metrics
+}
+
+func (e countedEC2) DescribeInstances(ctx context.Context, ids []string) (map[string]cloud.Instance, error) {
+	out, err := e.EC2.DescribeInstances(ctx, ids)
+	e.metrics.AWSCall("DescribeInstances", err, nil)
+	return out, err
 }
 
 // startSlot waits for one of the WORKERS slots; release is safe to call more than once.

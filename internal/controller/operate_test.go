@@ -219,6 +219,9 @@ func TestOneInterruptionOneWebhook(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", c.metric, c.labels, got, c.want)
 		}
 	}
+	if m.Value("lifeboat_aws_calls_total", "operation", "DescribeInstances", "result", "ok") == 0 {
+		t.Error("no DescribeInstances counted")
+	}
 	if m.Value("lifeboat_sqs_calls_total", "event", "receive", "result", "ok") == 0 {
 		t.Error("no SQS receive counted")
 	}
