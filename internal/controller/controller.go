@@ -47,8 +47,10 @@ type Controller struct {
 	handler *interruption.Handler
 
 	// lifecycles holds the hook of each Auto Scaling notice being handled, by notice id, for
-	// completion after its drain.
-	lifecycles sync.Map
+	// completion after its drain. Copies of one message may be handled at once, so entries
+	// are counted and leave with the last copy.
+	lifecyclesMu sync.Mutex
+	lifecycles   map[string]*lifecycleEntry
 
 	// heartbeatUnit is what HEARTBEAT_INTERVAL and HEARTBEAT_UNTIL count in: a second
 	// (tests shorten it).
@@ -81,7 +83,7 @@ func (c *Controller) Healthy() error {
 func New(cfg *config.Config, client kubernetes.Interface, queue sqs.API, ec2 cloud.EC2, asg cloud.AutoScaling, logger *slog.Logger, m *metrics.Metrics) *Controller {
 	c := &Controller{cfg: cfg, client: client, queue: queue, ec2: ec2, asg: asg, log: logger, metrics: m,
 		handler: interruption.NewHandler(cfg, client, logger), heartbeatUnit: time.Second,
-		starting: make(chan struct{}, max(cfg.Workers, 1))}
+		starting: make(chan struct{}, max(cfg.Workers, 1)), lifecycles: map[string]*lifecycleEntry{}}
 	c.handler.OnDrained = c.completeLifecycle
 	c.handler.Metrics = m
 	return c
@@ -206,6 +208,41 @@ func (c *Controller) Run(ctx context.Context) error {
 	})
 }
 
+type lifecycleEntry struct {
+	lc    sqs.Lifecycle
+	holds int
+}
+
+func (c *Controller) holdLifecycle(id string, lc sqs.Lifecycle) {
+	c.lifecyclesMu.Lock()
+	defer c.lifecyclesMu.Unlock()
+	e := c.lifecycles[id]
+	if e == nil {
+		e = &lifecycleEntry{lc: lc}
+		c.lifecycles[id] = e
+	}
+	e.holds++
+}
+
+func (c *Controller) dropLifecycle(id string) {
+	c.lifecyclesMu.Lock()
+	defer c.lifecyclesMu.Unlock()
+	if e := c.lifecycles[id]; e != nil {
+		if e.holds--; e.holds <= 0 {
+			delete(c.lifecycles, id)
+		}
+	}
+}
+
+func (c *Controller) lifecycle(id string) (sqs.Lifecycle, bool) {
+	c.lifecyclesMu.Lock()
+	defer c.lifecyclesMu.Unlock()
+	if e := c.lifecycles[id]; e != nil {
+		return e.lc, true
+	}
+	return sqs.Lifecycle{}, false
+}
+
 // countedEC2 counts DescribeInstances calls in lifeboat_aws_calls_total.
 type countedEC2 struct {
 	cloud.EC2
@@ -310,13 +347,15 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 			return sqs.Retry, retryLater
 		}
 		if res.Lifecycle != nil {
-			c.lifecycles.Store(n.ID, *res.Lifecycle)
+			c.holdLifecycle(n.ID, *res.Lifecycle)
 		}
 		stopHeartbeats := c.startHeartbeats(ctx, n, res.Lifecycle, verdict.Node, log)
 		err = c.handler.HandleWith(ctx, n, verdict.Node.Name, interruption.HandleOptions{Cached: verdict.Node, Cordoned: release})
 		release()
 		stopHeartbeats()
-		c.lifecycles.Delete(n.ID)
+		if res.Lifecycle != nil {
+			c.dropLifecycle(n.ID)
+		}
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
 				return sqs.Retry, 0
@@ -391,11 +430,10 @@ func nodeReady(n *corev1.Node) bool {
 
 // completeLifecycle completes the Auto Scaling hook of a drained node's notice.
 func (c *Controller) completeLifecycle(ctx context.Context, n notice.Notice) error {
-	v, ok := c.lifecycles.Load(n.ID)
+	lc, ok := c.lifecycle(n.ID)
 	if !ok {
 		return nil
 	}
-	lc := v.(sqs.Lifecycle)
 	if d := c.cfg.CompleteLifecycleActionDelaySeconds; d > 0 {
 		select {
 		case <-ctx.Done():

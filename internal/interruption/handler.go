@@ -187,7 +187,7 @@ func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName stri
 		return nil
 	}
 	plan := planFor(n, h.cfg)
-	if rec.Has(n.ID) && (rec.Phase == PhaseDrained || (!plan.Drain && rec.Phase >= PhaseCordoned)) {
+	if rec.Done(n.ID, plan.Drain) {
 		log.Info("notice already handled", "phase", rec.Phase)
 		return nil
 	}
@@ -315,7 +315,7 @@ func (h *Handler) nothingToDo(n notice.Notice, node *corev1.Node) bool {
 	}
 	plan := planFor(n, h.cfg)
 	return slices.Contains(rec.Released, n.ID) ||
-		(rec.Has(n.ID) && (rec.Phase == PhaseDrained || (!plan.Drain && rec.Phase >= PhaseCordoned)))
+		rec.Done(n.ID, plan.Drain)
 }
 
 // drainDeadline is the notice's deadline, or a short budget from now when that has passed
