@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"time"
 )
@@ -45,11 +46,19 @@ func (c *Cluster) AuditEvents(keep func(AuditEvent) bool) ([]AuditEvent, error) 
 	defer f.Close()
 	seen := map[string]bool{}
 	var out []AuditEvent
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err == io.EOF {
+			// A line without its newline is still being written by the API server: it is
+			// read next time.
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("audit log %s: %w", c.AuditLogPath, err)
+		}
 		var e AuditEvent
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+		if err := json.Unmarshal(line, &e); err != nil {
 			return nil, fmt.Errorf("audit log %s: %w", c.AuditLogPath, err)
 		}
 		if seen[e.AuditID] {
@@ -60,7 +69,6 @@ func (c *Cluster) AuditEvents(keep func(AuditEvent) bool) ([]AuditEvent, error) 
 			out = append(out, e)
 		}
 	}
-	return out, sc.Err()
 }
 
 // ByUser keeps the requests made by one authenticated user.
