@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/sandbox"
@@ -26,22 +28,35 @@ func TestAPIServerRestart(t *testing.T) {
 	t.Parallel() // beside TestFaults
 	w := newWorld(t)
 	downs := pick([]time.Duration{3 * time.Second}, []time.Duration{2 * time.Second, 10 * time.Second, 30 * time.Second})
+	// Every node and pod is made before the first restart: the fake kubelet can take a while
+	// to notice a restarted API server, and new nodes would not become Ready meanwhile.
+	type setup struct {
+		node *corev1.Node
+		pods []string
+	}
+	setups := map[string][]setup{}
+	for range downs {
+		n := w.addNodes(t, 2)
+		setups["agent"] = append(setups["agent"], setup{n[0], w.addPods(t, n[0], podSpec{hold: true}, podSpec{hold: true}, podSpec{}, podSpec{critical: true})})
+		setups["controller"] = append(setups["controller"], setup{n[1], w.addPods(t, n[1], podSpec{hold: true}, podSpec{})})
+	}
 	for _, mode := range []string{"agent", "controller"} {
 		t.Run(mode, func(t *testing.T) {
 			var ta tally
 			var exits []string
-			for _, down := range downs {
+			for i, down := range downs {
 				t.Run(fmt.Sprintf("down-%s", down), func(t *testing.T) {
 					var lost int
 					var ex []string
+					s := setups[mode][i]
 					if mode == "agent" {
-						lost, ex = agentAPIServerTrial(t, w, down)
+						lost, ex = agentAPIServerTrial(t, w, s.node, s.pods, down)
 					} else {
-						lost, ex = controllerAPIServerTrial(t, w, down)
+						lost, ex = controllerAPIServerTrial(t, w, s.node, s.pods, down)
 					}
 					ta.add(t.Failed(), lost, nil)
-					for _, e := range ex {
-						exits = append(exits, fmt.Sprintf("down %s: %s", down, e))
+					if len(ex) > 0 {
+						exits = append(exits, fmt.Sprintf("down %s: %s", down, summarizeExits(ex)))
 					}
 				})
 			}
@@ -57,6 +72,28 @@ func TestAPIServerRestart(t *testing.T) {
 				Trials: ta.trials, Survived: ta.survived, NoticesLost: ta.lost, Run: "TestAPIServerRestart/" + mode, Notes: notes})
 		})
 	}
+}
+
+// summarizeExits turns ["run 1: exit status 0", "run 2: exit status 1", "run 3: exit status 1"]
+// into "exit status 0 ×1, then exit status 1 ×2".
+func summarizeExits(exits []string) string {
+	var parts []string
+	last, n := "", 0
+	flush := func() {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s ×%d", last, n))
+		}
+	}
+	for _, e := range exits {
+		_, status, _ := strings.Cut(e, ": ")
+		if status != last {
+			flush()
+			last, n = status, 0
+		}
+		n++
+	}
+	flush()
+	return strings.Join(parts, ", then ")
 }
 
 // restartMidDrain waits until the user has evicted `evicted` pods (the drain then waits on the
@@ -76,11 +113,9 @@ func restartMidDrain(ctx context.Context, t *testing.T, w *world, user string, e
 	}
 }
 
-func agentAPIServerTrial(t *testing.T, w *world, down time.Duration) (lost int, exits []string) {
+func agentAPIServerTrial(t *testing.T, w *world, node *corev1.Node, pods []string, down time.Duration) (lost int, exits []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	node := w.addNodes(t, 1)[0]
-	pods := w.addPods(t, node, podSpec{hold: true}, podSpec{hold: true}, podSpec{}, podSpec{critical: true})
 	instance := interruption.InstanceIDOf(node)
 	m := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: instance, Hostname: node.Name,
 		Args: []string{"spot", "-a", "terminate", "-t", time.Now().Add(2 * time.Minute).UTC().Format(time.RFC3339)}})
@@ -110,11 +145,9 @@ func agentAPIServerTrial(t *testing.T, w *world, down time.Duration) (lost int, 
 	return lost, exits
 }
 
-func controllerAPIServerTrial(t *testing.T, w *world, down time.Duration) (lost int, exits []string) {
+func controllerAPIServerTrial(t *testing.T, w *world, node *corev1.Node, pods []string, down time.Duration) (lost int, exits []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	node := w.addNodes(t, 1)[0]
-	pods := w.addPods(t, node, podSpec{hold: true}, podSpec{})
 	queue := "restart-" + shortName(node)
 	qs := newQueues(t, w, queue)
 	qs.addInstances(node)
