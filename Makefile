@@ -82,9 +82,12 @@ bench: sandbox
 docs:
 	$(GO) generate ./internal/config
 
-## demo: start the local sandbox (3 kwok nodes, IMDS mock, SQS server, fake EC2/Auto Scaling) and show it
+## demo: on the local sandbox, the agent and the controller handle a spot notice, an ASG terminate hook and
+## another cluster's notice; prints each step and a summary, draws _output/demo/timeline.svg. DEMO_ARGS=--hold
+## keeps everything running afterwards.
+DEMO_ARGS ?=
 demo: sandbox
-	$(GO) run ./cmd/lifeboat-sandbox
+	$(GO) run ./cmd/lifeboat-sandbox $(DEMO_ARGS)
 
 ## manifests: render deploy/manifests/ from the Helm chart (a test fails when they differ)
 manifests: sandbox

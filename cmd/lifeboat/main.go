@@ -32,13 +32,16 @@ import (
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
+	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/health"
+	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/logging"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/preflight"
 	"lifeboat.dev/lifeboat/internal/source/imds"
 	"lifeboat.dev/lifeboat/internal/version"
+	"lifeboat.dev/lifeboat/internal/webhook"
 )
 
 // Exit statuses.
@@ -161,19 +164,38 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		defer srv.Close()
 	}
 
+	recorder, stopEvents, err := events.New(loaded.Config, client, logger)
+	if err != nil {
+		logger.Error("invalid Kubernetes Events settings", "err", err)
+		return exitUsage
+	}
+	defer stopEvents()
+	hooks, err := webhook.New(loaded.Config, webhook.Options{Logger: logger}) // the handler counts results
+	if err != nil {
+		logger.Error("invalid webhook settings", "err", err)
+		return exitUsage
+	}
+	wire := func(h *interruption.Handler) { h.Metrics, h.Events, h.Webhook = m, recorder, hooks }
+	serveProbes := func(ready health.Checker) {
+		c := loaded.Config
+		if !c.EnableProbesServer {
+			return
+		}
+		addr := net.JoinHostPort("", strconv.Itoa(c.ProbesServerPort))
+		go func() {
+			if err := health.Serve(ctx, addr, health.Handler(c.ProbesServerEndpoint, ready)); err != nil {
+				logger.Error("probes server stopped", "err", err)
+			}
+		}()
+	}
+
 	switch mode {
 	case config.ModeAgent:
 		c := loaded.Config
 		a := agent.New(c, client, imds.NewClient(c.MetadataURL, c.MetadataTries, c.AllowIMDSv1), logger)
 		a.Metrics = m
-		if c.EnableProbesServer {
-			addr := net.JoinHostPort("", strconv.Itoa(c.ProbesServerPort))
-			go func() {
-				if err := health.Serve(ctx, addr, health.Handler(c.ProbesServerEndpoint, a.Healthy)); err != nil {
-					logger.Error("probes server stopped", "err", err)
-				}
-			}()
-		}
+		wire(a.Handler())
+		serveProbes(a.Healthy)
 		if err := a.Run(ctx); err != nil {
 			logger.Error("agent stopped", "err", err)
 			return exitFailure
@@ -186,6 +208,16 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 			logger.Error("cannot start the controller", "err", err)
 			return exitFailure
 		}
+		wire(ctl.Handler())
+		// A second client, with its own rate limit, for cordons: in a burst they must not
+		// queue behind the evictions of nodes cordoned earlier.
+		cordonClient, err := kube.NewClientset(rc)
+		if err != nil {
+			logger.Error("cannot build Kubernetes client", "err", err)
+			return exitFailure
+		}
+		ctl.Handler().SetCordonClient(cordonClient)
+		serveProbes(ctl.Healthy)
 		if err := ctl.RunWithLeaderElection(ctx); err != nil {
 			logger.Error("controller stopped", "err", err)
 			return exitFailure

@@ -50,6 +50,9 @@ func New(cfg *config.Config, client kubernetes.Interface, getter imds.Getter, lo
 	return &Agent{cfg: cfg, client: client, imds: getter, log: logger, handler: interruption.NewHandler(cfg, client, logger)}
 }
 
+// Handler is the interruption handler, for wiring Events and webhooks.
+func (a *Agent) Handler() *interruption.Handler { return a.handler }
+
 // ErrWrongNode means NODE_NAME names a node of another instance: acting would drain the
 // wrong node, so the agent refuses to start.
 var ErrWrongNode = errors.New("NODE_NAME is another instance's node")
@@ -93,6 +96,19 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Lock()
 	a.poller = poller
 	a.mu.Unlock()
+	a.handler.Metrics = a.Metrics
+	if a.Metrics != nil {
+		go func() {
+			for {
+				a.Metrics.SourceHealthy("imds", poller.Healthy() == nil)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(5 * time.Second):
+				}
+			}
+		}()
+	}
 	a.log.Info("agent watching instance metadata", "node", a.cfg.NodeName, "instance", instanceID, "interval", a.cfg.IMDSPollInterval)
 
 	notices := make(chan notice.Notice)

@@ -93,6 +93,7 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers int) {
 	}
 	rc.QPS, rc.Burst = float32(cfg.KubeAPIQPS), cfg.KubeAPIBurst
 	ctl := controller.New(cfg, kubernetes.NewForConfigOrDie(rc), queue, cloud.NewAWSEC2(awsCfg), cloud.NewAWSAutoScaling(awsCfg), slog.New(slog.DiscardHandler), nil)
+	ctl.Handler().SetCordonClient(kubernetes.NewForConfigOrDie(rc)) // as the binary does
 
 	b.StartTimer()
 	start := time.Now()
@@ -132,6 +133,28 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers int) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	byKind := map[string]int{}
+	var firstCordon, lastCordon time.Time
+	for _, e := range events {
+		if e.ObjectRef == nil {
+			continue
+		}
+		kind := e.Verb + " " + e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			kind += "/" + e.ObjectRef.Subresource
+		}
+		if e.ResponseStatus != nil && e.ResponseStatus.Code >= 300 {
+			kind += " " + strconv.Itoa(e.ResponseStatus.Code)
+		}
+		byKind[kind]++
+		if kind == "patch nodes" {
+			if firstCordon.IsZero() || e.StageTimestamp.Before(firstCordon) {
+				firstCordon = e.StageTimestamp
+			}
+			lastCordon = e.StageTimestamp
+		}
+	}
+	b.Logf("requests by kind: %v; node patches from %s to %s", byKind, firstCordon.Format("15:04:05.000"), lastCordon.Format("15:04:05.000"))
 	b.ReportMetric(allCordoned.Seconds(), "s-all-cordoned")
 	b.ReportMetric(allDrained.Seconds(), "s-all-drained")
 	b.ReportMetric(float64(len(events)), "kube-requests")

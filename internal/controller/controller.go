@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -45,18 +47,43 @@ type Controller struct {
 	handler *interruption.Handler
 
 	// lifecycles holds the hook of each Auto Scaling notice being handled, by notice id, for
-	// completion after its drain.
-	lifecycles sync.Map
+	// completion after its drain. Copies of one message may be handled at once, so entries
+	// are counted and leave with the last copy.
+	lifecyclesMu sync.Mutex
+	lifecycles   map[string]*lifecycleEntry
 
 	// heartbeatUnit is what HEARTBEAT_INTERVAL and HEARTBEAT_UNTIL count in: a second
 	// (tests shorten it).
 	heartbeatUnit time.Duration
+
+	// starting bounds notices between receipt and cordon (WORKERS); past their cordon,
+	// notices drain or wait for their start without holding a worker.
+	starting chan struct{}
+
+	leading  atomic.Bool
+	consumer atomic.Pointer[sqs.Consumer] // while Run consumes the queue
+}
+
+// Handler is the interruption handler, for wiring Events and webhooks.
+func (c *Controller) Handler() *interruption.Handler { return c.handler }
+
+// Healthy is the readiness check: a leader whose queue receives keep failing is not ready; a
+// standby is, since it can take over.
+func (c *Controller) Healthy() error {
+	if !c.leading.Load() {
+		return nil
+	}
+	if q := c.consumer.Load(); q != nil {
+		return q.Healthy()
+	}
+	return errors.New("leading but not consuming the queue yet")
 }
 
 // New builds a controller on the given AWS clients (see cloud.LoadAWSConfig).
 func New(cfg *config.Config, client kubernetes.Interface, queue sqs.API, ec2 cloud.EC2, asg cloud.AutoScaling, logger *slog.Logger, m *metrics.Metrics) *Controller {
 	c := &Controller{cfg: cfg, client: client, queue: queue, ec2: ec2, asg: asg, log: logger, metrics: m,
-		handler: interruption.NewHandler(cfg, client, logger), heartbeatUnit: time.Second}
+		handler: interruption.NewHandler(cfg, client, logger), heartbeatUnit: time.Second,
+		starting: make(chan struct{}, max(cfg.Workers, 1)), lifecycles: map[string]*lifecycleEntry{}}
 	c.handler.OnDrained = c.completeLifecycle
 	c.handler.Metrics = m
 	return c
@@ -107,10 +134,16 @@ func (c *Controller) RunWithLeaderElection(ctx context.Context) error {
 				runDone = done
 				mu.Unlock()
 				c.log.Info("leading", "identity", identity, "lease", c.cfg.PodNamespace+"/"+LeaseName)
+				c.leading.Store(true)
+				c.metrics.Leader(true)
 				runErr = c.Run(ctx)
 				close(done)
 			},
-			OnStoppedLeading: func() { c.log.Info("no longer leading", "identity", identity) },
+			OnStoppedLeading: func() {
+				c.leading.Store(false)
+				c.metrics.Leader(false)
+				c.log.Info("no longer leading", "identity", identity)
+			},
 		},
 	})
 	mu.Lock()
@@ -128,7 +161,7 @@ func (c *Controller) RunWithLeaderElection(ctx context.Context) error {
 func (c *Controller) Run(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactory(c.client, 0)
 	nodeInformer := factory.Core().V1().Nodes().Informer()
-	resolver, err := ownership.NewResolver(nodeInformer, c.ec2, ownership.Options{
+	resolver, err := ownership.NewResolver(nodeInformer, countedEC2{c.ec2, c.metrics}, ownership.Options{
 		CheckManagedTag: c.cfg.CheckTagBeforeDraining, ManagedTag: c.cfg.ManagedTag,
 		ClusterName: c.cfg.ClusterName, UseProviderID: c.cfg.UseProviderID,
 	})
@@ -142,13 +175,107 @@ func (c *Controller) Run(ctx context.Context) error {
 		return ctx.Err()
 	}
 	consumer := sqs.NewConsumer(c.queue, sqs.ConsumerOptions{
-		QueueURL: c.cfg.QueueURL, Workers: c.cfg.Workers,
+		QueueURL: c.cfg.QueueURL, Workers: c.cfg.Workers + maxPastCordon,
 		VisibilityTimeout: time.Duration(c.cfg.SQSMsgVisibilityTimeoutSec) * time.Second, Logger: c.log,
+		Observe: c.metrics.ObserveSQS,
 	})
-	c.log.Info("controller consuming the queue", "queue", c.cfg.QueueURL, "workers", c.cfg.Workers)
+	c.consumer.Store(consumer)
+	defer c.consumer.Store(nil)
+	for _, w := range resolver.Warnings() {
+		if !strings.HasPrefix(w, "CLUSTER_NAME") { // the configuration already warned about it
+			c.log.Warn(w)
+		}
+	}
+	if c.cfg.ClusterName == "" {
+		c.metrics.ConfigWarning("cluster_name_unset")
+	}
+	if !c.cfg.CheckTagBeforeDraining {
+		c.metrics.ConfigWarning("managed_tag_check_off")
+	}
+	go reportHealth(ctx, c.metrics, "queue", consumer.Healthy)
+	c.log.Info("controller consuming the queue", "queue", c.cfg.QueueURL, "workers", c.cfg.Workers, "dryRun", c.cfg.DryRun)
 	return consumer.Run(ctx, func(ctx context.Context, m sqs.Message) (sqs.Outcome, time.Duration) {
-		return c.handleMessage(ctx, resolver, m)
+		if m.ReceiveCount <= 1 && !m.SentAt.IsZero() {
+			c.metrics.QueueLag(time.Since(m.SentAt))
+		}
+		outcome, delay := c.handleMessage(ctx, resolver, m)
+		if outcome == sqs.Done && c.cfg.DryRun {
+			// DRY_RUN deletes nothing; the message comes back much later, and its notices are
+			// recognised as handled (the dry-run log says what would have been done).
+			return sqs.Retry, retryLater
+		}
+		return outcome, delay
 	})
+}
+
+type lifecycleEntry struct {
+	lc    sqs.Lifecycle
+	holds int
+}
+
+func (c *Controller) holdLifecycle(id string, lc sqs.Lifecycle) {
+	c.lifecyclesMu.Lock()
+	defer c.lifecyclesMu.Unlock()
+	e := c.lifecycles[id]
+	if e == nil {
+		e = &lifecycleEntry{lc: lc}
+		c.lifecycles[id] = e
+	}
+	e.holds++
+}
+
+func (c *Controller) dropLifecycle(id string) {
+	c.lifecyclesMu.Lock()
+	defer c.lifecyclesMu.Unlock()
+	if e := c.lifecycles[id]; e != nil {
+		if e.holds--; e.holds <= 0 {
+			delete(c.lifecycles, id)
+		}
+	}
+}
+
+func (c *Controller) lifecycle(id string) (sqs.Lifecycle, bool) {
+	c.lifecyclesMu.Lock()
+	defer c.lifecyclesMu.Unlock()
+	if e := c.lifecycles[id]; e != nil {
+		return e.lc, true
+	}
+	return sqs.Lifecycle{}, false
+}
+
+// countedEC2 counts DescribeInstances calls in lifeboat_aws_calls_total.
+type countedEC2 struct {
+	cloud.EC2
+	metrics *metrics.Metrics
+}
+
+func (e countedEC2) DescribeInstances(ctx context.Context, ids []string) (map[string]cloud.Instance, error) {
+	out, err := e.EC2.DescribeInstances(ctx, ids)
+	e.metrics.AWSCall("DescribeInstances", err, nil)
+	return out, err
+}
+
+// startSlot waits for one of the WORKERS slots; release is safe to call more than once.
+func (c *Controller) startSlot(ctx context.Context) (release func(), ok bool) {
+	select {
+	case c.starting <- struct{}{}:
+	case <-ctx.Done():
+		return nil, false
+	}
+	var once sync.Once
+	return func() { once.Do(func() { <-c.starting }) }, true
+}
+
+// reportHealth keeps the source's health gauge current until ctx ends.
+func reportHealth(ctx context.Context, m *metrics.Metrics, source string, healthy func() error) {
+	for {
+		m.SourceHealthy(source, healthy() == nil)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Second):
+		}
+	}
 }
 
 func cacheSynced(ctx context.Context, f informers.SharedInformerFactory) bool {
@@ -159,6 +286,12 @@ func cacheSynced(ctx context.Context, f informers.SharedInformerFactory) bool {
 	}
 	return true
 }
+
+// maxPastCordon bounds the messages kept in flight for notices past their cordon: drains
+// (which mostly wait on a pod watch) and notices waiting for their scheduled start. WORKERS
+// bounds the work before the cordon, so a burst cordons every node first; the client's rate
+// limit bounds the API requests of all of them together.
+const maxPastCordon = 1000
 
 // Delays before a message comes back: a notice that could not be handled yet is retried
 // soon; one about an instance that is not ours much later (it may be another cluster's).
@@ -174,10 +307,12 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 	res, err := sqs.Parse(m.Body, time.Now())
 	if err != nil {
 		log.Error("unreadable queue message deleted", "err", err)
+		c.metrics.QueueMessage("unreadable")
 		return sqs.Done, 0
 	}
 	if res.Ignore {
 		log.Info("queue message ignored", "reason", res.Reason)
+		c.metrics.QueueMessage("ignored")
 		return sqs.Done, 0
 	}
 	for _, n := range res.Notices {
@@ -191,34 +326,46 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 		if n.Deadline.IsZero() {
 			n.Deadline = time.Now().Add(time.Duration(c.cfg.NodeTerminationGracePeriod) * time.Second)
 		}
+		release, ok := c.startSlot(ctx)
+		if !ok {
+			return sqs.Retry, 0
+		}
 		verdict, err := resolver.Resolve(ctx, n.InstanceID)
 		if err != nil {
+			release()
 			log.Warn("cannot tell whether the instance is ours yet; retrying", "notice", n.ID, "err", err)
 			return sqs.Retry, retrySoon
 		}
 		if !verdict.Owned {
+			release()
 			// Never touch a node or complete a lifecycle action for an instance not ours.
 			log.Info("notice is not for this cluster", "notice", n.ID, "instance", n.InstanceID, "reason", verdict.Reason)
+			c.metrics.QueueMessage("not_owned")
 			if c.cfg.DeleteSQSMsgIfNodeNotFound {
 				continue
 			}
 			return sqs.Retry, retryLater
 		}
 		if res.Lifecycle != nil {
-			c.lifecycles.Store(n.ID, *res.Lifecycle)
+			c.holdLifecycle(n.ID, *res.Lifecycle)
 		}
 		stopHeartbeats := c.startHeartbeats(ctx, n, res.Lifecycle, verdict.Node, log)
-		err = c.handler.Handle(ctx, n, verdict.Node.Name)
+		err = c.handler.HandleWith(ctx, n, verdict.Node.Name, interruption.HandleOptions{Cached: verdict.Node, Cordoned: release})
+		release()
 		stopHeartbeats()
-		c.lifecycles.Delete(n.ID)
+		if res.Lifecycle != nil {
+			c.dropLifecycle(n.ID)
+		}
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
 				return sqs.Retry, 0
 			}
 			log.Warn("notice not handled yet; the message will come back", "notice", n.ID, "err", err)
+			c.metrics.QueueMessage("retry")
 			return sqs.Retry, retrySoon
 		}
 	}
+	c.metrics.QueueMessage("done")
 	return sqs.Done, 0
 }
 
@@ -242,10 +389,14 @@ func (c *Controller) handleLaunch(ctx context.Context, resolver *ownership.Resol
 				return sqs.Done, 0
 			}
 			return sqs.Retry, retryLater
+		case verdict.Owned && nodeReady(verdict.Node) && c.cfg.DryRun:
+			log.Info("dry run: would complete the launch lifecycle action: the node is Ready", "notice", n.ID, "node", verdict.Node.Name)
+			return sqs.Done, 0
 		case verdict.Owned && nodeReady(verdict.Node):
 			err := c.asg.CompleteLifecycleAction(ctx, cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID, Token: lc.Token})
 			switch {
 			case err == nil, errors.Is(err, cloud.ErrNoActiveAction):
+				c.metrics.AWSCall("CompleteLifecycleAction", err, cloud.ErrNoActiveAction)
 				log.Info("launch lifecycle action completed: the node is Ready", "notice", n.ID, "node", verdict.Node.Name, "err", err)
 				return sqs.Done, 0
 			case cloud.IsPermanent(err):
@@ -279,11 +430,10 @@ func nodeReady(n *corev1.Node) bool {
 
 // completeLifecycle completes the Auto Scaling hook of a drained node's notice.
 func (c *Controller) completeLifecycle(ctx context.Context, n notice.Notice) error {
-	v, ok := c.lifecycles.Load(n.ID)
+	lc, ok := c.lifecycle(n.ID)
 	if !ok {
 		return nil
 	}
-	lc := v.(sqs.Lifecycle)
 	if d := c.cfg.CompleteLifecycleActionDelaySeconds; d > 0 {
 		select {
 		case <-ctx.Done():
@@ -292,8 +442,10 @@ func (c *Controller) completeLifecycle(ctx context.Context, n notice.Notice) err
 		}
 	}
 	err := c.asg.CompleteLifecycleAction(ctx, cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID, Token: lc.Token})
+	c.metrics.AWSCall("CompleteLifecycleAction", err, cloud.ErrNoActiveAction)
 	switch {
 	case err == nil:
+		c.metrics.Action(metrics.ActionLifecycleComplete, metrics.ResultOK)
 		c.log.Info("lifecycle action completed", "notice", n.ID, "group", lc.Group, "hook", lc.Hook)
 	case errors.Is(err, cloud.ErrNoActiveAction):
 		c.log.Info("no lifecycle action to complete: already completed or timed out", "notice", n.ID)

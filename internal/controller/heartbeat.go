@@ -10,6 +10,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/source/sqs"
 )
@@ -60,6 +61,7 @@ func (c *Controller) heartbeats(ctx context.Context, n notice.Notice, lc sqs.Lif
 		}
 		err := c.asg.RecordLifecycleActionHeartbeat(ctx, action)
 		c.metrics.AWSCall("RecordLifecycleActionHeartbeat", err, cloud.ErrNoActiveAction)
+		c.metrics.ActionErr(metrics.ActionHeartbeat, err)
 		switch {
 		case err == nil:
 			last = time.Now()

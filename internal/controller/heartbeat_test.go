@@ -10,9 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
@@ -56,13 +54,7 @@ func TestHeartbeatsResumeAfterRestart(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods("db").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	one := intstr.FromInt32(1)
-	if _, err := c.Client.PolicyV1().PodDisruptionBudgets("db").Create(ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "db"},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	lift := sandboxtest.BlockEvictions(t, ctx, c, "db", map[string]string{"app": "db"})
 
 	awsCfg := sandboxtest.AWSConfig(fake.URL())
 	queue := awssqs.NewFromConfig(awsCfg)
@@ -136,9 +128,7 @@ func TestHeartbeatsResumeAfterRestart(t *testing.T) {
 		t.Fatal("the lifecycle action was completed while its pod was still on the node")
 	}
 
-	if err := c.Client.PolicyV1().PodDisruptionBudgets("db").Delete(ctx, "db", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	lift()
 	waitFor("the lifecycle action completed after the drain", 60*time.Second, func() bool {
 		_, completed, _, _ := fake.LifecycleAction("token-1")
 		return completed

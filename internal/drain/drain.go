@@ -141,22 +141,23 @@ func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time) (*
 	defer stopWatch()
 	go d.watchDeletions(watchCtx, node, rv, tr)
 
-	for start := 0; start < len(candidates); {
-		end := start
-		for end < len(candidates) && candidates[end].Tier == candidates[start].Tier {
-			end++
-		}
-		d.evictTier(ctx, candidates[start:end], res.Pods[start:end], deadline, tr)
-		var uids []types.UID
-		for i := start; i < end; i++ {
-			if !res.Pods[i].EvictedAt.IsZero() {
-				uids = append(uids, res.Pods[i].UID)
-			}
-		}
-		tr.waitAll(ctx, uids)
-		start = end
-	}
+	d.evictInTiers(ctx, candidates, res.Pods, deadline, tr)
 	tr.waitAll(ctx, terminating)
+	// Pods that reached the node after the list (bound by a scheduler that decided before the
+	// cordon) are drained too, in a few more rounds at most.
+	for round := 0; round < maxLateRounds && ctx.Err() == nil; round++ {
+		late, _ := Select(tr.takeLate(), d.opts.Policy)
+		if len(late) == 0 {
+			break
+		}
+		first := len(res.Pods)
+		for _, c := range late {
+			tr.track(c.Pod.UID)
+			res.Pods = append(res.Pods, PodOutcome{Pod: types.NamespacedName{Namespace: c.Pod.Namespace, Name: c.Pod.Name}, UID: c.Pod.UID, Tier: c.Tier, Unmanaged: c.Unmanaged})
+		}
+		d.opts.Logger.Info("pods arrived on the node after the drain listed it; draining them too", "node", node, "pods", len(late))
+		d.evictInTiers(ctx, late, res.Pods[first:], deadline, tr)
+	}
 	for i := range res.Pods {
 		if at, ok := tr.goneAt(res.Pods[i].UID); ok {
 			res.Pods[i].GoneAt = at
@@ -181,6 +182,29 @@ func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time) (*
 		return res, fmt.Errorf("drain %s incomplete: %d pods that were already terminating are still on the node", node, stillTerminating)
 	}
 	return res, nil
+}
+
+// maxLateRounds bounds the extra rounds for pods that arrive during the drain.
+const maxLateRounds = 3
+
+// evictInTiers evicts candidates (ordered by tier) tier by tier, waiting for each tier's pods
+// to be gone before the next; out holds their outcomes.
+func (d *Drainer) evictInTiers(ctx context.Context, candidates []Candidate, out []PodOutcome, deadline time.Time, tr *tracker) {
+	for start := 0; start < len(candidates); {
+		end := start
+		for end < len(candidates) && candidates[end].Tier == candidates[start].Tier {
+			end++
+		}
+		d.evictTier(ctx, candidates[start:end], out[start:end], deadline, tr)
+		var uids []types.UID
+		for i := start; i < end; i++ {
+			if !out[i].EvictedAt.IsZero() {
+				uids = append(uids, out[i].UID)
+			}
+		}
+		tr.waitAll(ctx, uids)
+		start = end
+	}
 }
 
 // evictTier evicts one tier's pods with at most Concurrency requests in flight.

@@ -311,3 +311,57 @@ func TestPodAlreadyGoneDoesNotHoldTheDrain(t *testing.T) {
 		t.Errorf("took %v, remaining %+v: a pod that is already gone must not be waited for", took, res.Remaining())
 	}
 }
+
+// A pod bound to the node after the drain listed it (the scheduler decided before the cordon)
+// is drained too, and the drain ends only when it is gone.
+func TestPodArrivingDuringTheDrainIsDrainedToo(t *testing.T) {
+	ctx := testContext(t, time.Minute)
+	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
+	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := nodes[0].Name
+	held := newPod("apps", "held", node, ownedBy("ReplicaSet", "db"))
+	held.Labels = map[string]string{"app": "db"}
+	createPods(t, ctx, c, held)
+	lift := sandboxtest.BlockEvictions(t, ctx, c, "apps", map[string]string{"app": "db"})
+	// A budget protects only running pods: a pending one is evicted whatever it says.
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods("apps").Get(ctx, "held", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning, nil
+	})
+	if err != nil {
+		t.Fatalf("the held pod never ran: %v", err)
+	}
+
+	d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1, RetryMin: 50 * time.Millisecond})
+	type outcome struct {
+		res *Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := d.Drain(ctx, node, time.Now().Add(45*time.Second))
+		done <- outcome{res, err}
+	}()
+	time.Sleep(time.Second) // the drain has listed the node and is held by the budget
+	createPods(t, ctx, c, newPod("apps", "late", node, ownedBy("ReplicaSet", "web")))
+	time.Sleep(500 * time.Millisecond)
+	lift()
+
+	got := <-done
+	if got.err != nil {
+		t.Fatalf("drain: %v", got.err)
+	}
+	evicted := map[string]bool{}
+	for _, p := range got.res.Pods {
+		evicted[p.Pod.Name] = !p.EvictedAt.IsZero() && !p.GoneAt.IsZero()
+	}
+	if !evicted["held"] || !evicted["late"] {
+		t.Errorf("evicted and gone: %v; want both the listed pod and the late one", evicted)
+	}
+	if _, err := c.Client.CoreV1().Pods("apps").Get(ctx, "late", metav1.GetOptions{}); err == nil {
+		t.Error("the late pod is still on the node after the drain")
+	}
+}

@@ -19,14 +19,52 @@ type tracker struct {
 	tracked map[types.UID]bool
 	gone    map[types.UID]time.Time
 	changed chan struct{} // closed and replaced on every change
+	// late holds pods the watch saw on the node that the drain did not select: a pod the
+	// scheduler bound just before the cordon may arrive after the list. Skipped pods
+	// (DaemonSet, mirror) show up here too; the drain's selection sorts them out again.
+	late map[types.UID]*corev1.Pod
 }
 
 func newTracker(uids []types.UID) *tracker {
-	t := &tracker{tracked: map[types.UID]bool{}, gone: map[types.UID]time.Time{}, changed: make(chan struct{})}
+	t := &tracker{tracked: map[types.UID]bool{}, gone: map[types.UID]time.Time{}, changed: make(chan struct{}),
+		late: map[types.UID]*corev1.Pod{}}
 	for _, u := range uids {
 		t.tracked[u] = true
 	}
 	return t
+}
+
+// track adds pods selected later in the drain.
+func (t *tracker) track(uid types.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.tracked[uid] = true
+	delete(t.late, uid)
+}
+
+// seen records a pod the watch or a list saw on the node; deleted pods are forgotten.
+func (t *tracker) seen(pod *corev1.Pod, deleted bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.tracked[pod.UID]:
+	case deleted:
+		delete(t.late, pod.UID)
+	default:
+		t.late[pod.UID] = pod
+	}
+}
+
+// takeLate returns the untracked pods seen since the last call.
+func (t *tracker) takeLate() []corev1.Pod {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]corev1.Pod, 0, len(t.late))
+	for _, p := range t.late {
+		out = append(out, *p)
+	}
+	clear(t.late)
+	return out
 }
 
 func (t *tracker) markGone(uid types.UID, at time.Time) {
@@ -145,9 +183,13 @@ func (d *Drainer) consume(ctx context.Context, w watch.Interface, tr *tracker, r
 			case watch.Deleted:
 				if pod, ok := ev.Object.(*corev1.Pod); ok {
 					tr.markGone(pod.UID, time.Now())
+					tr.seen(pod, true)
 					rv = pod.ResourceVersion
 				}
 			default:
+				if pod, ok := ev.Object.(*corev1.Pod); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
+					tr.seen(pod, false)
+				}
 				if obj, ok := ev.Object.(metav1.Object); ok {
 					rv = obj.GetResourceVersion()
 				}
@@ -168,8 +210,9 @@ func (d *Drainer) relist(ctx context.Context, node string, tr *tracker) string {
 		return ""
 	}
 	present := make(map[types.UID]bool, len(pods))
-	for _, p := range pods {
-		present[p.UID] = true
+	for i := range pods {
+		present[pods[i].UID] = true
+		tr.seen(&pods[i], false)
 	}
 	tr.markAbsent(present, time.Now())
 	return rv

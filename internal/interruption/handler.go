@@ -20,10 +20,12 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/ownership"
+	"lifeboat.dev/lifeboat/internal/webhook"
 )
 
 // Plan is what to do for one notice.
@@ -75,12 +77,20 @@ type Handler struct {
 	OnDrained func(ctx context.Context, n notice.Notice) error
 	// Metrics, when set, counts actions, drains and evictions.
 	Metrics *metrics.Metrics
+	// Events, when set, records Kubernetes Events on the node.
+	Events *events.Recorder
+	// Webhook, when set, is told once per node interruption, when its work is done.
+	Webhook *webhook.Sender
 
-	cfg     *config.Config
-	client  kubernetes.Interface
-	writer  *nodes.Writer
-	drainer *drain.Drainer
-	log     *slog.Logger
+	cfg    *config.Config
+	client kubernetes.Interface
+	writer *nodes.Writer
+	// cordonClient and cordonWriter serve the urgent part of a notice (see SetCordonClient);
+	// by default the same as client and writer.
+	cordonClient kubernetes.Interface
+	cordonWriter *nodes.Writer
+	drainer      *drain.Drainer
+	log          *slog.Logger
 
 	mu       sync.Mutex
 	draining map[string]*running // nodes with a drain running in this process
@@ -99,21 +109,66 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 	w.DryRun = c.DryRun
 	return &Handler{
 		cfg: c, client: client, writer: w, log: logger,
+		cordonClient: client, cordonWriter: w,
 		drainer:  drain.New(client, drain.OptionsFromConfig(c, client, logger)),
 		draining: map[string]*running{},
 	}
 }
 
+// SetCordonClient gives the first read and the cordon write of each notice a client of their
+// own, with its own rate limit, so that in a burst cordons never wait behind other nodes'
+// evictions and records. Call it before handling notices.
+func (h *Handler) SetCordonClient(client kubernetes.Interface) {
+	h.cordonClient = client
+	h.cordonWriter = nodes.NewWriter(client)
+	h.cordonWriter.DryRun = h.cfg.DryRun
+}
+
 // ErrNotOurs means the node does not belong to the notice's instance.
 var ErrNotOurs = errors.New("node does not belong to the notice's instance")
+
+// HandleOptions tune Handle for a caller that has more context.
+type HandleOptions struct {
+	// Cached, when set, is a recent copy of the node (an informer's) used instead of a first
+	// read. A decision to do nothing is confirmed on a fresh read; a stale copy otherwise only
+	// costs a conflict and a retry of the resourceVersion-checked write.
+	Cached *corev1.Node
+	// Cordoned, when set, is called once the notice's node changes are written (or found to
+	// be unnecessary), before any wait for the drain: the caller may then take the next
+	// notice while this one drains.
+	Cordoned func()
+}
 
 // Handle applies the notice to the node and, when the plan says so, drains it. It returns
 // when the node is done, or when the notice was coalesced into a drain already running.
 func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) error {
+	return h.HandleWith(ctx, n, nodeName, HandleOptions{})
+}
+
+// HandleWith is Handle with options.
+func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName string, o HandleOptions) error {
+	if o.Cordoned != nil {
+		var once sync.Once
+		cordoned := o.Cordoned
+		o.Cordoned = func() { once.Do(cordoned) }
+		defer o.Cordoned()
+	} else {
+		o.Cordoned = func() {}
+	}
 	log := h.log.With("notice", n.ID, "kind", n.Kind, "node", nodeName, "instance", n.InstanceID)
-	node, err := h.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("notice %s: read node %s: %w", n.ID, nodeName, err)
+	node, cached := o.Cached, o.Cached != nil
+	for {
+		if node == nil {
+			fresh, err := h.cordonClient.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("notice %s: read node %s: %w", n.ID, nodeName, err)
+			}
+			node = fresh
+		}
+		if !cached || !h.nothingToDo(n, node) {
+			break
+		}
+		node, cached = nil, false // confirm on a fresh read
 	}
 	if id := InstanceIDOf(node); id != "" && id != n.InstanceID {
 		return fmt.Errorf("notice %s: node %s has providerID %q: %w", n.ID, nodeName, node.Spec.ProviderID, ErrNotOurs)
@@ -132,24 +187,34 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 		return nil
 	}
 	plan := planFor(n, h.cfg)
-	if rec.Has(n.ID) && (rec.Phase == PhaseDrained || (!plan.Drain && rec.Phase >= PhaseCordoned)) {
+	if rec.Done(n.ID, plan.Drain) {
 		log.Info("notice already handled", "phase", rec.Phase)
 		return nil
 	}
 
+	if !rec.Has(n.ID) {
+		h.Events.Notice(events.NodeOf(node), n)
+	}
 	phase := PhaseCordoned
 	if plan.Drain {
 		phase = PhaseDraining
 	}
 	var edits []nodes.Edit
+	// Without a drain the interruption's work ends with this write, which then claims the
+	// webhook (decided on the node being written, so a retry decides afresh).
+	var notify bool
+	if !plan.Drain {
+		edits = append(edits, claimNotification(&notify))
+	}
 	if plan.TaintKey != "" {
 		edits = append(edits, nodes.AddTaint(plan.TaintKey, nodes.LabelValue(n.ID), corev1.TaintEffect(h.cfg.TaintEffect)))
 	}
 	if plan.ExcludeLB {
 		edits = append(edits, nodes.SetLabel(nodes.LabelExcludeFromLoadBalancers, "true"))
 	}
+	var wasSchedulable bool // on the node the successful write started from
 	if plan.Cordon {
-		edits = append(edits, nodes.Cordon())
+		edits = append(edits, func(nd *corev1.Node) { wasSchedulable = !nd.Spec.Unschedulable }, nodes.Cordon())
 	}
 	edits = append(edits, recordEdit(n.ID, phase, n.Deadline))
 	if n.Kind == notice.ScheduledMaintenance && notice.RebootCodes[n.Action] {
@@ -162,20 +227,32 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 		}))
 	}
 	// One write for everything, computed from the node just read.
-	res, err := h.writer.Apply(ctx, nodeName, node, "cordon for notice "+n.ID, edits...)
-	h.Metrics.Action(metrics.ActionCordon, writeResult(res, err, h.cfg.DryRun))
+	res, err := h.cordonWriter.Apply(ctx, nodeName, node, "cordon for notice "+n.ID, edits...)
 	if err != nil {
+		h.Metrics.Action(metrics.ActionCordon, metrics.ResultError)
+		h.Events.CordonFailed(events.NodeOf(node), n.ID, err)
 		return err
+	}
+	// Later notices for the node only add themselves to its record: one cordon counted.
+	if res.Changed && wasSchedulable && res.Node.Spec.Unschedulable {
+		h.Metrics.Action(metrics.ActionCordon, dryRunOr(h.cfg.DryRun, metrics.ResultOK))
+		h.Events.Cordoned(events.NodeOf(res.Node), n.ID)
+	} else {
+		h.Metrics.Action(metrics.ActionCordon, metrics.ResultSkipped)
 	}
 	log.Info("node cordoned", "changed", res.Changed, "drain", plan.Drain, "deadline", n.Deadline, "dryRun", h.cfg.DryRun)
 	if n.Kind == notice.ASGTermination && n.Source == notice.SourceIMDS && h.OnDrained == nil {
 		log.Warn("the Auto Scaling lifecycle action is not completed from agent mode without ASG_LIFECYCLE_HOOK_NAME: the instance terminates when the lifecycle hook times out")
 	}
+	o.Cordoned()
 	if !plan.Drain {
+		if notify {
+			h.notify(ctx, n, res.Node, "cordoned", nil)
+		}
 		return nil
 	}
 	if rec.Phase == PhaseDrained {
-		return h.finish(ctx, n, nodeName, res.Node)
+		return h.finish(ctx, n, nodeName, res.Node, drained{})
 	}
 	deadline := drainDeadline(n)
 	// Wait for the scheduled start before joining or starting a drain, so a notice days
@@ -197,19 +274,48 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 		if duplicate {
 			return nil // another copy of this notice finishes it (one lifecycle completion)
 		}
-		return h.finish(ctx, n, nodeName, nil)
+		return h.finish(ctx, n, nodeName, nil, drained{})
 	}
-	r.err = h.drain(ctx, n, nodeName, deadline, log)
+	// A drain that ended between this notice's read and now has left its record: decide on
+	// a fresh read, or a late duplicate would drain the node a second time.
+	fresh, err := h.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		r.err = fmt.Errorf("notice %s: read node %s: %w", n.ID, nodeName, err)
+		h.endDrain(nodeName, r)
+		return r.err
+	}
+	if latest, _ := ReadRecord(fresh); latest.Phase == PhaseDrained {
+		r.err = h.finish(ctx, n, nodeName, fresh, drained{})
+		h.endDrain(nodeName, r)
+		return r.err
+	}
+	h.Events.DrainStarted(events.NodeOf(res.Node), n.ID, deadline)
+	var done drained
+	done, r.err = h.drain(ctx, n, nodeName, deadline, log)
 	if r.err == nil {
 		// The node as the cordon write left it saves a read; if it changed since, the write
 		// conflicts and is recomputed from a fresh read.
-		r.err = h.finish(ctx, n, nodeName, res.Node)
+		r.err = h.finish(ctx, n, nodeName, res.Node, done)
+	} else if ctx.Err() == nil {
+		h.Events.DrainFailed(events.NodeOf(res.Node), n.ID, r.err)
 	}
 	// Unregister only once the drain is recorded: a copy of this notice arriving earlier
 	// joins it instead of finding neither a running drain nor a drained record (which
 	// would complete its lifecycle action twice).
 	h.endDrain(nodeName, r)
 	return r.err
+}
+
+// nothingToDo reports whether the node's record says the notice needs no work: a released
+// notice, one already handled, or an end-of-event notice with nothing of Lifeboat's to undo.
+func (h *Handler) nothingToDo(n notice.Notice, node *corev1.Node) bool {
+	rec, _ := ReadRecord(node)
+	if n.Released {
+		return !rec.Has(n.ID) || slices.Contains(rec.Released, n.ID)
+	}
+	plan := planFor(n, h.cfg)
+	return slices.Contains(rec.Released, n.ID) ||
+		rec.Done(n.ID, plan.Drain)
 }
 
 // drainDeadline is the notice's deadline, or a short budget from now when that has passed
@@ -238,7 +344,14 @@ func (h *Handler) waitForStart(ctx context.Context, deadline time.Time, log *slo
 	}
 }
 
-func (h *Handler) drain(ctx context.Context, n notice.Notice, nodeName string, deadline time.Time, log *slog.Logger) error {
+// drained is what a drain by this process did, for the Event and the webhook.
+type drained struct {
+	evicted []string
+	took    time.Duration
+}
+
+// drain drains the node.
+func (h *Handler) drain(ctx context.Context, n notice.Notice, nodeName string, deadline time.Time, log *slog.Logger) (drained, error) {
 	res, err := h.drainer.Drain(ctx, nodeName, deadline)
 	h.countDrain(res, err)
 	log.Info("drain finished", "selected", len(res.Pods), "skipped", len(res.Skipped), "remaining", len(res.Remaining()),
@@ -247,25 +360,69 @@ func (h *Handler) drain(ctx context.Context, n notice.Notice, nodeName string, d
 		log.Debug("pod left on the node", "pod", s.Pod.String(), "reason", s.Reason)
 	}
 	if err != nil {
-		return fmt.Errorf("notice %s: %w", n.ID, err)
+		return drained{}, fmt.Errorf("notice %s: %w", n.ID, err)
 	}
-	return nil
+	d := drained{took: res.Finished.Sub(res.Started)}
+	for _, p := range res.Pods {
+		if !p.EvictedAt.IsZero() {
+			d.evicted = append(d.evicted, p.Pod.String())
+		}
+	}
+	return d, nil
 }
 
 // finish runs the completion hook for a drained node and records the drain as done. hint,
-// when not nil, is a recent copy of the node.
-func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, hint *corev1.Node) error {
+// when not nil, is a recent copy of the node; done is this process's drain, if it ran one.
+func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, hint *corev1.Node, done drained) error {
 	if h.OnDrained != nil && !h.cfg.DryRun {
 		if err := h.OnDrained(ctx, n); err != nil {
 			return fmt.Errorf("notice %s: after the drain: %w", n.ID, err)
 		}
 	}
-	edits := []nodes.Edit{recordEdit(n.ID, PhaseDrained, time.Time{})}
+	var notify bool
+	edits := []nodes.Edit{claimNotification(&notify), recordEdit(n.ID, PhaseDrained, time.Time{})}
 	if h.cfg.EnableOutOfServiceTaint {
 		edits = append(edits, nodes.AddTaint(nodes.TaintOutOfService, "nodeshutdown", corev1.TaintEffectNoExecute))
 	}
-	_, err := h.writer.Apply(ctx, nodeName, hint, "record drain of notice "+n.ID, edits...)
-	return err
+	res, err := h.writer.Apply(ctx, nodeName, hint, "record drain of notice "+n.ID, edits...)
+	if err != nil {
+		return err
+	}
+	if notify {
+		h.Events.Drained(events.NodeOf(res.Node), n.ID, len(done.evicted), done.took)
+		h.notify(ctx, n, res.Node, "drained", done.evicted)
+	}
+	return nil
+}
+
+// claimNotification marks the record as notified, setting *claimed when this write is the
+// one that does it. The webhook is sent after the write: at most once per interruption (a
+// crash between the two loses it rather than sending it twice).
+func claimNotification(claimed *bool) nodes.Edit {
+	return editRecord(func(r *Record) {
+		*claimed = !r.Notified
+		r.Notified = true
+	})
+}
+
+// notify sends the interruption's webhook. Failures are logged and counted, never retried
+// past the sender's own attempts: the node's work is done either way.
+func (h *Handler) notify(ctx context.Context, n notice.Notice, node *corev1.Node, state string, pods []string) {
+	if !h.Webhook.Enabled() {
+		return
+	}
+	if h.cfg.DryRun {
+		h.log.Info("dry run: would send the interruption webhook", "notice", n.ID, "node", node.Name)
+		h.Metrics.Action(metrics.ActionWebhook, metrics.ResultDryRun)
+		return
+	}
+	err := h.Webhook.Send(ctx, webhook.Notification{
+		EventID: n.ID, Kind: string(n.Kind), Monitor: string(n.Source), Description: n.Description, State: state,
+		NodeName: node.Name, InstanceID: n.InstanceID, ProviderID: node.Spec.ProviderID,
+		InstanceType: node.Labels[corev1.LabelInstanceTypeStable], StartTime: n.StartTime, EndTime: n.EndTime,
+		Pods: pods, NodeLabels: node.Labels,
+	})
+	h.Metrics.ActionErr(metrics.ActionWebhook, err)
 }
 
 // RecordHeartbeat notes on the node that a lifecycle heartbeat was sent for the notice at
@@ -314,17 +471,6 @@ func (h *Handler) countDrain(res *drain.Result, err error) {
 	}
 }
 
-// writeResult is the metrics result of a node write.
-func writeResult(res nodes.Result, err error, dryRun bool) string {
-	switch {
-	case err != nil:
-		return metrics.ResultError
-	case !res.Changed:
-		return metrics.ResultSkipped
-	}
-	return dryRunOr(dryRun, metrics.ResultOK)
-}
-
 func dryRunOr(dryRun bool, r string) string {
 	if dryRun {
 		return metrics.ResultDryRun
@@ -360,6 +506,7 @@ func (h *Handler) release(ctx context.Context, n notice.Notice, node *corev1.Nod
 	}
 	if uncordoned {
 		h.Metrics.Action(metrics.ActionUncordon, dryRunOr(h.cfg.DryRun, metrics.ResultOK))
+		h.Events.Uncordoned(events.NodeOf(node), "the scheduled event "+n.ID+" was canceled or completed")
 	}
 	log.Info("scheduled event ended; released the notice", "uncordoned", uncordoned)
 	return nil
@@ -378,7 +525,7 @@ func (h *Handler) releaseEdit(n *corev1.Node, mark func(*Record) bool) bool {
 		for _, e := range h.undo(r) {
 			e(n)
 		}
-		r.Phase, r.Deadline, r.RebootAfter = PhaseNone, time.Time{}, time.Time{}
+		r.Phase, r.Deadline, r.RebootAfter, r.Notified, r.Heartbeat = PhaseNone, time.Time{}, time.Time{}, false, nil
 	}
 	b, _ := json.Marshal(r)
 	nodes.SetAnnotation(AnnotationRecord, string(b))(n)

@@ -52,6 +52,13 @@ type Record struct {
 	// Heartbeat is the progress of the Auto Scaling heartbeats sent while the node drains,
 	// so that a restarted or new leader goes on from the last one instead of starting over.
 	Heartbeat *Heartbeat `json:"heartbeat,omitempty"`
+	// Finished lists the notices whose work is complete: the node drained and the notice's
+	// own completion (its lifecycle action) done. The phase is the node's; a notice joined to
+	// a drain another notice finished is not done until its own completion is.
+	Finished []string `json:"finished,omitempty"`
+	// Notified is set by the write that claims the interruption's one webhook, so notices
+	// coalesced into it, other replicas and restarts do not send another.
+	Notified bool `json:"notified,omitempty"`
 }
 
 // Heartbeat counts the lifecycle heartbeats sent for one notice.
@@ -83,6 +90,18 @@ func ReadRecord(n *corev1.Node) (Record, error) {
 	return r, err
 }
 
+// Done reports whether the notice needs no more work: finished after a drain, or (for a plan
+// without one) the node cordoned for it.
+func (r Record) Done(id string, drains bool) bool {
+	if !r.Has(id) {
+		return false
+	}
+	if drains {
+		return r.Phase == PhaseDrained && slices.Contains(r.Finished, id)
+	}
+	return r.Phase >= PhaseCordoned
+}
+
 // Has reports whether the notice was already taken into account.
 func (r Record) Has(id string) bool { return slices.Contains(r.Notices, id) }
 
@@ -93,6 +112,9 @@ func recordEdit(id string, phase Phase, deadline time.Time) nodes.Edit {
 	return editRecord(func(r *Record) {
 		if !r.Has(id) {
 			r.Notices = append(r.Notices, id)
+		}
+		if phase == PhaseDrained && !slices.Contains(r.Finished, id) {
+			r.Finished = append(r.Finished, id)
 		}
 		r.Phase = max(r.Phase, phase)
 		if !deadline.IsZero() && (r.Deadline.IsZero() || deadline.Before(r.Deadline)) {

@@ -61,38 +61,35 @@ type Cluster struct {
 
 // StartCluster starts etcd and kube-apiserver, then the optional components, and waits until
 // each is ready. On error everything started so far is stopped.
-func StartCluster(ctx context.Context, tools Tools, opts ClusterOptions) (c *Cluster, err error) {
-	c = &Cluster{Dir: opts.Dir, tools: tools, opts: opts, procs: map[string]*process{}}
-	defer func() {
-		if err != nil {
-			c.Stop()
-		}
-	}()
-	if c.pki, err = newPKI(opts.Dir); err != nil {
-		return nil, fmt.Errorf("certificates: %w", err)
-	}
-	if err := c.startEtcd(ctx); err != nil {
+func StartCluster(ctx context.Context, tools Tools, opts ClusterOptions) (*Cluster, error) {
+	c := &Cluster{Dir: opts.Dir, tools: tools, opts: opts, procs: map[string]*process{}}
+	if err := c.start(ctx); err != nil {
+		c.Stop()
 		return nil, err
-	}
-	if err := c.startAPIServer(ctx); err != nil {
-		return nil, err
-	}
-	if opts.ControllerManager {
-		if err := c.startControllerManager(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if opts.Scheduler {
-		if err := c.startScheduler(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if !opts.NoKwok {
-		if err := c.startKwok(ctx); err != nil {
-			return nil, err
-		}
 	}
 	return c, nil
+}
+
+func (c *Cluster) start(ctx context.Context) (err error) {
+	if c.pki, err = newPKI(c.opts.Dir); err != nil {
+		return fmt.Errorf("certificates: %w", err)
+	}
+	steps := []func(context.Context) error{c.startEtcd, c.startAPIServer}
+	if c.opts.ControllerManager {
+		steps = append(steps, c.startControllerManager)
+	}
+	if c.opts.Scheduler {
+		steps = append(steps, c.startScheduler)
+	}
+	if !c.opts.NoKwok {
+		steps = append(steps, c.startKwok)
+	}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // add registers a started process; a restarted one replaces its predecessor in place.

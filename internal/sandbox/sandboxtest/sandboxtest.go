@@ -18,6 +18,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/sandbox"
@@ -185,4 +188,25 @@ func Config(tb testing.TB, mode config.Mode, pairs ...string) *config.Config {
 		}
 	}
 	return loaded.Config
+}
+
+// BlockEvictions puts the pods of namespace matching labels under a PodDisruptionBudget that
+// allows no disruption (minAvailable 1, and without a controller-manager its status never
+// allows one), so their evictions are refused until the returned function deletes it.
+func BlockEvictions(tb testing.TB, ctx context.Context, c *sandbox.Cluster, namespace string, labels map[string]string) (lift func()) {
+	tb.Helper()
+	one := intstr.FromInt32(1)
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "block-evictions", Namespace: namespace},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: labels}},
+	}
+	if _, err := c.Client.PolicyV1().PodDisruptionBudgets(namespace).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		tb.Fatal(err)
+	}
+	return func() {
+		tb.Helper()
+		if err := c.Client.PolicyV1().PodDisruptionBudgets(namespace).Delete(ctx, pdb.Name, metav1.DeleteOptions{}); err != nil {
+			tb.Fatal(err)
+		}
+	}
 }

@@ -1,0 +1,155 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// check lists every way the result differs from what Lifeboat promises for these cases.
+func check(r *Result, procs []*process) []string {
+	var problems []string
+	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	expected := r.Foreign.CompleteCalls
+	for _, c := range r.Cases {
+		expected += c.Completions
+	}
+	if r.CompleteCalls != expected {
+		fail("%d CompleteLifecycleAction calls in all, %d of them for no lifecycle action of the scenario", r.CompleteCalls, r.CompleteCalls-expected)
+	}
+	for _, c := range r.Cases {
+		name := "node " + c.Name
+		if c.Cordoned < 0 {
+			fail("%s was never cordoned", name)
+		}
+		if c.Recorded < 0 {
+			fail("%s was never recorded as drained", name)
+		}
+		if len(c.Evicted) == 0 {
+			fail("%s: no pod was evicted", name)
+		}
+		lastOther, firstCritical := time.Duration(-1), time.Duration(-1)
+		for _, p := range c.Evicted {
+			switch p.Tier {
+			case TierCritical:
+				if firstCritical < 0 || p.Evicted < firstCritical {
+					firstCritical = p.Evicted
+				}
+			case TierDaemonSet, TierMirror:
+				fail("%s: %s pod %s was evicted", name, p.Tier, p.Pod)
+			default:
+				lastOther = max(lastOther, p.Evicted)
+			}
+			if p.Pod == systemNamespace+"/"+ControllerPodName {
+				fail("%s: Lifeboat's own pod %s was evicted", name, p.Pod)
+			}
+			if p.Gone < 0 {
+				fail("%s: evicted pod %s is still there", name, p.Pod)
+			}
+		}
+		if firstCritical < 0 {
+			fail("%s: its critical pod was not evicted", name)
+		} else if firstCritical < lastOther {
+			fail("%s: a critical pod was evicted at %s, before the last other pod (%s)", name, secs(firstCritical), secs(lastOther))
+		}
+		var daemonSetSkipped bool
+		for _, s := range c.Skipped {
+			switch {
+			case s.Reason == "":
+				fail("%s: %s (%s) was neither evicted nor reported as left by the drain", name, s.Pod, s.Tier)
+			case s.Tier == TierDaemonSet && strings.Contains(s.Reason, "DaemonSet"):
+				daemonSetSkipped = true
+			case s.Tier == TierWorkload || s.Tier == TierCritical:
+				if s.Pod != systemNamespace+"/"+ControllerPodName {
+					fail("%s: %s left on the node: %s", name, s.Pod, s.Reason)
+				}
+			}
+		}
+		if len(c.Left) > 0 {
+			fail("%s: pods still on the node after its drain: %v", name, c.Left)
+		}
+		if !daemonSetSkipped {
+			fail("%s: its DaemonSet pod was not reported as skipped", name)
+		}
+		switch {
+		case c.HasHook && c.Completions != 1:
+			fail("%s: %d CompleteLifecycleAction calls for its lifecycle action, want exactly 1", name, c.Completions)
+		case c.HasHook && c.LifecycleResult != "CONTINUE":
+			fail("%s: lifecycle action result %q, want CONTINUE", name, c.LifecycleResult)
+		case c.HasHook && c.Completed < c.Drained:
+			fail("%s: lifecycle action completed at %s, before the node was drained (%s)", name, secs(c.Completed), secs(c.Drained))
+		case !c.HasHook && c.Completions != 0:
+			fail("%s: %d CompleteLifecycleAction calls though it has no lifecycle hook", name, c.Completions)
+		}
+	}
+	f := r.Foreign
+	if f.Refused < 0 || f.Reason == "" {
+		fail("the foreign instance %s: the controller did not log refusing its notice", f.InstanceID)
+	}
+	if f.CompleteCalls != 0 || f.ActionCompleted {
+		fail("the foreign instance %s: %d CompleteLifecycleAction calls (completed: %v), want none", f.InstanceID, f.CompleteCalls, f.ActionCompleted)
+	}
+	// With DELETE_SQS_MSG_IF_NODE_NOT_FOUND=false the foreign message is kept for the cluster
+	// it belongs to: held back, not deleted. Node B's message is deleted once handled.
+	if f.RetryAfter <= 0 || f.InFlight != 1 {
+		fail("the foreign message: retry delay %s, %d message(s) in flight on the queue; want it held back (one in flight, node B's deleted)", f.RetryAfter, f.InFlight)
+	}
+	if r.Quiet.Touched != "" || len(r.Quiet.Evicted) > 0 {
+		fail("node C had no notice but was changed (%s) or had pods evicted (%v)", r.Quiet.Touched, r.Quiet.Evicted)
+	}
+	for _, p := range procs {
+		if done, err := p.exited(); done {
+			fail("%s exited during the demo (%v); see %s", p.name, err, p.logPath)
+		}
+	}
+	return problems
+}
+
+// scrapeNotices reads the lifeboat_notices_total samples from a process's metrics.
+func scrapeNotices(ctx context.Context, p *process) []string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.metrics, nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return []string{p.name + ": metrics unavailable: " + err.Error()}
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	var out []string
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "lifeboat_notices_total{") {
+			out = append(out, p.name+": "+line)
+		}
+	}
+	return out
+}
+
+func secs(d time.Duration) string {
+	if d < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fs", d.Seconds())
+}
+
+// errNotHandled is returned by the command when the summary lists problems.
+var errNotHandled = errors.New("not every case was handled as expected")
+
+// Check returns an error naming every problem of the result, or nil.
+func (r *Result) Check() error {
+	if len(r.Problems) == 0 {
+		return nil
+	}
+	err := errNotHandled
+	for _, p := range r.Problems {
+		err = fmt.Errorf("%w\n  - %s", err, p)
+	}
+	return err
+}

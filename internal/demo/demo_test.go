@@ -1,0 +1,108 @@
+package demo
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+)
+
+// The whole demo, as `make demo` runs it: every case must be handled as Lifeboat promises,
+// and the result must say so in its structured form, not only in the printed table.
+func TestDemoEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the sandbox and builds the lifeboat binary")
+	}
+	sandboxtest.Tools(t) // skips (or fails, under LIFEBOAT_REQUIRE_SANDBOX) without the tools
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	out := &sandboxtest.LogBuffer{}
+	dir := t.TempDir()
+	res, err := Run(ctx, Options{OutputDir: dir, Out: out})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("demo output:\n%s", out)
+			for _, f := range []string{res.Files.AgentLog, res.Files.ControllerLog} {
+				t.Logf("---- %s (last lines)\n%s", f, tail(f, 20))
+			}
+		}
+	}()
+	if err := res.Check(); err != nil {
+		t.Error(err)
+	}
+
+	if len(res.Cases) != 2 {
+		t.Fatalf("%d cases, want node A and node B", len(res.Cases))
+	}
+	for _, c := range res.Cases {
+		if c.Cordoned < 0 || c.Drained < 0 || c.Recorded < 0 || c.Notice > c.Cordoned || c.Cordoned > c.Drained {
+			t.Errorf("node %s: notice %v, cordoned %v, drained %v, recorded %v; want them in that order", c.Name, c.Notice, c.Cordoned, c.Drained, c.Recorded)
+		}
+		// Critical pods go last: after every other evicted pod.
+		var lastOther, firstCritical time.Duration = -1, -1
+		for _, p := range c.Evicted {
+			if p.Tier == TierCritical {
+				if firstCritical < 0 || p.Evicted < firstCritical {
+					firstCritical = p.Evicted
+				}
+			} else {
+				lastOther = max(lastOther, p.Evicted)
+			}
+			if p.Attempts < 1 {
+				t.Errorf("node %s: pod %s evicted without an eviction request in the audit log", c.Name, p.Pod)
+			}
+		}
+		if firstCritical < 0 || lastOther < 0 || firstCritical < lastOther {
+			t.Errorf("node %s: first critical eviction %v, last other %v; want critical last", c.Name, firstCritical, lastOther)
+		}
+		skipped := map[string]string{}
+		for _, s := range c.Skipped {
+			skipped[s.Tier] = s.Reason
+		}
+		if !strings.Contains(skipped[TierDaemonSet], "DaemonSet") || !strings.Contains(skipped[TierMirror], "mirror") {
+			t.Errorf("node %s: skipped %+v, want its DaemonSet and mirror pods left with their reasons", c.Name, c.Skipped)
+		}
+	}
+	a, b := res.Cases[0], res.Cases[1]
+	if a.Handler != "agent" || a.HasHook || a.Completions != 0 {
+		t.Errorf("node A: handler %q, hook %v, %d completions; want the agent, no lifecycle action", a.Handler, a.HasHook, a.Completions)
+	}
+	if b.Handler != "controller" || b.Completions != 1 || b.LifecycleResult != "CONTINUE" || b.Completed < b.Drained {
+		t.Errorf("node B: handler %q, %d completions, result %q, completed %v after drained %v; want one CONTINUE after the drain",
+			b.Handler, b.Completions, b.LifecycleResult, b.Completed, b.Drained)
+	}
+	ownPodLeft := false
+	for _, s := range b.Skipped {
+		ownPodLeft = ownPodLeft || (s.Pod == systemNamespace+"/"+ControllerPodName && s.Reason == "Lifeboat's own pod")
+	}
+	if !ownPodLeft {
+		t.Errorf("node B: the controller's own pod was not left on the node: %+v", b.Skipped)
+	}
+	f := res.Foreign
+	if f.Refused < 0 || !strings.Contains(f.Reason, f.InstanceID) || f.CompleteCalls != 0 || f.ActionCompleted || f.RetryAfter <= 0 || f.InFlight != 1 {
+		t.Errorf("foreign notice: %+v; want refused with a reason, no completion, its message held back", f)
+	}
+	if res.Quiet.Touched != "" || len(res.Quiet.Evicted) > 0 {
+		t.Errorf("node C: %+v; want untouched", res.Quiet)
+	}
+
+	for _, f := range []string{res.Files.Timeline, res.Files.Summary, res.Files.AgentLog, res.Files.ControllerLog} {
+		if filepath.Dir(f) != dir {
+			t.Errorf("%s is not in the output directory %s", f, dir)
+		}
+		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+			t.Errorf("%s missing or empty (%v)", f, err)
+		}
+	}
+	if !strings.Contains(out.String(), "Every case was handled as expected.") {
+		t.Error("the printed summary does not say every case was handled")
+	}
+	t.Logf("setup %v, whole run %v", res.Setup, res.Total)
+}

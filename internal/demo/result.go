@@ -1,0 +1,259 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/sandbox"
+)
+
+// Result is what the scenario did, for the summary, the picture and tests. Times count from
+// the injection of the first notice; -1 means never observed.
+type Result struct {
+	Setup   time.Duration // start until the notices were injected
+	Total   time.Duration // start until the summary
+	Cases   []Case        // node A (agent), node B (controller)
+	Foreign Foreign
+	Quiet   Quiet // node C, which had no notice
+	// CompleteCalls counts every CompleteLifecycleAction call the fake Auto Scaling received.
+	CompleteCalls int
+	Notices       []string // lifeboat_notices_total lines scraped from the processes' metrics
+	Problems      []string // every way the run differs from what Lifeboat promises
+	Files         Files
+}
+
+// Case is one node's interruption.
+type Case struct {
+	Name, Title, Node, InstanceID string
+	Handler                       string // "agent" or "controller"
+	Notice, Cordoned, Drained     time.Duration
+	// Drained is when the last evicted pod was gone; Recorded when Lifeboat wrote the drain
+	// as done on the Node.
+	Recorded time.Duration
+	// Completed is the first successful CompleteLifecycleAction for the case's hook.
+	Completed time.Duration
+	HasHook   bool
+	// Completions counts CompleteLifecycleAction calls for the hook; LifecycleResult is the
+	// fake Auto Scaling's state of the action afterwards ("" while pending).
+	Completions     int
+	LifecycleResult string
+	Evicted         []EvictedPod
+	Skipped         []SkippedPod
+	// Left lists pods still on the node at the end that a drain should have evicted.
+	Left     []string
+	DrainLog string // the handler's "drain finished" line, shortened
+}
+
+// EvictedPod is a pod the drain evicted.
+type EvictedPod struct {
+	Pod, Tier     string
+	Evicted, Gone time.Duration
+	// Attempts counts eviction requests for the pod in the audit log; Refused those the API
+	// server answered 429 (the PodDisruptionBudget allowed no disruption then).
+	Attempts, Refused int
+	// Arrived marks a pod placed on the node after the notices were injected: a replacement
+	// for a pod of the other node, scheduled here before this node was cordoned.
+	Arrived bool
+}
+
+// SkippedPod is a pod that stayed on its node, and the reason the drain logged.
+type SkippedPod struct{ Pod, Tier, Reason string }
+
+// Foreign is the notice about another cluster's instance.
+type Foreign struct {
+	InstanceID      string
+	Notice, Refused time.Duration
+	Reason          string // from the controller's log
+	// CompleteCalls counts CompleteLifecycleAction calls naming the instance or its token.
+	CompleteCalls   int
+	ActionCompleted bool
+	// RetryAfter is when the controller lets its message come back (it is not deleted, since
+	// DELETE_SQS_MSG_IF_NODE_NOT_FOUND is false: it may be another cluster's to handle).
+	RetryAfter time.Duration
+	// InFlight counts the queue's messages received and not deleted: the foreign one.
+	InFlight int
+}
+
+// Quiet is the node without a notice.
+type Quiet struct {
+	Node    string
+	Touched string // how Lifeboat changed it; "" when it did not
+	Evicted []string
+}
+
+// Files are where the run wrote things.
+type Files struct{ Dir, Timeline, Summary, AgentLog, ControllerLog, Sandbox string }
+
+// summarize turns the observations into a Result and checks it.
+func summarize(ctx context.Context, e *env, o observed, procs []*process, lanes []lane) (*Result, error) {
+	attempts, refused, err := evictionAttempts(e.cluster)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	for i, l := range lanes[:2] {
+		c := Case{Name: l.name, Node: l.node, InstanceID: l.instance, HasHook: l.token != "",
+			Notice: o.first(l.name, EventNotice), Cordoned: o.first(l.name, EventCordoned), Drained: -1,
+			Recorded: o.first(l.name, EventDrained), Completed: -1}
+		if i == 0 {
+			c.Title, c.Handler = "spot interruption, instance metadata", "agent"
+		} else {
+			c.Title, c.Handler = "Auto Scaling terminate hook, SQS", "controller"
+		}
+		gone := map[string]time.Duration{}
+		for _, ev := range o.events {
+			if ev.Lane == l.name && ev.Kind == EventGone {
+				gone[ev.Pod] = ev.At
+			}
+		}
+		for _, ev := range o.events {
+			if ev.Lane != l.name {
+				continue
+			}
+			switch ev.Kind {
+			case EventEvicted:
+				g, ok := gone[ev.Pod]
+				if !ok {
+					g = -1
+				}
+				arrived := !slices.ContainsFunc(o.before[l.name], func(p podInfo) bool { return p.Name == ev.Pod })
+				c.Evicted = append(c.Evicted, EvictedPod{Pod: ev.Pod, Tier: ev.Tier, Evicted: ev.At, Gone: g,
+					Attempts: attempts[ev.Pod], Refused: refused[ev.Pod], Arrived: arrived})
+				c.Drained = max(c.Drained, g)
+			case EventCompleted:
+				c.Completions++
+				if c.Completed < 0 && !strings.Contains(ev.Detail, "refused") {
+					c.Completed = ev.At
+				}
+			}
+		}
+		for _, p := range o.before[l.name] {
+			if !slices.ContainsFunc(c.Evicted, func(ev EvictedPod) bool { return ev.Pod == p.Name }) {
+				c.Skipped = append(c.Skipped, SkippedPod{Pod: p.Name, Tier: p.Tier, Reason: o.skipped[p.Name]})
+			}
+		}
+		if c.HasHook {
+			c.LifecycleResult, _, _, _ = e.aws.LifecycleAction(l.token)
+		}
+		if c.Left, err = leftOnNode(ctx, e, l.node); err != nil {
+			return nil, err
+		}
+		if d := o.drainLogs[l.name]; d != nil {
+			c.DrainLog = fmt.Sprintf("selected %v, skipped %v, remaining %v, %.2fs", d["selected"], d["skipped"], d["remaining"], d["seconds"])
+		}
+		res.Cases = append(res.Cases, c)
+	}
+
+	f := lanes[2]
+	ref := o.refusals[f.instance]
+	res.Foreign = Foreign{InstanceID: f.instance, Notice: o.first(f.name, EventNotice), Refused: o.first(f.name, EventRefused),
+		Reason: ref.reason, RetryAfter: ref.retryDelay}
+	for _, c := range e.aws.Calls() {
+		if c.Action != "CompleteLifecycleAction" {
+			continue
+		}
+		res.CompleteCalls++
+		if c.Params.Get("InstanceId") == f.instance || c.Params.Get("LifecycleActionToken") == f.token {
+			res.Foreign.CompleteCalls++
+		}
+	}
+	_, res.Foreign.ActionCompleted, _, _ = e.aws.LifecycleAction(f.token)
+	if res.Foreign.InFlight, err = messagesInFlight(ctx, e); err != nil {
+		return nil, err
+	}
+
+	quiet := lanes[3]
+	res.Quiet = Quiet{Node: quiet.node}
+	n, err := e.client.CoreV1().Nodes().Get(ctx, quiet.node, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var touched []string
+	if n.Spec.Unschedulable {
+		touched = append(touched, "cordoned")
+	}
+	for k := range n.Annotations {
+		if strings.HasPrefix(k, nodes.AnnotationPrefix) {
+			touched = append(touched, "annotation "+k)
+		}
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key != "node.kubernetes.io/unschedulable" {
+			touched = append(touched, "taint "+t.Key)
+		}
+	}
+	res.Quiet.Touched = strings.Join(touched, ", ")
+	for _, ev := range o.events {
+		if ev.Lane == quiet.name && ev.Kind == EventEvicted {
+			res.Quiet.Evicted = append(res.Quiet.Evicted, ev.Pod)
+		}
+	}
+	for _, p := range procs {
+		res.Notices = append(res.Notices, scrapeNotices(ctx, p)...)
+	}
+	res.Problems = check(res, procs)
+	return res, nil
+}
+
+// leftOnNode lists the pods on a drained node that a drain evicts: neither DaemonSet nor
+// mirror pods, nor Lifeboat's own, nor on their way out. (A quorum read.)
+func leftOnNode(ctx context.Context, e *env, node string) ([]string, error) {
+	pods, err := e.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return nil, fmt.Errorf("list the pods on %s: %w", node, err)
+	}
+	var left []string
+	for _, p := range pods.Items {
+		tier := tierOf(&p)
+		if p.DeletionTimestamp == nil && (tier == TierWorkload || tier == TierCritical) && p.Name != ControllerPodName {
+			left = append(left, p.Namespace+"/"+p.Name)
+		}
+	}
+	return left, nil
+}
+
+// evictionAttempts counts eviction requests per pod from the API server's audit log.
+func evictionAttempts(c *sandbox.Cluster) (attempts, refused map[string]int, err error) {
+	events, err := c.AuditEvents(func(e sandbox.AuditEvent) bool {
+		return (e.User.Username == agentUser || e.User.Username == controllerUser) && e.Verb == "create" &&
+			e.ObjectRef != nil && e.ObjectRef.Subresource == "eviction"
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	attempts, refused = map[string]int{}, map[string]int{}
+	for _, e := range events {
+		key := e.ObjectRef.Namespace + "/" + e.ObjectRef.Name
+		attempts[key]++
+		if e.ResponseStatus != nil && e.ResponseStatus.Code == 429 {
+			refused[key]++
+		}
+	}
+	return attempts, refused, nil
+}
+
+// messagesInFlight counts the queue's messages that were received and not deleted (hidden
+// until their visibility timeout ends).
+func messagesInFlight(ctx context.Context, e *env) (int, error) {
+	q := awssqs.NewFromConfig(awsConfig(e.aws.URL()))
+	name := sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible
+	out, err := q.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(e.queueURL), AttributeNames: []sqstypes.QueueAttributeName{name}})
+	if err != nil {
+		return 0, fmt.Errorf("queue attributes: %w", err)
+	}
+	n, err := strconv.Atoi(out.Attributes[string(name)])
+	if err != nil {
+		return 0, fmt.Errorf("queue attribute %s=%q: %w", name, out.Attributes[string(name)], err)
+	}
+	return n, nil
+}

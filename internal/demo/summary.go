@@ -1,0 +1,136 @@
+package demo
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// writeSummary prints the summary table to out and saves it to path.
+func writeSummary(out io.Writer, path string, r *Result) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "\nSummary (times from the first notice; setup %.1fs, whole run %.1fs)\n\n", r.Setup.Seconds(), r.Total.Seconds())
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CASE\tKIND\tHANDLED BY\tNOTICE\tCORDONED\tDRAINED\tLIFECYCLE COMPLETED")
+	for _, c := range r.Cases {
+		lifecycle := "- (no lifecycle hook)"
+		if c.HasHook {
+			lifecycle = fmt.Sprintf("%s (%s, %d call)", at(c.Completed), orDash(c.LifecycleResult), c.Completions)
+			if c.Completions != 1 {
+				lifecycle = fmt.Sprintf("%s (%s, %d calls)", at(c.Completed), orDash(c.LifecycleResult), c.Completions)
+			}
+		}
+		fmt.Fprintf(tw, "node %s %s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, c.Node, c.Title, c.Handler, at(c.Notice), at(c.Cordoned), at(c.Drained), lifecycle)
+	}
+	f := r.Foreign
+	fmt.Fprintf(tw, "foreign %s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.InstanceID, "Auto Scaling terminate hook, SQS", "controller", at(f.Notice),
+		"refused "+at(f.Refused), "-", fmt.Sprintf("- (%d calls)", f.CompleteCalls))
+	tw.Flush()
+
+	fmt.Fprintf(&b, "\nDrained means the last evicted pod was gone; Lifeboat then recorded it on the Node (A %s, B %s).\n",
+		at(r.Cases[0].Recorded), at(r.Cases[1].Recorded))
+	for _, c := range r.Cases {
+		fmt.Fprintf(&b, "\nPods of node %s (%s): %s\n", c.Name, c.Node, tierCounts(c))
+		if c.DrainLog != "" {
+			fmt.Fprintf(&b, "  %s's drain: %s\n", c.Handler, c.DrainLog)
+		}
+		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		for _, p := range c.Evicted {
+			note := fmt.Sprintf("%d eviction request", p.Attempts)
+			if p.Attempts != 1 {
+				note += "s"
+			}
+			if p.Refused > 0 {
+				note += fmt.Sprintf(", %d refused by the PodDisruptionBudget", p.Refused)
+			}
+			if p.Arrived {
+				note += "; a replacement scheduled here before the cordon"
+			}
+			fmt.Fprintf(tw, "  evicted\t%s\t%s\t%s, gone %s\t%s\n", p.Tier, p.Pod, at(p.Evicted), at(p.Gone), note)
+		}
+		for _, s := range c.Skipped {
+			fmt.Fprintf(tw, "  left\t%s\t%s\t-\t%s\n", s.Tier, s.Pod, orDash(s.Reason))
+		}
+		for _, p := range c.Left {
+			fmt.Fprintf(tw, "  LEFT\t?\t%s\t-\tstill on the node after the drain\n", p)
+		}
+		tw.Flush()
+	}
+
+	fmt.Fprintf(&b, "\nRefused as foreign: %s (%s)\n  reason (controller log): %s\n", f.InstanceID, at(f.Refused), orDash(f.Reason))
+	fmt.Fprintf(&b, "  CompleteLifecycleAction calls for it: %d; its lifecycle action completed: %v\n", f.CompleteCalls, f.ActionCompleted)
+	fmt.Fprintf(&b, "  its message is not deleted (DELETE_SQS_MSG_IF_NODE_NOT_FOUND=false): held back for %s, then delivered again; %d message(s) in flight\n",
+		f.RetryAfter, f.InFlight)
+	if r.Quiet.Touched == "" && len(r.Quiet.Evicted) == 0 {
+		fmt.Fprintf(&b, "Node C (%s), which had no notice: untouched.\n", r.Quiet.Node)
+	} else {
+		fmt.Fprintf(&b, "Node C (%s), which had no notice: changed (%s), evicted %v.\n", r.Quiet.Node, r.Quiet.Touched, r.Quiet.Evicted)
+	}
+	if len(r.Notices) > 0 {
+		fmt.Fprintln(&b, "\nNotices counted by the processes (/metrics):")
+		for _, n := range r.Notices {
+			fmt.Fprintf(&b, "  %s\n", n)
+		}
+	}
+
+	fmt.Fprintf(&b, "\nTimeline:        %s\nSummary:         %s\nAgent log:       %s\nController log:  %s\n",
+		r.Files.Timeline, r.Files.Summary, r.Files.AgentLog, r.Files.ControllerLog)
+	if len(r.Problems) == 0 {
+		fmt.Fprintln(&b, "\nEvery case was handled as expected.")
+	} else {
+		fmt.Fprintf(&b, "\nNOT HANDLED AS EXPECTED (sandbox files kept in %s):\n", r.Files.Sandbox)
+		for _, p := range r.Problems {
+			fmt.Fprintf(&b, "  - %s\n", p)
+		}
+	}
+	if _, err := out.Write(b.Bytes()); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+// tierCounts says how many pods of each tier were evicted and skipped.
+func tierCounts(c Case) string {
+	count := func(tiers []string) string {
+		n := map[string]int{}
+		for _, t := range tiers {
+			n[t]++
+		}
+		var parts []string
+		for _, t := range []string{TierWorkload, TierCritical, TierDaemonSet, TierMirror} {
+			if n[t] > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", n[t], t))
+			}
+		}
+		if len(parts) == 0 {
+			return "none"
+		}
+		return strings.Join(parts, ", ")
+	}
+	var evicted, skipped []string
+	for _, p := range c.Evicted {
+		evicted = append(evicted, p.Tier)
+	}
+	for _, p := range c.Skipped {
+		skipped = append(skipped, p.Tier)
+	}
+	return "evicted " + count(evicted) + "; left " + count(skipped)
+}
+
+func at(d time.Duration) string {
+	if d < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("+%.1fs", d.Seconds())
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

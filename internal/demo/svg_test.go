@@ -1,0 +1,89 @@
+package demo
+
+import (
+	"encoding/xml"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The timeline is well-formed SVG with one mark per step: a notice per lane, a cordon,
+// drained mark and eviction per pod on each node, one lifecycle completion, one refusal.
+func TestTimeline(t *testing.T) {
+	r := handled()
+	r.Foreign.Reason = `refused <because> "quoted" & more`
+	path := filepath.Join(t.TempDir(), "timeline.svg")
+	if err := writeTimeline(path, r); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	titles := map[string]int{}
+	var inTitle bool
+	dec := xml.NewDecoder(f)
+	root := ""
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed XML: %v", err)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			if root == "" {
+				root = tok.Name.Local
+			}
+			inTitle = tok.Name.Local == "title"
+		case xml.CharData:
+			if inTitle {
+				words := strings.Fields(string(tok))
+				if len(words) > 1 && strings.HasPrefix(words[1], "evicted") {
+					titles["evicted"]++
+				} else if len(words) > 0 {
+					titles[words[0]]++
+				}
+			}
+		case xml.EndElement:
+			inTitle = false
+		}
+	}
+	if root != "svg" {
+		t.Errorf("root element %q, want svg", root)
+	}
+	want := map[string]int{"notice": 3, "cordoned": 2, "draining:": 2, "evicted": 6, "drained": 2, "lifecycle": 1, "refused": 1}
+	for k, n := range want {
+		if titles[k] != n {
+			t.Errorf("%d marks titled %q, want %d (all: %v)", titles[k], k, n, titles)
+		}
+	}
+}
+
+func TestTimelineWithMissingSteps(t *testing.T) {
+	r := handled()
+	r.Cases[0].Cordoned, r.Cases[0].Drained, r.Cases[0].Evicted = -1, -1, nil
+	r.Foreign.Refused = -1
+	path := filepath.Join(t.TempDir(), "timeline.svg")
+	if err := writeTimeline(path, r); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.Unmarshal(b, new(struct{})); err != nil {
+		t.Errorf("not well-formed: %v", err)
+	}
+	if strings.Contains(string(b), "<title>refused") {
+		t.Error("a refusal mark for a notice that was never refused")
+	}
+	if strings.Count(string(b), "<title>cordoned") != 1 {
+		t.Error("want a cordon mark for node B only")
+	}
+}
