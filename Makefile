@@ -55,7 +55,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzTemplate$$' -fuzztime $(FUZZ_TIME) ./internal/webhook
 
 ## faults: the fault suite at full length (24 crash trials, API server down up to 30 s, 60 s AWS
-## and IMDS outages, a 10,000-message storm, the known-bug scenarios); prints the table behind
+## and IMDS outages, two 10,000-message storms, the regression scenarios); prints the table behind
 ## docs/reliability.md and writes it to _output/faults/results.md. About 15 minutes.
 FAULTS_OUT ?= _output/faults
 faults: sandbox

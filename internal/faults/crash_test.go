@@ -139,7 +139,7 @@ func testCrash(t *testing.T, w *world) {
 				ta.refused += refused
 			})
 		}
-		report(t, result{Fault: "SIGKILL at random points of a drain, restart at once", Mode: "controller (Spot warning + ASG hook messages, one node each; both for one node in the full run)",
+		report(t, result{Fault: "SIGKILL at random points of a drain, restart at once", Mode: "controller (Spot warning + 2 copies of a hook message for one node, 2 copies of a hook message for another)",
 			Trials: ta.trials, Survived: ta.survived, NoticesLost: ta.lost, Run: "TestFaults/crash/controller",
 			Notes: fmt.Sprintf("%d kills; landed: %s; %d repeated CompleteLifecycleAction refused by Auto Scaling (tolerated)", ta.kills, FormatCounts(ta.landed), ta.refused)})
 	})
@@ -188,10 +188,10 @@ func agentCrashTrial(t *testing.T, w *world, r *rand.Rand) (landed []string, dra
 	return landed, drained
 }
 
-// controllerCrashTrial: two nodes; a spot warning and (full run only) a terminate hook for
-// one, a hook and a duplicate of it for the other. The controller is killed one to three times. It
-// reports where the kills landed, how many of its three notices were not completed, and how
-// many repeated completions Auto Scaling refused.
+// controllerCrashTrial: two nodes; a spot warning and two copies of a terminate hook message
+// for one, two copies of a hook message for the other. The controller is killed one to three
+// times. It reports where the kills landed, how many of its three notices were not completed,
+// and how many repeated completions Auto Scaling refused.
 func controllerCrashTrial(t *testing.T, w *world, qs *queues, queue string, r *rand.Rand) (landed []string, lost, refused int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -200,34 +200,14 @@ func controllerCrashTrial(t *testing.T, w *world, qs *queues, queue string, r *r
 	pods := append(w.addPods(t, a, podSpec{hold: true}, podSpec{hold: true}, podSpec{}), w.addPods(t, b, podSpec{hold: true}, podSpec{})...)
 	qs.addInstances(a, b)
 	now := time.Now()
-	// Per node, the distinct notices; b's hook is sent twice.
-	spotA, hookA, hookB := delivery{}, delivery{}, delivery{}
-	var bodies []string
-	var about []delivery
-	add := func(body string, d delivery) { bodies, about = append(bodies, body), append(about, d) }
-	var body string
-	body, spotA = spot(a, now)
-	add(body, spotA)
-	// The short run leaves a's hook out: a kill between the end of the Spot drain and the
-	// hook's completion hits a known bug (see testKnownBugs) and would fail `make test` now
-	// and then. The full run keeps it and reports what it finds.
-	withHookA := fullRun()
-	var tokens []string
-	if withHookA {
-		tokens = append(tokens, qs.beginTermination(a))
-		body, hookA = hook(a, tokens[0], now)
-		add(body, hookA)
-	}
-	tokens = append(tokens, qs.beginTermination(b))
-	body, hookB = hook(b, tokens[len(tokens)-1], now)
-	add(body, hookB)
-	// A second copy of b's hook. (Not of a's: copies of a hook joining the drain of another
-	// notice hit another known bug, see testKnownBugs.)
-	add(body, hookB)
-	distinct := map[*corev1.Node][]delivery{a: {spotA}, b: {hookB}}
-	if withHookA {
-		distinct[a] = append(distinct[a], hookA)
-	}
+	// Per node, its distinct notices; each hook message is sent twice.
+	tokens := []string{qs.beginTermination(a), qs.beginTermination(b)}
+	spotBody, spotA := spot(a, now)
+	hookBodyA, hookA := hook(a, tokens[0], now)
+	hookBodyB, hookB := hook(b, tokens[1], now)
+	bodies := []string{spotBody, hookBodyA, hookBodyA, hookBodyB, hookBodyB}
+	about := []delivery{spotA, hookA, hookA, hookB, hookB}
+	distinct := map[*corev1.Node][]delivery{a: {spotA, hookA}, b: {hookB}}
 	qs.send(t, queue, bodies, about, 1)
 
 	user := "lifeboat-controller-" + queue

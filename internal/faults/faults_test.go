@@ -12,7 +12,13 @@ func TestFaults(t *testing.T) {
 	w := newWorld(t)
 	t.Run("crash", func(t *testing.T) { testCrash(t, w) })
 	t.Run("storm", func(t *testing.T) { testStorm(t, w, false) })
-	t.Run("known-bugs", func(t *testing.T) { testKnownBugs(t, w) })
+	t.Run("storm-mixed", func(t *testing.T) {
+		if !fullRun() {
+			t.Skip("full run only (LIFEBOAT_FAULTS_FULL=1): the short run has one storm")
+		}
+		testStorm(t, w, true)
+	})
+	t.Run("regressions", func(t *testing.T) { testRegressions(t, w) })
 	// Outages mostly wait: they run side by side.
 	t.Run("outages", func(t *testing.T) {
 		t.Run("aws", func(t *testing.T) { t.Parallel(); testAWSOutages(t, w) })

@@ -32,8 +32,7 @@ func bounded(t *testing.T, what string, n int, d time.Duration) {
 }
 
 // testAWSOutages: the SQS server and the EC2 / Auto Scaling endpoint answer 500 or throttle
-// while a Spot warning and a terminate hook for one node arrive (the hook alone for Auto
-// Scaling outages). The controller must not
+// while a Spot warning and a terminate hook for one node arrive. The controller must not
 // crash, must back off, and must finish the work once the endpoint answers again.
 func testAWSOutages(t *testing.T, w *world) {
 	faults := []struct {
@@ -83,11 +82,6 @@ func awsOutage(t *testing.T, w *world, name string, fault fakeaws.Fault, service
 	spotBody, spotD := spot(node, start)
 	hookBody, hookD := hook(node, token, start)
 	bodies, about := []string{spotBody, hookBody}, []delivery{spotD, hookD}
-	if service == "autoscaling" {
-		// The hook alone: with a Spot warning draining the node too, a failed completion is
-		// never retried (a known bug, see testKnownBugs).
-		bodies, about = bodies[1:], about[1:]
-	}
 	qs.send(t, "q", bodies, about, 1)
 	var seen metricsSeen
 	for time.Now().Before(fault.Until) {
@@ -135,13 +129,8 @@ func awsOutage(t *testing.T, w *world, name string, fault fakeaws.Fault, service
 
 	metricProblems := seen.controllerProblems(service, d)
 	t.Run("metrics", func(t *testing.T) {
-		if len(metricProblems) > 0 {
-			skipKnownBug(t, "controller mode records no SQS, EC2 or Auto Scaling call metrics and no source health: "+
-				"controller.Run builds the SQS consumer without ConsumerOptions.Observe, and nothing but the heartbeat "+
-				"calls Metrics.AWSCall or Metrics.SourceHealthy")
-			for _, p := range metricProblems {
-				t.Error(p)
-			}
+		for _, p := range metricProblems {
+			t.Error(p)
 		}
 	})
 	report(t, result{Fault: fmt.Sprintf("%s for %s", name, d), Mode: "controller", Trials: 1, Survived: survived, NoticesLost: lost,
