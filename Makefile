@@ -17,7 +17,7 @@ TEST_TIMEOUT ?= 25m
 # "context deadline exceeded" on a loaded machine, which is not a finding.
 FUZZ_TIME    ?= 50000x
 
-.PHONY: all build sandbox vet test test-long unit fuzz bench docs demo manifests clean
+.PHONY: all build sandbox vet test test-long unit fuzz faults bench docs demo manifests clean
 
 all: build
 
@@ -53,6 +53,18 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_TIME) ./internal/source/sqs
 	$(GO) test -run '^$$' -fuzz '^FuzzInstanceIDFromProviderID$$' -fuzztime $(FUZZ_TIME) ./internal/ownership
 	$(GO) test -run '^$$' -fuzz '^FuzzTemplate$$' -fuzztime $(FUZZ_TIME) ./internal/webhook
+
+## faults: the fault suite at full length (24 crash trials, API server down up to 30 s, 60 s AWS
+## and IMDS outages, two 10,000-message storms, the regression scenarios); prints the table behind
+## docs/reliability.md and writes it to _output/faults/results.md. About 15 minutes.
+FAULTS_OUT ?= _output/faults
+faults: sandbox
+	@mkdir -p $(FAULTS_OUT); rm -f $(FAULTS_OUT)/results.md
+	@status=0; set -o pipefail; \
+	LIFEBOAT_REQUIRE_SANDBOX=1 LIFEBOAT_FAULTS_FULL=1 LIFEBOAT_FAULTS_REPORT=$(CURDIR)/$(FAULTS_OUT)/results.md \
+		$(GO) test -count=1 -timeout 60m ./internal/faults 2>&1 | tee $(FAULTS_OUT)/raw.txt || status=$$?; \
+	echo; echo "| fault | mode | trials | survived | notices lost | notes | reproduce |"; echo "| --- | --- | --- | --- | --- | --- | --- |"; \
+	cat $(FAULTS_OUT)/results.md 2>/dev/null; exit $$status
 
 ## bench: benchmarks against the sandbox (numbers are printed, never asserted); prints one
 ## table and writes _output/bench/{raw.txt,results.json,results.svg}. Several minutes.

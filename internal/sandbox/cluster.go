@@ -54,6 +54,9 @@ type Cluster struct {
 	opts    ClusterOptions
 	procs   map[string]*process
 	order   []string // start order; stopped in reverse
+
+	apiserverArgs     []string // kept for RestartAPIServer
+	apiserverRestarts int
 }
 
 // StartCluster starts etcd and kube-apiserver, then the optional components, and waits until
@@ -89,7 +92,13 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	return nil
 }
 
-func (c *Cluster) add(p *process) { c.procs[p.name] = p; c.order = append(c.order, p.name) }
+// add registers a started process; a restarted one replaces its predecessor in place.
+func (c *Cluster) add(p *process) {
+	if _, ok := c.procs[p.name]; !ok {
+		c.order = append(c.order, p.name)
+	}
+	c.procs[p.name] = p
+}
 
 // Stop stops every component, newest first.
 func (c *Cluster) Stop() {
@@ -172,15 +181,8 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		args = append(args, "--audit-policy-file="+policy, "--audit-log-path="+c.AuditLogPath,
 			"--audit-log-mode=blocking", "--audit-log-maxsize=0")
 	}
-	p, err := startProcess(c.Dir, "kube-apiserver", c.tools.Path("kube-apiserver"), args, nil)
-	if err != nil {
-		return err
-	}
-	c.add(p)
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(c.pki.caPEM)
-	httpClient := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	if err := p.waitReady(ctx, 60*time.Second, httpOK(httpClient, c.APIServerURL+"/readyz")); err != nil {
+	c.apiserverArgs = args
+	if err := c.runAPIServer(ctx); err != nil {
 		return err
 	}
 
@@ -193,6 +195,45 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	}
 	c.Client, err = kubernetes.NewForConfig(c.AdminConfig)
 	return err
+}
+
+// runAPIServer starts kube-apiserver with the arguments chosen by startAPIServer and waits
+// until it is ready.
+func (c *Cluster) runAPIServer(ctx context.Context) error {
+	p, err := startProcess(c.Dir, "kube-apiserver", c.tools.Path("kube-apiserver"), c.apiserverArgs, nil)
+	if err != nil {
+		return err
+	}
+	c.add(p)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(c.pki.caPEM)
+	httpClient := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	return p.waitReady(ctx, 60*time.Second, httpOK(httpClient, c.APIServerURL+"/readyz"))
+}
+
+// RestartAPIServer stops kube-apiserver (SIGTERM, then SIGKILL after 5 s), keeps it down for
+// the given time, and starts it again on the same port with the same certificates and etcd,
+// so every client reconnects to the same URL; it returns once the new one is ready. The old
+// log is kept as kube-apiserver-<n>.log. Not safe to call concurrently with Stop.
+func (c *Cluster) RestartAPIServer(ctx context.Context, down time.Duration) error {
+	old, ok := c.procs["kube-apiserver"]
+	if !ok {
+		return fmt.Errorf("restart kube-apiserver: it was never started")
+	}
+	old.Stop(5 * time.Second)
+	c.apiserverRestarts++
+	if err := os.Rename(old.logPath, filepath.Join(c.Dir, fmt.Sprintf("kube-apiserver-%d.log", c.apiserverRestarts))); err != nil {
+		return fmt.Errorf("restart kube-apiserver: keep its log: %w", err)
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(down):
+	}
+	if err := c.runAPIServer(ctx); err != nil {
+		return fmt.Errorf("restart kube-apiserver: %w", err)
+	}
+	return nil
 }
 
 // UserConfig returns a client configuration that authenticates as user in groups, with a

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // IMDSFault is how an IMDSProxy misbehaves.
@@ -30,6 +31,7 @@ type IMDSProxy struct {
 	forward  *httputil.ReverseProxy
 	hidden   map[string]bool
 	fault    IMDSFault
+	delay    time.Duration
 	requests atomic.Int64
 }
 
@@ -48,8 +50,15 @@ func NewIMDSProxy(target string) (*IMDSProxy, error) {
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
 		p.mu.Lock()
-		hidden, fault, forward := p.hidden[r.URL.Path], p.fault, p.forward
+		hidden, fault, forward, delay := p.hidden[r.URL.Path], p.fault, p.forward, p.delay
 		p.mu.Unlock()
+		if delay > 0 {
+			select {
+			case <-r.Context().Done():
+				return // the client gave up waiting
+			case <-time.After(delay):
+			}
+		}
 		switch {
 		case fault == IMDSServerError:
 			http.Error(w, "Internal Server Error", http.StatusInternalServerError)
@@ -86,6 +95,10 @@ func (p *IMDSProxy) Show(path string) { p.mu.Lock(); delete(p.hidden, path); p.m
 
 // SetFault changes how the proxy answers.
 func (p *IMDSProxy) SetFault(f IMDSFault) { p.mu.Lock(); p.fault = f; p.mu.Unlock() }
+
+// SetDelay makes every answer wait d first, as an overloaded metadata service does (0: no
+// delay). It combines with any fault.
+func (p *IMDSProxy) SetDelay(d time.Duration) { p.mu.Lock(); p.delay = d; p.mu.Unlock() }
 
 // Requests counts the requests received.
 func (p *IMDSProxy) Requests() int64 { return p.requests.Load() }

@@ -117,6 +117,26 @@ func TestClusterWithKwokNodesAndPods(t *testing.T) {
 	if len(events) != 1 || events[0].Verb != "list" || events[0].ObjectRef.Resource != "nodes" || events[0].ResponseStatus.Code != 403 {
 		t.Errorf("audit events for nobody: %+v, want one forbidden node list", events)
 	}
+
+	// A restarted API server answers on the same URL, to the same clients, with the same data;
+	// its audit log goes on in the same file.
+	url := c.APIServerURL
+	if err := c.RestartAPIServer(ctx, 500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if c.APIServerURL != url {
+		t.Errorf("URL changed across the restart: %s, then %s", url, c.APIServerURL)
+	}
+	pods, err := c.Client.CoreV1().Pods("work").List(ctx, metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 5 {
+		t.Fatalf("after the restart: %v pods listed, err %v; want the 5 from before", len(pods.Items), err)
+	}
+	if _, err = kubernetes.NewForConfigOrDie(rc).CoreV1().Nodes().List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("unprivileged node list after the restart: got %v, want Forbidden", err)
+	}
+	if events, err := c.AuditEvents(sandbox.ByUser("nobody")); err != nil || len(events) != 2 {
+		t.Errorf("audit events for nobody after the restart: %d (err %v), want 2", len(events), err)
+	}
 }
 
 // An IMDSv2 spot interruption notice read with the SDK's IMDS client.

@@ -58,6 +58,9 @@ type Call struct {
 	Params    url.Values // form parameters; nil for proxied SQS requests
 	At        time.Time
 	ErrorCode string // "" on success
+	// Body is the JSON request body of an SQS call (its receipt handles, for instance);
+	// empty for the query APIs, whose parameters are in Params.
+	Body string
 }
 
 // Fault makes matching requests fail. Empty Service or Action match anything.
@@ -92,6 +95,7 @@ type Server struct {
 	calls      []Call
 	faults     []Fault
 	requestSeq int
+	onCall     func(Call)
 	srv        *http.Server
 	url        string
 }
@@ -311,14 +315,29 @@ func (s *Server) activeFault(service, action string, now time.Time) (Fault, bool
 	return Fault{}, false
 }
 
-// record stores a call as it arrives (so that long-polling requests are
-// visible while in flight) and returns its index and a fresh request ID.
-func (s *Server) record(c Call) (int, string) {
+// OnCall makes f run for every request as it arrives, before it is answered (or
+// forwarded), on the request's goroutine: a test can check the world at the moment of a
+// call, e.g. that a message is deleted only after its work is done. nil removes it.
+func (s *Server) OnCall(f func(Call)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.onCall = f
+}
+
+// record stores a call as it arrives (so that long-polling requests are
+// visible while in flight), tells the OnCall function, and returns its index
+// and a fresh request ID.
+func (s *Server) record(c Call) (int, string) {
+	s.mu.Lock()
 	s.calls = append(s.calls, c)
 	s.requestSeq++
-	return len(s.calls) - 1, fmt.Sprintf("00000000-0000-4000-8000-%012d", s.requestSeq)
+	idx, id, f := len(s.calls)-1, fmt.Sprintf("00000000-0000-4000-8000-%012d", s.requestSeq), s.onCall
+	s.mu.Unlock()
+	if f != nil {
+		c.Params = cloneValues(c.Params)
+		f(c)
+	}
+	return idx, id
 }
 
 // setErrorCode marks a recorded call as failed once its outcome is known.

@@ -783,6 +783,57 @@ func TestCallRecording(t *testing.T) {
 	}
 }
 
+// OnCall sees each request before it is answered or forwarded, with the SQS body recorded.
+func TestOnCall(t *testing.T) {
+	var mu sync.Mutex
+	var seen []Call
+	forwarded := 0
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if len(seen) == 0 {
+			t.Error("the request reached the backend before OnCall saw it")
+		}
+		forwarded++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		io.WriteString(w, `{}`)
+	}))
+	defer backend.Close()
+	s := startFake(t, Options{SQSBackend: backend.URL})
+	seedInstances(s)
+	s.OnCall(func(c Call) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, c)
+	})
+	ctx := context.Background()
+	if _, err := sqsClient(s).DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String("http://q/1/q"), ReceiptHandle: aws.String("m-1#r-1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ec2Client(s).DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{"i-0001"}}); err != nil {
+		t.Fatal(err)
+	}
+	s.OnCall(nil)
+	if _, err := ec2Client(s).DescribeInstances(ctx, &ec2.DescribeInstancesInput{}); err != nil {
+		t.Fatal(err)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 || forwarded != 1 {
+		t.Fatalf("OnCall saw %d calls (want 2), backend got %d (want 1)", len(seen), forwarded)
+	}
+	if seen[0].Action != "DeleteMessage" || !strings.Contains(seen[0].Body, `"ReceiptHandle":"m-1#r-1"`) {
+		t.Errorf("first call %+v, want DeleteMessage with its receipt handle in the body", seen[0])
+	}
+	if seen[1].Action != "DescribeInstances" || seen[1].Params.Get("InstanceId.1") != "i-0001" || seen[1].Body != "" {
+		t.Errorf("second call %+v", seen[1])
+	}
+	if got := s.Calls()[0].Body; got != seen[0].Body {
+		t.Errorf("Calls() body %q, OnCall body %q", got, seen[0].Body)
+	}
+}
+
 func TestServerLifecycle(t *testing.T) {
 	s := New(Options{})
 	if s.URL() != "" {

@@ -1,9 +1,11 @@
 package fakeaws
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -48,11 +50,19 @@ func newSQSProxy(backend string) (*httputil.ReverseProxy, error) {
 // itself (faults, missing or unreachable backend), not the backend's answers.
 func (s *Server) serveSQS(w http.ResponseWriter, r *http.Request, op string) {
 	at := time.Now()
-	idx, reqID := s.record(Call{Service: "sqs", Action: op, At: at})
+	// Keep the body for the record and hand the proxy an identical copy.
+	body, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	idx, reqID := s.record(Call{Service: "sqs", Action: op, At: at, Body: string(body)})
 	fail := func(status int, code, msg string) {
 		s.setErrorCode(idx, code)
 		w.Header().Set("X-Amzn-RequestId", reqID)
 		writeJSONError(w, status, code, msg)
+	}
+	if err != nil {
+		fail(http.StatusBadRequest, "InvalidRequest", "fakeaws: reading the request body: "+err.Error())
+		return
 	}
 	if f, ok := s.activeFault("sqs", op, at); ok {
 		fail(f.Status, f.Code, "fakeaws: injected fault")
