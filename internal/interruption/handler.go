@@ -89,6 +89,7 @@ type Handler struct {
 	// by default the same as client and writer.
 	cordonClient kubernetes.Interface
 	cordonWriter *nodes.Writer
+	done         *doneNotices
 	drainer      *drain.Drainer
 	log          *slog.Logger
 
@@ -109,7 +110,7 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 	w.DryRun = c.DryRun
 	return &Handler{
 		cfg: c, client: client, writer: w, log: logger,
-		cordonClient: client, cordonWriter: w,
+		cordonClient: client, cordonWriter: w, done: newDoneNotices(),
 		drainer:  drain.New(client, drain.OptionsFromConfig(c, client, logger)),
 		draining: map[string]*running{},
 	}
@@ -156,6 +157,10 @@ func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName stri
 		o.Cordoned = func() {}
 	}
 	log := h.log.With("notice", n.ID, "kind", n.Kind, "node", nodeName, "instance", n.InstanceID)
+	if !n.Released && h.done.has(n.ID) {
+		log.Debug("notice already handled")
+		return nil
+	}
 	node, cached := o.Cached, o.Cached != nil
 	for {
 		if node == nil {
@@ -184,11 +189,13 @@ func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName stri
 		// Its event ended (or the node already rebooted through it); IMDS may go on
 		// reporting it for a while, and acting again would cordon the node in a loop.
 		log.Debug("notice already released")
+		h.done.add(n.ID)
 		return nil
 	}
 	plan := planFor(n, h.cfg)
 	if rec.Done(n.ID, plan.Drain) {
 		log.Info("notice already handled", "phase", rec.Phase)
+		h.done.add(n.ID)
 		return nil
 	}
 
@@ -248,6 +255,9 @@ func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName stri
 	if !plan.Drain {
 		if notify {
 			h.notify(ctx, n, res.Node, "cordoned", nil)
+		}
+		if !h.cfg.DryRun {
+			h.done.add(n.ID)
 		}
 		return nil
 	}
@@ -387,6 +397,9 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, 
 	res, err := h.writer.Apply(ctx, nodeName, hint, "record drain of notice "+n.ID, edits...)
 	if err != nil {
 		return err
+	}
+	if !h.cfg.DryRun {
+		h.done.add(n.ID)
 	}
 	if notify {
 		h.Events.Drained(events.NodeOf(res.Node), n.ID, len(done.evicted), done.took)

@@ -1,0 +1,47 @@
+package interruption
+
+import (
+	"sync"
+	"time"
+)
+
+// doneNotices remembers notices this process saw finished on a fresh read of their node, so
+// that further copies (a storm of duplicate messages, metadata reporting a notice for
+// minutes) are answered without another read. Being done never reverts for a notice id: a
+// later release only adds it to the record's released list, which also means nothing to do.
+type doneNotices struct {
+	mu  sync.Mutex
+	at  map[string]time.Time
+	ttl time.Duration
+	max int
+}
+
+func newDoneNotices() *doneNotices {
+	return &doneNotices{at: map[string]time.Time{}, ttl: time.Hour, max: 10000}
+}
+
+func (d *doneNotices) has(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	at, ok := d.at[id]
+	return ok && time.Since(at) < d.ttl
+}
+
+func (d *doneNotices) add(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.at) >= d.max {
+		for k, at := range d.at {
+			if time.Since(at) >= d.ttl {
+				delete(d.at, k)
+			}
+		}
+		for k := range d.at { // still full: forget arbitrary ones; they cost a read, not a repeat
+			if len(d.at) < d.max*9/10 {
+				break
+			}
+			delete(d.at, k)
+		}
+	}
+	d.at[id] = time.Now()
+}
