@@ -108,6 +108,14 @@ func awsOutage(t *testing.T, w *world, name string, fault fakeaws.Fault, service
 		t.Error("the queue was not emptied after the outage")
 	}
 	seen.sample(lb, "after")
+	if service == "sqs" && d > 35*time.Second {
+		// The health gauge is refreshed every few seconds: give it time to see the recovery.
+		waitFor(ctx, 30*time.Second, func() bool {
+			seen.sample(lb, "after")
+			v, ok := seen.value("after", "lifeboat_source_healthy", "source", "queue")
+			return ok && v == 1
+		})
+	}
 	lb.Stop()
 
 	lost := 0
@@ -142,7 +150,7 @@ func awsOutage(t *testing.T, w *world, name string, fault fakeaws.Fault, service
 // metricsSeen keeps what /metrics showed during and after an outage.
 type metricsSeen struct {
 	mu     sync.Mutex
-	values map[string]float64 // "phase metric{labels}" -> last value seen
+	values map[string]float64 // "phase metric{labels}" -> value kept (see sample)
 	ready  map[string][]int   // phase -> /readyz codes seen
 }
 
@@ -166,8 +174,10 @@ func (m *metricsSeen) sample(lb *lifeboat, phase string) {
 			v, found, err := Metric(body, w[0], w[1:]...)
 			key := phase + " " + w[0] + "{" + strings.Join(w[1:], "=") + "}"
 			if err == nil && found {
-				// Keep the lowest health and the highest counter seen.
-				if old, ok := m.values[key]; !ok || (strings.HasSuffix(w[0], "_healthy") && v < old) || (!strings.HasSuffix(w[0], "_healthy") && v > old) {
+				// Keep the highest counter seen, and the lowest health during the fault
+				// but the latest after it.
+				health := strings.HasSuffix(w[0], "_healthy")
+				if old, ok := m.values[key]; !ok || (health && (v < old || phase != "during")) || (!health && v > old) {
 					m.values[key] = v
 				}
 			}
