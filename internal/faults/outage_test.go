@@ -108,6 +108,14 @@ func awsOutage(t *testing.T, w *world, name string, fault fakeaws.Fault, service
 		t.Error("the queue was not emptied after the outage")
 	}
 	seen.sample(lb, "after")
+	if service == "sqs" && d > 35*time.Second {
+		// The health gauge is refreshed every few seconds: give it time to see the recovery.
+		waitFor(ctx, 30*time.Second, func() bool {
+			seen.sample(lb, "after")
+			v, ok := seen.value("after", "lifeboat_source_healthy", "source", "queue")
+			return ok && v == 1 && seen.lastReady("after") == http.StatusOK
+		})
+	}
 	lb.Stop()
 
 	lost := 0
@@ -128,6 +136,7 @@ func awsOutage(t *testing.T, w *world, name string, fault fakeaws.Fault, service
 	}
 
 	metricProblems := seen.controllerProblems(service, d)
+	unready, probes := seen.unready("during")
 	t.Run("metrics", func(t *testing.T) {
 		for _, p := range metricProblems {
 			t.Error(p)
@@ -135,14 +144,14 @@ func awsOutage(t *testing.T, w *world, name string, fault fakeaws.Fault, service
 	})
 	report(t, result{Fault: fmt.Sprintf("%s for %s", name, d), Mode: "controller", Trials: 1, Survived: survived, NoticesLost: lost,
 		Run: "TestFaults/outages/aws/" + strings.ReplaceAll(name, " ", "_"),
-		Notes: fmt.Sprintf("%d %s requests during the outage (%.1f/s); %d refused repeat completions; metrics: %s", during, service,
-			float64(during)/d.Seconds(), refused, seen.summary())})
+		Notes: fmt.Sprintf("%d %s requests during the outage (%.1f/s); %d refused repeat completions; /readyz 503 in %d of %d probes during it, %d after; metrics: %s",
+			during, service, float64(during)/d.Seconds(), refused, unready, probes, seen.lastReady("after"), seen.summary())})
 }
 
 // metricsSeen keeps what /metrics showed during and after an outage.
 type metricsSeen struct {
 	mu     sync.Mutex
-	values map[string]float64 // "phase metric{labels}" -> last value seen
+	values map[string]float64 // "phase metric{labels}" -> value kept (see sample)
 	ready  map[string][]int   // phase -> /readyz codes seen
 }
 
@@ -166,8 +175,10 @@ func (m *metricsSeen) sample(lb *lifeboat, phase string) {
 			v, found, err := Metric(body, w[0], w[1:]...)
 			key := phase + " " + w[0] + "{" + strings.Join(w[1:], "=") + "}"
 			if err == nil && found {
-				// Keep the lowest health and the highest counter seen.
-				if old, ok := m.values[key]; !ok || (strings.HasSuffix(w[0], "_healthy") && v < old) || (!strings.HasSuffix(w[0], "_healthy") && v > old) {
+				// Keep the highest counter seen, and the lowest health during the fault
+				// but the latest after it.
+				health := strings.HasSuffix(w[0], "_healthy")
+				if old, ok := m.values[key]; !ok || (health && (v < old || phase != "during")) || (!health && v > old) {
 					m.values[key] = v
 				}
 			}
@@ -218,8 +229,36 @@ func (m *metricsSeen) controllerProblems(service string, d time.Duration) []stri
 		if v, ok := m.value("after", "lifeboat_source_healthy", "source", "queue"); !ok || v != 1 {
 			out = append(out, "lifeboat_source_healthy{source=queue} is not 1 after the outage")
 		}
+		if unready, probes := m.unready("during"); unready == 0 {
+			out = append(out, fmt.Sprintf("/readyz never answered 503 during a %s outage (%d probes)", d, probes))
+		}
+		if last := m.lastReady("after"); last != http.StatusOK {
+			out = append(out, fmt.Sprintf("/readyz answers %d after the outage, want 200", last))
+		}
 	}
 	return out
+}
+
+// unready counts the 503 answers of /readyz in a phase, and the probes made.
+func (m *metricsSeen) unready(phase string) (unready, probes int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, code := range m.ready[phase] {
+		if code == http.StatusServiceUnavailable {
+			unready++
+		}
+	}
+	return unready, len(m.ready[phase])
+}
+
+// lastReady is the last /readyz answer of a phase (0 when none).
+func (m *metricsSeen) lastReady(phase string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if codes := m.ready[phase]; len(codes) > 0 {
+		return codes[len(codes)-1]
+	}
+	return 0
 }
 
 // testIMDSOutages: instance metadata answers 500, answers garbage, or answers too slowly,
@@ -298,7 +337,12 @@ func imdsOutage(t *testing.T, w *world, name string, apply func(*sandbox.IMDSPro
 	if !drained {
 		t.Error("the notice was not handled after the outage")
 	}
-	seen.sample(lb, "after")
+	// The health gauge is refreshed every 5 s: give it time to see the recovery.
+	waitFor(ctx, 30*time.Second, func() bool {
+		seen.sample(lb, "after")
+		v, ok := seen.value("after", "lifeboat_source_healthy", "source", "imds")
+		return ok && v == 1
+	})
 	lb.Stop()
 
 	rec, _ := w.record(ctx, node.Name)
@@ -312,12 +356,13 @@ func imdsOutage(t *testing.T, w *world, name string, apply func(*sandbox.IMDSPro
 	if v, ok := seen.value("during", "lifeboat_imds_polls_total", "result", "error"); !ok || v == 0 {
 		t.Errorf("lifeboat_imds_polls_total{result=error} did not count the failed polls (%v)", v)
 	}
-	unready := 0
-	for _, code := range seen.ready["during"] {
-		if code == http.StatusServiceUnavailable {
-			unready++
-		}
+	if v, ok := seen.value("during", "lifeboat_source_healthy", "source", "imds"); d > 35*time.Second && (!ok || v != 0) {
+		t.Errorf("lifeboat_source_healthy{source=imds} never dropped to 0 during a %s outage (%v)", d, v)
 	}
+	if v, ok := seen.value("after", "lifeboat_source_healthy", "source", "imds"); !ok || v != 1 {
+		t.Errorf("lifeboat_source_healthy{source=imds} is %v after the outage, want 1", v)
+	}
+	unready, probes := seen.unready("during")
 	if d > 35*time.Second && unready == 0 {
 		t.Errorf("/readyz never answered 503 during a %s outage (codes %v)", d, seen.ready["during"])
 	}
@@ -331,5 +376,5 @@ func imdsOutage(t *testing.T, w *world, name string, apply func(*sandbox.IMDSPro
 	report(t, result{Fault: fmt.Sprintf("%s for %s", name, d), Mode: "agent", Trials: 1, Survived: survived, NoticesLost: lost,
 		Run: "TestFaults/outages/imds/" + strings.ReplaceAll(name, " ", "_"),
 		Notes: fmt.Sprintf("%d IMDS requests during the outage (%.1f/s; %.0f in the first seconds before it); /readyz 503 in %d of %d probes during it, 200 after; metrics: %s",
-			during, float64(during)/d.Seconds(), healthyRate, unready, len(seen.ready["during"]), seen.summary())})
+			during, float64(during)/d.Seconds(), healthyRate, unready, probes, seen.summary())})
 }
