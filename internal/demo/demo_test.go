@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+
+	"lifeboat.dev/lifeboat/internal/sandbox"
 )
 
 // The whole demo, as `make demo` runs it: every case must be handled as Lifeboat promises,
@@ -30,7 +32,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		if t.Failed() {
 			t.Logf("demo output:\n%s", out)
 			for _, f := range []string{res.Files.AgentLog, res.Files.ControllerLog} {
-				t.Logf("---- %s (last lines)\n%s", f, tail(f, 20))
+				t.Logf("---- %s (last lines)\n%s", f, sandbox.Tail(f, 20))
 			}
 		}
 	}()

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"lifeboat.dev/lifeboat/internal/sandbox"
 )
 
 // lifeboatPackage is built into the binary the demo runs, the same one users deploy.
@@ -112,26 +114,14 @@ func (p *process) waitLog(ctx context.Context, want string, timeout time.Duratio
 			return nil
 		}
 		if done, err := p.exited(); done {
-			return fmt.Errorf("%s exited (%v) before logging %q; log %s:\n%s", p.name, err, want, p.logPath, tail(p.logPath, 15))
+			return fmt.Errorf("%s exited (%v) before logging %q; log %s:\n%s", p.name, err, want, p.logPath, sandbox.Tail(p.logPath, 15))
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s did not log %q within %s; log %s:\n%s", p.name, want, timeout, p.logPath, tail(p.logPath, 15))
+			return fmt.Errorf("%s did not log %q within %s; log %s:\n%s", p.name, want, timeout, p.logPath, sandbox.Tail(p.logPath, 15))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 func freePort() (int, error) {

@@ -13,11 +13,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"lifeboat.dev/lifeboat/internal/sandbox"
 )
 
 var (
@@ -141,7 +142,7 @@ func newLifeboat(t testing.TB, dir, name string, args []string, env ...string) *
 			<-r.done
 		}
 		if t.Failed() {
-			t.Logf("---- %s (last lines)\n%s", l.logPath, tailFile(l.logPath, 60))
+			t.Logf("---- %s (last lines)\n%s", l.logPath, sandbox.Tail(l.logPath, 60))
 		}
 	})
 	return l
@@ -350,18 +351,6 @@ func freePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-func tailFile(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // waitFor polls cond every 100 ms until it is true, the timeout passes (false) or ctx ends.

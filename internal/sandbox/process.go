@@ -158,3 +158,16 @@ func freePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// Tail returns the last n lines of a log file (or the error reading it), for failure reports.
+func Tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -59,23 +59,11 @@ func Dir(t testing.TB) string {
 			if filepath.Base(l) == "audit.log" {
 				continue // JSON, one request a line: read the file itself
 			}
-			t.Logf("---- %s (last lines)\n%s", l, tail(l, 15))
+			t.Logf("---- %s (last lines)\n%s", l, sandbox.Tail(l, 15))
 		}
 		t.Logf("sandbox files kept in %s", dir)
 	})
 	return dir
-}
-
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 func startContext(t testing.TB) context.Context {
