@@ -120,3 +120,16 @@ lifeboat_leader 1
 		t.Error("an odd label list was accepted")
 	}
 }
+
+func TestRunPattern(t *testing.T) {
+	tests := []struct{ name, want string }{
+		{"TestFaults/storm", "^TestFaults$/^storm$"},
+		{"TestFaults/regressions/hook_copies_joining_another_notice's_drain", "^TestFaults$/^regressions$/^hook_copies_joining_another_notice.s_drain$"},
+		{"TestAPIServerRestart/agent", "^TestAPIServerRestart$/^agent$"},
+	}
+	for _, tt := range tests {
+		if got := runPattern(tt.name); got != tt.want {
+			t.Errorf("runPattern(%q) = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

@@ -393,7 +393,7 @@ type result struct {
 // report logs the row and, with LIFEBOAT_FAULTS_REPORT set, appends it to that file.
 func report(t testing.TB, r result) {
 	t.Helper()
-	cmd := fmt.Sprintf("`LIFEBOAT_FAULTS_FULL=1 go test -count=1 -run '%s' ./internal/faults`", r.Run)
+	cmd := fmt.Sprintf("`LIFEBOAT_FAULTS_FULL=1 go test -count=1 -run '%s' ./internal/faults`", runPattern(r.Run))
 	row := fmt.Sprintf("| %s | %s | %d | %d | %d | %s | %s |", r.Fault, r.Mode, r.Trials, r.Survived, r.NoticesLost, r.Notes, cmd)
 	t.Log("result: " + row)
 	path := os.Getenv("LIFEBOAT_FAULTS_REPORT")
@@ -413,3 +413,19 @@ func report(t testing.TB, r result) {
 }
 
 var reportMu sync.Mutex
+
+// runPattern turns a test name into a -run pattern that selects exactly it and is safe inside
+// single quotes: each level anchored, any character but letters, digits, '_' and '-' matched
+// by '.'.
+func runPattern(name string) string {
+	levels := strings.Split(name, "/")
+	for i, l := range levels {
+		levels[i] = "^" + strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' {
+				return r
+			}
+			return '.'
+		}, l) + "$"
+	}
+	return strings.Join(levels, "/")
+}
