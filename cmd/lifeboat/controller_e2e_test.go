@@ -69,7 +69,9 @@ func failover(t *testing.T, bin string, stopSignal os.Signal) {
 	}
 	lift := sandboxtest.BlockEvictions(t, ctx, c, "shop", map[string]string{"app": "db"})
 	queueURL := q.QueueURLs["lifeboat"]
-	rc, err := c.UserConfig("lifeboat", "system:masters")
+	// Exactly the chart's RBAC: the replicas drain, complete and hold the Lease with it.
+	grantShippedRBAC(t, ctx, c, "lifeboat", "default")
+	rc, err := c.UserConfig("lifeboat")
 	if err != nil {
 		t.Fatal(err)
 	}
