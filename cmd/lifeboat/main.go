@@ -154,7 +154,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 
 	m := metrics.New()
 	if loaded.Config.EnablePrometheusServer {
-		addr := net.JoinHostPort("", strconv.Itoa(loaded.Config.PrometheusServerPort))
+		addr := net.JoinHostPort(loaded.Config.PrometheusServerBindAddress, strconv.Itoa(loaded.Config.PrometheusServerPort))
 		srv := &http.Server{Addr: addr, Handler: m.Handler(), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
@@ -181,7 +181,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		if !c.EnableProbesServer {
 			return
 		}
-		addr := net.JoinHostPort("", strconv.Itoa(c.ProbesServerPort))
+		addr := net.JoinHostPort(c.ProbesServerBindAddress, strconv.Itoa(c.ProbesServerPort))
 		go func() {
 			if err := health.Serve(ctx, addr, health.Handler(c.ProbesServerEndpoint, ready)); err != nil {
 				logger.Error("probes server stopped", "err", err)

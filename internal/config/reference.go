@@ -144,6 +144,8 @@ func accepted(v value) string {
 		return fmt.Sprintf("Go duration, %s to %s", v.min, v.max)
 	case pathValue:
 		return "HTTP path starting with /"
+	case ipValue:
+		return "IP address, or empty for every interface"
 	}
 	return fmt.Sprintf("%T", v)
 }

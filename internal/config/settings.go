@@ -66,8 +66,10 @@ type Config struct {
 
 	EnablePrometheusServer           bool              // ENABLE_PROMETHEUS_SERVER
 	PrometheusServerPort             int               // PROMETHEUS_SERVER_PORT
+	PrometheusServerBindAddress      string            // PROMETHEUS_SERVER_BIND_ADDRESS; "" = every interface
 	EnableProbesServer               bool              // ENABLE_PROBES_SERVER
 	ProbesServerPort                 int               // PROBES_SERVER_PORT
+	ProbesServerBindAddress          string            // PROBES_SERVER_BIND_ADDRESS; "" = every interface
 	ProbesServerEndpoint             string            // PROBES_SERVER_ENDPOINT
 	EmitKubernetesEvents             bool              // EMIT_KUBERNETES_EVENTS
 	KubernetesEventsExtraAnnotations map[string]string // KUBERNETES_EVENTS_EXTRA_ANNOTATIONS
@@ -264,11 +266,17 @@ func settings(c *Config) []*Setting {
 		{Env: "PROMETHEUS_SERVER_PORT", Flag: "prometheus-server-port", Default: "9092", Group: groupOperate,
 			value: intValue{p: &c.PrometheusServerPort, min: 1, max: 65535},
 			Usage: "Port of the metrics server."},
+		{Env: "PROMETHEUS_SERVER_BIND_ADDRESS", Flag: "prometheus-server-bind-address", Group: groupOperate, Lifeboat: true,
+			value: ipValue{&c.PrometheusServerBindAddress},
+			Usage: "IP address the metrics server listens on (e.g. 127.0.0.1 to keep it off the network). Empty: every interface."},
 		{Env: "ENABLE_PROBES_SERVER", Flag: "enable-probes-server", Default: "false", Group: groupOperate, value: boolValue{&c.EnableProbesServer},
 			Usage: "Serve liveness and readiness probes."},
 		{Env: "PROBES_SERVER_PORT", Flag: "probes-server-port", Default: "8080", Group: groupOperate,
 			value: intValue{p: &c.ProbesServerPort, min: 1, max: 65535},
 			Usage: "Port of the probes server."},
+		{Env: "PROBES_SERVER_BIND_ADDRESS", Flag: "probes-server-bind-address", Group: groupOperate, Lifeboat: true,
+			value: ipValue{&c.ProbesServerBindAddress},
+			Usage: "IP address the probes server listens on. Empty: every interface (the kubelet probes the pod's IP)."},
 		{Env: "PROBES_SERVER_ENDPOINT", Flag: "probes-server-endpoint", Default: "/healthz", Group: groupOperate, value: pathValue{&c.ProbesServerEndpoint},
 			Usage: "Path of the liveness probe."},
 		{Env: "EMIT_KUBERNETES_EVENTS", Flag: "emit-kubernetes-events", Default: "false", Group: groupOperate, value: boolValue{&c.EmitKubernetesEvents},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"sort"
@@ -99,6 +100,19 @@ type stringValue struct{ p *string }
 
 func (v stringValue) Set(raw string) error { *v.p = raw; return nil }
 func (v stringValue) String() string       { return *v.p }
+
+// ipValue is an IP address to listen on, or empty for every interface.
+type ipValue struct{ p *string }
+
+func (v ipValue) Set(raw string) error {
+	raw = strings.TrimSpace(raw)
+	if raw != "" && net.ParseIP(raw) == nil {
+		return errors.New("not an IP address (e.g. 127.0.0.1 or ::1); leave empty for every interface")
+	}
+	*v.p = raw
+	return nil
+}
+func (v ipValue) String() string { return *v.p }
 
 // enumValue accepts one of a fixed set of words, case-insensitively, and stores the canonical
 // spelling.

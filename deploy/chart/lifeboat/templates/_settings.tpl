@@ -55,8 +55,10 @@ logLevel: LOG_LEVEL
 logFormatVersion: LOG_FORMAT_VERSION
 enablePrometheusServer: ENABLE_PROMETHEUS_SERVER
 prometheusServerPort: PROMETHEUS_SERVER_PORT
+prometheusServerBindAddress: PROMETHEUS_SERVER_BIND_ADDRESS
 enableProbesServer: ENABLE_PROBES_SERVER
 probesServerPort: PROBES_SERVER_PORT
+probesServerBindAddress: PROBES_SERVER_BIND_ADDRESS
 probesServerEndpoint: PROBES_SERVER_ENDPOINT
 emitKubernetesEvents: EMIT_KUBERNETES_EVENTS
 kubernetesEventsExtraAnnotations: KUBERNETES_EVENTS_EXTRA_ANNOTATIONS
