@@ -17,9 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"lifeboat.dev/lifeboat/internal/controller"
-	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/sandbox"
-	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
 )
 
@@ -47,16 +45,8 @@ func failover(t *testing.T, bin string, stopSignal os.Signal) {
 	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{AuditLog: true})
 	q := sandboxtest.SQS(t, sandbox.SQSOptions{Queues: []string{"lifeboat"}, VisibilityTimeout: 5})
 	fake := sandboxtest.FakeAWS(t, q.Endpoint)
-	added, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := added[0]
-	instance := interruption.InstanceIDOf(node)
-	fake.AddInstance(fakeaws.Instance{ID: instance, PrivateDNSName: node.Name, AutoScalingGroup: "workers",
-		Tags: map[string]string{"aws-node-termination-handler/managed": "", "kubernetes.io/cluster/sandbox": "owned"}})
-	fake.AddLifecycleHook(fakeaws.LifecycleHook{Name: "drain", AutoScalingGroup: "workers"})
-	fake.BeginLifecycleAction("drain", "workers", instance, "token-1")
+	node, instance := sandboxtest.TerminatingNode(t, ctx, c, fake,
+		map[string]string{"aws-node-termination-handler/managed": "", "kubernetes.io/cluster/sandbox": "owned"}, "token-1")
 	if err := c.EnsureNamespace(ctx, "shop"); err != nil {
 		t.Fatal(err)
 	}

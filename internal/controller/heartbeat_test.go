@@ -19,7 +19,6 @@ import (
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/sandbox"
-	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
 )
 
@@ -33,16 +32,7 @@ func TestHeartbeatsResumeAfterRestart(t *testing.T) {
 	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
 	q := sandboxtest.SQS(t, sandbox.SQSOptions{Queues: []string{"lifeboat"}, VisibilityTimeout: 2})
 	fake := sandboxtest.FakeAWS(t, q.Endpoint)
-	added, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := added[0]
-	instance := interruption.InstanceIDOf(node)
-	fake.AddInstance(fakeaws.Instance{ID: instance, PrivateDNSName: node.Name, AutoScalingGroup: "workers",
-		Tags: map[string]string{"aws-node-termination-handler/managed": ""}})
-	fake.AddLifecycleHook(fakeaws.LifecycleHook{Name: "drain", AutoScalingGroup: "workers"})
-	fake.BeginLifecycleAction("drain", "workers", instance, "token-1")
+	node, instance := sandboxtest.TerminatingNode(t, ctx, c, fake, map[string]string{"aws-node-termination-handler/managed": ""}, "token-1")
 
 	// One pod its budget protects: evictions are refused until the budget goes away (no
 	// controller-manager computes the budget's status, so it allows no disruption).

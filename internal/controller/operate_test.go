@@ -56,17 +56,11 @@ func newOperateWorld(t *testing.T, ctx context.Context, opts sandbox.ClusterOpti
 	c := sandboxtest.Cluster(t, opts)
 	q := sandboxtest.SQS(t, sandbox.SQSOptions{Queues: []string{"lifeboat"}, VisibilityTimeout: 5})
 	fake := sandboxtest.FakeAWS(t, q.Endpoint)
-	added, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &operateWorld{c: c, fake: fake, node: added[0], instance: interruption.InstanceIDOf(added[0]),
+	node, instance := sandboxtest.TerminatingNode(t, ctx, c, fake,
+		map[string]string{"aws-node-termination-handler/managed": "", "kubernetes.io/cluster/sandbox": "owned"}, "token-1")
+	w := &operateWorld{c: c, fake: fake, node: node, instance: instance,
 		awsCfg: sandboxtest.AWSConfig(fake.URL()), queueURL: q.QueueURLs["lifeboat"], logs: &sandboxtest.LogBuffer{}}
 	w.queue = awssqs.NewFromConfig(w.awsCfg)
-	fake.AddInstance(fakeaws.Instance{ID: w.instance, PrivateDNSName: w.node.Name, AutoScalingGroup: "workers",
-		Tags: map[string]string{"aws-node-termination-handler/managed": "", "kubernetes.io/cluster/sandbox": "owned"}})
-	fake.AddLifecycleHook(fakeaws.LifecycleHook{Name: "drain", AutoScalingGroup: "workers"})
-	fake.BeginLifecycleAction("drain", "workers", w.instance, "token-1")
 	if err := c.EnsureNamespace(ctx, "shop"); err != nil {
 		t.Fatal(err)
 	}

@@ -18,11 +18,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/ownership"
 	"lifeboat.dev/lifeboat/internal/sandbox"
 	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
 )
@@ -197,4 +199,21 @@ func BlockEvictions(tb testing.TB, ctx context.Context, c *sandbox.Cluster, name
 			tb.Fatal(err)
 		}
 	}
+}
+
+// TerminatingNode adds node Index 1 to the cluster and its instance to the fake EC2, in Auto
+// Scaling group "workers" with tags, and begins a termination lifecycle action of hook
+// "drain" with token: the setting of a terminate-hook notice.
+func TerminatingNode(tb testing.TB, ctx context.Context, c *sandbox.Cluster, fake *fakeaws.Server, tags map[string]string, token string) (node *corev1.Node, instance string) {
+	tb.Helper()
+	added, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	node = added[0]
+	instance = ownership.InstanceIDFromProviderID(node.Spec.ProviderID)
+	fake.AddInstance(fakeaws.Instance{ID: instance, PrivateDNSName: node.Name, AutoScalingGroup: "workers", Tags: tags})
+	fake.AddLifecycleHook(fakeaws.LifecycleHook{Name: "drain", AutoScalingGroup: "workers"})
+	fake.BeginLifecycleAction("drain", "workers", instance, token)
+	return node, instance
 }
