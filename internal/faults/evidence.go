@@ -11,13 +11,15 @@ import (
 	"lifeboat.dev/lifeboat/internal/sandbox"
 )
 
-// EvictionsByPod counts eviction requests per pod ("namespace/name") among audit events,
-// whatever their answer: a second eviction of a pod is a repeat even when the pod was
-// already terminating.
+// EvictionsByPod counts accepted evictions per pod ("namespace/name") among audit events. An
+// eviction of a pod already terminating is accepted too, so it counts as a repeat. Refused
+// ones (429 from a budget, 404/409 for a pod gone or replaced) and requests cut off by a kill
+// (the API server records 504 when its client goes away mid-request) left the pod as it was.
 func EvictionsByPod(events []sandbox.AuditEvent) map[string]int {
 	out := map[string]int{}
 	for _, e := range events {
-		if e.Verb == "create" && e.ObjectRef != nil && e.ObjectRef.Resource == "pods" && e.ObjectRef.Subresource == "eviction" {
+		if e.Verb == "create" && e.ObjectRef != nil && e.ObjectRef.Resource == "pods" && e.ObjectRef.Subresource == "eviction" &&
+			(e.ResponseStatus == nil || e.ResponseStatus.Code < 300) {
 			out[e.ObjectRef.Namespace+"/"+e.ObjectRef.Name]++
 		}
 	}

@@ -21,6 +21,28 @@ func auditEvent(verb, resource, sub, ns, name string) sandbox.AuditEvent {
 	return e
 }
 
+// answered gives an audit event its response code.
+func answered(e sandbox.AuditEvent, code int) sandbox.AuditEvent {
+	e.ResponseStatus = &struct {
+		Code int `json:"code"`
+	}{Code: code}
+	return e
+}
+
+// Refused evictions and requests a kill cut off did not evict; accepted ones did.
+func TestEvictionsCountOnlyAccepted(t *testing.T) {
+	events := []sandbox.AuditEvent{
+		answered(auditEvent("create", "pods", "eviction", "work", "a"), 429),
+		answered(auditEvent("create", "pods", "eviction", "work", "a"), 504),
+		answered(auditEvent("create", "pods", "eviction", "work", "a"), 201),
+		answered(auditEvent("create", "pods", "eviction", "work", "b"), 201),
+		answered(auditEvent("create", "pods", "eviction", "work", "b"), 201),
+	}
+	if got, want := EvictionsByPod(events), map[string]int{"work/a": 1, "work/b": 2}; !reflect.DeepEqual(got, want) {
+		t.Errorf("EvictionsByPod = %v, want %v", got, want)
+	}
+}
+
 func TestEvidenceFromAuditEvents(t *testing.T) {
 	events := []sandbox.AuditEvent{
 		auditEvent("create", "pods", "eviction", "work", "a"),
