@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"text/template"
 	"text/template/parse"
 	"time"
 )
@@ -52,86 +51,63 @@ const (
 	// is a step. A real template ranges over a node's pods and labels (hundreds of steps);
 	// {{ range .StartTime.Unix }} would otherwise loop for minutes without writing a byte.
 	maxSteps = 10000
-	// maxNesting bounds how deep loops and template calls nest. Deep nesting is costly
-	// when a step limit or an error unwinds it (text/template re-panics at every level),
-	// and no webhook message needs it.
+	// maxNesting bounds how deep loops and template calls nest, and with it the
+	// evaluator's recursion; no webhook message needs more.
 	maxNesting = 50
-	// stepFunc is called at the start of every range body and every template, see guard.
-	stepFunc = "lifeboatStep"
 )
 
 var errTooLarge = fmt.Errorf("WEBHOOK_TEMPLATE: rendered body exceeds %d bytes", MaxBodyBytes)
 
 // Template is a parsed webhook template.
 //
-// It is Go's text/template with no functions beyond the built-in ones (print, printf, len,
-// index, eq, ...), none of which can read files, the environment or the network; a template
-// asking for one (env, readFile, ...) does not parse. Rendering is bounded in output
-// (MaxBodyBytes) and in work (maxSteps), and a missing map key is an error rather than the
-// text "<no value>" (use {{ index .NodeLabels "key" }} for labels that may be absent).
+// It is Go template syntax with text/template's built-in functions (print, printf, len,
+// index, eq, ...) and no others, none of which can read files, the environment or the
+// network; a template asking for one (env, readFile, ...) does not parse. A template reaches
+// the fields of Notification, its JSON method and common time.Time methods (see eval.go).
+// Rendering is bounded in output (MaxBodyBytes) and in work (maxSteps), and a missing map key
+// is an error rather than the text "<no value>" (use {{ index .NodeLabels "key" }} for
+// labels that may be absent).
 //
 // Values are written as they are. A template that builds JSON should pass them through
 // {{ .JSON ... }} so that quotes and newlines in, say, a description keep the body valid;
 // the default template does.
 type Template struct {
-	t *template.Template
+	trees map[string]*parse.Tree
 }
+
+const templateName = "WEBHOOK_TEMPLATE"
 
 // ParseTemplate parses text and renders it once with a sample notification, so an unknown
 // field or a runaway loop is found at start rather than at the first interruption.
 func ParseTemplate(text string) (*Template, error) {
-	t, err := template.New("WEBHOOK_TEMPLATE").
-		Option("missingkey=error").
-		Funcs(template.FuncMap{stepFunc: func() (string, error) { return "", nil }}).
-		Parse(text)
+	trees, err := parse.Parse(templateName, text, "", "", functionNames())
 	if err != nil {
 		return nil, fmt.Errorf("WEBHOOK_TEMPLATE: not a valid Go template: %w", err)
 	}
-	if err := limitNesting(t); err != nil {
+	if err := limitNesting(trees); err != nil {
 		return nil, err
 	}
-	if err := guard(t); err != nil {
-		return nil, err
-	}
-	tmpl := &Template{t: t}
+	t := &Template{trees: trees}
 	// Labels differ per node, so the sample run tolerates missing keys; everything else
 	// (unknown fields, wrong arguments, too much output or work) fails here.
-	sample, err := t.Clone()
-	if err != nil {
-		return nil, fmt.Errorf("WEBHOOK_TEMPLATE: %w", err)
-	}
-	if _, err := render(sample.Option("missingkey=zero"), sampleNotification()); err != nil {
+	if _, err := t.render(sampleNotification(), true); err != nil {
 		return nil, fmt.Errorf("WEBHOOK_TEMPLATE: fails on a sample notification: %w", err)
 	}
-	return tmpl, nil
+	return t, nil
 }
 
 // Render executes the template for n. The result is at most MaxBodyBytes long.
 func (t *Template) Render(n Notification) ([]byte, error) {
-	b, err := render(t.t, n)
+	b, err := t.render(n, false)
 	if err != nil && !errors.Is(err, errTooLarge) {
 		return nil, fmt.Errorf("WEBHOOK_TEMPLATE: %w", err)
 	}
 	return b, err
 }
 
-func render(t *template.Template, n Notification) ([]byte, error) {
-	// A clone per render gives each execution its own step counter; the parse trees are
-	// shared, not copied.
-	c, err := t.Clone()
-	if err != nil {
-		return nil, fmt.Errorf("WEBHOOK_TEMPLATE: %w", err)
-	}
-	steps := 0
-	c.Funcs(template.FuncMap{stepFunc: func() (string, error) {
-		steps++
-		if steps > maxSteps {
-			return "", fmt.Errorf("more than %d loop iterations or template calls", maxSteps)
-		}
-		return "", nil
-	}})
+func (t *Template) render(n Notification, missingKeyZero bool) ([]byte, error) {
 	out := &boundedBuffer{max: MaxBodyBytes}
-	if err := c.Execute(out, n); err != nil {
+	if err := execute(t.trees, templateName, out, n, missingKeyZero); err != nil {
 		if errors.Is(err, errTooLarge) {
 			return nil, errTooLarge
 		}
@@ -140,52 +116,10 @@ func render(t *template.Template, n Notification) ([]byte, error) {
 	return out.b.Bytes(), nil
 }
 
-// guard puts a call to stepFunc at the start of every template body and every range body:
-// the only ways a template can repeat work.
-func guard(t *template.Template) error {
-	const name = "WEBHOOK_TEMPLATE" // the name errors from the step counter show
-	trees, err := parse.Parse(name, "{{"+stepFunc+"}}", "", "", map[string]any{stepFunc: true})
-	if err != nil {
-		return fmt.Errorf("WEBHOOK_TEMPLATE: %w", err)
-	}
-	step := trees[name].Root.Nodes[0]
-	var walk func(n parse.Node)
-	prepend := func(l *parse.ListNode) {
-		if l == nil {
-			return
-		}
-		for _, n := range l.Nodes {
-			walk(n)
-		}
-		l.Nodes = append([]parse.Node{step}, l.Nodes...)
-	}
-	walk = func(n parse.Node) {
-		switch n := n.(type) {
-		case *parse.RangeNode:
-			prepend(n.List)
-			walkList(n.ElseList, walk)
-		case *parse.IfNode:
-			walkList(n.List, walk)
-			walkList(n.ElseList, walk)
-		case *parse.WithNode:
-			walkList(n.List, walk)
-			walkList(n.ElseList, walk)
-		case *parse.ListNode:
-			walkList(n, walk)
-		}
-	}
-	for _, tt := range t.Templates() {
-		if tt.Tree != nil && tt.Tree.Root != nil {
-			prepend(tt.Tree.Root)
-		}
-	}
-	return nil
-}
-
 // limitNesting rejects a template that calls itself, directly or not, or that nests loops
 // and template calls more than maxNesting deep. Template names in {{ template }} are
 // constants, so this is decided on the parse trees.
-func limitNesting(t *template.Template) error {
+func limitNesting(trees map[string]*parse.Tree) error {
 	const (
 		unvisited = iota
 		visiting
@@ -236,20 +170,20 @@ func limitNesting(t *template.Template) error {
 		case done:
 			return depth[name], nil
 		}
-		tt := t.Lookup(name)
-		if tt == nil || tt.Tree == nil {
+		tree := trees[name]
+		if tree == nil {
 			return 0, nil // an undefined template fails when it is called
 		}
 		state[name] = visiting
-		d, err := ofList(tt.Tree.Root)
+		d, err := ofList(tree.Root)
 		if err != nil {
 			return 0, err
 		}
 		state[name], depth[name] = done, d
 		return d, nil
 	}
-	for _, tt := range t.Templates() {
-		if _, err := ofTemplate(tt.Name()); err != nil {
+	for name := range trees {
+		if _, err := ofTemplate(name); err != nil {
 			return err
 		}
 	}
@@ -266,15 +200,6 @@ func maxOf(f func(*parse.ListNode) (int, error), lists ...*parse.ListNode) (int,
 		deepest = max(deepest, d)
 	}
 	return deepest, nil
-}
-
-func walkList(l *parse.ListNode, walk func(parse.Node)) {
-	if l == nil {
-		return
-	}
-	for _, n := range l.Nodes {
-		walk(n)
-	}
 }
 
 // boundedBuffer fails the write that would take it past max, which stops the template.
