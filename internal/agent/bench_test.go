@@ -3,12 +3,14 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -77,12 +79,20 @@ func cordonLatency(b *testing.B, c *sandbox.Cluster) time.Duration {
 // BenchmarkIdleAgent runs the real lifeboat binary in agent mode with no notice for 30 s after
 // a 5 s warm-up, and reports its resident memory, its Kubernetes requests per minute (from
 // the audit log) and its instance-metadata requests per second.
+//
+// Beside it runs testdata/clientgofloor, a program that only builds a client-go clientset
+// and reads its node: its resident memory, measured at the same moment, is the floor any
+// client-go agent pays on this machine and kernel, so the agent's own share is the difference.
+// Most of both is file-backed: pages of the binary that the kernel maps, which depends on the
+// binary's size far more than on what the program does.
 func BenchmarkIdleAgent(b *testing.B) {
 	c := sandboxtest.Cluster(b, sandbox.ClusterOptions{AuditLog: true})
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "lifeboat")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/lifeboat").CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
+	bin, floorBin := filepath.Join(dir, "lifeboat"), filepath.Join(dir, "clientgofloor")
+	for out, pkg := range map[string]string{bin: "../../cmd/lifeboat", floorBin: "./testdata/clientgofloor"} {
+		if msg, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+			b.Fatalf("build %s: %v\n%s", pkg, err, msg)
+		}
 	}
 	for i := range b.N {
 		w := newWorld(b, c, []string{"spot", "-a", "terminate", "-t", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
@@ -95,28 +105,57 @@ func BenchmarkIdleAgent(b *testing.B) {
 		if err := c.WriteKubeconfig(kubeconfig, rc); err != nil {
 			b.Fatal(err)
 		}
-		cmd := exec.Command(bin, "agent")
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "NODE_NAME="+w.node, "INSTANCE_METADATA_URL="+w.proxy.URL)
-		logs, _ := os.Create(filepath.Join(dir, fmt.Sprintf("agent-%d.log", i)))
-		cmd.Stdout, cmd.Stderr = logs, logs
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
+		env := append(os.Environ(), "KUBECONFIG="+kubeconfig, "NODE_NAME="+w.node, "INSTANCE_METADATA_URL="+w.proxy.URL,
+			"PROBES_SERVER_BIND_ADDRESS=127.0.0.1", fmt.Sprintf("PROBES_SERVER_PORT=%d", freePort(b)))
+		agent, stopAgent := startIdle(b, filepath.Join(dir, fmt.Sprintf("agent-%d.log", i)), env, bin, "agent")
+		floor, stopFloor := startIdle(b, filepath.Join(dir, fmt.Sprintf("floor-%d.log", i)), env, floorBin)
 		time.Sleep(5 * time.Second)
 		requestsBefore, imdsBefore := len(auditOf(b, c, w.user)), w.proxy.Requests()
 		const window = 30 * time.Second
 		time.Sleep(window)
 		requests, imdsRequests := len(auditOf(b, c, w.user))-requestsBefore, w.proxy.Requests()-imdsBefore
-		rss, anon, file := rssMiB(b, cmd.Process.Pid)
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-		logs.Close()
+		rss, anon, file := rssMiB(b, agent.Process.Pid)
+		floorRSS, _, _ := rssMiB(b, floor.Process.Pid)
+		stopAgent()
+		stopFloor()
 		b.ReportMetric(rss, "idle-RSS-MiB")
 		b.ReportMetric(anon, "idle-RSS-anon-MiB")
 		b.ReportMetric(file, "idle-RSS-file-MiB")
+		b.ReportMetric(floorRSS, "clientgo-floor-RSS-MiB")
 		b.ReportMetric(float64(requests)/window.Minutes(), "kube-requests/min")
 		b.ReportMetric(float64(imdsRequests)/window.Seconds(), "imds-requests/s")
 	}
+}
+
+// startIdle starts a program with its output in logPath. stop interrupts it and waits for
+// it; it runs at the latest when the benchmark ends.
+func startIdle(b *testing.B, logPath string, env []string, name string, args ...string) (cmd *exec.Cmd, stop func()) {
+	b.Helper()
+	logs, err := os.Create(logPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd = exec.Command(name, args...)
+	cmd.Env, cmd.Stdout, cmd.Stderr = env, logs, logs
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	stop = sync.OnceFunc(func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+		logs.Close()
+	})
+	b.Cleanup(stop)
+	return cmd, stop
+}
+
+func freePort(b *testing.B) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 func auditOf(tb testing.TB, c *sandbox.Cluster, user string) []sandbox.AuditEvent {
