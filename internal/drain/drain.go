@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // Options configure a Drainer.
@@ -104,9 +105,14 @@ func (r *Result) Remaining() []PodOutcome {
 // Drain evicts the node's pods and waits until they are gone or the deadline passes. The
 // error is nil only when every selected pod is gone (or, in dry-run, after selection).
 func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time) (*Result, error) {
+	return d.DrainUntil(ctx, node, NewDeadline(deadline))
+}
+
+// DrainUntil is Drain with a deadline that may be tightened while the drain runs.
+func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadline) (*Result, error) {
 	res := &Result{Node: node, DryRun: d.opts.DryRun, Started: time.Now()}
 	defer func() { res.Finished = time.Now() }()
-	ctx, cancel := context.WithDeadline(ctx, deadline)
+	ctx, cancel := deadline.bound(ctx)
 	defer cancel()
 
 	pods, rv, err := d.opts.Lister.PodsOnNode(ctx, node)
@@ -189,7 +195,7 @@ const maxLateRounds = 3
 
 // evictInTiers evicts candidates (ordered by tier) tier by tier, waiting for each tier's pods
 // to be gone before the next; out holds their outcomes.
-func (d *Drainer) evictInTiers(ctx context.Context, candidates []Candidate, out []PodOutcome, deadline time.Time, tr *tracker) {
+func (d *Drainer) evictInTiers(ctx context.Context, candidates []Candidate, out []PodOutcome, deadline *Deadline, tr *tracker) {
 	for start := 0; start < len(candidates); {
 		end := start
 		for end < len(candidates) && candidates[end].Tier == candidates[start].Tier {
@@ -208,7 +214,7 @@ func (d *Drainer) evictInTiers(ctx context.Context, candidates []Candidate, out 
 }
 
 // evictTier evicts one tier's pods with at most Concurrency requests in flight.
-func (d *Drainer) evictTier(ctx context.Context, tier []Candidate, out []PodOutcome, deadline time.Time, tr *tracker) {
+func (d *Drainer) evictTier(ctx context.Context, tier []Candidate, out []PodOutcome, deadline *Deadline, tr *tracker) {
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range min(d.opts.Concurrency, len(tier)) {
@@ -226,17 +232,20 @@ func (d *Drainer) evictTier(ctx context.Context, tier []Candidate, out []PodOutc
 }
 
 // evictOne sends evictions until one is accepted, the pod is gone, or the deadline passes.
-func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome, deadline time.Time, tr *tracker) {
+// A tightened deadline takes effect at the next attempt, and wakes a backoff that would
+// otherwise sleep past the moment to force.
+func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome, dl *Deadline, tr *tracker) {
 	log := d.opts.Logger.With("pod", out.Pod.String(), "node", pod.Spec.NodeName)
 	backoff := d.opts.RetryMin
 	for {
 		out.Attempts++
+		tightened, deadline := dl.Changed(), dl.Time()
 		eviction := &policyv1.Eviction{
 			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
 			// The UID precondition keeps a same-named replacement pod from being evicted.
 			DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}, GracePeriodSeconds: d.gracePeriod(pod, deadline)},
 		}
-		err := d.client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, eviction)
+		err := d.evict(ctx, eviction)
 		switch {
 		case err == nil:
 			out.EvictedAt = time.Now()
@@ -253,6 +262,11 @@ func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome
 				return
 			}
 			wait := backoff/2 + rand.N(backoff)
+			if delay, ok := apierrors.SuggestsClientDelay(err); ok {
+				// The server's own advice (10 s for a budget it is still processing), within
+				// our bounds.
+				wait = max(wait, min(time.Duration(delay)*time.Second, d.opts.RetryMax))
+			}
 			if untilForce := time.Until(deadline) - d.opts.ForceBeforeDeadline; d.opts.ForceBeforeDeadline > 0 && untilForce > 0 {
 				// Wake up in time to force, rather than sleeping past the moment.
 				wait = min(wait, untilForce)
@@ -263,6 +277,7 @@ func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome
 				out.Error = fmt.Sprintf("deadline reached after %d eviction attempts: %v", out.Attempts, err)
 				return
 			case <-time.After(wait):
+			case <-tightened:
 			}
 			backoff = min(backoff*2, d.opts.RetryMax)
 		default:
@@ -271,6 +286,19 @@ func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome
 			return
 		}
 	}
+}
+
+// evict posts one eviction and returns the API server's answer as it is. The typed client
+// would retry a refusal that carries Retry-After (a budget still being processed answers
+// 429 with 10 s) up to ten times inside the one call, hiding it from evictOne, which must
+// see each refusal to force on time and to notice a tightened deadline.
+func (d *Drainer) evict(ctx context.Context, e *policyv1.Eviction) error {
+	rc, ok := d.client.PolicyV1().RESTClient().(*rest.RESTClient)
+	if !ok || rc == nil { // a fake clientset has no REST client
+		return d.client.PolicyV1().Evictions(e.Namespace).Evict(ctx, e)
+	}
+	return rc.Post().AbsPath("/api/v1").Namespace(e.Namespace).Resource("pods").Name(e.Name).SubResource("eviction").
+		Body(e).MaxRetries(0).Do(ctx).Error()
 }
 
 // forceDelete deletes a pod a budget still protects, leaving it what time is left to stop.

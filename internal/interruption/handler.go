@@ -99,9 +99,10 @@ type Handler struct {
 
 // running is a drain in progress; notices coalesced into it wait for done.
 type running struct {
-	done chan struct{}
-	err  error
-	ids  map[string]bool // notices that will finish after this drain (guarded by Handler.mu)
+	done     chan struct{}
+	err      error
+	ids      map[string]bool // notices that will finish after this drain (guarded by Handler.mu)
+	deadline *drain.Deadline // the earliest deadline of those notices
 }
 
 // NewHandler builds a Handler from the configuration.
@@ -270,9 +271,14 @@ func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName stri
 	if err := h.waitForStart(ctx, deadline, log); err != nil {
 		return err
 	}
-	r, first, duplicate := h.startDrain(nodeName, n.ID)
+	r, first, duplicate := h.startDrain(nodeName, n.ID, deadline)
 	if !first {
 		log.Info("notice coalesced into the drain already running for this node", "duplicate", duplicate)
+		// A more urgent notice (a Spot interruption during a rebalance or lifecycle-hook
+		// drain) brings the running drain's deadline forward rather than waiting behind it.
+		if r.deadline.Tighten(deadline) {
+			log.Info("the running drain now ends by this notice's earlier deadline", "deadline", deadline)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -301,7 +307,7 @@ func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName stri
 	}
 	h.Events.DrainStarted(events.NodeOf(res.Node), n.ID, deadline)
 	var done drained
-	done, r.err = h.drain(ctx, n, nodeName, deadline, log)
+	done, r.err = h.drain(ctx, n, nodeName, r.deadline, log)
 	if r.err == nil {
 		// The node as the cordon write left it saves a read; if it changed since, the write
 		// conflicts and is recomputed from a fresh read.
@@ -361,8 +367,8 @@ type drained struct {
 }
 
 // drain drains the node.
-func (h *Handler) drain(ctx context.Context, n notice.Notice, nodeName string, deadline time.Time, log *slog.Logger) (drained, error) {
-	res, err := h.drainer.Drain(ctx, nodeName, deadline)
+func (h *Handler) drain(ctx context.Context, n notice.Notice, nodeName string, deadline *drain.Deadline, log *slog.Logger) (drained, error) {
+	res, err := h.drainer.DrainUntil(ctx, nodeName, deadline)
 	h.countDrain(res, err)
 	log.Info("drain finished", "selected", len(res.Pods), "skipped", len(res.Skipped), "remaining", len(res.Remaining()),
 		"seconds", res.Finished.Sub(res.Started).Seconds(), "dryRun", res.DryRun, "err", err)
@@ -599,7 +605,7 @@ func (h *Handler) ReleaseAfterReboot(ctx context.Context, node *corev1.Node, boo
 	return released, nil
 }
 
-func (h *Handler) startDrain(node, id string) (r *running, first, duplicate bool) {
+func (h *Handler) startDrain(node, id string, deadline time.Time) (r *running, first, duplicate bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if r, ok := h.draining[node]; ok {
@@ -609,7 +615,7 @@ func (h *Handler) startDrain(node, id string) (r *running, first, duplicate bool
 		r.ids[id] = true
 		return r, false, false
 	}
-	r = &running{done: make(chan struct{}), ids: map[string]bool{id: true}}
+	r = &running{done: make(chan struct{}), ids: map[string]bool{id: true}, deadline: drain.NewDeadline(deadline)}
 	h.draining[node] = r
 	return r, true, false
 }

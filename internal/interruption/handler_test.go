@@ -38,7 +38,7 @@ func TestHandlerCoalescing(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range pods {
-			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "work", Name: fmt.Sprintf("n%d-p%d", index, i)},
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "work", Name: fmt.Sprintf("n%d-p%d", index, i), Labels: map[string]string{"node-index": fmt.Sprint(index)}},
 				Spec: corev1.PodSpec{NodeName: created[0].Name, Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
 			if _, err := c.Client.CoreV1().Pods("work").Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
@@ -103,6 +103,47 @@ func TestHandlerCoalescing(t *testing.T) {
 		n, _ := c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
 		if r, _ := interruption.ReadRecord(n); r.Phase != interruption.PhaseDrained || len(r.Notices) != 2 {
 			t.Errorf("record %+v", r)
+		}
+	})
+
+	t.Run("a more urgent notice brings the running drain's deadline forward", func(t *testing.T) {
+		node, inst := nodeWithPods(t, 2)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		sandboxtest.BlockEvictions(t, ctx, c, "work", map[string]string{"node-index": fmt.Sprint(index)})
+		// An hour's drain budget, so the hook's drain starts at once with an hour to go; pods
+		// are forced past their budget in the last 28 s: the hook's an hour away, the spot
+		// notice's (at least 30 s, the shortest drain budget) almost at once.
+		h := interruption.NewHandler(sandboxtest.Config(t, "", "NODE_TERMINATION_GRACE_PERIOD", "3600", "FORCE_DELETE_BEFORE_DEADLINE_SECONDS", "28"),
+			client, slog.New(slog.DiscardHandler))
+		hook := notice.Notice{ID: notice.ID(notice.ASGTermination, inst, "token"), Kind: notice.ASGTermination, Source: notice.SourceQueue,
+			InstanceID: inst, Deadline: time.Now().Add(time.Hour)}
+		hookDone := make(chan error, 1)
+		go func() { hookDone <- h.Handle(ctx, hook, node) }()
+		time.Sleep(2 * time.Second) // the hook's drain is running, its evictions refused
+		spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, InstanceID: inst, Deadline: time.Now().Add(10 * time.Second)}
+		joined := time.Now()
+		if err := h.Handle(ctx, spot, node); err != nil {
+			t.Fatalf("spot notice: %v", err)
+		}
+		if took := time.Since(joined); took > 30*time.Second {
+			t.Errorf("the drain ended %v after the spot notice joined it, past the spot notice's 30 s budget", took)
+		}
+		if err := <-hookDone; err != nil {
+			t.Fatalf("hook notice: %v", err)
+		}
+		pods, err := c.Client.CoreV1().Pods("work").List(ctx, metav1.ListOptions{LabelSelector: "node-index=" + fmt.Sprint(index)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil {
+				t.Errorf("pod %s was not deleted", p.Name)
+			}
+		}
+		n, _ := c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if r, _ := interruption.ReadRecord(n); r.Phase != interruption.PhaseDrained || len(r.Notices) != 2 {
+			t.Errorf("record %+v, want drained for both notices", r)
 		}
 	})
 

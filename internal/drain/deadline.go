@@ -1,0 +1,72 @@
+package drain
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Deadline is when a drain must be over. It only ever moves earlier: a notice that joins a
+// running drain with a more urgent deadline (a Spot interruption during a rebalance or
+// lifecycle-hook drain) tightens it, and the drain then caps grace periods, forces past
+// budgets and gives up by the new time.
+type Deadline struct {
+	mu      sync.Mutex
+	at      time.Time
+	changed chan struct{} // closed, and replaced, whenever at moves earlier
+}
+
+// NewDeadline is a deadline at t.
+func NewDeadline(t time.Time) *Deadline {
+	return &Deadline{at: t, changed: make(chan struct{})}
+}
+
+// Time is the deadline now.
+func (d *Deadline) Time() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.at
+}
+
+// Tighten moves the deadline to t if t is earlier, and reports whether it did.
+func (d *Deadline) Tighten(t time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !t.Before(d.at) {
+		return false
+	}
+	d.at = t
+	close(d.changed)
+	d.changed = make(chan struct{})
+	return true
+}
+
+// Changed is closed when the deadline next moves earlier.
+func (d *Deadline) Changed() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.changed
+}
+
+// bound returns a context that ends when ctx does or when the deadline, as it is at that
+// moment, passes.
+func (d *Deadline) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		for {
+			changed := d.Changed()
+			timer := time.NewTimer(time.Until(d.Time()))
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case <-timer.C:
+				cancel(context.DeadlineExceeded)
+				return
+			case <-changed:
+				timer.Stop()
+			}
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
+}

@@ -1,0 +1,54 @@
+package drain
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestDeadlineOnlyMovesEarlier(t *testing.T) {
+	start := time.Now().Add(time.Hour)
+	d := NewDeadline(start)
+	changed := d.Changed()
+	if d.Tighten(start.Add(time.Minute)) || d.Tighten(start) {
+		t.Fatal("a later or equal time tightened the deadline")
+	}
+	select {
+	case <-changed:
+		t.Fatal("Changed closed without a change")
+	default:
+	}
+	earlier := start.Add(-30 * time.Minute)
+	if !d.Tighten(earlier) || !d.Time().Equal(earlier) {
+		t.Fatalf("Tighten to an earlier time: deadline %v, want %v", d.Time(), earlier)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("Changed not closed after the deadline moved")
+	}
+	if d.Changed() == changed {
+		t.Fatal("the next change has no channel of its own")
+	}
+}
+
+func TestDeadlineBoundEndsAtTheTightenedTime(t *testing.T) {
+	d := NewDeadline(time.Now().Add(time.Hour))
+	ctx, cancel := d.bound(context.Background())
+	defer cancel()
+	time.Sleep(50 * time.Millisecond)
+	tightened := time.Now().Add(200 * time.Millisecond)
+	d.Tighten(tightened)
+	select {
+	case <-ctx.Done():
+		if late := time.Since(tightened); late < 0 || late > 2*time.Second {
+			t.Errorf("context ended %v after the tightened deadline", late)
+		}
+		if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+			t.Errorf("cause %v, want the deadline", context.Cause(ctx))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("context still open 10 s after the tightened deadline")
+	}
+}
