@@ -347,15 +347,17 @@ func podGrace(pod *corev1.Pod) int64 {
 	return corev1.DefaultTerminationGracePeriodSeconds
 }
 
-// blockedByBudget: 429 from the eviction API, or the 500 it answers when several budgets
-// select the pod (which may resolve once someone fixes the budgets).
+// blockedByBudget: the eviction API's 429 naming a disruption budget, or the 500 it answers
+// when several budgets select the pod (which may resolve once someone fixes the budgets).
+// Only these may be forced past near the deadline.
 func blockedByBudget(err error) bool {
-	return apierrors.IsTooManyRequests(err) ||
+	return (apierrors.IsTooManyRequests(err) && apierrors.HasStatusCause(err, policyv1.DisruptionBudgetCause)) ||
 		(apierrors.IsInternalError(err) && strings.Contains(err.Error(), "more than one PodDisruptionBudget"))
 }
 
-// retriable: the API server is briefly unable to answer; the same request may succeed later.
+// retriable: the API server is briefly unable to answer, or is shedding load (a 429 that
+// names no budget); the same request may succeed later.
 func retriable(err error) bool {
 	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsServiceUnavailable(err) ||
-		apierrors.IsInternalError(err)
+		apierrors.IsInternalError(err) || apierrors.IsTooManyRequests(err)
 }

@@ -1,11 +1,16 @@
 package drain
 
 import (
+	"errors"
 	"maps"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -148,5 +153,31 @@ func TestGracePeriodCappedByDeadline(t *testing.T) {
 				t.Errorf("got %d, want %d", *got, tt.want)
 			}
 		})
+	}
+}
+
+// Only a refusal that names a disruption budget may be forced past near the deadline; a 429
+// from an API server shedding load is retried like any transient error.
+func TestRefusalClassification(t *testing.T) {
+	budget := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
+	budget.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause, Message: "still being processed"}}
+	tests := []struct {
+		name             string
+		err              error
+		blocked, retried bool
+	}{
+		{"budget refusal", budget, true, false},
+		{"several budgets", apierrors.NewInternalError(errors.New("This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.")), true, true},
+		{"load shedding", apierrors.NewTooManyRequests("the server has received too many requests", 1), false, true},
+		{"unavailable", apierrors.NewServiceUnavailable("shutting down"), false, true},
+		{"forbidden", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "p", errors.New("no")), false, false},
+	}
+	for _, tt := range tests {
+		if got := blockedByBudget(tt.err); got != tt.blocked {
+			t.Errorf("%s: blockedByBudget %v, want %v", tt.name, got, tt.blocked)
+		}
+		if got := retriable(tt.err); got != tt.retried && !tt.blocked {
+			t.Errorf("%s: retriable %v, want %v", tt.name, got, tt.retried)
+		}
 	}
 }
