@@ -146,6 +146,7 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go d.watchDeletions(watchCtx, node, rv, tr)
+	go d.shortenOnTighten(watchCtx, deadline, tr)
 
 	d.evictInTiers(ctx, candidates, res.Pods, deadline, tr)
 	tr.waitAll(ctx, terminating)
@@ -249,6 +250,11 @@ func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome
 		switch {
 		case err == nil:
 			out.EvictedAt = time.Now()
+			grace := podGrace(pod)
+			if g := eviction.DeleteOptions.GracePeriodSeconds; g != nil {
+				grace = *g
+			}
+			tr.leavingBy(pod, out.EvictedAt.Add(time.Duration(grace)*time.Second))
 			return
 		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 			// Gone already, or replaced by a pod with another UID: nothing of ours is left.
@@ -322,6 +328,39 @@ func (d *Drainer) forceDelete(ctx context.Context, pod *corev1.Pod, out *PodOutc
 	}
 	log.Warn("deleted a pod its PodDisruptionBudget still protected: the deadline is near", "gracePeriodSeconds", grace)
 	out.EvictedAt, out.Forced = time.Now(), true
+	tr.leavingBy(pod, out.EvictedAt.Add(time.Duration(grace)*time.Second))
+}
+
+// shortenOnTighten cuts, each time the deadline moves earlier, the grace period of pods
+// already leaving the node that would still be stopping after it. Otherwise the instance
+// ends under them, and their objects stay Terminating (holding back a StatefulSet's
+// replacement) until the node object is removed. A shorter grace period is the one change
+// the API server accepts on a pod already being deleted.
+func (d *Drainer) shortenOnTighten(ctx context.Context, dl *Deadline, tr *tracker) {
+	changed := dl.Changed()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+		changed = dl.Changed() // before reading the time, so no later change is missed
+		grace := max(int64(time.Until(dl.Time()).Seconds())-1, 1)
+		for _, pod := range tr.endingAfter(time.Now().Add(time.Duration(grace) * time.Second)) {
+			log := d.opts.Logger.With("pod", pod.Namespace+"/"+pod.Name, "node", pod.Spec.NodeName)
+			err := d.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+				Preconditions: &metav1.Preconditions{UID: &pod.UID}, GracePeriodSeconds: &grace,
+			})
+			switch {
+			case err == nil:
+				log.Info("the deadline moved earlier: cut the grace period of a pod already leaving", "gracePeriodSeconds", grace)
+			case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+				tr.markGone(pod.UID, time.Now())
+			default:
+				log.Warn("could not cut the grace period of a pod already leaving", "err", err)
+			}
+		}
+	}
 }
 
 // gracePeriod is the grace period to request: the override or the pod's own, cut to end

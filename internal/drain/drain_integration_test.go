@@ -365,3 +365,60 @@ func TestPodArrivingDuringTheDrainIsDrainedToo(t *testing.T) {
 		t.Error("the late pod is still on the node after the drain")
 	}
 }
+
+// A deadline brought forward while a pod is already leaving cuts that pod's grace period, so
+// it ends before the new deadline rather than under a vanishing instance.
+func TestTightenedDeadlineCutsTheGraceOfLeavingPods(t *testing.T) {
+	ctx := testContext(t, 2*time.Minute)
+	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
+	// A node no kubelet (nor kwok) runs: its pods' deletions keep the grace period they
+	// were given, so it can be read.
+	const node = "unattended"
+	if _, err := c.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	slow := newPod("apps", "slow", node, ownedBy("ReplicaSet", "slow"), grace(600))
+	createPods(t, ctx, c, slow)
+	pods := c.Client.CoreV1().Pods("apps")
+	graceLeft := func() (int64, bool) {
+		p, err := pods.Get(ctx, "slow", metav1.GetOptions{})
+		if err != nil || p.DeletionGracePeriodSeconds == nil {
+			return 0, false
+		}
+		return *p.DeletionGracePeriodSeconds, true
+	}
+
+	d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1})
+	deadline := NewDeadline(time.Now().Add(time.Hour))
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.DrainUntil(ctx, node, deadline)
+		done <- err
+	}()
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		_, leaving := graceLeft()
+		return leaving, nil
+	})
+	if err != nil {
+		t.Fatalf("the pod was never evicted: %v", err)
+	}
+	if g, _ := graceLeft(); g != 600 {
+		t.Fatalf("evicted with a grace period of %d s, want the pod's own 600 s", g)
+	}
+	deadline.Tighten(time.Now().Add(20 * time.Second))
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		g, _ := graceLeft()
+		return g <= 20, nil
+	})
+	if g, _ := graceLeft(); err != nil {
+		t.Fatalf("grace period still %d s after the deadline moved to 20 s from now", g)
+	}
+	// What a kubelet does once the pod has stopped.
+	zero := int64(0)
+	if err := pods.Delete(ctx, "slow", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+}

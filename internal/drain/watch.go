@@ -23,11 +23,19 @@ type tracker struct {
 	// scheduler bound just before the cordon may arrive after the list. Skipped pods
 	// (DaemonSet, mirror) show up here too; the drain's selection sorts them out again.
 	late map[types.UID]*corev1.Pod
+	// leaving holds pods whose eviction or deletion this drain had accepted, and when their
+	// grace period lets them end, so a tightened deadline can cut it.
+	leaving map[types.UID]leavingPod
+}
+
+type leavingPod struct {
+	pod    *corev1.Pod
+	endsBy time.Time
 }
 
 func newTracker(uids []types.UID) *tracker {
 	t := &tracker{tracked: map[types.UID]bool{}, gone: map[types.UID]time.Time{}, changed: make(chan struct{}),
-		late: map[types.UID]*corev1.Pod{}}
+		late: map[types.UID]*corev1.Pod{}, leaving: map[types.UID]leavingPod{}}
 	for _, u := range uids {
 		t.tracked[u] = true
 	}
@@ -94,6 +102,29 @@ func (t *tracker) markAbsent(present map[types.UID]bool, at time.Time) {
 	for _, uid := range missing {
 		t.markGone(uid, at)
 	}
+}
+
+// leavingBy records that pod's deletion was accepted and that it ends by endsBy at the latest.
+func (t *tracker) leavingBy(pod *corev1.Pod, endsBy time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.leaving[pod.UID] = leavingPod{pod: pod, endsBy: endsBy}
+}
+
+// endingAfter returns the leaving pods not yet gone whose grace period ends after by, and
+// records that they now end by it.
+func (t *tracker) endingAfter(by time.Time) []*corev1.Pod {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*corev1.Pod
+	for uid, l := range t.leaving {
+		if _, gone := t.gone[uid]; gone || !l.endsBy.After(by) {
+			continue
+		}
+		out = append(out, l.pod)
+		t.leaving[uid] = leavingPod{pod: l.pod, endsBy: by}
+	}
+	return out
 }
 
 func (t *tracker) goneAt(uid types.UID) (time.Time, bool) {
