@@ -11,7 +11,8 @@ const LeaseName = "lifeboat-controller"
 
 // ClusterPermissions are what both modes need across the cluster, and all the ClusterRole
 // grants: read and patch nodes (taints, labels, annotations, cordon), list and watch pods and
-// evict them, delete pods only for the optional deadline force-delete, and write Events
+// evict them, delete pods (the optional deadline force-delete, and a grace period cut when a
+// running drain's deadline moves earlier), and write Events
 // (client-go's recorder creates an Event and patches it to count repeats).
 var ClusterPermissions = []authorizationv1.ResourceAttributes{
 	{Resource: "nodes", Verb: "get"},

@@ -87,7 +87,7 @@ func Permissions(mode config.Mode, cfg *config.Config) []Permission {
 	)
 	if cfg.ForceDeleteBeforeDeadline > 0 {
 		perms = append(perms, Permission{Resource: "pods", Verb: "delete",
-			Why: "FORCE_DELETE_BEFORE_DEADLINE_SECONDS: delete pods a budget still protects near the deadline"})
+			Why: "FORCE_DELETE_BEFORE_DEADLINE_SECONDS: delete pods a budget still protects near the deadline (also used to cut the grace period of leaving pods when a deadline moves earlier)"})
 	}
 	if cfg.EmitKubernetesEvents {
 		perms = append(perms,
