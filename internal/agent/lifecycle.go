@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/notice"
 )
 
 // lifecycleCompleter completes the Auto Scaling termination hook of this instance after its
 // drain. NTH never does this in IMDS mode, so instances wait for the hook's timeout.
-func (a *Agent) lifecycleCompleter(ctx context.Context, instanceID string) (func(context.Context, notice.Notice) error, error) {
+func (a *Agent) lifecycleCompleter(ctx context.Context, instanceID string) (func(context.Context, notice.Notice) (*interruption.Completed, error), error) {
 	region := a.cfg.AWSRegion
 	if region == "" {
 		body, found, err := a.imds.Get(ctx, "placement/region")
@@ -28,14 +29,14 @@ func (a *Agent) lifecycleCompleter(ctx context.Context, instanceID string) (func
 	}
 	var asg cloud.AutoScaling = cloud.NewAWSAutoScaling(awsCfg)
 	hook := a.cfg.ASGLifecycleHookName
-	return func(ctx context.Context, n notice.Notice) error {
+	return func(ctx context.Context, n notice.Notice) (*interruption.Completed, error) {
 		if n.Kind != notice.ASGTermination {
-			return nil
+			return nil, nil
 		}
 		if d := a.cfg.CompleteLifecycleActionDelaySeconds; d > 0 {
 			select {
 			case <-ctx.Done():
-				return ctx.Err()
+				return nil, ctx.Err()
 			case <-time.After(time.Duration(d) * time.Second):
 			}
 		}
@@ -43,7 +44,7 @@ func (a *Agent) lifecycleCompleter(ctx context.Context, instanceID string) (func
 		group, err := asg.GroupOf(ctx, instanceID)
 		if err == nil && group == "" {
 			log.Warn("the instance is in no Auto Scaling group; nothing to complete")
-			return nil
+			return nil, nil
 		}
 		if err == nil {
 			err = asg.CompleteLifecycleAction(ctx, cloud.LifecycleAction{Group: group, Hook: hook, InstanceID: instanceID})
@@ -51,13 +52,14 @@ func (a *Agent) lifecycleCompleter(ctx context.Context, instanceID string) (func
 		switch {
 		case err == nil:
 			log.Info("lifecycle action completed", "group", group)
+			return &interruption.Completed{Hook: hook, Result: cloud.ResultContinue}, nil
 		case errors.Is(err, cloud.ErrNoActiveAction):
 			log.Info("no lifecycle action to complete: already completed or timed out", "err", err)
 		case cloud.IsPermanent(err):
 			log.Error("cannot complete the lifecycle action; the instance terminates when the hook times out", "err", err)
 		default:
-			return err // transient: the notice is retried
+			return nil, err // transient: the notice is retried
 		}
-		return nil
+		return nil, nil
 	}, nil
 }

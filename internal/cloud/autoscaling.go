@@ -73,12 +73,16 @@ func (a *AWSAutoScaling) GroupOf(ctx context.Context, instanceID string) (string
 	return "", nil
 }
 
+// ResultContinue is the lifecycle action result Lifeboat completes with: let the instance go on
+// (terminate, for a termination hook).
+const ResultContinue = "CONTINUE"
+
 // CompleteLifecycleAction completes with CONTINUE.
 func (a *AWSAutoScaling) CompleteLifecycleAction(ctx context.Context, la LifecycleAction) error {
 	in := &autoscaling.CompleteLifecycleActionInput{
 		AutoScalingGroupName:  aws.String(la.Group),
 		LifecycleHookName:     aws.String(la.Hook),
-		LifecycleActionResult: aws.String("CONTINUE"),
+		LifecycleActionResult: aws.String(ResultContinue),
 	}
 	if la.Token != "" {
 		in.LifecycleActionToken = aws.String(la.Token)

@@ -429,15 +429,15 @@ func nodeReady(n *corev1.Node) bool {
 }
 
 // completeLifecycle completes the Auto Scaling hook of a drained node's notice.
-func (c *Controller) completeLifecycle(ctx context.Context, n notice.Notice) error {
+func (c *Controller) completeLifecycle(ctx context.Context, n notice.Notice) (*interruption.Completed, error) {
 	lc, ok := c.lifecycle(n.ID)
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	if d := c.cfg.CompleteLifecycleActionDelaySeconds; d > 0 {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(time.Duration(d) * time.Second):
 		}
 	}
@@ -447,12 +447,13 @@ func (c *Controller) completeLifecycle(ctx context.Context, n notice.Notice) err
 	case err == nil:
 		c.metrics.Action(metrics.ActionLifecycleComplete, metrics.ResultOK)
 		c.log.Info("lifecycle action completed", "notice", n.ID, "group", lc.Group, "hook", lc.Hook)
+		return &interruption.Completed{Hook: lc.Hook, Result: cloud.ResultContinue}, nil
 	case errors.Is(err, cloud.ErrNoActiveAction):
 		c.log.Info("no lifecycle action to complete: already completed or timed out", "notice", n.ID)
 	case cloud.IsPermanent(err):
 		c.log.Error("cannot complete the lifecycle action; it will time out", "notice", n.ID, "err", err)
 	default:
-		return fmt.Errorf("complete lifecycle action: %w", err)
+		return nil, fmt.Errorf("complete lifecycle action: %w", err)
 	}
-	return nil
+	return nil, nil
 }

@@ -129,7 +129,7 @@ func (w *operateWorld) nodeEvents(t *testing.T, ctx context.Context) map[string]
 
 // TestOneInterruptionOneWebhook: a spot notice, a termination hook and a state change for one
 // instance make one drain, one lifecycle completion, one webhook (delivered on its second
-// attempt) and one drained Event; the metrics count each step.
+// attempt), one drained Event and one lifecycle-completed Event; the metrics count each step.
 func TestOneInterruptionOneWebhook(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -186,7 +186,7 @@ func TestOneInterruptionOneWebhook(t *testing.T) {
 	got := w.nodeEvents(t, ctx)
 	for reason, want := range map[string]int32{
 		events.ReasonSpotInterruption: 1, events.ReasonASGLifecycle: 1, events.ReasonStateChange: 1,
-		events.ReasonCordon: 1, events.ReasonDrainStarted: 1, events.ReasonDrained: 1,
+		events.ReasonCordon: 1, events.ReasonDrainStarted: 1, events.ReasonDrained: 1, events.ReasonLifecycleCompleted: 1,
 	} {
 		if got[reason] != want {
 			t.Errorf("Events %s: %d, want %d (all: %v)", reason, got[reason], want, got)

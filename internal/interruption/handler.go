@@ -69,12 +69,19 @@ var taintKeys = map[notice.Kind]string{
 	notice.StateChange:          nodes.TaintASGLifecycle,
 }
 
+// Completed is an Auto Scaling lifecycle action that OnDrained completed.
+type Completed struct {
+	Hook   string
+	Result string // CONTINUE or ABANDON
+}
+
 // Handler handles notices for nodes of this cluster.
 type Handler struct {
 	// OnDrained, when set, runs for each notice once its node is drained (for instance to
 	// complete the Auto Scaling lifecycle action), before the drain is recorded as done. An
-	// error leaves the notice unfinished, to be retried.
-	OnDrained func(ctx context.Context, n notice.Notice) error
+	// error leaves the notice unfinished, to be retried. A lifecycle action it completed is
+	// recorded as an Event on the node.
+	OnDrained func(ctx context.Context, n notice.Notice) (*Completed, error)
 	// Metrics, when set, counts actions, drains and evictions.
 	Metrics *metrics.Metrics
 	// Events, when set, records Kubernetes Events on the node.
@@ -390,8 +397,10 @@ func (h *Handler) drain(ctx context.Context, n notice.Notice, nodeName string, d
 // finish runs the completion hook for a drained node and records the drain as done. hint,
 // when not nil, is a recent copy of the node; done is this process's drain, if it ran one.
 func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, hint *corev1.Node, done drained) error {
+	var completed *Completed
 	if h.OnDrained != nil && !h.cfg.DryRun {
-		if err := h.OnDrained(ctx, n); err != nil {
+		var err error
+		if completed, err = h.OnDrained(ctx, n); err != nil {
 			return fmt.Errorf("notice %s: after the drain: %w", n.ID, err)
 		}
 	}
@@ -406,6 +415,9 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, 
 	}
 	if !h.cfg.DryRun {
 		h.done.add(n.ID)
+	}
+	if completed != nil {
+		h.Events.LifecycleCompleted(events.NodeOf(res.Node), completed.Hook, n.InstanceID, completed.Result)
 	}
 	if notify {
 		h.Events.Drained(events.NodeOf(res.Node), n.ID, len(done.evicted), done.took)

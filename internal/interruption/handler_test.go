@@ -52,10 +52,10 @@ func TestHandlerCoalescing(t *testing.T) {
 		h := interruption.NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
 		var completions sync.Map
 		var hookCalls atomic.Int32
-		h.OnDrained = func(ctx context.Context, n notice.Notice) error {
+		h.OnDrained = func(ctx context.Context, n notice.Notice) (*interruption.Completed, error) {
 			hookCalls.Add(1)
 			completions.Store(n.ID, true)
-			return nil
+			return nil, nil
 		}
 		soon := time.Now().Add(2 * time.Minute)
 		ns := []notice.Notice{
