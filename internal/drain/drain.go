@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -112,11 +113,19 @@ func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time) (*
 func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadline) (*Result, error) {
 	res := &Result{Node: node, DryRun: d.opts.DryRun, Started: time.Now()}
 	defer func() { res.Finished = time.Now() }()
+	parent := ctx
 	ctx, cancel := deadline.bound(ctx)
 	defer cancel()
+	// Read before any goroutine starts, so that no tightening from here on is missed.
+	tightened := deadline.Changed()
 
 	pods, rv, err := d.opts.Lister.PodsOnNode(ctx, node)
 	if err != nil {
+		if ctx.Err() != nil && parent.Err() == nil {
+			// Our deadline, not the caller, ended the list: say so, rather than let the
+			// context's cancellation read as a shutdown.
+			return res, fmt.Errorf("drain %s: the deadline passed while listing its pods: %w", node, context.DeadlineExceeded)
+		}
 		return res, fmt.Errorf("drain %s: %w", node, err)
 	}
 	res.Listed = time.Now()
@@ -143,10 +152,15 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 		tracked = append(tracked, c.Pod.UID)
 	}
 	tr := newTracker(tracked)
+	for i := range pods {
+		if p := &pods[i]; p.DeletionTimestamp != nil && slices.Contains(terminating, p.UID) {
+			tr.leavingBy(p, p.DeletionTimestamp.Time) // the API server's end of its grace period
+		}
+	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go d.watchDeletions(watchCtx, node, rv, tr)
-	go d.shortenOnTighten(watchCtx, deadline, tr)
+	go d.shortenOnTighten(watchCtx, deadline, tightened, tr)
 
 	d.evictInTiers(ctx, candidates, res.Pods, deadline, tr)
 	tr.waitAll(ctx, terminating)
@@ -255,6 +269,7 @@ func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome
 				grace = *g
 			}
 			tr.leavingBy(pod, out.EvictedAt.Add(time.Duration(grace)*time.Second))
+			d.catchUp(ctx, tightened, dl, tr)
 			return
 		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 			// Gone already, or replaced by a pod with another UID: nothing of ours is left.
@@ -265,6 +280,7 @@ func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome
 		case blockedByBudget(err), retriable(err):
 			if d.opts.ForceBeforeDeadline > 0 && time.Until(deadline) <= d.opts.ForceBeforeDeadline && blockedByBudget(err) {
 				d.forceDelete(ctx, pod, out, deadline, log, tr)
+				d.catchUp(ctx, tightened, dl, tr)
 				return
 			}
 			wait := backoff/2 + rand.N(backoff)
@@ -283,9 +299,9 @@ func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome
 				out.Error = fmt.Sprintf("deadline reached after %d eviction attempts: %v", out.Attempts, err)
 				return
 			case <-time.After(wait):
-			case <-tightened:
+				backoff = min(backoff*2, d.opts.RetryMax)
+			case <-tightened: // decide again at once, with the same backoff
 			}
-			backoff = min(backoff*2, d.opts.RetryMax)
 		default:
 			out.Error = fmt.Sprintf("eviction failed: %v", err)
 			log.Warn("eviction failed", "err", err)
@@ -335,32 +351,63 @@ func (d *Drainer) forceDelete(ctx context.Context, pod *corev1.Pod, out *PodOutc
 // already leaving the node that would still be stopping after it. Otherwise the instance
 // ends under them, and their objects stay Terminating (holding back a StatefulSet's
 // replacement) until the node object is removed. A shorter grace period is the one change
-// the API server accepts on a pod already being deleted.
-func (d *Drainer) shortenOnTighten(ctx context.Context, dl *Deadline, tr *tracker) {
-	changed := dl.Changed()
+// the API server accepts on a pod already being deleted. Cuts that fail are tried again
+// every second. changed is dl.Changed() from before the drain's first eviction.
+func (d *Drainer) shortenOnTighten(ctx context.Context, dl *Deadline, changed <-chan struct{}, tr *tracker) {
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-changed:
+			changed = dl.Changed() // before the sweep reads the time, so no later change is missed
+		case <-retry:
 		}
-		changed = dl.Changed() // before reading the time, so no later change is missed
-		grace := max(int64(time.Until(dl.Time()).Seconds())-1, 1)
-		for _, pod := range tr.endingAfter(time.Now().Add(time.Duration(grace) * time.Second)) {
-			log := d.opts.Logger.With("pod", pod.Namespace+"/"+pod.Name, "node", pod.Spec.NodeName)
-			err := d.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
-				Preconditions: &metav1.Preconditions{UID: &pod.UID}, GracePeriodSeconds: &grace,
-			})
-			switch {
-			case err == nil:
-				log.Info("the deadline moved earlier: cut the grace period of a pod already leaving", "gracePeriodSeconds", grace)
-			case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-				tr.markGone(pod.UID, time.Now())
-			default:
-				log.Warn("could not cut the grace period of a pod already leaving", "err", err)
-			}
+		retry = nil
+		if failed := d.shortenLeaving(ctx, dl, tr); failed > 0 {
+			retry = time.After(time.Second)
 		}
 	}
+}
+
+// catchUp sweeps once more if the deadline moved while this worker's deletion was in flight:
+// the pod was not yet among the leaving pods when the sweep for that change ran.
+func (d *Drainer) catchUp(ctx context.Context, tightened <-chan struct{}, dl *Deadline, tr *tracker) {
+	select {
+	case <-tightened:
+		d.shortenLeaving(ctx, dl, tr)
+	default:
+	}
+}
+
+// shortenLeaving gives every leaving pod that would end after the deadline a grace period
+// that ends before it, and returns how many cuts failed.
+func (d *Drainer) shortenLeaving(ctx context.Context, dl *Deadline, tr *tracker) (failed int) {
+	deadline := dl.Time()
+	grace := max(int64(time.Until(deadline).Seconds())-1, 1)
+	by := time.Now().Add(time.Duration(grace) * time.Second)
+	for _, pod := range tr.endingAfter(deadline) {
+		if ctx.Err() != nil {
+			return failed
+		}
+		log := d.opts.Logger.With("pod", pod.Namespace+"/"+pod.Name, "node", pod.Spec.NodeName)
+		err := d.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &pod.UID}, GracePeriodSeconds: &grace,
+		})
+		switch {
+		case err == nil:
+			tr.leavingBy(pod, by)
+			log.Info("the deadline moved earlier: cut the grace period of a pod already leaving", "gracePeriodSeconds", grace)
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			tr.markGone(pod.UID, time.Now())
+		case ctx.Err() != nil:
+			return failed
+		default:
+			failed++
+			log.Warn("could not cut the grace period of a pod already leaving; trying again", "err", err)
+		}
+	}
+	return failed
 }
 
 // gracePeriod is the grace period to request: the override or the pod's own, cut to end

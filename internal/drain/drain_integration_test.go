@@ -377,11 +377,15 @@ func TestTightenedDeadlineCutsTheGraceOfLeavingPods(t *testing.T) {
 	if _, err := c.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	slow := newPod("apps", "slow", node, ownedBy("ReplicaSet", "slow"), grace(600))
-	createPods(t, ctx, c, slow)
+	// "slow" is evicted by the drain; "leaving" was deleted before it, by someone else.
+	createPods(t, ctx, c, newPod("apps", "slow", node, ownedBy("ReplicaSet", "slow"), grace(600)),
+		newPod("apps", "leaving", node, ownedBy("ReplicaSet", "leaving"), grace(600)))
 	pods := c.Client.CoreV1().Pods("apps")
-	graceLeft := func() (int64, bool) {
-		p, err := pods.Get(ctx, "slow", metav1.GetOptions{})
+	if err := pods.Delete(ctx, "leaving", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	graceLeft := func(name string) (int64, bool) {
+		p, err := pods.Get(ctx, name, metav1.GetOptions{})
 		if err != nil || p.DeletionGracePeriodSeconds == nil {
 			return 0, false
 		}
@@ -396,27 +400,33 @@ func TestTightenedDeadlineCutsTheGraceOfLeavingPods(t *testing.T) {
 		done <- err
 	}()
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
-		_, leaving := graceLeft()
-		return leaving, nil
+		_, evicted := graceLeft("slow")
+		return evicted, nil
 	})
 	if err != nil {
 		t.Fatalf("the pod was never evicted: %v", err)
 	}
-	if g, _ := graceLeft(); g != 600 {
-		t.Fatalf("evicted with a grace period of %d s, want the pod's own 600 s", g)
+	for _, name := range []string{"slow", "leaving"} {
+		if g, _ := graceLeft(name); g != 600 {
+			t.Fatalf("%s: deleted with a grace period of %d s, want the pod's own 600 s", name, g)
+		}
 	}
 	deadline.Tighten(time.Now().Add(20 * time.Second))
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		g, _ := graceLeft()
-		return g <= 20, nil
-	})
-	if g, _ := graceLeft(); err != nil {
-		t.Fatalf("grace period still %d s after the deadline moved to 20 s from now", g)
+	for _, name := range []string{"slow", "leaving"} {
+		err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			g, _ := graceLeft(name)
+			return g <= 20, nil
+		})
+		if g, _ := graceLeft(name); err != nil {
+			t.Fatalf("%s: grace period still %d s after the deadline moved to 20 s from now", name, g)
+		}
 	}
-	// What a kubelet does once the pod has stopped.
+	// What a kubelet does once the pods have stopped.
 	zero := int64(0)
-	if err := pods.Delete(ctx, "slow", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"slow", "leaving"} {
+		if err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("drain: %v", err)

@@ -111,18 +111,15 @@ func (t *tracker) leavingBy(pod *corev1.Pod, endsBy time.Time) {
 	t.leaving[pod.UID] = leavingPod{pod: pod, endsBy: endsBy}
 }
 
-// endingAfter returns the leaving pods not yet gone whose grace period ends after by, and
-// records that they now end by it.
+// endingAfter returns the leaving pods not yet gone whose grace period ends after by.
 func (t *tracker) endingAfter(by time.Time) []*corev1.Pod {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []*corev1.Pod
 	for uid, l := range t.leaving {
-		if _, gone := t.gone[uid]; gone || !l.endsBy.After(by) {
-			continue
+		if _, gone := t.gone[uid]; !gone && l.endsBy.After(by) {
+			out = append(out, l.pod)
 		}
-		out = append(out, l.pod)
-		t.leaving[uid] = leavingPod{pod: l.pod, endsBy: by}
 	}
 	return out
 }
