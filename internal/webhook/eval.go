@@ -164,7 +164,9 @@ func (e *execution) rangeOver(dot any, r *parse.RangeNode) error {
 		if err := e.step(r); err != nil {
 			return false, err
 		}
-		e.setRangeVars(r.Pipe, index, elem)
+		if err := e.setRangeVars(r.Pipe, index, elem); err != nil {
+			return false, err
+		}
 		defer e.pop(e.mark())
 		switch err := e.walk(elem, r.List); {
 		case errors.Is(err, errBreak):
@@ -204,26 +206,30 @@ func (e *execution) rangeOver(dot any, r *parse.RangeNode) error {
 	}
 	e.pop(mark)
 	if !ran && r.ElseList != nil {
-		return e.walk(dot, r.ElseList)
+		// A break in the else list (allowed there inside an outer range) ends this range
+		// only, as in text/template.
+		if err := e.walk(dot, r.ElseList); !errors.Is(err, errBreak) {
+			return err
+		}
 	}
 	return nil
 }
 
 // setRangeVars gives the range's variables this iteration's values: with one variable the
 // element, with two the index (or key) and then the element.
-func (e *execution) setRangeVars(p *parse.PipeNode, index, elem any) {
+func (e *execution) setRangeVars(p *parse.PipeNode, index, elem any) error {
 	switch {
 	case len(p.Decl) == 1 && p.IsAssign:
-		e.setVar(p.Decl[0].Ident[0], elem)
+		return e.setVar(p, p.Decl[0].Ident[0], elem)
 	case len(p.Decl) == 1:
 		e.vars[len(e.vars)-1].value = elem
 	case len(p.Decl) == 2 && p.IsAssign:
-		e.setVar(p.Decl[0].Ident[0], index)
-		e.setVar(p.Decl[1].Ident[0], elem)
+		return errors.Join(e.setVar(p, p.Decl[0].Ident[0], index), e.setVar(p, p.Decl[1].Ident[0], elem))
 	case len(p.Decl) == 2:
 		e.vars[len(e.vars)-2].value = index
 		e.vars[len(e.vars)-1].value = elem
 	}
+	return nil
 }
 
 func (e *execution) callTemplate(dot any, t *parse.TemplateNode) error {
@@ -261,7 +267,9 @@ func (e *execution) pipeline(dot any, p *parse.PipeNode) (any, error) {
 	}
 	for _, d := range p.Decl {
 		if p.IsAssign {
-			e.setVar(d.Ident[0], v)
+			if err := e.setVar(d, d.Ident[0], v); err != nil {
+				return nil, err
+			}
 		} else {
 			e.vars = append(e.vars, variable{d.Ident[0], v})
 		}
@@ -269,13 +277,16 @@ func (e *execution) pipeline(dot any, p *parse.PipeNode) (any, error) {
 	return v, nil
 }
 
-func (e *execution) setVar(name string, v any) {
+// setVar assigns to the innermost variable called name. The parser knows every name, but a
+// declaration that and/or skipped never ran: assigning to it is an error, as in text/template.
+func (e *execution) setVar(n parse.Node, name string, v any) error {
 	for i := len(e.vars) - 1; i >= 0; i-- {
 		if e.vars[i].name == name {
 			e.vars[i].value = v
-			return
+			return nil
 		}
 	}
+	return e.fail(n, "undefined variable: %s", name)
 }
 
 func (e *execution) varValue(n parse.Node, name string) (any, error) {
@@ -410,7 +421,7 @@ func (e *execution) call(dot any, n parse.Node, name string, f function, args []
 		var v any
 		for _, a := range args {
 			var err error
-			if v, err = e.arg(dot, a); err != nil {
+			if v, err = e.typedArg(dot, a, valueParam); err != nil {
 				return nil, err
 			}
 			if f.lazy(v) {
@@ -448,7 +459,7 @@ func (e *execution) call(dot any, n parse.Node, name string, f function, args []
 // typedArg evaluates an argument for a parameter of kind p.
 func (e *execution) typedArg(dot any, n parse.Node, p paramKind) (any, error) {
 	switch _, isNil := n.(*parse.NilNode); {
-	case isNil && p == anyParam:
+	case isNil && p != stringParam:
 		return nil, nil
 	case p != stringParam:
 		return e.arg(dot, n)

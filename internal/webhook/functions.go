@@ -284,7 +284,7 @@ func equal(a, b any) (bool, error) {
 		case ka == intKind && kb == uintKind, ka == uintKind && kb == intKind:
 			return asInt64(a) == asInt64(b), nil // a uint8 always fits
 		case a == nil || b == nil:
-			return false, nil
+			return isNilCollection(a) || isNilCollection(b), nil // nil equals a nil list or map
 		}
 		return false, errIncompatible
 	}
@@ -292,14 +292,17 @@ func equal(a, b any) (bool, error) {
 	case intKind, uintKind:
 		return asInt64(a) == asInt64(b), nil
 	case otherKind:
-		if reflect.TypeOf(a) != reflect.TypeOf(b) {
+		// As text/template: values of one kind compare (two structs of different types are
+		// simply unequal), provided the second is of a comparable type.
+		ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+		if ta.Kind() != tb.Kind() {
 			return false, fmt.Errorf("non-comparable types %T and %T", a, b)
 		}
 		if isNilCollection(a) || isNilCollection(b) {
 			return isNilCollection(a) == isNilCollection(b), nil
 		}
-		if !reflect.TypeOf(a).Comparable() {
-			return false, fmt.Errorf("non-comparable type %T", a)
+		if !tb.Comparable() {
+			return false, fmt.Errorf("non-comparable type %T", b)
 		}
 	}
 	return a == b, nil

@@ -117,6 +117,16 @@ var differentialSeeds = []string{
 	`{{ range $k, $v := 3 }}{{ end }}`,
 	`{{ $.Pods }}{{ $.NodeLabels.team }}{{ $.StartTime.Unix }}`,
 	`{{/* comment */}}{{- .Kind -}}  {{ "x" }}`,
+	// Found by review: nil as an argument, structs of two types, break in an inner range's
+	// else, and assignment to a declaration that and/or skipped.
+	`{{ eq nil 1 }} {{ eq nil nil }} {{ ne nil 1 }} {{ not nil }} {{ and nil 1 }} {{ or nil "x" }}`,
+	`{{ if eq .Pods nil }}no pods{{ else }}pods{{ end }} {{ if eq nil .NodeLabels }}no labels{{ end }}`,
+	`{{ eq . .StartTime }} {{ ne . .StartTime }}`,
+	`{{ eq .StartTime . }}`,
+	`{{ range .Pods }}{{ range 0 }}{{ else }}a{{ break }}b{{ end }}x{{ end }}`,
+	`{{ range .Pods }}{{ range 0 }}{{ else }}a{{ continue }}b{{ end }}x{{ end }}`,
+	`{{ or 1 ($x := 2) }}{{ $x = 3 }}ok`,
+	`{{ and 0 ($x := 2) }}{{ range $x = .Pods }}{{ end }}`,
 }
 
 // FuzzEvaluatorMatchesTextTemplate holds the evaluator to text/template: on any template
@@ -125,13 +135,17 @@ var differentialSeeds = []string{
 // does not offer.
 func FuzzEvaluatorMatchesTextTemplate(f *testing.F) {
 	for _, seed := range differentialSeeds {
-		f.Add(seed, "team", "ns/pod-9")
+		f.Add(seed, "team", "ns/pod-9", false)
+		f.Add(seed, "team", "ns/pod-9", true)
 	}
-	f.Fuzz(func(t *testing.T, text, value, pod string) {
+	f.Fuzz(func(t *testing.T, text, value, pod string, nilCollections bool) {
 		n := notification()
 		n.Description, n.Kind = value, value
 		n.Pods = append(n.Pods, pod)
 		n.NodeLabels[value] = pod
+		if nilCollections {
+			n.Pods, n.NodeLabels = nil, nil
+		}
 
 		trees, err := parse.Parse(templateName, text, "", "", functionNames())
 		std, stdErr := template.New(templateName).Option("missingkey=error").Parse(text)
