@@ -381,7 +381,7 @@ func (d *Drainer) catchUp(ctx context.Context, tightened <-chan struct{}, dl *De
 }
 
 // shortenLeaving gives every leaving pod that would end after the deadline a grace period
-// that ends before it, and returns how many cuts failed.
+// that ends before it, and returns how many cuts failed and are worth trying again.
 func (d *Drainer) shortenLeaving(ctx context.Context, dl *Deadline, tr *tracker) (failed int) {
 	deadline := dl.Time()
 	grace := max(int64(time.Until(deadline).Seconds())-1, 1)
@@ -402,6 +402,9 @@ func (d *Drainer) shortenLeaving(ctx context.Context, dl *Deadline, tr *tracker)
 			tr.markGone(pod.UID, time.Now())
 		case ctx.Err() != nil:
 			return failed
+		case apierrors.IsForbidden(err):
+			// Not worth a retry every second: RBAC grants pods delete or it does not.
+			log.Warn("could not cut the grace period of a pod already leaving: no permission to delete pods", "err", err)
 		default:
 			failed++
 			log.Warn("could not cut the grace period of a pod already leaving; trying again", "err", err)
