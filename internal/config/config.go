@@ -219,6 +219,9 @@ func (l *Loaded) Validate(mode Mode) error {
 		if c.NodeName == "" {
 			problems = append(problems, "NODE_NAME is required in agent mode: the node to protect (set it from the Downward API, spec.nodeName)")
 		}
+		if c.HeartbeatInterval != -1 {
+			l.Warnings = append(l.Warnings, "HEARTBEAT_INTERVAL has no effect in agent mode: the agent sends no lifecycle heartbeats, so keep NODE_TERMINATION_GRACE_PERIOD below the lifecycle hook's heartbeat timeout")
+		}
 	case ModeController:
 		if c.QueueURL == "" {
 			problems = append(problems, "QUEUE_URL is required in controller mode (ENABLE_SQS_TERMINATION_DRAINING=true)")

@@ -396,6 +396,20 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+func TestAgentWithHeartbeatsWarns(t *testing.T) {
+	l := mustLoad(t, nil, env("NODE_NAME", "n1", "HEARTBEAT_INTERVAL", "60"))
+	if err := l.Validate(ModeAgent); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(l.Warnings, "\n"), "HEARTBEAT_INTERVAL has no effect in agent mode") {
+		t.Errorf("no HEARTBEAT_INTERVAL warning in %q", l.Warnings)
+	}
+	l = mustLoad(t, nil, env("NODE_NAME", "n1"))
+	if err := l.Validate(ModeAgent); err != nil || len(l.Warnings) != 0 {
+		t.Errorf("err %v, warnings %q; want neither", err, l.Warnings)
+	}
+}
+
 func TestControllerWithoutClusterNameWarns(t *testing.T) {
 	l := mustLoad(t, nil, env("QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/1/q"))
 	if err := l.Validate(ModeController); err != nil {
