@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -59,7 +58,7 @@ func TestAgentBinaryEndToEnd(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	probes, metricsPort := freePort(t), freePort(t)
+	probes, metricsPort := sandboxtest.FreePort(t), sandboxtest.FreePort(t)
 	cmd := exec.Command(bin) // no sub-command: NTH's selection picks agent mode
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath, "NODE_NAME="+node, "INSTANCE_METADATA_URL="+proxy.URL,
 		"TAINT_NODE=true", "ENABLE_PROBES_SERVER=true", fmt.Sprintf("PROBES_SERVER_PORT=%d", probes),
@@ -134,14 +133,4 @@ func TestAgentBinaryEndToEnd(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("still running 15 s after SIGTERM")
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -3,7 +3,6 @@ package agent_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,7 +105,7 @@ func BenchmarkIdleAgent(b *testing.B) {
 			b.Fatal(err)
 		}
 		env := append(os.Environ(), "KUBECONFIG="+kubeconfig, "NODE_NAME="+w.node, "INSTANCE_METADATA_URL="+w.proxy.URL,
-			"PROBES_SERVER_BIND_ADDRESS=127.0.0.1", fmt.Sprintf("PROBES_SERVER_PORT=%d", freePort(b)))
+			"PROBES_SERVER_BIND_ADDRESS=127.0.0.1", fmt.Sprintf("PROBES_SERVER_PORT=%d", sandboxtest.FreePort(b)))
 		agent, stopAgent := startIdle(b, filepath.Join(dir, fmt.Sprintf("agent-%d.log", i)), env, bin, "agent")
 		floor, stopFloor := startIdle(b, filepath.Join(dir, fmt.Sprintf("floor-%d.log", i)), env, floorBin)
 		time.Sleep(5 * time.Second)
@@ -147,15 +146,6 @@ func startIdle(b *testing.B, logPath string, env []string, name string, args ...
 	})
 	b.Cleanup(stop)
 	return cmd, stop
-}
-
-func freePort(b *testing.B) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func auditOf(tb testing.TB, c *sandbox.Cluster, user string) []sandbox.AuditEvent {

@@ -3,7 +3,6 @@ package demo
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,12 +41,12 @@ type process struct {
 // sandbox's processes it gets a process group of its own, and the kernel kills it if the
 // demo dies first.
 func startLifeboat(bin, mode, dir string, env map[string]string) (*process, error) {
-	port, err := freePort()
+	ports, err := sandbox.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
 	env["ENABLE_PROMETHEUS_SERVER"] = "true"
-	env["PROMETHEUS_SERVER_PORT"] = fmt.Sprint(port)
+	env["PROMETHEUS_SERVER_PORT"] = fmt.Sprint(ports[0])
 	env["JSON_LOGGING"] = "true" // the demo reads the log for its summary
 	env["LOG_LEVEL"] = "debug"   // the drain names each pod it leaves, and why, at debug
 	list := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
@@ -69,7 +68,7 @@ func startLifeboat(bin, mode, dir string, env map[string]string) (*process, erro
 		return nil, fmt.Errorf("start lifeboat %s: %w", mode, err)
 	}
 	p := &process{name: "lifeboat " + mode, cmd: cmd, logPath: logPath, done: make(chan struct{}),
-		metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port)}
+		metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0])}
 	go func() {
 		p.waitErr = cmd.Wait()
 		logFile.Close()
@@ -122,15 +121,6 @@ func (p *process) waitLog(ctx context.Context, want string, timeout time.Duratio
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("choose a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // startProcesses starts the agent for node A and the controller for the cluster and waits

@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/sandbox"
+	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
 )
 
 var (
@@ -124,7 +124,7 @@ type run struct {
 func newLifeboat(t testing.TB, dir, name string, args []string, env ...string) *lifeboat {
 	t.Helper()
 	l := &lifeboat{t: t, name: name, args: args, logPath: filepath.Join(dir, "lifeboat-"+name+".log"),
-		MetricsPort: freePort(t), ProbesPort: freePort(t)}
+		MetricsPort: sandboxtest.FreePort(t), ProbesPort: sandboxtest.FreePort(t)}
 	l.env = append([]string{
 		"AWS_ACCESS_KEY_ID=AKIDSANDBOX", "AWS_SECRET_ACCESS_KEY=sandbox-secret", "AWS_EC2_METADATA_DISABLED=true",
 		"LOG_LEVEL=debug",
@@ -342,16 +342,6 @@ func httpGet(port int, path string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // waitFor polls cond every 100 ms until it is true, the timeout passes (false) or ctx ends.

@@ -117,7 +117,7 @@ func (c *Cluster) LogPaths() map[string]string {
 }
 
 func (c *Cluster) startEtcd(ctx context.Context) error {
-	ports, err := freePorts(2)
+	ports, err := FreePorts(2)
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	if err := c.pki.serviceAccountKey(); err != nil {
 		return err
 	}
-	ports, err := freePorts(1)
+	ports, err := FreePorts(1)
 	if err != nil {
 		return err
 	}
@@ -288,7 +288,7 @@ func (c *Cluster) startControllerManager(ctx context.Context) error {
 }
 
 func (c *Cluster) startScheduler(ctx context.Context) error {
-	ports, err := freePorts(1)
+	ports, err := FreePorts(1)
 	if err != nil {
 		return err
 	}
@@ -311,7 +311,7 @@ func (c *Cluster) startKwok(ctx context.Context) error {
 	if err != nil || len(stages) == 0 {
 		return fmt.Errorf("kwok stages missing in %s: run 'make sandbox'", filepath.Join(c.tools.Dir, "kwok-stages"))
 	}
-	ports, err := freePorts(1)
+	ports, err := FreePorts(1)
 	if err != nil {
 		return err
 	}

@@ -56,7 +56,7 @@ func StartIMDS(ctx context.Context, tools Tools, dir string, o IMDSOptions) (*IM
 	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(1)
+	ports, err := FreePorts(1)
 	if err != nil {
 		return nil, err
 	}

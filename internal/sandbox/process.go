@@ -137,9 +137,9 @@ func httpOK(client *http.Client, url string) func(context.Context) error {
 	}
 }
 
-// freePorts asks the kernel for n distinct unused TCP ports on 127.0.0.1. Another process could
+// FreePorts asks the kernel for n distinct unused TCP ports on 127.0.0.1. Another process could
 // take one before it is used; start-up failures then show the process's log, which says so.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	// Hold all listeners until every port is chosen, so the ports differ.
 	var ls []net.Listener
 	defer func() {

@@ -35,7 +35,7 @@ func StartSQS(ctx context.Context, tools Tools, dir string, o SQSOptions) (*SQS,
 	if o.VisibilityTimeout == 0 {
 		o.VisibilityTimeout = 30
 	}
-	ports, err := freePorts(1)
+	ports, err := FreePorts(1)
 	if err != nil {
 		return nil, err
 	}

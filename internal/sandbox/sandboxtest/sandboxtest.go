@@ -180,6 +180,16 @@ func Config(tb testing.TB, mode config.Mode, pairs ...string) *config.Config {
 	return loaded.Config
 }
 
+// FreePort is an unused TCP port on 127.0.0.1 (see sandbox.FreePorts).
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	ports, err := sandbox.FreePorts(1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ports[0]
+}
+
 // BlockEvictions puts the pods of namespace matching labels under a PodDisruptionBudget that
 // allows no disruption (minAvailable 1, and without a controller-manager its status never
 // allows one), so their evictions are refused until the returned function deletes it.
