@@ -43,7 +43,7 @@ type rollout struct {
 	negativeControl bool
 }
 
-// TestRolloutOnSingleControlPlaneNode is invariant 3 of DESIGN.md: on a cluster whose only
+// TestRolloutOnSingleControlPlaneNode is invariant 3 of docs/architecture.md: on a cluster whose only
 // eligible node is a tainted control-plane node, the chart installs and every upgrade (a new
 // image tag, then a configuration change) completes its rollout, with and without host
 // networking, for the controller Deployment and the agent DaemonSet.

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
@@ -43,6 +44,14 @@ type Agent struct {
 
 	mu     sync.Mutex
 	poller *imds.Poller
+
+	// With ASG_LIFECYCLE_HOOK_NAME: Auto Scaling, for the hook's timeouts and its completion.
+	asg        cloud.AutoScaling
+	hooks      *cloud.HookTimeoutCache
+	instance   string
+	groupMu    sync.Mutex
+	groupName  string // once groupKnown
+	groupKnown bool
 }
 
 // New builds an agent; metadata is read through getter (imds.NewClient outside tests).
@@ -91,6 +100,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.Metrics != nil {
 		opts.Observe = a.Metrics.ObserveIMDS
+		opts.Warn = a.Metrics.NoticeWarning
 	}
 	poller := imds.NewPoller(a.imds, instanceID, opts)
 	a.mu.Lock()
@@ -131,6 +141,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			wg.Go(func() {
 				defer func() { <-sem }()
+				if n.Kind == notice.ASGTermination && !n.Released {
+					n.Deadline = a.hookDeadline(ctx, n)
+				}
 				a.handle(ctx, n)
 			})
 		}
@@ -140,13 +153,17 @@ func (a *Agent) Run(ctx context.Context) error {
 // handle retries a notice until it is handled, its deadline passes, or ctx ends: a brief
 // API server outage must not lose it.
 func (a *Agent) handle(ctx context.Context, n notice.Notice) {
-	backoff := time.Second
+	backoff, started := time.Second, time.Now()
 	for {
 		err := a.handler.Handle(ctx, n, a.cfg.NodeName)
 		if err == nil || ctx.Err() != nil {
 			return
 		}
-		if errors.Is(err, interruption.ErrNotOurs) || time.Now().After(n.Deadline.Add(time.Minute)) {
+		giveUp := n.Deadline
+		if giveUp.IsZero() { // a cordon-only notice: no deadline, a budget of its own
+			giveUp = started.Add(time.Duration(a.cfg.NodeTerminationGracePeriod) * time.Second)
+		}
+		if errors.Is(err, interruption.ErrNotOurs) || time.Now().After(giveUp.Add(time.Minute)) {
 			a.log.Error("giving up on notice", "notice", n.ID, "err", err)
 			return
 		}

@@ -12,6 +12,59 @@ import (
 	"lifeboat.dev/lifeboat/internal/notice"
 )
 
+// hookDeadline is when this instance's termination hook expires, counted from when the agent
+// first saw the Terminated state: the hook's heartbeat timeout (the agent sends no
+// heartbeats), never past its global timeout. Without ASG_LIFECYCLE_HOOK_NAME, or when the
+// timeout cannot be read, Auto Scaling's default of one hour stands in so pods keep their own
+// grace periods, and the log says why.
+func (a *Agent) hookDeadline(ctx context.Context, n notice.Notice) time.Time {
+	start := n.StartTime
+	if start.IsZero() {
+		start = time.Now()
+	}
+	log := a.log.With("notice", n.ID)
+	timeouts := cloud.AssumedHookTimeouts
+	switch {
+	case a.hooks == nil:
+		log.Warn("ASG_LIFECYCLE_HOOK_NAME is unset, so the termination hook's heartbeat timeout is unknown: pods keep their own grace periods",
+			"assumedHeartbeatTimeout", timeouts.Heartbeat)
+	default:
+		group, err := a.group(ctx)
+		if err == nil && group == "" {
+			err = errors.New("the instance is in no Auto Scaling group")
+		}
+		var t cloud.HookTimeouts
+		if err == nil {
+			t, _, err = a.hooks.Timeouts(ctx, group, a.cfg.ASGLifecycleHookName)
+		}
+		if err != nil {
+			log.Warn("the termination hook's heartbeat timeout is unknown: pods keep their own grace periods",
+				"hook", a.cfg.ASGLifecycleHookName, "assumedHeartbeatTimeout", timeouts.Heartbeat, "err", err)
+		} else {
+			timeouts = t
+			log.Info("lifecycle hook timeouts", "group", group, "hook", a.cfg.ASGLifecycleHookName,
+				"heartbeatTimeout", t.Heartbeat, "globalTimeout", t.Global)
+		}
+	}
+	return timeouts.Deadline(start, cloud.Heartbeats{})
+}
+
+// group is this instance's Auto Scaling group, asked once (an instance never changes group
+// while it runs).
+func (a *Agent) group(ctx context.Context) (string, error) {
+	a.groupMu.Lock()
+	defer a.groupMu.Unlock()
+	if a.groupKnown {
+		return a.groupName, nil
+	}
+	g, err := a.asg.GroupOf(ctx, a.instance)
+	if err != nil {
+		return "", err
+	}
+	a.groupName, a.groupKnown = g, true
+	return g, nil
+}
+
 // lifecycleCompleter completes the Auto Scaling termination hook of this instance after its
 // drain. NTH never does this in IMDS mode, so instances wait for the hook's timeout.
 func (a *Agent) lifecycleCompleter(ctx context.Context, instanceID string) (func(context.Context, notice.Notice) (*interruption.Completed, error), error) {
@@ -28,6 +81,8 @@ func (a *Agent) lifecycleCompleter(ctx context.Context, instanceID string) (func
 		return nil, err
 	}
 	var asg cloud.AutoScaling = cloud.NewAWSAutoScaling(awsCfg)
+	a.asg, a.instance = asg, instanceID
+	a.hooks = cloud.NewHookTimeoutCache(asg)
 	hook := a.cfg.ASGLifecycleHookName
 	return func(ctx context.Context, n notice.Notice) (*interruption.Completed, error) {
 		if n.Kind != notice.ASGTermination {
@@ -41,7 +96,7 @@ func (a *Agent) lifecycleCompleter(ctx context.Context, instanceID string) (func
 			}
 		}
 		log := a.log.With("notice", n.ID, "hook", hook, "instance", instanceID)
-		group, err := asg.GroupOf(ctx, instanceID)
+		group, err := a.group(ctx)
 		if err == nil && group == "" {
 			log.Warn("the instance is in no Auto Scaling group; nothing to complete")
 			return nil, nil

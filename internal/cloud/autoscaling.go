@@ -30,6 +30,9 @@ type AutoScaling interface {
 	// RecordLifecycleActionHeartbeat extends the action's heartbeat timeout. A call for an
 	// action that is over returns ErrNoActiveAction.
 	RecordLifecycleActionHeartbeat(ctx context.Context, a LifecycleAction) error
+	// LifecycleHookTimeouts returns a hook's heartbeat and global timeouts; ErrNoSuchHook
+	// when the group has no such hook.
+	LifecycleHookTimeouts(ctx context.Context, group, hook string) (HookTimeouts, error)
 }
 
 // ErrNoActiveAction means there is no pending action to complete: it was completed already

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,7 @@ type Controller struct {
 	queue   sqs.API
 	ec2     cloud.EC2
 	asg     cloud.AutoScaling
+	hooks   *cloud.HookTimeoutCache // termination hooks' timeouts, for their deadlines
 	log     *slog.Logger
 	metrics *metrics.Metrics
 	handler *interruption.Handler
@@ -86,6 +88,8 @@ func New(cfg *config.Config, client kubernetes.Interface, queue sqs.API, ec2 clo
 		starting: make(chan struct{}, max(cfg.Workers, 1)), lifecycles: map[string]*lifecycleEntry{}}
 	c.handler.OnDrained = c.completeLifecycle
 	c.handler.Metrics = m
+	c.hooks = cloud.NewHookTimeoutCache(asg)
+	c.hooks.Observe = func(err error) { m.AWSCall("DescribeLifecycleHooks", err, nil) }
 	return c
 }
 
@@ -302,6 +306,11 @@ const (
 
 // handleMessage decides a message's fate. Policy for unparseable messages: they are logged
 // with their id and deleted, since no retry can make them readable.
+//
+// Each notice of a message (an AWS Health event names several instances) is handled on its
+// own and at once: ownership is decided per notice, a foreign instance skips only its own
+// notice, and no notice waits for another's scheduled start or drain. The message's fate is
+// decided from all of them (see messageFate).
 func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Resolver, m sqs.Message) (sqs.Outcome, time.Duration) {
 	log := c.log.With("message", m.ID)
 	res, err := sqs.Parse(m.Body, time.Now())
@@ -310,72 +319,110 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 		c.metrics.QueueMessage("unreadable")
 		return sqs.Done, 0
 	}
+	for _, w := range res.Warnings {
+		log.Warn("part of a queue message could not be read; the rest is handled", "problem", w.Problem, "detail", w.Detail)
+		c.metrics.NoticeWarning(w.Problem)
+	}
 	if res.Ignore {
 		log.Info("queue message ignored", "reason", res.Reason)
 		c.metrics.QueueMessage("ignored")
 		return sqs.Done, 0
 	}
-	for _, n := range res.Notices {
+	fates := make([]noticeFate, len(res.Notices))
+	var wg sync.WaitGroup
+	for i, n := range res.Notices {
 		c.metrics.Notice(string(n.Kind), string(n.Source))
-		if n.Kind == notice.ASGLaunch {
-			if out, delay := c.handleLaunch(ctx, resolver, n, res.Lifecycle, log); out != sqs.Done {
-				return out, delay
-			}
-			continue
-		}
-		if n.Deadline.IsZero() {
-			n.Deadline = time.Now().Add(time.Duration(c.cfg.NodeTerminationGracePeriod) * time.Second)
-		}
-		release, ok := c.startSlot(ctx)
-		if !ok {
-			return sqs.Retry, 0
-		}
-		verdict, err := resolver.Resolve(ctx, n.InstanceID)
-		if err != nil {
-			release()
-			log.Warn("cannot tell whether the instance is ours yet; retrying", "notice", n.ID, "err", err)
-			return sqs.Retry, retrySoon
-		}
-		if !verdict.Owned {
-			release()
-			// Never touch a node or complete a lifecycle action for an instance not ours.
-			log.Info("notice is not for this cluster", "notice", n.ID, "instance", n.InstanceID, "reason", verdict.Reason)
-			c.metrics.QueueMessage("not_owned")
-			if c.cfg.DeleteSQSMsgIfNodeNotFound {
-				continue
-			}
-			return sqs.Retry, retryLater
-		}
-		if res.Lifecycle != nil {
-			c.holdLifecycle(n.ID, *res.Lifecycle)
-		}
-		stopHeartbeats := c.startHeartbeats(ctx, n, res.Lifecycle, verdict.Node, log)
-		err = c.handler.HandleWith(ctx, n, verdict.Node.Name, interruption.HandleOptions{Cached: verdict.Node, Cordoned: release})
-		release()
-		stopHeartbeats()
-		if res.Lifecycle != nil {
-			c.dropLifecycle(n.ID)
-		}
-		if err != nil {
-			if errors.Is(err, context.Canceled) {
-				return sqs.Retry, 0
-			}
-			log.Warn("notice not handled yet; the message will come back", "notice", n.ID, "err", err)
-			c.metrics.QueueMessage("retry")
-			return sqs.Retry, retrySoon
-		}
+		wg.Go(func() { fates[i] = c.handleNotice(ctx, resolver, n, res.Lifecycle, log) })
 	}
-	c.metrics.QueueMessage("done")
-	return sqs.Done, 0
+	wg.Wait()
+	outcome, delay, label := messageFate(ctx, fates)
+	c.metrics.QueueMessage(label)
+	return outcome, delay
+}
+
+// noticeFate is what became of one notice of a message.
+type noticeFate int
+
+const (
+	noticeDone      noticeFate = iota // handled (or nothing to do)
+	noticeRetry                       // not handled yet: the message must come back soon
+	noticeForeign                     // another cluster's instance: keep the message for it
+	noticeCancelled                   // this process is stopping
+)
+
+// messageFate decides what to do with a message from its notices: retry soon while any of
+// ours is unfinished (notices already done are recognised as such when it comes back), keep
+// it for its own cluster while it names an instance not ours (DELETE_SQS_MSG_IF_NODE_NOT_FOUND
+// deletes it instead), and delete it otherwise. It returns the outcome, the delay before the
+// message comes back, and the metric's outcome label.
+func messageFate(ctx context.Context, fates []noticeFate) (sqs.Outcome, time.Duration, string) {
+	if ctx.Err() != nil || slices.Contains(fates, noticeCancelled) {
+		return sqs.Retry, 0, "retry"
+	}
+	if slices.Contains(fates, noticeRetry) {
+		return sqs.Retry, retrySoon, "retry"
+	}
+	if slices.Contains(fates, noticeForeign) {
+		return sqs.Retry, retryLater, "not_owned"
+	}
+	return sqs.Done, 0, "done"
+}
+
+// handleNotice handles one notice of a message: ownership, then the node's work through the
+// interruption handler (which returns once the node is done).
+func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, lc *sqs.Lifecycle, log *slog.Logger) noticeFate {
+	if n.Kind == notice.ASGLaunch {
+		return c.handleLaunch(ctx, resolver, n, lc, log)
+	}
+	release, ok := c.startSlot(ctx)
+	if !ok {
+		return noticeCancelled
+	}
+	defer release()
+	verdict, err := resolver.Resolve(ctx, n.InstanceID)
+	if err != nil {
+		log.Warn("cannot tell whether the instance is ours yet; retrying", "notice", n.ID, "err", err)
+		return noticeRetry
+	}
+	if !verdict.Owned {
+		// Never touch a node or complete a lifecycle action for an instance not ours.
+		log.Info("notice is not for this cluster", "notice", n.ID, "instance", n.InstanceID, "reason", verdict.Reason)
+		if c.cfg.DeleteSQSMsgIfNodeNotFound {
+			return noticeDone
+		}
+		return noticeForeign
+	}
+	if n.Kind == notice.ASGTermination && lc != nil {
+		n.Deadline = c.hookDeadline(ctx, n, *lc, log)
+	}
+	if n.Deadline.IsZero() {
+		// Rebalance recommendations and state changes: the drain budget from receipt.
+		n.Deadline = time.Now().Add(time.Duration(c.cfg.NodeTerminationGracePeriod) * time.Second)
+	}
+	if lc != nil {
+		c.holdLifecycle(n.ID, *lc)
+		defer c.dropLifecycle(n.ID)
+	}
+	stopHeartbeats := c.startHeartbeats(ctx, n, lc, verdict.Node, log)
+	defer stopHeartbeats()
+	err = c.handler.HandleWith(ctx, n, verdict.Node.Name, interruption.HandleOptions{Cached: verdict.Node, Cordoned: release})
+	switch {
+	case err == nil:
+		return noticeDone
+	case errors.Is(err, context.Canceled):
+		return noticeCancelled
+	}
+	log.Warn("notice not handled yet; the message will come back", "notice", n.ID, "err", err)
+	return noticeRetry
 }
 
 // handleLaunch completes a launch hook once the instance's Node has joined this cluster and is
 // Ready, waiting at most ASG_LAUNCH_READY_TIMEOUT from when the hook was first seen; then it
 // leaves the hook to its own timeout. An instance that turns out to be another cluster's is
 // never completed.
-func (c *Controller) handleLaunch(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, lc *sqs.Lifecycle, log *slog.Logger) (sqs.Outcome, time.Duration) {
+func (c *Controller) handleLaunch(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, lc *sqs.Lifecycle, log *slog.Logger) noticeFate {
 	if lc == nil {
-		return sqs.Done, 0
+		return noticeDone
 	}
 	giveUp := time.Now().Add(c.cfg.ASGLaunchReadyTimeout)
 	for {
@@ -386,22 +433,22 @@ func (c *Controller) handleLaunch(ctx context.Context, resolver *ownership.Resol
 		case verdict.Node != nil && !verdict.Owned:
 			log.Info("launch notice is not for this cluster", "notice", n.ID, "reason", verdict.Reason)
 			if c.cfg.DeleteSQSMsgIfNodeNotFound {
-				return sqs.Done, 0
+				return noticeDone
 			}
-			return sqs.Retry, retryLater
+			return noticeForeign
 		case verdict.Owned && nodeReady(verdict.Node) && c.cfg.DryRun:
 			log.Info("dry run: would complete the launch lifecycle action: the node is Ready", "notice", n.ID, "node", verdict.Node.Name)
-			return sqs.Done, 0
+			return noticeDone
 		case verdict.Owned && nodeReady(verdict.Node):
 			err := c.asg.CompleteLifecycleAction(ctx, cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID, Token: lc.Token})
 			switch {
 			case err == nil, errors.Is(err, cloud.ErrNoActiveAction):
 				c.metrics.AWSCall("CompleteLifecycleAction", err, cloud.ErrNoActiveAction)
 				log.Info("launch lifecycle action completed: the node is Ready", "notice", n.ID, "node", verdict.Node.Name, "err", err)
-				return sqs.Done, 0
+				return noticeDone
 			case cloud.IsPermanent(err):
 				log.Error("cannot complete the launch lifecycle action; it will time out", "notice", n.ID, "err", err)
-				return sqs.Done, 0
+				return noticeDone
 			default:
 				log.Warn("completing the launch lifecycle action failed; retrying", "notice", n.ID, "err", err)
 			}
@@ -409,11 +456,11 @@ func (c *Controller) handleLaunch(ctx context.Context, resolver *ownership.Resol
 		if time.Now().After(giveUp) {
 			log.Warn("the launching instance's node did not join and become Ready in time; leaving the hook to its own timeout",
 				"notice", n.ID, "waited", c.cfg.ASGLaunchReadyTimeout)
-			return sqs.Done, 0
+			return noticeDone
 		}
 		select {
 		case <-ctx.Done():
-			return sqs.Retry, 0
+			return noticeCancelled
 		case <-time.After(2 * time.Second): // the informer and the EC2 cache answer these checks
 		}
 	}

@@ -15,6 +15,61 @@ import (
 	"lifeboat.dev/lifeboat/internal/source/sqs"
 )
 
+// hookDeadline is when a termination hook's lifecycle action expires: its start plus the
+// hook's heartbeat timeout (DescribeLifecycleHooks, cached per hook), carried on by the
+// heartbeats this controller sends, never past the hook's global timeout or HEARTBEAT_UNTIL
+// (docs/architecture.md, "Deadlines"). Pods keep their own grace period unless it would end
+// after that. When the timeout cannot be learned, Auto Scaling's default (one hour) stands
+// in, so pods keep their own grace periods, and the log says why.
+func (c *Controller) hookDeadline(ctx context.Context, n notice.Notice, lc sqs.Lifecycle, log *slog.Logger) time.Time {
+	start := n.StartTime
+	if start.IsZero() {
+		start = time.Now()
+	}
+	timeouts, first, err := c.hooks.Timeouts(ctx, lc.Group, lc.Hook)
+	switch {
+	case err != nil && (first || !cloud.IsPermanent(err)):
+		log.Warn("the lifecycle hook's heartbeat timeout is unknown: pods keep their own grace periods, and the drain is bounded by Auto Scaling's default timeout",
+			"notice", n.ID, "group", lc.Group, "hook", lc.Hook, "assumedHeartbeatTimeout", cloud.AssumedHookTimeouts.Heartbeat, "err", err)
+		timeouts = cloud.AssumedHookTimeouts
+	case err != nil:
+		timeouts = cloud.AssumedHookTimeouts
+	case first:
+		log.Info("lifecycle hook timeouts", "group", lc.Group, "hook", lc.Hook,
+			"heartbeatTimeout", timeouts.Heartbeat, "globalTimeout", timeouts.Global)
+	}
+	deadline := timeouts.Deadline(start, c.heartbeatPolicy())
+	log.Debug("lifecycle action deadline", "notice", n.ID, "start", start, "deadline", deadline)
+	return deadline
+}
+
+// heartbeatPolicy is HEARTBEAT_INTERVAL and HEARTBEAT_UNTIL; no heartbeats in dry-run.
+func (c *Controller) heartbeatPolicy() cloud.Heartbeats {
+	if c.cfg.HeartbeatInterval <= 0 || c.cfg.DryRun {
+		return cloud.Heartbeats{}
+	}
+	return cloud.Heartbeats{
+		Interval: time.Duration(c.cfg.HeartbeatInterval) * c.heartbeatUnit,
+		Until:    time.Duration(c.cfg.HeartbeatUntil) * c.heartbeatUnit,
+	}
+}
+
+// heartbeatsEnded brings the node's running drain back to when the action now expires: its
+// deadline counted on heartbeats that will not come.
+func (c *Controller) heartbeatsEnded(ctx context.Context, n notice.Notice, lc sqs.Lifecycle, node string, began, last time.Time, log *slog.Logger) {
+	timeouts, _, err := c.hooks.Timeouts(ctx, lc.Group, lc.Hook)
+	if err != nil {
+		timeouts = cloud.AssumedHookTimeouts
+	}
+	expiry := timeouts.Expiry(began, last)
+	if now := time.Now(); expiry.Before(now) {
+		expiry = now
+	}
+	if c.handler.TightenDrain(node, expiry) {
+		log.Warn("heartbeats ended before the drain: its deadline is now the action's expiry", "deadline", expiry)
+	}
+}
+
 // startHeartbeats starts lifecycle heartbeats for a termination hook when HEARTBEAT_INTERVAL
 // is set (never in dry-run), and returns the function that stops them.
 func (c *Controller) startHeartbeats(ctx context.Context, n notice.Notice, lc *sqs.Lifecycle, node *corev1.Node, log *slog.Logger) (stop func()) {
@@ -71,9 +126,11 @@ func (c *Controller) heartbeats(ctx context.Context, n notice.Notice, lc sqs.Lif
 			log.Debug("lifecycle heartbeat sent")
 		case errors.Is(err, cloud.ErrNoActiveAction):
 			log.Info("lifecycle action is over (completed or timed out); heartbeats stop", "err", err)
+			c.heartbeatsEnded(ctx, n, lc, node.Name, began, last, log)
 			return
 		case cloud.IsPermanent(err):
 			log.Error("cannot send lifecycle heartbeats; the hook will time out", "err", err)
+			c.heartbeatsEnded(ctx, n, lc, node.Name, began, last, log)
 			return
 		default:
 			if ctx.Err() != nil {

@@ -86,13 +86,21 @@ func (w *operateWorld) send(t *testing.T, ctx context.Context, bodies ...string)
 // run starts a controller as user until the test ends.
 func (w *operateWorld) run(t *testing.T, ctx context.Context, cfg *config.Config, user string, m *metrics.Metrics, wire func(*interruption.Handler)) {
 	t.Helper()
-	rc, err := w.c.UserConfig(user, "system:masters")
+	startController(t, ctx, w.c, w.awsCfg, w.queue, cfg, user, m, w.logs, wire)
+}
+
+// startController runs a controller of the cluster as user, with Events, until the test ends;
+// its log goes to logs and is printed when the test fails.
+func startController(t *testing.T, ctx context.Context, c *sandbox.Cluster, awsCfg aws.Config, queue *awssqs.Client, cfg *config.Config,
+	user string, m *metrics.Metrics, logs *sandboxtest.LogBuffer, wire func(*interruption.Handler)) {
+	t.Helper()
+	rc, err := c.UserConfig(user, "system:masters")
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := kubernetes.NewForConfigOrDie(rc)
-	ctl := controller.New(cfg, client, w.queue, cloud.NewAWSEC2(w.awsCfg), cloud.NewAWSAutoScaling(w.awsCfg),
-		slog.New(slog.NewTextHandler(w.logs, nil)), m)
+	ctl := controller.New(cfg, client, queue, cloud.NewAWSEC2(awsCfg), cloud.NewAWSAutoScaling(awsCfg),
+		slog.New(slog.NewTextHandler(logs, nil)), m)
 	recorder, stopEvents, err := events.New(cfg, client, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +117,7 @@ func (w *operateWorld) run(t *testing.T, ctx context.Context, cfg *config.Config
 		<-done
 		stopEvents()
 		if t.Failed() {
-			t.Logf("controller log:\n%s", w.logs.String())
+			t.Logf("controller log:\n%s", logs.String())
 		}
 	})
 }

@@ -47,6 +47,7 @@ const AnnotationDryRun = "lifeboat.dev/dry-run"
 // Event reasons.
 const (
 	ReasonSpotInterruption        = "SpotInterruption"
+	ReasonCapacityReservation     = "CapacityReservationInterruption"
 	ReasonScheduledEvent          = "ScheduledEvent"
 	ReasonRebalanceRecommendation = "RebalanceRecommendation"
 	ReasonASGLifecycle            = "ASGLifecycle" // an Auto Scaling termination
@@ -61,6 +62,7 @@ const (
 	ReasonDrainError         = "CordonAndDrainError"
 	ReasonUncordon           = "Uncordon"
 	ReasonLifecycleCompleted = "LifecycleActionCompleted"
+	ReasonDrainNotScheduled  = "DrainNotScheduled"
 )
 
 // maxDetail bounds the part of a message that comes from elsewhere (an error, a
@@ -192,6 +194,13 @@ func (r *Recorder) DrainFailed(node Node, noticeID string, err error) {
 		fmt.Sprintf("Drain for notice %s failed: %s", noticeID, errText(err)))
 }
 
+// DrainNotScheduled records that a notice cordoned the node but cannot schedule its drain,
+// and why (its start time could not be read): an operator has to decide.
+func (r *Recorder) DrainNotScheduled(node Node, noticeID, why string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonDrainNotScheduled,
+		fmt.Sprintf("Notice %s cordons the node but schedules no drain: %s; drain the node by hand before the event, or uncordon it", noticeID, clip(why)))
+}
+
 // Uncordoned records that Lifeboat undid its cordon, and why.
 func (r *Recorder) Uncordoned(node Node, why string) {
 	r.action(node, ReasonUncordon,
@@ -232,6 +241,8 @@ func describeKind(k notice.Kind) (reason, what string) {
 	switch k {
 	case notice.SpotInterruption:
 		return ReasonSpotInterruption, "Spot interruption"
+	case notice.CapacityReservationInterruption:
+		return ReasonCapacityReservation, "Capacity reservation interruption"
 	case notice.ScheduledMaintenance:
 		return ReasonScheduledEvent, "Scheduled maintenance"
 	case notice.Rebalance:

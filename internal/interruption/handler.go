@@ -56,17 +56,22 @@ func planFor(n notice.Notice, c *config.Config) Plan {
 	if n.Kind == notice.Rebalance && n.Source == notice.SourceQueue {
 		p.Drain = !c.CordonOnly
 	}
+	if n.CordonOnly != "" {
+		p.Drain = false // no readable start: a drain cannot be scheduled
+	}
 	return p
 }
 
 // taintKeys are NTH's taint keys, so existing tolerations keep working. An instance state
 // change means the instance is stopping or terminating, like an Auto Scaling termination.
 var taintKeys = map[notice.Kind]string{
-	notice.SpotInterruption:     nodes.TaintSpotInterruption,
-	notice.ScheduledMaintenance: nodes.TaintScheduledMaintenance,
-	notice.Rebalance:            nodes.TaintRebalance,
-	notice.ASGTermination:       nodes.TaintASGLifecycle,
-	notice.StateChange:          nodes.TaintASGLifecycle,
+	notice.SpotInterruption: nodes.TaintSpotInterruption,
+	// NTH has no key for it; it is the same two-minute reclaim, so Spot tolerations apply.
+	notice.CapacityReservationInterruption: nodes.TaintSpotInterruption,
+	notice.ScheduledMaintenance:            nodes.TaintScheduledMaintenance,
+	notice.Rebalance:                       nodes.TaintRebalance,
+	notice.ASGTermination:                  nodes.TaintASGLifecycle,
+	notice.StateChange:                     nodes.TaintASGLifecycle,
 }
 
 // Completed is an Auto Scaling lifecycle action that OnDrained completed.
@@ -209,6 +214,10 @@ func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName stri
 
 	if !rec.Has(n.ID) {
 		h.Events.Notice(events.NodeOf(node), n)
+		if n.CordonOnly != "" {
+			log.Warn("notice cordons the node but schedules no drain", "why", n.CordonOnly)
+			h.Events.DrainNotScheduled(events.NodeOf(node), n.ID, n.CordonOnly)
+		}
 	}
 	phase := PhaseCordoned
 	if plan.Drain {
@@ -275,8 +284,10 @@ func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName stri
 	deadline := drainDeadline(n)
 	// Wait for the scheduled start before joining or starting a drain, so a notice days
 	// ahead never makes an urgent one wait: only drains that have begun are joined.
-	if err := h.waitForStart(ctx, deadline, log); err != nil {
-		return err
+	if n.Kind == notice.ScheduledMaintenance {
+		if err := h.waitForStart(ctx, deadline, log); err != nil {
+			return err
+		}
 	}
 	r, first, duplicate := h.startDrain(nodeName, n.ID, deadline)
 	if !first {
@@ -350,8 +361,9 @@ func drainDeadline(n notice.Notice) time.Time {
 	return n.Deadline
 }
 
-// waitForStart waits until NODE_TERMINATION_GRACE_PERIOD before the deadline (not at all if
-// less time is left).
+// waitForStart waits until NODE_TERMINATION_GRACE_PERIOD before a scheduled event's start,
+// its deadline (not at all if less time is left). Other kinds drain at once: their deadline
+// is when the instance goes, and the whole budget is the drain's.
 func (h *Handler) waitForStart(ctx context.Context, deadline time.Time, log *slog.Logger) error {
 	start := deadline.Add(-time.Duration(h.cfg.NodeTerminationGracePeriod) * time.Second)
 	wait := time.Until(start)
@@ -615,6 +627,16 @@ func (h *Handler) ReleaseAfterReboot(ctx context.Context, node *corev1.Node, boo
 		h.log.Info("node rebooted after its scheduled reboot; uncordoned", "node", node.Name, "bootTime", bootTime)
 	}
 	return released, nil
+}
+
+// TightenDrain brings the deadline of the drain running on node in this process forward to t
+// (a lifecycle action that can no longer be kept alive). It reports whether a drain was
+// running and its deadline moved.
+func (h *Handler) TightenDrain(node string, t time.Time) bool {
+	h.mu.Lock()
+	r := h.draining[node]
+	h.mu.Unlock()
+	return r != nil && r.deadline.Tighten(t)
 }
 
 func (h *Handler) startDrain(node, id string, deadline time.Time) (r *running, first, duplicate bool) {

@@ -49,6 +49,7 @@ type Metrics struct {
 	leader        prometheus.Gauge
 	sourceHealthy *prometheus.GaugeVec
 	configWarn    *prometheus.GaugeVec
+	noticeWarn    *prometheus.CounterVec
 }
 
 // New registers Lifeboat's metrics, plus the Go runtime and process collectors.
@@ -96,9 +97,14 @@ func New() *Metrics {
 		configWarn: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_config_warning", Help: "1 for each configuration warning found at start (e.g. cluster_name_unset).",
 		}, []string{"warning"}),
+		noticeWarn: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lifeboat_notice_warnings_total",
+			Help: "Details of a notice or message that could not be read, while the rest was still acted on, by problem " +
+				"(start_time_unreadable: cordoned, not drained; entity_not_instance, event_state_unknown, event_unreadable, lifecycle_state_unknown: that part skipped).",
+		}, []string{"problem"}),
 	}
 	m.Registry.MustRegister(m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
-		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn,
+		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -201,6 +207,23 @@ func (m *Metrics) SourceHealthy(source string, healthy bool) {
 func (m *Metrics) ConfigWarning(name string) {
 	if m != nil {
 		m.configWarn.WithLabelValues(name).Set(1)
+	}
+}
+
+// Notice problems, for NoticeWarning.
+const (
+	ProblemStartTimeUnreadable   = "start_time_unreadable"
+	ProblemEntityNotInstance     = "entity_not_instance"
+	ProblemEventStateUnknown     = "event_state_unknown"
+	ProblemEventUnreadable       = "event_unreadable"
+	ProblemLifecycleStateUnknown = "lifecycle_state_unknown"
+)
+
+// NoticeWarning counts a detail that could not be read while the rest of its notice or
+// message was acted on.
+func (m *Metrics) NoticeWarning(problem string) {
+	if m != nil {
+		m.noticeWarn.WithLabelValues(problem).Inc()
 	}
 }
 

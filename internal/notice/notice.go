@@ -17,12 +17,15 @@ import (
 type Kind string
 
 const (
-	SpotInterruption     Kind = "spot-interruption"
-	ScheduledMaintenance Kind = "scheduled-maintenance"
-	Rebalance            Kind = "rebalance-recommendation"
-	ASGTermination       Kind = "asg-termination"
-	StateChange          Kind = "state-change"
-	ASGLaunch            Kind = "asg-launch"
+	SpotInterruption Kind = "spot-interruption"
+	// CapacityReservationInterruption is EC2 reclaiming an instance of a capacity reservation
+	// (capacity blocks, interruptible reservations): two minutes' warning, as for Spot.
+	CapacityReservationInterruption Kind = "capacity-reservation-interruption"
+	ScheduledMaintenance            Kind = "scheduled-maintenance"
+	Rebalance                       Kind = "rebalance-recommendation"
+	ASGTermination                  Kind = "asg-termination"
+	StateChange                     Kind = "state-change"
+	ASGLaunch                       Kind = "asg-launch"
 )
 
 // Source says where a notice came from.
@@ -48,6 +51,10 @@ type Notice struct {
 	// Action is the spot instance-action ("terminate", "stop", "hibernate") or, for
 	// scheduled events, the event code ("system-reboot", ...).
 	Action string
+	// CordonOnly, when set, says why this notice cordons its node but does not drain it: its
+	// start time could not be read, so no drain can be scheduled. The notice is still acted
+	// on (never dropped); the reason is logged, recorded as an Event and counted.
+	CordonOnly string
 }
 
 // ID builds a notice id from the instance, the kind and an optional source event id. The
@@ -74,6 +81,8 @@ func short(k Kind) string {
 	switch k {
 	case SpotInterruption:
 		return "spot"
+	case CapacityReservationInterruption:
+		return "capres"
 	case ScheduledMaintenance:
 		return "sched"
 	case Rebalance:
@@ -99,7 +108,7 @@ var RebootCodes = map[string]bool{"instance-reboot": true, "system-reboot": true
 // configuration, launch never drains).
 func (k Kind) Drains() bool {
 	switch k {
-	case SpotInterruption, ScheduledMaintenance, ASGTermination, StateChange:
+	case SpotInterruption, CapacityReservationInterruption, ScheduledMaintenance, ASGTermination, StateChange:
 		return true
 	}
 	return false

@@ -1,5 +1,5 @@
 // Package ownership decides whether an instance named by a queue notice belongs to this
-// cluster, before anything is done about it (DESIGN.md, invariant 5).
+// cluster, before anything is done about it (docs/architecture.md, invariant 5).
 //
 // An instance is this cluster's when a Node here names it in spec.providerID (or, only with
 // UseProviderID off, a Node named after the instance's private DNS name that names no other

@@ -28,6 +28,7 @@ type (
 	AutoScalingAPI interface {
 		DescribeAutoScalingInstances(ctx context.Context, in *autoscaling.DescribeAutoScalingInstancesInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingInstancesOutput, error)
 		CompleteLifecycleAction(ctx context.Context, in *autoscaling.CompleteLifecycleActionInput, optFns ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error)
+		DescribeLifecycleHooks(ctx context.Context, in *autoscaling.DescribeLifecycleHooksInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error)
 	}
 )
 
@@ -218,13 +219,32 @@ func CheckAutoScaling(ctx context.Context, api AutoScalingAPI) Row {
 		InstanceId: aws.String(probeInstance), LifecycleActionResult: aws.String("CONTINUE"),
 	})
 	const action = "autoscaling:CompleteLifecycleAction"
-	row := awsRow(action, "complete lifecycle hooks once a node is drained (or, on launch, Ready)", err)
+	return warnIfDenied(awsRow(action, "complete lifecycle hooks once a node is drained (or, on launch, Ready)", err), err,
+		func(why string) string { return "denied for a group that does not exist (" + why + ")" },
+		"allow "+action+" for the cluster's Auto Scaling groups; if the policy already allows it only on tagged groups, this probe cannot tell and the warning can be ignored")
+}
+
+// warnIfDenied turns a probe's failure for lack of permission into a warning, with detail
+// built from the denial and fix, for actions Lifeboat can work without.
+func warnIfDenied(row Row, err error, detail func(why string) string, fix string) Row {
 	if kind, _ := classify(err); kind == denied {
-		row.Status = StatusWarn
-		row.Detail = "denied for a group that does not exist (" + row.Detail + ")"
-		row.Fix = "allow " + action + " for the cluster's Auto Scaling groups; if the policy already allows it only on tagged groups, this probe cannot tell and the warning can be ignored"
+		row.Status, row.Detail, row.Fix = StatusWarn, detail(row.Detail), fix
 	}
 	return row
+}
+
+// CheckLifecycleHooks asks DescribeLifecycleHooks for a group that does not exist: an
+// authorized call fails with ValidationError, a denied one with AccessDenied. Lifeboat reads a
+// termination hook's heartbeat timeout to set its drain's deadline; without the permission it
+// still works, with pods keeping their own grace periods, so a denial is a warning.
+func CheckLifecycleHooks(ctx context.Context, api AutoScalingAPI) Row {
+	_, err := api.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(probeGroup)})
+	const action = "autoscaling:DescribeLifecycleHooks"
+	return warnIfDenied(awsRow(action, "read termination hooks' heartbeat timeouts: the drain's deadline", err), err,
+		func(why string) string {
+			return "denied (" + why + "): a termination hook's heartbeat timeout is unknown, so pods keep their own grace periods and a short hook may end before they do"
+		},
+		"allow "+action+" in the IAM policy of the role Lifeboat runs as")
 }
 
 // CheckInstanceGroup asks which Auto Scaling group the instance is in, as the agent does

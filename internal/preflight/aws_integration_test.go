@@ -31,6 +31,10 @@ func TestAWSChecks(t *testing.T) {
 		{name: "all allowed", want: map[string]want{
 			"sqs queue": {StatusOK, ""}, "sqs:DeleteMessage": {StatusOK, ""}, "sqs:ChangeMessageVisibility": {StatusOK, ""},
 			"ec2:DescribeInstances": {StatusOK, ""}, "autoscaling:CompleteLifecycleAction": {StatusOK, ""},
+			"autoscaling:DescribeLifecycleHooks": {StatusOK, ""},
+		}},
+		{name: "DescribeLifecycleHooks denied: pods keep their grace, a warning", deny: [][2]string{{"autoscaling", "DescribeLifecycleHooks"}}, want: map[string]want{
+			"autoscaling:CompleteLifecycleAction": {StatusOK, ""}, "autoscaling:DescribeLifecycleHooks": {StatusWarn, "allow autoscaling:DescribeLifecycleHooks"},
 		}},
 		{name: "GetQueueAttributes denied: not needed, a warning", deny: [][2]string{{"sqs", "GetQueueAttributes"}}, want: map[string]want{
 			"sqs queue": {StatusWarn, "sqs:GetQueueAttributes"}, "sqs:DeleteMessage": {StatusOK, ""}, "sqs:ChangeMessageVisibility": {StatusOK, ""},
@@ -52,7 +56,7 @@ func TestAWSChecks(t *testing.T) {
 		}},
 		{name: "endpoint down", endpoint: fmt.Sprintf("http://127.0.0.1:%d", closedPort(t)), want: map[string]want{
 			"sqs queue": {StatusFail, "AWS_ENDPOINT"}, "ec2:DescribeInstances": {StatusFail, "AWS_ENDPOINT"},
-			"autoscaling:CompleteLifecycleAction": {StatusFail, "AWS_ENDPOINT"},
+			"autoscaling:CompleteLifecycleAction": {StatusFail, "AWS_ENDPOINT"}, "autoscaling:DescribeLifecycleHooks": {StatusFail, "AWS_ENDPOINT"},
 		}},
 	}
 	for _, tt := range tests {
@@ -72,7 +76,7 @@ func TestAWSChecks(t *testing.T) {
 				queueURL = tt.queueURL
 			}
 			api := NewAWS(sandboxtest.AWSConfig(endpoint))
-			rows := append(CheckQueue(ctx, api.SQS, queueURL), CheckEC2(ctx, api.EC2), CheckAutoScaling(ctx, api.AutoScaling))
+			rows := append(CheckQueue(ctx, api.SQS, queueURL), CheckEC2(ctx, api.EC2), CheckAutoScaling(ctx, api.AutoScaling), CheckLifecycleHooks(ctx, api.AutoScaling))
 			got := rowsByCheck(rows)
 			for check, w := range tt.want {
 				r, ok := got[check]

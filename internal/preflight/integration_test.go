@@ -244,6 +244,9 @@ func TestInSandbox(t *testing.T) {
 		if r := byCheck["autoscaling:CompleteLifecycleAction"]; r.Status != StatusOK {
 			t.Errorf("completion row %+v", r)
 		}
+		if r := byCheck["autoscaling:DescribeLifecycleHooks"]; r.Status != StatusOK {
+			t.Errorf("hook timeouts row %+v", r)
+		}
 		if Failed(rows) {
 			t.Errorf("failed: %+v", rows)
 		}
@@ -280,8 +283,8 @@ func TestInSandbox(t *testing.T) {
 				t.Errorf("%s: %s: %s (fix: %s)", r.Check, r.Status, r.Detail, r.Fix)
 			}
 		}
-		// api, rbac, queue + 2 probes, EC2, Auto Scaling, 3 identity rows
-		if want := 1 + len(perms) + 3 + 1 + 1 + 3; len(rows) != want {
+		// api, rbac, queue + 2 probes, EC2, Auto Scaling (complete, hook timeouts), 3 identity rows
+		if want := 1 + len(perms) + 3 + 1 + 2 + 3; len(rows) != want {
 			t.Errorf("%d rows, want %d: %+v", len(rows), want, rows)
 		}
 	})

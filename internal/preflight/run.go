@@ -87,6 +87,7 @@ func Run(ctx context.Context, mode config.Mode, cfg *config.Config, env Env) []R
 					})
 				}
 				bounded(func(ctx context.Context) { rows = append(rows, CheckAutoScaling(ctx, env.AWS.AutoScaling)) })
+				bounded(func(ctx context.Context) { rows = append(rows, CheckLifecycleHooks(ctx, env.AWS.AutoScaling)) })
 			}
 		}
 	case config.ModeController:
@@ -101,6 +102,7 @@ func Run(ctx context.Context, mode config.Mode, cfg *config.Config, env Env) []R
 				rows = append(rows, CheckEC2NotNeeded())
 			}
 			bounded(func(ctx context.Context) { rows = append(rows, CheckAutoScaling(ctx, env.AWS.AutoScaling)) })
+			bounded(func(ctx context.Context) { rows = append(rows, CheckLifecycleHooks(ctx, env.AWS.AutoScaling)) })
 		}
 		rows = append(rows, CheckIdentity(cfg)...)
 	}

@@ -57,38 +57,70 @@ type ScheduledEvent struct {
 	State       string `json:"State"`
 }
 
-// parseScheduled reads the list of scheduled events and returns a notice for each active one.
-func parseScheduled(body []byte, instanceID string) ([]notice.Notice, []ScheduledEvent, error) {
+// Warning is one part of a metadata answer that could not be read while the rest was used.
+type Warning struct {
+	Problem string // a metrics.Problem* value
+	Detail  string // what and where, for the log
+}
+
+// Problems a Warning names (the same words as the metrics' problem label).
+const (
+	problemEventUnreadable       = "event_unreadable"
+	problemEventStateUnknown     = "event_state_unknown"
+	problemStartUnreadable       = "start_time_unreadable"
+	problemLifecycleStateUnknown = "lifecycle_state_unknown"
+)
+
+// parseScheduled reads the list of scheduled events and returns a notice for each active,
+// canceled or completed one. One event Lifeboat cannot read never hides the others: an event
+// without an id or with an unknown state is skipped with a warning, and an active event whose
+// start cannot be read cordons without a drain (see notice.Notice.CordonOnly).
+func parseScheduled(body []byte, instanceID string) ([]notice.Notice, []Warning, error) {
 	var events []ScheduledEvent
 	if err := json.Unmarshal(body, &events); err != nil {
 		return nil, nil, fmt.Errorf("%s: not a JSON list of events: %v (body %q)", PathScheduled, err, clip(body))
 	}
-	var out []notice.Notice
-	for _, e := range events {
+	var (
+		out      []notice.Notice
+		warnings []Warning
+	)
+	warn := func(problem, format string, args ...any) {
+		warnings = append(warnings, Warning{Problem: problem, Detail: PathScheduled + ": " + fmt.Sprintf(format, args...)})
+	}
+	for i, e := range events {
 		if e.EventID == "" {
-			return nil, nil, fmt.Errorf("%s: event without EventId (body %q)", PathScheduled, clip(body))
+			warn(problemEventUnreadable, "event %d (%s) has no EventId: skipped", i, clipString(e.Code))
+			continue
 		}
 		released := strings.EqualFold(e.State, "canceled") || strings.EqualFold(e.State, "completed")
 		if !released && !strings.EqualFold(e.State, "active") {
-			return nil, nil, fmt.Errorf("%s: event %s has unknown state %q", PathScheduled, e.EventID, e.State)
+			warn(problemEventStateUnknown, "event %s has unknown state %q: skipped", clipString(e.EventID), clipString(e.State))
+			continue
+		}
+		n := notice.Notice{
+			ID: notice.ID(notice.ScheduledMaintenance, instanceID, e.EventID), Kind: notice.ScheduledMaintenance, Source: notice.SourceIMDS,
+			InstanceID: instanceID, Action: e.Code, Released: released,
 		}
 		start, err := parseEventTime(e.NotBefore)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: event %s NotBefore: %v", PathScheduled, e.EventID, err)
+			if !released {
+				n.CordonOnly = fmt.Sprintf("scheduled event %s has NotBefore %v", clipString(e.EventID), err)
+				warn(problemStartUnreadable, "event %s NotBefore %v: the node is cordoned, not drained", clipString(e.EventID), err)
+			}
+		} else {
+			n.Deadline, n.StartTime = start, start
 		}
-		var end time.Time
 		if e.NotAfter != "" {
-			if end, err = parseEventTime(e.NotAfter); err != nil {
-				return nil, nil, fmt.Errorf("%s: event %s NotAfter: %v", PathScheduled, e.EventID, err)
+			if end, err := parseEventTime(e.NotAfter); err != nil {
+				warn(problemEventUnreadable, "event %s NotAfter %v: ignored", clipString(e.EventID), err)
+			} else {
+				n.EndTime = end
 			}
 		}
-		out = append(out, notice.Notice{
-			ID: notice.ID(notice.ScheduledMaintenance, instanceID, e.EventID), Kind: notice.ScheduledMaintenance, Source: notice.SourceIMDS,
-			InstanceID: instanceID, Deadline: start, StartTime: start, EndTime: end, Action: e.Code, Released: released,
-			Description: fmt.Sprintf("Scheduled %s (%s, %s): %s", e.Code, e.EventID, strings.ToLower(e.State), e.Description),
-		})
+		n.Description = fmt.Sprintf("Scheduled %s (%s, %s): %s", e.Code, e.EventID, strings.ToLower(e.State), e.Description)
+		out = append(out, n)
 	}
-	return out, events, nil
+	return out, warnings, nil
 }
 
 func parseEventTime(s string) (time.Time, error) {
@@ -98,7 +130,7 @@ func parseEventTime(s string) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
 		return t, nil
 	}
-	return time.Time{}, fmt.Errorf("%q is neither %q nor RFC 3339", s, scheduledTimeLayout)
+	return time.Time{}, fmt.Errorf("%q is neither %q nor RFC 3339", clipString(s), scheduledTimeLayout)
 }
 
 // parseRebalance reads {"noticeTime":"RFC3339"}. An instance gets one recommendation, so
@@ -121,25 +153,47 @@ func parseRebalance(body []byte, instanceID string) (notice.Notice, error) {
 	}, nil
 }
 
-// lifecycleStates are the values of autoscaling/target-lifecycle-state.
-var lifecycleStates = map[string]bool{"InService": true, "Terminated": true, "Detached": true, "Warmed:Stopped": true, "Warmed:Running": true, "Warmed:Hibernated": true, "Warmed:Terminated": true}
+// lifecycleStates are the target lifecycle states instance metadata reports.
+var lifecycleStates = map[string]bool{"InService": true, "Standby": true, "Terminated": true, "Detached": true,
+	"Warmed:Stopped": true, "Warmed:Running": true, "Warmed:Hibernated": true, "Warmed:Terminated": true}
 
 // parseLifecycleState reads the plain-text target lifecycle state. Only Terminated is a
-// notice; it has no id or time, so the instance and the state identify it.
-func parseLifecycleState(body []byte, instanceID string) (*notice.Notice, error) {
+// notice; it has no id or time, so the instance and the state identify it. A state this
+// version does not know (Auto Scaling may add some) is not an error: it comes back as
+// unknown, to be logged once and ignored. Only an answer that is no state name at all
+// (a proxy's error page, say) is an error.
+func parseLifecycleState(body []byte, instanceID string) (n *notice.Notice, unknown string, err error) {
 	state := strings.TrimSpace(string(body))
-	if !lifecycleStates[state] {
-		return nil, fmt.Errorf("%s: unknown state %q", PathLifecycleState, clip(body))
+	switch {
+	case state == "Terminated":
+		return &notice.Notice{
+			ID: notice.ID(notice.ASGTermination, instanceID, ""), Kind: notice.ASGTermination, Source: notice.SourceIMDS,
+			InstanceID: instanceID, Action: state,
+			Description: "Auto Scaling is terminating the instance (target lifecycle state Terminated)",
+		}, "", nil
+	case lifecycleStates[state]:
+		return nil, "", nil
+	case isStateName(state):
+		return nil, state, nil
 	}
-	if state != "Terminated" {
-		return nil, nil
-	}
-	return &notice.Notice{
-		ID: notice.ID(notice.ASGTermination, instanceID, ""), Kind: notice.ASGTermination, Source: notice.SourceIMDS,
-		InstanceID: instanceID, Action: state,
-		Description: "Auto Scaling is terminating the instance (target lifecycle state Terminated)",
-	}, nil
+	return nil, "", fmt.Errorf("%s: not a lifecycle state: %q", PathLifecycleState, clip(body))
 }
+
+// isStateName accepts what an Auto Scaling state looks like: a short word of letters, with
+// colons between parts (Warmed:Pending:Wait).
+func isStateName(s string) bool {
+	if s == "" || len(s) > 40 || s[0] == ':' || s[len(s)-1] == ':' {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+func clipString(s string) string { return clip([]byte(s)) }
 
 // clip keeps error messages short when a body is garbage.
 func clip(b []byte) string {

@@ -111,12 +111,15 @@ type Options struct {
 	Logger       *slog.Logger
 	// Observe, when set, is told about every poll: the path and its error (nil on success).
 	Observe func(path string, err error)
+	// Warn, when set, is told once about each distinct part of an answer that could not be
+	// read while the rest was used (the problem, as in Warning); it is also logged once.
+	Warn func(problem string)
 }
 
 type monitor struct {
 	path  string
 	every int // multiple of Interval
-	parse func(body []byte, instanceID string) ([]notice.Notice, error)
+	parse func(body []byte, instanceID string) ([]notice.Notice, []Warning, error)
 
 	mu           sync.Mutex
 	failingSince time.Time
@@ -134,6 +137,7 @@ type Poller struct {
 	mu        sync.Mutex
 	emitted   map[string]bool
 	firstSeen map[string]time.Time
+	warned    map[string]bool // warnings already logged, by detail
 }
 
 // NewPoller polls g for instanceID.
@@ -147,36 +151,39 @@ func NewPoller(g Getter, instanceID string, opts Options) *Poller {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Poller{get: g, instanceID: instanceID, opts: opts, emitted: map[string]bool{}, firstSeen: map[string]time.Time{}}
-	one := func(f func([]byte, string) (notice.Notice, error)) func([]byte, string) ([]notice.Notice, error) {
-		return func(b []byte, id string) ([]notice.Notice, error) {
+	p := &Poller{get: g, instanceID: instanceID, opts: opts, emitted: map[string]bool{}, firstSeen: map[string]time.Time{}, warned: map[string]bool{}}
+	one := func(f func([]byte, string) (notice.Notice, error)) func([]byte, string) ([]notice.Notice, []Warning, error) {
+		return func(b []byte, id string) ([]notice.Notice, []Warning, error) {
 			n, err := f(b, id)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			return []notice.Notice{n}, nil
+			return []notice.Notice{n}, nil, nil
 		}
 	}
 	if opts.Spot {
 		p.monitors = append(p.monitors, &monitor{path: PathSpot, every: 1, parse: one(parseSpot)})
 	}
 	if opts.Lifecycle {
-		p.monitors = append(p.monitors, &monitor{path: PathLifecycleState, every: 2, parse: func(b []byte, id string) ([]notice.Notice, error) {
-			n, err := parseLifecycleState(b, id)
-			if n == nil || err != nil {
-				return nil, err
+		p.monitors = append(p.monitors, &monitor{path: PathLifecycleState, every: 2, parse: func(b []byte, id string) ([]notice.Notice, []Warning, error) {
+			n, unknown, err := parseLifecycleState(b, id)
+			switch {
+			case err != nil:
+				return nil, nil, err
+			case unknown != "":
+				return nil, []Warning{{Problem: problemLifecycleStateUnknown,
+					Detail: fmt.Sprintf("%s: state %q is not one Lifeboat knows: ignored", PathLifecycleState, unknown)}}, nil
+			case n == nil:
+				return nil, nil, nil
 			}
-			return []notice.Notice{*n}, nil
+			return []notice.Notice{*n}, nil, nil
 		}})
 	}
 	if opts.Rebalance {
 		p.monitors = append(p.monitors, &monitor{path: PathRebalance, every: 4, parse: one(parseRebalance)})
 	}
 	if opts.Scheduled {
-		p.monitors = append(p.monitors, &monitor{path: PathScheduled, every: 10, parse: func(b []byte, id string) ([]notice.Notice, error) {
-			ns, _, err := parseScheduled(b, id)
-			return ns, err
-		}})
+		p.monitors = append(p.monitors, &monitor{path: PathScheduled, every: 10, parse: parseScheduled})
 	}
 	return p
 }
@@ -222,9 +229,12 @@ func (p *Poller) runMonitor(ctx context.Context, m *monitor, out chan<- notice.N
 // poll reads one path once and records the outcome.
 func (p *Poller) poll(ctx context.Context, m *monitor) ([]notice.Notice, error) {
 	body, found, err := p.get.Get(ctx, m.path)
-	var notices []notice.Notice
+	var (
+		notices  []notice.Notice
+		warnings []Warning
+	)
 	if err == nil && found {
-		notices, err = m.parse(body, p.instanceID)
+		notices, warnings, err = m.parse(body, p.instanceID)
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
@@ -233,14 +243,39 @@ func (p *Poller) poll(ctx context.Context, m *monitor) ([]notice.Notice, error) 
 	if p.opts.Observe != nil {
 		p.opts.Observe(m.path, err)
 	}
+	p.warnOnce(warnings)
 	now := time.Now()
 	for i := range notices {
 		n := &notices[i]
-		if n.Deadline.IsZero() {
-			n.Deadline = p.seen(n.ID, now).Add(p.opts.DrainBudget)
+		if n.Deadline.IsZero() && n.CordonOnly == "" {
+			// No time of its own (rebalance, lifecycle state): the budget runs from when this
+			// process first saw it, which also stands in for when the action began.
+			first := p.seen(n.ID, now)
+			n.Deadline = first.Add(p.opts.DrainBudget)
+			if n.StartTime.IsZero() {
+				n.StartTime = first
+			}
 		}
 	}
 	return notices, err
+}
+
+// warnOnce logs and counts each distinct warning the first time it is seen: metadata repeats
+// the same answer on every poll.
+func (p *Poller) warnOnce(warnings []Warning) {
+	for _, w := range warnings {
+		p.mu.Lock()
+		seen := p.warned[w.Detail]
+		p.warned[w.Detail] = true
+		p.mu.Unlock()
+		if seen {
+			continue
+		}
+		p.opts.Logger.Warn("part of an instance metadata answer could not be read; the rest is used", "problem", w.Problem, "detail", w.Detail)
+		if p.opts.Warn != nil {
+			p.opts.Warn(w.Problem)
+		}
+	}
 }
 
 func (p *Poller) record(m *monitor, err error) {

@@ -121,3 +121,56 @@ func TestFailingMetadataBacksOffReportsAndRecovers(t *testing.T) {
 		t.Errorf("observed %v: want 6 failures (errors and garbage) then success", observed)
 	}
 }
+
+// A lifecycle state Lifeboat does not know (Standby is known; Quarantined is not) is logged
+// and counted once, never fails a poll and never turns readiness red; Terminated still
+// makes its notice afterwards.
+func TestUnknownLifecycleStateIsIgnoredOnce(t *testing.T) {
+	g := &fakeGetter{calls: map[string]int{}, answer: func(path string, call int) ([]byte, bool, error) {
+		switch {
+		case call < 5:
+			return []byte("Standby"), true, nil
+		case call < 15:
+			return []byte("Quarantined"), true, nil
+		}
+		return []byte("Terminated"), true, nil
+	}}
+	var (
+		mu       sync.Mutex
+		warned   []string
+		failures int
+	)
+	p := NewPoller(g, inst, Options{Lifecycle: true, Interval: 2 * time.Millisecond, FailingAfter: time.Millisecond,
+		Warn: func(problem string) { mu.Lock(); warned = append(warned, problem); mu.Unlock() },
+		Observe: func(_ string, err error) {
+			if err != nil {
+				mu.Lock()
+				failures++
+				mu.Unlock()
+			}
+		}})
+	ns := collect(t, p, 300*time.Millisecond)
+	if err := p.Healthy(); err != nil {
+		t.Errorf("not healthy: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if failures != 0 || len(warned) != 1 || warned[0] != problemLifecycleStateUnknown {
+		t.Errorf("%d failed polls, warnings %v; want none failed and one %s", failures, warned, problemLifecycleStateUnknown)
+	}
+	if len(ns) != 1 || ns[0].Kind != notice.ASGTermination || ns[0].StartTime.IsZero() {
+		t.Errorf("notices %+v, want the termination with its first-seen start", ns)
+	}
+}
+
+// A scheduled event with an unreadable start cordons (a notice with CordonOnly) and gets no
+// made-up deadline from the drain budget.
+func TestUnreadableScheduledStartGetsNoDeadline(t *testing.T) {
+	g := &fakeGetter{calls: map[string]int{}, answer: func(path string, call int) ([]byte, bool, error) {
+		return []byte(`[{"EventId":"e1","State":"active","Code":"instance-stop","NotBefore":"soon"}]`), true, nil
+	}}
+	ns := collect(t, NewPoller(g, inst, Options{Scheduled: true, Interval: time.Millisecond, DrainBudget: time.Minute}), 100*time.Millisecond)
+	if len(ns) != 1 || ns[0].CordonOnly == "" || !ns[0].Deadline.IsZero() {
+		t.Errorf("notices %+v", ns)
+	}
+}

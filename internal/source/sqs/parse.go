@@ -25,6 +25,15 @@ type Result struct {
 	// Lifecycle is set for Auto Scaling lifecycle actions (one hook per message): what the
 	// consumer needs to heartbeat and complete the action.
 	Lifecycle *Lifecycle
+	// Warnings are details the parser could not read while it kept the rest of the message:
+	// an affected entity that is not an instance, an unreadable start or end time.
+	Warnings []Warning
+}
+
+// Warning is one detail of a message that could not be read.
+type Warning struct {
+	Problem string // a metrics.Problem* value
+	Detail  string // what and where, for the log
 }
 
 // Lifecycle names one pending Auto Scaling lifecycle action.
@@ -44,8 +53,12 @@ const (
 // spotWarning is how long EC2 gives between the interruption warning and the interruption.
 const spotWarning = 2 * time.Minute
 
-// healthTimeLayout is the AWS Health API's time format, as it appears in some events.
-const healthTimeLayout = "Mon, 2 Jan 2006 15:04:05 GMT"
+// Problems a Warning names (the same words as the metrics' problem label).
+const (
+	problemEntityNotInstance = "entity_not_instance"
+	problemStartUnreadable   = "start_time_unreadable"
+	problemEndUnreadable     = "event_unreadable"
+)
 
 // Parse reads one queue message. receivedAt stands in for the event time only when the
 // message states none (it then sets times, never identity): parsing the same message at
@@ -123,6 +136,7 @@ type envelope struct {
 // Event kinds, as named in errors.
 const (
 	kindSpot      = "spot interruption"
+	kindCapacity  = "capacity reservation interruption"
 	kindRebalance = "rebalance recommendation"
 	kindState     = "state change"
 	kindLifecycle = "lifecycle action"
@@ -142,6 +156,8 @@ func parseEnvelope(body string, receivedAt time.Time) (Result, error) {
 	switch e.Source + "|" + e.DetailType {
 	case "aws.ec2|EC2 Spot Instance Interruption Warning":
 		kind, fn = kindSpot, parseSpot
+	case "aws.ec2|EC2 Capacity Reservation Instance Interruption Warning":
+		kind, fn = kindCapacity, parseCapacityReservation
 	case "aws.ec2|EC2 Instance Rebalance Recommendation":
 		kind, fn = kindRebalance, parseRebalance
 	case "aws.ec2|EC2 Instance State-change Notification":
@@ -170,26 +186,37 @@ func parseEnvelope(body string, receivedAt time.Time) (Result, error) {
 // parseSpot: the id leaves out every time, and matches the id the instance-metadata source
 // builds for the same interruption, so the two coalesce.
 func parseSpot(body string, e envelope, at time.Time) (Result, error) {
+	return parseReclaim(body, e, at, kindSpot, notice.SpotInterruption, "Spot interruption")
+}
+
+// parseCapacityReservation reads EC2 reclaiming an instance of a capacity reservation: the
+// same detail and the same two minutes as a Spot warning, a kind of its own.
+func parseCapacityReservation(body string, e envelope, at time.Time) (Result, error) {
+	return parseReclaim(body, e, at, kindCapacity, notice.CapacityReservationInterruption, "Capacity reservation interruption")
+}
+
+// parseReclaim reads a two-minute warning: detail instance-id and instance-action.
+func parseReclaim(body string, e envelope, at time.Time, kind string, k notice.Kind, what string) (Result, error) {
 	var d struct {
 		InstanceID string `json:"instance-id"`
 		Action     string `json:"instance-action"`
 	}
 	if err := json.Unmarshal(e.Detail, &d); err != nil {
-		return Result{}, fmt.Errorf("%s: detail: %v (body %q)", kindSpot, err, clip(body))
+		return Result{}, fmt.Errorf("%s: detail: %v (body %q)", kind, err, clip(body))
 	}
-	if err := checkInstance(kindSpot, "detail.instance-id", d.InstanceID, body); err != nil {
+	if err := checkInstance(kind, "detail.instance-id", d.InstanceID, body); err != nil {
 		return Result{}, err
 	}
 	switch d.Action {
 	case "terminate", "stop", "hibernate":
 	default:
-		return Result{}, fmt.Errorf("%s: detail.instance-action %q is not terminate, stop or hibernate (body %q)", kindSpot, d.Action, clip(body))
+		return Result{}, fmt.Errorf("%s: detail.instance-action %q is not terminate, stop or hibernate (body %q)", kind, d.Action, clip(body))
 	}
 	deadline := at.Add(spotWarning)
 	return one(notice.Notice{
-		ID: notice.ID(notice.SpotInterruption, d.InstanceID, d.Action), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
+		ID: notice.ID(k, d.InstanceID, d.Action), Kind: k, Source: notice.SourceQueue,
 		InstanceID: d.InstanceID, Deadline: deadline, StartTime: deadline, Action: d.Action,
-		Description: fmt.Sprintf("Spot interruption: the instance will %s at %s", d.Action, stamp(deadline)),
+		Description: fmt.Sprintf("%s: the instance will %s at %s", what, d.Action, stamp(deadline)),
 	}), nil
 }
 
@@ -325,7 +352,9 @@ func lifecycleResult(kind, prefix string, d hookFields, at time.Time, body strin
 	return r, nil
 }
 
-// parseHealth makes one notice per affected instance of an EC2 scheduled change.
+// parseHealth makes one notice per affected instance of an EC2 scheduled change. A detail that
+// cannot be read never drops the rest: an entity that is not an instance is skipped, and an
+// unreadable start time makes cordon-only notices (no drain can be scheduled without it).
 func parseHealth(body string, e envelope, _ time.Time) (Result, error) {
 	var d struct {
 		Service  string `json:"service"`
@@ -346,30 +375,35 @@ func parseHealth(body string, e envelope, _ time.Time) (Result, error) {
 	if e.ID == "" {
 		return Result{}, fmt.Errorf("%s: missing id (body %q)", kindHealth, clip(body))
 	}
-	var start, end time.Time
-	var err error
-	if d.Start != "" {
-		if start, err = parseHealthTime(d.Start); err != nil {
-			return Result{}, fmt.Errorf("%s: detail.startTime %v (body %q)", kindHealth, err, clip(body))
-		}
-	}
-	if d.End != "" {
-		if end, err = parseHealthTime(d.End); err != nil {
-			return Result{}, fmt.Errorf("%s: detail.endTime %v (body %q)", kindHealth, err, clip(body))
-		}
-	}
 	if len(d.Entities) == 0 {
 		return Result{}, fmt.Errorf("%s: no detail.affectedEntities (body %q)", kindHealth, clip(body))
 	}
-	when := "at an unstated time"
+	var r Result
+	start, startErr := ParseHealthTime(d.Start)
+	cordonOnly := ""
+	switch {
+	case d.Start == "":
+		cordonOnly = "the AWS Health event " + e.ID + " states no detail.startTime"
+	case startErr != nil:
+		cordonOnly = fmt.Sprintf("the AWS Health event %s has detail.startTime %v", e.ID, startErr)
+	}
+	if cordonOnly != "" {
+		r.Warnings = append(r.Warnings, Warning{Problem: problemStartUnreadable, Detail: cordonOnly + ": its instances are cordoned, not drained"})
+	}
+	end, endErr := ParseHealthTime(d.End)
+	if d.End != "" && endErr != nil {
+		r.Warnings = append(r.Warnings, Warning{Problem: problemEndUnreadable, Detail: fmt.Sprintf("the AWS Health event %s has detail.endTime %v: ignored", e.ID, endErr)})
+	}
+	when := "at an unreadable time"
 	if !start.IsZero() {
 		when = "from " + stamp(start)
 	}
-	var r Result
 	seen := map[string]bool{}
 	for i, ent := range d.Entities {
-		if err := checkInstance(kindHealth, fmt.Sprintf("detail.affectedEntities[%d].entityValue", i), ent.Value, body); err != nil {
-			return Result{}, err
+		if !isInstanceID(ent.Value) {
+			r.Warnings = append(r.Warnings, Warning{Problem: problemEntityNotInstance,
+				Detail: fmt.Sprintf("the AWS Health event %s: detail.affectedEntities[%d].entityValue %q is not an EC2 instance id: skipped", e.ID, i, clip(ent.Value))})
+			continue
 		}
 		if seen[ent.Value] {
 			continue
@@ -377,21 +411,47 @@ func parseHealth(body string, e envelope, _ time.Time) (Result, error) {
 		seen[ent.Value] = true
 		r.Notices = append(r.Notices, notice.Notice{
 			ID: notice.ID(notice.ScheduledMaintenance, ent.Value, e.ID), Kind: notice.ScheduledMaintenance, Source: notice.SourceQueue,
-			InstanceID: ent.Value, Deadline: start, StartTime: start, EndTime: end, Action: d.Code,
+			InstanceID: ent.Value, Deadline: start, StartTime: start, EndTime: end, Action: d.Code, CordonOnly: cordonOnly,
 			Description: fmt.Sprintf("AWS Health scheduled change %s %s", d.Code, when),
 		})
+	}
+	if len(r.Notices) == 0 {
+		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health event %s (%s) names no EC2 instance", e.ID, d.Code), Warnings: r.Warnings}, nil
 	}
 	return r, nil
 }
 
-func parseHealthTime(s string) (time.Time, error) {
+// Health time layouts: RFC 1123 with a zone name (checked below) or a numeric offset. The day
+// may have one digit.
+const (
+	healthTimeNamedZone = "Mon, 2 Jan 2006 15:04:05 MST"
+	healthTimeOffset    = "Mon, 2 Jan 2006 15:04:05 -0700"
+)
+
+// ParseHealthTime reads an AWS Health time: RFC 3339, or RFC 1123 with GMT, UT, UTC or a
+// numeric offset. Other zone names are refused rather than guessed (Go would read an unknown
+// abbreviation as UTC). An empty string is the zero time and no error.
+func ParseHealthTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
 		return t, nil
 	}
-	if t, err := time.Parse(healthTimeLayout, s); err == nil {
+	if t, err := time.Parse(healthTimeOffset, s); err == nil {
 		return t, nil
 	}
-	return time.Time{}, fmt.Errorf("%q is neither RFC 3339 nor %q", s, healthTimeLayout)
+	named := s
+	if rest, ok := strings.CutSuffix(s, " UT"); ok {
+		named = rest + " UTC" // Go reads zone names of three letters or more
+	}
+	if t, err := time.Parse(healthTimeNamedZone, named); err == nil {
+		switch zone, _ := t.Zone(); zone {
+		case "GMT", "UT", "UTC":
+			return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is neither RFC 3339 nor RFC 1123 with GMT, UT, UTC or a numeric offset", clip(s))
 }
 
 // checkInstance accepts EC2 instance ids: "i-" and 8 or 17 lower-case hex digits.

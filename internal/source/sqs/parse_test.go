@@ -31,13 +31,14 @@ func at(s string) time.Time {
 }
 
 type wantNotice struct {
-	kind     notice.Kind
-	instance string
-	id       string
-	deadline time.Time
-	start    time.Time
-	end      time.Time
-	action   string
+	kind       notice.Kind
+	instance   string
+	id         string
+	deadline   time.Time
+	start      time.Time
+	end        time.Time
+	action     string
+	cordonOnly string // a part of the notice's CordonOnly; "" wants none
 }
 
 func TestParseFixtures(t *testing.T) {
@@ -47,7 +48,22 @@ func TestParseFixtures(t *testing.T) {
 		lifecycle *Lifecycle
 		reason    string // non-empty: the message is ignored, with a reason containing this
 		wantErr   []string
+		warnings  []string // the problems of the result's warnings, in order
 	}{
+		{file: "capacity-reservation.json", notices: []wantNotice{{
+			kind: notice.CapacityReservationInterruption, instance: "i-0c4a7e1d9b3f52806", id: "capres-i-0c4a7e1d9b3f52806-terminate",
+			deadline: at("2026-11-21T10:32:00Z"), start: at("2026-11-21T10:32:00Z"), action: "terminate",
+		}}},
+		// A host among the entities is skipped; RFC 1123 times with an offset and with UT.
+		{file: "health-mixed-entities.json", notices: []wantNotice{{
+			kind: notice.ScheduledMaintenance, instance: "i-0123456789abcdef0", id: "sched-i-0123456789abcdef0-9f2e4c6a-8b1d-4f3e-a5c7-0d2b4f6e8a1c",
+			deadline: at("2026-12-01T03:00:00Z"), start: at("2026-12-01T03:00:00Z"), end: at("2026-12-01T06:00:00Z"), action: "AWS_EC2_MAINTENANCE_SCHEDULED",
+		}}, warnings: []string{problemEntityNotInstance}},
+		// A zone name that is not GMT, UT or UTC: cordon only, never dropped.
+		{file: "health-bad-start.json", notices: []wantNotice{{
+			kind: notice.ScheduledMaintenance, instance: "i-0123456789abcdef0", id: "sched-i-0123456789abcdef0-c1d3e5f7-a9b0-4c2d-8e4f-6a8b0c2d4e6f",
+			action: "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED", cordonOnly: `detail.startTime "Tue, 1 Dec 2026 04:00:00 CET"`,
+		}}, warnings: []string{problemStartUnreadable}},
 		{file: "spot.json", notices: []wantNotice{{
 			kind: notice.SpotInterruption, instance: "i-0123456789abcdef0", id: "spot-i-0123456789abcdef0-terminate",
 			deadline: at("2026-11-21T10:02:00Z"), start: at("2026-11-21T10:02:00Z"), action: "terminate",
@@ -134,12 +150,23 @@ func TestParseFixtures(t *testing.T) {
 			for i, w := range tt.notices {
 				n := r.Notices[i]
 				if n.Kind != w.kind || n.InstanceID != w.instance || n.ID != w.id || n.Action != w.action ||
-					!n.Deadline.Equal(w.deadline) || !n.StartTime.Equal(w.start) || !n.EndTime.Equal(w.end) {
+					!n.Deadline.Equal(w.deadline) || !n.StartTime.Equal(w.start) || !n.EndTime.Equal(w.end) ||
+					(w.cordonOnly == "") != (n.CordonOnly == "") || !strings.Contains(n.CordonOnly, w.cordonOnly) {
 					t.Errorf("notice %d:\n got %+v\nwant %+v", i, n, w)
 				}
 				if n.Source != notice.SourceQueue || n.Description == "" {
 					t.Errorf("notice %d: source %q, description %q", i, n.Source, n.Description)
 				}
+			}
+			var problems []string
+			for _, w := range r.Warnings {
+				problems = append(problems, w.Problem)
+				if w.Detail == "" {
+					t.Errorf("warning %s without detail", w.Problem)
+				}
+			}
+			if strings.Join(problems, ",") != strings.Join(tt.warnings, ",") {
+				t.Errorf("warnings %v, want %v", r.Warnings, tt.warnings)
 			}
 			switch {
 			case tt.lifecycle == nil && r.Lifecycle != nil:
@@ -246,9 +273,9 @@ func TestParseErrors(t *testing.T) {
 		{hook(`"LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING","LifecycleActionToken":"t","LifecycleHookName":"h","EC2InstanceId":"i-01234567"`), []string{"Auto Scaling hook", "missing AutoScalingGroupName"}},
 		{hook(`"LifecycleTransition":"autoscaling:EC2_INSTANCE_WARMING"`), []string{"Auto Scaling hook", `unknown LifecycleTransition "autoscaling:EC2_INSTANCE_WARMING"`}},
 		{hook(`"Event":"autoscaling:EC2_INSTANCE_TERMINATE"`), []string{"Auto Scaling hook", `unknown Event`}},
-		{health("e1", `{"service":"EC2","eventTypeCategory":"scheduledChange","startTime":"next week","affectedEntities":[{"entityValue":"i-0123456789abcdef0"}]}`), []string{"health event", "detail.startTime", `"next week"`}},
 		{health("e1", `{"service":"EC2","eventTypeCategory":"scheduledChange","affectedEntities":[]}`), []string{"health event", "no detail.affectedEntities"}},
-		{health("e1", `{"service":"EC2","eventTypeCategory":"scheduledChange","affectedEntities":[{"entityValue":"i-0123456789abcdef0"},{"entityValue":"vol-0123"}]}`), []string{"health event", `detail.affectedEntities[1].entityValue "vol-0123"`}},
+		{`{"detail-type":"EC2 Capacity Reservation Instance Interruption Warning","source":"aws.ec2","detail":{"instance-id":"i-0123456789abcdef0","instance-action":"reboot"}}`, []string{"capacity reservation interruption", `detail.instance-action "reboot"`}},
+		{`{"detail-type":"EC2 Capacity Reservation Instance Interruption Warning","source":"aws.ec2","detail":{"instance-action":"terminate"}}`, []string{"capacity reservation interruption", "missing detail.instance-id"}},
 		{health("", `{"service":"EC2","eventTypeCategory":"scheduledChange","affectedEntities":[{"entityValue":"i-0123456789abcdef0"}]}`), []string{"health event", "missing id"}},
 		{`{"Type":"Notification","MessageId":"m1","Message":"not json"}`, []string{"SNS notification m1", "not a JSON object"}},
 		{`{"Type":"Notification","MessageId":"m1","Message":""}`, []string{"SNS notification m1", "empty Message"}},
@@ -281,10 +308,29 @@ func TestParseMore(t *testing.T) {
 		!r.Notices[0].Deadline.Equal(time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)) || !r.Notices[0].EndTime.IsZero() {
 		t.Errorf("%+v %v", r, err)
 	}
-	// No start time: no deadline.
-	body = strings.Replace(body, `"startTime":"Wed, 2 Dec 2026 03:00:00 GMT",`, "", 1)
-	if r, err := Parse(body, received); err != nil || !r.Notices[0].Deadline.IsZero() {
+	// No start time: cordon only, no deadline, and a warning.
+	noStart := strings.Replace(body, `"startTime":"Wed, 2 Dec 2026 03:00:00 GMT",`, "", 1)
+	if r, err := Parse(noStart, received); err != nil || !r.Notices[0].Deadline.IsZero() ||
+		!strings.Contains(r.Notices[0].CordonOnly, "no detail.startTime") || len(r.Warnings) != 1 {
 		t.Errorf("no startTime: %+v %v", r, err)
+	}
+	// An unreadable start time: the same, naming the time; an unreadable end time is only a warning.
+	for _, start := range []string{"next week", "Wed, 2 Dec 2026 03:00:00 EST", "2026-12-02 03:00:00"} {
+		odd := strings.Replace(body, "Wed, 2 Dec 2026 03:00:00 GMT", start, 1)
+		r, err := Parse(odd, received)
+		if err != nil || len(r.Notices) != 1 || !r.Notices[0].Deadline.IsZero() || !strings.Contains(r.Notices[0].CordonOnly, start) {
+			t.Errorf("startTime %q: %+v %v", start, r, err)
+		}
+	}
+	badEnd := strings.Replace(body, `"startTime"`, `"endTime":"soon","startTime"`, 1)
+	if r, err := Parse(badEnd, received); err != nil || r.Notices[0].CordonOnly != "" || !r.Notices[0].EndTime.IsZero() ||
+		len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0].Detail, `"soon"`) {
+		t.Errorf("bad endTime: %+v %v", r, err)
+	}
+	// Entities that are no instances are skipped; with none left the message is ignored.
+	hosts := strings.ReplaceAll(body, `"i-01234567"`, `"h-01234567"`)
+	if r, err := Parse(hosts, received); err != nil || !r.Ignore || !strings.Contains(r.Reason, "names no EC2 instance") || len(r.Warnings) != 2 {
+		t.Errorf("hosts only: %+v %v", r, err)
 	}
 	// A Health event of another category is ignored.
 	body = `{"version":"0","id":"e-43","detail-type":"AWS Health Event","source":"aws.health","detail":{"service":"EC2","eventTypeCategory":"issue","eventTypeCode":"AWS_EC2_OPERATIONAL_ISSUE"}}`
@@ -343,8 +389,13 @@ func FuzzParse(f *testing.F) {
 	f.Add(`null`)
 	f.Fuzz(func(t *testing.T, body string) {
 		r, err := Parse(body, received)
+		for _, w := range r.Warnings {
+			if w.Problem == "" || w.Detail == "" {
+				t.Errorf("warning without problem or detail: %+v", w)
+			}
+		}
 		if err != nil {
-			if r.Notices != nil || r.Ignore || r.Lifecycle != nil {
+			if r.Notices != nil || r.Ignore || r.Lifecycle != nil || r.Warnings != nil {
 				t.Errorf("error %v with a result %+v", err, r)
 			}
 			return
@@ -362,6 +413,10 @@ func FuzzParse(f *testing.F) {
 			if n.ID == "" || len(n.ID) > 63 || !strings.HasPrefix(n.InstanceID, "i-") || n.Source != notice.SourceQueue {
 				t.Errorf("bad notice %+v", n)
 			}
+			// A notice either has what its drain needs or says why it only cordons.
+			if n.Kind == notice.ScheduledMaintenance && n.Deadline.IsZero() == (n.CordonOnly == "") {
+				t.Errorf("scheduled notice with deadline %v and cordon-only %q", n.Deadline, n.CordonOnly)
+			}
 			asg := n.Kind == notice.ASGTermination || n.Kind == notice.ASGLaunch
 			if asg != (r.Lifecycle != nil) {
 				t.Errorf("notice %s: lifecycle %+v", n.Kind, r.Lifecycle)
@@ -378,4 +433,38 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestParseHealthTime(t *testing.T) {
+	tests := []struct {
+		in   string
+		want time.Time
+		err  bool
+	}{
+		{"", time.Time{}, false},
+		{"2026-12-01T04:00:00Z", time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC), false},
+		{"2026-12-01T04:00:00+02:00", time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC), false},
+		{"Tue, 01 Dec 2026 04:00:00 GMT", time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC), false},
+		{"Tue, 1 Dec 2026 04:00:00 GMT", time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC), false},
+		{"Tue, 1 Dec 2026 04:00:00 UT", time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC), false},
+		{"Tue, 1 Dec 2026 04:00:00 UTC", time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC), false},
+		{"Tue, 1 Dec 2026 04:00:00 +0100", time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC), false},
+		{"Tue, 1 Dec 2026 04:00:00 -0530", time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC), false},
+		// Zone names other than GMT, UT and UTC would be read as UTC by Go: refused.
+		{"Tue, 1 Dec 2026 04:00:00 EST", time.Time{}, true},
+		{"Tue, 1 Dec 2026 04:00:00 CET", time.Time{}, true},
+		{"Tue, 1 Dec 2026 04:00:00", time.Time{}, true},
+		{"Tue, 1 Dec 2026 04:00:00 GMT+1", time.Time{}, true},
+		{"1 Dec 2026 04:00:00 GMT", time.Time{}, true},
+		{"tomorrow", time.Time{}, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseHealthTime(tt.in)
+		if (err != nil) != tt.err || !got.Equal(tt.want) {
+			t.Errorf("ParseHealthTime(%q) = %v, %v; want %v, error %v", tt.in, got, err, tt.want, tt.err)
+		}
+		if err != nil && !strings.Contains(err.Error(), tt.in) {
+			t.Errorf("error %q does not name the input", err)
+		}
+	}
 }

@@ -1,0 +1,45 @@
+package fakeaws_test
+
+import (
+	"testing"
+	"time"
+
+	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
+	"lifeboat.dev/lifeboat/internal/source/sqs"
+)
+
+// The fake's messages are read by Lifeboat's parser as the notices they stand for.
+func TestEventsParse(t *testing.T) {
+	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	const a, b = "i-0123456789abcdef0", "i-0fedcba9876543210"
+	tests := []struct {
+		name     string
+		body     string
+		kinds    []notice.Kind
+		deadline time.Time
+	}{
+		{"spot", fakeaws.SpotInterruptionWarning(a, "terminate", at), []notice.Kind{notice.SpotInterruption}, at.Add(2 * time.Minute)},
+		{"capacity reservation", fakeaws.CapacityReservationInterruptionWarning(a, "terminate", at), []notice.Kind{notice.CapacityReservationInterruption}, at.Add(2 * time.Minute)},
+		{"health", fakeaws.HealthScheduledChange("h-1", "AWS_EC2_SYSTEM_MAINTENANCE_SCHEDULED", at.Add(72*time.Hour), at.Add(74*time.Hour), "", "", a, b),
+			[]notice.Kind{notice.ScheduledMaintenance, notice.ScheduledMaintenance}, at.Add(72 * time.Hour)},
+		{"terminate hook", fakeaws.TerminateLifecycleAction("workers", "drain", a, "tok", at), []notice.Kind{notice.ASGTermination}, time.Time{}},
+	}
+	for _, tt := range tests {
+		r, err := sqs.Parse(tt.body, time.Now())
+		if err != nil || r.Ignore || len(r.Notices) != len(tt.kinds) {
+			t.Errorf("%s: %+v %v", tt.name, r, err)
+			continue
+		}
+		for i, n := range r.Notices {
+			if n.Kind != tt.kinds[i] || !n.Deadline.Equal(tt.deadline) || n.CordonOnly != "" {
+				t.Errorf("%s: notice %d %+v", tt.name, i, n)
+			}
+		}
+	}
+	// An odd spelling of the start time is written verbatim: the notice only cordons.
+	r, err := sqs.Parse(fakeaws.HealthScheduledChange("h-2", "AWS_EC2_SYSTEM_MAINTENANCE_SCHEDULED", time.Time{}, time.Time{}, "next Tuesday", "", a), time.Now())
+	if err != nil || len(r.Notices) != 1 || r.Notices[0].CordonOnly == "" {
+		t.Errorf("odd start time: %+v %v", r, err)
+	}
+}
