@@ -207,6 +207,17 @@ func TestHealthEventNoticesStandAlone(t *testing.T) {
 	if got := w.metrics.Value("lifeboat_notice_warnings_total", "problem", metrics.ProblemStartTimeUnreadable); got < 1 {
 		t.Errorf("lifeboat_notice_warnings_total{problem=start_time_unreadable} = %v", got)
 	}
+	// The later event is over: AWS Health says "closed", and its nodes are given back.
+	w.send(t, ctx, fakeaws.HealthScheduledChangeClosed("health-later", code, time.Now().Add(72*time.Hour), time.Time{}, foreign, id(later[0]), id(later[1])))
+	for _, n := range later {
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+			got := w.node(t, ctx, n)
+			return !got.Spec.Unschedulable && !hasTaint(got, nodes.TaintScheduledMaintenance), nil
+		})
+		if err != nil {
+			t.Errorf("%s was not given back after its event closed", n.Name)
+		}
+	}
 	if n := strings.Count(w.logs.String(), "notice is not for this cluster"); n < 2 {
 		t.Errorf("the foreign instance was refused %d times, want once per message naming it", n)
 	}

@@ -45,11 +45,27 @@ func CapacityReservationInterruptionWarning(instance, action string, at time.Tim
 		map[string]string{"instance-id": instance, "instance-action": action})
 }
 
+// RebalanceRecommendation is EC2's rebalance recommendation for an instance, sent at at.
+func RebalanceRecommendation(instance string, at time.Time) string {
+	return envelope("rebalance-"+instance, "aws.ec2", "EC2 Instance Rebalance Recommendation", at, instanceARN(instance),
+		map[string]string{"instance-id": instance})
+}
+
 // HealthScheduledChange is an AWS Health scheduled change for EC2 naming the instances, in
 // that order. start and end are written as the Health API writes them (RFC 1123, GMT); an
 // empty startText/endText uses them, anything else is written verbatim (to test odd
 // spellings).
 func HealthScheduledChange(eventID, code string, start, end time.Time, startText, endText string, instances ...string) string {
+	return healthEvent(eventID, code, "upcoming", start, end, startText, endText, instances)
+}
+
+// HealthScheduledChangeClosed is the same event sent again once the change is over (done or
+// canceled).
+func HealthScheduledChangeClosed(eventID, code string, start, end time.Time, instances ...string) string {
+	return healthEvent(eventID, code, "closed", start, end, "", "", instances)
+}
+
+func healthEvent(eventID, code, status string, start, end time.Time, startText, endText string, instances []string) string {
 	const layout = "Mon, 2 Jan 2006 15:04:05 GMT"
 	if startText == "" && !start.IsZero() {
 		startText = start.UTC().Format(layout)
@@ -66,7 +82,7 @@ func HealthScheduledChange(eventID, code string, start, end time.Time, startText
 		"service":           "EC2",
 		"eventTypeCode":     code,
 		"eventTypeCategory": "scheduledChange",
-		"statusCode":        "upcoming",
+		"statusCode":        status,
 		"affectedEntities":  entities,
 		"eventDescription":  []map[string]string{{"language": "en_US", "latestDescription": "Scheduled maintenance of the underlying host."}},
 	}

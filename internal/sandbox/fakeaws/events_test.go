@@ -23,6 +23,7 @@ func TestEventsParse(t *testing.T) {
 		{"capacity reservation", fakeaws.CapacityReservationInterruptionWarning(a, "terminate", at), []notice.Kind{notice.CapacityReservationInterruption}, at.Add(2 * time.Minute)},
 		{"health", fakeaws.HealthScheduledChange("h-1", "AWS_EC2_SYSTEM_MAINTENANCE_SCHEDULED", at.Add(72*time.Hour), at.Add(74*time.Hour), "", "", a, b),
 			[]notice.Kind{notice.ScheduledMaintenance, notice.ScheduledMaintenance}, at.Add(72 * time.Hour)},
+		{"rebalance", fakeaws.RebalanceRecommendation(a, at), []notice.Kind{notice.Rebalance}, time.Time{}},
 		{"terminate hook", fakeaws.TerminateLifecycleAction("workers", "drain", a, "tok", at), []notice.Kind{notice.ASGTermination}, time.Time{}},
 	}
 	for _, tt := range tests {

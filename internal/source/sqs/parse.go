@@ -360,6 +360,7 @@ func parseHealth(body string, e envelope, _ time.Time) (Result, error) {
 		Service  string `json:"service"`
 		Category string `json:"eventTypeCategory"`
 		Code     string `json:"eventTypeCode"`
+		Status   string `json:"statusCode"` // upcoming, open, closed
 		Start    string `json:"startTime"`
 		End      string `json:"endTime"`
 		Entities []struct {
@@ -379,9 +380,13 @@ func parseHealth(body string, e envelope, _ time.Time) (Result, error) {
 		return Result{}, fmt.Errorf("%s: no detail.affectedEntities (body %q)", kindHealth, clip(body))
 	}
 	var r Result
+	// AWS Health sends the event again as it moves on; "closed" means the change is over (done
+	// or canceled): it releases what its notices did, like a completed scheduled event.
+	released := d.Status == "closed"
 	start, startErr := ParseHealthTime(d.Start)
 	cordonOnly := ""
 	switch {
+	case released:
 	case d.Start == "":
 		cordonOnly = "the AWS Health event " + e.ID + " states no detail.startTime"
 	case startErr != nil:
@@ -411,7 +416,7 @@ func parseHealth(body string, e envelope, _ time.Time) (Result, error) {
 		seen[ent.Value] = true
 		r.Notices = append(r.Notices, notice.Notice{
 			ID: notice.ID(notice.ScheduledMaintenance, ent.Value, e.ID), Kind: notice.ScheduledMaintenance, Source: notice.SourceQueue,
-			InstanceID: ent.Value, Deadline: start, StartTime: start, EndTime: end, Action: d.Code, CordonOnly: cordonOnly,
+			InstanceID: ent.Value, Deadline: start, StartTime: start, EndTime: end, Action: d.Code, CordonOnly: cordonOnly, Released: released,
 			Description: fmt.Sprintf("AWS Health scheduled change %s %s", d.Code, when),
 		})
 	}

@@ -327,6 +327,13 @@ func TestParseMore(t *testing.T) {
 		len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0].Detail, `"soon"`) {
 		t.Errorf("bad endTime: %+v %v", r, err)
 	}
+	// A closed event releases its notices (same ids), whatever its times say.
+	closed := strings.Replace(body, `"eventTypeCategory":"scheduledChange"`, `"eventTypeCategory":"scheduledChange","statusCode":"closed"`, 1)
+	closed = strings.Replace(closed, "Wed, 2 Dec 2026 03:00:00 GMT", "over", 1)
+	if r, err := Parse(closed, received); err != nil || len(r.Notices) != 1 || !r.Notices[0].Released ||
+		r.Notices[0].ID != "sched-i-01234567-e-42" || r.Notices[0].CordonOnly != "" || len(r.Warnings) != 0 {
+		t.Errorf("closed: %+v %v", r, err)
+	}
 	// Entities that are no instances are skipped; with none left the message is ignored.
 	hosts := strings.ReplaceAll(body, `"i-01234567"`, `"h-01234567"`)
 	if r, err := Parse(hosts, received); err != nil || !r.Ignore || !strings.Contains(r.Reason, "names no EC2 instance") || len(r.Warnings) != 2 {
@@ -414,7 +421,7 @@ func FuzzParse(f *testing.F) {
 				t.Errorf("bad notice %+v", n)
 			}
 			// A notice either has what its drain needs or says why it only cordons.
-			if n.Kind == notice.ScheduledMaintenance && n.Deadline.IsZero() == (n.CordonOnly == "") {
+			if n.Kind == notice.ScheduledMaintenance && !n.Released && n.Deadline.IsZero() == (n.CordonOnly == "") {
 				t.Errorf("scheduled notice with deadline %v and cordon-only %q", n.Deadline, n.CordonOnly)
 			}
 			asg := n.Kind == notice.ASGTermination || n.Kind == notice.ASGLaunch
