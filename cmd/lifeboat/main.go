@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"lifeboat.dev/lifeboat/internal/agent"
 	"lifeboat.dev/lifeboat/internal/cloud"
@@ -49,6 +50,13 @@ const (
 	exitOK      = 0
 	exitFailure = 1 // a runtime failure
 	exitUsage   = 2 // bad configuration or arguments; nothing was started
+)
+
+// The Lease client's own rate limit: leader election makes one request every 2 s (a renewal
+// or an attempt), a little more when it takes over.
+const (
+	leaseQPS   = 5
+	leaseBurst = 10
 )
 
 func main() {
@@ -217,6 +225,16 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 			return exitFailure
 		}
 		ctl.Handler().SetCordonClient(cordonClient)
+		// And one for the Lease, outside KUBE_API_QPS / KUBE_API_BURST: a renewal every 2 s
+		// must never wait behind evictions.
+		leaseConfig := rest.CopyConfig(rc)
+		leaseConfig.QPS, leaseConfig.Burst = leaseQPS, leaseBurst
+		leaseClient, err := kube.NewClientset(leaseConfig)
+		if err != nil {
+			logger.Error("cannot build Kubernetes client", "err", err)
+			return exitFailure
+		}
+		ctl.SetLeaseClient(leaseClient)
 		serveProbes(ctl.Healthy)
 		if err := ctl.RunWithLeaderElection(ctx); err != nil {
 			logger.Error("controller stopped", "err", err)

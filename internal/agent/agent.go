@@ -81,6 +81,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			ErrWrongNode, a.cfg.NodeName, node.Spec.ProviderID, instanceID)
 	}
 	a.releaseAfterReboot(ctx, node)
+	if _, err := a.handler.EndBootedEpisode(ctx, node); err != nil {
+		a.log.Error("ending the interruption episode of a node that booted again failed", "err", err)
+	}
 	if a.cfg.ASGLifecycleHookName != "" && a.cfg.EnableASGLifecycleDraining {
 		complete, err := a.lifecycleCompleter(ctx, instanceID)
 		if err != nil {

@@ -139,7 +139,7 @@ func settings(c *Config) []*Setting {
 		{Env: "KUBERNETES_SERVICE_PORT", Flag: "kubernetes-service-port", Group: groupKube, value: stringValue{&c.KubernetesServicePort},
 			Usage: "API server port for the in-cluster configuration."},
 		{Env: "KUBE_API_QPS", Flag: "kube-api-qps", Default: "100", Group: groupKube, value: floatValue{&c.KubeAPIQPS, 0},
-			Usage:      "Client-side request rate limit (requests per second). In controller mode cordons have a client of their own with the same limit, so a burst cordons every node before the drains take the budget.",
+			Usage:      "Client-side request rate limit (requests per second). In controller mode cordons have a client of their own with the same limit, so a burst cordons every node before the drains take the budget; leader election's Lease has its own small client (5 requests/s), outside this limit, so renewals never wait behind evictions.",
 			NTHDefault: "5", Why: "at 5 requests/s a 100-pod drain takes 20 s; Lifeboat keeps requests per notice low instead (watches, no polling)"},
 		{Env: "KUBE_API_BURST", Flag: "kube-api-burst", Default: "200", Group: groupKube, value: intValue{p: &c.KubeAPIBurst, min: 1, max: maxInt},
 			Usage:      "Client-side request burst.",

@@ -38,15 +38,17 @@ const LeaseName = "lifeboat-controller"
 
 // Controller protects every node of the cluster.
 type Controller struct {
-	cfg     *config.Config
-	client  kubernetes.Interface
-	queue   sqs.API
-	ec2     cloud.EC2
-	asg     cloud.AutoScaling
-	hooks   *cloud.HookTimeoutCache // termination hooks' timeouts, for their deadlines
-	log     *slog.Logger
-	metrics *metrics.Metrics
-	handler *interruption.Handler
+	cfg    *config.Config
+	client kubernetes.Interface
+	// leaseClient renews the Lease; see SetLeaseClient.
+	leaseClient kubernetes.Interface
+	queue       sqs.API
+	ec2         cloud.EC2
+	asg         cloud.AutoScaling
+	hooks       *cloud.HookTimeoutCache // termination hooks' timeouts, for their deadlines
+	log         *slog.Logger
+	metrics     *metrics.Metrics
+	handler     *interruption.Handler
 
 	// lifecycles holds the hook of each Auto Scaling notice being handled, by notice id, for
 	// completion after its drain. Copies of one message may be handled at once, so entries
@@ -103,6 +105,11 @@ func NewFromAWS(ctx context.Context, cfg *config.Config, client kubernetes.Inter
 	return New(cfg, client, awssqs.NewFromConfig(awsCfg), cloud.NewAWSEC2(awsCfg), cloud.NewAWSAutoScaling(awsCfg), logger, m), nil
 }
 
+// SetLeaseClient gives leader election a client of its own, with its own small rate limit,
+// so that Lease renewals never queue behind a burst's evictions (a leader that cannot renew
+// in time loses the Lease and cancels every drain). Call it before RunWithLeaderElection.
+func (c *Controller) SetLeaseClient(client kubernetes.Interface) { c.leaseClient = client }
+
 // RunWithLeaderElection runs the controller while this replica holds the Lease, and stops
 // when it loses it or ctx ends (releasing the Lease, so a standby takes over at once).
 func (c *Controller) RunWithLeaderElection(ctx context.Context) error {
@@ -111,8 +118,12 @@ func (c *Controller) RunWithLeaderElection(ctx context.Context) error {
 		host, _ := os.Hostname()
 		identity = host + "-" + rand.String(5)
 	}
+	leases := c.leaseClient
+	if leases == nil {
+		leases = c.client
+	}
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, c.cfg.PodNamespace, LeaseName,
-		c.client.CoreV1(), c.client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
+		leases.CoreV1(), leases.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
 	if err != nil {
 		return err
 	}

@@ -7,8 +7,9 @@ import (
 
 // doneNotices remembers notices this process saw finished on a fresh read of their node, so
 // that further copies (a storm of duplicate messages, metadata reporting a notice for
-// minutes) are answered without another read. Being done never reverts for a notice id: a
-// later release only adds it to the record's released list, which also means nothing to do.
+// minutes) are answered without another read. A release only adds a notice to the record's
+// released list, which also means nothing to do; only the end of the node's episode (seen on
+// a cached or fresh copy of the node) makes a done notice worth another look.
 type doneNotices struct {
 	mu  sync.Mutex
 	at  map[string]time.Time
@@ -25,6 +26,15 @@ func (d *doneNotices) has(id string) bool {
 	defer d.mu.Unlock()
 	at, ok := d.at[id]
 	return ok && time.Since(at) < d.ttl
+}
+
+// forget drops ids whose episode has ended: a notice of the same id opens a new one.
+func (d *doneNotices) forget(ids ...string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, id := range ids {
+		delete(d.at, id)
+	}
 }
 
 func (d *doneNotices) add(id string) {

@@ -6,7 +6,6 @@ package interruption
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -141,6 +140,20 @@ func (h *Handler) SetCordonClient(client kubernetes.Interface) {
 // ErrNotOurs means the node does not belong to the notice's instance.
 var ErrNotOurs = errors.New("node does not belong to the notice's instance")
 
+// ErrNewerRecord means the node's record was written by a newer release of Lifeboat, whose
+// work this binary must not redo: the notice is kept for it.
+var ErrNewerRecord = errors.New("the node's record has a newer schema")
+
+// episodeEndedOn reports whether a cached copy of the node shows its episode over, so a
+// notice remembered as done in this process is looked at again.
+func episodeEndedOn(node *corev1.Node) bool {
+	if node == nil {
+		return false
+	}
+	rec, _ := ReadRecord(node)
+	return EpisodeEnded(node, rec) != ""
+}
+
 // HandleOptions tune Handle for a caller that has more context.
 type HandleOptions struct {
 	// Cached, when set, is a recent copy of the node (an informer's) used instead of a first
@@ -170,7 +183,7 @@ func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName stri
 		o.Cordoned = func() {}
 	}
 	log := h.log.With("notice", n.ID, "kind", n.Kind, "node", nodeName, "instance", n.InstanceID)
-	if !n.Released && h.done.has(n.ID) {
+	if !n.Released && h.done.has(n.ID) && !episodeEndedOn(o.Cached) {
 		log.Debug("notice already handled")
 		return nil
 	}
@@ -194,6 +207,16 @@ func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName stri
 	rec, err := ReadRecord(node)
 	if err != nil {
 		log.Warn("unreadable progress record on the node; starting afresh", "annotation", AnnotationRecord, "err", err)
+	}
+	if !rec.Known() {
+		// Another release of Lifeboat is at work on this node (a rollout): leave it alone,
+		// and keep the notice (it comes back) for a binary that knows the record.
+		return fmt.Errorf("notice %s: node %s: %w (version %d, this binary knows up to %d)", n.ID, nodeName, ErrNewerRecord, rec.Version, RecordVersion)
+	}
+	if why := EpisodeEnded(node, rec); why != "" {
+		log.Info("the node's previous interruption episode is over; this notice opens a new one", "why", why, "previous", rec.Notices)
+		h.done.forget(rec.Notices...)
+		rec = rec.nextEpisode()
 	}
 	if n.Released {
 		return h.release(ctx, n, node, rec, log)
@@ -223,12 +246,14 @@ func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName stri
 	if plan.Drain {
 		phase = PhaseDraining
 	}
-	var edits []nodes.Edit
+	// The write starts by ending an episode that is over, on the node being written.
+	var ended string
+	edits := []nodes.Edit{openEpisode(&ended)}
 	// Without a drain the interruption's work ends with this write, which then claims the
 	// webhook (decided on the node being written, so a retry decides afresh).
 	var notify bool
 	if !plan.Drain {
-		edits = append(edits, claimNotification(&notify))
+		edits = append(edits, claimOutcome(OutcomeCordoned, &notify))
 	}
 	if plan.TaintKey != "" {
 		edits = append(edits, nodes.AddTaint(plan.TaintKey, nodes.LabelValue(n.ID), corev1.TaintEffect(h.cfg.TaintEffect)))
@@ -344,6 +369,9 @@ func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName stri
 // notice, one already handled, or an end-of-event notice with nothing of Lifeboat's to undo.
 func (h *Handler) nothingToDo(n notice.Notice, node *corev1.Node) bool {
 	rec, _ := ReadRecord(node)
+	if EpisodeEnded(node, rec) != "" {
+		return false
+	}
 	if n.Released {
 		return !rec.Has(n.ID) || slices.Contains(rec.Released, n.ID)
 	}
@@ -417,7 +445,7 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, 
 		}
 	}
 	var notify bool
-	edits := []nodes.Edit{claimNotification(&notify), recordEdit(n.ID, PhaseDrained, time.Time{})}
+	edits := []nodes.Edit{claimOutcome(OutcomeDrained, &notify), recordEdit(n.ID, PhaseDrained, time.Time{})}
 	if h.cfg.EnableOutOfServiceTaint {
 		edits = append(edits, nodes.AddTaint(nodes.TaintOutOfService, "nodeshutdown", corev1.TaintEffectNoExecute))
 	}
@@ -438,13 +466,15 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, 
 	return nil
 }
 
-// claimNotification marks the record as notified, setting *claimed when this write is the
-// one that does it. The webhook is sent after the write: at most once per interruption (a
-// crash between the two loses it rather than sending it twice).
-func claimNotification(claimed *bool) nodes.Edit {
+// claimOutcome marks the episode's outcome as reported, setting *claimed when this write is
+// the one that does it. The webhook and the Event are sent after the write: at most once per
+// outcome (a crash between the two loses them rather than sending them twice).
+func claimOutcome(outcome string, claimed *bool) nodes.Edit {
 	return editRecord(func(r *Record) {
-		*claimed = !r.Notified
-		r.Notified = true
+		*claimed = !r.reported(outcome)
+		if *claimed {
+			r.Reported = append(r.Reported, outcome)
+		}
 	})
 }
 
@@ -568,10 +598,9 @@ func (h *Handler) releaseEdit(n *corev1.Node, mark func(*Record) bool) bool {
 		for _, e := range h.undo(r) {
 			e(n)
 		}
-		r.Phase, r.Deadline, r.RebootAfter, r.Notified, r.Heartbeat = PhaseNone, time.Time{}, time.Time{}, false, nil
+		r.Phase, r.Deadline, r.RebootAfter, r.Notified, r.Reported, r.Heartbeat = PhaseNone, time.Time{}, time.Time{}, false, nil, nil
 	}
-	b, _ := json.Marshal(r)
-	nodes.SetAnnotation(AnnotationRecord, string(b))(n)
+	writeRecord(n, r)
 	return all
 }
 
@@ -637,6 +666,41 @@ func (h *Handler) TightenDrain(node string, t time.Time) bool {
 	r := h.draining[node]
 	h.mu.Unlock()
 	return r != nil && r.deadline.Tighten(t)
+}
+
+// EndBootedEpisode closes the node's episode if the instance has booted again since it
+// opened (a Spot stop or hibernation, a scheduled stop, started again): the instance runs,
+// so Lifeboat takes back its own cordon, taints and labels; a new interruption comes as a new
+// notice. Released notices stay released. It reports whether it ended the episode.
+func (h *Handler) EndBootedEpisode(ctx context.Context, node *corev1.Node) (bool, error) {
+	if rec, err := ReadRecord(node); err != nil || !rec.Known() || !rec.open() || !bootedAgain(node, rec) {
+		return false, nil
+	}
+	var (
+		ended    bool
+		previous []string
+	)
+	edit := func(nd *corev1.Node) {
+		r, _ := ReadRecord(nd)
+		if ended = r.Known() && r.open() && bootedAgain(nd, r); !ended {
+			return
+		}
+		previous = r.Notices
+		for _, e := range h.undo(r) {
+			e(nd)
+		}
+		writeRecord(nd, r.nextEpisode())
+	}
+	if _, err := h.writer.Apply(ctx, node.Name, node, "end the episode of a node that booted again", edit); err != nil {
+		return false, err
+	}
+	if ended {
+		h.done.forget(previous...)
+		h.log.Info("the instance booted again since its interruption: episode ended, Lifeboat's cordon and taints taken back", "node", node.Name)
+		h.Metrics.Action(metrics.ActionUncordon, dryRunOr(h.cfg.DryRun, metrics.ResultOK))
+		h.Events.Uncordoned(events.NodeOf(node), "the instance booted again since its interruption")
+	}
+	return ended, nil
 }
 
 func (h *Handler) startDrain(node, id string, deadline time.Time) (r *running, first, duplicate bool) {

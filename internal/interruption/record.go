@@ -37,8 +37,20 @@ func (p *Phase) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Record is what Lifeboat remembers about a node's interruption.
+// RecordVersion is the schema of the record this binary writes and understands. Records
+// written before versions were counted read as version 1. A record of a newer version is
+// left alone: during a rollout an older binary must not redo, or undo, a newer one's work.
+const RecordVersion = 1
+
+// Record is what Lifeboat remembers about a node's interruption: its open episode (one
+// stretch of interruption work: the notices, the phase, the deadline, the webhook claim) and
+// the notices released for good.
 type Record struct {
+	// Version is the schema (RecordVersion); 0 in records written before versions.
+	Version int `json:"version,omitempty"`
+	// BootID is the node's status.nodeInfo.bootID when the episode opened: another means the
+	// instance started again, and the episode is over.
+	BootID string `json:"bootID,omitempty"`
 	// Notices lists the notice ids handled for this node; the first started the work, later
 	// ones were coalesced into it.
 	Notices  []string  `json:"notices"`
@@ -56,9 +68,25 @@ type Record struct {
 	// own completion (its lifecycle action) done. The phase is the node's; a notice joined to
 	// a drain another notice finished is not done until its own completion is.
 	Finished []string `json:"finished,omitempty"`
-	// Notified is set by the write that claims the interruption's one webhook, so notices
-	// coalesced into it, other replicas and restarts do not send another.
+	// Reported lists the outcomes of the episode already reported (webhook, Event): "cordoned"
+	// for a cordon-only episode, "drained" once drained. Each is claimed by one write, so
+	// notices coalesced into the episode, other replicas and restarts report it once; an
+	// episode escalated from a cordon to a drain reports the drain once more.
+	Reported []string `json:"reported,omitempty"`
+	// Notified is how records written before Reported said an outcome was reported; it is
+	// read as every outcome reported, and no longer written.
 	Notified bool `json:"notified,omitempty"`
+}
+
+// Outcomes an episode reports.
+const (
+	OutcomeCordoned = "cordoned"
+	OutcomeDrained  = "drained"
+)
+
+// reported reports whether the episode's outcome was already reported.
+func (r Record) reported(outcome string) bool {
+	return slices.Contains(r.Reported, outcome) || (r.Notified && len(r.Reported) == 0)
 }
 
 // Heartbeat counts the lifecycle heartbeats sent for one notice.
@@ -66,6 +94,61 @@ type Heartbeat struct {
 	Notice string    `json:"notice"`
 	Count  int       `json:"count"`
 	Last   time.Time `json:"last"`
+}
+
+// Known reports whether this binary understands the record's schema.
+func (r Record) Known() bool { return r.Version <= RecordVersion }
+
+// open reports whether an episode is open: work recorded and not all of it released.
+func (r Record) open() bool { return r.Phase > PhaseNone && !r.AllReleased() }
+
+// EpisodeEnded says why the node's open episode is over, or "" when it is not (or none is
+// open): the instance booted again since it opened (Spot stop and hibernate, scheduled
+// reboots and stops keep the instance id and the Node, and often the notice id), or someone
+// else made the node schedulable again (an operator took it back). The next notice, even one
+// seen before, opens a new episode with its own drain, webhook and Event.
+func EpisodeEnded(n *corev1.Node, r Record) string {
+	if !r.open() {
+		return ""
+	}
+	if bootedAgain(n, r) {
+		return "the instance booted again since (boot ID " + r.BootID + " is now " + n.Status.NodeInfo.BootID + ")"
+	}
+	if !n.Spec.Unschedulable {
+		return "someone else made the node schedulable again"
+	}
+	return ""
+}
+
+// bootedAgain reports whether the node's boot is another than the one its episode opened on.
+func bootedAgain(n *corev1.Node, r Record) bool {
+	boot := n.Status.NodeInfo.BootID
+	return r.BootID != "" && boot != "" && boot != r.BootID
+}
+
+// nextEpisode is what is kept of a record when its episode ends: the notices released for
+// good (a scheduled reboot's event stays listed after the reboot).
+func (r Record) nextEpisode() Record {
+	return Record{Version: RecordVersion, Released: r.Released}
+}
+
+// openEpisode is the first edit of every write that records a notice: it ends an episode that
+// is over (see EpisodeEnded), decided on the node being written so that a retry after a
+// conflict decides afresh, and notes the boot an opening episode belongs to. It sets *ended
+// to why the previous episode ended, if it did.
+func openEpisode(ended *string) nodes.Edit {
+	return func(n *corev1.Node) {
+		r, _ := ReadRecord(n)
+		*ended = EpisodeEnded(n, r)
+		if *ended != "" {
+			r = r.nextEpisode()
+		}
+		if !r.open() {
+			r.BootID = n.Status.NodeInfo.BootID
+		}
+		r.Version = RecordVersion
+		writeRecord(n, r)
+	}
 }
 
 // AllReleased reports whether every notice in the record has been released.
@@ -128,7 +211,14 @@ func editRecord(f func(*Record)) nodes.Edit {
 	return func(n *corev1.Node) {
 		r, _ := ReadRecord(n)
 		f(&r)
-		b, _ := json.Marshal(r)
-		nodes.SetAnnotation(AnnotationRecord, string(b))(n)
+		writeRecord(n, r)
 	}
+}
+
+func writeRecord(n *corev1.Node, r Record) {
+	if r.Version == 0 {
+		r.Version = RecordVersion
+	}
+	b, _ := json.Marshal(r)
+	nodes.SetAnnotation(AnnotationRecord, string(b))(n)
 }

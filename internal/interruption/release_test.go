@@ -101,4 +101,77 @@ func TestRelease(t *testing.T) {
 			t.Errorf("record %+v, %d pods left: the later notice did not drain", r, len(pods.Items))
 		}
 	})
+
+	t.Run("a node that booted again since its episode is given back, released notices kept", func(t *testing.T) {
+		node, inst := newNode()
+		setBoot := func(boot string) {
+			n := get(node)
+			n.Status.NodeInfo.BootID = boot
+			if _, err := c.Client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		setBoot("boot-1")
+		h := NewHandler(load("CORDON_ONLY", "true", "TAINT_NODE", "true"), c.Client, slog.New(slog.DiscardHandler))
+		gone, stop := scheduled(inst, "instance-event-gone", false), notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "stop"),
+			Kind: notice.SpotInterruption, InstanceID: inst, Deadline: time.Now().Add(2 * time.Minute), Action: "stop"}
+		for _, n := range []notice.Notice{gone, stop} {
+			if err := h.Handle(ctx, n, node); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The scheduled event is completed while the Spot stop keeps the node cordoned.
+		gone.Released = true
+		if err := h.Handle(ctx, gone, node); err != nil {
+			t.Fatal(err)
+		}
+		// Same boot: nothing to end.
+		if ended, err := h.EndBootedEpisode(ctx, get(node)); err != nil || ended {
+			t.Fatalf("same boot: ended=%v %v", ended, err)
+		}
+		setBoot("boot-2")
+		ended, err := h.EndBootedEpisode(ctx, get(node))
+		if err != nil || !ended {
+			t.Fatalf("new boot: ended=%v %v", ended, err)
+		}
+		n := get(node)
+		r, _ := ReadRecord(n)
+		if n.Spec.Unschedulable || len(n.Spec.Taints) != 0 || r.Phase != PhaseNone || len(r.Notices) != 0 {
+			t.Errorf("not given back: unschedulable %v, taints %v, record %+v", n.Spec.Unschedulable, n.Spec.Taints, r)
+		}
+		if len(r.Released) != 1 || r.Released[0] != gone.ID {
+			t.Errorf("released notices %v, want %s kept", r.Released, gone.ID)
+		}
+		// The released event, still listed, changes nothing; the same stop notice opens a new episode.
+		gone.Released = false
+		if err := h.Handle(ctx, gone, node); err != nil || get(node).Spec.Unschedulable {
+			t.Errorf("a released notice acted on again: %v", err)
+		}
+		if err := h.Handle(ctx, stop, node); err != nil {
+			t.Fatal(err)
+		}
+		n = get(node)
+		if r, _ := ReadRecord(n); !n.Spec.Unschedulable || r.BootID != "boot-2" || !r.Has(stop.ID) {
+			t.Errorf("the stop notice after the new boot: unschedulable %v, record %+v", n.Spec.Unschedulable, r)
+		}
+	})
+
+	t.Run("a cordon-only episode escalated to a drain reports the drain once more", func(t *testing.T) {
+		node, inst := newNode()
+		addPods(node, "escalated-0")
+		h := NewHandler(load("ENABLE_REBALANCE_MONITORING", "true"), c.Client, slog.New(slog.DiscardHandler))
+		rebalance := notice.Notice{ID: notice.ID(notice.Rebalance, inst, ""), Kind: notice.Rebalance, Source: notice.SourceIMDS,
+			InstanceID: inst, Deadline: time.Now().Add(time.Minute)}
+		spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption,
+			Source: notice.SourceIMDS, InstanceID: inst, Deadline: time.Now().Add(2 * time.Minute)}
+		for _, n := range []notice.Notice{rebalance, rebalance, spot, spot} {
+			if err := h.Handle(ctx, n, node); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, _ := ReadRecord(get(node))
+		if fmt.Sprint(r.Reported) != fmt.Sprint([]string{OutcomeCordoned, OutcomeDrained}) || r.Phase != PhaseDrained {
+			t.Errorf("record %+v, want the cordon and then the drain reported, once each", r)
+		}
+	})
 }
