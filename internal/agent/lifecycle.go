@@ -27,7 +27,7 @@ func (a *Agent) hookDeadline(ctx context.Context, n notice.Notice) time.Time {
 	switch {
 	case a.hooks == nil:
 		log.Warn("ASG_LIFECYCLE_HOOK_NAME is unset, so the termination hook's heartbeat timeout is unknown: pods keep their own grace periods",
-			"assumedHeartbeatTimeout", timeouts.Heartbeat)
+			"assumedHeartbeatTimeout", timeouts.Heartbeat.String())
 	default:
 		group, err := a.group(ctx)
 		if err == nil && group == "" {
@@ -39,11 +39,11 @@ func (a *Agent) hookDeadline(ctx context.Context, n notice.Notice) time.Time {
 		}
 		if err != nil {
 			log.Warn("the termination hook's heartbeat timeout is unknown: pods keep their own grace periods",
-				"hook", a.cfg.ASGLifecycleHookName, "assumedHeartbeatTimeout", timeouts.Heartbeat, "err", err)
+				"hook", a.cfg.ASGLifecycleHookName, "assumedHeartbeatTimeout", timeouts.Heartbeat.String(), "err", err)
 		} else {
 			timeouts = t
 			log.Info("lifecycle hook timeouts", "group", group, "hook", a.cfg.ASGLifecycleHookName,
-				"heartbeatTimeout", t.Heartbeat, "globalTimeout", t.Global)
+				"heartbeatTimeout", t.Heartbeat.String(), "globalTimeout", t.Global.String())
 		}
 	}
 	return timeouts.Deadline(start, cloud.Heartbeats{})

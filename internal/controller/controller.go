@@ -183,12 +183,20 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	boots, err := newBootWatch(nodeInformer, c.handler, c.log)
+	if err != nil {
+		return err
+	}
 	stop := make(chan struct{})
 	factory.Start(stop)
 	defer func() { close(stop); factory.Shutdown() }()
 	if !cacheSynced(ctx, factory) {
 		return ctx.Err()
 	}
+	bootsCtx, stopBoots := context.WithCancel(ctx)
+	bootsDone := make(chan struct{})
+	go func() { defer close(bootsDone); boots.run(bootsCtx) }()
+	defer func() { stopBoots(); <-bootsDone }()
 	consumer := sqs.NewConsumer(c.queue, sqs.ConsumerOptions{
 		QueueURL: c.cfg.QueueURL, Workers: c.cfg.Workers + maxPastCordon,
 		VisibilityTimeout: time.Duration(c.cfg.SQSMsgVisibilityTimeoutSec) * time.Second, Logger: c.log,

@@ -113,6 +113,15 @@ func TestEpisodes(t *testing.T) {
 		w.addPods(t, ctx, n, "late", 3)
 	}
 	w.updateNode(t, ctx, stopped, true, func(n *corev1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	// The instance runs again: the controller gives its node back without waiting for a notice.
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		got := w.node(t, ctx, stopped)
+		r, _ := interruption.ReadRecord(got)
+		return !got.Spec.Unschedulable && r.Phase == interruption.PhaseNone, nil
+	})
+	if err != nil {
+		t.Errorf("%s: not given back after its instance booted again", stopped.Name)
+	}
 	w.addPods(t, ctx, stopped, "late", 2)
 	time.Sleep(time.Second) // the informer sees the changes
 
@@ -126,7 +135,7 @@ func TestEpisodes(t *testing.T) {
 	if !w.node(t, ctx, spotAfterUncordon).Spec.Unschedulable {
 		t.Errorf("%s: not cordoned again", spotAfterUncordon.Name)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, completed, _, _ := w.fake.LifecycleAction("token-after")
 		return completed, nil
 	})

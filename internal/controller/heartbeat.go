@@ -30,13 +30,13 @@ func (c *Controller) hookDeadline(ctx context.Context, n notice.Notice, lc sqs.L
 	switch {
 	case err != nil && (first || !cloud.IsPermanent(err)):
 		log.Warn("the lifecycle hook's heartbeat timeout is unknown: pods keep their own grace periods, and the drain is bounded by Auto Scaling's default timeout",
-			"notice", n.ID, "group", lc.Group, "hook", lc.Hook, "assumedHeartbeatTimeout", cloud.AssumedHookTimeouts.Heartbeat, "err", err)
+			"notice", n.ID, "group", lc.Group, "hook", lc.Hook, "assumedHeartbeatTimeout", cloud.AssumedHookTimeouts.Heartbeat.String(), "err", err)
 		timeouts = cloud.AssumedHookTimeouts
 	case err != nil:
 		timeouts = cloud.AssumedHookTimeouts
 	case first:
 		log.Info("lifecycle hook timeouts", "group", lc.Group, "hook", lc.Hook,
-			"heartbeatTimeout", timeouts.Heartbeat, "globalTimeout", timeouts.Global)
+			"heartbeatTimeout", timeouts.Heartbeat.String(), "globalTimeout", timeouts.Global.String())
 	}
 	deadline := timeouts.Deadline(start, c.heartbeatPolicy())
 	log.Debug("lifecycle action deadline", "notice", n.ID, "start", start, "deadline", deadline)

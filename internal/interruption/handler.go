@@ -673,7 +673,7 @@ func (h *Handler) TightenDrain(node string, t time.Time) bool {
 // so Lifeboat takes back its own cordon, taints and labels; a new interruption comes as a new
 // notice. Released notices stay released. It reports whether it ended the episode.
 func (h *Handler) EndBootedEpisode(ctx context.Context, node *corev1.Node) (bool, error) {
-	if rec, err := ReadRecord(node); err != nil || !rec.Known() || !rec.open() || !bootedAgain(node, rec) {
+	if rec, err := ReadRecord(node); err != nil || !BootedAgain(node, rec) {
 		return false, nil
 	}
 	var (
@@ -682,7 +682,7 @@ func (h *Handler) EndBootedEpisode(ctx context.Context, node *corev1.Node) (bool
 	)
 	edit := func(nd *corev1.Node) {
 		r, _ := ReadRecord(nd)
-		if ended = r.Known() && r.open() && bootedAgain(nd, r); !ended {
+		if ended = BootedAgain(nd, r); !ended {
 			return
 		}
 		previous = r.Notices

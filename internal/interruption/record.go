@@ -120,6 +120,10 @@ func EpisodeEnded(n *corev1.Node, r Record) string {
 	return ""
 }
 
+// BootedAgain reports whether the node has an open episode and a boot other than the one the
+// episode opened on.
+func BootedAgain(n *corev1.Node, r Record) bool { return r.Known() && r.open() && bootedAgain(n, r) }
+
 // bootedAgain reports whether the node's boot is another than the one its episode opened on.
 func bootedAgain(n *corev1.Node, r Record) bool {
 	boot := n.Status.NodeInfo.BootID
