@@ -187,6 +187,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer boots.queue.ShutDown() // also when the informers never sync and its worker never runs
 	stop := make(chan struct{})
 	factory.Start(stop)
 	defer func() { close(stop); factory.Shutdown() }()
@@ -348,10 +349,17 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 		return sqs.Done, 0
 	}
 	fates := make([]noticeFate, len(res.Notices))
-	var wg sync.WaitGroup
+	var (
+		wg      sync.WaitGroup
+		running atomic.Int32 // notices of this message still being handled
+	)
+	running.Store(int32(len(res.Notices)))
 	for i, n := range res.Notices {
 		c.metrics.Notice(string(n.Kind), string(n.Source))
-		wg.Go(func() { fates[i] = c.handleNotice(ctx, resolver, n, res.Lifecycle, log) })
+		wg.Go(func() {
+			defer running.Add(-1)
+			fates[i] = c.handleNoticeWhileHeld(ctx, resolver, n, res.Lifecycle, log, &running)
+		})
 	}
 	wg.Wait()
 	outcome, delay, label := messageFate(ctx, fates)
@@ -385,6 +393,26 @@ func messageFate(ctx context.Context, fates []noticeFate) (sqs.Outcome, time.Dur
 		return sqs.Retry, retryLater, "not_owned"
 	}
 	return sqs.Done, 0, "done"
+}
+
+// handleNoticeWhileHeld is handleNotice, retried in place after a transient failure (an EC2
+// or API server error) for as long as other notices of the message keep it in flight: the
+// message's own retry comes only once all are over, which for a sibling waiting for its
+// scheduled start may be days. The last notice still running leaves its retry to the message.
+func (c *Controller) handleNoticeWhileHeld(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, lc *sqs.Lifecycle, log *slog.Logger, running *atomic.Int32) noticeFate {
+	backoff := time.Second
+	for {
+		fate := c.handleNotice(ctx, resolver, n, lc, log)
+		if fate != noticeRetry || running.Load() <= 1 {
+			return fate
+		}
+		select {
+		case <-ctx.Done():
+			return noticeCancelled
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, retrySoon)
+	}
 }
 
 // handleNotice handles one notice of a message: ownership, then the node's work through the

@@ -28,7 +28,7 @@ func (c *Controller) hookDeadline(ctx context.Context, n notice.Notice, lc sqs.L
 	}
 	timeouts, first, err := c.hooks.Timeouts(ctx, lc.Group, lc.Hook)
 	switch {
-	case err != nil && (first || !cloud.IsPermanent(err)):
+	case err != nil && (first || !(cloud.IsPermanent(err) || errors.Is(err, cloud.ErrNoSuchHook))):
 		log.Warn("the lifecycle hook's heartbeat timeout is unknown: pods keep their own grace periods, and the drain is bounded by Auto Scaling's default timeout",
 			"notice", n.ID, "group", lc.Group, "hook", lc.Hook, "assumedHeartbeatTimeout", cloud.AssumedHookTimeouts.Heartbeat.String(), "err", err)
 		timeouts = cloud.AssumedHookTimeouts
@@ -54,15 +54,16 @@ func (c *Controller) heartbeatPolicy() cloud.Heartbeats {
 	}
 }
 
-// heartbeatsEnded brings the node's running drain back to when the action now expires: its
-// deadline counted on heartbeats that will not come.
-func (c *Controller) heartbeatsEnded(ctx context.Context, n notice.Notice, lc sqs.Lifecycle, node string, began, last time.Time, log *slog.Logger) {
+// heartbeatsEnded brings the node's running drain back to when the action now expires (its
+// deadline counted on heartbeats that will not come): the last heartbeat sent plus the hook's
+// timeout, or now when the action is already over.
+func (c *Controller) heartbeatsEnded(ctx context.Context, lc sqs.Lifecycle, node string, began, lastSent time.Time, over bool, log *slog.Logger) {
 	timeouts, _, err := c.hooks.Timeouts(ctx, lc.Group, lc.Hook)
 	if err != nil {
 		timeouts = cloud.AssumedHookTimeouts
 	}
-	expiry := timeouts.Expiry(began, last)
-	if now := time.Now(); expiry.Before(now) {
+	expiry := timeouts.Expiry(began, lastSent)
+	if now := time.Now(); over || expiry.Before(now) {
 		expiry = now
 	}
 	if c.handler.TightenDrain(node, expiry) {
@@ -97,11 +98,14 @@ func (c *Controller) heartbeats(ctx context.Context, n notice.Notice, lc sqs.Lif
 		began = time.Now()
 	}
 	until := began.Add(time.Duration(c.cfg.HeartbeatUntil) * c.heartbeatUnit)
+	// last schedules the next heartbeat (a failure brings it forward); lastSent is the last
+	// one Auto Scaling accepted, from which the action's expiry counts.
 	last := began
 	if rec, err := interruption.ReadRecord(node); err == nil && rec.Heartbeat != nil && rec.Heartbeat.Notice == n.ID {
 		last = rec.Heartbeat.Last
 		log.Info("resuming lifecycle heartbeats", "sent", rec.Heartbeat.Count, "last", last)
 	}
+	lastSent := last
 	action := cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID, Token: lc.Token}
 	for {
 		next := last.Add(interval)
@@ -120,17 +124,18 @@ func (c *Controller) heartbeats(ctx context.Context, n notice.Notice, lc sqs.Lif
 		switch {
 		case err == nil:
 			last = time.Now()
+			lastSent = last
 			if err := c.handler.RecordHeartbeat(ctx, node.Name, n.ID, last); err != nil && ctx.Err() == nil {
 				log.Warn("lifecycle heartbeat sent but not recorded on the node", "err", err)
 			}
 			log.Debug("lifecycle heartbeat sent")
 		case errors.Is(err, cloud.ErrNoActiveAction):
 			log.Info("lifecycle action is over (completed or timed out); heartbeats stop", "err", err)
-			c.heartbeatsEnded(ctx, n, lc, node.Name, began, last, log)
+			c.heartbeatsEnded(ctx, lc, node.Name, began, lastSent, true, log)
 			return
 		case cloud.IsPermanent(err):
 			log.Error("cannot send lifecycle heartbeats; the hook will time out", "err", err)
-			c.heartbeatsEnded(ctx, n, lc, node.Name, began, last, log)
+			c.heartbeatsEnded(ctx, lc, node.Name, began, lastSent, false, log)
 			return
 		default:
 			if ctx.Err() != nil {

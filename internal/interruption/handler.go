@@ -213,10 +213,15 @@ func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName stri
 		// and keep the notice (it comes back) for a binary that knows the record.
 		return fmt.Errorf("notice %s: node %s: %w (version %d, this binary knows up to %d)", n.ID, nodeName, ErrNewerRecord, rec.Version, RecordVersion)
 	}
-	if why := EpisodeEnded(node, rec); why != "" {
-		log.Info("the node's previous interruption episode is over; this notice opens a new one", "why", why, "previous", rec.Notices)
-		h.done.forget(rec.Notices...)
-		rec = rec.nextEpisode()
+	if EpisodeEnded(node, rec) != "" {
+		// Close it first: Lifeboat's taints and labels of the old episode go (an operator who
+		// uncordoned the node took it back), and this notice then opens a new one.
+		if _, fresh, err := h.endEpisode(ctx, node, EpisodeEnded); err != nil {
+			return fmt.Errorf("notice %s: end the node's previous episode: %w", n.ID, err)
+		} else if fresh != nil {
+			node = fresh
+		}
+		rec, _ = ReadRecord(node)
 	}
 	if n.Released {
 		return h.release(ctx, n, node, rec, log)
@@ -303,7 +308,12 @@ func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName stri
 		}
 		return nil
 	}
-	if rec.Phase == PhaseDrained {
+	if ended != "" {
+		log.Info("the node's previous interruption episode ended just before this write; this notice opened a new one", "why", ended)
+	}
+	// Decided on the record as written: the write may have found the episode over and opened
+	// a new one (then this notice drains), or found it drained (then it only completes).
+	if written, _ := ReadRecord(res.Node); written.Phase == PhaseDrained {
 		return h.finish(ctx, n, nodeName, res.Node, drained{})
 	}
 	deadline := drainDeadline(n)
@@ -343,7 +353,17 @@ func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName stri
 		h.endDrain(nodeName, r)
 		return r.err
 	}
-	if latest, _ := ReadRecord(fresh); latest.Phase == PhaseDrained {
+	latest, _ := ReadRecord(fresh)
+	if why := calledOff(n, fresh, latest); why != "" && !h.cfg.DryRun {
+		// While it waited for its start the event was canceled, or the node was taken back
+		// or booted again: there is nothing to drain for it. Notices that joined are retried
+		// and decide for themselves.
+		log.Info("drain called off", "why", why)
+		r.err = fmt.Errorf("notice %s: %w: %s", n.ID, errCalledOff, why)
+		h.endDrain(nodeName, r)
+		return nil
+	}
+	if latest.Phase == PhaseDrained {
 		r.err = h.finish(ctx, n, nodeName, fresh, drained{})
 		h.endDrain(nodeName, r)
 		return r.err
@@ -363,6 +383,22 @@ func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName stri
 	// would complete its lifecycle action twice).
 	h.endDrain(nodeName, r)
 	return r.err
+}
+
+// errCalledOff is what notices that joined a drain hear when the drain was called off.
+var errCalledOff = errors.New("the drain was called off")
+
+// calledOff says why a notice about to start its drain has nothing to drain any more, or "".
+func calledOff(n notice.Notice, node *corev1.Node, rec Record) string {
+	switch {
+	case slices.Contains(rec.Released, n.ID):
+		return "its event was canceled or completed"
+	case EpisodeEnded(node, rec) != "":
+		return EpisodeEnded(node, rec)
+	case !rec.Has(n.ID):
+		return "the node's record no longer lists it"
+	}
+	return ""
 }
 
 // nothingToDo reports whether the node's record says the notice needs no work: a released
@@ -471,9 +507,12 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, 
 // outcome (a crash between the two loses them rather than sending them twice).
 func claimOutcome(outcome string, claimed *bool) nodes.Edit {
 	return editRecord(func(r *Record) {
-		*claimed = !r.reported(outcome)
+		// A cordon is no outcome to report once the episode drains (a cordon-only notice
+		// that joins after the drain).
+		*claimed = !r.reported(outcome) && !(outcome == OutcomeCordoned && r.Phase >= PhaseDraining)
 		if *claimed {
 			r.Reported = append(r.Reported, outcome)
+			r.Notified = true // so that an older binary, during a rollout, reports nothing again
 		}
 	})
 }
@@ -669,38 +708,61 @@ func (h *Handler) TightenDrain(node string, t time.Time) bool {
 }
 
 // EndBootedEpisode closes the node's episode if the instance has booted again since it
-// opened (a Spot stop or hibernation, a scheduled stop, started again): the instance runs,
-// so Lifeboat takes back its own cordon, taints and labels; a new interruption comes as a new
-// notice. Released notices stay released. It reports whether it ended the episode.
+// opened (a Spot stop or hibernation, a scheduled stop or reboot, started again): the instance
+// runs, so Lifeboat takes back its own cordon, taints and labels; a new interruption comes as
+// a new notice. It reports whether it ended the episode.
 func (h *Handler) EndBootedEpisode(ctx context.Context, node *corev1.Node) (bool, error) {
-	if rec, err := ReadRecord(node); err != nil || !BootedAgain(node, rec) {
-		return false, nil
+	booted := func(n *corev1.Node, r Record) string {
+		if BootedAgain(n, r) {
+			return EpisodeEnded(n, r)
+		}
+		return ""
+	}
+	why, _, err := h.endEpisode(ctx, node, booted)
+	return why != "", err
+}
+
+// endEpisode closes the node's episode when ended says it is over, deciding again on the node
+// being written: Lifeboat's own cordon, taints and labels of the episode are taken back (an
+// operator who uncordoned the node took it back; an instance that booted again runs), and the
+// record keeps only what outlives episodes (see nextEpisode). It returns why the episode
+// ended ("" when it had not) and the node as written.
+func (h *Handler) endEpisode(ctx context.Context, node *corev1.Node, ended func(*corev1.Node, Record) string) (string, *corev1.Node, error) {
+	if rec, err := ReadRecord(node); err != nil || !rec.Known() || ended(node, rec) == "" {
+		return "", nil, nil
 	}
 	var (
-		ended    bool
+		why      string
 		previous []string
 	)
 	edit := func(nd *corev1.Node) {
 		r, _ := ReadRecord(nd)
-		if ended = BootedAgain(nd, r); !ended {
+		if !r.Known() {
+			why = ""
+			return
+		}
+		if why = ended(nd, r); why == "" {
 			return
 		}
 		previous = r.Notices
 		for _, e := range h.undo(r) {
 			e(nd)
 		}
-		writeRecord(nd, r.nextEpisode())
+		writeRecord(nd, r.nextEpisode(bootedAgain(nd, r)))
 	}
-	if _, err := h.writer.Apply(ctx, node.Name, node, "end the episode of a node that booted again", edit); err != nil {
-		return false, err
+	res, err := h.writer.Apply(ctx, node.Name, node, "end the node's interruption episode", edit)
+	if err != nil {
+		return "", nil, err
 	}
-	if ended {
+	if why != "" {
 		h.done.forget(previous...)
-		h.log.Info("the instance booted again since its interruption: episode ended, Lifeboat's cordon and taints taken back", "node", node.Name)
-		h.Metrics.Action(metrics.ActionUncordon, dryRunOr(h.cfg.DryRun, metrics.ResultOK))
-		h.Events.Uncordoned(events.NodeOf(node), "the instance booted again since its interruption")
+		h.log.Info("the node's interruption episode is over: Lifeboat's cordon and taints taken back", "node", node.Name, "why", why, "notices", previous)
+		if !h.cfg.DryRun {
+			h.Metrics.Action(metrics.ActionUncordon, metrics.ResultOK)
+			h.Events.Uncordoned(events.NodeOf(node), "the interruption episode is over: "+why)
+		}
 	}
-	return ended, nil
+	return why, res.Node, nil
 }
 
 func (h *Handler) startDrain(node, id string, deadline time.Time) (r *running, first, duplicate bool) {

@@ -3,11 +3,13 @@ package interruption
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/notice"
 )
 
 // AnnotationRecord holds a node's Record. Every Lifeboat process (agent, controller
@@ -131,10 +133,24 @@ func bootedAgain(n *corev1.Node, r Record) bool {
 }
 
 // nextEpisode is what is kept of a record when its episode ends: the notices released for
-// good (a scheduled reboot's event stays listed after the reboot).
-func (r Record) nextEpisode() Record {
-	return Record{Version: RecordVersion, Released: r.Released}
+// good (a scheduled reboot's event stays listed after the reboot). When it ended by a new
+// boot, the scheduled events of the episode have happened: they are released too, so one
+// still reported afterwards is not acted on again. (Spot stop and hibernate notices are not:
+// the next one, even with the same id, is a new interruption.)
+func (r Record) nextEpisode(booted bool) Record {
+	next := Record{Version: RecordVersion, Released: slices.Clone(r.Released)}
+	if booted {
+		for _, id := range r.Notices {
+			if strings.HasPrefix(id, scheduledPrefix) && !slices.Contains(next.Released, id) {
+				next.Released = append(next.Released, id)
+			}
+		}
+	}
+	return next
 }
+
+// scheduledPrefix starts the ids of scheduled-maintenance notices (notice.ID).
+var scheduledPrefix = notice.ID(notice.ScheduledMaintenance, "x", "")[:len("sched-")]
 
 // openEpisode is the first edit of every write that records a notice: it ends an episode that
 // is over (see EpisodeEnded), decided on the node being written so that a retry after a
@@ -143,9 +159,13 @@ func (r Record) nextEpisode() Record {
 func openEpisode(ended *string) nodes.Edit {
 	return func(n *corev1.Node) {
 		r, _ := ReadRecord(n)
+		if !r.Known() {
+			*ended = ""
+			return // a newer binary's record is never rewritten
+		}
 		*ended = EpisodeEnded(n, r)
 		if *ended != "" {
-			r = r.nextEpisode()
+			r = r.nextEpisode(bootedAgain(n, r))
 		}
 		if !r.open() {
 			r.BootID = n.Status.NodeInfo.BootID
@@ -214,6 +234,9 @@ func recordEdit(id string, phase Phase, deadline time.Time) nodes.Edit {
 func editRecord(f func(*Record)) nodes.Edit {
 	return func(n *corev1.Node) {
 		r, _ := ReadRecord(n)
+		if !r.Known() {
+			return // a newer binary's record is never rewritten
+		}
 		f(&r)
 		writeRecord(n, r)
 	}

@@ -1,0 +1,157 @@
+package interruption
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+)
+
+// Episode edge cases, each once a defect: they run against client-go's fake clientset, which
+// lets a test change the node between the handler's read and its write.
+
+// A drained episode ends (an operator uncordons the node) between the handler's read and its
+// cordon write: the write opens a new episode, and the notice drains rather than completing
+// its lifecycle action at once.
+func TestEpisodeEndsBetweenReadAndWrite(t *testing.T) {
+	ctx := context.Background()
+	inst := "i-0123456789abcdef0"
+	x := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, InstanceID: inst}
+	rec := Record{Version: 1, BootID: "b1", Notices: []string{x.ID}, Finished: []string{x.ID}, Phase: PhaseDrained, Reported: []string{OutcomeDrained}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1", Annotations: map[string]string{}},
+		Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + inst, Unschedulable: true}}
+	node.Status.NodeInfo.BootID = "b1"
+	writeRecord(node, rec)
+	client := fake.NewSimpleClientset(node.DeepCopy())
+	stale := node.DeepCopy()
+	first := true
+	client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if !first {
+			return false, nil, nil
+		}
+		first = false
+		// Meanwhile an operator uncordons the node.
+		n, _ := client.Tracker().Get(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "", "n1")
+		nn := n.(*corev1.Node).DeepCopy()
+		nn.Spec.Unschedulable = false
+		nn.ResourceVersion = "2"
+		_ = client.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, nn, "")
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "n1", nil)
+	})
+	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
+	completed := 0
+	h.OnDrained = func(ctx context.Context, n notice.Notice) (*Completed, error) { completed++; return nil, nil }
+	y := notice.Notice{ID: notice.ID(notice.ASGTermination, inst, ""), Kind: notice.ASGTermination, InstanceID: inst, Deadline: time.Now().Add(time.Hour)}
+	if err := h.HandleWith(ctx, y, "n1", HandleOptions{Cached: stale}); err != nil {
+		t.Fatal(err)
+	}
+	lists := 0
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "list" && a.GetResource().Resource == "pods" {
+			lists++
+		}
+	}
+	got, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	r, _ := ReadRecord(got)
+	if completed != 1 || lists != 1 || r.Phase != PhaseDrained || !got.Spec.Unschedulable {
+		t.Errorf("%d completions after %d pod lists (want a drain, then one completion); unschedulable %v, record %+v",
+			completed, lists, got.Spec.Unschedulable, r)
+	}
+}
+
+// An operator uncordons a node Lifeboat cordoned and tainted, then the event is canceled:
+// Lifeboat's taint and label go too.
+func TestReleaseAfterOperatorUncordon(t *testing.T) {
+	ctx := context.Background()
+	inst := "i-0123456789abcdef0"
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1"},
+		Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + inst}}
+	node.Status.NodeInfo.BootID = "b1"
+	client := fake.NewSimpleClientset(node)
+	h := NewHandler(sandboxtest.Config(t, "", "CORDON_ONLY", "true", "TAINT_NODE", "true", "EXCLUDE_FROM_LOAD_BALANCERS", "true"), client, slog.New(slog.DiscardHandler))
+	x := notice.Notice{ID: notice.ID(notice.ScheduledMaintenance, inst, "instance-event-x"), Kind: notice.ScheduledMaintenance, InstanceID: inst,
+		Deadline: time.Now().Add(time.Hour), Action: "system-maintenance"}
+	if err := h.Handle(ctx, x, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	n.Spec.Unschedulable = false // kubectl uncordon
+	client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+	x.Released = true
+	if err := h.Handle(ctx, x, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	n, _ = client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	t.Logf("taints %v labels %v record %s", n.Spec.Taints, n.Labels, n.Annotations[AnnotationRecord])
+	if len(n.Spec.Taints) > 0 || n.Labels[nodes.LabelExcludeFromLoadBalancers] != "" {
+		t.Errorf("released event left Lifeboat's taint or label behind")
+	}
+}
+
+// A scheduled event canceled while its notice waits for its start: no drain.
+func TestReleasedWhileWaitingForStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	inst := "i-0123456789abcdef0"
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1"},
+		Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + inst}}
+	node.Status.NodeInfo.BootID = "b1"
+	client := fake.NewSimpleClientset(node)
+	// Drains start NODE_TERMINATION_GRACE_PERIOD before the event (at least 30 s ahead): in 2 s.
+	h := NewHandler(sandboxtest.Config(t, "", "NODE_TERMINATION_GRACE_PERIOD", "29"), client, slog.New(slog.DiscardHandler))
+	drained := 0
+	h.OnDrained = func(ctx context.Context, n notice.Notice) (*Completed, error) { drained++; return nil, nil }
+	x := notice.Notice{ID: notice.ID(notice.ScheduledMaintenance, inst, "evt"), Kind: notice.ScheduledMaintenance, Source: notice.SourceQueue,
+		InstanceID: inst, Deadline: time.Now().Add(31 * time.Second), Action: "instance-stop"}
+	done := make(chan error)
+	go func() { done <- h.Handle(ctx, x, "n1") }()
+	time.Sleep(500 * time.Millisecond)
+	rel := x
+	rel.Released = true // AWS Health sends the event again, closed (canceled)
+	if err := h.Handle(ctx, rel, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	t.Logf("after release: unschedulable %v record %s", n.Spec.Unschedulable, n.Annotations[AnnotationRecord])
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	n, _ = client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	t.Logf("after the wait: unschedulable %v OnDrained %d record %s", n.Spec.Unschedulable, drained, n.Annotations[AnnotationRecord])
+	if drained > 0 {
+		t.Errorf("a released notice drained the node")
+	}
+}
+
+// An episode that ends by a new boot releases its scheduled events (they happened), not its
+// Spot notices (the next one is a new interruption).
+func TestNextEpisode(t *testing.T) {
+	sched := notice.ID(notice.ScheduledMaintenance, "i-0123456789abcdef0", "instance-event-1")
+	spot := notice.ID(notice.SpotInterruption, "i-0123456789abcdef0", "stop")
+	old := notice.ID(notice.ScheduledMaintenance, "i-0123456789abcdef0", "instance-event-0")
+	r := Record{Version: 1, BootID: "b1", Notices: []string{sched, spot}, Phase: PhaseDrained, Released: []string{old}, Reported: []string{OutcomeDrained}}
+	booted := r.nextEpisode(true)
+	if !slices.Equal(booted.Released, []string{old, sched}) || len(booted.Notices) != 0 || booted.Phase != PhaseNone || booted.Reported != nil {
+		t.Errorf("after a new boot: %+v", booted)
+	}
+	taken := r.nextEpisode(false)
+	if !slices.Equal(taken.Released, []string{old}) || len(taken.Notices) != 0 {
+		t.Errorf("after an operator's uncordon: %+v", taken)
+	}
+	if &r.Released[0] == &booted.Released[0] {
+		t.Error("the next episode shares the old record's released list")
+	}
+}
