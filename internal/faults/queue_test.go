@@ -140,12 +140,24 @@ func (q *queues) send(t testing.TB, queue string, bodies []string, about []deliv
 // length is how many messages the queue holds, visible or not.
 func (q *queues) length(ctx context.Context, queue string) (int, error) {
 	url := q.sqs.QueueURLs[queue]
+	// Messages being handled are invisible, not gone: both counts must be 0 before the
+	// queue is empty (otherwise a test stops Lifeboat while it still finishes a message).
 	out, err := q.direct.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: &url,
-		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}})
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
 	if err != nil {
 		return 0, err
 	}
-	return strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+	total := 0
+	for _, name := range []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+		sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible} {
+		n, err := strconv.Atoi(out.Attributes[string(name)])
+		if err != nil {
+			return 0, fmt.Errorf("queue %s: %s: %w", queue, name, err)
+		}
+		total += n
+	}
+	return total, nil
 }
 
 // waitEmpty waits until the queue holds no message; it reports whether it did.
