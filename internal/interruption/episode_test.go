@@ -155,3 +155,34 @@ func TestNextEpisode(t *testing.T) {
 		t.Error("the next episode shares the old record's released list")
 	}
 }
+
+// A copy of a scheduled notice whose start could not be read only cordons; a later copy of
+// the same notice with a readable start schedules its drain (this process must not remember
+// the first as done).
+func TestCordonOnlyCopyThenReadableCopyDrains(t *testing.T) {
+	ctx := context.Background()
+	inst := "i-0123456789abcdef0"
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1"},
+		Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + inst}}
+	client := fake.NewSimpleClientset(node)
+	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
+	unreadable := notice.Notice{ID: notice.ID(notice.ScheduledMaintenance, inst, "evt"), Kind: notice.ScheduledMaintenance, Source: notice.SourceQueue,
+		InstanceID: inst, Action: "instance-stop", CordonOnly: `detail.startTime "soon" is not a time`}
+	for range 2 { // a repeat of the unreadable copy changes nothing
+		if err := h.Handle(ctx, unreadable, "n1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{}); !n.Spec.Unschedulable {
+		t.Fatal("the cordon-only notice did not cordon")
+	}
+	readable := unreadable
+	readable.CordonOnly, readable.Deadline = "", time.Now().Add(time.Minute) // due now: the drain starts at once
+	if err := h.Handle(ctx, readable, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if r, _ := ReadRecord(n); r.Phase != PhaseDrained || !r.Done(readable.ID, true) {
+		t.Errorf("the readable copy did not drain: record %+v", r)
+	}
+}

@@ -236,7 +236,7 @@ func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName stri
 	plan := planFor(n, h.cfg)
 	if rec.Done(n.ID, plan.Drain) {
 		log.Info("notice already handled", "phase", rec.Phase)
-		h.done.add(n.ID)
+		h.rememberDone(n)
 		return nil
 	}
 
@@ -304,7 +304,7 @@ func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName stri
 			h.notify(ctx, n, res.Node, "cordoned", nil)
 		}
 		if !h.cfg.DryRun {
-			h.done.add(n.ID)
+			h.rememberDone(n)
 		}
 		return nil
 	}
@@ -383,6 +383,15 @@ func (h *Handler) HandleWith(ctx context.Context, n notice.Notice, nodeName stri
 	// would complete its lifecycle action twice).
 	h.endDrain(nodeName, r)
 	return r.err
+}
+
+// rememberDone notes in this process that the notice needs no more work, so its copies cost
+// no node read. A cordon-only notice is not remembered: a later copy of it whose start can
+// be read (the same id) must still schedule its drain.
+func (h *Handler) rememberDone(n notice.Notice) {
+	if n.CordonOnly == "" {
+		h.done.add(n.ID)
+	}
 }
 
 // errCalledOff is what notices that joined a drain hear when the drain was called off.
