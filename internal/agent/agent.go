@@ -1,8 +1,11 @@
 // Package agent runs Lifeboat's agent mode: a DaemonSet pod that watches its own instance's
-// metadata and cordons and drains its own node (NODE_NAME).
+// metadata and cordons and drains its own node (NODE_NAME). Intake records each notice on the
+// Node; one loop drives the node's episode from that record (interruption.Handler.Reconcile),
+// the same code as the controller's reconciler.
 //
 // While no notice is active the agent makes no Kubernetes request at all: one node read at
-// start to check NODE_NAME, then instance-metadata polling only.
+// start to check NODE_NAME (which also resumes work a previous agent left on the node), then
+// instance-metadata polling only.
 package agent
 
 import (
@@ -125,8 +128,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("agent watching instance metadata", "node", a.cfg.NodeName, "instance", instanceID, "interval", a.cfg.IMDSPollInterval)
 
 	notices := make(chan notice.Notice)
+	wake := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	wg.Go(func() { poller.Run(ctx, notices) })
+	wg.Go(func() { a.episodes(ctx, node, wake) })
 	sem := make(chan struct{}, a.cfg.Workers)
 	for {
 		select {
@@ -147,20 +152,29 @@ func (a *Agent) Run(ctx context.Context) error {
 				if n.Kind == notice.ASGTermination && !n.Released {
 					n.Deadline = a.hookDeadline(ctx, n)
 				}
-				a.handle(ctx, n)
+				if a.intake(ctx, n) {
+					select {
+					case wake <- struct{}{}:
+					default: // a wake is already due
+					}
+				}
 			})
 		}
 	}
 }
 
-// handle retries a notice until it is handled, its deadline passes, or ctx ends: a brief
-// API server outage must not lose it.
-func (a *Agent) handle(ctx context.Context, n notice.Notice) {
+// intake records the notice on the node (interruption.Handler.Intake), retrying until it is
+// recorded, its deadline passes, or ctx ends: a brief API server outage must not lose it. It
+// reports whether the notice was recorded.
+func (a *Agent) intake(ctx context.Context, n notice.Notice) bool {
 	backoff, started := time.Second, time.Now()
 	for {
-		err := a.handler.Handle(ctx, n, a.cfg.NodeName)
-		if err == nil || ctx.Err() != nil {
-			return
+		err := a.handler.Intake(ctx, n, a.cfg.NodeName, nil)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
 		}
 		giveUp := n.Deadline
 		if giveUp.IsZero() { // a cordon-only notice: no deadline, a budget of its own
@@ -168,15 +182,59 @@ func (a *Agent) handle(ctx context.Context, n notice.Notice) {
 		}
 		if errors.Is(err, interruption.ErrNotOurs) || time.Now().After(giveUp.Add(time.Minute)) {
 			a.log.Error("giving up on notice", "notice", n.ID, "err", err)
-			return
+			return false
 		}
-		a.log.Warn("notice not handled yet; retrying", "notice", n.ID, "retryIn", backoff, "err", err)
+		a.log.Warn("notice not recorded yet; retrying", "notice", n.ID, "retryIn", backoff, "err", err)
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 30*time.Second)
+	}
+}
+
+// episodes drives the node's episode from its record (interruption.Handler.Reconcile): first
+// on the node read at start (work a previous agent left goes on; with none, no request), then
+// each time intake recorded a notice (wake), when a scheduled start comes, and after a failure
+// with backoff. It returns when ctx ends.
+func (a *Agent) episodes(ctx context.Context, node *corev1.Node, wake <-chan struct{}) {
+	backoff := time.Second
+	for {
+		var (
+			wait time.Duration
+			err  error
+		)
+		if node == nil {
+			node, err = a.client.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
+		}
+		if err == nil {
+			wait, err = a.handler.Reconcile(ctx, node)
+		}
+		node = nil // read again next time
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			a.log.Warn("the node's interruption work is not done yet; retrying", "retryIn", backoff, "err", err)
+			wait, backoff = backoff, min(2*backoff, 30*time.Second)
+		} else {
+			backoff = time.Second
+		}
+		var due <-chan time.Time
+		timer := time.NewTimer(wait)
+		if wait > 0 {
+			due = timer.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-wake:
+		case <-due:
+		}
+		timer.Stop()
+		if ctx.Err() != nil {
+			return
+		}
 	}
 }
 

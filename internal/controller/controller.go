@@ -1,6 +1,8 @@
-// Package controller runs Lifeboat's controller mode: it consumes the cluster's SQS queue
+// Package controller runs Lifeboat's controller mode. Intake consumes the cluster's SQS queue
 // (EventBridge events and Auto Scaling hooks), checks that each instance belongs to this
-// cluster, and cordons, drains and completes lifecycle actions through the same handler as
+// cluster, and records each notice on its Node (cordon and intent, one write) before the
+// message is deleted; a per-node reconciler then drives each node's episode from that record
+// (wait for a scheduled start, drain, complete lifecycle actions) through the same handler as
 // agent mode. One replica leads at a time (a Lease); the others wait to take over.
 package controller
 
@@ -50,19 +52,14 @@ type Controller struct {
 	metrics     *metrics.Metrics
 	handler     *interruption.Handler
 
-	// lifecycles holds the hook of each Auto Scaling notice being handled, by notice id, for
-	// completion after its drain. Copies of one message may be handled at once, so entries
-	// are counted and leave with the last copy.
-	lifecyclesMu sync.Mutex
-	lifecycles   map[string]*lifecycleEntry
-
 	// heartbeatUnit is what HEARTBEAT_INTERVAL and HEARTBEAT_UNTIL count in: a second
 	// (tests shorten it).
 	heartbeatUnit time.Duration
 
-	// starting bounds notices between receipt and cordon (WORKERS); past their cordon,
-	// notices drain or wait for their start without holding a worker.
+	// starting bounds notices between receipt and their record on the Node (WORKERS).
 	starting chan struct{}
+	// episodes is the per-node reconciler while Run runs.
+	episodes atomic.Pointer[reconciler]
 
 	leading  atomic.Bool
 	consumer atomic.Pointer[sqs.Consumer] // while Run consumes the queue
@@ -87,8 +84,9 @@ func (c *Controller) Healthy() error {
 func New(cfg *config.Config, client kubernetes.Interface, queue sqs.API, ec2 cloud.EC2, asg cloud.AutoScaling, logger *slog.Logger, m *metrics.Metrics) *Controller {
 	c := &Controller{cfg: cfg, client: client, queue: queue, ec2: ec2, asg: asg, log: logger, metrics: m,
 		handler: interruption.NewHandler(cfg, client, logger), heartbeatUnit: time.Second,
-		starting: make(chan struct{}, max(cfg.Workers, 1)), lifecycles: map[string]*lifecycleEntry{}}
+		starting: make(chan struct{}, max(cfg.Workers, 1))}
 	c.handler.OnDrained = c.completeLifecycle
+	c.handler.WhileDraining = c.whileDraining
 	c.handler.Metrics = m
 	c.hooks = cloud.NewHookTimeoutCache(asg)
 	c.hooks.Observe = func(err error) { m.AWSCall("DescribeLifecycleHooks", err, nil) }
@@ -183,23 +181,28 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	boots, err := newBootWatch(nodeInformer, c.handler, c.log)
+	episodes, err := newReconciler(nodeInformer, c.handler, c.cfg, c.log)
 	if err != nil {
 		return err
 	}
-	defer boots.queue.ShutDown() // also when the informers never sync and its worker never runs
+	defer episodes.queue.ShutDown() // also when the informers never sync and its workers never run
 	stop := make(chan struct{})
 	factory.Start(stop)
 	defer func() { close(stop); factory.Shutdown() }()
 	if !cacheSynced(ctx, factory) {
 		return ctx.Err()
 	}
-	bootsCtx, stopBoots := context.WithCancel(ctx)
-	bootsDone := make(chan struct{})
-	go func() { defer close(bootsDone); boots.run(bootsCtx) }()
-	defer func() { stopBoots(); <-bootsDone }()
+	// The reconciler stops (and its drains with it) only after intake has: a notice recorded
+	// by intake is always reconciled, here or by the next leader.
+	episodesCtx, stopEpisodes := context.WithCancel(ctx)
+	episodesDone := make(chan struct{})
+	go func() { defer close(episodesDone); episodes.run(episodesCtx) }()
+	c.episodes.Store(episodes)
+	defer func() { c.episodes.Store(nil); stopEpisodes(); <-episodesDone }()
+	// Intake holds a message only until its notices are recorded: twice WORKERS in flight lets
+	// the next messages be received while the current ones are written.
 	consumer := sqs.NewConsumer(c.queue, sqs.ConsumerOptions{
-		QueueURL: c.cfg.QueueURL, Workers: c.cfg.Workers + maxPastCordon,
+		QueueURL: c.cfg.QueueURL, Workers: 2 * max(c.cfg.Workers, 1),
 		VisibilityTimeout: time.Duration(c.cfg.SQSMsgVisibilityTimeoutSec) * time.Second, Logger: c.log,
 		Observe: c.metrics.ObserveSQS,
 	})
@@ -230,41 +233,6 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		return outcome, delay
 	})
-}
-
-type lifecycleEntry struct {
-	lc    sqs.Lifecycle
-	holds int
-}
-
-func (c *Controller) holdLifecycle(id string, lc sqs.Lifecycle) {
-	c.lifecyclesMu.Lock()
-	defer c.lifecyclesMu.Unlock()
-	e := c.lifecycles[id]
-	if e == nil {
-		e = &lifecycleEntry{lc: lc}
-		c.lifecycles[id] = e
-	}
-	e.holds++
-}
-
-func (c *Controller) dropLifecycle(id string) {
-	c.lifecyclesMu.Lock()
-	defer c.lifecyclesMu.Unlock()
-	if e := c.lifecycles[id]; e != nil {
-		if e.holds--; e.holds <= 0 {
-			delete(c.lifecycles, id)
-		}
-	}
-}
-
-func (c *Controller) lifecycle(id string) (sqs.Lifecycle, bool) {
-	c.lifecyclesMu.Lock()
-	defer c.lifecyclesMu.Unlock()
-	if e := c.lifecycles[id]; e != nil {
-		return e.lc, true
-	}
-	return sqs.Lifecycle{}, false
 }
 
 // countedEC2 counts DescribeInstances calls in lifeboat_aws_calls_total.
@@ -311,17 +279,13 @@ func cacheSynced(ctx context.Context, f informers.SharedInformerFactory) bool {
 	return true
 }
 
-// maxPastCordon bounds the messages kept in flight for notices past their cordon: drains
-// (which mostly wait on a pod watch) and notices waiting for their scheduled start. WORKERS
-// bounds the work before the cordon, so a burst cordons every node first; the client's rate
-// limit bounds the API requests of all of them together.
-const maxPastCordon = 1000
-
 // Delays before a message comes back: a notice that could not be handled yet is retried
-// soon; one about an instance that is not ours much later (it may be another cluster's).
+// soon; one about an instance that is not ours much later (it may be another cluster's); a
+// launch hook whose node is not Ready yet is looked at again shortly.
 const (
-	retrySoon  = 10 * time.Second
-	retryLater = 5 * time.Minute
+	retrySoon   = 10 * time.Second
+	retryLater  = 5 * time.Minute
+	launchCheck = 2 * time.Second
 )
 
 // handleMessage decides a message's fate. Policy for unparseable messages: they are logged
@@ -375,6 +339,7 @@ const (
 	noticeRetry                       // not handled yet: the message must come back soon
 	noticeForeign                     // another cluster's instance: keep the message for it
 	noticeCancelled                   // this process is stopping
+	noticeLaunching                   // a launch hook waiting for its node to be Ready
 )
 
 // messageFate decides what to do with a message from its notices: retry soon while any of
@@ -388,6 +353,9 @@ func messageFate(ctx context.Context, fates []noticeFate) (sqs.Outcome, time.Dur
 	}
 	if slices.Contains(fates, noticeRetry) {
 		return sqs.Retry, retrySoon, "retry"
+	}
+	if slices.Contains(fates, noticeLaunching) {
+		return sqs.Retry, launchCheck, "launching"
 	}
 	if slices.Contains(fates, noticeForeign) {
 		return sqs.Retry, retryLater, "not_owned"
@@ -415,8 +383,8 @@ func (c *Controller) handleNoticeWhileHeld(ctx context.Context, resolver *owners
 	}
 }
 
-// handleNotice handles one notice of a message: ownership, then the node's work through the
-// interruption handler (which returns once the node is done).
+// handleNotice takes one notice of a message: ownership, its deadline, then its record on
+// the Node (interruption.Handler.Intake). The node's reconciler does the rest.
 func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, lc *sqs.Lifecycle, log *slog.Logger) noticeFate {
 	if n.Kind == notice.ASGLaunch {
 		return c.handleLaunch(ctx, resolver, n, lc, log)
@@ -439,78 +407,76 @@ func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resol
 		}
 		return noticeForeign
 	}
-	if n.Kind == notice.ASGTermination && lc != nil {
+	if lc != nil && n.Kind == notice.ASGTermination {
+		n.Lifecycle = &notice.Lifecycle{Group: lc.Group, Hook: lc.Hook, Token: lc.Token}
 		n.Deadline = c.hookDeadline(ctx, n, *lc, log)
 	}
-	if n.Deadline.IsZero() {
+	if n.Deadline.IsZero() && n.CordonOnly == "" {
 		// Rebalance recommendations and state changes: the drain budget from receipt.
 		n.Deadline = time.Now().Add(time.Duration(c.cfg.NodeTerminationGracePeriod) * time.Second)
 	}
-	if lc != nil {
-		c.holdLifecycle(n.ID, *lc)
-		defer c.dropLifecycle(n.ID)
-	}
-	stopHeartbeats := c.startHeartbeats(ctx, n, lc, verdict.Node, log)
-	defer stopHeartbeats()
-	err = c.handler.HandleWith(ctx, n, verdict.Node.Name, interruption.HandleOptions{Cached: verdict.Node, Cordoned: release})
+	err = c.handler.Intake(ctx, n, verdict.Node.Name, verdict.Node)
 	switch {
 	case err == nil:
+		if r := c.episodes.Load(); r != nil {
+			r.queue.Add(verdict.Node.Name) // at once, not on the informer's echo of the write
+		}
 		return noticeDone
 	case errors.Is(err, context.Canceled):
 		return noticeCancelled
 	}
-	log.Warn("notice not handled yet; the message will come back", "notice", n.ID, "err", err)
+	log.Warn("notice not recorded yet; the message will come back", "notice", n.ID, "err", err)
 	return noticeRetry
 }
 
 // handleLaunch completes a launch hook once the instance's Node has joined this cluster and is
-// Ready, waiting at most ASG_LAUNCH_READY_TIMEOUT from when the hook was first seen; then it
-// leaves the hook to its own timeout. An instance that turns out to be another cluster's is
-// never completed.
+// Ready. Until then the message goes back to the queue for a few seconds (holding nothing
+// here), for at most ASG_LAUNCH_READY_TIMEOUT from the hook's time; then the hook is left to
+// its own timeout. An instance that turns out to be another cluster's is never completed.
 func (c *Controller) handleLaunch(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, lc *sqs.Lifecycle, log *slog.Logger) noticeFate {
 	if lc == nil {
 		return noticeDone
 	}
-	giveUp := time.Now().Add(c.cfg.ASGLaunchReadyTimeout)
-	for {
-		verdict, err := resolver.Resolve(ctx, n.InstanceID)
+	verdict, err := resolver.Resolve(ctx, n.InstanceID)
+	switch {
+	case err != nil:
+		log.Warn("cannot tell whether the launching instance is ours yet", "notice", n.ID, "err", err)
+	case verdict.Node != nil && !verdict.Owned:
+		log.Info("launch notice is not for this cluster", "notice", n.ID, "reason", verdict.Reason)
+		if c.cfg.DeleteSQSMsgIfNodeNotFound {
+			return noticeDone
+		}
+		return noticeForeign
+	case verdict.Owned && nodeReady(verdict.Node) && c.cfg.DryRun:
+		log.Info("dry run: would complete the launch lifecycle action: the node is Ready", "notice", n.ID, "node", verdict.Node.Name)
+		return noticeDone
+	case verdict.Owned && nodeReady(verdict.Node):
+		err := c.asg.CompleteLifecycleAction(ctx, cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID, Token: lc.Token})
 		switch {
-		case err != nil:
-			log.Warn("cannot tell whether the launching instance is ours yet", "notice", n.ID, "err", err)
-		case verdict.Node != nil && !verdict.Owned:
-			log.Info("launch notice is not for this cluster", "notice", n.ID, "reason", verdict.Reason)
-			if c.cfg.DeleteSQSMsgIfNodeNotFound {
-				return noticeDone
-			}
-			return noticeForeign
-		case verdict.Owned && nodeReady(verdict.Node) && c.cfg.DryRun:
-			log.Info("dry run: would complete the launch lifecycle action: the node is Ready", "notice", n.ID, "node", verdict.Node.Name)
+		case err == nil, errors.Is(err, cloud.ErrNoActiveAction):
+			c.metrics.AWSCall("CompleteLifecycleAction", err, cloud.ErrNoActiveAction)
+			log.Info("launch lifecycle action completed: the node is Ready", "notice", n.ID, "node", verdict.Node.Name, "err", err)
 			return noticeDone
-		case verdict.Owned && nodeReady(verdict.Node):
-			err := c.asg.CompleteLifecycleAction(ctx, cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID, Token: lc.Token})
-			switch {
-			case err == nil, errors.Is(err, cloud.ErrNoActiveAction):
-				c.metrics.AWSCall("CompleteLifecycleAction", err, cloud.ErrNoActiveAction)
-				log.Info("launch lifecycle action completed: the node is Ready", "notice", n.ID, "node", verdict.Node.Name, "err", err)
-				return noticeDone
-			case cloud.IsPermanent(err):
-				log.Error("cannot complete the launch lifecycle action; it will time out", "notice", n.ID, "err", err)
-				return noticeDone
-			default:
-				log.Warn("completing the launch lifecycle action failed; retrying", "notice", n.ID, "err", err)
-			}
-		}
-		if time.Now().After(giveUp) {
-			log.Warn("the launching instance's node did not join and become Ready in time; leaving the hook to its own timeout",
-				"notice", n.ID, "waited", c.cfg.ASGLaunchReadyTimeout)
+		case cloud.IsPermanent(err):
+			log.Error("cannot complete the launch lifecycle action; it will time out", "notice", n.ID, "err", err)
 			return noticeDone
-		}
-		select {
-		case <-ctx.Done():
-			return noticeCancelled
-		case <-time.After(2 * time.Second): // the informer and the EC2 cache answer these checks
+		default:
+			log.Warn("completing the launch lifecycle action failed; retrying", "notice", n.ID, "err", err)
 		}
 	}
+	began := n.StartTime
+	if began.IsZero() {
+		began = time.Now()
+	}
+	if time.Since(began) > c.cfg.ASGLaunchReadyTimeout {
+		log.Warn("the launching instance's node did not join and become Ready in time; leaving the hook to its own timeout",
+			"notice", n.ID, "waited", c.cfg.ASGLaunchReadyTimeout)
+		return noticeDone
+	}
+	if ctx.Err() != nil {
+		return noticeCancelled
+	}
+	return noticeLaunching
 }
 
 func nodeReady(n *corev1.Node) bool {
@@ -524,8 +490,8 @@ func nodeReady(n *corev1.Node) bool {
 
 // completeLifecycle completes the Auto Scaling hook of a drained node's notice.
 func (c *Controller) completeLifecycle(ctx context.Context, n notice.Notice) (*interruption.Completed, error) {
-	lc, ok := c.lifecycle(n.ID)
-	if !ok {
+	lc := n.Lifecycle
+	if lc == nil {
 		return nil, nil
 	}
 	if d := c.cfg.CompleteLifecycleActionDelaySeconds; d > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -57,7 +58,7 @@ func (c *Controller) heartbeatPolicy() cloud.Heartbeats {
 // heartbeatsEnded brings the node's running drain back to when the action now expires (its
 // deadline counted on heartbeats that will not come): the last heartbeat sent plus the hook's
 // timeout, or now when the action is already over.
-func (c *Controller) heartbeatsEnded(ctx context.Context, lc sqs.Lifecycle, node string, began, lastSent time.Time, over bool, log *slog.Logger) {
+func (c *Controller) heartbeatsEnded(ctx context.Context, lc notice.Lifecycle, node string, began, lastSent time.Time, over bool, log *slog.Logger) {
 	timeouts, _, err := c.hooks.Timeouts(ctx, lc.Group, lc.Hook)
 	if err != nil {
 		timeouts = cloud.AssumedHookTimeouts
@@ -71,19 +72,24 @@ func (c *Controller) heartbeatsEnded(ctx context.Context, lc sqs.Lifecycle, node
 	}
 }
 
-// startHeartbeats starts lifecycle heartbeats for a termination hook when HEARTBEAT_INTERVAL
-// is set (never in dry-run), and returns the function that stops them.
-func (c *Controller) startHeartbeats(ctx context.Context, n notice.Notice, lc *sqs.Lifecycle, node *corev1.Node, log *slog.Logger) (stop func()) {
-	if lc == nil || n.Kind != notice.ASGTermination || c.cfg.HeartbeatInterval <= 0 || c.cfg.DryRun {
+// whileDraining keeps the lifecycle actions of a drain's termination-hook notices alive while
+// it runs (HEARTBEAT_INTERVAL; never in dry-run), and returns the function that stops them.
+func (c *Controller) whileDraining(ctx context.Context, node *corev1.Node, notices []notice.Notice) (stop func()) {
+	if c.cfg.HeartbeatInterval <= 0 || c.cfg.DryRun {
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.heartbeats(ctx, n, *lc, node, log.With("notice", n.ID, "group", lc.Group, "hook", lc.Hook))
-	}()
-	return func() { cancel(); <-done }
+	var wg sync.WaitGroup
+	for _, n := range notices {
+		if n.Kind != notice.ASGTermination || n.Lifecycle == nil {
+			continue
+		}
+		lc := *n.Lifecycle
+		wg.Go(func() {
+			c.heartbeats(ctx, n, lc, node, c.log.With("notice", n.ID, "group", lc.Group, "hook", lc.Hook))
+		})
+	}
+	return func() { cancel(); wg.Wait() }
 }
 
 // heartbeats keeps an Auto Scaling termination hook alive while its node drains
@@ -91,7 +97,7 @@ func (c *Controller) startHeartbeats(ctx context.Context, n notice.Notice, lc *s
 // recorded on the Node, so a restarted or new leader resumes the schedule instead of
 // starting over (the hook's own timeout keeps running across a restart). It returns when ctx
 // ends, the window closes, or the action is over.
-func (c *Controller) heartbeats(ctx context.Context, n notice.Notice, lc sqs.Lifecycle, node *corev1.Node, log *slog.Logger) {
+func (c *Controller) heartbeats(ctx context.Context, n notice.Notice, lc notice.Lifecycle, node *corev1.Node, log *slog.Logger) {
 	interval := time.Duration(c.cfg.HeartbeatInterval) * c.heartbeatUnit
 	began := n.StartTime
 	if began.IsZero() {

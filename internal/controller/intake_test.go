@@ -80,12 +80,12 @@ func newIntakeWorld(t *testing.T, ctx context.Context, nodeCount int) *intakeWor
 
 // run starts a controller with the settings (beyond the queue, the endpoint and the cluster
 // name) until the test ends.
-func (w *intakeWorld) run(t *testing.T, ctx context.Context, settings ...string) {
+func (w *intakeWorld) run(t *testing.T, ctx context.Context, settings ...string) (stop func()) {
 	t.Helper()
 	cfg := sandboxtest.Config(t, config.ModeController, append([]string{"ENABLE_SQS_TERMINATION_DRAINING", "true",
 		"QUEUE_URL", w.queueURL, "AWS_REGION", "us-east-1", "AWS_ENDPOINT", w.fake.URL(), "CLUSTER_NAME", "sandbox",
 		"EMIT_KUBERNETES_EVENTS", "true"}, settings...)...)
-	startController(t, ctx, w.c, sandboxtest.AWSConfig(w.fake.URL()), w.queue, cfg, "lifeboat-controller", w.metrics, w.logs, nil)
+	return startController(t, ctx, w.c, sandboxtest.AWSConfig(w.fake.URL()), w.queue, cfg, "lifeboat-controller", w.metrics, w.logs, nil)
 }
 
 func (w *intakeWorld) send(t *testing.T, ctx context.Context, bodies ...string) {

@@ -92,7 +92,7 @@ func (w *operateWorld) run(t *testing.T, ctx context.Context, cfg *config.Config
 // startController runs a controller of the cluster as user, with Events, until the test ends;
 // its log goes to logs and is printed when the test fails.
 func startController(t *testing.T, ctx context.Context, c *sandbox.Cluster, awsCfg aws.Config, queue *awssqs.Client, cfg *config.Config,
-	user string, m *metrics.Metrics, logs *sandboxtest.LogBuffer, wire func(*interruption.Handler)) {
+	user string, m *metrics.Metrics, logs *sandboxtest.LogBuffer, wire func(*interruption.Handler)) (stop func()) {
 	t.Helper()
 	rc, err := c.UserConfig(user, "system:masters")
 	if err != nil {
@@ -109,17 +109,26 @@ func startController(t *testing.T, ctx context.Context, c *sandbox.Cluster, awsC
 	if wire != nil {
 		wire(ctl.Handler())
 	}
-	runCtx, stop := context.WithCancel(ctx)
+	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- ctl.Run(runCtx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil && runCtx.Err() == nil {
+				t.Errorf("controller stopped: %v", err)
+			}
+			stopEvents()
+		})
+	}
 	t.Cleanup(func() {
 		stop()
-		<-done
-		stopEvents()
 		if t.Failed() {
 			t.Logf("controller log:\n%s", logs.String())
 		}
 	})
+	return stop
 }
 
 func (w *operateWorld) nodeEvents(t *testing.T, ctx context.Context) map[string]int32 {

@@ -236,6 +236,11 @@ func controllerCrashTrial(t *testing.T, w *world, qs *queues, queue string, r *r
 		n, err := qs.length(ctx, queue)
 		t.Errorf("queue %s still holds %d messages (err %v)", queue, n, err)
 	}
+	var all []delivery
+	for _, want := range distinct {
+		all = append(all, want...)
+	}
+	qs.waitFinished(ctx, 90*time.Second, all...) // the reconciler finishes after the messages are gone
 	time.Sleep(2 * time.Second)
 	lb.Stop()
 

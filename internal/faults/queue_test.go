@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -28,9 +29,10 @@ const (
 
 // queues is goaws behind the fake EC2 / Auto Scaling endpoint, as controller mode sees AWS.
 // It knows every message the test sent and checks, as each DeleteMessage arrives, that the
-// message's work is done: its node drained with its notice recorded as finished and, for a
-// lifecycle hook, the action completed. A copy of a message may go earlier while another
-// copy of it is still on the queue: that one keeps the notice from being lost.
+// message's notice is recorded on its node (its intent, or its work already done): from then
+// on the node's record carries the work, and the scenarios check at their end that it was
+// done (unfinished). A copy of a message may go earlier while another copy of it is still on
+// the queue: that one keeps the notice from being lost.
 type queues struct {
 	w    *world
 	sqs  *sandbox.SQS
@@ -41,9 +43,9 @@ type queues struct {
 	mu         sync.Mutex
 	sent       map[string]delivery // by message id
 	deleted    map[string]int      // message id -> DeleteMessage calls
-	verified   map[delivery]bool   // deliveries found done; phases only move forward
+	verified   map[delivery]bool   // deliveries found recorded on their node
 	violations []string
-	// earlyCopies counts copies deleted before their work was done while another copy
+	// earlyCopies counts copies deleted before their notice was recorded while another copy
 	// was still on the queue.
 	earlyCopies int
 }
@@ -169,7 +171,7 @@ func (q *queues) waitEmpty(ctx context.Context, queue string, timeout time.Durat
 }
 
 // checkDelete runs as each call reaches the fake, before it is forwarded: a DeleteMessage
-// must be for a message whose work is done.
+// must be for a message whose notice is recorded on its node.
 func (q *queues) checkDelete(c fakeaws.Call) {
 	if c.Service != "sqs" || c.Action != "DeleteMessage" && c.Action != "DeleteMessageBatch" {
 		return
@@ -197,14 +199,14 @@ func (q *queues) checkDelete(c fakeaws.Call) {
 		if done {
 			continue
 		}
-		if problem := q.unfinished(d); problem != "" {
+		if problem := q.unrecorded(d); problem != "" {
 			if q.copyLeft(d, id) {
 				q.mu.Lock()
 				q.earlyCopies++
 				q.mu.Unlock()
 				continue
 			}
-			q.violate("message %s deleted before its work was done, and no other copy of it was left: %s", id, problem)
+			q.violate("message %s deleted before its notice was recorded on its node, and no other copy of it was left: %s", id, problem)
 			continue
 		}
 		q.mu.Lock()
@@ -225,18 +227,49 @@ func (q *queues) copyLeft(d delivery, id string) bool {
 	return false
 }
 
-// unfinished says what is not done yet about a delivery, "" when all is.
-func (q *queues) unfinished(d delivery) string {
+// unrecorded says why a delivery's notice is not recorded on its node (its intent, or its
+// work already done), "" when it is: from then on the work is the node's reconciler's, and
+// the message may go.
+func (q *queues) unrecorded(d delivery) string {
+	r, err := q.readRecord(d.node)
+	if err != nil {
+		return fmt.Sprintf("cannot read node %s: %v", d.node, err)
+	}
+	if r.Done(d.notice, true) || (r.Has(d.notice) && slices.ContainsFunc(r.Intents, func(i interruption.Intent) bool { return i.ID == d.notice })) {
+		return ""
+	}
+	return fmt.Sprintf("node %s record %+v lacks %s and its intent", d.node, r, d.notice)
+}
+
+// waitFinished waits until every delivery's work is done (see unfinished); it reports
+// whether it was.
+func (q *queues) waitFinished(ctx context.Context, timeout time.Duration, ds ...delivery) bool {
+	return waitFor(ctx, timeout, func() bool {
+		for _, d := range ds {
+			if q.unfinished(d) != "" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// readRecord reads a node's record, retrying while the API server may be restarting.
+func (q *queues) readRecord(node string) (interruption.Record, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var r interruption.Record
-	var err error
-	for { // the API server may be restarting in some scenarios
-		if r, err = q.w.record(ctx, d.node); err == nil || ctx.Err() != nil {
-			break
+	for {
+		r, err := q.w.record(ctx, node)
+		if err == nil || ctx.Err() != nil {
+			return r, err
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// unfinished says what is not done yet about a delivery, "" when all is.
+func (q *queues) unfinished(d delivery) string {
+	r, err := q.readRecord(d.node)
 	switch {
 	case err != nil:
 		return fmt.Sprintf("cannot read node %s: %v", d.node, err)
@@ -268,7 +301,7 @@ func (q *queues) checkMessages(t testing.TB, nodes map[string]bool) (sent, delet
 	}
 	q.violations = nil
 	if q.earlyCopies > 0 {
-		t.Logf("%d copies of a message deleted before their work was done, another copy still on the queue", q.earlyCopies)
+		t.Logf("%d copies of a message deleted before their notice was recorded, another copy still on the queue", q.earlyCopies)
 	}
 	for id, d := range q.sent {
 		if !nodes[d.node] {

@@ -58,6 +58,7 @@ func testRegressions(t *testing.T, w *world) {
 		if !qs.waitEmpty(ctx, "failed-completion", 60*time.Second) {
 			t.Error("the queue was not emptied")
 		}
+		qs.waitFinished(ctx, 60*time.Second, spotD, hookD) // the reconciler retries the completion
 		lb.Stop()
 		for _, d := range []delivery{spotD, hookD} {
 			if problem := qs.unfinished(d); problem != "" {
@@ -118,6 +119,7 @@ func testRegressions(t *testing.T, w *world) {
 		if !w.waitDrained(ctx, node.Name, 30*time.Second) || !qs.waitEmpty(ctx, "dup-hook", 60*time.Second) {
 			t.Fatal("the node was not drained or the queue not emptied")
 		}
+		qs.waitFinished(ctx, 60*time.Second, d, hd)
 		lb.Stop()
 		for _, dl := range []delivery{d, hd} {
 			if problem := qs.unfinished(dl); problem != "" {

@@ -76,6 +76,11 @@ func testStorm(t *testing.T, w *world, mixed bool) {
 	drainedAfter := time.Since(start)
 	empty := qs.waitEmpty(ctx, "storm", pick(3*time.Minute, 12*time.Minute))
 	emptyAfter := time.Since(start)
+	var all []delivery
+	for i := range nodes {
+		all = append(all, perNode[i].about...)
+	}
+	qs.waitFinished(ctx, time.Minute, all...)
 	lb.Stop()
 	if !allDrained {
 		t.Error("not every node was drained")

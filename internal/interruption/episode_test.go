@@ -55,8 +55,12 @@ func TestEpisodeEndsBetweenReadAndWrite(t *testing.T) {
 	completed := 0
 	h.OnDrained = func(ctx context.Context, n notice.Notice) (*Completed, error) { completed++; return nil, nil }
 	y := notice.Notice{ID: notice.ID(notice.ASGTermination, inst, ""), Kind: notice.ASGTermination, InstanceID: inst, Deadline: time.Now().Add(time.Hour)}
-	if err := h.HandleWith(ctx, y, "n1", HandleOptions{Cached: stale}); err != nil {
+	if err := h.Intake(ctx, y, "n1", stale); err != nil {
 		t.Fatal(err)
+	}
+	written, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if wait, err := h.Reconcile(ctx, written); err != nil || wait != 0 {
+		t.Fatalf("reconcile: wait %v, %v", wait, err)
 	}
 	lists := 0
 	for _, a := range client.Actions() {

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
 )
@@ -42,7 +43,10 @@ func (p *Phase) UnmarshalText(b []byte) error {
 // RecordVersion is the schema of the record this binary writes and understands. Records
 // written before versions were counted read as version 1. A record of a newer version is
 // left alone: during a rollout an older binary must not redo, or undo, a newer one's work.
-const RecordVersion = 1
+//
+// Version 2 added Intents: the work a notice asks for lives on the Node, not in a queue
+// message, so a version-1 binary (which would drop them on its next write) must not touch it.
+const RecordVersion = 2
 
 // Record is what Lifeboat remembers about a node's interruption: its open episode (one
 // stretch of interruption work: the notices, the phase, the deadline, the webhook claim) and
@@ -78,6 +82,94 @@ type Record struct {
 	// Notified is how records written before Reported said an outcome was reported; it is
 	// read as every outcome reported, and no longer written.
 	Notified bool `json:"notified,omitempty"`
+	// Intents holds what each notice of the episode asks for, recorded by intake in the same
+	// write as the cordon: the reconciler drives the episode from them (wait for a scheduled
+	// start, drain, complete lifecycle actions), so the work outlives the process that took
+	// the notice and the queue message that brought it.
+	Intents []Intent `json:"intents,omitempty"`
+}
+
+// Intent is one notice as recorded on its node: what the reconciler needs to do its work.
+type Intent struct {
+	ID          string    `json:"id"`
+	Kind        string    `json:"kind"`
+	Source      string    `json:"source"`
+	InstanceID  string    `json:"instanceID"`
+	Action      string    `json:"action,omitempty"`
+	Deadline    time.Time `json:"deadline,omitzero"`
+	Start       time.Time `json:"start,omitzero"`
+	End         time.Time `json:"end,omitzero"`
+	Description string    `json:"description,omitempty"`
+	CordonOnly  string    `json:"cordonOnly,omitempty"`
+	// Lifecycle is the Auto Scaling lifecycle action to heartbeat and complete.
+	Lifecycle *IntentLifecycle `json:"lifecycle,omitempty"`
+}
+
+// IntentLifecycle is notice.Lifecycle in the record.
+type IntentLifecycle struct {
+	Group string `json:"group"`
+	Hook  string `json:"hook"`
+	Token string `json:"token"`
+}
+
+// maxDescription bounds a recorded description: AWS Health descriptions run to paragraphs,
+// and a Node's annotations share 256 KiB.
+const maxDescription = 512
+
+// intentOf records the notice n.
+func intentOf(n notice.Notice) Intent {
+	i := Intent{
+		ID: n.ID, Kind: string(n.Kind), Source: string(n.Source), InstanceID: n.InstanceID, Action: n.Action,
+		Deadline: n.Deadline.UTC().Truncate(time.Second), Start: n.StartTime.UTC(), End: n.EndTime.UTC(),
+		Description: n.Description, CordonOnly: n.CordonOnly,
+	}
+	if len(i.Description) > maxDescription {
+		i.Description = i.Description[:maxDescription] + "…"
+	}
+	if lc := n.Lifecycle; lc != nil {
+		i.Lifecycle = &IntentLifecycle{Group: lc.Group, Hook: lc.Hook, Token: lc.Token}
+	}
+	return i
+}
+
+// Notice is the notice the intent records.
+func (i Intent) Notice() notice.Notice {
+	n := notice.Notice{
+		ID: i.ID, Kind: notice.Kind(i.Kind), Source: notice.Source(i.Source), InstanceID: i.InstanceID, Action: i.Action,
+		Deadline: i.Deadline, StartTime: i.Start, EndTime: i.End, Description: i.Description, CordonOnly: i.CordonOnly,
+	}
+	if lc := i.Lifecycle; lc != nil {
+		n.Lifecycle = &notice.Lifecycle{Group: lc.Group, Hook: lc.Hook, Token: lc.Token}
+	}
+	return n
+}
+
+// intent returns the recorded intent of the notice id.
+func (r Record) intent(id string) (Intent, bool) {
+	for _, i := range r.Intents {
+		if i.ID == id {
+			return i, true
+		}
+	}
+	return Intent{}, false
+}
+
+// Pending lists the notices of the open episode whose work is not done: recorded, neither
+// released nor finished, and whose plan under c drains the node.
+func (r Record) Pending(c *config.Config) []notice.Notice {
+	if !r.Known() || !r.open() {
+		return nil
+	}
+	var out []notice.Notice
+	for _, i := range r.Intents {
+		if !r.Has(i.ID) || slices.Contains(r.Released, i.ID) || slices.Contains(r.Finished, i.ID) {
+			continue
+		}
+		if n := i.Notice(); planFor(n, c).Drain {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Outcomes an episode reports.
@@ -211,6 +303,21 @@ func (r Record) Done(id string, drains bool) bool {
 
 // Has reports whether the notice was already taken into account.
 func (r Record) Has(id string) bool { return slices.Contains(r.Notices, id) }
+
+// intentEdit records the notice's intent. A copy of a recorded notice changes nothing (the
+// first copy's deadline stands: a rebalance's is counted from its receipt), except that a
+// copy with a readable start replaces a cordon-only one, whose drain it then schedules.
+func intentEdit(n notice.Notice) nodes.Edit {
+	return editRecord(func(r *Record) {
+		i := slices.IndexFunc(r.Intents, func(i Intent) bool { return i.ID == n.ID })
+		switch {
+		case i < 0:
+			r.Intents = append(r.Intents, intentOf(n))
+		case r.Intents[i].CordonOnly != "" && n.CordonOnly == "":
+			r.Intents[i] = intentOf(n)
+		}
+	})
+}
 
 // recordEdit adds the notice to the node's record and moves the phase forward (never back),
 // keeping the earliest deadline. Re-applying it changes nothing, so a repeated notice

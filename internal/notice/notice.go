@@ -55,6 +55,16 @@ type Notice struct {
 	// start time could not be read, so no drain can be scheduled. The notice is still acted
 	// on (never dropped); the reason is logged, recorded as an Event and counted.
 	CordonOnly string
+	// Lifecycle, when set, is the Auto Scaling lifecycle action the notice answers: it is
+	// heartbeaten while the node drains and completed once it is drained.
+	Lifecycle *Lifecycle
+}
+
+// Lifecycle names one pending Auto Scaling lifecycle action.
+type Lifecycle struct {
+	Group string // AutoScalingGroupName
+	Hook  string // LifecycleHookName
+	Token string // LifecycleActionToken
 }
 
 // ID builds a notice id from the instance, the kind and an optional source event id. The

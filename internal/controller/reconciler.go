@@ -1,0 +1,105 @@
+package controller
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/interruption"
+)
+
+// maxDraining bounds the nodes reconciled at once, most of them draining (a drain mostly
+// waits on a pod watch). Intake (WORKERS) cordons a burst first; the client's rate limit
+// bounds the API requests of all drains together.
+const maxDraining = 1000
+
+// reconciler drives each node's interruption episode from the record intake left on the Node
+// (interruption.Handler.Reconcile): it waits for scheduled starts, drains, completes
+// lifecycle actions and reports outcomes. Node informer events put the names of nodes with
+// work (pending notices, or an episode whose instance booted again) on a rate-limited
+// workqueue, which runs one reconcile per node at a time; a scheduled start comes back with
+// AddAfter, a failure with backoff. Because the work lives on the Node, a restarted process or
+// a new leader finds it in the informer's first list and goes on.
+type reconciler struct {
+	handler *interruption.Handler
+	cfg     *config.Config
+	nodes   cache.Indexer
+	queue   workqueue.TypedRateLimitingInterface[string]
+	log     *slog.Logger
+}
+
+func newReconciler(informer cache.SharedIndexInformer, handler *interruption.Handler, cfg *config.Config, log *slog.Logger) (*reconciler, error) {
+	r := &reconciler{
+		handler: handler, cfg: cfg, nodes: informer.GetIndexer(), log: log,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "lifeboat-node-episodes"}),
+	}
+	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.offer(obj) },
+		UpdateFunc: func(_, obj any) { r.offer(obj) },
+	})
+	return r, err
+}
+
+// offer queues the node if its record has work: pending notices, or an episode whose
+// instance booted again (given back, without waiting for a next notice).
+func (r *reconciler) offer(obj any) {
+	n, ok := obj.(*corev1.Node)
+	if !ok || n.Annotations[interruption.AnnotationRecord] == "" {
+		return
+	}
+	rec, err := interruption.ReadRecord(n)
+	if err == nil && (len(rec.Pending(r.cfg)) > 0 || interruption.BootedAgain(n, rec)) {
+		r.queue.Add(n.Name)
+	}
+}
+
+// run works the queue with up to maxDraining workers until ctx ends.
+func (r *reconciler) run(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		r.queue.ShutDown()
+	}()
+	var wg sync.WaitGroup
+	for range maxDraining {
+		wg.Go(func() {
+			for {
+				name, shutdown := r.queue.Get()
+				if shutdown {
+					return
+				}
+				r.process(ctx, name)
+				r.queue.Done(name)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (r *reconciler) process(ctx context.Context, name string) {
+	obj, exists, err := r.nodes.GetByKey(name)
+	if err != nil || !exists {
+		r.queue.Forget(name)
+		return
+	}
+	wait, err := r.handler.Reconcile(ctx, obj.(*corev1.Node))
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			r.log.Warn("node's interruption work not done yet; retrying", "node", name, "err", err)
+			r.queue.AddRateLimited(name)
+		}
+	case wait > 0:
+		r.queue.Forget(name)
+		r.queue.AddAfter(name, wait)
+	default:
+		r.queue.Forget(name)
+	}
+}

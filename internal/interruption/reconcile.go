@@ -1,0 +1,345 @@
+package interruption
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/events"
+	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/webhook"
+)
+
+// Handle takes the notice (Intake) and then drives the node's episode to its end in the
+// caller (Reconcile, waiting for a scheduled start): for callers that handle one notice at a
+// time and want it done when Handle returns.
+func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) error {
+	if err := h.Intake(ctx, n, nodeName, nil); err != nil || h.cfg.DryRun {
+		return err
+	}
+	for {
+		node, err := h.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("notice %s: read node %s: %w", n.ID, nodeName, err)
+		}
+		wait, err := h.Reconcile(ctx, node)
+		if err != nil || wait <= 0 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Reconcile drives the node's episode from its record as far as it can go now. It ends an
+// episode that is over (the node booted again or was taken back); returns how long until the
+// earliest scheduled start of its pending notices, if that is ahead; drains the node once, by
+// the earliest of their deadlines; and finishes each of them: its lifecycle action completed
+// (OnDrained), the drain recorded, the outcome reported once. An error asks for a retry; a
+// positive duration asks to be called again after it. node is a recent copy (an informer's):
+// a drain is decided on a fresh read, so a stale copy never drains a node twice. One
+// Reconcile at a time works on a node in this process.
+func (h *Handler) Reconcile(ctx context.Context, node *corev1.Node) (time.Duration, error) {
+	// What the copy shows is decided without a request: nothing to do, or a scheduled start
+	// still ahead (a node's status updates must not cost a read each while it waits days).
+	rec, _ := ReadRecord(node)
+	if !rec.Known() {
+		return 0, nil
+	}
+	if EpisodeEnded(node, rec) == "" {
+		pending := rec.Pending(h.cfg)
+		if len(pending) == 0 {
+			return 0, nil
+		}
+		if wait := time.Until(h.drainStart(pending...)); wait > 0 {
+			return wait, nil
+		}
+	}
+	unlock := h.reconciling.lock(node.Name)
+	defer unlock()
+	fresh, err := h.client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("read node %s: %w", node.Name, err)
+	}
+	return h.reconcile(ctx, fresh)
+}
+
+// reconcile is Reconcile on a fresh copy of the node, under the node's lock.
+func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Duration, error) {
+	rec, _ := ReadRecord(node)
+	if !rec.Known() {
+		return 0, nil
+	}
+	if EpisodeEnded(node, rec) != "" {
+		// Nothing is drained for an episode that is over: its notices are called off.
+		if pending := rec.Pending(h.cfg); len(pending) > 0 {
+			h.log.Info("drain called off: the node's episode is over", "node", node.Name, "why", EpisodeEnded(node, rec), "notices", ids(pending))
+		}
+		_, _, err := h.endEpisode(ctx, node, EpisodeEnded)
+		return 0, err
+	}
+	pending := rec.Pending(h.cfg)
+	if len(pending) == 0 {
+		return 0, nil
+	}
+	if wait := time.Until(h.drainStart(pending...)); wait > 0 {
+		return wait, nil
+	}
+	log := h.log.With("node", node.Name, "notices", ids(pending))
+	var done drained
+	if rec.Phase < PhaseDrained {
+		stop := func() {}
+		if h.WhileDraining != nil {
+			stop = h.WhileDraining(ctx, node, pending)
+		}
+		defer stop()
+		deadline := drainDeadline(pending...)
+		h.Events.DrainStarted(events.NodeOf(node), pending[0].ID, deadline)
+		var err error
+		if done, err = h.drain(ctx, node.Name, deadline, log); err != nil {
+			if ctx.Err() == nil {
+				h.Events.DrainFailed(events.NodeOf(node), pending[0].ID, err)
+			}
+			return 0, err
+		}
+	}
+	// The node as last read saves a read; if it changed since, each write conflicts and is
+	// recomputed from a fresh read.
+	hint := node
+	for _, n := range pending {
+		written, err := h.finish(ctx, n, node.Name, hint, done)
+		if err != nil {
+			return 0, err
+		}
+		hint = written
+	}
+	return 0, nil
+}
+
+// ids lists the notices' ids, for the log.
+func ids(ns []notice.Notice) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = n.ID
+	}
+	return out
+}
+
+// drainStart is when the drain for the notices begins: at once, unless every one of them is
+// a scheduled event, whose drain begins NODE_TERMINATION_GRACE_PERIOD before its start (its
+// deadline). Other kinds drain at once: their deadline is when the instance goes, and the
+// whole budget is the drain's.
+func (h *Handler) drainStart(ns ...notice.Notice) time.Time {
+	var start time.Time
+	for i, n := range ns {
+		s := time.Time{}
+		if n.Kind == notice.ScheduledMaintenance {
+			s = n.Deadline.Add(-time.Duration(h.cfg.NodeTerminationGracePeriod) * time.Second)
+		}
+		if i == 0 || s.Before(start) {
+			start = s
+		}
+	}
+	return start
+}
+
+// drainDeadline is the earliest deadline of the notices, or a short budget from now when
+// that has passed (a late or restarted start).
+func drainDeadline(ns ...notice.Notice) time.Time {
+	var deadline time.Time
+	for _, n := range ns {
+		if deadline.IsZero() || (!n.Deadline.IsZero() && n.Deadline.Before(deadline)) {
+			deadline = n.Deadline
+		}
+	}
+	if minimum := time.Now().Add(30 * time.Second); deadline.Before(minimum) {
+		return minimum
+	}
+	return deadline
+}
+
+// dryRunEpisode shows, in DRY_RUN, what the node's episode would do for the notice: the drain
+// (which only lists the pods it would evict) and the report, without waiting for a scheduled
+// start (the log says when the drain would begin).
+func (h *Handler) dryRunEpisode(ctx context.Context, node *corev1.Node, n notice.Notice, log *slog.Logger) error {
+	if start := h.drainStart(n); time.Until(start) > 0 {
+		log.Info("dry run: the drain would begin at its scheduled start", "start", start)
+	}
+	done, err := h.drain(ctx, node.Name, drainDeadline(n), log)
+	if err != nil {
+		return err
+	}
+	_, err = h.finish(ctx, n, node.Name, node, done)
+	return err
+}
+
+// TightenDrain brings the deadline of the drain running on node in this process forward to t
+// (a more urgent notice, or a lifecycle action that can no longer be kept alive). It reports
+// whether a drain was running and its deadline moved.
+func (h *Handler) TightenDrain(node string, t time.Time) bool {
+	h.mu.Lock()
+	d := h.draining[node]
+	h.mu.Unlock()
+	return d != nil && d.Tighten(t)
+}
+
+// drained is what a drain by this process did, for the Event and the webhook.
+type drained struct {
+	evicted []string
+	took    time.Duration
+}
+
+// drain drains the node by the deadline, which TightenDrain may bring forward meanwhile.
+func (h *Handler) drain(ctx context.Context, nodeName string, until time.Time, log *slog.Logger) (drained, error) {
+	deadline := drain.NewDeadline(until)
+	h.mu.Lock()
+	h.draining[nodeName] = deadline
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.draining, nodeName)
+		h.mu.Unlock()
+	}()
+	res, err := h.drainer.DrainUntil(ctx, nodeName, deadline)
+	h.countDrain(res, err)
+	log.Info("drain finished", "selected", len(res.Pods), "skipped", len(res.Skipped), "remaining", len(res.Remaining()),
+		"seconds", res.Finished.Sub(res.Started).Seconds(), "dryRun", res.DryRun, "err", err)
+	for _, s := range res.Skipped {
+		log.Debug("pod left on the node", "pod", s.Pod.String(), "reason", s.Reason)
+	}
+	if err != nil {
+		return drained{}, fmt.Errorf("drain node %s: %w", nodeName, err)
+	}
+	d := drained{took: res.Finished.Sub(res.Started)}
+	for _, p := range res.Pods {
+		if !p.EvictedAt.IsZero() {
+			d.evicted = append(d.evicted, p.Pod.String())
+		}
+	}
+	return d, nil
+}
+
+// finish runs the completion hook for a drained node and records the notice as finished; the
+// write that first records the drain reports it (Event, webhook). hint, when not nil, is a
+// recent copy of the node; done is this process's drain, if it ran one. It returns the node
+// as written.
+func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, hint *corev1.Node, done drained) (*corev1.Node, error) {
+	var completed *Completed
+	if h.OnDrained != nil && !h.cfg.DryRun {
+		var err error
+		if completed, err = h.OnDrained(ctx, n); err != nil {
+			return nil, fmt.Errorf("notice %s: after the drain: %w", n.ID, err)
+		}
+	}
+	var notify bool
+	edits := []nodes.Edit{claimOutcome(OutcomeDrained, &notify), recordEdit(n.ID, PhaseDrained, time.Time{})}
+	if h.cfg.EnableOutOfServiceTaint {
+		edits = append(edits, nodes.AddTaint(nodes.TaintOutOfService, "nodeshutdown", corev1.TaintEffectNoExecute))
+	}
+	res, err := h.writer.Apply(ctx, nodeName, hint, "record drain of notice "+n.ID, edits...)
+	if err != nil {
+		return nil, err
+	}
+	if !h.cfg.DryRun {
+		h.done.add(n.ID)
+	}
+	if completed != nil {
+		h.Events.LifecycleCompleted(events.NodeOf(res.Node), completed.Hook, n.InstanceID, completed.Result)
+	}
+	if notify {
+		h.Events.Drained(events.NodeOf(res.Node), n.ID, len(done.evicted), done.took)
+		h.notify(ctx, n, res.Node, "drained", done.evicted)
+	}
+	return res.Node, nil
+}
+
+// claimOutcome marks the episode's outcome as reported, setting *claimed when this write is
+// the one that does it. The webhook and the Event are sent after the write: at most once per
+// outcome (a crash between the two loses them rather than sending them twice).
+func claimOutcome(outcome string, claimed *bool) nodes.Edit {
+	return editRecord(func(r *Record) {
+		// A cordon is no outcome to report once the episode drains (a cordon-only notice
+		// that joins after the drain).
+		*claimed = !r.reported(outcome) && !(outcome == OutcomeCordoned && r.Phase >= PhaseDraining)
+		if *claimed {
+			r.Reported = append(r.Reported, outcome)
+			r.Notified = true // so that an older binary, during a rollout, reports nothing again
+		}
+	})
+}
+
+// notify sends the interruption's webhook. Failures are logged and counted, never retried
+// past the sender's own attempts: the node's work is done either way.
+func (h *Handler) notify(ctx context.Context, n notice.Notice, node *corev1.Node, state string, pods []string) {
+	if !h.Webhook.Enabled() {
+		return
+	}
+	if h.cfg.DryRun {
+		h.log.Info("dry run: would send the interruption webhook", "notice", n.ID, "node", node.Name)
+		h.Metrics.Action(metrics.ActionWebhook, metrics.ResultDryRun)
+		return
+	}
+	err := h.Webhook.Send(ctx, webhook.Notification{
+		EventID: n.ID, Kind: string(n.Kind), Monitor: string(n.Source), Description: n.Description, State: state,
+		NodeName: node.Name, InstanceID: n.InstanceID, ProviderID: node.Spec.ProviderID,
+		InstanceType: node.Labels[corev1.LabelInstanceTypeStable], StartTime: n.StartTime, EndTime: n.EndTime,
+		Pods: pods, NodeLabels: node.Labels,
+	})
+	h.Metrics.ActionErr(metrics.ActionWebhook, err)
+}
+
+// RecordHeartbeat notes on the node that a lifecycle heartbeat was sent for the notice at
+// the given time.
+func (h *Handler) RecordHeartbeat(ctx context.Context, nodeName, noticeID string, at time.Time) error {
+	edit := editRecord(func(r *Record) {
+		if r.Heartbeat == nil || r.Heartbeat.Notice != noticeID {
+			r.Heartbeat = &Heartbeat{Notice: noticeID}
+		}
+		r.Heartbeat.Count++
+		r.Heartbeat.Last = at.UTC().Truncate(time.Second)
+	})
+	_, err := h.writer.Apply(ctx, nodeName, nil, "record lifecycle heartbeat for notice "+noticeID, edit)
+	return err
+}
+
+// countDrain records a drain's duration and its pods' evictions.
+func (h *Handler) countDrain(res *drain.Result, err error) {
+	if h.Metrics == nil || res == nil {
+		return
+	}
+	if res.DryRun {
+		h.Metrics.Action(metrics.ActionDrain, metrics.ResultDryRun)
+		return
+	}
+	h.Metrics.Drain(res.Finished.Sub(res.Started), err)
+	counts := map[string]int{}
+	for _, p := range res.Pods {
+		switch {
+		case p.Forced:
+			counts["forced"]++
+		case !p.EvictedAt.IsZero():
+			counts["evicted"]++
+		case p.Error != "":
+			counts["failed"]++
+		}
+		// Every request but an accepted or failed last one was refused and retried.
+		if p.Forced || (p.EvictedAt.IsZero() && p.Error == "") {
+			counts["refused"] += p.Attempts
+		} else {
+			counts["refused"] += max(p.Attempts-1, 0)
+		}
+	}
+	for r, n := range counts {
+		h.Metrics.Evictions(r, n)
+	}
+}
