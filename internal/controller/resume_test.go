@@ -57,7 +57,8 @@ func TestRestartResumesPendingEpisodes(t *testing.T) {
 	defer cancel()
 	w := newIntakeWorld(t, ctx, count)
 	const grace = 5 // NODE_TERMINATION_GRACE_PERIOD: drains begin this long before the start
-	start := time.Now().Add(30*time.Second + time.Duration(count)*50*time.Millisecond)
+	// Health events state their start to the second.
+	start := time.Now().Add(30*time.Second + time.Duration(count)*50*time.Millisecond).Truncate(time.Second)
 	drainDue := start.Add(-grace * time.Second)
 	var instances []string
 	for _, n := range w.nodes {

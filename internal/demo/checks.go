@@ -80,8 +80,8 @@ func check(r *Result, procs []*process) []string {
 			fail("%s: %d CompleteLifecycleAction calls for its lifecycle action, want exactly 1", name, c.Completions)
 		case c.HasHook && c.LifecycleResult != "CONTINUE":
 			fail("%s: lifecycle action result %q, want CONTINUE", name, c.LifecycleResult)
-		case c.HasHook && c.Completed < c.Drained:
-			fail("%s: lifecycle action completed at %s, before the node was drained (%s)", name, secs(c.Completed), secs(c.Drained))
+		case c.HasHook && len(c.OnNodeAtCompletion) > 0:
+			fail("%s: lifecycle action completed at %s while %s were still on the node", name, secs(c.Completed), strings.Join(c.OnNodeAtCompletion, ", "))
 		case !c.HasHook && c.Completions != 0:
 			fail("%s: %d CompleteLifecycleAction calls though it has no lifecycle hook", name, c.Completions)
 		}

@@ -66,7 +66,7 @@ func TestCheck(t *testing.T) {
 			r.Cases[1].Completions, r.Cases[1].LifecycleResult, r.CompleteCalls = 0, "", 0
 		}, "0 CompleteLifecycleAction calls"},
 		{"lifecycle abandoned", func(r *Result) { r.Cases[1].LifecycleResult = "ABANDON" }, `result "ABANDON"`},
-		{"lifecycle completed before the drain", func(r *Result) { r.Cases[1].Completed = r.Cases[1].Drained - time.Second }, "before the node was drained"},
+		{"lifecycle completed before the drain", func(r *Result) { r.Cases[1].OnNodeAtCompletion = []string{"shop/web-1"} }, "while shop/web-1 were still on the node"},
 		{"completion without a hook", func(r *Result) { r.Cases[0].Completions, r.CompleteCalls = 1, 2 }, "no lifecycle hook"},
 		{"completion of an unknown action", func(r *Result) { r.CompleteCalls = 2 }, "1 of them for no lifecycle action"},
 		{"foreign not refused", func(r *Result) { r.Foreign.Refused, r.Foreign.Reason = -1, "" }, "did not log refusing"},

@@ -50,8 +50,12 @@ type Case struct {
 	Evicted         []EvictedPod
 	Skipped         []SkippedPod
 	// Left lists pods still on the node at the end that a drain should have evicted.
-	Left     []string
-	DrainLog string // the handler's "drain finished" line, shortened
+	Left []string
+	// OnNodeAtCompletion lists pods a drain should have evicted that were still on the node,
+	// terminating or not, when the lifecycle action was completed (asked of the API server
+	// as the call arrived).
+	OnNodeAtCompletion []string
+	DrainLog           string // the handler's "drain finished" line, shortened
 }
 
 // EvictedPod is a pod the drain evicted.
@@ -144,6 +148,11 @@ func summarize(ctx context.Context, e *env, o observed, procs []*process, lanes 
 		}
 		if c.HasHook {
 			c.LifecycleResult, _, _, _ = e.aws.LifecycleAction(l.token)
+			left, seen := e.leftAtCompletion(c.InstanceID)
+			if !seen && c.Completions > 0 {
+				left = []string{"(unknown: the completion call was not looked at as it arrived)"}
+			}
+			c.OnNodeAtCompletion = left
 		}
 		if c.Left, err = leftOnNode(ctx, e, l.node); err != nil {
 			return nil, err
@@ -208,6 +217,12 @@ func summarize(ctx context.Context, e *env, o observed, procs []*process, lanes 
 // leftOnNode lists the pods on a drained node that a drain evicts: neither DaemonSet nor
 // mirror pods, nor Lifeboat's own, nor on their way out. (A quorum read.)
 func leftOnNode(ctx context.Context, e *env, node string) ([]string, error) {
+	return podsToEvict(ctx, e, node, false)
+}
+
+// podsToEvict lists the pods on the node that a drain evicts (workloads and critical pods,
+// not Lifeboat's own), with terminating ones when terminating is set.
+func podsToEvict(ctx context.Context, e *env, node string, terminating bool) ([]string, error) {
 	pods, err := e.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
 		return nil, fmt.Errorf("list the pods on %s: %w", node, err)
@@ -215,7 +230,7 @@ func leftOnNode(ctx context.Context, e *env, node string) ([]string, error) {
 	var left []string
 	for _, p := range pods.Items {
 		tier := tierOf(&p)
-		if p.DeletionTimestamp == nil && (tier == TierWorkload || tier == TierCritical) && p.Name != ControllerPodName {
+		if (terminating || p.DeletionTimestamp == nil) && (tier == TierWorkload || tier == TierCritical) && p.Name != ControllerPodName {
 			left = append(left, p.Namespace+"/"+p.Name)
 		}
 	}

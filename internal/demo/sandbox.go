@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -43,6 +45,54 @@ type env struct {
 	queueURL string
 	aws      *fakeaws.Server
 	stops    []func()
+
+	// onNodeAtCompletion holds, by instance, the pods a drain should have evicted that were
+	// still on the instance's node (terminating or not) when its first CompleteLifecycleAction
+	// arrived: read from the API server at that moment, so the check does not depend on how
+	// late the demo's own watch sees the deletions.
+	completionMu       sync.Mutex
+	onNodeAtCompletion map[string][]string
+}
+
+// watchCompletions looks at the node of each CompleteLifecycleAction as the call arrives.
+func (e *env) watchCompletions() {
+	e.onNodeAtCompletion = map[string][]string{}
+	nodeOf := map[string]string{}
+	for _, n := range e.nodes {
+		nodeOf[interruption.InstanceIDOf(n)] = n.Name
+	}
+	e.aws.OnCall(func(c fakeaws.Call) {
+		if c.Action != "CompleteLifecycleAction" {
+			return
+		}
+		instance := c.Params.Get("InstanceId") // Lifeboat names the action by its token
+		if token := c.Params.Get("LifecycleActionToken"); token != "" {
+			instance = e.aws.LifecycleActionInstance(token)
+		}
+		if nodeOf[instance] == "" {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		left, err := podsToEvict(ctx, e, nodeOf[instance], true)
+		if err != nil {
+			left = []string{"(cannot tell: " + err.Error() + ")"}
+		}
+		e.completionMu.Lock()
+		defer e.completionMu.Unlock()
+		if _, seen := e.onNodeAtCompletion[instance]; !seen {
+			e.onNodeAtCompletion[instance] = left
+		}
+	})
+}
+
+// leftAtCompletion is what watchCompletions saw for the instance; seen is false when no
+// completion call for it arrived.
+func (e *env) leftAtCompletion(instance string) (left []string, seen bool) {
+	e.completionMu.Lock()
+	defer e.completionMu.Unlock()
+	left, seen = e.onNodeAtCompletion[instance]
+	return left, seen
 }
 
 // startEnv starts every part of the sandbox in dir. On error what was started is stopped.
@@ -86,6 +136,7 @@ func startEnv(ctx context.Context, tools sandbox.Tools, dir string) (e *env, err
 		return nil, err
 	}
 	e.stops = append(e.stops, e.aws.Close)
+	e.watchCompletions()
 	ours := map[string]string{managedTag: "", "kubernetes.io/cluster/" + ClusterName: "owned"}
 	for i, n := range e.nodes {
 		e.aws.AddInstance(fakeaws.Instance{ID: interruption.InstanceIDOf(n), PrivateDNSName: n.Name, AvailabilityZone: specs[i].Zone,

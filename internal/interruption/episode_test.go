@@ -190,3 +190,61 @@ func TestCordonOnlyCopyThenReadableCopyDrains(t *testing.T) {
 		t.Errorf("the readable copy did not drain: record %+v", r)
 	}
 }
+
+// A record left by the previous release (version 1: no intents) is read, never redone: a
+// notice it finished is not drained or completed again, and one it began gets its intent and
+// is driven to its end.
+func TestVersionOneRecord(t *testing.T) {
+	ctx := context.Background()
+	inst := "i-0123456789abcdef0"
+	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
+		InstanceID: inst, Deadline: time.Now().Add(2 * time.Minute)}
+	hook := notice.Notice{ID: notice.ID(notice.ASGTermination, inst, "token"), Kind: notice.ASGTermination, Source: notice.SourceQueue,
+		InstanceID: inst, Deadline: time.Now().Add(time.Hour), Lifecycle: &notice.Lifecycle{Group: "workers", Hook: "drain", Token: "token"}}
+	for _, tc := range []struct {
+		name                      string
+		record                    string
+		handle                    []notice.Notice
+		wantLists, wantCompletion int
+	}{
+		{"finished", `{"version":1,"bootID":"b1","notices":["` + spot.ID + `"],"phase":"drained","finished":["` + spot.ID + `"],"notified":true}`,
+			[]notice.Notice{spot}, 0, 0},
+		// The notice comes again (its message was not deleted), and a hook joins the episode.
+		{"draining", `{"version":1,"bootID":"b1","notices":["` + spot.ID + `"],"phase":"draining"}`,
+			[]notice.Notice{spot, hook}, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1", Annotations: map[string]string{AnnotationRecord: tc.record}},
+				Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + inst, Unschedulable: true}}
+			node.Status.NodeInfo.BootID = "b1"
+			client := fake.NewSimpleClientset(node)
+			h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
+			var completed []string
+			h.OnDrained = func(ctx context.Context, n notice.Notice) (*Completed, error) {
+				if n.Lifecycle != nil {
+					completed = append(completed, n.Lifecycle.Token)
+				}
+				return nil, nil
+			}
+			for _, n := range tc.handle {
+				if err := h.Handle(ctx, n, "n1"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lists := 0
+			for _, a := range client.Actions() {
+				if a.GetVerb() == "list" && a.GetResource().Resource == "pods" {
+					lists++
+				}
+			}
+			got, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+			r, _ := ReadRecord(got)
+			if lists != tc.wantLists || len(completed) != tc.wantCompletion {
+				t.Errorf("%d pod lists, %d completions; want %d and %d; record %+v", lists, len(completed), tc.wantLists, tc.wantCompletion, r)
+			}
+			if r.Phase != PhaseDrained || !r.Done(spot.ID, true) {
+				t.Errorf("record %+v: want the spot notice drained and finished", r)
+			}
+		})
+	}
+}

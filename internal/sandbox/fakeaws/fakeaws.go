@@ -233,6 +233,16 @@ func (s *Server) BeginLifecycleAction(hookName, asg, instanceID, token string) {
 	s.actions[token] = &lifecycleAction{hook: hookName, group: asg, instanceID: instanceID}
 }
 
+// LifecycleActionInstance returns the instance of the action with the given token, or "".
+func (s *Server) LifecycleActionInstance(token string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a, ok := s.actions[token]; ok {
+		return a.instanceID
+	}
+	return ""
+}
+
 // LifecycleAction reports the state of the action with the given token; ok is
 // false if there is none.
 func (s *Server) LifecycleAction(token string) (result string, completed bool, heartbeats int, ok bool) {
