@@ -62,12 +62,7 @@ func TestEpisodeEndsBetweenReadAndWrite(t *testing.T) {
 	if wait, err := h.Reconcile(ctx, written); err != nil || wait != 0 {
 		t.Fatalf("reconcile: wait %v, %v", wait, err)
 	}
-	lists := 0
-	for _, a := range client.Actions() {
-		if a.GetVerb() == "list" && a.GetResource().Resource == "pods" {
-			lists++
-		}
-	}
+	lists := podLists(client)
 	got, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 	r, _ := ReadRecord(got)
 	if completed != 1 || lists != 1 || r.Phase != PhaseDrained || !got.Spec.Unschedulable {
@@ -231,12 +226,7 @@ func TestVersionOneRecord(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			lists := 0
-			for _, a := range client.Actions() {
-				if a.GetVerb() == "list" && a.GetResource().Resource == "pods" {
-					lists++
-				}
-			}
+			lists := podLists(client)
 			got, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 			r, _ := ReadRecord(got)
 			if lists != tc.wantLists || len(completed) != tc.wantCompletion {
@@ -247,4 +237,15 @@ func TestVersionOneRecord(t *testing.T) {
 			}
 		})
 	}
+}
+
+// podLists counts the pod lists the handler made: one per drain.
+func podLists(client *fake.Clientset) int {
+	lists := 0
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "list" && a.GetResource().Resource == "pods" {
+			lists++
+		}
+	}
+	return lists
 }
