@@ -59,7 +59,9 @@ type Agent struct {
 
 // New builds an agent; metadata is read through getter (imds.NewClient outside tests).
 func New(cfg *config.Config, client kubernetes.Interface, getter imds.Getter, logger *slog.Logger) *Agent {
-	return &Agent{cfg: cfg, client: client, imds: getter, log: logger, handler: interruption.NewHandler(cfg, client, logger)}
+	a := &Agent{cfg: cfg, client: client, imds: getter, log: logger, handler: interruption.NewHandler(cfg, client, logger)}
+	a.handler.Source = notice.SourceIMDS
+	return a
 }
 
 // Handler is the interruption handler, for wiring Events and webhooks.

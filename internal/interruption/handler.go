@@ -90,6 +90,9 @@ type Handler struct {
 	// instance to keep their lifecycle actions alive); the function it returns runs when
 	// they are finished.
 	WhileDraining func(ctx context.Context, node *corev1.Node, notices []notice.Notice) (stop func())
+	// Source, when set, limits Reconcile to the notices this source brought (see
+	// Record.Pending).
+	Source notice.Source
 	// Metrics, when set, counts actions, drains and evictions.
 	Metrics *metrics.Metrics
 	// Events, when set, records Kubernetes Events on the node.

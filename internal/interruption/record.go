@@ -155,14 +155,16 @@ func (r Record) intent(id string) (Intent, bool) {
 }
 
 // Pending lists the notices of the open episode whose work is not done: recorded, neither
-// released nor finished, and whose plan under c drains the node.
-func (r Record) Pending(c *config.Config) []notice.Notice {
+// released nor finished, and whose plan under c drains the node. With a source, only that
+// source's notices: an agent and a controller on one cluster each drive the notices they
+// took (the record has no owner yet to share them safely).
+func (r Record) Pending(c *config.Config, source notice.Source) []notice.Notice {
 	if !r.Known() || !r.open() {
 		return nil
 	}
 	var out []notice.Notice
 	for _, i := range r.Intents {
-		if !r.Has(i.ID) || slices.Contains(r.Released, i.ID) || slices.Contains(r.Finished, i.ID) {
+		if !r.Has(i.ID) || slices.Contains(r.Released, i.ID) || slices.Contains(r.Finished, i.ID) || (source != "" && notice.Source(i.Source) != source) {
 			continue
 		}
 		if n := i.Notice(); planFor(n, c).Drain {
