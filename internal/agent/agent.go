@@ -60,7 +60,7 @@ type Agent struct {
 // New builds an agent; metadata is read through getter (imds.NewClient outside tests).
 func New(cfg *config.Config, client kubernetes.Interface, getter imds.Getter, logger *slog.Logger) *Agent {
 	a := &Agent{cfg: cfg, client: client, imds: getter, log: logger, handler: interruption.NewHandler(cfg, client, logger)}
-	a.handler.Source = notice.SourceIMDS
+	a.handler.Origin = string(notice.SourceIMDS)
 	return a
 }
 

@@ -87,7 +87,7 @@ func New(cfg *config.Config, client kubernetes.Interface, queue sqs.API, ec2 clo
 		starting: make(chan struct{}, max(cfg.Workers, 1))}
 	c.handler.OnDrained = c.completeLifecycle
 	c.handler.WhileDraining = c.whileDraining
-	c.handler.Source = notice.SourceQueue
+	c.handler.Origin = "queue " + cfg.QueueURL
 	c.handler.Metrics = m
 	c.hooks = cloud.NewHookTimeoutCache(asg)
 	c.hooks.Observe = func(err error) { m.AWSCall("DescribeLifecycleHooks", err, nil) }

@@ -56,7 +56,7 @@ func (r *reconciler) offer(obj any) {
 		return
 	}
 	rec, err := interruption.ReadRecord(n)
-	if err == nil && (len(rec.Pending(r.cfg, r.handler.Source)) > 0 || interruption.BootedAgain(n, rec)) {
+	if err == nil && (len(rec.Pending(r.cfg, r.handler.Origin)) > 0 || interruption.BootedAgain(n, rec)) {
 		r.queue.Add(n.Name)
 	}
 }

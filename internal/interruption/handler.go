@@ -90,9 +90,10 @@ type Handler struct {
 	// instance to keep their lifecycle actions alive); the function it returns runs when
 	// they are finished.
 	WhileDraining func(ctx context.Context, node *corev1.Node, notices []notice.Notice) (stop func())
-	// Source, when set, limits Reconcile to the notices this source brought (see
-	// Record.Pending).
-	Source notice.Source
+	// Origin names where this process takes notices from (the agent's instance metadata, the
+	// controller's queue). Intake stamps it on each intent, and Reconcile drives only the
+	// intents of its own origin (see Record.Pending).
+	Origin string
 	// Metrics, when set, counts actions, drains and evictions.
 	Metrics *metrics.Metrics
 	// Events, when set, records Kubernetes Events on the node.

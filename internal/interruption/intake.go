@@ -164,7 +164,7 @@ func (h *Handler) intakeEdits(n notice.Notice, plan Plan, ended *string, notify,
 	if plan.Drain {
 		phase = PhaseDraining
 	}
-	edits = append(edits, recordEdit(n.ID, phase, n.Deadline), intentEdit(n))
+	edits = append(edits, recordEdit(n.ID, phase, n.Deadline), intentEdit(n, h.Origin))
 	if n.Kind == notice.ScheduledMaintenance && notice.RebootCodes[n.Action] {
 		// Uncordon once the node has been through the reboot (see ReleaseAfterReboot).
 		now := time.Now().UTC().Truncate(time.Second)

@@ -57,7 +57,7 @@ func (h *Handler) Reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		return 0, nil
 	}
 	if EpisodeEnded(node, rec) == "" {
-		pending := rec.Pending(h.cfg, h.Source)
+		pending := rec.Pending(h.cfg, h.Origin)
 		if len(pending) == 0 {
 			return 0, nil
 		}
@@ -82,13 +82,13 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 	}
 	if EpisodeEnded(node, rec) != "" {
 		// Nothing is drained for an episode that is over: its notices are called off.
-		if pending := rec.Pending(h.cfg, h.Source); len(pending) > 0 {
+		if pending := rec.Pending(h.cfg, h.Origin); len(pending) > 0 {
 			h.log.Info("drain called off: the node's episode is over", "node", node.Name, "why", EpisodeEnded(node, rec), "notices", ids(pending))
 		}
 		_, _, err := h.endEpisode(ctx, node, EpisodeEnded)
 		return 0, err
 	}
-	pending := rec.Pending(h.cfg, h.Source)
+	pending := rec.Pending(h.cfg, h.Origin)
 	if len(pending) == 0 {
 		return 0, nil
 	}

@@ -101,6 +101,9 @@ type Intent struct {
 	End         time.Time `json:"end,omitzero"`
 	Description string    `json:"description,omitempty"`
 	CordonOnly  string    `json:"cordonOnly,omitempty"`
+	// Origin is where the Lifeboat that took the notice takes notices from ("imds", or
+	// "queue " and the queue's URL): that Lifeboat drives it.
+	Origin string `json:"origin,omitempty"`
 	// Lifecycle is the Auto Scaling lifecycle action to heartbeat and complete.
 	Lifecycle *IntentLifecycle `json:"lifecycle,omitempty"`
 }
@@ -116,9 +119,9 @@ type IntentLifecycle struct {
 // and a Node's annotations share 256 KiB.
 const maxDescription = 512
 
-// intentOf records the notice n.
-func intentOf(n notice.Notice) Intent {
-	i := Intent{
+// intentOf records the notice n, taken from origin.
+func intentOf(n notice.Notice, origin string) Intent {
+	i := Intent{Origin: origin,
 		ID: n.ID, Kind: string(n.Kind), Source: string(n.Source), InstanceID: n.InstanceID, Action: n.Action,
 		Deadline: n.Deadline.UTC().Truncate(time.Second), Start: n.StartTime.UTC(), End: n.EndTime.UTC(),
 		Description: n.Description, CordonOnly: n.CordonOnly,
@@ -155,16 +158,17 @@ func (r Record) intent(id string) (Intent, bool) {
 }
 
 // Pending lists the notices of the open episode whose work is not done: recorded, neither
-// released nor finished, and whose plan under c drains the node. With a source, only that
-// source's notices: an agent and a controller on one cluster each drive the notices they
-// took (the record has no owner yet to share them safely).
-func (r Record) Pending(c *config.Config, source notice.Source) []notice.Notice {
+// released nor finished, and whose plan under c drains the node. With an origin, only the
+// notices taken from it: an agent and a controller (or two controllers with their own
+// queues) on one cluster each drive the notices they took; the record has no owner yet to
+// share them safely.
+func (r Record) Pending(c *config.Config, origin string) []notice.Notice {
 	if !r.Known() || !r.open() {
 		return nil
 	}
 	var out []notice.Notice
 	for _, i := range r.Intents {
-		if !r.Has(i.ID) || slices.Contains(r.Released, i.ID) || slices.Contains(r.Finished, i.ID) || (source != "" && notice.Source(i.Source) != source) {
+		if !r.Has(i.ID) || slices.Contains(r.Released, i.ID) || slices.Contains(r.Finished, i.ID) || (origin != "" && i.Origin != origin) {
 			continue
 		}
 		if n := i.Notice(); planFor(n, c).Drain {
@@ -306,17 +310,17 @@ func (r Record) Done(id string, drains bool) bool {
 // Has reports whether the notice was already taken into account.
 func (r Record) Has(id string) bool { return slices.Contains(r.Notices, id) }
 
-// intentEdit records the notice's intent. A copy of a recorded notice changes nothing (the
+// intentEdit records the notice's intent, taken from origin. A copy of a recorded notice changes nothing (the
 // first copy's deadline stands: a rebalance's is counted from its receipt), except that a
 // copy with a readable start replaces a cordon-only one, whose drain it then schedules.
-func intentEdit(n notice.Notice) nodes.Edit {
+func intentEdit(n notice.Notice, origin string) nodes.Edit {
 	return editRecord(func(r *Record) {
 		i := slices.IndexFunc(r.Intents, func(i Intent) bool { return i.ID == n.ID })
 		switch {
 		case i < 0:
-			r.Intents = append(r.Intents, intentOf(n))
+			r.Intents = append(r.Intents, intentOf(n, origin))
 		case r.Intents[i].CordonOnly != "" && n.CordonOnly == "":
-			r.Intents[i] = intentOf(n)
+			r.Intents[i] = intentOf(n, origin)
 		}
 	})
 }
