@@ -10,8 +10,11 @@ package interruption
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -112,6 +115,11 @@ type Handler struct {
 	drainer      *drain.Drainer
 	log          *slog.Logger
 
+	// holder names this process in the record's Owner, for people reading it.
+	holder string
+	// ownerRenew is how often a running drain renews its claim (OwnerRenew; tests shorten it).
+	ownerRenew time.Duration
+
 	// reconciling lets one Reconcile at a time work on a node in this process.
 	reconciling keyedMutex
 
@@ -127,8 +135,14 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 		cfg: c, client: client, writer: w, log: logger,
 		cordonClient: client, cordonWriter: w, done: newDoneNotices(),
 		drainer:  drain.New(client, drain.OptionsFromConfig(c, client, logger)),
-		draining: map[string]*drain.Deadline{},
+		draining: map[string]*drain.Deadline{}, holder: holderName(), ownerRenew: OwnerRenew,
 	}
+}
+
+// holderName is the process's host (in a cluster, its pod's name) and process id.
+func holderName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d", host, os.Getpid())
 }
 
 // SetCordonClient gives the first read and the cordon write of each notice a client of their

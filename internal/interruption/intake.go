@@ -165,6 +165,10 @@ func (h *Handler) intakeEdits(n notice.Notice, plan Plan, ended *string, notify,
 		phase = PhaseDraining
 	}
 	edits = append(edits, recordEdit(n.ID, phase, n.Deadline), intentEdit(n, h.Origin))
+	if plan.Drain && !h.cfg.DryRun && time.Until(h.drainStart(n)) <= 0 {
+		// The drain follows at once: claim it in this write rather than in one more.
+		edits = append(edits, h.intakeClaimEdit(n))
+	}
 	if n.Kind == notice.ScheduledMaintenance && notice.RebootCodes[n.Action] {
 		// Uncordon once the node has been through the reboot (see ReleaseAfterReboot).
 		now := time.Now().UTC().Truncate(time.Second)
@@ -258,7 +262,7 @@ func (h *Handler) releaseEdit(n *corev1.Node, mark func(*Record) bool) bool {
 		for _, e := range h.undo(r) {
 			e(n)
 		}
-		r.Phase, r.Deadline, r.RebootAfter, r.Notified, r.Reported, r.Heartbeat, r.Intents = PhaseNone, time.Time{}, time.Time{}, false, nil, nil, nil
+		r.Phase, r.Deadline, r.RebootAfter, r.Notified, r.Reported, r.Heartbeat, r.Intents, r.Owner = PhaseNone, time.Time{}, time.Time{}, false, nil, nil, nil, nil
 	}
 	writeRecord(n, r)
 	return all

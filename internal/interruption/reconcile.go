@@ -64,6 +64,10 @@ func (h *Handler) Reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		if wait := time.Until(h.drainStart(pending...)); wait > 0 {
 			return wait, nil
 		}
+		if until, held := rec.heldElsewhere(h.Origin, time.Now()); held && rec.Phase < PhaseDrained {
+			h.Metrics.DrainClaim(metrics.ClaimWaited)
+			return ownerWait(until), nil
+		}
 	}
 	unlock := h.reconciling.lock(node.Name)
 	defer unlock()
@@ -98,6 +102,24 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 	log := h.log.With("node", node.Name, "notices", ids(pending))
 	var done drained
 	if rec.Phase < PhaseDrained {
+		// One Lifeboat drains the node: another origin's owner is waited for (its drain
+		// done, this process only finishes its own notices).
+		if until, held := rec.heldElsewhere(h.Origin, time.Now()); held {
+			h.Metrics.DrainClaim(metrics.ClaimWaited)
+			log.Debug("another Lifeboat drains the node; waiting for it", "owner", rec.Owner.Origin, "holder", rec.Owner.Holder)
+			return ownerWait(until), nil
+		}
+		claimed, owned, err := h.claim(ctx, node)
+		if err != nil {
+			return 0, err
+		}
+		if !owned {
+			h.Metrics.DrainClaim(metrics.ClaimWaited)
+			log.Info("another Lifeboat claimed the node's drain first; waiting for it")
+			return ownerPoll, nil
+		}
+		node = claimed
+		h.Metrics.DrainClaim(metrics.ClaimClaimed)
 		stop := func() {}
 		if h.WhileDraining != nil {
 			stop = h.WhileDraining(ctx, node, pending)
@@ -105,9 +127,11 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		defer stop()
 		deadline := drainDeadline(pending...)
 		h.Events.DrainStarted(events.NodeOf(node), pending[0].ID, deadline)
-		var err error
-		if done, err = h.drain(ctx, node.Name, deadline, log); err != nil {
-			if ctx.Err() == nil {
+		owning, stopOwning := h.keepOwnership(ctx, node.Name, log)
+		done, err = h.drain(owning, node.Name, deadline, log)
+		stopOwning() // before finishing, whose write gives the claim up
+		if err != nil {
+			if ctx.Err() == nil && owning.Err() == nil {
 				h.Events.DrainFailed(events.NodeOf(node), pending[0].ID, err)
 			}
 			return 0, err
@@ -242,7 +266,7 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, 
 		}
 	}
 	var notify bool
-	edits := []nodes.Edit{claimOutcome(OutcomeDrained, &notify), recordEdit(n.ID, PhaseDrained, time.Time{})}
+	edits := []nodes.Edit{claimOutcome(OutcomeDrained, &notify), recordEdit(n.ID, PhaseDrained, time.Time{}), h.disownEdit()}
 	if h.cfg.EnableOutOfServiceTaint {
 		edits = append(edits, nodes.AddTaint(nodes.TaintOutOfService, "nodeshutdown", corev1.TaintEffectNoExecute))
 	}

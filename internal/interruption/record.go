@@ -87,6 +87,8 @@ type Record struct {
 	// start, drain, complete lifecycle actions), so the work outlives the process that took
 	// the notice and the queue message that brought it.
 	Intents []Intent `json:"intents,omitempty"`
+	// Owner is the Lifeboat draining the episode (see Owner); nil when none is.
+	Owner *Owner `json:"owner,omitempty"`
 }
 
 // Intent is one notice as recorded on its node: what the reconciler needs to do its work.

@@ -23,6 +23,14 @@ const (
 	ResultNotFound = "not_found" // a lifecycle action that is already over
 )
 
+// Events of a drain's ownership counted by lifeboat_drain_claims_total.
+const (
+	ClaimClaimed = "claimed"
+	ClaimRenewed = "renewed"
+	ClaimWaited  = "waited"
+	ClaimLost    = "lost"
+)
+
 // Actions counted by lifeboat_actions_total.
 const (
 	ActionCordon            = "cordon" // taint, label and cordon in one write
@@ -50,6 +58,7 @@ type Metrics struct {
 	sourceHealthy *prometheus.GaugeVec
 	configWarn    *prometheus.GaugeVec
 	noticeWarn    *prometheus.CounterVec
+	drainClaims   *prometheus.CounterVec
 }
 
 // New registers Lifeboat's metrics, plus the Go runtime and process collectors.
@@ -102,8 +111,13 @@ func New() *Metrics {
 			Help: "Details of a notice or message that could not be read, while the rest was still acted on, by problem " +
 				"(start_time_unreadable: cordoned, not drained; entity_not_instance, event_state_unknown, event_unreadable, lifecycle_state_unknown: that part skipped).",
 		}, []string{"problem"}),
+		drainClaims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lifeboat_drain_claims_total",
+			Help: "Writes and waits for the ownership of a node's drain, by event: claimed (the drain is this process's), renewed (while it runs), " +
+				"waited (another Lifeboat drains the node), lost (the claim was taken over or lapsed; the drain stopped).",
+		}, []string{"event"}),
 	}
-	m.Registry.MustRegister(m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
+	m.Registry.MustRegister(m.drainClaims, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -277,4 +291,11 @@ func (m *Metrics) Value(metric string, labelPairs ...string) float64 {
 		}
 	}
 	return sum
+}
+
+// DrainClaim counts an event of a drain's ownership (ClaimClaimed, ...).
+func (m *Metrics) DrainClaim(event string) {
+	if m != nil {
+		m.drainClaims.WithLabelValues(event).Inc()
+	}
 }

@@ -1,0 +1,200 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"lifeboat.dev/lifeboat/internal/agent"
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/events"
+	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/sandbox"
+	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
+	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+	"lifeboat.dev/lifeboat/internal/source/imds"
+	"lifeboat.dev/lifeboat/internal/webhook"
+)
+
+// webhookCounter counts the notifications that name each node.
+type webhookCounter struct {
+	mu     sync.Mutex
+	server *httptest.Server
+	bodies []string
+}
+
+func newWebhookCounter(t *testing.T) *webhookCounter {
+	w := &webhookCounter{}
+	w.server = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.mu.Lock()
+		w.bodies = append(w.bodies, string(b))
+		w.mu.Unlock()
+	}))
+	t.Cleanup(w.server.Close)
+	return w
+}
+
+func (w *webhookCounter) naming(node string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	count := 0
+	for _, b := range w.bodies {
+		if strings.Contains(b, node) {
+			count++
+		}
+	}
+	return count
+}
+
+// runAgent runs an agent for the node, its instance metadata from a mock started with the
+// arguments, until the test ends.
+func (w *intakeWorld) runAgent(t *testing.T, ctx context.Context, node *corev1.Node, mockArgs []string, hook *webhookCounter, settings ...string) {
+	t.Helper()
+	m := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: interruption.InstanceIDOf(node), Hostname: node.Name, Args: mockArgs})
+	rc, err := w.c.UserConfig("lifeboat-agent-"+node.Name, "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sandboxtest.Config(t, config.ModeAgent, append([]string{"NODE_NAME", node.Name, "INSTANCE_METADATA_URL", m.URL,
+		"IMDS_POLL_INTERVAL", "200ms", "EMIT_KUBERNETES_EVENTS", "true", "WEBHOOK_URL", hook.server.URL}, settings...)...)
+	client := kubernetes.NewForConfigOrDie(rc)
+	logs := &sandboxtest.LogBuffer{}
+	a := agent.New(cfg, client, imds.NewClient(cfg.MetadataURL, cfg.MetadataTries, false), slog.New(slog.NewTextHandler(logs, nil)))
+	recorder, stopEvents, err := events.New(cfg, client, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sender, err := webhook.New(cfg, webhook.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Handler().Events, a.Handler().Webhook = recorder, sender
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && runCtx.Err() == nil {
+			t.Errorf("agent for %s stopped: %v", node.Name, err)
+		}
+		stopEvents()
+		if t.Failed() {
+			t.Logf("agent log for %s:\n%s", node.Name, logs)
+		}
+	})
+}
+
+// An agent on every node and a controller reading the queue, as a cluster may run them while
+// moving from one mode to the other: each node is drained once and reported once.
+//   - the same Spot warning from instance metadata and from the queue: one notice, taken by
+//     whichever comes first, one drain;
+//   - a rebalance recommendation the agent drains for, then a Spot warning from the queue
+//     while that drain is held by a disruption budget: the controller waits for the agent's
+//     drain instead of running a second one, then finishes its own notice.
+func TestAgentAndControllerOnOneCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 2)
+	same, held := w.nodes[0], w.nodes[1]
+	id := func(n *corev1.Node) string { return interruption.InstanceIDOf(n) }
+	hook := newWebhookCounter(t)
+	w.addPods(t, ctx, same, "web", 2)
+	// The held node's pods may not leave until the test lets them.
+	for i := range 2 {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: fmt.Sprintf("held-%d", i), Labels: map[string]string{"app": "held"}},
+			Spec: corev1.PodSpec{NodeName: held.Name, Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
+		if _, err := w.c.Client.CoreV1().Pods("shop").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "held"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "held"}}}}
+	if _, err := w.c.Client.PolicyV1().PodDisruptionBudgets("shop").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	inTwoMinutes := time.Now().Add(2 * time.Minute).UTC().Format(time.RFC3339)
+	w.runAgent(t, ctx, same, []string{"spot", "-a", "terminate", "-t", inTwoMinutes}, hook)
+	// The root command serves a rebalance recommendation at once; its Spot warning and
+	// lifecycle state come an hour later, and its scheduled events are not acted on.
+	w.runAgent(t, ctx, held, []string{"-d", "3600", "--asg-termination-delay-sec", "3600"}, hook,
+		"ENABLE_REBALANCE_DRAINING", "true", "ENABLE_SCHEDULED_EVENT_DRAINING", "false")
+	w.run(t, ctx, "WEBHOOK_URL", hook.server.URL)
+	w.send(t, ctx, fakeaws.SpotInterruptionWarning(id(same), "terminate", time.Now()))
+
+	// The agent's rebalance drain is under way on the held node; then the Spot warning comes.
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		r, _ := interruption.ReadRecord(w.node(t, ctx, held))
+		return r.Owner != nil && r.Owner.Origin == string(notice.SourceIMDS) && w.eventCount(t, ctx, held, events.ReasonDrainStarted) == 1, nil
+	})
+	if err != nil {
+		t.Fatal("the agent did not start draining the held node for its rebalance recommendation")
+	}
+	spotID := notice.ID(notice.SpotInterruption, id(held), "terminate")
+	w.send(t, ctx, fakeaws.SpotInterruptionWarning(id(held), "terminate", time.Now()))
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return w.metrics.Value("lifeboat_drain_claims_total", "event", metrics.ClaimWaited) > 0, nil
+	})
+	if err != nil {
+		r, _ := interruption.ReadRecord(w.node(t, ctx, held))
+		t.Fatalf("the controller did not wait for the agent's drain: record %+v", r)
+	}
+	if got := w.eventCount(t, ctx, held, events.ReasonDrainStarted); got != 1 {
+		t.Errorf("%s: %d drains started while the agent's is held, want 1", held.Name, got)
+	}
+	if err := w.c.Client.PolicyV1().PodDisruptionBudgets("shop").Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	w.waitDrained(t, ctx, same, notice.ID(notice.SpotInterruption, id(same), "terminate"))
+	w.waitDrained(t, ctx, held, spotID)
+	w.waitDrained(t, ctx, held, notice.ID(notice.Rebalance, id(held), ""))
+	time.Sleep(2 * time.Second) // a second drain or webhook would show by now
+	for _, n := range w.nodes {
+		r, _ := interruption.ReadRecord(w.node(t, ctx, n))
+		if r.Owner != nil {
+			t.Errorf("%s: the claim outlived the drain: %+v", n.Name, r.Owner)
+		}
+		if got := w.eventCount(t, ctx, n, events.ReasonDrainStarted); got != 1 {
+			t.Errorf("%s: %d drains started, want 1", n.Name, got)
+		}
+		if got := w.eventCount(t, ctx, n, events.ReasonDrained); got != 1 {
+			t.Errorf("%s: %d %s Events, want 1", n.Name, got, events.ReasonDrained)
+		}
+		if got := hook.naming(n.Name); got != 1 {
+			t.Errorf("%s: %d webhook notifications, want 1", n.Name, got)
+		}
+	}
+	r, _ := interruption.ReadRecord(w.node(t, ctx, same))
+	if len(r.Intents) != 1 {
+		t.Errorf("%s: intents %+v, want the one Spot notice", same.Name, r.Intents)
+	}
+	r, _ = interruption.ReadRecord(w.node(t, ctx, held))
+	origins := []string{}
+	for _, i := range r.Intents {
+		origins = append(origins, i.Origin)
+	}
+	slices.Sort(origins)
+	if len(origins) != 2 || origins[0] != string(notice.SourceIMDS) || !strings.HasPrefix(origins[1], "queue ") {
+		t.Errorf("%s: intents from %v, want the agent's rebalance and the controller's Spot warning", held.Name, origins)
+	}
+}

@@ -1,0 +1,204 @@
+package interruption
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+)
+
+const (
+	agentOrigin = "imds"
+	queueOrigin = "queue https://sqs.us-east-1.amazonaws.com/123456789012/lifeboat"
+)
+
+// ownedNode is a cordoned node whose record holds the notices' intents (taken from
+// queueOrigin) and an agent's rebalance recommendation, in the given phase, owned by owner.
+func ownedNode(t *testing.T, phase Phase, owner *Owner, ns ...notice.Notice) *corev1.Node {
+	t.Helper()
+	rec := Record{Version: RecordVersion, BootID: "b1", Phase: phase, Owner: owner}
+	for _, n := range ns {
+		rec.Notices = append(rec.Notices, n.ID)
+		rec.Intents = append(rec.Intents, intentOf(n, queueOrigin))
+	}
+	rebalance := notice.Notice{ID: "rebalance-i-0123456789abcdef0", Kind: notice.Rebalance, Source: notice.SourceIMDS, InstanceID: "i-0123456789abcdef0"}
+	rec.Notices = append(rec.Notices, rebalance.ID)
+	rec.Intents = append(rec.Intents, intentOf(rebalance, agentOrigin))
+	if phase == PhaseDrained {
+		rec.Finished = append(rec.Finished, rebalance.ID)
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1", Annotations: map[string]string{AnnotationRecord: string(b)}},
+		Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/i-0123456789abcdef0", Unschedulable: true}}
+	node.Status.NodeInfo.BootID = "b1"
+	return node
+}
+
+// One Lifeboat drains a node: a process waits while another origin's owner renews its claim,
+// takes over a lapsed claim or its own origin's (a restarted process), and after another's
+// drain only finishes its own notices.
+func TestOwnership(t *testing.T) {
+	inst := "i-0123456789abcdef0"
+	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
+		InstanceID: inst, Deadline: time.Now().Add(2 * time.Minute)}
+	now := time.Now().UTC().Truncate(time.Second)
+	for _, tc := range []struct {
+		name      string
+		phase     Phase
+		owner     *Owner
+		wantWait  bool // Reconcile asks to be called again, having done nothing
+		wantLists int
+	}{
+		{"another origin drains", PhaseDraining, &Owner{Origin: agentOrigin, Holder: "agent-x", Renewed: now.Add(-10 * time.Second)}, true, 0},
+		{"another origin's claim lapsed", PhaseDraining, &Owner{Origin: agentOrigin, Holder: "agent-x", Renewed: now.Add(-OwnerLease - time.Second)}, false, 1},
+		{"own origin's predecessor", PhaseDraining, &Owner{Origin: queueOrigin, Holder: "old-leader", Renewed: now}, false, 1},
+		{"no owner", PhaseDraining, nil, false, 1},
+		// A claim left by an origin none of whose notices is open holds nothing.
+		{"an owner without open notices", PhaseDraining, &Owner{Origin: "queue https://sqs.eu-west-1.amazonaws.com/123456789012/other", Renewed: now}, false, 1},
+		{"another origin drained it", PhaseDrained, nil, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			client := fake.NewSimpleClientset(ownedNode(t, tc.phase, tc.owner, spot))
+			h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
+			h.Origin = queueOrigin
+			node, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+			wait, err := h.Reconcile(ctx, node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+			r, _ := ReadRecord(got)
+			if lists := podLists(client); lists != tc.wantLists {
+				t.Errorf("%d drains, want %d", lists, tc.wantLists)
+			}
+			if tc.wantWait {
+				if wait <= 0 || wait > ownerPoll {
+					t.Errorf("wait %v, want a look again within %v", wait, ownerPoll)
+				}
+				// The test's two reads, and none by Reconcile: decided on the copy it was given.
+				if r.Owner == nil || *r.Owner != *tc.owner || r.Phase != PhaseDraining || len(client.Actions()) != 2 {
+					t.Errorf("the owner's episode was touched (%d requests): %+v", len(client.Actions())-2, r)
+				}
+				return
+			}
+			if wait != 0 || r.Phase != PhaseDrained || !r.Done(spot.ID, true) || r.Owner != nil {
+				t.Errorf("wait %v, record %+v: want the notice finished and the claim given up", wait, r)
+			}
+		})
+	}
+}
+
+// The write that takes a notice whose drain follows at once claims the drain (no write more);
+// a notice taken by another origin meanwhile leaves the claim as it is, and a scheduled
+// drain days ahead claims nothing yet.
+func TestIntakeClaims(t *testing.T) {
+	ctx := context.Background()
+	inst := "i-0123456789abcdef0"
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1"},
+		Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + inst}}
+	client := fake.NewSimpleClientset(node)
+	newHandler := func(origin string) *Handler {
+		h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
+		h.Origin = origin
+		return h
+	}
+	agent, controller := newHandler(agentOrigin), newHandler(queueOrigin)
+	owner := func() *Owner {
+		got, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		r, _ := ReadRecord(got)
+		return r.Owner
+	}
+
+	scheduled := notice.Notice{ID: notice.ID(notice.ScheduledMaintenance, inst, "e1"), Kind: notice.ScheduledMaintenance, Source: notice.SourceQueue,
+		InstanceID: inst, Deadline: time.Now().Add(72 * time.Hour), StartTime: time.Now().Add(72 * time.Hour)}
+	if err := controller.Intake(ctx, scheduled, "n1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if o := owner(); o != nil {
+		t.Errorf("a drain days ahead claimed: %+v", o)
+	}
+	rebalance := notice.Notice{ID: notice.ID(notice.Rebalance, inst, ""), Kind: notice.Rebalance, Source: notice.SourceIMDS,
+		InstanceID: inst, Deadline: time.Now().Add(10 * time.Minute)}
+	agent.cfg.EnableRebalanceDraining = true
+	if err := agent.Intake(ctx, rebalance, "n1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if o := owner(); o == nil || o.Origin != agentOrigin || o.Holder == "" || time.Since(o.Renewed) > 2*time.Second {
+		t.Fatalf("owner after the agent's rebalance %+v, want the agent, just now", o)
+	}
+	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
+		InstanceID: inst, Deadline: time.Now().Add(2 * time.Minute)}
+	if err := controller.Intake(ctx, spot, "n1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if o := owner(); o == nil || o.Origin != agentOrigin {
+		t.Errorf("owner after the controller's Spot notice %+v, want the agent's claim kept", o)
+	}
+	writes := 0
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "patch" {
+			writes++
+		}
+	}
+	if writes != 3 {
+		t.Errorf("%d writes for three notices, want one each", writes)
+	}
+}
+
+// A renewal keeps the claim and brings the running drain forward to an earlier deadline
+// another Lifeboat recorded; one that finds the claim taken stops the drain.
+func TestKeepOwnership(t *testing.T) {
+	inst := "i-0123456789abcdef0"
+	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
+		InstanceID: inst, Deadline: time.Now().Add(90 * time.Second)}
+	ctx := context.Background()
+	client := fake.NewSimpleClientset(ownedNode(t, PhaseDraining, &Owner{Origin: queueOrigin, Renewed: time.Now().UTC()}, spot))
+	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
+	h.Origin, h.ownerRenew = queueOrigin, 50*time.Millisecond
+	running := drain.NewDeadline(time.Now().Add(time.Hour))
+	h.draining["n1"] = running
+	owning, stop := h.keepOwnership(ctx, "n1", h.log)
+	defer stop()
+
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return !running.Time().After(spot.Deadline), nil
+	})
+	if err != nil {
+		t.Errorf("the running drain ends at %v, want the recorded %v", running.Time(), spot.Deadline)
+	}
+	if owning.Err() != nil {
+		t.Fatal("the claim was lost on a renewal")
+	}
+
+	// Another origin takes the claim over (this process looked dead to it).
+	got, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	r, _ := ReadRecord(got)
+	r.Owner = &Owner{Origin: agentOrigin, Renewed: time.Now().UTC()}
+	writeRecord(got, r)
+	if _, err := client.CoreV1().Nodes().Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-owning.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the drain goes on after another Lifeboat took the claim over")
+	}
+	got, _ = client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if r, _ := ReadRecord(got); r.Owner == nil || r.Owner.Origin != agentOrigin {
+		t.Errorf("the other's claim was overwritten: %+v", r.Owner)
+	}
+}
