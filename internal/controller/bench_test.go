@@ -20,28 +20,31 @@ import (
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/sandbox"
 	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
 )
 
-// BenchmarkQueueBurst sends 300 spot notices at once for 300 nodes with 3 pods each and
-// reports the time until all are cordoned and all drained, Lifeboat's API requests, and AWS
-// calls by type, at the default WORKERS (10) and at WORKERS=100.
+// BenchmarkQueueBurst sends 300 Spot notices at once for 300 nodes with 3 pods each to a
+// leading controller and reports the time until all are cordoned and all drained, the API
+// requests they took (per notice), the Lease's renewals, and AWS calls, at the default
+// WORKERS (10), at WORKERS=100, and with 500 scheduled episodes pending (recorded on their
+// nodes, due in three days) when the burst comes.
 //
 //	go test -run '^$' -bench QueueBurst -benchtime 1x -timeout 30m ./internal/controller
 func BenchmarkQueueBurst(b *testing.B) {
 	const nodes, podsPerNode = 300, 3
-	for _, workers := range []int{10, 100} {
-		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+	for _, run := range []struct{ workers, pending int }{{10, 0}, {100, 0}, {10, 500}} {
+		b.Run(fmt.Sprintf("workers=%d/pending=%d", run.workers, run.pending), func(b *testing.B) {
 			for range b.N {
-				burst(b, nodes, podsPerNode, workers)
+				burst(b, nodes, podsPerNode, run.workers, run.pending)
 			}
 		})
 	}
 }
 
-func burst(b *testing.B, nodeCount, podsPerNode, workers int) {
+func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount int) {
 	b.StopTimer()
 	b.Setenv("AWS_ACCESS_KEY_ID", "AKIDSANDBOX")
 	b.Setenv("AWS_SECRET_ACCESS_KEY", "sandbox-secret")
@@ -51,19 +54,20 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers int) {
 	c := sandboxtest.Cluster(b, sandbox.ClusterOptions{AuditLog: true})
 	q := sandboxtest.SQS(b, sandbox.SQSOptions{Queues: []string{"lifeboat"}, VisibilityTimeout: 30})
 	fake := sandboxtest.FakeAWS(b, q.Endpoint)
-	specs := make([]sandbox.NodeSpec, nodeCount)
+	specs := make([]sandbox.NodeSpec, nodeCount+pendingCount)
 	for i := range specs {
 		specs[i] = sandbox.NodeSpec{Index: i + 1}
 	}
-	nodes, err := c.AddNodes(ctx, specs...)
+	all, err := c.AddNodes(ctx, specs...)
 	if err != nil {
 		b.Fatal(err)
 	}
+	nodes, pending := all[:nodeCount], all[nodeCount:]
 	if err := c.EnsureNamespace(ctx, "shop"); err != nil {
 		b.Fatal(err)
 	}
 	tags := map[string]string{"aws-node-termination-handler/managed": "", "kubernetes.io/cluster/sandbox": "owned"}
-	for _, n := range nodes {
+	for _, n := range all {
 		fake.AddInstance(fakeaws.Instance{ID: interruption.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: tags})
 		for i := range podsPerNode {
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: n.Name[:len(n.Name)-len(".ec2.internal")] + "-" + strconv.Itoa(i)},
@@ -76,69 +80,132 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers int) {
 	awsCfg := sandboxtest.AWSConfig(fake.URL())
 	queue := awssqs.NewFromConfig(awsCfg)
 	queueURL := q.QueueURLs["lifeboat"]
-	for i := 0; i < len(nodes); i += 10 {
-		var entries []sqstypes.SendMessageBatchRequestEntry
-		for j, n := range nodes[i:min(i+10, len(nodes))] {
-			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String(spotMessage(interruption.InstanceIDOf(n)))})
-		}
-		if _, err := queue.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: &queueURL, Entries: entries}); err != nil {
-			b.Fatal(err)
+	send := func(bodies []string) {
+		for i := 0; i < len(bodies); i += 10 {
+			var entries []sqstypes.SendMessageBatchRequestEntry
+			for j, body := range bodies[i:min(i+10, len(bodies))] {
+				entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String(body)})
+			}
+			if _, err := queue.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: &queueURL, Entries: entries}); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	cfg := sandboxtest.Config(b, config.ModeController, "QUEUE_URL", queueURL, "AWS_REGION", "us-east-1", "AWS_ENDPOINT", fake.URL(),
 		"CLUSTER_NAME", "sandbox", "WORKERS", strconv.Itoa(workers), "SQS_MSG_VISIBILITY_TIMEOUT_SEC", "30")
-	rc, err := c.UserConfig("lifeboat-bench", "system:masters")
-	if err != nil {
-		b.Fatal(err)
+	client := func(user string, qps float32, burst int) kubernetes.Interface {
+		rc, err := c.UserConfig(user, "system:masters")
+		if err != nil {
+			b.Fatal(err)
+		}
+		rc.QPS, rc.Burst = qps, burst
+		return kubernetes.NewForConfigOrDie(rc)
 	}
-	rc.QPS, rc.Burst = float32(cfg.KubeAPIQPS), cfg.KubeAPIBurst
-	ctl := controller.New(cfg, kubernetes.NewForConfigOrDie(rc), queue, cloud.NewAWSEC2(awsCfg), cloud.NewAWSAutoScaling(awsCfg), slog.New(slog.DiscardHandler), nil)
-	ctl.Handler().SetCordonClient(kubernetes.NewForConfigOrDie(rc)) // as the binary does
-
-	b.StartTimer()
-	start := time.Now()
+	// Three clients, as the binary has: drains and records, cordons, and the Lease (its own
+	// user here, so its renewals are counted apart).
+	m := metrics.New()
+	ctl := controller.New(cfg, client("lifeboat-bench", float32(cfg.KubeAPIQPS), cfg.KubeAPIBurst), queue, cloud.NewAWSEC2(awsCfg),
+		cloud.NewAWSAutoScaling(awsCfg), slog.New(slog.DiscardHandler), m)
+	ctl.Handler().SetCordonClient(client("lifeboat-bench", float32(cfg.KubeAPIQPS), cfg.KubeAPIBurst))
+	ctl.SetLeaseClient(client("lifeboat-bench-lease", 5, 10))
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- ctl.Run(runCtx) }()
-	var allCordoned, allDrained time.Duration
-	for allDrained == 0 && ctx.Err() == nil {
+	go func() { done <- ctl.RunWithLeaderElection(runCtx) }()
+	defer func() {
+		stop()
+		<-done
+	}()
+
+	// The pending episodes: AWS Health scheduled changes naming ten instances each, due in
+	// three days, recorded on their nodes before the burst comes.
+	var changes []string
+	due := time.Now().Add(72 * time.Hour)
+	for i := 0; i < len(pending); i += 10 {
+		var ids []string
+		for _, n := range pending[i:min(i+10, len(pending))] {
+			ids = append(ids, interruption.InstanceIDOf(n))
+		}
+		changes = append(changes, fakeaws.HealthScheduledChange(fmt.Sprintf("maintenance-%d", i), "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED", due, due.Add(2*time.Hour), "", "", ids...))
+	}
+	send(changes)
+	count := func(ns []*corev1.Node) (cordoned, drained, scheduled int) {
+		want := map[string]bool{}
+		for _, n := range ns {
+			want[n.Name] = true
+		}
 		list, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		cordoned, drained := 0, 0
 		for i := range list.Items {
-			if list.Items[i].Spec.Unschedulable {
+			n := &list.Items[i]
+			if !want[n.Name] {
+				continue
+			}
+			r, _ := interruption.ReadRecord(n)
+			if n.Spec.Unschedulable {
 				cordoned++
 			}
-			if r, _ := interruption.ReadRecord(&list.Items[i]); r.Phase == interruption.PhaseDrained {
+			if r.Phase == interruption.PhaseDrained {
 				drained++
 			}
+			if len(r.Intents) > 0 && r.Phase == interruption.PhaseDraining {
+				scheduled++
+			}
 		}
+		return cordoned, drained, scheduled
+	}
+	for ctx.Err() == nil && m.Value("lifeboat_leader") < 1 {
+		time.Sleep(100 * time.Millisecond)
+	}
+	for ctx.Err() == nil {
+		if _, _, scheduled := count(pending); scheduled == len(pending) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if ctx.Err() != nil {
+		b.Fatal("the controller did not lead, or did not record the pending episodes")
+	}
+
+	b.StartTimer()
+	start := time.Now()
+	bodies := make([]string, len(nodes))
+	for i, n := range nodes {
+		bodies[i] = spotMessage(interruption.InstanceIDOf(n))
+	}
+	send(bodies)
+	var allCordoned, allDrained time.Duration
+	leaderLost := false
+	for allDrained == 0 && ctx.Err() == nil {
+		cordoned, drained, _ := count(nodes)
 		if cordoned == nodeCount && allCordoned == 0 {
 			allCordoned = time.Since(start)
 		}
 		if drained == nodeCount {
 			allDrained = time.Since(start)
 		}
+		leaderLost = leaderLost || m.Value("lifeboat_leader") < 1
 		time.Sleep(100 * time.Millisecond)
 	}
 	b.StopTimer()
+	end := time.Now()
 	var mem runtime.MemStats
 	runtime.ReadMemStats(&mem)
-	stop()
-	<-done
+	_, drainedEarly, _ := count(pending)
 
 	events, err := c.AuditEvents(sandbox.ByUser("lifeboat-bench"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	byKind := map[string]int{}
+	requests := 0
 	var firstCordon, lastCordon time.Time
 	for _, e := range events {
-		if e.ObjectRef == nil {
-			continue
+		if e.ObjectRef == nil || e.StageTimestamp.Before(start) || e.StageTimestamp.After(end) {
+			continue // the pending episodes' intake, before the burst
 		}
+		requests++
 		kind := e.Verb + " " + e.ObjectRef.Resource
 		if e.ObjectRef.Subresource != "" {
 			kind += "/" + e.ObjectRef.Subresource
@@ -154,11 +221,40 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers int) {
 			lastCordon = e.StageTimestamp
 		}
 	}
-	b.Logf("requests by kind: %v; node patches from %s to %s", byKind, firstCordon.Format("15:04:05.000"), lastCordon.Format("15:04:05.000"))
+	renewals, longestGap := leaseRenewals(b, c, start, end)
+	b.Logf("requests by kind: %v; node patches from %s to %s; lease renewals %d, longest gap %s, leader lost: %v; pending drained early: %d",
+		byKind, firstCordon.Format("15:04:05.000"), lastCordon.Format("15:04:05.000"), renewals, longestGap, leaderLost, drainedEarly)
+	if leaderLost || drainedEarly > 0 {
+		b.Errorf("the burst cost the Lease (%v) or drained a pending episode early (%d)", leaderLost, drainedEarly)
+	}
 	b.ReportMetric(allCordoned.Seconds(), "s-all-cordoned")
 	b.ReportMetric(allDrained.Seconds(), "s-all-drained")
-	b.ReportMetric(float64(len(events)), "kube-requests")
+	b.ReportMetric(float64(requests), "kube-requests")
+	b.ReportMetric(float64(requests)/float64(nodeCount), "kube-requests/notice")
+	b.ReportMetric(longestGap.Seconds(), "s-longest-lease-gap")
 	b.ReportMetric(float64(fake.CallCount("ec2", "DescribeInstances")), "DescribeInstances")
 	b.ReportMetric(float64(fake.CallCount("sqs", "")), "sqs-calls")
 	b.ReportMetric(float64(mem.HeapInuse)/(1<<20), "heap-MiB")
+}
+
+// leaseRenewals counts the Lease's successful renewals between start and end and the longest
+// time between two of them (the elector renews every 2 s; it gives up after 10 s).
+func leaseRenewals(b *testing.B, c *sandbox.Cluster, start, end time.Time) (int, time.Duration) {
+	events, err := c.AuditEvents(sandbox.ByUser("lifeboat-bench-lease"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var count int
+	var longest time.Duration
+	last := start
+	for _, e := range events {
+		if e.ObjectRef == nil || e.ObjectRef.Resource != "leases" || e.Verb != "update" || e.StageTimestamp.Before(start) || e.StageTimestamp.After(end) ||
+			(e.ResponseStatus != nil && e.ResponseStatus.Code >= 300) {
+			continue
+		}
+		count++
+		longest = max(longest, e.StageTimestamp.Sub(last))
+		last = e.StageTimestamp
+	}
+	return count, max(longest, end.Sub(last))
 }

@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -168,4 +169,76 @@ func TestEpisodes(t *testing.T) {
 	if !strings.Contains(w.logs.String(), "newer schema") {
 		t.Error("no log line about the newer record")
 	}
+}
+
+// A scheduled reboot from AWS Health (queue mode): the node is drained before it; the
+// instance reboots (a new boot ID) and the node is given back; AWS Health then sends the same
+// event again (its status moves on, and the message says nothing about the reboot having
+// happened), and at last closes it. Neither is acted on: the node stays schedulable and its
+// new pods stay.
+func TestScheduledRebootNotRedone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 1)
+	n := w.nodes[0]
+	inst := interruption.InstanceIDOf(n)
+	w.updateNode(t, ctx, n, true, func(n *corev1.Node) { n.Status.NodeInfo.BootID = "boot-1" })
+	w.run(t, ctx)
+
+	const event, code = "arn:aws:health:us-east-1::event/EC2/AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED/reboot-1", "AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED"
+	start := time.Now().Add(time.Minute) // within NODE_TERMINATION_GRACE_PERIOD: the drain begins at once
+	w.send(t, ctx, fakeaws.HealthScheduledChange(event, code, start, start.Add(time.Hour), "", "", inst))
+	r := w.waitRecordedNotice(t, ctx, n)
+	w.waitDrained(t, ctx, n, r)
+
+	w.updateNode(t, ctx, n, true, func(n *corev1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		got := w.node(t, ctx, n)
+		rec, _ := interruption.ReadRecord(got)
+		return !got.Spec.Unschedulable && rec.Phase == interruption.PhaseNone, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: not given back after the reboot", n.Name)
+	}
+	w.addPods(t, ctx, n, "after-reboot", 2)
+
+	// The same event again, still upcoming (Health restates it), then closed.
+	w.send(t, ctx, fakeaws.HealthScheduledChange(event, code, start, start.Add(time.Hour), "", "", inst))
+	time.Sleep(3 * time.Second)
+	w.send(t, ctx, fakeaws.HealthScheduledChangeClosed(event, code, start, start.Add(time.Hour), inst))
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return w.queueLength(t, ctx) == 0, nil
+	})
+	if err != nil {
+		t.Fatal("the repeated and closing messages were not handled")
+	}
+	time.Sleep(2 * time.Second)
+	got := w.node(t, ctx, n)
+	if got.Spec.Unschedulable || w.podsOn(t, ctx, n) != 2 {
+		t.Errorf("%s: acted on again after the reboot: unschedulable %v, %d of 2 new pods left", n.Name, got.Spec.Unschedulable, w.podsOn(t, ctx, n))
+	}
+	if got := w.eventCount(t, ctx, n, events.ReasonDrainStarted); got != 1 {
+		t.Errorf("%s: %d drains started, want 1", n.Name, got)
+	}
+	rec, _ := interruption.ReadRecord(got)
+	if !slices.Contains(rec.Released, r) {
+		t.Errorf("%s: record %+v, want the event's notice released", n.Name, rec)
+	}
+}
+
+// waitRecordedNotice waits for the node's record to hold a notice and returns its id.
+func (w *intakeWorld) waitRecordedNotice(t *testing.T, ctx context.Context, n *corev1.Node) string {
+	t.Helper()
+	var id string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		r, _ := interruption.ReadRecord(w.node(t, ctx, n))
+		if len(r.Notices) > 0 {
+			id = r.Notices[0]
+		}
+		return id != "", nil
+	})
+	if err != nil {
+		t.Fatalf("%s: no notice recorded", n.Name)
+	}
+	return id
 }

@@ -219,7 +219,9 @@ func (m *metricsSeen) controllerProblems(service string, d time.Duration) []stri
 	if service == "sqs" {
 		metric, labels = "lifeboat_sqs_calls_total", []string{"result", "error"}
 	}
-	if v, ok := m.value("during", metric, labels...); !ok || v == 0 {
+	// A counter: the sample after the outage also holds the failures of its last moments,
+	// which a loaded machine may count after the last sample during it.
+	if v, ok := m.value("after", metric, labels...); !ok || v == 0 {
 		out = append(out, fmt.Sprintf("%s{result=error} never counted the failing %s calls", metric, service))
 	}
 	if service == "sqs" && d > 35*time.Second {
