@@ -43,6 +43,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/source/imds"
 	"lifeboat.dev/lifeboat/internal/version"
 	"lifeboat.dev/lifeboat/internal/webhook"
+	"lifeboat.dev/lifeboat/internal/wiring"
 )
 
 // Exit statuses.
@@ -140,7 +141,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	logger.Info("starting", attrs...)
 
-	rc, err := kube.RESTConfig(loaded.Config)
+	rc, err := kube.RESTConfig(wiring.Kube(loaded.Config))
 	if err != nil {
 		logger.Error("cannot reach Kubernetes", "err", err)
 		return exitUsage
@@ -172,13 +173,13 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		defer srv.Close()
 	}
 
-	recorder, stopEvents, err := events.New(loaded.Config, client, logger)
+	recorder, stopEvents, err := events.New(client, wiring.Events(loaded.Config, logger))
 	if err != nil {
 		logger.Error("invalid Kubernetes Events settings", "err", err)
 		return exitUsage
 	}
 	defer stopEvents()
-	hooks, err := webhook.New(loaded.Config, webhook.Options{Logger: logger}) // the handler counts results
+	hooks, err := webhook.New(wiring.Webhook(loaded.Config), webhook.Options{Logger: logger}) // the handler counts results
 	if err != nil {
 		logger.Error("invalid webhook settings", "err", err)
 		return exitUsage
@@ -280,7 +281,7 @@ func permitted(ctx context.Context, client kubernetes.Interface, mode config.Mod
 // runPreflight prints the preflight table; exit 1 when a check failed.
 func runPreflight(ctx context.Context, mode config.Mode, cfg *config.Config, stdout, stderr io.Writer) int {
 	env := preflight.Env{}
-	if rc, err := kube.RESTConfig(cfg); err != nil {
+	if rc, err := kube.RESTConfig(wiring.Kube(cfg)); err != nil {
 		env.KubeErr = err
 	} else if env.Kube, err = kube.NewClientset(rc); err != nil {
 		env.KubeErr = err

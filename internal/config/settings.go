@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"lifeboat.dev/lifeboat/internal/webhook"
+)
 
 // Config is Lifeboat's effective configuration. Field comments name the variable that sets it.
 type Config struct {
@@ -110,10 +114,8 @@ const (
 	defaultTaints = "NoSchedule"
 )
 
-// DefaultWebhookTemplate is the message a user gets when they set only WEBHOOK_URL: a
-// Slack-style {"text": ...} body. The text goes through .JSON (a method of the webhook
-// notification) so that quotes or newlines in a description still make valid JSON.
-const DefaultWebhookTemplate = `{"text":{{ .JSON (printf "[Lifeboat] %s notice %s: instance %s (node %s) is being drained. %s Start time: %s" .Kind .EventID .InstanceID .NodeName .Description (.StartTime.UTC.Format "2006-01-02 15:04:05 MST")) }}}`
+// DefaultWebhookTemplate is WEBHOOK_TEMPLATE's default, the webhook package's own.
+const DefaultWebhookTemplate = webhook.DefaultTemplate
 
 // settings binds every setting to its field in c.
 func settings(c *Config) []*Setting {

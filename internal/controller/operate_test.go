@@ -31,6 +31,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
 	"lifeboat.dev/lifeboat/internal/webhook"
+	"lifeboat.dev/lifeboat/internal/wiring"
 )
 
 func stateMessage(instance, state string) string {
@@ -101,7 +102,7 @@ func startController(t *testing.T, ctx context.Context, c *sandbox.Cluster, awsC
 	client := kubernetes.NewForConfigOrDie(rc)
 	ctl := controller.New(cfg, client, queue, cloud.NewAWSEC2(awsCfg), cloud.NewAWSAutoScaling(awsCfg),
 		slog.New(slog.NewTextHandler(logs, nil)), m)
-	recorder, stopEvents, err := events.New(cfg, client, nil)
+	recorder, stopEvents, err := events.New(client, wiring.Events(cfg, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestOneInterruptionOneWebhook(t *testing.T) {
 	cfg := sandboxtest.Config(t, config.ModeController, "ENABLE_SQS_TERMINATION_DRAINING", "true", "QUEUE_URL", w.queueURL,
 		"AWS_REGION", "us-east-1", "AWS_ENDPOINT", w.fake.URL(), "CLUSTER_NAME", "sandbox", "SQS_MSG_VISIBILITY_TIMEOUT_SEC", "5",
 		"EMIT_KUBERNETES_EVENTS", "true", "KUBERNETES_EVENTS_EXTRA_ANNOTATIONS", "team=platform", "WEBHOOK_URL", hook.URL+"/secret-path")
-	sender, err := webhook.New(cfg, webhook.Options{InitialBackoff: 50 * time.Millisecond})
+	sender, err := webhook.New(wiring.Webhook(cfg), webhook.Options{InitialBackoff: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
 	"lifeboat.dev/lifeboat/internal/source/imds"
 	"lifeboat.dev/lifeboat/internal/webhook"
+	"lifeboat.dev/lifeboat/internal/wiring"
 )
 
 // webhookCounter counts the notifications that name each node.
@@ -79,11 +80,11 @@ func (w *intakeWorld) runAgent(t *testing.T, ctx context.Context, node *corev1.N
 	client := kubernetes.NewForConfigOrDie(rc)
 	logs := &sandboxtest.LogBuffer{}
 	a := agent.New(cfg, client, imds.NewClient(cfg.MetadataURL, cfg.MetadataTries, false), slog.New(slog.NewTextHandler(logs, nil)))
-	recorder, stopEvents, err := events.New(cfg, client, nil)
+	recorder, stopEvents, err := events.New(client, wiring.Events(cfg, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sender, err := webhook.New(cfg, webhook.Options{})
+	sender, err := webhook.New(wiring.Webhook(cfg), webhook.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,6 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
-	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/notice"
 )
 
@@ -96,17 +95,31 @@ type Recorder struct {
 	annotations map[string]string
 }
 
-// New returns a Recorder for the configuration and a function that stops it. With
-// EMIT_KUBERNETES_EVENTS=false nothing is started and the Recorder does nothing. Each
-// recorded Event is logged at debug level.
-func New(cfg *config.Config, client kubernetes.Interface, logger *slog.Logger) (*Recorder, func(), error) {
-	if !cfg.EmitKubernetesEvents {
+// Options are the Recorder's settings.
+type Options struct {
+	// Enabled is EMIT_KUBERNETES_EVENTS; without it nothing is started and the Recorder
+	// does nothing.
+	Enabled bool
+	// ExtraAnnotations (KUBERNETES_EVENTS_EXTRA_ANNOTATIONS) go on every Event.
+	ExtraAnnotations map[string]string
+	// Host is the Events' source host: the node an agent runs on (NODE_NAME).
+	Host string
+	// DryRun marks every Event as a dry run (DRY_RUN).
+	DryRun bool
+	// Logger receives each recorded Event at debug level; nil discards.
+	Logger *slog.Logger
+}
+
+// New returns a Recorder and a function that stops it.
+func New(client kubernetes.Interface, o Options) (*Recorder, func(), error) {
+	if !o.Enabled {
 		return &Recorder{}, func() {}, nil
 	}
-	// config checks the keys too; this catches a Config built in code, and the total size.
-	if errs := apivalidation.ValidateAnnotations(cfg.KubernetesEventsExtraAnnotations, field.NewPath("KUBERNETES_EVENTS_EXTRA_ANNOTATIONS")); len(errs) > 0 {
+	// config checks the keys too; this catches options built in code, and the total size.
+	if errs := apivalidation.ValidateAnnotations(o.ExtraAnnotations, field.NewPath("KUBERNETES_EVENTS_EXTRA_ANNOTATIONS")); len(errs) > 0 {
 		return nil, nil, errs.ToAggregate()
 	}
+	logger := o.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -115,19 +128,19 @@ func New(cfg *config.Config, client kubernetes.Interface, logger *slog.Logger) (
 	b.StartEventWatcher(func(e *corev1.Event) {
 		logger.Debug("kubernetes event", "node", e.InvolvedObject.Name, "type", e.Type, "reason", e.Reason, "message", e.Message)
 	})
-	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component, Host: cfg.NodeName})
-	return newRecorder(rec, cfg), b.Shutdown, nil
+	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component, Host: o.Host})
+	return newRecorder(rec, o), b.Shutdown, nil
 }
 
-func newRecorder(rec record.EventRecorder, cfg *config.Config) *Recorder {
-	annotations := maps.Clone(cfg.KubernetesEventsExtraAnnotations)
+func newRecorder(rec record.EventRecorder, o Options) *Recorder {
+	annotations := maps.Clone(o.ExtraAnnotations)
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	if cfg.DryRun {
+	if o.DryRun {
 		annotations[AnnotationDryRun] = "true"
 	}
-	return &Recorder{rec: rec, dryRun: cfg.DryRun, annotations: annotations}
+	return &Recorder{rec: rec, dryRun: o.DryRun, annotations: annotations}
 }
 
 // Enabled reports whether Events are recorded.

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/notice"
 )
 
@@ -74,7 +73,7 @@ func TestActions(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(fmt.Sprintf("%s/dry-run=%v", tt.name, dryRun), func(t *testing.T) {
 				c := &capture{}
-				r := newRecorder(c, &config.Config{DryRun: dryRun, KubernetesEventsExtraAnnotations: extra})
+				r := newRecorder(c, Options{DryRun: dryRun, ExtraAnnotations: extra})
 				tt.call(r)
 				if len(c.events) != 1 {
 					t.Fatalf("%d events, want 1", len(c.events))
@@ -135,7 +134,7 @@ func TestNotice(t *testing.T) {
 			c := &capture{}
 			n := base
 			tt.edit(&n)
-			newRecorder(c, &config.Config{DryRun: tt.dryRun}).Notice(node, n)
+			newRecorder(c, Options{DryRun: tt.dryRun}).Notice(node, n)
 			if len(c.events) != 1 {
 				t.Fatalf("%d events", len(c.events))
 			}
@@ -148,7 +147,7 @@ func TestNotice(t *testing.T) {
 
 func TestNodeWithoutUIDUsesItsName(t *testing.T) {
 	c := &capture{}
-	newRecorder(c, &config.Config{}).Cordoned(Node{Name: "n1"}, "id")
+	newRecorder(c, Options{}).Cordoned(Node{Name: "n1"}, "id")
 	if ref := c.events[0].ref; ref.UID != "n1" || ref.Name != "n1" {
 		t.Fatalf("reference %+v: want the node name as UID (kubelet's convention)", ref)
 	}
@@ -160,7 +159,7 @@ func TestNodeWithoutUIDUsesItsName(t *testing.T) {
 func TestLongDetailsAreClipped(t *testing.T) {
 	c := &capture{}
 	long := strings.Repeat("é", 1000) // 2 bytes each: the cut must not split one
-	newRecorder(c, &config.Config{}).DrainFailed(node, "id", errors.New(long))
+	newRecorder(c, Options{}).DrainFailed(node, "id", errors.New(long))
 	msg := c.events[0].message
 	if len(msg) > maxDetail+100 || !utf8.ValidString(msg) || !strings.HasSuffix(msg, "...") {
 		t.Fatalf("message of %d bytes, valid UTF-8 %v: %.80q", len(msg), utf8.ValidString(msg), msg)
@@ -168,7 +167,7 @@ func TestLongDetailsAreClipped(t *testing.T) {
 }
 
 func TestDisabledRecorderRecordsNothing(t *testing.T) {
-	r, stop, err := New(&config.Config{EmitKubernetesEvents: false, DryRun: true}, nil, nil)
+	r, stop, err := New(nil, Options{Enabled: false, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +199,7 @@ func TestNewRejectsBadAnnotations(t *testing.T) {
 		{map[string]string{"big": strings.Repeat("x", 300_000)}, "KUBERNETES_EVENTS_EXTRA_ANNOTATIONS: Too long"},
 	}
 	for _, tt := range tests {
-		_, _, err := New(&config.Config{EmitKubernetesEvents: true, KubernetesEventsExtraAnnotations: tt.annotations}, nil, nil)
+		_, _, err := New(nil, Options{Enabled: true, ExtraAnnotations: tt.annotations})
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("New(%.40v): error %v, want %q", tt.annotations, err, tt.want)
 		}
@@ -212,7 +211,7 @@ func TestNewRejectsBadAnnotations(t *testing.T) {
 func TestAnnotationsAreCopied(t *testing.T) {
 	extra := map[string]string{"team": "infra"}
 	c := &capture{}
-	r := newRecorder(c, &config.Config{KubernetesEventsExtraAnnotations: extra})
+	r := newRecorder(c, Options{ExtraAnnotations: extra})
 	extra["team"] = "changed"
 	r.Cordoned(node, "a")
 	c.events[0].annotations["team"] = "mutated"

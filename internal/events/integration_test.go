@@ -18,6 +18,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/sandbox"
 	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+	"lifeboat.dev/lifeboat/internal/wiring"
 )
 
 // nodeEvents lists the Events about a node, keyed by reason.
@@ -85,7 +86,7 @@ func TestEventsAgainstAPIServer(t *testing.T) {
 		t.Helper()
 		cfg := sandboxtest.Config(t, "", append([]string{"NODE_NAME", "lifeboat-host"}, pairs...)...)
 		logs := &sandboxtest.LogBuffer{}
-		r, stop, err := events.New(cfg, c.Client, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		r, stop, err := events.New(c.Client, wiring.Events(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 		if err != nil {
 			t.Fatal(err)
 		}

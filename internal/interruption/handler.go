@@ -27,6 +27,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/ownership"
 	"lifeboat.dev/lifeboat/internal/webhook"
+	"lifeboat.dev/lifeboat/internal/wiring"
 )
 
 // Plan is what to do for one notice.
@@ -134,7 +135,7 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 	return &Handler{
 		cfg: c, client: client, writer: w, log: logger,
 		cordonClient: client, cordonWriter: w, done: newDoneNotices(),
-		drainer:  drain.New(client, drain.OptionsFromConfig(c, client, logger)),
+		drainer:  drain.New(client, wiring.Drain(c, client, logger)),
 		draining: map[string]*drain.Deadline{}, holder: holderName(), ownerRenew: OwnerRenew,
 	}
 }

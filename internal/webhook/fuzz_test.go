@@ -7,8 +7,6 @@ import (
 	"testing"
 	"text/template"
 	"text/template/parse"
-
-	"lifeboat.dev/lifeboat/internal/config"
 )
 
 // FuzzTemplate parses arbitrary template text and renders it with a notification whose
@@ -16,7 +14,7 @@ import (
 // than MaxBodyBytes; and the default template stays valid JSON whatever the values.
 func FuzzTemplate(f *testing.F) {
 	for _, seed := range []string{
-		config.DefaultWebhookTemplate,
+		DefaultTemplate,
 		`{"text":"{{ .EventID }} {{ .Kind }} {{ .NodeName }} {{ .StartTime }}"}`,
 		`{{ range .Pods }}{{ . }},{{ end }}{{ range $k, $v := .NodeLabels }}{{ $k }}={{ $v }}{{ end }}`,
 		`{{ .NodeLabels.team }}{{ index .NodeLabels "x" }}{{ $.JSON .Pods }}`,
@@ -28,7 +26,7 @@ func FuzzTemplate(f *testing.F) {
 	} {
 		f.Add(seed, `say "hi"`+"\n", "default/pod-0")
 	}
-	def, err := ParseTemplate(config.DefaultWebhookTemplate)
+	def, err := ParseTemplate(DefaultTemplate)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -65,7 +63,7 @@ func FuzzTemplate(f *testing.F) {
 // differentialSeeds exercise every construct the evaluator handles; as fuzz seeds they also
 // run in every go test.
 var differentialSeeds = []string{
-	config.DefaultWebhookTemplate,
+	DefaultTemplate,
 	`{{ .EventID }} {{ .Kind }} {{ .Monitor }} {{ .State }} {{ .ProviderID }} {{ .InstanceType }} {{ .AutoScalingGroupName }}`,
 	`{{ . }}|{{ .Pods }}|{{ .NodeLabels }}|{{ .StartTime }}|{{ .EndTime.UTC }}`,
 	`{{ .StartTime.Format "2006-01-02T15:04:05Z07:00" }} {{ .StartTime.Unix }} {{ .EndTime.UnixMilli }} {{ .StartTime.IsZero }}`,

@@ -22,9 +22,26 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"lifeboat.dev/lifeboat/internal/config"
 )
+
+// Settings are what the operator sets: the WEBHOOK_* settings of NTH's configuration.
+type Settings struct {
+	// URL is WEBHOOK_URL; empty disables the sender.
+	URL string
+	// Proxy is WEBHOOK_PROXY; empty: the usual HTTPS_PROXY / HTTP_PROXY / NO_PROXY apply.
+	Proxy string
+	// Headers is WEBHOOK_HEADERS; nil: Content-Type application/json (a Content-Type is
+	// added when the map has none).
+	Headers map[string]string
+	// Template is WEBHOOK_TEMPLATE, or WEBHOOK_TEMPLATE_FILE's content; empty: DefaultTemplate.
+	Template string
+	// TemplateFile is WEBHOOK_TEMPLATE_FILE, named in errors about the template.
+	TemplateFile string
+}
+
+// DefaultTemplate is the message a user gets when they set only WEBHOOK_URL: a Slack-style
+// {"text": ...} body that stays valid JSON whatever the values.
+const DefaultTemplate = `{"text":{{ .JSON (printf "[Lifeboat] %s notice %s: instance %s (node %s) is being drained. %s Start time: %s" .Kind .EventID .InstanceID .NodeName .Description (.StartTime.UTC.Format "2006-01-02 15:04:05 MST")) }}}`
 
 // Results passed to Options.Observe, one per Send of an enabled sender.
 const (
@@ -91,26 +108,23 @@ type Sender struct {
 	opts     Options
 }
 
-// New builds a sender from the configuration: WEBHOOK_URL (empty: disabled), WEBHOOK_PROXY
-// (empty: the usual HTTPS_PROXY / HTTP_PROXY / NO_PROXY variables apply), WEBHOOK_HEADERS
-// (nil: Content-Type application/json; a Content-Type is added when the map has none) and
-// WEBHOOK_TEMPLATE (WEBHOOK_TEMPLATE_FILE's content once config.Validate has run; empty:
-// config.DefaultWebhookTemplate). Errors name the setting, never its value.
-func New(cfg *config.Config, opts Options) (*Sender, error) {
+// New builds a sender from the settings (see Settings). Errors name the setting, never its
+// value.
+func New(cfg Settings, opts Options) (*Sender, error) {
 	opts.defaults()
 	s := &Sender{opts: opts}
-	if cfg.WebhookURL == "" {
+	if cfg.URL == "" {
 		return s, nil
 	}
-	u, err := url.Parse(cfg.WebhookURL)
+	u, err := url.Parse(cfg.URL)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return nil, errors.New("WEBHOOK_URL: not an absolute http or https URL")
 	}
 	secrets := urlSecrets(u)
 
 	proxy := http.ProxyFromEnvironment
-	if cfg.WebhookProxy != "" {
-		p, err := url.Parse(cfg.WebhookProxy)
+	if cfg.Proxy != "" {
+		p, err := url.Parse(cfg.Proxy)
 		if err != nil || p.Host == "" {
 			return nil, errors.New("WEBHOOK_PROXY: not an absolute URL")
 		}
@@ -124,7 +138,7 @@ func New(cfg *config.Config, opts Options) (*Sender, error) {
 	}
 
 	s.headers = http.Header{}
-	hs := cfg.WebhookHeaders
+	hs := cfg.Headers
 	if hs == nil {
 		hs = map[string]string{"Content-Type": "application/json"}
 	}
@@ -148,13 +162,13 @@ func New(cfg *config.Config, opts Options) (*Sender, error) {
 		s.headers.Set("Content-Type", "application/json")
 	}
 
-	text := cfg.WebhookTemplate
+	text := cfg.Template
 	if text == "" {
-		text = config.DefaultWebhookTemplate
+		text = DefaultTemplate
 	}
 	if s.template, err = ParseTemplate(text); err != nil {
-		if cfg.WebhookTemplateFile != "" {
-			return nil, fmt.Errorf("WEBHOOK_TEMPLATE_FILE=%q: %w", cfg.WebhookTemplateFile, err)
+		if cfg.TemplateFile != "" {
+			return nil, fmt.Errorf("WEBHOOK_TEMPLATE_FILE=%q: %w", cfg.TemplateFile, err)
 		}
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,9 +16,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"lifeboat.dev/lifeboat/internal/config"
-	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
 )
 
 // recorder is a webhook endpoint that answers from a script and records what it got.
@@ -82,9 +80,22 @@ type results struct {
 func (r *results) observe(s string) { r.mu.Lock(); defer r.mu.Unlock(); r.got = append(r.got, s) }
 func (r *results) list() []string   { r.mu.Lock(); defer r.mu.Unlock(); return slices.Clone(r.got) }
 
-func newSender(t *testing.T, cfg *config.Config, o Options) (*Sender, *results, *sandboxtest.LogBuffer) {
+// logBuffer collects the sender's log lines, written from its goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+func (l *logBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.buf.String() }
+
+func newSender(t *testing.T, cfg Settings, o Options) (*Sender, *results, *logBuffer) {
 	t.Helper()
-	logs := &sandboxtest.LogBuffer{}
+	logs := &logBuffer{}
 	res := &results{}
 	o = fast(o)
 	o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -96,17 +107,17 @@ func newSender(t *testing.T, cfg *config.Config, o Options) (*Sender, *results, 
 	return s, res, logs
 }
 
-func testConfig(url string, pairs ...string) *config.Config {
-	c := &config.Config{WebhookURL: url, WebhookTemplate: config.DefaultWebhookTemplate,
-		WebhookHeaders: map[string]string{"Content-type": "application/json"}}
+func testConfig(url string, pairs ...string) Settings {
+	c := Settings{URL: url, Template: DefaultTemplate,
+		Headers: map[string]string{"Content-type": "application/json"}}
 	for i := 0; i+1 < len(pairs); i += 2 {
 		switch pairs[i] {
 		case "proxy":
-			c.WebhookProxy = pairs[i+1]
+			c.Proxy = pairs[i+1]
 		case "template":
-			c.WebhookTemplate = pairs[i+1]
+			c.Template = pairs[i+1]
 		default:
-			c.WebhookHeaders[pairs[i]] = pairs[i+1]
+			c.Headers[pairs[i]] = pairs[i+1]
 		}
 	}
 	return c
@@ -464,9 +475,9 @@ func TestSecretsNeverInErrorsOrLogs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			u, proxy := tt.setup(t)
 			cfg := testConfig(u+"/hooks/"+pathSecret+"?token="+querySecret, "Authorization", headerSecret)
-			cfg.WebhookProxy = proxy
+			cfg.Proxy = proxy
 			if tt.name == "template fails" {
-				cfg.WebhookTemplate = `{{ .NodeLabels.absent }}`
+				cfg.Template = `{{ .NodeLabels.absent }}`
 			}
 			s, _, logs := newSender(t, cfg, tt.opts)
 			err := s.Send(context.Background(), notification())
@@ -474,7 +485,7 @@ func TestSecretsNeverInErrorsOrLogs(t *testing.T) {
 				t.Fatal("Send succeeded; the case must fail")
 			}
 			for _, text := range []string{err.Error(), fmt.Sprintf("%+v", err), fmt.Sprintf("%#v", err), logs.String()} {
-				for _, secret := range append(secrets, cfg.WebhookURL, proxy) {
+				for _, secret := range append(secrets, cfg.URL, proxy) {
 					if secret != "" && strings.Contains(text, secret) {
 						t.Errorf("%q leaked into:\n%s", secret, text)
 					}
@@ -492,29 +503,29 @@ func TestNewValidates(t *testing.T) {
 	const secret = "sekrit-value"
 	tests := []struct {
 		name    string
-		cfg     config.Config
+		cfg     Settings
 		wantErr string
 	}{
-		{"disabled", config.Config{}, ""},
-		{"not a URL", config.Config{WebhookURL: "hooks.example/" + secret}, "WEBHOOK_URL: not an absolute http or https URL"},
-		{"wrong scheme", config.Config{WebhookURL: "ftp://" + secret + "/x"}, "WEBHOOK_URL: not an absolute http or https URL"},
-		{"proxy not a URL", config.Config{WebhookURL: "http://127.0.0.1/", WebhookProxy: "::" + secret}, "WEBHOOK_PROXY: not an absolute URL"},
-		{"proxy scheme", config.Config{WebhookURL: "http://127.0.0.1/", WebhookProxy: "tcp://" + secret + ":1"}, "WEBHOOK_PROXY: scheme not supported"},
-		{"header name", config.Config{WebhookURL: "http://127.0.0.1/", WebhookHeaders: map[string]string{"Bad Name": secret}}, `WEBHOOK_HEADERS: "Bad Name" is not a valid header name`},
-		{"header value", config.Config{WebhookURL: "http://127.0.0.1/", WebhookHeaders: map[string]string{"X-Token": secret + "\r\nInjected: 1"}}, `WEBHOOK_HEADERS: the value of "X-Token" is not a valid header value`},
-		{"template", config.Config{WebhookURL: "http://127.0.0.1/", WebhookTemplate: `{{ env "HOME" }}`}, `WEBHOOK_TEMPLATE: not a valid Go template`},
-		{"template from a file", config.Config{WebhookURL: "http://127.0.0.1/", WebhookTemplateFile: "/etc/lifeboat/hook.tmpl", WebhookTemplate: `{{ .Nope }}`},
+		{"disabled", Settings{}, ""},
+		{"not a URL", Settings{URL: "hooks.example/" + secret}, "WEBHOOK_URL: not an absolute http or https URL"},
+		{"wrong scheme", Settings{URL: "ftp://" + secret + "/x"}, "WEBHOOK_URL: not an absolute http or https URL"},
+		{"proxy not a URL", Settings{URL: "http://127.0.0.1/", Proxy: "::" + secret}, "WEBHOOK_PROXY: not an absolute URL"},
+		{"proxy scheme", Settings{URL: "http://127.0.0.1/", Proxy: "tcp://" + secret + ":1"}, "WEBHOOK_PROXY: scheme not supported"},
+		{"header name", Settings{URL: "http://127.0.0.1/", Headers: map[string]string{"Bad Name": secret}}, `WEBHOOK_HEADERS: "Bad Name" is not a valid header name`},
+		{"header value", Settings{URL: "http://127.0.0.1/", Headers: map[string]string{"X-Token": secret + "\r\nInjected: 1"}}, `WEBHOOK_HEADERS: the value of "X-Token" is not a valid header value`},
+		{"template", Settings{URL: "http://127.0.0.1/", Template: `{{ env "HOME" }}`}, `WEBHOOK_TEMPLATE: not a valid Go template`},
+		{"template from a file", Settings{URL: "http://127.0.0.1/", TemplateFile: "/etc/lifeboat/hook.tmpl", Template: `{{ .Nope }}`},
 			`WEBHOOK_TEMPLATE_FILE="/etc/lifeboat/hook.tmpl": WEBHOOK_TEMPLATE: fails on a sample notification`},
-		{"empty template means the default", config.Config{WebhookURL: "http://127.0.0.1/"}, ""},
+		{"empty template means the default", Settings{URL: "http://127.0.0.1/"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := New(&tt.cfg, Options{})
+			s, err := New(tt.cfg, Options{})
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if s.Enabled() != (tt.cfg.WebhookURL != "") {
+				if s.Enabled() != (tt.cfg.URL != "") {
 					t.Errorf("Enabled() = %v", s.Enabled())
 				}
 				return
@@ -531,7 +542,7 @@ func TestNewValidates(t *testing.T) {
 
 func TestDisabledSenderDoesNothing(t *testing.T) {
 	res := &results{}
-	s, err := New(&config.Config{WebhookTemplate: `{{ .Nope }}`}, Options{Observe: res.observe})
+	s, err := New(Settings{Template: `{{ .Nope }}`}, Options{Observe: res.observe})
 	if err != nil {
 		t.Fatal("a disabled sender must not care about the template:", err)
 	}

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"lifeboat.dev/lifeboat/internal/config"
 )
 
 func notification() Notification {
@@ -33,7 +31,7 @@ func notification() Notification {
 }
 
 func TestDefaultTemplateIsValidJSONWhateverTheValues(t *testing.T) {
-	tmpl, err := ParseTemplate(config.DefaultWebhookTemplate)
+	tmpl, err := ParseTemplate(DefaultTemplate)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package drain
+package wiring
 
 import (
 	"testing"
@@ -7,9 +7,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/drain"
 )
 
-func TestOptionsFromConfig(t *testing.T) {
+func TestDrain(t *testing.T) {
 	lookup := func(env map[string]string) func(string) (string, bool) {
 		return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	}
@@ -17,11 +18,11 @@ func TestOptionsFromConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := OptionsFromConfig(defaults.Config, nil, nil)
+	o := Drain(defaults.Config, nil, nil)
 	if !o.IgnoreDaemonSets || !o.DeleteLocalData || o.PodGracePeriod != -1 || o.ForceBeforeDeadline != 0 || o.DryRun {
 		t.Errorf("defaults: %+v", o)
 	}
-	if l, ok := o.Lister.(APILister); !ok || l.Quorum {
+	if l, ok := o.Lister.(drain.APILister); !ok || l.Quorum {
 		t.Errorf("default lister %#v, want the watch cache", o.Lister)
 	}
 
@@ -33,12 +34,12 @@ func TestOptionsFromConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o = OptionsFromConfig(set.Config, nil, nil)
+	o = Drain(set.Config, nil, nil)
 	if o.IgnoreDaemonSets || o.DeleteLocalData || o.PodGracePeriod != 20 || o.ForceBeforeDeadline != 15*time.Second || !o.DryRun ||
 		o.OwnPod != (types.NamespacedName{Namespace: "ops", Name: "lifeboat-x"}) {
 		t.Errorf("configured: %+v", o)
 	}
-	if l := o.Lister.(APILister); !l.Quorum {
+	if l := o.Lister.(drain.APILister); !l.Quorum {
 		t.Error("USE_APISERVER_CACHE=false must list with a quorum read")
 	}
 }

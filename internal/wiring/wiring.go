@@ -1,0 +1,54 @@
+// Package wiring maps Lifeboat's configuration (the settings an operator writes, NTH's
+// names) onto the options of the parts that do the work. The parts (drain, events, kube,
+// webhook) know nothing of the configuration: each takes only what it uses, so it can be read,
+// tested and reused on its own.
+package wiring
+
+import (
+	"log/slog"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/events"
+	"lifeboat.dev/lifeboat/internal/kube"
+	"lifeboat.dev/lifeboat/internal/webhook"
+)
+
+// Drain is the drain's options: the pod filters, the grace override, the list source
+// (USE_APISERVER_CACHE: watch cache, else a quorum read), the force option and dry-run.
+func Drain(c *config.Config, client kubernetes.Interface, logger *slog.Logger) drain.Options {
+	return drain.Options{
+		Policy: drain.Policy{
+			IgnoreDaemonSets: c.IgnoreDaemonSets,
+			DeleteLocalData:  c.DeleteLocalData,
+			OwnPod:           types.NamespacedName{Namespace: c.PodNamespace, Name: c.PodName},
+		},
+		Lister:              drain.APILister{Client: client, Quorum: !c.UseAPIServerCache},
+		PodGracePeriod:      c.PodTerminationGracePeriod,
+		ForceBeforeDeadline: time.Duration(c.ForceDeleteBeforeDeadline) * time.Second,
+		DryRun:              c.DryRun,
+		Logger:              logger,
+	}
+}
+
+// Events is the Event recorder's options.
+func Events(c *config.Config, logger *slog.Logger) events.Options {
+	return events.Options{Enabled: c.EmitKubernetesEvents, ExtraAnnotations: c.KubernetesEventsExtraAnnotations,
+		Host: c.NodeName, DryRun: c.DryRun, Logger: logger}
+}
+
+// Webhook is the webhook's settings.
+func Webhook(c *config.Config) webhook.Settings {
+	return webhook.Settings{URL: c.WebhookURL, Proxy: c.WebhookProxy, Headers: c.WebhookHeaders,
+		Template: c.WebhookTemplate, TemplateFile: c.WebhookTemplateFile}
+}
+
+// Kube is where the Kubernetes API is and the client's rate limit.
+func Kube(c *config.Config) kube.Options {
+	return kube.Options{Kubeconfig: c.Kubeconfig, ServiceHost: c.KubernetesServiceHost, ServicePort: c.KubernetesServicePort,
+		QPS: c.KubeAPIQPS, Burst: c.KubeAPIBurst}
+}
