@@ -23,7 +23,7 @@ all: build
 
 build:
 	$(GO) build -o bin/lifeboat ./cmd/lifeboat
-	$(GO) build -o bin/lifeboat-sandbox ./cmd/lifeboat-sandbox
+	$(GO) build -o bin/lifeboat-sandbox ./test/cmd/lifeboat-sandbox
 
 ## sandbox: build the pinned sandbox tools (cold: 15-25 min on 2 cores; warm: nothing to do)
 sandbox:
@@ -63,7 +63,7 @@ faults: sandbox
 	@mkdir -p $(FAULTS_OUT); rm -f $(FAULTS_OUT)/results.md
 	@status=0; set -o pipefail; \
 	LIFEBOAT_REQUIRE_SANDBOX=1 LIFEBOAT_FAULTS_FULL=1 LIFEBOAT_FAULTS_REPORT=$(CURDIR)/$(FAULTS_OUT)/results.md \
-		$(GO) test -count=1 -timeout 60m ./internal/faults 2>&1 | tee $(FAULTS_OUT)/raw.txt || status=$$?; \
+		$(GO) test -count=1 -timeout 60m ./test/faults 2>&1 | tee $(FAULTS_OUT)/raw.txt || status=$$?; \
 	echo; echo "| fault | mode | trials | survived | notices lost | notes | reproduce |"; echo "| --- | --- | --- | --- | --- | --- | --- |"; \
 	cat $(FAULTS_OUT)/results.md 2>/dev/null; exit $$status
 
@@ -76,7 +76,7 @@ bench: sandbox
 	@mkdir -p $(BENCH_OUT)
 	@status=0; set -o pipefail; \
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -timeout 30m ./internal/... 2>&1 | tee $(BENCH_OUT)/raw.txt || status=$$?; \
-	echo; $(GO) run ./cmd/lifeboat-benchreport -in $(BENCH_OUT)/raw.txt -json $(BENCH_OUT)/results.json -svg $(BENCH_OUT)/results.svg || status=$$?; \
+	echo; $(GO) run ./test/cmd/lifeboat-benchreport -in $(BENCH_OUT)/raw.txt -json $(BENCH_OUT)/results.json -svg $(BENCH_OUT)/results.svg || status=$$?; \
 	exit $$status
 
 ## docs: regenerate docs/configuration.md from the settings table (a test fails when it is stale)
@@ -88,7 +88,7 @@ docs:
 ## keeps everything running afterwards.
 DEMO_ARGS ?=
 demo: sandbox
-	$(GO) run ./cmd/lifeboat-sandbox $(DEMO_ARGS)
+	$(GO) run ./test/cmd/lifeboat-sandbox $(DEMO_ARGS)
 
 ## manifests: render deploy/manifests/ from the Helm chart (a test fails when they differ)
 manifests: sandbox

@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"lifeboat.dev/lifeboat/internal/interruption"
-	"lifeboat.dev/lifeboat/internal/sandbox"
-	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+	"lifeboat.dev/lifeboat/test/sandbox"
+	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
 // The built binary in agent mode, configured only through NTH-style environment variables:

@@ -20,8 +20,8 @@ import (
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/preflight"
-	"lifeboat.dev/lifeboat/internal/sandbox"
-	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+	"lifeboat.dev/lifeboat/test/sandbox"
+	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
 // The built binary with a service account that lacks "patch nodes": `lifeboat preflight`

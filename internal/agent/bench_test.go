@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"lifeboat.dev/lifeboat/internal/sandbox"
-	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+	"lifeboat.dev/lifeboat/test/sandbox"
+	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
 // BenchmarkNoticeToCordon measures, at the default 500 ms poll interval, the time from the

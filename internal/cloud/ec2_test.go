@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
-	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
-	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
+	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
 func fakeInstance(i int) fakeaws.Instance {

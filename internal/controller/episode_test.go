@@ -16,7 +16,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/notice"
-	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
+	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
 // updateNode changes a node as another writer would (an operator, the kubelet), from a fresh

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"lifeboat.dev/lifeboat/internal/interruption"
-	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
+	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
 // pendingEpisodes is how many nodes TestRestartResumesPendingEpisodes schedules:

@@ -27,12 +27,12 @@ import (
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
-	"lifeboat.dev/lifeboat/internal/sandbox"
-	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
-	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
 	"lifeboat.dev/lifeboat/internal/source/imds"
 	"lifeboat.dev/lifeboat/internal/webhook"
 	"lifeboat.dev/lifeboat/internal/wiring"
+	"lifeboat.dev/lifeboat/test/sandbox"
+	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
+	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
 // webhookCounter counts the notifications that name each node.

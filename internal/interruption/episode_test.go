@@ -17,7 +17,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
-	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
 // Episode edge cases, each once a defect: they run against client-go's fake clientset, which

@@ -12,8 +12,8 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/notice"
-	"lifeboat.dev/lifeboat/internal/sandbox"
-	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+	"lifeboat.dev/lifeboat/test/sandbox"
+	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
 func TestRelease(t *testing.T) {

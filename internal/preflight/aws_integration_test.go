@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"lifeboat.dev/lifeboat/internal/sandbox"
-	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
-	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+	"lifeboat.dev/lifeboat/test/sandbox"
+	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
+	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
 // The controller's AWS checks against the SQS server and the EC2 / Auto Scaling fake, with

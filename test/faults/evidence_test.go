@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"lifeboat.dev/lifeboat/internal/sandbox"
+	"lifeboat.dev/lifeboat/test/sandbox"
 )
 
 func auditEvent(verb, resource, sub, ns, name string) sandbox.AuditEvent {

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 
-	"lifeboat.dev/lifeboat/internal/sandbox"
+	"lifeboat.dev/lifeboat/test/sandbox"
 )
 
 // The whole demo, as `make demo` runs it: every case must be handled as Lifeboat promises,

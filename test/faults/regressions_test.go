@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
+	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
 // reportScenario reports a one-trial scenario's outcome when it ends; notes is read then.

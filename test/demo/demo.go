@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/interruption"
-	"lifeboat.dev/lifeboat/internal/sandbox"
+	"lifeboat.dev/lifeboat/test/sandbox"
 )
 
 // Options configure a run.

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"lifeboat.dev/lifeboat/internal/sandbox"
+	"lifeboat.dev/lifeboat/test/sandbox"
 )
 
 // lifeboatPackage is built into the binary the demo runs, the same one users deploy.

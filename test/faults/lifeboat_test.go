@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"lifeboat.dev/lifeboat/internal/sandbox"
-	"lifeboat.dev/lifeboat/internal/sandbox/sandboxtest"
+	"lifeboat.dev/lifeboat/test/sandbox"
+	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
 var (
@@ -384,7 +384,7 @@ type result struct {
 // report logs the row and, with LIFEBOAT_FAULTS_REPORT set, appends it to that file.
 func report(t testing.TB, r result) {
 	t.Helper()
-	cmd := fmt.Sprintf("`LIFEBOAT_FAULTS_FULL=1 go test -count=1 -run '%s' ./internal/faults`", runPattern(r.Run))
+	cmd := fmt.Sprintf("`LIFEBOAT_FAULTS_FULL=1 go test -count=1 -run '%s' ./test/faults`", runPattern(r.Run))
 	row := fmt.Sprintf("| %s | %s | %d | %d | %d | %s | %s |", r.Fault, r.Mode, r.Trials, r.Survived, r.NoticesLost, r.Notes, cmd)
 	t.Log("result: " + row)
 	path := os.Getenv("LIFEBOAT_FAULTS_REPORT")

@@ -11,7 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"lifeboat.dev/lifeboat/internal/benchreport"
+	"lifeboat.dev/lifeboat/test/benchreport"
 )
 
 func main() {

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/notice"
-	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/internal/source/sqs"
+	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
 // The fake's messages are read by Lifeboat's parser as the notices they stand for.

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"lifeboat.dev/lifeboat/internal/sandbox"
+	"lifeboat.dev/lifeboat/test/sandbox"
 )
 
 // EvictionsByPod counts accepted evictions per pod ("namespace/name") among audit events. An

@@ -14,7 +14,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"lifeboat.dev/lifeboat/internal/demo"
+	"lifeboat.dev/lifeboat/test/demo"
 )
 
 func main() {

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"lifeboat.dev/lifeboat/internal/nodes"
-	"lifeboat.dev/lifeboat/internal/sandbox"
+	"lifeboat.dev/lifeboat/test/sandbox"
 )
 
 // Result is what the scenario did, for the summary, the picture and tests. Times count from

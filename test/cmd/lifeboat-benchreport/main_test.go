@@ -10,7 +10,7 @@ import (
 )
 
 func TestRun(t *testing.T) {
-	fixture, err := os.ReadFile("../../internal/benchreport/testdata/drain-pods10.txt")
+	fixture, err := os.ReadFile("../../../test/benchreport/testdata/drain-pods10.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestRun(t *testing.T) {
 	}{
 		{name: "report", args: []string{"-json", jsonPath, "-svg", svgPath}, stdin: string(fixture), code: 0,
 			stdout: "internal/drain  CordonAndDrain/pods=10  1     14     requests/drain", wantFile: true},
-		{name: "from a file", args: []string{"-in", "../../internal/benchreport/testdata/drain-pods10.txt"}, code: 0, stdout: "0.151"},
+		{name: "from a file", args: []string{"-in", "../../../test/benchreport/testdata/drain-pods10.txt"}, code: 0, stdout: "0.151"},
 		{name: "no results", stdin: "PASS\n", code: 1, stderr: "no benchmark results in the input"},
 		{name: "unreadable result", stdin: "BenchmarkA-2\t1\tx ns/op\n", code: 1, stderr: `value "x" (unit ns/op) is not a number`},
 		{name: "missing input file", args: []string{"-in", filepath.Join(dir, "nope.txt")}, code: 1, stderr: "nope.txt"},

@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"lifeboat.dev/lifeboat/internal/interruption"
-	"lifeboat.dev/lifeboat/internal/sandbox"
-	"lifeboat.dev/lifeboat/internal/sandbox/fakeaws"
+	"lifeboat.dev/lifeboat/test/sandbox"
+	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
 // Names the scenario gives the sandbox's AWS side.
