@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
@@ -169,7 +171,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // recorded, its deadline passes, or ctx ends: a brief API server outage must not lose it. It
 // reports whether the notice was recorded.
 func (a *Agent) intake(ctx context.Context, n notice.Notice) bool {
-	backoff, started := time.Second, time.Now()
+	backoff, started := retryBackoff(30*time.Second), time.Now()
 	for {
 		err := a.handler.Intake(ctx, n, a.cfg.NodeName, nil)
 		if err == nil {
@@ -186,14 +188,21 @@ func (a *Agent) intake(ctx context.Context, n notice.Notice) bool {
 			a.log.Error("giving up on notice", "notice", n.ID, "err", err)
 			return false
 		}
-		a.log.Warn("notice not recorded yet; retrying", "notice", n.ID, "retryIn", backoff, "err", err)
+		pause := backoff.Step()
+		a.log.Warn("notice not recorded yet; retrying", "notice", n.ID, "retryIn", pause, "err", err)
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(backoff):
+		case <-time.After(pause):
 		}
-		backoff = min(backoff*2, 30*time.Second)
 	}
+}
+
+// retryBackoff is how the agent's loops wait between failed attempts: from one second,
+// doubling up to limit, each wait up to a fifth longer at random so that the agents of many
+// nodes do not retry in step after an API server outage.
+func retryBackoff(limit time.Duration) wait.Backoff {
+	return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: limit}
 }
 
 // episodes drives the node's episode from its record (interruption.Handler.Reconcile): first
@@ -201,31 +210,31 @@ func (a *Agent) intake(ctx context.Context, n notice.Notice) bool {
 // each time intake recorded a notice (wake), when a scheduled start comes, and after a failure
 // with backoff. It returns when ctx ends.
 func (a *Agent) episodes(ctx context.Context, node *corev1.Node, wake <-chan struct{}) {
-	backoff := time.Second
+	backoff := retryBackoff(30 * time.Second)
 	for {
 		var (
-			wait time.Duration
-			err  error
+			after time.Duration // until the next look, when positive
+			err   error
 		)
 		if node == nil {
 			node, err = a.client.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
 		}
 		if err == nil {
-			wait, err = a.handler.Reconcile(ctx, node)
+			after, err = a.handler.Reconcile(ctx, node)
 		}
 		node = nil // read again next time
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
-			a.log.Warn("the node's interruption work is not done yet; retrying", "retryIn", backoff, "err", err)
-			wait, backoff = backoff, min(2*backoff, 30*time.Second)
+			after = backoff.Step()
+			a.log.Warn("the node's interruption work is not done yet; retrying", "retryIn", after, "err", err)
 		} else {
-			backoff = time.Second
+			backoff = retryBackoff(30 * time.Second)
 		}
 		var due <-chan time.Time
-		timer := time.NewTimer(wait)
-		if wait > 0 {
+		timer := time.NewTimer(after)
+		if after > 0 {
 			due = timer.C
 		}
 		select {
@@ -276,7 +285,8 @@ func readUptime(path string) (time.Duration, error) {
 
 // instanceID reads the instance id, retrying while the metadata service is unavailable.
 func (a *Agent) instanceID(ctx context.Context) (string, error) {
-	backoff := 200 * time.Millisecond
+	backoff := retryBackoff(10 * time.Second)
+	backoff.Duration = 200 * time.Millisecond
 	for {
 		id, err := imds.InstanceID(ctx, a.imds)
 		if err == nil {
@@ -286,9 +296,8 @@ func (a *Agent) instanceID(ctx context.Context) (string, error) {
 		select {
 		case <-ctx.Done():
 			return "", fmt.Errorf("instance id: %w", err)
-		case <-time.After(backoff):
+		case <-time.After(backoff.Step()):
 		}
-		backoff = min(backoff*2, 10*time.Second)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
@@ -369,7 +371,7 @@ func messageFate(ctx context.Context, fates []noticeFate) (sqs.Outcome, time.Dur
 // message's own retry comes only once all are over, which for a sibling waiting for its
 // scheduled start may be days. The last notice still running leaves its retry to the message.
 func (c *Controller) handleNoticeWhileHeld(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, lc *sqs.Lifecycle, log *slog.Logger, running *atomic.Int32) noticeFate {
-	backoff := time.Second
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: retrySoon}
 	for {
 		fate := c.handleNotice(ctx, resolver, n, lc, log)
 		if fate != noticeRetry || running.Load() <= 1 {
@@ -378,9 +380,8 @@ func (c *Controller) handleNoticeWhileHeld(ctx context.Context, resolver *owners
 		select {
 		case <-ctx.Done():
 			return noticeCancelled
-		case <-time.After(backoff):
+		case <-time.After(backoff.Step()):
 		}
-		backoff = min(2*backoff, retrySoon)
 	}
 }
 

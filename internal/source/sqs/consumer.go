@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // API is the part of *sqs.Client the consumer uses (so tests can fake it).
@@ -129,7 +131,8 @@ type Consumer struct {
 	inflight     map[string]*flight   // by message id: messages whose handler (or delete) is running
 	tombstones   map[string]time.Time // ids of messages deleted after Done, until when to remember them
 	nextPrune    time.Time
-	failures     int // consecutive failed receives
+	failures     int          // consecutive failed receives
+	receiveWait  wait.Backoff // the pauses after them; reset by a receive that works
 	failingSince time.Time
 	lastErr      error
 }
@@ -302,17 +305,16 @@ func (c *Consumer) receiveFailed(err error) time.Duration {
 		c.failingSince = c.now()
 	}
 	c.lastErr = err
+	if n == 1 {
+		c.receiveWait = wait.Backoff{Duration: c.backoffMin, Factor: 2, Steps: math.MaxInt32, Cap: c.backoffMax}
+	}
+	pause := c.receiveWait.Step()
 	c.mu.Unlock()
 
-	wait := c.backoffMin
-	for i := 1; i < n && wait < c.backoffMax; i++ {
-		wait *= 2
-	}
-	wait = min(wait, c.backoffMax)
 	if n == 1 || n%20 == 0 {
-		c.log.Error("receiving from the queue failed; retrying", "failures", n, "retryIn", wait, "err", err)
+		c.log.Error("receiving from the queue failed; retrying", "failures", n, "retryIn", pause, "err", err)
 	}
-	return wait
+	return pause
 }
 
 func (c *Consumer) receiveSucceeded() {
@@ -539,17 +541,16 @@ func (c *Consumer) retryLater(ctx context.Context, f *flight, delay time.Duratio
 // retrying calls fn up to deleteAttempts times, pausing with a doubling backoff, unless the
 // error cannot be cured by trying again or ctx ends. Each call is observed as event.
 func (c *Consumer) retrying(ctx context.Context, event string, fn func() error) error {
-	wait := c.deleteBackoff
+	backoff := wait.Backoff{Duration: c.deleteBackoff, Factor: 2, Steps: math.MaxInt32}
 	var err error
 	for attempt := 1; ; attempt++ {
 		err = fn()
 		if event != "" {
 			c.observe(event, err)
 		}
-		if err == nil || attempt >= c.deleteAttempts || permanent(err) || !sleep(ctx, wait) {
+		if err == nil || attempt >= c.deleteAttempts || permanent(err) || !sleep(ctx, backoff.Step()) {
 			return err
 		}
-		wait *= 2
 	}
 }
 
