@@ -30,7 +30,7 @@ sandbox:
 	@hack/tools.sh >/dev/null
 
 vet:
-	@out=$$(gofmt -l cmd internal deploy); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l cmd internal test deploy); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
 ## test: vet, unit and integration tests with the race detector, then a short fuzz of each parser
@@ -38,9 +38,11 @@ test: sandbox vet
 	LIFEBOAT_REQUIRE_SANDBOX=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory fuzz
 
-## test-long: the agent scenarios at full length (ASG Terminated for 2 minutes, IMDS failing for a minute each way)
+## test-long: the agent scenarios at full length (ASG Terminated for 2 minutes, IMDS failing for a minute each way),
+## and a controller restarted with 500 scheduled episodes pending on their Nodes (make test: 30)
 test-long: sandbox
 	LIFEBOAT_REQUIRE_SANDBOX=1 LIFEBOAT_LONG=1 $(GO) test -race -count=1 -timeout 30m -run TestAgentEndToEnd ./internal/agent
+	LIFEBOAT_REQUIRE_SANDBOX=1 LIFEBOAT_PENDING_EPISODES=500 $(GO) test -race -count=1 -timeout 30m -run TestRestartResumesPendingEpisodes -v ./internal/controller
 
 ## unit: tests that need no sandbox (sandbox tests skip when the tools are not built)
 unit:
