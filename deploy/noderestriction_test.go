@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"lifeboat.dev/lifeboat/internal/preflight"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
@@ -127,6 +128,18 @@ func TestAgentNodeRestriction(t *testing.T) {
 		"the token carries no node-name claim")
 	allowed("the controller cordons B", cordon(controller, nodeB, false))
 	allowed("the controller deletes a pod on B", controller.CoreV1().Pods("shop").Delete(ctx, onB.Name, metav1.DeleteOptions{}))
+
+	// lifeboat preflight tells the two apart, by dry runs that change nothing.
+	pod("still-on-b", nodeB, "")
+	if row := preflight.CheckNodeRestriction(ctx, agentA, nodeA); row.Status != preflight.StatusOK {
+		t.Errorf("preflight with the agent's token: %+v, want ok", row)
+	}
+	if row := preflight.CheckNodeRestriction(ctx, controller, nodeA); row.Status != preflight.StatusWarn || !strings.Contains(row.Detail, "may write node") {
+		t.Errorf("preflight with an unrestricted token: %+v, want a warning", row)
+	}
+	if pods, err := c.Client.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{}); err != nil || len(pods.Items) != 1 {
+		t.Errorf("preflight's dry runs deleted a pod: %d left, %v", len(pods.Items), err)
+	}
 
 	if n, err := c.Client.CoreV1().Nodes().Get(ctx, nodeB, metav1.GetOptions{}); err != nil || !n.Spec.Unschedulable {
 		t.Errorf("%s: %v; want it cordoned by the controller only", nodeB, err)

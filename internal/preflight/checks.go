@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
 
@@ -192,4 +196,56 @@ func CheckIdentity(cfg *config.Config) []Row {
 			Detail: "false: nodes are found by providerID, and a node without one by the instance's private DNS name (one more EC2 lookup)"})
 	}
 	return rows
+}
+
+// CheckNodeRestriction asks, by dry runs with the agent's own identity, whether its token is
+// held to its own node: it cordons another node and deletes a pod there, each as a dry run
+// (which admission policies see, and which changes nothing). Both refused: ok. Both allowed:
+// a warning, since a stolen agent token could then cordon the cluster (the chart's node
+// restriction needs Kubernetes 1.30 or later). The other node is found from a pod on it; with
+// no such pod (a one-node cluster) it cannot tell, and says so.
+func CheckNodeRestriction(ctx context.Context, client kubernetes.Interface, nodeName string) Row {
+	row := Row{Check: "agent node restriction"}
+	const fix = "install the chart's agent.nodeRestriction (a ValidatingAdmissionPolicy; Kubernetes 1.30 or later), or accept that any agent's token may write every Node"
+	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{
+		FieldSelector: fields.AndSelectors(fields.OneTermNotEqualSelector("spec.nodeName", nodeName), fields.OneTermNotEqualSelector("spec.nodeName", "")).String(),
+		Limit:         50,
+	})
+	if err != nil {
+		row.Status, row.Detail, row.Fix = StatusWarn, "cannot look for a pod on another node: "+err.Error(), "see the rbac rows"
+		return row
+	}
+	i := slices.IndexFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp == nil })
+	if i < 0 {
+		row.Status, row.Detail = StatusWarn, "not checked: no pod runs on another node"
+		row.Fix = "run preflight again once other nodes run pods"
+		return row
+	}
+	other := pods.Items[i]
+	dryRun := []string{metav1.DryRunAll}
+	_, nodeErr := client.CoreV1().Nodes().Patch(ctx, other.Spec.NodeName, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`),
+		metav1.PatchOptions{DryRun: dryRun})
+	podErr := client.CoreV1().Pods(other.Namespace).Delete(ctx, other.Name, metav1.DeleteOptions{DryRun: dryRun})
+	switch {
+	case apierrors.IsForbidden(nodeErr) && apierrors.IsForbidden(podErr):
+		row.Status = StatusOK
+		row.Detail = fmt.Sprintf("cordoning node %s and deleting pod %s/%s are refused (dry runs)", other.Spec.NodeName, other.Namespace, other.Name)
+	case nodeErr == nil || podErr == nil:
+		row.Status = StatusWarn
+		row.Detail = fmt.Sprintf("this token may write node %s or delete pod %s/%s on it (dry runs allowed: node %v, pod %v)",
+			other.Spec.NodeName, other.Namespace, other.Name, errOrOK(nodeErr), errOrOK(podErr))
+		row.Fix = fix
+	default:
+		row.Status = StatusWarn
+		row.Detail = fmt.Sprintf("dry runs against node %s failed otherwise: node %v, pod %v", other.Spec.NodeName, errOrOK(nodeErr), errOrOK(podErr))
+		row.Fix = fix
+	}
+	return row
+}
+
+func errOrOK(err error) string {
+	if err == nil {
+		return "allowed"
+	}
+	return err.Error()
 }

@@ -181,16 +181,18 @@ func TestInSandbox(t *testing.T) {
 		want        map[string]Status // rows by check; rbac rows must all be ok
 		fix         string            // a fix must mention this
 	}{
+		// This identity is not held to its node (no admission policy here): a warning, which
+		// does not fail the run.
 		{"all pass", node.Name, m.URL,
-			map[string]Status{"kubernetes api": StatusOK, "instance metadata": StatusOK, "node NODE_NAME=" + node.Name: StatusOK}, ""},
+			map[string]Status{"kubernetes api": StatusOK, "instance metadata": StatusOK, "node NODE_NAME=" + node.Name: StatusOK, "agent node restriction": StatusWarn}, ""},
 		{"metadata unreachable", node.Name, fmt.Sprintf("http://127.0.0.1:%d", closedPort(t)),
-			map[string]Status{"kubernetes api": StatusOK, "instance metadata": StatusFail, "node NODE_NAME=" + node.Name: StatusWarn},
+			map[string]Status{"kubernetes api": StatusOK, "instance metadata": StatusFail, "node NODE_NAME=" + node.Name: StatusWarn, "agent node restriction": StatusWarn},
 			"hop limit"},
 		{"NODE_NAME names another instance's node", other.Name, m.URL,
-			map[string]Status{"kubernetes api": StatusOK, "instance metadata": StatusOK, "node NODE_NAME=" + other.Name: StatusFail},
+			map[string]Status{"kubernetes api": StatusOK, "instance metadata": StatusOK, "node NODE_NAME=" + other.Name: StatusFail, "agent node restriction": StatusWarn},
 			"Downward API"},
 		{"NODE_NAME names no node", "ip-10-9-9-9.ec2.internal", m.URL,
-			map[string]Status{"kubernetes api": StatusOK, "instance metadata": StatusOK, "node NODE_NAME=ip-10-9-9-9.ec2.internal": StatusFail},
+			map[string]Status{"kubernetes api": StatusOK, "instance metadata": StatusOK, "node NODE_NAME=ip-10-9-9-9.ec2.internal": StatusFail, "agent node restriction": StatusWarn},
 			"Downward API"},
 	}
 	for _, tt := range tests {

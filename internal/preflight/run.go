@@ -76,6 +76,7 @@ func Run(ctx context.Context, mode config.Mode, cfg *config.Config, env Env) []R
 		}
 		if kubeOK {
 			bounded(func(ctx context.Context) { rows = append(rows, CheckNode(ctx, env.Kube, cfg.NodeName, instanceID)) })
+			bounded(func(ctx context.Context) { rows = append(rows, CheckNodeRestriction(ctx, env.Kube, cfg.NodeName)) })
 		}
 		if cfg.EnableASGLifecycleDraining && cfg.ASGLifecycleHookName != "" {
 			if env.AWSErr != nil {
