@@ -94,7 +94,7 @@ func TestLintAndTemplate(t *testing.T) {
 		}},
 		{"both, host network, metrics and probes", []string{"controller.enabled=true", "agent.hostNetwork=true", "controller.hostNetwork=true",
 			"config.enablePrometheusServer=true", "config.enableProbesServer=true"}, nil, map[string]int{
-			"ServiceAccount": 2, "ClusterRole": 1, "ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1,
+			"ServiceAccount": 2, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1,
 			"DaemonSet": 1, "Deployment": 1, "PodDisruptionBudget": 1,
 		}},
 		{"nothing enabled", []string{"agent.enabled=false"}, nil, map[string]int{}},
@@ -384,17 +384,26 @@ func checkPodSpec(t *testing.T, component string, spec corev1.PodSpec, hostNetwo
 	}
 }
 
-// TestRBAC holds the rendered ClusterRole and leader-election Role to deploy.ClusterPermissions
-// and deploy.LeasePermissions, exactly: nothing missing, nothing more.
+// TestRBAC holds each rendered ClusterRole to its component's list (deploy.AgentPermissions,
+// deploy.ControllerPermissions) and the leader-election Role to deploy.LeasePermissions,
+// exactly: nothing missing, nothing more; each ServiceAccount is bound to its own.
 func TestRBAC(t *testing.T) {
 	if deploy.LeaseName != controller.LeaseName {
 		t.Errorf("deploy.LeaseName %q, the controller uses %q", deploy.LeaseName, controller.LeaseName)
 	}
 	r := newHelm(t).template(t, "--set", "controller.enabled=true")
 
-	cr := only[*rbacv1.ClusterRole](t, r)
-	if got, want := ruleSet(cr.Rules), attributeSet(deploy.ClusterPermissions); !slices.Equal(got, want) {
-		t.Errorf("ClusterRole grants\n  %s\nwant exactly\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	want := map[string][]authorizationv1.ResourceAttributes{"agent": deploy.AgentPermissions, "controller": deploy.ControllerPermissions}
+	roles := map[string]*rbacv1.ClusterRole{}
+	for _, cr := range objectsOf[*rbacv1.ClusterRole](r) {
+		component := cr.Labels["app.kubernetes.io/component"]
+		roles[component] = cr
+		if got, want := ruleSet(cr.Rules), attributeSet(want[component]); !slices.Equal(got, want) {
+			t.Errorf("ClusterRole %s grants\n  %s\nwant exactly\n  %s", cr.Name, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+		}
+	}
+	if len(roles) != 2 || roles["agent"] == nil || roles["controller"] == nil {
+		t.Fatalf("ClusterRoles %v, want one for the agent and one for the controller", roles)
 	}
 	role := only[*rbacv1.Role](t, r)
 	if got, want := ruleSet(role.Rules), attributeSet(deploy.LeasePermissions); !slices.Equal(got, want) {
@@ -404,23 +413,23 @@ func TestRBAC(t *testing.T) {
 		t.Errorf("Role in namespace %q, want the release namespace", role.Namespace)
 	}
 
-	// Each ServiceAccount is bound to the ClusterRole; only the controller's to the Role.
+	// Each ServiceAccount is bound to its component's ClusterRole; only the controller's to
+	// the Role.
 	sas := map[string]string{}
 	for component, spec := range podSpecs(r) {
 		sas[component] = spec.ServiceAccountName
 	}
-	bound := map[string]bool{}
-	for _, b := range objectsOf[*rbacv1.ClusterRoleBinding](r) {
-		if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != cr.Name {
-			t.Errorf("ClusterRoleBinding %s refers to %s %s", b.Name, b.RoleRef.Kind, b.RoleRef.Name)
-		}
-		for _, s := range b.Subjects {
-			bound[s.Namespace+"/"+s.Name] = true
-		}
+	bindings := objectsOf[*rbacv1.ClusterRoleBinding](r)
+	if len(bindings) != 2 {
+		t.Errorf("%d ClusterRoleBindings, want 2", len(bindings))
 	}
-	for component, sa := range sas {
-		if !bound["kube-system/"+sa] {
-			t.Errorf("%s's ServiceAccount %s is not bound to the ClusterRole", component, sa)
+	for _, b := range bindings {
+		component := b.Labels["app.kubernetes.io/component"]
+		if b.RoleRef.Kind != "ClusterRole" || roles[component] == nil || b.RoleRef.Name != roles[component].Name {
+			t.Errorf("ClusterRoleBinding %s refers to %s %s, want the %s's ClusterRole", b.Name, b.RoleRef.Kind, b.RoleRef.Name, component)
+		}
+		if len(b.Subjects) != 1 || b.Subjects[0].Name != sas[component] || b.Subjects[0].Namespace != "kube-system" {
+			t.Errorf("ClusterRoleBinding %s binds %+v, want only the %s's ServiceAccount %s", b.Name, b.Subjects, component, sas[component])
 		}
 	}
 	rb := only[*rbacv1.RoleBinding](t, r)

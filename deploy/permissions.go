@@ -9,15 +9,13 @@ import authorizationv1 "k8s.io/api/authorization/v1"
 // LeaseName is the controller's leader-election Lease (internal/controller.LeaseName).
 const LeaseName = "lifeboat-controller"
 
-// ClusterPermissions are what both modes need across the cluster, and all the ClusterRole
-// grants: read and patch nodes (taints, labels, annotations, cordon), list and watch pods and
-// evict them, delete pods (the optional deadline force-delete, and a grace period cut when a
-// running drain's deadline moves earlier), and write Events
-// (client-go's recorder creates an Event and patches it to count repeats).
-var ClusterPermissions = []authorizationv1.ResourceAttributes{
+// AgentPermissions are what the agent's ClusterRole grants, and all it grants: read and patch
+// its node (taints, labels, annotations, cordon; the chart's node restriction holds both to
+// its own node), list and watch pods and evict them, delete pods (a grace period cut when a
+// running drain's deadline moves earlier, and the optional deadline force-delete), and write
+// Events (client-go's recorder creates an Event and patches it to count repeats).
+var AgentPermissions = []authorizationv1.ResourceAttributes{
 	{Resource: "nodes", Verb: "get"},
-	{Resource: "nodes", Verb: "list"},
-	{Resource: "nodes", Verb: "watch"},
 	{Resource: "nodes", Verb: "patch"},
 	{Resource: "pods", Verb: "list"},
 	{Resource: "pods", Verb: "watch"},
@@ -26,6 +24,13 @@ var ClusterPermissions = []authorizationv1.ResourceAttributes{
 	{Resource: "events", Verb: "create"},
 	{Resource: "events", Verb: "patch"},
 }
+
+// ControllerPermissions are what the controller's ClusterRole grants: the agent's, and list
+// and watch of nodes for its node informer (it finds the node of any instance).
+var ControllerPermissions = append([]authorizationv1.ResourceAttributes{
+	{Resource: "nodes", Verb: "list"},
+	{Resource: "nodes", Verb: "watch"},
+}, AgentPermissions...)
 
 // LeasePermissions are the controller's leader-election permissions, granted by a Role in
 // Lifeboat's namespace (NAMESPACE); the Namespace field is left for the caller to fill in.

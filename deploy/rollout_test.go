@@ -289,7 +289,14 @@ func (e *sandboxEnv) checkPermissions(ctx context.Context, t *testing.T, service
 		want  bool
 	}
 	var checks []check
-	for _, a := range deploy.ClusterPermissions {
+	cluster := deploy.AgentPermissions
+	if controller {
+		cluster = deploy.ControllerPermissions
+	} else {
+		checks = append(checks, check{authorizationv1.ResourceAttributes{Resource: "nodes", Verb: "list"}, false},
+			check{authorizationv1.ResourceAttributes{Resource: "nodes", Verb: "watch"}, false})
+	}
+	for _, a := range cluster {
 		checks = append(checks, check{a, true}) // cluster-wide: Namespace "" is every namespace
 	}
 	for _, a := range deploy.LeasePermissions {

@@ -13,7 +13,7 @@ import (
 )
 
 // grantShippedRBAC gives user exactly what the chart grants: its ClusterRole
-// (deploy.ClusterPermissions) and, in namespace, the controller's lease Role
+// (deploy.ControllerPermissions, a superset of the agent's) and, in namespace, the controller's lease Role
 // (deploy.LeasePermissions). deploy's tests hold those lists to the chart's templates.
 func grantShippedRBAC(t *testing.T, ctx context.Context, c *sandbox.Cluster, user, namespace string) {
 	t.Helper()
@@ -35,7 +35,7 @@ func grantShippedRBAC(t *testing.T, ctx context.Context, c *sandbox.Cluster, use
 	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
 	name := "shipped-" + user
 	if _, err := c.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Rules: rules(deploy.ClusterPermissions)}, metav1.CreateOptions{}); err != nil {
+		Rules: rules(deploy.ControllerPermissions)}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},

@@ -85,10 +85,11 @@ func Permissions(mode config.Mode, cfg *config.Config) []Permission {
 		Permission{Resource: "pods", Verb: "watch", Why: "see evicted pods go"},
 		Permission{Resource: "pods", Subresource: "eviction", Verb: "create", Why: "evict pods, honouring PodDisruptionBudgets"},
 	)
+	why := "cut the grace period of pods already leaving when a more urgent notice brings the drain's deadline forward"
 	if cfg.ForceDeleteBeforeDeadline > 0 {
-		perms = append(perms, Permission{Resource: "pods", Verb: "delete",
-			Why: "FORCE_DELETE_BEFORE_DEADLINE_SECONDS: delete pods a budget still protects near the deadline (also used to cut the grace period of leaving pods when a deadline moves earlier)"})
+		why += "; FORCE_DELETE_BEFORE_DEADLINE_SECONDS: delete pods a budget still protects near the deadline"
 	}
+	perms = append(perms, Permission{Resource: "pods", Verb: "delete", Why: why})
 	if cfg.EmitKubernetesEvents {
 		perms = append(perms,
 			Permission{Resource: "events", Verb: "create", Why: "EMIT_KUBERNETES_EVENTS: Events on the node"},

@@ -30,7 +30,8 @@ func permissionStrings(perms []Permission) []string {
 }
 
 func TestPermissions(t *testing.T) {
-	agentBase := []string{"get nodes", "patch nodes", "list pods", "watch pods", "create pods/eviction"}
+	// delete pods always: a drain whose deadline moves earlier cuts the grace of leaving pods.
+	agentBase := []string{"get nodes", "patch nodes", "list pods", "watch pods", "create pods/eviction", "delete pods"}
 	leases := func(ns string) []string {
 		return []string{
 			"get leases.coordination.k8s.io lifeboat-controller in " + ns,
@@ -48,14 +49,14 @@ func TestPermissions(t *testing.T) {
 		{"agent defaults", config.ModeAgent, []string{"NODE_NAME", "n"}, agentBase},
 		{"agent: force delete and events", config.ModeAgent,
 			[]string{"NODE_NAME", "n", "FORCE_DELETE_BEFORE_DEADLINE_SECONDS", "20", "EMIT_KUBERNETES_EVENTS", "true"},
-			append(slices.Clone(agentBase), "delete pods", "create events", "patch events")},
+			append(slices.Clone(agentBase), "create events", "patch events")},
 		{"agent: DRY_RUN keeps every permission", config.ModeAgent, []string{"NODE_NAME", "n", "DRY_RUN", "true"}, agentBase},
 		{"controller defaults: Lease in kube-system", config.ModeController, controllerEnv,
-			slices.Concat([]string{"get nodes", "patch nodes", "list nodes", "watch nodes", "list pods", "watch pods", "create pods/eviction"}, leases("kube-system"))},
+			slices.Concat([]string{"get nodes", "patch nodes", "list nodes", "watch nodes", "list pods", "watch pods", "create pods/eviction", "delete pods"}, leases("kube-system"))},
 		{"controller: NAMESPACE moves the Lease; events", config.ModeController,
 			append(slices.Clone(controllerEnv), "NAMESPACE", "lifeboat", "EMIT_KUBERNETES_EVENTS", "true"),
 			slices.Concat([]string{"get nodes", "patch nodes", "list nodes", "watch nodes", "list pods", "watch pods", "create pods/eviction",
-				"create events", "patch events"}, leases("lifeboat"))},
+				"delete pods", "create events", "patch events"}, leases("lifeboat"))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
