@@ -21,6 +21,7 @@ import (
 
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
@@ -65,6 +66,10 @@ type Controller struct {
 
 	leading  atomic.Bool
 	consumer atomic.Pointer[sqs.Consumer] // while Run consumes the queue
+
+	// foreignLogged holds the notices already logged at Info as another cluster's: their
+	// message is kept for that cluster and comes back every few minutes, logged at Debug.
+	foreignLogged *cache.LRUExpireCache
 }
 
 // Handler is the interruption handler, for wiring Events and webhooks.
@@ -86,7 +91,7 @@ func (c *Controller) Healthy() error {
 func New(cfg *config.Config, client kubernetes.Interface, queue sqs.API, ec2 cloud.EC2, asg cloud.AutoScaling, logger *slog.Logger, m *metrics.Metrics) *Controller {
 	c := &Controller{cfg: cfg, client: client, queue: queue, ec2: ec2, asg: asg, log: logger, metrics: m,
 		handler: interruption.NewHandler(cfg, client, logger), heartbeatUnit: time.Second,
-		starting: make(chan struct{}, max(cfg.Workers, 1))}
+		starting: make(chan struct{}, max(cfg.Workers, 1)), foreignLogged: cache.NewLRUExpireCache(10000)}
 	c.handler.OnDrained = c.completeLifecycle
 	c.handler.WhileDraining = c.whileDraining
 	c.handler.Origin = "queue " + cfg.QueueURL
@@ -403,7 +408,7 @@ func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resol
 	}
 	if !verdict.Owned {
 		// Never touch a node or complete a lifecycle action for an instance not ours.
-		log.Info("notice is not for this cluster", "notice", n.ID, "instance", n.InstanceID, "reason", verdict.Reason)
+		log.Log(ctx, c.foreignLevel(n.ID), "notice is not for this cluster", "notice", n.ID, "instance", n.InstanceID, "reason", verdict.Reason)
 		if c.cfg.DeleteSQSMsgIfNodeNotFound {
 			return noticeDone
 		}
@@ -431,6 +436,16 @@ func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resol
 	return noticeRetry
 }
 
+// foreignLevel is the level to log another cluster's notice at: Info the first time in an
+// hour, Debug for its copies (a kept message comes back every few minutes).
+func (c *Controller) foreignLevel(id string) slog.Level {
+	if _, seen := c.foreignLogged.Get(id); seen {
+		return slog.LevelDebug
+	}
+	c.foreignLogged.Add(id, struct{}{}, time.Hour)
+	return slog.LevelInfo
+}
+
 // handleLaunch completes a launch hook once the instance's Node has joined this cluster and is
 // Ready. Until then the message goes back to the queue for a few seconds (holding nothing
 // here), for at most ASG_LAUNCH_READY_TIMEOUT from the hook's time; then the hook is left to
@@ -444,7 +459,7 @@ func (c *Controller) handleLaunch(ctx context.Context, resolver *ownership.Resol
 	case err != nil:
 		log.Warn("cannot tell whether the launching instance is ours yet", "notice", n.ID, "err", err)
 	case verdict.Node != nil && !verdict.Owned:
-		log.Info("launch notice is not for this cluster", "notice", n.ID, "reason", verdict.Reason)
+		log.Log(ctx, c.foreignLevel(n.ID), "launch notice is not for this cluster", "notice", n.ID, "reason", verdict.Reason)
 		if c.cfg.DeleteSQSMsgIfNodeNotFound {
 			return noticeDone
 		}

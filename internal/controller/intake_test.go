@@ -374,3 +374,23 @@ func TestHookTimeoutUnknownKeepsPodGrace(t *testing.T) {
 		t.Error("the log does not say why pods keep their grace periods")
 	}
 }
+
+// Another cluster's notice is kept on the queue for that cluster and comes back every few
+// minutes: it is logged at Info once, and its copies at Debug.
+func TestForeignNoticeLoggedOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 1)
+	w.run(t, ctx)
+	spot := fakeaws.SpotInterruptionWarning(foreign, "terminate", time.Now())
+	w.send(t, ctx, spot, spot, spot)
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return w.metrics.Value("lifeboat_queue_messages_total", "outcome", "not_owned") >= 3, nil
+	})
+	if err != nil {
+		t.Fatal("the three copies were not all handled")
+	}
+	if n := strings.Count(w.logs.String(), "notice is not for this cluster"); n != 1 {
+		t.Errorf("the foreign notice was logged %d times at Info, want once:\n%s", n, w.logs)
+	}
+}

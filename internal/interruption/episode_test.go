@@ -249,3 +249,30 @@ func podLists(client *fake.Clientset) int {
 	}
 	return lists
 }
+
+// A dry run writes nothing, so its notice comes again (the queue message after a few minutes,
+// instance metadata on every poll): the process remembers what it showed, and a copy does not
+// run the dry drain, its Events and its webhook again.
+func TestDryRunShowsANoticeOnce(t *testing.T) {
+	ctx := context.Background()
+	inst := "i-0123456789abcdef0"
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1"},
+		Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + inst}}
+	client := fake.NewSimpleClientset(node)
+	h := NewHandler(sandboxtest.Config(t, "", "DRY_RUN", "true"), client, slog.New(slog.DiscardHandler))
+	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
+		InstanceID: inst, Deadline: time.Now().Add(2 * time.Minute)}
+	for range 3 {
+		if err := h.Intake(ctx, spot, "n1", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lists := podLists(client); lists != 1 {
+		t.Errorf("the dry drain ran %d times for three copies of one notice, want once", lists)
+	}
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "patch" {
+			t.Errorf("a dry run wrote: %v", a)
+		}
+	}
+}

@@ -111,9 +111,10 @@ func (h *Handler) Intake(ctx context.Context, n notice.Notice, nodeName string, 
 		if notify {
 			h.notify(ctx, n, res.Node, "cordoned", nil)
 		}
-		if !h.cfg.DryRun {
-			h.rememberDone(n)
-		}
+		// In DRY_RUN too: nothing is written, so only the process can remember that the
+		// notice was shown, and its copies (the message comes back every few minutes) must
+		// not repeat the Events and the webhook.
+		h.rememberDone(n)
 		return nil
 	}
 	if start := h.drainStart(n); time.Until(start) > 0 {

@@ -274,9 +274,7 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, 
 	if err != nil {
 		return nil, err
 	}
-	if !h.cfg.DryRun {
-		h.done.add(n.ID)
-	}
+	h.done.add(n.ID) // in DRY_RUN too, so a dry run shows each notice once (see Intake)
 	if completed != nil {
 		h.Events.LifecycleCompleted(events.NodeOf(res.Node), completed.Hook, n.InstanceID, completed.Result)
 	}
