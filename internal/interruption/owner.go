@@ -67,16 +67,19 @@ func ownerWait(until time.Time) time.Duration {
 }
 
 // claimEdit makes this process the episode's owner, renewing the time, unless another
-// origin holds it. It sets *claimed (when not nil) to whether the node is ours after the
-// edit; it is decided on the node being written, so a retry after a conflict decides afresh.
-func (h *Handler) claimEdit(claimed *bool) nodes.Edit {
+// origin holds it. A claim of this origin's renewed within OwnerRenew is left as it is
+// (copies of a notice write nothing), unless renew says to write the time anyway (the
+// running drain's renewals). It sets *claimed (when not nil) to whether the node is ours
+// after the edit; it is decided on the node being written, so a retry after a conflict
+// decides afresh.
+func (h *Handler) claimEdit(claimed *bool, renew bool) nodes.Edit {
 	return editRecord(func(r *Record) {
 		now := time.Now()
 		_, held := r.heldElsewhere(h.Origin, now)
 		if claimed != nil {
 			*claimed = !held
 		}
-		if held || r.ownedFresh(h.Origin, now) {
+		if held || (!renew && r.ownedFresh(h.Origin, now)) {
 			return
 		}
 		r.Owner = &Owner{Origin: h.Origin, Holder: h.holder, Renewed: now.UTC().Truncate(time.Second)}
@@ -88,7 +91,7 @@ func (h *Handler) claimEdit(claimed *bool) nodes.Edit {
 // origin's (a copy of a notice another origin took first, or one taken after the drain, has
 // no drain of this process's to claim for).
 func (h *Handler) intakeClaimEdit(n notice.Notice) nodes.Edit {
-	claim := h.claimEdit(nil)
+	claim := h.claimEdit(nil, false)
 	return func(nd *corev1.Node) {
 		r, _ := ReadRecord(nd)
 		if i, ok := r.intent(n.ID); ok && i.Origin == h.Origin && r.Phase < PhaseDrained {
@@ -115,7 +118,7 @@ func (h *Handler) claim(ctx context.Context, node *corev1.Node) (*corev1.Node, b
 		return node, true, nil
 	}
 	var claimed bool
-	res, err := h.writer.Apply(ctx, node.Name, node, "claim the node's drain", h.claimEdit(&claimed))
+	res, err := h.writer.Apply(ctx, node.Name, node, "claim the node's drain", h.claimEdit(&claimed, false))
 	if err != nil {
 		return nil, false, err
 	}
@@ -142,7 +145,7 @@ func (h *Handler) keepOwnership(ctx context.Context, nodeName string, log *slog.
 			case <-ticker.C:
 			}
 			var claimed bool
-			res, err := h.writer.Apply(ctx, nodeName, nil, "renew the node's drain", h.claimEdit(&claimed))
+			res, err := h.writer.Apply(ctx, nodeName, nil, "renew the node's drain", h.claimEdit(&claimed, true))
 			switch {
 			case ctx.Err() != nil:
 				return

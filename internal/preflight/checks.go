@@ -222,6 +222,8 @@ func CheckNodeRestriction(ctx context.Context, client kubernetes.Interface, node
 		return row
 	}
 	other := pods.Items[i]
+	// Dry runs: admission decides them as it would a write, and nothing is stored, so no
+	// resourceVersion precondition is needed.
 	dryRun := []string{metav1.DryRunAll}
 	_, nodeErr := client.CoreV1().Nodes().Patch(ctx, other.Spec.NodeName, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`),
 		metav1.PatchOptions{DryRun: dryRun})
