@@ -488,6 +488,15 @@ func permissionLine(group, resource, verb, name string) string {
 // serve them, for every spelling of true the binary accepts, per workload.
 func TestProbesFollowTheSetting(t *testing.T) {
 	h := newHelm(t)
+	t.Run("default", func(t *testing.T) {
+		specs := podSpecs(h.template(t, "--set", "controller.enabled=true"))
+		for _, component := range []string{"agent", "controller"} {
+			c := container(t, specs[component])
+			if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.LivenessProbe == nil {
+				t.Errorf("%s: probes are on by default, but the pod has readiness %+v, liveness %+v", component, c.ReadinessProbe, c.LivenessProbe)
+			}
+		}
+	})
 	for _, tc := range []struct {
 		value string
 		on    bool
@@ -495,6 +504,7 @@ func TestProbesFollowTheSetting(t *testing.T) {
 		t.Run(tc.value, func(t *testing.T) {
 			r := h.template(t, "--set", "controller.enabled=true",
 				"--set-string", "agent.config.enableProbesServer="+tc.value,
+				"--set-string", "controller.config.enableProbesServer=false",
 				"--set-string", "controller.config.enablePrometheusServer="+tc.value)
 			specs := podSpecs(r)
 			agent, ctl := container(t, specs["agent"]), container(t, specs["controller"])

@@ -61,7 +61,7 @@ func TestAgentBinaryEndToEnd(t *testing.T) {
 	probes, metricsPort := sandboxtest.FreePort(t), sandboxtest.FreePort(t)
 	cmd := exec.Command(bin) // no sub-command: NTH's selection picks agent mode
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath, "NODE_NAME="+node, "INSTANCE_METADATA_URL="+proxy.URL,
-		"TAINT_NODE=true", "ENABLE_PROBES_SERVER=true", fmt.Sprintf("PROBES_SERVER_PORT=%d", probes),
+		"TAINT_NODE=true", fmt.Sprintf("PROBES_SERVER_PORT=%d", probes),
 		"ENABLE_PROMETHEUS_SERVER=true", fmt.Sprintf("PROMETHEUS_SERVER_PORT=%d", metricsPort),
 		"PROBES_SERVER_BIND_ADDRESS=127.0.0.1", "PROMETHEUS_SERVER_BIND_ADDRESS=127.0.0.1")
 	var logs bytes.Buffer

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,9 +71,13 @@ func failover(t *testing.T, bin string, stopSignal os.Signal) {
 		t.Fatal(err)
 	}
 	logs := map[string]*sandboxtest.LogBuffer{}
+	readyURL := map[string]string{}
 	start := func(name string) *exec.Cmd {
+		probes := sandboxtest.FreePort(t) // probes are on by default: each replica needs its own port here
+		readyURL[name] = fmt.Sprintf("http://127.0.0.1:%d/readyz", probes)
 		cmd := exec.Command(bin, "controller")
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "POD_NAME="+name, "NAMESPACE=default", "NODE_NAME=elsewhere",
+			fmt.Sprintf("PROBES_SERVER_PORT=%d", probes), "PROBES_SERVER_BIND_ADDRESS=127.0.0.1",
 			"QUEUE_URL="+queueURL, "AWS_REGION=us-east-1", "AWS_ENDPOINT="+fake.URL(), "CLUSTER_NAME=sandbox",
 			"SQS_MSG_VISIBILITY_TIMEOUT_SEC=5", "AWS_EC2_METADATA_DISABLED=true", "AWS_ACCESS_KEY_ID=AKIDSANDBOX",
 			"AWS_SECRET_ACCESS_KEY=sandbox-secret", "LOG_LEVEL=debug")
@@ -108,6 +113,17 @@ func failover(t *testing.T, bin string, stopSignal os.Signal) {
 	leader := start("replica-a")
 	waitFor("replica-a leads", 60*time.Second, func() bool { return holder() == "replica-a" })
 	start("replica-b")
+	// Both replicas are Ready: the leader consumes the queue, the standby can take over.
+	for _, name := range []string{"replica-a", "replica-b"} {
+		waitFor(name+" is ready", 30*time.Second, func() bool {
+			resp, err := http.Get(readyURL[name])
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		})
+	}
 	queue := awssqs.NewFromConfig(sandboxtest.AWSConfig(fake.URL()))
 	body := fmt.Sprintf(`{"Origin":"AutoScalingGroup","Destination":"EC2","Service":"AWS Auto Scaling","Time":"%s","AccountId":"000000000000","RequestId":"r-1","LifecycleActionToken":"token-1","AutoScalingGroupName":"workers","LifecycleHookName":"drain","EC2InstanceId":"%s","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`,
 		time.Now().UTC().Format(time.RFC3339), instance)

@@ -141,6 +141,24 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	logger.Info("starting", attrs...)
 
+	// Both ports are taken before anything else, so a clash ends the start here with the
+	// setting to change; a server that failed later would leave probes that never answer.
+	var metricsListener, probesListener net.Listener
+	if c := loaded.Config; c.EnablePrometheusServer {
+		if metricsListener, err = listen("metrics", "PROMETHEUS_SERVER_PORT", "ENABLE_PROMETHEUS_SERVER", c.PrometheusServerBindAddress, c.PrometheusServerPort); err != nil {
+			logger.Error(err.Error())
+			return exitUsage
+		}
+		defer metricsListener.Close()
+	}
+	if c := loaded.Config; c.EnableProbesServer {
+		if probesListener, err = listen("probes", "PROBES_SERVER_PORT", "ENABLE_PROBES_SERVER", c.ProbesServerBindAddress, c.ProbesServerPort); err != nil {
+			logger.Error(err.Error())
+			return exitUsage
+		}
+		defer probesListener.Close()
+	}
+
 	rc, err := kube.RESTConfig(wiring.Kube(loaded.Config))
 	if err != nil {
 		logger.Error("cannot reach Kubernetes", "err", err)
@@ -162,12 +180,11 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 
 	m := metrics.New()
-	if loaded.Config.EnablePrometheusServer {
-		addr := net.JoinHostPort(loaded.Config.PrometheusServerBindAddress, strconv.Itoa(loaded.Config.PrometheusServerPort))
-		srv := &http.Server{Addr: addr, Handler: m.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	if metricsListener != nil {
+		srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
-			if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
-				logger.Error("metrics server stopped", "addr", addr, "err", err)
+			if err := srv.Serve(metricsListener); err != nil && err != http.ErrServerClosed {
+				logger.Error("metrics server stopped", "addr", metricsListener.Addr().String(), "err", err)
 			}
 		}()
 		defer srv.Close()
@@ -186,14 +203,12 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	wire := func(h *interruption.Handler) { h.Metrics, h.Events, h.Webhook = m, recorder, hooks }
 	serveProbes := func(ready health.Checker) {
-		c := loaded.Config
-		if !c.EnableProbesServer {
+		if probesListener == nil {
 			return
 		}
-		addr := net.JoinHostPort(c.ProbesServerBindAddress, strconv.Itoa(c.ProbesServerPort))
 		go func() {
-			if err := health.Serve(ctx, addr, health.Handler(c.ProbesServerEndpoint, ready)); err != nil {
-				logger.Error("probes server stopped", "err", err)
+			if err := health.Serve(ctx, probesListener, health.Handler(loaded.Config.ProbesServerEndpoint, ready)); err != nil {
+				logger.Error("probes server stopped", "addr", probesListener.Addr().String(), "err", err)
 			}
 		}()
 	}
@@ -376,4 +391,14 @@ Settings are environment variables or flags (a flag wins; an empty variable coun
 		}
 		fmt.Fprintf(w, "    --%s, %s%s\n        %s\n", s.Flag, s.Env, def, s.Usage)
 	}
+}
+
+// listen opens the port of one of Lifeboat's servers, or says which setting to change.
+func listen(server, portSetting, enableSetting, bindAddress string, port int) (net.Listener, error) {
+	addr := net.JoinHostPort(bindAddress, strconv.Itoa(port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("cannot serve %s on %s (%v): set %s to a free port, or %s=false", server, addr, err, portSetting, enableSetting)
+	}
+	return ln, nil
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -38,7 +40,7 @@ func TestConfigCommand(t *testing.T) {
 		{"unknown command exits 2", []string{"drain"}, nil, 2, nil, []string{`unknown command "drain"`}},
 		{"version", []string{"version"}, nil, 0, []string{"lifeboat dev"}, nil},
 		{"help", []string{"--help"}, nil, 0, []string{"Usage: lifeboat", "--enable-sqs-termination-draining, ENABLE_SQS_TERMINATION_DRAINING"}, nil},
-		{"agent without Kubernetes fails clearly", []string{"agent"}, map[string]string{"NODE_NAME": "n"}, 2,
+		{"agent without Kubernetes fails clearly", []string{"agent"}, map[string]string{"NODE_NAME": "n", "ENABLE_PROBES_SERVER": "false"}, 2,
 			nil, []string{"no Kubernetes API configured"}},
 		{"preflight: unknown mode exits 2", []string{"preflight", "drain"}, map[string]string{"NODE_NAME": "n"}, 2,
 			nil, []string{`preflight: unknown mode "drain" (agent or controller)`}},
@@ -73,6 +75,42 @@ func TestConfigCommand(t *testing.T) {
 			}
 			if strings.Contains(out+errOut, "secret") && !strings.Contains(tt.name, "bad") {
 				t.Errorf("output leaks a secret:\n%s%s", out, errOut)
+			}
+		})
+	}
+}
+
+// A port already taken ends the start at once, naming the setting to change, instead of
+// leaving a process whose probes can never answer.
+func TestTakenPortStopsTheStart(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := strconv.Itoa(taken.Addr().(*net.TCPAddr).Port)
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		want    string
+		setting string
+	}{
+		{"probes on by default", map[string]string{"PROBES_SERVER_BIND_ADDRESS": "127.0.0.1", "PROBES_SERVER_PORT": port},
+			"cannot serve probes on 127.0.0.1:" + port, "PROBES_SERVER_PORT"},
+		{"metrics", map[string]string{"ENABLE_PROBES_SERVER": "false", "ENABLE_PROMETHEUS_SERVER": "true",
+			"PROMETHEUS_SERVER_BIND_ADDRESS": "127.0.0.1", "PROMETHEUS_SERVER_PORT": port},
+			"cannot serve metrics on 127.0.0.1:" + port, "PROMETHEUS_SERVER_PORT"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.env["NODE_NAME"] = "n"
+			code, _, errOut := runWith(t, []string{"agent"}, tc.env)
+			if code != 2 {
+				t.Errorf("exit %d, want 2\n%s", code, errOut)
+			}
+			for _, w := range []string{tc.want, "address already in use", "set " + tc.setting + " to a free port"} {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errOut)
+				}
 			}
 		})
 	}

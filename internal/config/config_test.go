@@ -38,7 +38,7 @@ func TestDefaults(t *testing.T) {
 		EnableSpotInterruptionDraining: true, EnableScheduledEventDraining: true, MetadataTries: 3,
 		CheckTagBeforeDraining: true, ManagedTag: "aws-node-termination-handler/managed",
 		CompleteLifecycleActionDelaySeconds: -1, HeartbeatInterval: -1, HeartbeatUntil: -1, SQSMsgVisibilityTimeoutSec: 20,
-		LogLevel: "info", LogFormatVersion: "1", PrometheusServerPort: 9092, ProbesServerPort: 8080, ProbesServerEndpoint: "/healthz",
+		LogLevel: "info", LogFormatVersion: "1", PrometheusServerPort: 9092, EnableProbesServer: true, ProbesServerPort: 8080, ProbesServerEndpoint: "/healthz",
 		KubernetesEventsExtraAnnotations: map[string]string{},
 		webhookHeadersRaw:                `{"Content-type":"application/json"}`,
 	}
@@ -113,7 +113,7 @@ var samples = map[string][2]string{
 	"LOG_FORMAT_VERSION":                      {"2", "2"},
 	"ENABLE_PROMETHEUS_SERVER":                {"true", "true"},
 	"PROMETHEUS_SERVER_PORT":                  {"9100", "9100"},
-	"ENABLE_PROBES_SERVER":                    {"true", "true"},
+	"ENABLE_PROBES_SERVER":                    {"false", "false"},
 	"PROBES_SERVER_PORT":                      {"8081", "8081"},
 	"PROBES_SERVER_BIND_ADDRESS":              {"127.0.0.1", "127.0.0.1"},
 	"PROMETHEUS_SERVER_BIND_ADDRESS":          {" ::1 ", "::1"},

@@ -32,12 +32,10 @@ func Handler(livenessPath string, ready Checker) http.Handler {
 	return mux
 }
 
-// Serve listens on addr until ctx ends.
-func Serve(ctx context.Context, addr string, h http.Handler) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("probes server on %s: %w", addr, err)
-	}
+// Serve answers on ln until ctx ends. The caller opens ln at start, so a port already
+// taken stops the process there, naming the port, instead of leaving it running with probes
+// that can never answer.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()

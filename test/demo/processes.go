@@ -3,6 +3,8 @@ package demo
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +34,7 @@ type process struct {
 	cmd     *exec.Cmd
 	logPath string
 	metrics string // URL of its /metrics
+	ready   string // URL of its readiness probe
 	done    chan struct{}
 	waitErr error
 }
@@ -41,12 +44,15 @@ type process struct {
 // sandbox's processes it gets a process group of its own, and the kernel kills it if the
 // demo dies first.
 func startLifeboat(bin, mode, dir string, env map[string]string) (*process, error) {
-	ports, err := sandbox.FreePorts(1)
+	ports, err := sandbox.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
 	env["ENABLE_PROMETHEUS_SERVER"] = "true"
 	env["PROMETHEUS_SERVER_PORT"] = fmt.Sprint(ports[0])
+	// Probes are on by default; two processes on one host need a port each.
+	env["PROBES_SERVER_PORT"] = fmt.Sprint(ports[1])
+	env["PROBES_SERVER_BIND_ADDRESS"] = "127.0.0.1"
 	env["JSON_LOGGING"] = "true" // the demo reads the log for its summary
 	env["LOG_LEVEL"] = "debug"   // the drain names each pod it leaves, and why, at debug
 	list := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
@@ -68,7 +74,8 @@ func startLifeboat(bin, mode, dir string, env map[string]string) (*process, erro
 		return nil, fmt.Errorf("start lifeboat %s: %w", mode, err)
 	}
 	p := &process{name: "lifeboat " + mode, cmd: cmd, logPath: logPath, done: make(chan struct{}),
-		metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0])}
+		metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]),
+		ready:   fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1])}
 	go func() {
 		p.waitErr = cmd.Wait()
 		logFile.Close()
@@ -154,7 +161,44 @@ func startProcesses(ctx context.Context, e *env, bin, outDir, nodeA, nodeB strin
 	if err := agent.waitLog(ctx, "agent watching instance metadata", 60*time.Second); err != nil {
 		return procs, err
 	}
-	return procs, controller.waitLog(ctx, "controller consuming the queue", 60*time.Second)
+	if err := controller.waitLog(ctx, "controller consuming the queue", 60*time.Second); err != nil {
+		return procs, err
+	}
+	// As the kubelet would: both pods count as Ready only once their readiness probe says so.
+	for _, p := range procs {
+		if err := p.waitReady(ctx, 30*time.Second); err != nil {
+			return procs, err
+		}
+	}
+	return procs, nil
+}
+
+// waitReady waits until the process's readiness probe answers 200.
+func (p *process) waitReady(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last := "no answer"
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.ready, nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready within %s (%s); log %s:\n%s", p.name, timeout, last, p.logPath, sandbox.Tail(p.logPath, 15))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // Users the processes authenticate as, so the audit log tells their requests apart.
