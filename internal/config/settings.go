@@ -272,7 +272,7 @@ func settings(c *Config) []*Setting {
 			value: ipValue{&c.PrometheusServerBindAddress},
 			Usage: "IP address the metrics server listens on (e.g. 127.0.0.1 to keep it off the network). Empty: every interface."},
 		{Env: "ENABLE_PROBES_SERVER", Flag: "enable-probes-server", Default: "true", Group: groupOperate, value: boolValue{&c.EnableProbesServer},
-			Usage: "Serve liveness and readiness probes. Readiness fails while the notice source (instance metadata, the queue) is failing.",
+			Usage:      "Serve liveness and readiness probes. Readiness fails while the notice source (instance metadata, the queue) is failing.",
 			NTHDefault: "false", Why: "without probes a process whose notice source fails looks healthy until the interruption it misses"},
 		{Env: "PROBES_SERVER_PORT", Flag: "probes-server-port", Default: "8080", Group: groupOperate,
 			value: intValue{p: &c.ProbesServerPort, min: 1, max: 65535},
