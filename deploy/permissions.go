@@ -12,8 +12,9 @@ const LeaseName = "lifeboat-controller"
 // AgentPermissions are what the agent's ClusterRole grants, and all it grants: read and patch
 // its node (taints, labels, annotations, cordon; the chart's node restriction holds both to
 // its own node), list and watch pods and evict them, delete pods (a grace period cut when a
-// running drain's deadline moves earlier, and the optional deadline force-delete), and write
-// Events (client-go's recorder creates an Event and patches it to count repeats).
+// running drain's deadline moves earlier, and the optional deadline force-delete), read the
+// evicted pods' claims and watch VolumeAttachments (the wait for their volumes to detach
+// before the hand-back), and write Events (client-go's recorder creates an Event and patches it to count repeats).
 var AgentPermissions = []authorizationv1.ResourceAttributes{
 	{Resource: "nodes", Verb: "get"},
 	{Resource: "nodes", Verb: "patch"},
@@ -21,6 +22,9 @@ var AgentPermissions = []authorizationv1.ResourceAttributes{
 	{Resource: "pods", Verb: "watch"},
 	{Resource: "pods", Verb: "delete"},
 	{Resource: "pods", Subresource: "eviction", Verb: "create"},
+	{Resource: "persistentvolumeclaims", Verb: "get"},
+	{Group: "storage.k8s.io", Resource: "volumeattachments", Verb: "list"},
+	{Group: "storage.k8s.io", Resource: "volumeattachments", Verb: "watch"},
 	{Resource: "events", Verb: "create"},
 	{Resource: "events", Verb: "patch"},
 }

@@ -201,7 +201,8 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		logger.Error("invalid webhook settings", "err", err)
 		return exitUsage
 	}
-	wire := func(h *interruption.Handler) { h.Metrics, h.Events, h.Webhook = m, recorder, hooks }
+	waits := wiring.Handback(ctx, loaded.Config, mode, client, m, logger)
+	wire := func(h *interruption.Handler) { h.Metrics, h.Events, h.Webhook, h.Handback = m, recorder, hooks, waits }
 	serveProbes := func(ready health.Checker) {
 		if probesListener == nil {
 			return

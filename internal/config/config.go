@@ -181,6 +181,19 @@ func isBool(s *Setting) bool {
 // FlagName is NTH's flag spelling of an environment variable: lower kebab case.
 func FlagName(env string) string { return strings.ToLower(strings.ReplaceAll(env, "_", "-")) }
 
+// WaitsForTargets reports whether the mode waits for load-balancer targets to drain before
+// handing an instance back (WAIT_FOR_LOAD_BALANCER_TARGETS; auto: the controller does, an
+// agent does not, since it has no AWS credentials by default).
+func (c *Config) WaitsForTargets(mode Mode) bool {
+	switch c.WaitForLoadBalancerTargets {
+	case "true":
+		return true
+	case "auto":
+		return mode == ModeController
+	}
+	return false
+}
+
 // ModeFromEnv picks the mode the way NTH does when no sub-command names it.
 func (c *Config) ModeFromEnv() Mode {
 	if c.EnableSQSTerminationDraining {
@@ -218,6 +231,9 @@ func (l *Loaded) Validate(mode Mode) error {
 	case ModeAgent:
 		if c.NodeName == "" {
 			problems = append(problems, "NODE_NAME is required in agent mode: the node to protect (set it from the Downward API, spec.nodeName)")
+		}
+		if c.WaitForLoadBalancerTargets == "true" && c.AWSRegion == "" {
+			problems = append(problems, "WAIT_FOR_LOAD_BALANCER_TARGETS=true in agent mode needs AWS_REGION (and AWS credentials allowed elasticloadbalancing:DescribeTargetGroups and DescribeTargetHealth)")
 		}
 		if c.HeartbeatInterval != -1 {
 			l.Warnings = append(l.Warnings, "HEARTBEAT_INTERVAL has no effect in agent mode: the agent sends no lifecycle heartbeats, so keep NODE_TERMINATION_GRACE_PERIOD below the lifecycle hook's heartbeat timeout")

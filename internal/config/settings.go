@@ -57,6 +57,8 @@ type Config struct {
 	CheckTagBeforeDraining              bool          // CHECK_TAG_BEFORE_DRAINING
 	ManagedTag                          string        // MANAGED_TAG
 	UseProviderID                       bool          // USE_PROVIDER_ID
+	WaitForVolumeDetachment             bool          // WAIT_FOR_VOLUME_DETACHMENT
+	WaitForLoadBalancerTargets          string        // WAIT_FOR_LOAD_BALANCER_TARGETS: auto, true or false
 	DeleteSQSMsgIfNodeNotFound          bool          // DELETE_SQS_MSG_IF_NODE_NOT_FOUND
 	CompleteLifecycleActionDelaySeconds int           // COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS
 	ASGLaunchReadyTimeout               time.Duration // ASG_LAUNCH_READY_TIMEOUT
@@ -179,6 +181,12 @@ func settings(c *Config) []*Setting {
 			Usage: "When this many seconds are left before the deadline, delete pods that a PodDisruptionBudget still protects (grace period clamped to the time left). 0 = never: budgets are respected even if the drain misses the deadline."},
 		{Env: "WORKERS", Flag: "workers", Default: "10", Group: groupDrain, value: intValue{p: &c.Workers, min: 1, max: 10000},
 			Usage: "Notices processed at once."},
+		{Env: "WAIT_FOR_VOLUME_DETACHMENT", Flag: "wait-for-volume-detachment", Default: "true", Group: groupDrain, Lifeboat: true,
+			value: boolValue{&c.WaitForVolumeDetachment},
+			Usage: "After the drain, before completing the lifecycle action, wait (until the deadline at most) for the VolumeAttachments of the evicted pods' volumes to be gone, so their replacements do not wait on Multi-Attach errors."},
+		{Env: "WAIT_FOR_LOAD_BALANCER_TARGETS", Flag: "wait-for-load-balancer-targets", Default: "auto", Group: groupDrain, Lifeboat: true,
+			value: enumValue{&c.WaitForLoadBalancerTargets, []string{"auto", "true", "false"}},
+			Usage: "After the drain, before completing the lifecycle action, wait (until the deadline at most) until the instance and the evicted pods' IPs have left every ELBv2 target group (absent or unused, no longer draining). auto: on in controller mode, off in agent mode. Needs elasticloadbalancing:DescribeTargetGroups and DescribeTargetHealth; without them the wait is skipped with a warning."},
 
 		// Agent mode
 		{Env: "INSTANCE_METADATA_URL", Flag: "metadata-url", Default: "http://169.254.169.254", Group: groupIMDS,

@@ -78,6 +78,28 @@ type PodOutcome struct {
 	GoneAt    time.Time // its deletion was observed
 	Forced    bool      // deleted past a PodDisruptionBudget near the deadline
 	Error     string    // why it is still on the node, if it is
+	// IP is the pod's own IP as it was listed (empty for host-network pods, which share the
+	// node's); load balancers with IP targets hold it until they deregister it.
+	IP string
+	// Claims are the PersistentVolumeClaims its volumes use ("namespace/name").
+	Claims []string
+}
+
+// outcomeOf starts a selected pod's outcome from what the list showed of it.
+func outcomeOf(c Candidate) PodOutcome {
+	out := PodOutcome{Pod: types.NamespacedName{Namespace: c.Pod.Namespace, Name: c.Pod.Name}, UID: c.Pod.UID, Tier: c.Tier, Unmanaged: c.Unmanaged}
+	if !c.Pod.Spec.HostNetwork {
+		out.IP = c.Pod.Status.PodIP
+	}
+	for _, v := range c.Pod.Spec.Volumes {
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			out.Claims = append(out.Claims, c.Pod.Namespace+"/"+v.PersistentVolumeClaim.ClaimName)
+		case v.Ephemeral != nil: // a generic ephemeral volume's claim is named after the pod
+			out.Claims = append(out.Claims, c.Pod.Namespace+"/"+c.Pod.Name+"-"+v.Name)
+		}
+	}
+	return out
 }
 
 // Result reports a drain: every selected pod's outcome, every skipped pod with its reason,
@@ -133,7 +155,7 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 	res.Skipped = skipped
 	res.Pods = make([]PodOutcome, len(candidates))
 	for i, c := range candidates {
-		res.Pods[i] = PodOutcome{Pod: types.NamespacedName{Namespace: c.Pod.Namespace, Name: c.Pod.Name}, UID: c.Pod.UID, Tier: c.Tier, Unmanaged: c.Unmanaged}
+		res.Pods[i] = outcomeOf(c)
 	}
 	// Pods already terminating are not evicted again, but the node is not empty until they
 	// are gone too: wait for them on the same watch.
@@ -174,7 +196,7 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 		first := len(res.Pods)
 		for _, c := range late {
 			tr.track(c.Pod.UID)
-			res.Pods = append(res.Pods, PodOutcome{Pod: types.NamespacedName{Namespace: c.Pod.Namespace, Name: c.Pod.Name}, UID: c.Pod.UID, Tier: c.Tier, Unmanaged: c.Unmanaged})
+			res.Pods = append(res.Pods, outcomeOf(c))
 		}
 		d.opts.Logger.Info("pods arrived on the node after the drain listed it; draining them too", "node", node, "pods", len(late))
 		d.evictInTiers(ctx, late, res.Pods[first:], deadline, tr)

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -62,6 +63,8 @@ const (
 	ReasonUncordon           = "Uncordon"
 	ReasonLifecycleCompleted = "LifecycleActionCompleted"
 	ReasonDrainNotScheduled  = "DrainNotScheduled"
+	ReasonHandbackWaited     = "HandbackWaited"  // a wait before the hand-back ended in time
+	ReasonHandbackWaitCut    = "HandbackWaitCut" // the deadline cut it short
 )
 
 // maxDetail bounds the part of a message that comes from elsewhere (an error, a
@@ -227,6 +230,20 @@ func (r *Recorder) LifecycleCompleted(node Node, hook, instanceID, result string
 	r.action(node, ReasonLifecycleCompleted,
 		fmt.Sprintf("Completed lifecycle action of hook %s for instance %s with %s", hook, instanceID, result),
 		fmt.Sprintf("Dry run: would complete lifecycle action of hook %s for instance %s with %s", hook, instanceID, result))
+}
+
+// HandbackWaited records that the node waited before its instance was handed back, for what
+// and how long (what: "volumes detached", "load-balancer targets drained").
+func (r *Recorder) HandbackWaited(node Node, what string, took time.Duration) {
+	r.emit(node, corev1.EventTypeNormal, ReasonHandbackWaited,
+		fmt.Sprintf("Waited %s before handing the instance back: %s", took.Round(time.Second), what))
+}
+
+// HandbackWaitCut records that the deadline ended a wait while something was still held:
+// the instance is handed back with it.
+func (r *Recorder) HandbackWaitCut(node Node, what string, took time.Duration, held []string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonHandbackWaitCut,
+		clip(fmt.Sprintf("Deadline reached after %s waiting until %s; handing the instance back with %s still held", took.Round(time.Second), what, strings.Join(held, ", "))))
 }
 
 // action records a Normal Event whose message depends on DRY_RUN.

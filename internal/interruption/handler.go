@@ -22,6 +22,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/events"
+	"lifeboat.dev/lifeboat/internal/handback"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
@@ -104,6 +105,9 @@ type Handler struct {
 	Events *events.Recorder
 	// Webhook, when set, is told once per node interruption, when its work is done.
 	Webhook *webhook.Sender
+	// Handback are the waits between a drained node and the hand-back of its instance (its
+	// volumes detached, its load-balancer targets drained); none by default.
+	Handback []handback.Wait
 
 	cfg    *config.Config
 	client kubernetes.Interface

@@ -125,16 +125,27 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 			stop = h.WhileDraining(ctx, node, pending)
 		}
 		defer stop()
-		deadline := drainDeadline(pending...)
-		h.Events.DrainStarted(events.NodeOf(node), pending[0].ID, deadline)
+		deadline := drain.NewDeadline(drainDeadline(pending...))
+		untrack := h.track(node.Name, deadline)
+		defer untrack()
+		h.Events.DrainStarted(events.NodeOf(node), pending[0].ID, deadline.Time())
 		owning, stopOwning := h.keepOwnership(ctx, node.Name, log)
 		done, err = h.drain(owning, node.Name, deadline, log)
+		if err == nil {
+			h.handBack(owning, node, pending, deadline.Time(), done, log)
+		}
+		// Read before stopOwning, which ends owning too: a claim lost (or a shutdown) during
+		// the drain or the waits leaves the notices to whoever drains the node next.
+		stopped := owning.Err()
 		stopOwning() // before finishing, whose write gives the claim up
-		if err != nil {
-			if ctx.Err() == nil && owning.Err() == nil {
+		switch {
+		case err != nil:
+			if stopped == nil {
 				h.Events.DrainFailed(events.NodeOf(node), pending[0].ID, err)
 			}
 			return 0, err
+		case stopped != nil:
+			return 0, fmt.Errorf("node %s: stopped before the instance was handed back: %w", node.Name, stopped)
 		}
 	}
 	// The node as last read saves a read; if it changed since, each write conflicts and is
@@ -199,7 +210,7 @@ func (h *Handler) dryRunEpisode(ctx context.Context, node *corev1.Node, n notice
 	if start := h.drainStart(n); time.Until(start) > 0 {
 		log.Info("dry run: the drain would begin at its scheduled start", "start", start)
 	}
-	done, err := h.drain(ctx, node.Name, drainDeadline(n), log)
+	done, err := h.drain(ctx, node.Name, drain.NewDeadline(drainDeadline(n)), log)
 	if err != nil {
 		return err
 	}
@@ -217,23 +228,29 @@ func (h *Handler) TightenDrain(node string, t time.Time) bool {
 	return d != nil && d.Tighten(t)
 }
 
-// drained is what a drain by this process did, for the Event and the webhook.
+// drained is what a drain by this process did, for the Event, the webhook and the waits
+// before the hand-back.
 type drained struct {
 	evicted []string
 	took    time.Duration
+	claims  []string // the evicted pods' PersistentVolumeClaims
+	podIPs  []string // and their IPs
 }
 
-// drain drains the node by the deadline, which TightenDrain may bring forward meanwhile.
-func (h *Handler) drain(ctx context.Context, nodeName string, until time.Time, log *slog.Logger) (drained, error) {
-	deadline := drain.NewDeadline(until)
+// track makes the node's drain deadline the one TightenDrain moves, until untrack.
+func (h *Handler) track(nodeName string, deadline *drain.Deadline) (untrack func()) {
 	h.mu.Lock()
 	h.draining[nodeName] = deadline
 	h.mu.Unlock()
-	defer func() {
+	return func() {
 		h.mu.Lock()
 		delete(h.draining, nodeName)
 		h.mu.Unlock()
-	}()
+	}
+}
+
+// drain drains the node by the deadline, which TightenDrain may bring forward meanwhile.
+func (h *Handler) drain(ctx context.Context, nodeName string, deadline *drain.Deadline, log *slog.Logger) (drained, error) {
 	res, err := h.drainer.DrainUntil(ctx, nodeName, deadline)
 	h.countDrain(res, err)
 	log.Info("drain finished", "selected", len(res.Pods), "skipped", len(res.Skipped), "remaining", len(res.Remaining()),
@@ -248,6 +265,10 @@ func (h *Handler) drain(ctx context.Context, nodeName string, until time.Time, l
 	for _, p := range res.Pods {
 		if !p.EvictedAt.IsZero() {
 			d.evicted = append(d.evicted, p.Pod.String())
+			d.claims = append(d.claims, p.Claims...)
+			if p.IP != "" {
+				d.podIPs = append(d.podIPs, p.IP)
+			}
 		}
 	}
 	return d, nil

@@ -59,6 +59,7 @@ type Metrics struct {
 	configWarn    *prometheus.GaugeVec
 	noticeWarn    *prometheus.CounterVec
 	drainClaims   *prometheus.CounterVec
+	handback      *prometheus.HistogramVec
 }
 
 // New registers Lifeboat's metrics, plus the Go runtime and process collectors.
@@ -95,7 +96,7 @@ func New() *Metrics {
 			Name: "lifeboat_sqs_calls_total", Help: "SQS calls by event (receive, delete, extend, retry) and result (ok, error).",
 		}, []string{"event", "result"}),
 		awsCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lifeboat_aws_calls_total", Help: "EC2 and Auto Scaling calls by operation and result (ok, error, not_found).",
+			Name: "lifeboat_aws_calls_total", Help: "EC2, Auto Scaling and Elastic Load Balancing calls by operation and result (ok, error, not_found).",
 		}, []string{"operation", "result"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lifeboat_leader", Help: "1 while this controller replica holds the leader Lease.",
@@ -116,8 +117,14 @@ func New() *Metrics {
 			Help: "Writes and waits for the ownership of a node's drain, by event: claimed (the drain is this process's), renewed (while it runs), " +
 				"waited (another Lifeboat drains the node), lost (the claim was taken over or lapsed; the drain stopped).",
 		}, []string{"event"}),
+		handback: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "lifeboat_handback_wait_seconds",
+			Help: "Waits between a drained node and the hand-back of its instance, by wait (volumes, targets) and outcome " +
+				"(released: nothing held any more; cut: the deadline came first; skipped: it could not be checked).",
+			Buckets: []float64{0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600},
+		}, []string{"wait", "outcome"}),
 	}
-	m.Registry.MustRegister(m.drainClaims, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
+	m.Registry.MustRegister(m.drainClaims, m.handback, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -297,5 +304,13 @@ func (m *Metrics) Value(metric string, labelPairs ...string) float64 {
 func (m *Metrics) DrainClaim(event string) {
 	if m != nil {
 		m.drainClaims.WithLabelValues(event).Inc()
+	}
+}
+
+// HandbackWait records how one wait before the hand-back of an instance ended, and how long
+// it took.
+func (m *Metrics) HandbackWait(wait, outcome string, took time.Duration) {
+	if m != nil {
+		m.handback.WithLabelValues(wait, outcome).Observe(took.Seconds())
 	}
 }

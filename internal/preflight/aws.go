@@ -10,6 +10,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
@@ -25,6 +26,9 @@ type (
 	EC2API interface {
 		DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
 	}
+	LoadBalancingAPI interface {
+		DescribeTargetGroups(ctx context.Context, in *elbv2.DescribeTargetGroupsInput, optFns ...func(*elbv2.Options)) (*elbv2.DescribeTargetGroupsOutput, error)
+	}
 	AutoScalingAPI interface {
 		DescribeAutoScalingInstances(ctx context.Context, in *autoscaling.DescribeAutoScalingInstancesInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingInstancesOutput, error)
 		CompleteLifecycleAction(ctx context.Context, in *autoscaling.CompleteLifecycleActionInput, optFns ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error)
@@ -38,11 +42,13 @@ type AWS struct {
 	SQS         SQSAPI
 	EC2         EC2API
 	AutoScaling AutoScalingAPI
+	// LoadBalancing is nil when the mode does not wait for load-balancer targets.
+	LoadBalancing LoadBalancingAPI
 }
 
 // NewAWS builds the clients from an SDK configuration (see cloud.LoadAWSConfig).
 func NewAWS(cfg aws.Config) AWS {
-	return AWS{SQS: sqs.NewFromConfig(cfg), EC2: ec2.NewFromConfig(cfg), AutoScaling: autoscaling.NewFromConfig(cfg)}
+	return AWS{SQS: sqs.NewFromConfig(cfg), EC2: ec2.NewFromConfig(cfg), AutoScaling: autoscaling.NewFromConfig(cfg), LoadBalancing: elbv2.NewFromConfig(cfg)}
 }
 
 // outcome is what an AWS answer says about a permission.
@@ -245,6 +251,19 @@ func CheckLifecycleHooks(ctx context.Context, api AutoScalingAPI) Row {
 			return "denied (" + why + "): a termination hook's heartbeat timeout is unknown, so pods keep their own grace periods and a short hook may end before they do"
 		},
 		"allow "+action+" in the IAM policy of the role Lifeboat runs as")
+}
+
+// CheckTargetGroups reads one page of one target group, as the wait before the hand-back
+// does (WAIT_FOR_LOAD_BALANCER_TARGETS). Without the permission Lifeboat still works, handing
+// instances back without waiting for their targets to drain, so a denial is a warning.
+func CheckTargetGroups(ctx context.Context, api LoadBalancingAPI) Row {
+	_, err := api.DescribeTargetGroups(ctx, &elbv2.DescribeTargetGroupsInput{PageSize: aws.Int32(1)})
+	const action = "elasticloadbalancing:DescribeTargetGroups"
+	return warnIfDenied(awsRow(action, "wait until the instance and its pods' IPs have left every target group before the hand-back", err), err,
+		func(why string) string {
+			return "denied (" + why + "): the wait for load-balancer targets is skipped, so an instance may be terminated while a load balancer still sends it requests"
+		},
+		"allow "+action+" and elasticloadbalancing:DescribeTargetHealth in the IAM policy, or set WAIT_FOR_LOAD_BALANCER_TARGETS=false")
 }
 
 // CheckInstanceGroup asks which Auto Scaling group the instance is in, as the agent does

@@ -90,6 +90,14 @@ func Permissions(mode config.Mode, cfg *config.Config) []Permission {
 		why += "; FORCE_DELETE_BEFORE_DEADLINE_SECONDS: delete pods a budget still protects near the deadline"
 	}
 	perms = append(perms, Permission{Resource: "pods", Verb: "delete", Why: why})
+	if cfg.WaitForVolumeDetachment {
+		const why = "WAIT_FOR_VOLUME_DETACHMENT: wait for the evicted pods' volumes to detach before the hand-back"
+		perms = append(perms,
+			Permission{Resource: "persistentvolumeclaims", Verb: "get", Why: why},
+			Permission{Group: "storage.k8s.io", Resource: "volumeattachments", Verb: "list", Why: why},
+			Permission{Group: "storage.k8s.io", Resource: "volumeattachments", Verb: "watch", Why: why},
+		)
+	}
 	if cfg.EmitKubernetesEvents {
 		perms = append(perms,
 			Permission{Resource: "events", Verb: "create", Why: "EMIT_KUBERNETES_EVENTS: Events on the node"},

@@ -31,7 +31,7 @@ func permissionStrings(perms []Permission) []string {
 
 func TestPermissions(t *testing.T) {
 	// delete pods always: a drain whose deadline moves earlier cuts the grace of leaving pods.
-	agentBase := []string{"get nodes", "patch nodes", "list pods", "watch pods", "create pods/eviction", "delete pods"}
+	agentBase := []string{"get nodes", "patch nodes", "list pods", "watch pods", "create pods/eviction", "delete pods", "get persistentvolumeclaims", "list volumeattachments.storage.k8s.io", "watch volumeattachments.storage.k8s.io"}
 	leases := func(ns string) []string {
 		return []string{
 			"get leases.coordination.k8s.io lifeboat-controller in " + ns,
@@ -51,12 +51,13 @@ func TestPermissions(t *testing.T) {
 			[]string{"NODE_NAME", "n", "FORCE_DELETE_BEFORE_DEADLINE_SECONDS", "20", "EMIT_KUBERNETES_EVENTS", "true"},
 			append(slices.Clone(agentBase), "create events", "patch events")},
 		{"agent: DRY_RUN keeps every permission", config.ModeAgent, []string{"NODE_NAME", "n", "DRY_RUN", "true"}, agentBase},
+		{"agent: no volume wait, no volume reads", config.ModeAgent, []string{"NODE_NAME", "n", "WAIT_FOR_VOLUME_DETACHMENT", "false"}, agentBase[:6]},
 		{"controller defaults: Lease in kube-system", config.ModeController, controllerEnv,
-			slices.Concat([]string{"get nodes", "patch nodes", "list nodes", "watch nodes", "list pods", "watch pods", "create pods/eviction", "delete pods"}, leases("kube-system"))},
+			slices.Concat([]string{"get nodes", "patch nodes", "list nodes", "watch nodes", "list pods", "watch pods", "create pods/eviction", "delete pods", "get persistentvolumeclaims", "list volumeattachments.storage.k8s.io", "watch volumeattachments.storage.k8s.io"}, leases("kube-system"))},
 		{"controller: NAMESPACE moves the Lease; events", config.ModeController,
 			append(slices.Clone(controllerEnv), "NAMESPACE", "lifeboat", "EMIT_KUBERNETES_EVENTS", "true"),
 			slices.Concat([]string{"get nodes", "patch nodes", "list nodes", "watch nodes", "list pods", "watch pods", "create pods/eviction",
-				"delete pods", "create events", "patch events"}, leases("lifeboat"))},
+				"delete pods", "get persistentvolumeclaims", "list volumeattachments.storage.k8s.io", "watch volumeattachments.storage.k8s.io", "create events", "patch events"}, leases("lifeboat"))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,8 +83,10 @@ func TestPolicyRules(t *testing.T) {
 		"": {
 			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "patch", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get"}},
 			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"delete", "list", "watch"}},
 			{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
+			{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"volumeattachments"}, Verbs: []string{"list", "watch"}},
 		},
 		"kube-system": {
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},

@@ -1,9 +1,11 @@
-// Package fakeaws is a small in-process fake of the AWS EC2 and Auto Scaling
-// query APIs, for tests and sandboxes that have no network access to AWS.
+// Package fakeaws is a small in-process fake of the AWS EC2, Auto Scaling and
+// Elastic Load Balancing v2 query APIs, for tests and sandboxes that have no
+// network access to AWS.
 //
 // Real aws-sdk-go-v2 clients talk to it by setting BaseEndpoint to URL(). It
 // keeps a tiny model of the world (instances, Auto Scaling group tags,
-// lifecycle hooks and pending lifecycle actions), records every request it
+// lifecycle hooks and pending lifecycle actions, ELBv2 target groups and the
+// registration and draining of their targets), records every request it
 // receives so tests can assert on what the code under test did, and can inject
 // faults (throttling, 5xx) to exercise retry and error paths.
 //
@@ -53,7 +55,7 @@ type LifecycleHook struct {
 
 // Call is one request received by the fake.
 type Call struct {
-	Service   string // "ec2", "autoscaling", "sqs" ("unknown" if unrecognised)
+	Service   string // "ec2", "autoscaling", "elasticloadbalancing", "sqs" ("unknown" if unrecognised)
 	Action    string
 	Params    url.Values // form parameters; nil for proxied SQS requests
 	At        time.Time
@@ -92,6 +94,7 @@ type Server struct {
 	groupTags  map[string]map[string]string
 	hooks      []LifecycleHook
 	actions    map[string]*lifecycleAction // by token
+	groups     []*targetGroup              // ELBv2, in the order added
 	calls      []Call
 	faults     []Fault
 	requestSeq int

@@ -22,6 +22,7 @@ import (
 	asgtypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 )
@@ -686,6 +687,7 @@ func TestUnrecognisedRequests(t *testing.T) {
 	}{
 		{"unknown ec2 action", url.Values{"Action": {"LaunchRockets"}, "Version": {ec2Version}}, "ec2", "InvalidAction", true},
 		{"unknown autoscaling action", url.Values{"Action": {"LaunchRockets"}, "Version": {asgVersion}}, "autoscaling", "InvalidAction", false},
+		{"unknown elasticloadbalancing action", url.Values{"Action": {"LaunchRockets"}, "Version": {elbVersion}}, "elasticloadbalancing", "InvalidAction", false},
 		{"unknown version", url.Values{"Action": {"DescribeInstances"}, "Version": {"1999-01-01"}}, "unknown", "NoSuchVersion", false},
 		{"no action", url.Values{"Version": {ec2Version}}, "ec2", "MissingAction", true},
 	}
@@ -955,6 +957,10 @@ func TestDeny(t *testing.T) {
 		_, err := sqsClient(s).GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(s.URL() + "/1/q")})
 		return err
 	}
+	targetHealth := func(s *Server) error {
+		_, err := elbClient(s).DescribeTargetHealth(ctx, &elb.DescribeTargetHealthInput{TargetGroupArn: aws.String("arn:aws:elasticloadbalancing:us-east-1:000000000000:targetgroup/gone/0000000000000000")})
+		return err
+	}
 	tests := []struct {
 		name            string
 		service, action string
@@ -965,6 +971,7 @@ func TestDeny(t *testing.T) {
 		{"ec2 dry run", "ec2", "DescribeInstances", dryRun, "UnauthorizedOperation", "DryRunOperation"},
 		{"autoscaling", "autoscaling", "CompleteLifecycleAction", complete, "AccessDenied", "ValidationError"},
 		{"sqs", "sqs", "GetQueueAttributes", queueAttributes, "AccessDenied", "NotImplemented"},
+		{"elasticloadbalancing", "elasticloadbalancing", "DescribeTargetHealth", targetHealth, "AccessDenied", "TargetGroupNotFound"},
 		{"whole service", "autoscaling", "", complete, "AccessDenied", "ValidationError"},
 	}
 	for _, tt := range tests {

@@ -12,14 +12,32 @@ import (
 	"time"
 )
 
-// API versions sent by aws-sdk-go-v2; they are what tells the two services
-// apart, since both accept form POSTs on the same path and both have an
-// action called DescribeTags.
+// API versions sent by aws-sdk-go-v2; they are what tells the services
+// apart, since all accept form POSTs on the same path and EC2 and Auto Scaling
+// both have an action called DescribeTags.
 const (
 	ec2Version   = "2016-11-15"
 	asgVersion   = "2011-01-01"
 	asgNamespace = "http://autoscaling.amazonaws.com/doc/2011-01-01/"
+	elbVersion   = "2015-12-01"
+	elbNamespace = "http://elasticloadbalancing.amazonaws.com/doc/2015-12-01/"
 )
+
+// queryService is one of the query-protocol services the fake serves.
+type queryService struct {
+	name    string // Call.Service
+	actions map[string]handler
+	// namespace is the XML namespace of the awsquery response envelope; ""
+	// for EC2, whose response types name their own root (see ec2Meta).
+	namespace string
+}
+
+// queryServices are the services by API version.
+var queryServices = map[string]queryService{
+	ec2Version: {"ec2", ec2Actions, ""},
+	asgVersion: {"autoscaling", asgActions, asgNamespace},
+	elbVersion: {"elasticloadbalancing", elbActions, elbNamespace},
+}
 
 // apiError is an AWS error response.
 type apiError struct {
@@ -51,22 +69,24 @@ var asgActions = map[string]handler{
 	"RecordLifecycleActionHeartbeat": (*Server).asgRecordLifecycleActionHeartbeat,
 }
 
-// serveQuery handles an EC2 or Auto Scaling query-protocol request.
+var elbActions = map[string]handler{
+	"DescribeTargetGroups": (*Server).elbDescribeTargetGroups,
+	"DescribeTargetHealth": (*Server).elbDescribeTargetHealth,
+	"RegisterTargets":      (*Server).elbRegisterTargets,
+	"DeregisterTargets":    (*Server).elbDeregisterTargets,
+}
+
+// serveQuery handles an EC2, Auto Scaling or ELBv2 query-protocol request.
 func (s *Server) serveQuery(w http.ResponseWriter, r *http.Request) {
 	at := time.Now()
 	parseErr := r.ParseForm()
 	p := r.Form
 	action, version := p.Get("Action"), p.Get("Version")
-	var service string
-	var actions map[string]handler
-	switch version {
-	case ec2Version:
-		service, actions = "ec2", ec2Actions
-	case asgVersion:
-		service, actions = "autoscaling", asgActions
-	default:
-		service = "unknown"
+	svc, known := queryServices[version]
+	if !known {
+		svc.name = "unknown"
 	}
+	service := svc.name
 	idx, reqID := s.record(Call{Service: service, Action: action, Params: cloneValues(p), At: at})
 
 	var result any
@@ -76,14 +96,14 @@ func (s *Server) serveQuery(w http.ResponseWriter, r *http.Request) {
 		err = errorf("MalformedQueryString", "%v", parseErr)
 	case action == "":
 		err = errorf("MissingAction", "The request must contain the parameter Action")
-	case service == "unknown":
+	case !known:
 		err = errorf("NoSuchVersion", "The requested version (%s) is not supported by fakeaws", version)
 	default:
 		// Faults come before routing: they model the service being unwell,
 		// whatever the request.
 		if f, ok := s.activeFault(service, action, at); ok {
 			err = &apiError{Status: f.Status, Code: f.Code, Message: "fakeaws: injected fault"}
-		} else if h, ok := actions[action]; ok {
+		} else if h, ok := svc.actions[action]; ok {
 			result, err = h(s, p)
 		} else {
 			err = errorf("InvalidAction", "The action %s is not valid for this web service.", action)
@@ -98,7 +118,7 @@ func (s *Server) serveQuery(w http.ResponseWriter, r *http.Request) {
 		writeError(w, service, reqID, ae)
 		return
 	}
-	writeResult(w, service, action, reqID, result)
+	writeResult(w, svc, action, reqID, result)
 }
 
 // ec2Meta is embedded in every EC2 response type, which names its root
@@ -110,22 +130,21 @@ type ec2Meta struct {
 
 func (m *ec2Meta) setRequestID(id string) { m.RequestID = id }
 
-// asgEnvelope wraps an Auto Scaling result, whose type names its own
-// <ActionResult> element through a static XMLName tag.
-type asgEnvelope struct {
+// queryEnvelope wraps an awsquery (Auto Scaling, ELBv2) result, whose type
+// names its own <ActionResult> element through a static XMLName tag.
+type queryEnvelope struct {
 	XMLName   xml.Name
 	Result    any
 	RequestID string `xml:"ResponseMetadata>RequestId"`
 }
 
-func writeResult(w http.ResponseWriter, service, action, reqID string, result any) {
+func writeResult(w http.ResponseWriter, svc queryService, action, reqID string, result any) {
 	body := result
-	switch service {
-	case "ec2":
+	if svc.namespace == "" {
 		result.(interface{ setRequestID(string) }).setRequestID(reqID)
-	case "autoscaling":
-		body = &asgEnvelope{
-			XMLName:   xml.Name{Space: asgNamespace, Local: action + "Response"},
+	} else {
+		body = &queryEnvelope{
+			XMLName:   xml.Name{Space: svc.namespace, Local: action + "Response"},
 			Result:    result,
 			RequestID: reqID,
 		}
@@ -174,10 +193,14 @@ func writeXML(w http.ResponseWriter, status int, v any) {
 		http.Error(w, "fakeaws: marshal response: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
+	body := append([]byte(xml.Header), out...)
 	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
+	// A length rather than chunks, as AWS answers: the SDK stops reading at the end of the
+	// XML document, and a chunked body's unread last chunk made the next request on the
+	// same connection fail now and then ("use of closed network connection").
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	w.Write([]byte(xml.Header))
-	w.Write(out)
+	w.Write(body)
 }
 
 // listParam returns the query list prefix.1, prefix.2, ... (e.g.
@@ -250,21 +273,24 @@ func wildcardMatch(pattern, v string) bool {
 
 func equalMatch(pattern, v string) bool { return pattern == v }
 
-// paging describes a service's page-size parameter and its error codes.
+// paging describes a service's page-size and token parameters and its error
+// codes.
 type paging struct {
-	param              string // "MaxResults" or "MaxRecords"
+	param              string // "MaxResults", "MaxRecords" or "PageSize"
+	token              string // "NextToken", or "Marker" for ELBv2 (which answers NextMarker)
 	min, max, def      int    // def 0: everything in one page
 	badValue, badToken string
 }
 
 var (
-	ec2Paging         = paging{"MaxResults", 5, 1000, 0, "InvalidParameterValue", "InvalidPaginationToken"}
-	asgInstancePaging = paging{"MaxRecords", 1, 50, 50, "ValidationError", "InvalidNextToken"}
-	asgTagPaging      = paging{"MaxRecords", 1, 100, 50, "ValidationError", "InvalidNextToken"}
+	ec2Paging         = paging{"MaxResults", "NextToken", 5, 1000, 0, "InvalidParameterValue", "InvalidPaginationToken"}
+	asgInstancePaging = paging{"MaxRecords", "NextToken", 1, 50, 50, "ValidationError", "InvalidNextToken"}
+	asgTagPaging      = paging{"MaxRecords", "NextToken", 1, 100, 50, "ValidationError", "InvalidNextToken"}
+	elbGroupPaging    = paging{"PageSize", "Marker", 1, 400, 400, "ValidationError", "ValidationError"}
 )
 
 // page picks the window [start, end) of n items that the request's page size
-// and NextToken select, and the token for the page after it ("" if none).
+// and token select, and the token for the page after it ("" if none).
 // Tokens are opaque to clients; here they just encode the next offset.
 func (pg paging) page(p url.Values, n int) (start, end int, next string, err error) {
 	size := pg.def
@@ -275,7 +301,7 @@ func (pg paging) page(p url.Values, n int) (start, end int, next string, err err
 		}
 		size = v
 	}
-	if tok := p.Get("NextToken"); tok != "" {
+	if tok := p.Get(pg.token); tok != "" {
 		off, ok := strings.CutPrefix(tok, "fakeaws-")
 		start, err = strconv.Atoi(off)
 		if !ok || err != nil || start < 0 || start > n {

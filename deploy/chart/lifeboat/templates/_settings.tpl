@@ -23,6 +23,8 @@ excludeFromLoadBalancers: EXCLUDE_FROM_LOAD_BALANCERS
 uptimeFromFile: UPTIME_FROM_FILE
 forceDeleteBeforeDeadlineSeconds: FORCE_DELETE_BEFORE_DEADLINE_SECONDS
 workers: WORKERS
+waitForVolumeDetachment: WAIT_FOR_VOLUME_DETACHMENT
+waitForLoadBalancerTargets: WAIT_FOR_LOAD_BALANCER_TARGETS
 instanceMetadataUrl: INSTANCE_METADATA_URL
 metadataTries: METADATA_TRIES
 imdsPollInterval: IMDS_POLL_INTERVAL
