@@ -85,6 +85,9 @@ func check(r *Result, procs []*process) []string {
 		case !c.HasHook && c.Completions != 0:
 			fail("%s: %d CompleteLifecycleAction calls though it has no lifecycle hook", name, c.Completions)
 		}
+		if c.Handback != nil {
+			problems = append(problems, checkHandback(name, c)...)
+		}
 	}
 	f := r.Foreign
 	if f.Refused < 0 || f.Reason == "" {
@@ -104,6 +107,41 @@ func check(r *Result, procs []*process) []string {
 	for _, p := range procs {
 		if done, err := p.exited(); done {
 			fail("%s exited during the demo (%v); see %s", p.name, err, p.logPath)
+		}
+	}
+	return problems
+}
+
+// checkHandback lists every way the hand-back of a node with a target and a volume broke
+// Lifeboat's promise: its lifecycle action is completed only once the instance has left the
+// target group and the evicted pod's volume is detached, each wait logged, none cut.
+func checkHandback(name string, c Case) []string {
+	var problems []string
+	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	h := c.Handback
+	if h.Deregistered < 0 {
+		fail("%s: its instance %s never left target group %s (the demo's Auto Scaling stand-in did not deregister it)", name, h.Target, h.TargetGroup)
+	} else if h.TargetGone < 0 {
+		fail("%s: its instance %s never stopped draining in target group %s", name, h.Target, h.TargetGroup)
+	}
+	if h.Detached < 0 {
+		fail("%s: volume %s was never detached (its VolumeAttachment %s was not seen deleted)", name, h.Volume, h.Attachment)
+	}
+	if c.Completions > 0 && len(h.DrainingAtCompletion) > 0 {
+		fail("%s: lifecycle action completed at %s while the load balancer still held %s", name, secs(c.Completed), strings.Join(h.DrainingAtCompletion, ", "))
+	}
+	if c.Completions > 0 && len(h.AttachedAtCompletion) > 0 {
+		fail("%s: lifecycle action completed at %s while %s was still attached", name, secs(c.Completed), strings.Join(h.AttachedAtCompletion, ", "))
+	}
+	for _, wait := range []string{"targets", "volumes"} {
+		hw, logged := h.wait(wait)
+		switch {
+		case !logged:
+			fail("%s: the %s did not log the end of its wait for %s", name, c.Handler, waitPurpose[wait])
+		case hw.Outcome == WaitCut:
+			fail("%s: the wait for %s was cut by the deadline after %s (still held: %s)", name, waitPurpose[wait], secs(hw.Took), orDash(hw.Held))
+		case hw.Outcome == WaitSkipped:
+			fail("%s: the wait for %s was skipped", name, waitPurpose[wait])
 		}
 	}
 	return problems

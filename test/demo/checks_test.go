@@ -23,14 +23,28 @@ func handled() *Result {
 	return &Result{
 		Cases: []Case{
 			{Name: "A", Handler: "agent", Notice: 0, Cordoned: s / 2, Drained: 4 * s, Recorded: 4 * s, Completed: -1, Evicted: pods(0), Skipped: skipped},
-			{Name: "B", Handler: "controller", HasHook: true, Notice: 0, Cordoned: s / 2, Drained: 5 * s, Recorded: 5 * s, Completed: 5 * s,
+			{Name: "B", Handler: "controller", HasHook: true, Notice: 0, Cordoned: s / 2, Drained: 5 * s, Recorded: 11 * s, Completed: 11 * s,
 				Completions: 1, LifecycleResult: "CONTINUE", Evicted: pods(s),
-				Skipped: append(skipped, SkippedPod{Pod: systemNamespace + "/" + ControllerPodName, Tier: TierWorkload, Reason: "Lifeboat's own pod"})},
+				Skipped:  append(skipped, SkippedPod{Pod: systemNamespace + "/" + ControllerPodName, Tier: TierWorkload, Reason: "Lifeboat's own pod"}),
+				Handback: handedBack()},
 		},
 		Foreign:       Foreign{InstanceID: foreignID, Refused: s / 4, Reason: "no node in this cluster names " + foreignID, RetryAfter: 5 * time.Minute, InFlight: 1},
 		Quiet:         Quiet{Node: "c"},
 		CompleteCalls: 1,
 	}
+}
+
+// handedBack is node B's hand-back as promised: the instance drained from its target group
+// for 10 s, the volume detached 2 s after its pod was gone, the controller waited for both,
+// and nothing was held when the lifecycle action was completed.
+func handedBack() *Handback {
+	s := time.Second
+	return &Handback{Target: "i-0b", TargetGroup: targetGroupName, Deregistered: 0, TargetGone: 10 * s,
+		Volume: volumeName, Attachment: attachmentName, Pod: statefulPodKey, PodGone: 3 * s, Detached: 5 * s,
+		Waits: []HandbackWait{
+			{Wait: "volumes", Outcome: WaitReleased, Logged: 11 * s},
+			{Wait: "targets", Outcome: WaitReleased, Took: 6 * s, Logged: 11 * s},
+		}}
 }
 
 // check must catch each way a case can go wrong; otherwise the demo (and its test) could
@@ -73,6 +87,28 @@ func TestCheck(t *testing.T) {
 		{"foreign completed", func(r *Result) { r.Foreign.CompleteCalls, r.CompleteCalls = 1, 2 }, "want none"},
 		{"foreign message deleted", func(r *Result) { r.Foreign.InFlight = 0 }, "held back"},
 		{"quiet node cordoned", func(r *Result) { r.Quiet.Touched = "cordoned" }, "node C had no notice"},
+		{"completed while the target drained", func(r *Result) {
+			r.Cases[1].Handback.DrainingAtCompletion = []string{"i-0b in target group web (draining)"}
+		}, "load balancer still held i-0b in target group web (draining)"},
+		{"completed while the instance was in service", func(r *Result) {
+			r.Cases[1].Handback.DrainingAtCompletion = []string{"i-0b in target group web (healthy)"}
+		}, "load balancer still held i-0b"},
+		{"completed while the volume was attached", func(r *Result) {
+			r.Cases[1].Handback.AttachedAtCompletion = []string{"pv-db-0 (VolumeAttachment csi-db-0)"}
+		}, "while pv-db-0 (VolumeAttachment csi-db-0) was still attached"},
+		{"target wait cut", func(r *Result) {
+			r.Cases[1].Handback.Waits[1] = HandbackWait{Wait: "targets", Outcome: WaitCut, Took: 295 * time.Second, Held: "i-0b in web (draining)"}
+		}, "wait for load-balancer targets to drain was cut by the deadline after 295.0s"},
+		{"volume wait cut", func(r *Result) {
+			r.Cases[1].Handback.Waits[0] = HandbackWait{Wait: "volumes", Outcome: WaitCut, Took: 295 * time.Second, Held: "pv-db-0/csi-db-0"}
+		}, "wait for volumes to detach was cut by the deadline"},
+		{"target wait skipped", func(r *Result) { r.Cases[1].Handback.Waits[1].Outcome = WaitSkipped }, "load-balancer targets to drain was skipped"},
+		{"target wait not logged", func(r *Result) { r.Cases[1].Handback.Waits = r.Cases[1].Handback.Waits[:1] }, "did not log the end of its wait for load-balancer targets"},
+		{"instance never deregistered", func(r *Result) {
+			r.Cases[1].Handback.Deregistered, r.Cases[1].Handback.TargetGone = -1, -1
+		}, "never left target group web"},
+		{"target never gone", func(r *Result) { r.Cases[1].Handback.TargetGone = -1 }, "never stopped draining"},
+		{"volume never detached", func(r *Result) { r.Cases[1].Handback.Detached = -1 }, "volume pv-db-0 was never detached"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -36,10 +36,12 @@ type Options struct {
 // simulated says, before anything runs, which parts are stand-ins.
 const simulated = `Real: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the SQS server (goaws),
 and the lifeboat binary (agent and controller, as local processes).
-Simulated: the kubelets (kwok), EC2 and Auto Scaling (a fake that records every call),
-instance metadata (amazon-ec2-metadata-mock; a proxy holds the spot notice back until it is
-injected), the kube-proxy static pods (mirror pods written by the demo), and the controller's
-own pod (a stand-in on node B).`
+Simulated: the kubelets (kwok), EC2, Auto Scaling and the load balancer's target group (a fake
+that records every call; the demo deregisters node B's instance from the group as Auto Scaling
+begins terminating it), instance metadata (amazon-ec2-metadata-mock; a proxy holds the spot
+notice back until it is injected), the kube-proxy static pods (mirror pods written by the
+demo), the controller's own pod (a stand-in on node B), and the attach/detach controller (the
+demo deletes the VolumeAttachment of db-0's volume 2s after the pod is gone).`
 
 // Run runs the scenario and returns what happened. The error is for failures to run it at
 // all; a case not handled as expected is listed in Result.Problems.
@@ -92,7 +94,7 @@ func Run(ctx context.Context, opts Options) (_ *Result, err error) {
 		build <- built{bin, err}
 	}()
 
-	fmt.Fprintln(out, "Starting the sandbox: control plane, 3 kwok nodes, instance metadata for node A, SQS, fake EC2 / Auto Scaling ...")
+	fmt.Fprintln(out, "Starting the sandbox: control plane, 3 kwok nodes, instance metadata for node A, SQS, fake EC2 / Auto Scaling / ELBv2 ...")
 	e, err := startEnv(ctx, tools, dir)
 	if err != nil {
 		<-build
@@ -102,17 +104,19 @@ func Run(ctx context.Context, opts Options) (_ *Result, err error) {
 	nodeA, nodeB, nodeC := e.nodes[0], e.nodes[1], e.nodes[2]
 	lanes := []lane{
 		{name: "A", label: "node A", node: nodeA.Name, instance: interruption.InstanceIDOf(nodeA)},
-		{name: "B", label: "node B", node: nodeB.Name, instance: interruption.InstanceIDOf(nodeB), token: tokenB},
+		{name: "B", label: "node B", node: nodeB.Name, instance: interruption.InstanceIDOf(nodeB), token: tokenB, targetGroup: targetGroupName},
 		{name: "foreign", label: "foreign", instance: foreignID, token: tokenForeign},
 		{name: "C", label: "node C", node: nodeC.Name, instance: interruption.InstanceIDOf(nodeC)},
 	}
 	fmt.Fprintf(out, "  up after %.1fs\n", time.Since(begin).Seconds())
 	fmt.Fprintf(out, "  node A %s  (%s)  spot instance, protected by the agent\n", nodeA.Name, lanes[0].instance)
-	fmt.Fprintf(out, "  node B %s  (%s)  Auto Scaling group %s, lifecycle hook %s\n", nodeB.Name, lanes[1].instance, ourGroup, hookName)
+	fmt.Fprintf(out, "  node B %s  (%s)  Auto Scaling group %s, lifecycle hook %s; in target group %s (deregistration delay %s)\n",
+		nodeB.Name, lanes[1].instance, ourGroup, hookName, targetGroupName, targetDelay)
 	fmt.Fprintf(out, "  node C %s  (%s)  no notice: must not be touched\n", nodeC.Name, lanes[3].instance)
 	fmt.Fprintf(out, "  foreign   %s  in EC2, tagged for cluster \"other\": no node here\n", foreignID)
 
-	fmt.Fprintln(out, "Creating workloads: DaemonSet log-shipper, Deployment web (6, PodDisruptionBudget maxUnavailable 1), cache (3, emptyDir), coredns (3, system-cluster-critical), kube-proxy mirror pods ...")
+	fmt.Fprintln(out, "Creating workloads: DaemonSet log-shipper, Deployment web (6, PodDisruptionBudget maxUnavailable 1), cache (3, emptyDir), coredns (3, system-cluster-critical), kube-proxy mirror pods,")
+	fmt.Fprintf(out, "  and on node B %s with claim %s (volume %s, attached: VolumeAttachment %s) ...\n", statefulPodKey, claimName, volumeName, attachmentName)
 	if err := createWorkloads(ctx, e.client, e.nodes, nodeB.Name); err != nil {
 		return nil, err
 	}
@@ -124,11 +128,13 @@ func Run(ctx context.Context, opts Options) (_ *Result, err error) {
 	}
 	fmt.Fprintf(out, "Starting lifeboat agent (node A) and lifeboat controller (%s) ...\n", b.bin)
 	w := newWatcher(out, e.client, e.aws, lanes, filepath.Join(opts.OutputDir, "agent.log"), filepath.Join(opts.OutputDir, "controller.log"))
+	w.watchTarget(lanes[1].name, e.targetGroup, targetGroupName, lanes[1].instance, targetDelay)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer func() { stopWatch(); w.factory.Shutdown() }()
 	if err := w.run(watchCtx); err != nil {
 		return nil, err
 	}
+	go e.detachWhenGone(watchCtx, func(err error) { fmt.Fprintf(out, "  %v\n", err) })
 	procs, err := startProcesses(ctx, e, b.bin, opts.OutputDir, nodeA.Name, nodeB.Name)
 	defer func() {
 		for _, p := range procs {
@@ -184,14 +190,15 @@ func Run(ctx context.Context, opts Options) (_ *Result, err error) {
 	return res, nil
 }
 
-// waitHandled waits until node A and node B are drained, node B's lifecycle action is
-// completed and the foreign notice is refused; or until a process dies or time runs out.
+// waitHandled waits until node A and node B are drained, node B has left its target group
+// and its volume is detached, its lifecycle action is completed, and the foreign notice is
+// refused; or until a process dies or time runs out.
 func waitHandled(ctx context.Context, w *watcher, procs []*process, timeout time.Duration) error {
 	deadline := time.After(timeout)
 	goals := []struct {
 		lane string
 		kind EventKind
-	}{{"A", EventDrained}, {"B", EventDrained}, {"B", EventCompleted}, {"foreign", EventRefused}}
+	}{{"A", EventDrained}, {"B", EventDrained}, {"B", EventTargetGone}, {"B", EventDetached}, {"B", EventCompleted}, {"foreign", EventRefused}}
 	for {
 		missing := ""
 		for _, g := range goals {

@@ -51,8 +51,14 @@ func inject(ctx context.Context, e *env, w *watcher, cases []lane) error {
 		{foreign, foreignGroup, "terminate hook for " + foreignID + " (another cluster's instance) sent to the queue"},
 	} {
 		// Auto Scaling holds the instance in Terminating:Wait from now until the action is
-		// completed or the hook times out.
+		// completed or the hook times out, and takes it out of its load balancer's target
+		// group, where it drains for the group's deregistration delay.
 		e.aws.BeginLifecycleAction(hookName, c.group, c.l.instance, c.l.token)
+		if c.l.targetGroup != "" {
+			if err := e.leaveTargetGroup(c.l.instance); err != nil {
+				return fmt.Errorf("deregister %s from target group %s: %w", c.l.instance, c.l.targetGroup, err)
+			}
+		}
 		body := terminateHookMessage(c.group, c.l.instance, c.l.token, time.Now())
 		if _, err := queue.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: aws.String(e.queueURL), MessageBody: aws.String(body)}); err != nil {
 			return fmt.Errorf("send the terminate hook for %s: %w", c.l.instance, err)

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -56,6 +57,71 @@ type Case struct {
 	// as the call arrived).
 	OnNodeAtCompletion []string
 	DrainLog           string // the handler's "drain finished" line, shortened
+	// Handback is what the node held besides its pods (node B only; nil otherwise).
+	Handback *Handback
+}
+
+// Handback is what stood between a drained node and the hand-back of its instance: its place
+// in a load balancer's target group and a stateful pod's volume, and the handler's waits.
+type Handback struct {
+	Target, TargetGroup string // the instance, in that group
+	// Deregistered is when the instance left the group (the Auto Scaling group's doing) and
+	// began draining; TargetGone when its draining was over.
+	Deregistered, TargetGone time.Duration
+	Volume, Attachment, Pod  string // the volume, its VolumeAttachment to the node, its pod
+	// PodGone is when the pod was gone; Detached when the VolumeAttachment was.
+	PodGone, Detached time.Duration
+	Waits             []HandbackWait // as the handler logged them
+	// DrainingAtCompletion and AttachedAtCompletion name the target still draining and the
+	// volumes still attached when the CompleteLifecycleAction call arrived (asked of the fake
+	// and the API server at that moment).
+	DrainingAtCompletion, AttachedAtCompletion []string
+}
+
+// HandbackWait is how one hand-back wait ended, from the handler's log.
+type HandbackWait struct {
+	Wait    string // "targets" or "volumes"
+	Outcome string // WaitReleased, WaitCut or WaitSkipped
+	// Took is how long it waited; 0 for a wait over in under a second, which Lifeboat logs
+	// without its time.
+	Took time.Duration
+	// Logged is when the handler logged its end, from the first notice: once every wait of
+	// the hand-back is over (they run together, so the longest one started at Logged-Took).
+	Logged time.Duration
+	Held   string // what was still held when the deadline cut it
+}
+
+// How a hand-back wait ends.
+const (
+	WaitReleased = "released"
+	WaitCut      = "cut"
+	WaitSkipped  = "skipped"
+)
+
+// waitPurpose says what each hand-back wait is for.
+var waitPurpose = map[string]string{"targets": "load-balancer targets to drain", "volumes": "volumes to detach"}
+
+func (hw HandbackWait) String() string {
+	what := cmp.Or(waitPurpose[hw.Wait], hw.Wait)
+	switch {
+	case hw.Outcome == WaitCut:
+		return fmt.Sprintf("%s for %s, then cut by the deadline (still held: %s)", secs(hw.Took), what, orDash(hw.Held))
+	case hw.Outcome == WaitSkipped:
+		return "no time for " + what + " (skipped: it cannot be checked)"
+	case hw.Took < time.Second:
+		return "under a second for " + what
+	}
+	return fmt.Sprintf("%s for %s", secs(hw.Took), what)
+}
+
+// wait returns the handler's wait of the name, if it logged one.
+func (h *Handback) wait(name string) (HandbackWait, bool) {
+	for _, w := range h.Waits {
+		if w.Wait == name {
+			return w, true
+		}
+	}
+	return HandbackWait{}, false
 }
 
 // EvictedPod is a pod the drain evicted.
@@ -146,13 +212,20 @@ func summarize(ctx context.Context, e *env, o observed, procs []*process, lanes 
 				c.Skipped = append(c.Skipped, SkippedPod{Pod: p.Name, Tier: p.Tier, Reason: o.skipped[p.Name]})
 			}
 		}
+		if l.targetGroup != "" {
+			c.Handback = handbackOf(o, l, c.Evicted)
+		}
 		if c.HasHook {
 			c.LifecycleResult, _, _, _ = e.aws.LifecycleAction(l.token)
-			left, seen := e.leftAtCompletion(c.InstanceID)
+			held, seen := e.heldWhenCompleted(c.InstanceID)
 			if !seen && c.Completions > 0 {
-				left = []string{"(unknown: the completion call was not looked at as it arrived)"}
+				unknown := []string{"(unknown: the completion call was not looked at as it arrived)"}
+				held = heldAtCompletion{pods: unknown, draining: unknown, attached: unknown}
 			}
-			c.OnNodeAtCompletion = left
+			c.OnNodeAtCompletion = held.pods
+			if c.Handback != nil {
+				c.Handback.DrainingAtCompletion, c.Handback.AttachedAtCompletion = held.draining, held.attached
+			}
 		}
 		if c.Left, err = leftOnNode(ctx, e, l.node); err != nil {
 			return nil, err
@@ -212,6 +285,19 @@ func summarize(ctx context.Context, e *env, o observed, procs []*process, lanes 
 	}
 	res.Problems = check(res, procs)
 	return res, nil
+}
+
+// handbackOf is what the lane's node held besides its pods, as observed.
+func handbackOf(o observed, l lane, evicted []EvictedPod) *Handback {
+	h := &Handback{Target: l.instance, TargetGroup: l.targetGroup, Volume: volumeName, Attachment: attachmentName, Pod: statefulPodKey,
+		Deregistered: o.first(l.name, EventDeregistered), TargetGone: o.first(l.name, EventTargetGone),
+		PodGone: -1, Detached: o.first(l.name, EventDetached), Waits: o.waits[l.name]}
+	for _, p := range evicted {
+		if p.Pod == statefulPodKey {
+			h.PodGone = p.Gone
+		}
+	}
+	return h
 }
 
 // leftOnNode lists the pods on a drained node that a drain evicts: neither DaemonSet nor

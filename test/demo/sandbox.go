@@ -34,7 +34,8 @@ const (
 
 // env is the running sandbox: the control plane with three kwok nodes backed by fake EC2
 // instances, node A's instance metadata (behind a proxy that hides the spot notice until it
-// is injected), the SQS queue, and the fake EC2 / Auto Scaling endpoint in front of it.
+// is injected), the SQS queue, and the fake EC2 / Auto Scaling / ELBv2 endpoint in front of
+// it, with node B's instance in a load balancer's target group.
 type env struct {
 	dir      string
 	cluster  *sandbox.Cluster
@@ -45,18 +46,28 @@ type env struct {
 	queueURL string
 	aws      *fakeaws.Server
 	stops    []func()
+	// targetGroup is the ARN of the load balancer's target group that node B's instance is in.
+	targetGroup string
 
-	// onNodeAtCompletion holds, by instance, the pods a drain should have evicted that were
-	// still on the instance's node (terminating or not) when its first CompleteLifecycleAction
-	// arrived: read from the API server at that moment, so the check does not depend on how
-	// late the demo's own watch sees the deletions.
-	completionMu       sync.Mutex
-	onNodeAtCompletion map[string][]string
+	// atCompletion holds, by instance, what its node still held when its first
+	// CompleteLifecycleAction arrived: read from the API server and the fake at that moment,
+	// so the check does not depend on how late the demo's own watch sees the changes.
+	completionMu sync.Mutex
+	atCompletion map[string]heldAtCompletion
+}
+
+// heldAtCompletion is what a node still held as its lifecycle action was completed.
+type heldAtCompletion struct {
+	// pods a drain should have evicted that were still on the node, terminating or not
+	pods []string
+	// draining names the instance's place in the target group while not gone; attached the
+	// volumes still attached to the node.
+	draining, attached []string
 }
 
 // watchCompletions looks at the node of each CompleteLifecycleAction as the call arrives.
 func (e *env) watchCompletions() {
-	e.onNodeAtCompletion = map[string][]string{}
+	e.atCompletion = map[string]heldAtCompletion{}
 	nodeOf := map[string]string{}
 	for _, n := range e.nodes {
 		nodeOf[interruption.InstanceIDOf(n)] = n.Name
@@ -78,21 +89,23 @@ func (e *env) watchCompletions() {
 		if err != nil {
 			left = []string{"(cannot tell: " + err.Error() + ")"}
 		}
+		held := heldAtCompletion{pods: left}
+		held.draining, held.attached = e.handbackAtCompletion(ctx, instance, nodeOf[instance])
 		e.completionMu.Lock()
 		defer e.completionMu.Unlock()
-		if _, seen := e.onNodeAtCompletion[instance]; !seen {
-			e.onNodeAtCompletion[instance] = left
+		if _, seen := e.atCompletion[instance]; !seen {
+			e.atCompletion[instance] = held
 		}
 	})
 }
 
-// leftAtCompletion is what watchCompletions saw for the instance; seen is false when no
+// heldWhenCompleted is what watchCompletions saw for the instance; seen is false when no
 // completion call for it arrived.
-func (e *env) leftAtCompletion(instance string) (left []string, seen bool) {
+func (e *env) heldWhenCompleted(instance string) (held heldAtCompletion, seen bool) {
 	e.completionMu.Lock()
 	defer e.completionMu.Unlock()
-	left, seen = e.onNodeAtCompletion[instance]
-	return left, seen
+	held, seen = e.atCompletion[instance]
+	return held, seen
 }
 
 // startEnv starts every part of the sandbox in dir. On error what was started is stopped.
@@ -146,8 +159,13 @@ func startEnv(ctx context.Context, tools sandbox.Tools, dir string) (e *env, err
 	// would report it: it carries the managed tag too, but no node here is backed by it.
 	e.aws.AddInstance(fakeaws.Instance{ID: foreignID, PrivateDNSName: foreignDNSName, AvailabilityZone: "us-east-1a", InstanceType: "m5.large",
 		AutoScalingGroup: foreignGroup, Tags: map[string]string{managedTag: "", "kubernetes.io/cluster/other": "owned"}})
+	// A heartbeat timeout of 300 s puts the deadline far beyond the drain and the hand-back
+	// waits (the target group's 10 s delay), so no wait is cut.
 	for _, g := range []string{ourGroup, foreignGroup} {
 		e.aws.AddLifecycleHook(fakeaws.LifecycleHook{Name: hookName, AutoScalingGroup: g, HeartbeatTimeout: 300})
+	}
+	if err := e.addTargetGroup(interruption.InstanceIDOf(e.nodes[1])); err != nil {
+		return nil, err
 	}
 
 	// Node A's metadata reports a spot interruption (terminate) two minutes after each

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -31,8 +32,17 @@ func writeSummary(out io.Writer, path string, r *Result) error {
 		"refused "+at(f.Refused), "-", fmt.Sprintf("- (%d calls)", f.CompleteCalls))
 	tw.Flush()
 
+	recordedB := at(r.Cases[1].Recorded)
+	if r.Cases[1].Handback != nil {
+		recordedB += ", after its hand-back"
+	}
 	fmt.Fprintf(&b, "\nDrained means the last evicted pod was gone; Lifeboat then recorded it on the Node (A %s, B %s).\n",
-		at(r.Cases[0].Recorded), at(r.Cases[1].Recorded))
+		at(r.Cases[0].Recorded), recordedB)
+	for _, c := range r.Cases {
+		if c.Handback != nil {
+			writeHandback(&b, c)
+		}
+	}
 	for _, c := range r.Cases {
 		fmt.Fprintf(&b, "\nPods of node %s (%s): %s\n", c.Name, c.Node, tierCounts(c))
 		if c.DrainLog != "" {
@@ -91,6 +101,34 @@ func writeSummary(out io.Writer, path string, r *Result) error {
 		return err
 	}
 	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+// writeHandback says what the node held besides its pods, how long its handler waited for
+// each before handing the instance back, and whether the completion came after both.
+func writeHandback(b *bytes.Buffer, c Case) {
+	h := c.Handback
+	fmt.Fprintf(b, "\nHand-back of node %s: between the drain and the lifecycle completion the %s waits for\n", c.Name, c.Handler)
+	fmt.Fprintf(b, "  target  %s in target group %s: deregistered by Auto Scaling %s, draining until %s\n",
+		h.Target, h.TargetGroup, at(h.Deregistered), at(h.TargetGone))
+	fmt.Fprintf(b, "  volume  %s of %s (VolumeAttachment %s): pod gone %s, detached %s\n", h.Volume, h.Pod, h.Attachment, at(h.PodGone), at(h.Detached))
+	var waits []string
+	for _, name := range []string{"targets", "volumes"} {
+		if hw, ok := h.wait(name); ok {
+			waits = append(waits, hw.String())
+		} else {
+			waits = append(waits, "? for "+waitPurpose[name]+" (not logged)")
+		}
+	}
+	fmt.Fprintf(b, "  the %s waited %s\n", c.Handler, strings.Join(waits, "; "))
+	held := append(slices.Clone(h.DrainingAtCompletion), h.AttachedAtCompletion...)
+	switch {
+	case c.Completed < 0:
+		fmt.Fprintln(b, "  lifecycle action not completed")
+	case len(held) == 0:
+		fmt.Fprintf(b, "  lifecycle action completed %s, after both: when the call arrived no target was draining and no volume attached\n", at(c.Completed))
+	default:
+		fmt.Fprintf(b, "  lifecycle action completed %s while it still held %s\n", at(c.Completed), strings.Join(held, ", "))
+	}
 }
 
 // tierCounts says how many pods of each tier were evicted and skipped.

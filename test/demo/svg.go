@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -20,6 +21,9 @@ const (
 	colourDrained   = "#54a24b"
 	colourCompleted = "#b279a2"
 	colourRefused   = "#d62728"
+	colourHandback  = "#e8dff0" // the hand-back waits, in the lifecycle completion's hue
+	colourTarget    = "#72b7b2"
+	colourDetached  = "#ff9da6"
 )
 
 // svgLayout is the picture's geometry, in pixels.
@@ -28,7 +32,10 @@ const (
 	svgLeft    = 250 // lane labels
 	svgRight   = 30
 	svgTop     = 56
-	laneHeight = 74
+	laneHeight = 100
+	// handbackRow is where, below a lane's line, its target's draining and its volume's
+	// detachment are drawn: clear of the evictions above it.
+	handbackRow = 41
 )
 
 // writeTimeline draws the drains, one lane per node and one for the foreign notice, as an
@@ -38,6 +45,9 @@ func writeTimeline(path string, r *Result) error {
 	for _, c := range r.Cases {
 		for _, d := range []time.Duration{c.Notice, c.Cordoned, c.Drained, c.Recorded, c.Completed} {
 			end = max(end, d)
+		}
+		if h := c.Handback; h != nil {
+			end = max(end, h.Deregistered, h.TargetGone, h.Detached)
 		}
 		for _, p := range c.Evicted {
 			end = max(end, p.Evicted, p.Gone)
@@ -73,6 +83,9 @@ func writeTimeline(path string, r *Result) error {
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="22" fill="#f2f2f2" stroke="#ddd"><title>draining: %s to %s</title></rect>`+"\n",
 				x(c.Cordoned), y-11, math.Max(x(c.Drained)-x(c.Cordoned), 1), at(c.Cordoned), at(c.Drained))
 		}
+		if c.Handback != nil {
+			handbackWaits(&b, x, y, c)
+		}
 		notice(&b, x(c.Notice), y, "notice "+at(c.Notice))
 		if c.Cordoned >= 0 {
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="10" height="10" fill="%s" stroke="#333"><title>cordoned %s</title></rect>`+"\n",
@@ -88,13 +101,17 @@ func writeTimeline(path string, r *Result) error {
 		if c.Drained >= 0 {
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="4" height="30" fill="%s"><title>drained %s (last evicted pod gone)</title></rect>`+"\n",
 				x(c.Drained)-2, y-15, colourDrained, at(c.Drained))
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="10" fill="#555">drained %s</text>`+"\n", x(c.Drained)+4, y+27, at(c.Drained))
+			sideLabel(&b, x(c.Drained), 4, y+27, "drained "+at(c.Drained))
 		}
 		if c.Completed >= 0 {
 			cx := x(c.Completed)
 			fmt.Fprintf(&b, `<polygon points="%.1f,%.1f %.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="%s" stroke="#333"><title>lifecycle action completed %s</title></polygon>`+"\n",
 				cx, y-8, cx+8, y, cx, y+8, cx-8, y, colourCompleted, at(c.Completed))
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="10" fill="#555">lifecycle completed %s</text>`+"\n", cx+10, y-10, at(c.Completed))
+			sideLabel(&b, cx, 10, y-10, "lifecycle completed "+at(c.Completed))
+		}
+		if c.Handback != nil {
+			targetDraining(&b, x, y+handbackRow, span, c.Handback)
+			volumeDetached(&b, x, y+handbackRow, c.Handback)
 		}
 	}
 
@@ -116,6 +133,67 @@ func writeTimeline(path string, r *Result) error {
 	return os.WriteFile(path, b.Bytes(), 0o644)
 }
 
+// handbackWaits draws, on the lane's line, the stretch from the start of the handler's first
+// hand-back wait to the lifecycle completion.
+func handbackWaits(b *bytes.Buffer, x func(time.Duration) float64, y float64, c Case) {
+	if c.Completed < 0 || len(c.Handback.Waits) == 0 {
+		return
+	}
+	start := c.Completed
+	var waits []string
+	for _, w := range c.Handback.Waits {
+		start = min(start, w.Logged-w.Took)
+		waits = append(waits, w.String())
+	}
+	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="12" fill="%s" stroke="%s" stroke-dasharray="3 2"><title>hand-back %s to %s: the %s waited %s</title></rect>`+"\n",
+		x(start), y-6, math.Max(x(c.Completed)-x(start), 1), colourHandback, colourCompleted, at(start), at(c.Completed), c.Handler, esc(strings.Join(waits, "; ")))
+}
+
+// targetDraining draws the instance's time draining in its target group, from its
+// deregistration to the end of the delay (or the picture's end, if it never ended).
+func targetDraining(b *bytes.Buffer, x func(time.Duration) float64, y float64, span time.Duration, h *Handback) {
+	if h.Deregistered < 0 {
+		return
+	}
+	end, until := h.TargetGone, at(h.TargetGone)
+	if end < 0 {
+		end, until = span, "the end (still draining)"
+	}
+	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="8" fill="%s" fill-opacity="0.45" stroke="%s"><title>target %s in target group %s: deregistered %s, draining until %s</title></rect>`+"\n",
+		x(h.Deregistered), y-4, math.Max(x(end)-x(h.Deregistered), 1), colourTarget, colourTarget, esc(h.Target), esc(h.TargetGroup), at(h.Deregistered), until)
+	if h.TargetGone < 0 {
+		return
+	}
+	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="3" height="14" fill="%s"><title>gone from target group %s %s: %s no longer draining</title></rect>`+"\n",
+		x(h.TargetGone)-1.5, y-7, colourTarget, esc(h.TargetGroup), at(h.TargetGone), esc(h.Target))
+	sideLabel(b, x(h.TargetGone), 5, y+4, "target gone "+at(h.TargetGone))
+}
+
+// volumeDetached marks the moment the stateful pod's volume was detached from the node.
+func volumeDetached(b *bytes.Buffer, x func(time.Duration) float64, y float64, h *Handback) {
+	if h.Detached < 0 {
+		return
+	}
+	fmt.Fprintf(b, `<polygon transform="translate(%.1f,%.1f)" points="%s" fill="%s" stroke="#333"><title>volume %s detached %s (VolumeAttachment %s deleted; %s gone %s)</title></polygon>`+"\n",
+		x(h.Detached), y, hexagon, colourDetached, esc(h.Volume), at(h.Detached), esc(h.Attachment), esc(h.Pod), at(h.PodGone))
+	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" font-size="10" fill="#555" text-anchor="middle">volume detached %s</text>`+"\n", x(h.Detached), y+17, at(h.Detached))
+}
+
+// hexagon is the volume-detached mark's outline, around its centre.
+const hexagon = "-6,0 -3,-5.2 3,-5.2 6,0 3,5.2 -3,5.2"
+
+// sideLabel writes a small label gap pixels right of a mark at x, or left of it when it would
+// run off the picture (a mark near the end of the time axis).
+func sideLabel(b *bytes.Buffer, x, gap, y float64, text string) {
+	anchor := "start"
+	if x+gap+float64(len(text))*5.6 > svgWidth-4 {
+		x, anchor = x-gap, "end"
+	} else {
+		x += gap
+	}
+	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" font-size="10" fill="#555" text-anchor="%s">%s</text>`+"\n", x, y, anchor, esc(text))
+}
+
 func laneLabel(b *bytes.Buffer, y float64, title, line2, line3 string) {
 	fmt.Fprintf(b, `<text x="12" y="%.1f" font-weight="bold">%s</text>`+"\n", y-12, esc(title))
 	fmt.Fprintf(b, `<text x="12" y="%.1f" fill="#555" font-size="11">%s</text>`+"\n", y+3, esc(clip(line2, 38)))
@@ -127,19 +205,28 @@ func notice(b *bytes.Buffer, x, y float64, title string) {
 		x-6, y-16, x+6, y-16, x, y-4, colourNotice, esc(title))
 }
 
+// legend explains every kind of mark, in rows as wide as the picture.
 func legend(b *bytes.Buffer, y float64) {
 	xPos := 16.0
 	item := func(mark, label string) {
+		width := 14 + float64(len(label))*6.6 + 18
+		if xPos+width > svgWidth-svgRight {
+			xPos, y = 16, y+22
+		}
 		fmt.Fprintf(b, mark+"\n", xPos, y)
 		fmt.Fprintf(b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", xPos+14, y+4, esc(label))
-		xPos += 14 + float64(len(label))*6.6 + 18
+		xPos += width
 	}
 	item(`<polygon transform="translate(%.1f,%.1f)" points="-6,-6 6,-6 0,6" fill="`+colourNotice+`"/>`, "notice")
 	item(`<rect transform="translate(%.1f,%.1f)" x="-5" y="-5" width="10" height="10" fill="`+colourCordon+`" stroke="#333"/>`, "cordoned")
 	item(`<circle transform="translate(%.1f,%.1f)" r="5" fill="`+tierColours[TierWorkload]+`"/>`, "evicted (workload)")
 	item(`<circle transform="translate(%.1f,%.1f)" r="5" fill="`+tierColours[TierCritical]+`"/>`, "evicted (critical, last)")
 	item(`<rect transform="translate(%.1f,%.1f)" x="-2" y="-8" width="4" height="16" fill="`+colourDrained+`"/>`, "drained")
+	item(`<rect transform="translate(%.1f,%.1f)" x="-7" y="-6" width="14" height="12" fill="`+colourHandback+`" stroke="`+colourCompleted+`" stroke-dasharray="3 2"/>`, "hand-back waits")
 	item(`<polygon transform="translate(%.1f,%.1f)" points="0,-7 7,0 0,7 -7,0" fill="`+colourCompleted+`" stroke="#333"/>`, "lifecycle completed")
+	item(`<rect transform="translate(%.1f,%.1f)" x="-7" y="-4" width="14" height="8" fill="`+colourTarget+`" fill-opacity="0.45" stroke="`+colourTarget+`"/>`, "target draining")
+	item(`<rect transform="translate(%.1f,%.1f)" x="-1.5" y="-7" width="3" height="14" fill="`+colourTarget+`"/>`, "target gone")
+	item(`<polygon transform="translate(%.1f,%.1f)" points="`+hexagon+`" fill="`+colourDetached+`" stroke="#333"/>`, "volume detached")
 	item(`<path transform="translate(%.1f,%.1f)" d="M-5,-5 L5,5 M-5,5 L5,-5" stroke="`+colourRefused+`" stroke-width="3"/>`, "refused")
 }
 

@@ -10,7 +10,8 @@ import (
 )
 
 // The timeline is well-formed SVG with one mark per step: a notice per lane, a cordon,
-// drained mark and eviction per pod on each node, one lifecycle completion, one refusal.
+// drained mark and eviction per pod on each node, one lifecycle completion, one refusal; and
+// node B's hand-back: its waits, its target draining and gone, its volume detached.
 func TestTimeline(t *testing.T) {
 	r := handled()
 	r.Foreign.Reason = `refused <because> "quoted" & more`
@@ -57,7 +58,8 @@ func TestTimeline(t *testing.T) {
 	if root != "svg" {
 		t.Errorf("root element %q, want svg", root)
 	}
-	want := map[string]int{"notice": 3, "cordoned": 2, "draining:": 2, "evicted": 6, "drained": 2, "lifecycle": 1, "refused": 1}
+	want := map[string]int{"notice": 3, "cordoned": 2, "draining:": 2, "evicted": 6, "drained": 2, "lifecycle": 1, "refused": 1,
+		"hand-back": 1, "target": 1, "gone": 1, "volume": 1}
 	for k, n := range want {
 		if titles[k] != n {
 			t.Errorf("%d marks titled %q, want %d (all: %v)", titles[k], k, n, titles)
@@ -85,5 +87,34 @@ func TestTimelineWithMissingSteps(t *testing.T) {
 	}
 	if strings.Count(string(b), "<title>cordoned") != 1 {
 		t.Error("want a cordon mark for node B only")
+	}
+}
+
+// A hand-back cut short is drawn with what was seen: a target still draining reaches the
+// picture's end, and no mark stands for a detachment or a completion that never came.
+func TestTimelineWithHandbackUnfinished(t *testing.T) {
+	r := handled()
+	b := &r.Cases[1]
+	b.Completed, b.Completions = -1, 0
+	b.Handback.TargetGone, b.Handback.Detached = -1, -1
+	path := filepath.Join(t.TempDir(), "timeline.svg")
+	if err := writeTimeline(path, r); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg := string(out)
+	if err := xml.Unmarshal(out, new(struct{})); err != nil {
+		t.Errorf("not well-formed: %v", err)
+	}
+	if !strings.Contains(svg, "draining until the end (still draining)") {
+		t.Error("the target's draining is not drawn to the end")
+	}
+	for _, absent := range []string{"<title>gone from", "<title>volume", "<title>hand-back", "<title>lifecycle"} {
+		if strings.Contains(svg, absent) {
+			t.Errorf("a %q mark for something that never happened", absent)
+		}
 	}
 }

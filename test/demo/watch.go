@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -29,6 +30,13 @@ const (
 	EventDrained   EventKind = "drained"   // the Node's record says drained
 	EventCompleted EventKind = "completed" // CompleteLifecycleAction succeeded
 	EventRefused   EventKind = "refused"   // the controller logged the notice as not ours
+
+	// The hand-back: what stands between a drained node and the completion of its
+	// lifecycle action.
+	EventDeregistered EventKind = "deregistered" // the instance left its target group: draining
+	EventTargetGone   EventKind = "target gone"  // its draining is over: no longer in the group
+	EventDetached     EventKind = "detached"     // a VolumeAttachment on the node was deleted
+	EventWaited       EventKind = "waited"       // the handler logged the end of a hand-back wait
 )
 
 // Event is one observation, timed from the moment the first notice was injected.
@@ -96,20 +104,33 @@ type watcher struct {
 	drainLogs map[string]map[string]any // lane -> the drain's "drain finished" line
 	refusals  map[string]*refusal       // instance id -> why and what became of its message
 	calls     int                       // fake AWS calls looked at
+	targets   []*watchedTarget          // load-balancer targets followed through their states
+	waits     map[string][]HandbackWait // lane -> the hand-back waits its handler logged
+	handbacks map[string]bool           // lanes whose node holds a target and a volume
+}
+
+// watchedTarget is an instance's place in a target group, as last seen.
+type watchedTarget struct {
+	lane, arn, group, id string
+	delay                time.Duration // the group's deregistration delay
+	state                string
 }
 
 // lane is one case of the scenario as the watcher follows it: its node (if any), its
 // instance, and its lifecycle action token (if any).
 type lane struct {
 	name, label, node, instance, token string
+	targetGroup                        string // the target group its instance is in, if any
 }
 
 func newWatcher(out io.Writer, client kubernetes.Interface, aws *fakeaws.Server, lanes []lane, logPaths ...string) *watcher {
 	w := &watcher{out: out, client: client, aws: aws, lanes: map[string]string{}, tokens: map[string]string{}, labels: map[string]string{},
 		before: map[string][]podInfo{}, evicted: map[string]bool{}, cordoned: map[string]bool{}, drained: map[string]bool{},
-		skipped: map[string]string{}, drainLogs: map[string]map[string]any{}, refusals: map[string]*refusal{}}
+		skipped: map[string]string{}, drainLogs: map[string]map[string]any{}, refusals: map[string]*refusal{}, waits: map[string][]HandbackWait{},
+		handbacks: map[string]bool{}}
 	for _, l := range lanes {
 		w.labels[l.name] = l.label
+		w.handbacks[l.name] = l.targetGroup != ""
 		if l.node != "" {
 			w.lanes[l.node] = l.name
 		}
@@ -124,6 +145,12 @@ func newWatcher(out io.Writer, client kubernetes.Interface, aws *fakeaws.Server,
 		w.logs = append(w.logs, &logTail{path: p})
 	}
 	return w
+}
+
+// watchTarget follows the instance's place in a target group: its move to draining and its
+// end. Call it before run.
+func (w *watcher) watchTarget(lane, arn, group, instance string, delay time.Duration) {
+	w.targets = append(w.targets, &watchedTarget{lane: lane, arn: arn, group: group, id: instance, delay: delay})
 }
 
 // run watches until ctx ends. It returns once its caches are synced; the watching goes on
@@ -151,6 +178,19 @@ func (w *watcher) run(ctx context.Context) error {
 			if p, ok := obj.(*corev1.Pod); ok {
 				w.podEvicted(p)
 				w.record(w.lanes[p.Spec.NodeName], EventGone, p.Namespace+"/"+p.Name, tierOf(p), "")
+			}
+		},
+	}); err != nil {
+		return err
+	}
+	attachments := w.factory.Storage().V1().VolumeAttachments().Informer()
+	if _, err := attachments.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if va, ok := obj.(*storagev1.VolumeAttachment); ok {
+				w.volumeDetached(va)
 			}
 		},
 	}); err != nil {
@@ -202,10 +242,18 @@ func (w *watcher) record(lane string, kind EventKind, pod, tier, detail string) 
 }
 
 func (w *watcher) recordLocked(lane string, kind EventKind, pod, tier, detail string) {
+	if w.start.IsZero() {
+		return
+	}
+	w.recordAtLocked(time.Since(w.start), lane, kind, pod, tier, detail)
+}
+
+// recordAtLocked records an event that happened at a known moment, such as a log line's.
+func (w *watcher) recordAtLocked(at time.Duration, lane string, kind EventKind, pod, tier, detail string) {
 	if w.start.IsZero() || lane == "" {
 		return
 	}
-	e := Event{At: time.Since(w.start), Lane: lane, Kind: kind, Pod: pod, Tier: tier, Detail: detail}
+	e := Event{At: at, Lane: lane, Kind: kind, Pod: pod, Tier: tier, Detail: detail}
 	w.events = append(w.events, e)
 	if kind == EventGone {
 		return // one line per pod is enough: its eviction
@@ -232,6 +280,10 @@ func (w *watcher) nodeChanged(n *corev1.Node) {
 		w.recordLocked(l, EventCordoned, "", "", "")
 	}
 	if r, _ := interruption.ReadRecord(n); r.Phase == interruption.PhaseDrained && !w.drained[l] {
+		// The record is written after the hand-back's log lines and the lifecycle
+		// completion, but those are polled for while the record arrives by the watch: take
+		// them in first, so the lines come in the order things happened.
+		w.pollLocked()
 		w.drained[l] = true
 		w.recordLocked(l, EventDrained, "", "", "recorded on the node")
 	}
@@ -252,10 +304,32 @@ func (w *watcher) podEvicted(p *corev1.Pod) {
 	w.recordLocked(l, EventEvicted, key, tierOf(p), "")
 }
 
-// poll looks at what the fake AWS endpoint was asked and what the processes logged.
+// volumeDetached records the deletion of a VolumeAttachment on a watched node: the volume is
+// free to attach elsewhere.
+func (w *watcher) volumeDetached(va *storagev1.VolumeAttachment) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	pv := "?"
+	if va.Spec.Source.PersistentVolumeName != nil {
+		pv = *va.Spec.Source.PersistentVolumeName
+	}
+	w.recordLocked(w.lanes[va.Spec.NodeName], EventDetached, "", "", fmt.Sprintf("volume %s (VolumeAttachment %s deleted)", pv, va.Name))
+}
+
+// poll looks at what the processes logged and what the fake AWS endpoint was asked, in that
+// order: a process logs what it did (a hand-back wait over) before the call that follows.
 func (w *watcher) poll() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.pollLocked()
+}
+
+func (w *watcher) pollLocked() {
+	for _, t := range w.logs {
+		for _, line := range t.next() {
+			w.logLineLocked(line)
+		}
+	}
 	calls := w.aws.Calls()
 	for _, c := range calls[w.calls:] {
 		if c.Action != "CompleteLifecycleAction" {
@@ -272,17 +346,39 @@ func (w *watcher) poll() {
 		w.recordLocked(l, EventCompleted, "", "", "CompleteLifecycleAction "+detail)
 	}
 	w.calls = len(calls)
-	for _, t := range w.logs {
-		for _, line := range t.next() {
-			w.logLineLocked(line)
-		}
+	for _, t := range w.targets {
+		w.targetStateLocked(t)
+	}
+}
+
+// targetStateLocked records the target's move to draining, and the end of its draining. The
+// fake computes states from the clock, so a look every poll sees each within a poll.
+func (w *watcher) targetStateLocked(t *watchedTarget) {
+	state, _ := w.aws.TargetState(t.arn, t.id)
+	was := t.state
+	t.state = state
+	switch {
+	case state == was:
+	case state == "draining":
+		w.recordLocked(t.lane, EventDeregistered, "", "", fmt.Sprintf("%s from target group %s by Auto Scaling, draining for %s", t.id, t.group, t.delay))
+	case was == "draining":
+		w.recordLocked(t.lane, EventTargetGone, "", "", fmt.Sprintf("%s left target group %s, its draining over", t.id, t.group))
 	}
 }
 
 // logLineLocked picks out the lines the summary reports: why a pod stayed, what a drain
-// did, and why a notice was refused.
+// did, how each hand-back wait ended, and why a notice was refused.
 func (w *watcher) logLineLocked(l logLine) {
-	switch l.str("msg") {
+	msg := l.str("msg")
+	switch {
+	case strings.HasPrefix(msg, "handback wait over: "):
+		w.handbackLineLocked(l, WaitReleased)
+	case strings.HasPrefix(msg, "handback wait cut by the deadline"):
+		w.handbackLineLocked(l, WaitCut)
+	case msg == "handback wait skipped":
+		w.handbackLineLocked(l, WaitSkipped)
+	}
+	switch msg {
 	case "pod left on the node":
 		w.skipped[l.str("pod")] = l.str("reason")
 	case "drain finished":
@@ -304,6 +400,22 @@ func (w *watcher) logLineLocked(l logLine) {
 	}
 }
 
+// handbackLineLocked keeps how a hand-back wait ended, timed by the log line's own clock,
+// for the lanes the demo gave something to wait for (others only log that nothing was held).
+func (w *watcher) handbackLineLocked(l logLine, outcome string) {
+	lane, ok := w.lanes[l.str("node")]
+	if !ok || !w.handbacks[lane] || w.start.IsZero() {
+		return
+	}
+	hw := HandbackWait{Wait: l.str("wait"), Outcome: outcome, Took: time.Duration(l.num("seconds") * float64(time.Second)),
+		Logged: time.Since(w.start), Held: l.str("held")}
+	if at, err := time.Parse(time.RFC3339Nano, l.str("time")); err == nil {
+		hw.Logged = at.Sub(w.start)
+	}
+	w.waits[lane] = append(w.waits[lane], hw)
+	w.recordAtLocked(hw.Logged, lane, EventWaited, "", "", hw.String())
+}
+
 // refusal is a notice the controller refused as not this cluster's.
 type refusal struct {
 	reason, message string
@@ -314,7 +426,8 @@ type refusal struct {
 func (w *watcher) snapshot() observed {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	o := observed{events: slices.Clone(w.events), before: map[string][]podInfo{}, skipped: map[string]string{}, drainLogs: map[string]map[string]any{}, refusals: map[string]refusal{}}
+	o := observed{events: slices.Clone(w.events), before: map[string][]podInfo{}, skipped: map[string]string{}, drainLogs: map[string]map[string]any{},
+		refusals: map[string]refusal{}, waits: map[string][]HandbackWait{}}
 	for k, v := range w.before {
 		o.before[k] = slices.Clone(v)
 	}
@@ -327,6 +440,9 @@ func (w *watcher) snapshot() observed {
 	for k, v := range w.refusals {
 		o.refusals[k] = *v
 	}
+	for k, v := range w.waits {
+		o.waits[k] = slices.Clone(v)
+	}
 	return o
 }
 
@@ -337,6 +453,7 @@ type observed struct {
 	skipped   map[string]string
 	drainLogs map[string]map[string]any
 	refusals  map[string]refusal
+	waits     map[string][]HandbackWait
 }
 
 // first returns the time of the lane's first event of the kind, or -1.

@@ -40,8 +40,9 @@ var (
 const daemonSetName = "log-shipper"
 
 // createWorkloads creates the scenario's objects and waits until every pod runs and the
-// PodDisruptionBudget is computed.
-func createWorkloads(ctx context.Context, client kubernetes.Interface, nodes []*corev1.Node, controllerNode string) error {
+// PodDisruptionBudget is computed. Node B, the controller's case, also gets the stand-in for
+// the controller's own pod and the stateful pod.
+func createWorkloads(ctx context.Context, client kubernetes.Interface, nodes []*corev1.Node, nodeB string) error {
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: appNamespace}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create namespace %s: %w", appNamespace, err)
 	}
@@ -69,12 +70,18 @@ func createWorkloads(ctx context.Context, client kubernetes.Interface, nodes []*
 	}
 	own := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: ControllerPodName, Labels: map[string]string{"app": "lifeboat-controller"}},
-		Spec:       corev1.PodSpec{NodeName: controllerNode, Containers: []corev1.Container{{Name: "lifeboat", Image: "lifeboat:demo"}}},
+		Spec:       corev1.PodSpec{NodeName: nodeB, Containers: []corev1.Container{{Name: "lifeboat", Image: "lifeboat:demo"}}},
 	}
 	if _, err := client.CoreV1().Pods(systemNamespace).Create(ctx, own, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create the controller's pod: %w", err)
 	}
-	return waitWorkloads(ctx, client, len(nodes))
+	if err := createStatefulPod(ctx, client, nodeB); err != nil {
+		return err
+	}
+	if err := waitWorkloads(ctx, client, len(nodes)); err != nil {
+		return err
+	}
+	return waitStatefulPod(ctx, client)
 }
 
 // deployment spreads the replicas evenly over the nodes that are not tainted (a cordoned
