@@ -84,6 +84,9 @@ func Reference() []byte {
 		p("| %s | %s | %s | %s |\n", name, def, cell(accepted(s.value)), meaning)
 		if next := nextGroup(all, s); next != group {
 			p("\n")
+			if group == groupDrain {
+				p("%s\n\n", podRules)
+			}
 		}
 	}
 	for _, s := range long {
@@ -93,6 +96,45 @@ func Reference() []byte {
 	}
 	return bytes.TrimRight(b.Bytes(), "\n")
 }
+
+// podRules says which pods a drain moves, beyond what the settings above decide. It is kept
+// here, next to the settings, so the reference is whole.
+const podRules = `### Which pods a drain moves
+
+A drain evicts every pod on the node except these, which stay (each is counted in
+` + "`lifeboat_drain_pods_left_total{reason}`" + ` and logged with its reason):
+
+| pod | rule | reason label |
+| --- | --- | --- |
+| mirror pods of static pods | the kubelet owns them | ` + "`mirror`" + ` |
+| Lifeboat's own pod (POD_NAME in NAMESPACE) | it must finish the job | ` + "`own-pod`" + ` |
+| Succeeded or Failed pods | nothing to stop | ` + "`finished`" + ` |
+| pods already terminating | already leaving; the drain waits for them | ` + "`terminating`" + ` |
+| DaemonSet pods, with IGNORE_DAEMON_SETS=true | they would come straight back | ` + "`daemonset`" + ` |
+| pods with an emptyDir volume, with DELETE_LOCAL_DATA=false | their data would be lost | ` + "`local-data`" + ` |
+| pods that tolerate every interruption taint on the node (TAINT_NODE=true; a toleration with ` + "`operator: Exists`" + ` and no key tolerates them all) | evicted, they would be scheduled straight back | ` + "`tolerates-taint`" + ` |
+| pods marked not to disrupt, when no notice of the node is a reclaim (below) | their owners asked; the node is not being taken away | ` + "`do-not-disrupt`" + ` |
+
+**Marked not to disrupt** means the annotation ` + "`karpenter.sh/do-not-disrupt: \"true\"`" + ` or
+` + "`cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\"`" + `, as Karpenter and the Cluster
+Autoscaler read them.
+
+- Under a **reclaim** (a Spot or capacity-reservation interruption warning, an Auto Scaling
+  termination hook, a scheduled event) the instance goes at the deadline whatever happens.
+  These pods leave last, each at the deadline minus its grace period (POD_TERMINATION_GRACE_PERIOD
+  when set) minus 2 s, so they run as long as they can and still stop cleanly; a deadline
+  brought forward brings their turn forward. The other pods are evicted meanwhile, as usual. A
+  termination hook's deadline counts the heartbeats Lifeboat will send, so never more than
+  HEARTBEAT_UNTIL after the hook began.
+- Under a **rebalance recommendation or an instance state change** (no reclaim: the deadline is
+  a budget from NODE_TERMINATION_GRACE_PERIOD) they stay. The drain reports them: a warning in
+  the log, a ` + "`PodsHeld`" + ` Warning Event on the node naming them, and the node's record lists them. A
+  reclaim that joins the episode later (a Spot warning after the rebalance recommendation)
+  drains the node again for them.
+
+The rest are evicted in tiers, each gone before the next starts: ordinary pods, DaemonSet pods
+(when not ignored), system-cluster-critical and system-node-critical pods, critical DaemonSet
+pods.`
 
 // nextGroup is the group of the setting after s, or "" after the last.
 func nextGroup(all []*Setting, s *Setting) string {

@@ -225,3 +225,77 @@ func TestHandBackWaitCutByTheDeadline(t *testing.T) {
 		t.Errorf("the log does not say the wait was cut")
 	}
 }
+
+// TestHandBackWaitsSurviveARestart: the controller stops while the hand-back waits for a
+// volume; the next one (whose own drain finds the node empty) waits for that volume too,
+// from the node's record, and completes the lifecycle action once, after it detached.
+func TestHandBackWaitsSurviveARestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newOperateWorld(t, ctx, sandbox.ClusterOptions{})
+	statefulPod(t, ctx, w)
+	cfg := sandboxtest.Config(t, config.ModeController, "ENABLE_SQS_TERMINATION_DRAINING", "true", "QUEUE_URL", w.queueURL,
+		"AWS_REGION", "us-east-1", "AWS_ENDPOINT", w.fake.URL(), "CLUSTER_NAME", "sandbox", "SQS_MSG_VISIBILITY_TIMEOUT_SEC", "5",
+		"EMIT_KUBERNETES_EVENTS", "true")
+	start := func(m *metrics.Metrics) (stop func()) {
+		return startController(t, ctx, w.c, w.awsCfg, w.queue, cfg, "lifeboat", m, w.logs, func(h *interruption.Handler) {
+			h.Metrics = m
+			h.Handback = wiring.Handback(ctx, cfg, config.ModeController, w.c.Client, m, slog.New(slog.NewTextHandler(w.logs, nil)))
+		})
+	}
+	w.send(t, ctx, hookMessage(w.instance, "token-1"))
+	stopFirst := start(metrics.New())
+	recorded := func() *interruption.HandbackRecord {
+		n, err := w.c.Client.CoreV1().Nodes().Get(ctx, w.node.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := interruption.ReadRecord(n)
+		return r.Handback
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return recorded() != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the hand-back's claims were never recorded: %v", err)
+	}
+	if got := recorded().Claims; len(got) != 1 || got[0] != "shop/data-db-0" {
+		t.Errorf("recorded claims %v, want [shop/data-db-0]", got)
+	}
+	stopFirst()
+	if _, completed, _, _ := w.fake.LifecycleAction("token-1"); completed {
+		t.Fatal("the lifecycle action was completed while the volume was still attached")
+	}
+
+	m := metrics.New()
+	start(m)
+	time.Sleep(5 * time.Second) // the second controller has taken the episode over by now
+	if _, completed, _, _ := w.fake.LifecycleAction("token-1"); completed {
+		t.Fatal("after the restart the lifecycle action was completed while the volume was still attached")
+	}
+	detachedAt := time.Now()
+	if err := w.c.Client.StorageV1().VolumeAttachments().Delete(ctx, "csi-db-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		_, completed, _, _ := w.fake.LifecycleAction("token-1")
+		return completed, nil
+	})
+	if err != nil {
+		t.Fatalf("lifecycle action not completed after the volume detached: %v", err)
+	}
+	for _, c := range w.fake.Calls() {
+		if c.Action == "CompleteLifecycleAction" && c.At.Before(detachedAt) {
+			t.Errorf("completed at %s, before the volume detached (%s)", c.At.Format(time.StampMilli), detachedAt.Format(time.StampMilli))
+		}
+	}
+	if n := w.fake.CallCount("autoscaling", "CompleteLifecycleAction"); n != 1 {
+		t.Errorf("%d CompleteLifecycleAction calls, want 1", n)
+	}
+	if n := m.Value("lifeboat_handback_wait_seconds", "wait", "volumes", "outcome", "released"); n != 1 {
+		t.Errorf("the second controller's volume wait: released %v times, want 1", n)
+	}
+	if r := recorded(); r != nil {
+		t.Errorf("the record still holds %+v after the hand-back", r)
+	}
+}

@@ -84,3 +84,18 @@ func kubernetesClient(tb testing.TB, rc *rest.Config) kubernetes.Interface {
 	}
 	return cs
 }
+
+func annotated(kv ...string) podOpt {
+	return func(p *corev1.Pod) {
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			p.Annotations[kv[i]] = kv[i+1]
+		}
+	}
+}
+
+func tolerating(tolerations ...corev1.Toleration) podOpt {
+	return func(p *corev1.Pod) { p.Spec.Tolerations = append(p.Spec.Tolerations, tolerations...) }
+}

@@ -51,11 +51,18 @@ func (d *Deadline) Changed() <-chan struct{} {
 // bound returns a context that ends when ctx does or when the deadline, as it is at that
 // moment, passes.
 func (d *Deadline) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return d.Bound(ctx, 0)
+}
+
+// Bound returns a context that ends when ctx does, or margin before the deadline as it is at
+// that moment: a deadline brought forward ends it sooner. Its cause is then
+// context.DeadlineExceeded.
+func (d *Deadline) Bound(ctx context.Context, margin time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	go func() {
 		for {
 			changed := d.Changed()
-			timer := time.NewTimer(time.Until(d.Time()))
+			timer := time.NewTimer(time.Until(d.Time().Add(-margin)))
 			select {
 			case <-ctx.Done():
 				timer.Stop()

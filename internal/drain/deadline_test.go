@@ -52,3 +52,28 @@ func TestDeadlineBoundEndsAtTheTightenedTime(t *testing.T) {
 		t.Fatal("context still open 10 s after the tightened deadline")
 	}
 }
+
+// Bound ends margin before the deadline, and sooner when the deadline moves earlier.
+func TestBoundFollowsTheDeadline(t *testing.T) {
+	d := NewDeadline(time.Now().Add(time.Hour))
+	ctx, cancel := d.Bound(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	select {
+	case <-ctx.Done():
+		t.Fatal("ended an hour early")
+	case <-time.After(100 * time.Millisecond):
+	}
+	moved := time.Now()
+	d.Tighten(moved.Add(500 * time.Millisecond))
+	select {
+	case <-ctx.Done():
+		if took := time.Since(moved); took < 250*time.Millisecond {
+			t.Errorf("ended %v after the move; want about 300 ms (the new deadline minus the margin)", took)
+		}
+		if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+			t.Errorf("cause %v, want the deadline", context.Cause(ctx))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("did not end after the deadline moved earlier")
+	}
+}

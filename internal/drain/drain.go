@@ -114,6 +114,19 @@ type Result struct {
 	Skipped  []Skipped
 }
 
+// Held lists the pods left on the node that their owners marked not to disrupt, under a
+// notice that is no reclaim: they keep serving, and end with the instance unless a reclaim's
+// drain evicts them.
+func (r *Result) Held() []Skipped {
+	var out []Skipped
+	for _, s := range r.Skipped {
+		if s.Reason == ReasonDoNotEvict {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Remaining lists selected pods that are not gone.
 func (r *Result) Remaining() []PodOutcome {
 	var out []PodOutcome
@@ -127,12 +140,14 @@ func (r *Result) Remaining() []PodOutcome {
 
 // Drain evicts the node's pods and waits until they are gone or the deadline passes. The
 // error is nil only when every selected pod is gone (or, in dry-run, after selection).
+// Pods marked not to disrupt stay: the terms of a Drain are those of no reclaim.
 func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time) (*Result, error) {
-	return d.DrainUntil(ctx, node, NewDeadline(deadline))
+	return d.DrainUntil(ctx, node, NewDeadline(deadline), Terms{})
 }
 
-// DrainUntil is Drain with a deadline that may be tightened while the drain runs.
-func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadline) (*Result, error) {
+// DrainUntil is Drain with a deadline that may be tightened while the drain runs, under the
+// notices' terms.
+func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadline, terms Terms) (*Result, error) {
 	res := &Result{Node: node, DryRun: d.opts.DryRun, Started: time.Now()}
 	defer func() { res.Finished = time.Now() }()
 	parent := ctx
@@ -151,7 +166,7 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 		return res, fmt.Errorf("drain %s: %w", node, err)
 	}
 	res.Listed = time.Now()
-	candidates, skipped := Select(pods, d.opts.Policy)
+	candidates, skipped := Select(pods, d.opts.Policy, terms)
 	res.Skipped = skipped
 	res.Pods = make([]PodOutcome, len(candidates))
 	for i, c := range candidates {
@@ -189,7 +204,8 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 	// Pods that reached the node after the list (bound by a scheduler that decided before the
 	// cordon) are drained too, in a few more rounds at most.
 	for round := 0; round < maxLateRounds && ctx.Err() == nil; round++ {
-		late, _ := Select(tr.takeLate(), d.opts.Policy)
+		late, lateSkipped := Select(tr.takeLate(), d.opts.Policy, terms)
+		res.Skipped = append(res.Skipped, lateSkipped...)
 		if len(late) == 0 {
 			break
 		}
@@ -231,8 +247,19 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 const maxLateRounds = 3
 
 // evictInTiers evicts candidates (ordered by tier) tier by tier, waiting for each tier's pods
-// to be gone before the next; out holds their outcomes.
+// to be gone before the next; out holds their outcomes. The pods marked not to disrupt (the
+// last tier) are not held back by the others: each leaves at its own time (evictAtLast).
 func (d *Drainer) evictInTiers(ctx context.Context, candidates []Candidate, out []PodOutcome, deadline *Deadline, tr *tracker) {
+	last := slices.IndexFunc(candidates, func(c Candidate) bool { return c.Tier == TierDoNotDisrupt })
+	if last >= 0 {
+		var wg sync.WaitGroup
+		for i := last; i < len(candidates); i++ {
+			pod, outcome := candidates[i].Pod, &out[i]
+			wg.Go(func() { d.evictAtLast(ctx, pod, outcome, deadline, tr) })
+		}
+		defer wg.Wait()
+		candidates, out = candidates[:last], out[:last]
+	}
 	for start := 0; start < len(candidates); {
 		end := start
 		for end < len(candidates) && candidates[end].Tier == candidates[start].Tier {
@@ -249,6 +276,45 @@ func (d *Drainer) evictInTiers(ctx context.Context, candidates []Candidate, out 
 		start = end
 	}
 }
+
+// evictAtLast evicts a pod marked not to disrupt at the latest moment that still gives it
+// its whole grace period before the deadline (at once when that has passed), then waits for
+// it to be gone. A deadline brought forward brings the moment forward too.
+func (d *Drainer) evictAtLast(ctx context.Context, pod *corev1.Pod, out *PodOutcome, dl *Deadline, tr *tracker) {
+	grace := podGrace(pod)
+	if d.opts.PodGracePeriod >= 0 {
+		grace = int64(d.opts.PodGracePeriod)
+	}
+	leaveBy := func() time.Time { return dl.Time().Add(-time.Duration(grace)*time.Second - lastMargin) }
+	if wait := time.Until(leaveBy()); wait > 0 {
+		d.opts.Logger.Info("a pod marked not to disrupt leaves last, at the deadline minus its grace period", "pod", out.Pod.String(), "in", wait.Round(time.Second))
+	}
+	for {
+		changed := dl.Changed() // before the time is read, so that no tightening is missed
+		wait := time.Until(leaveBy())
+		if wait <= 0 {
+			break
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			out.Error = "marked not to disrupt: its turn (the deadline minus its grace period) had not come"
+			return
+		case <-changed: // the deadline moved earlier: so does its turn
+			timer.Stop()
+		case <-timer.C:
+		}
+	}
+	d.evictOne(ctx, pod, out, dl, tr)
+	if !out.EvictedAt.IsZero() {
+		tr.waitAll(ctx, []types.UID{out.UID})
+	}
+}
+
+// lastMargin is left between a pod-marked-not-to-disrupt's grace period and the deadline, for
+// the eviction request and the kubelet to act.
+const lastMargin = 2 * time.Second
 
 // evictTier evicts one tier's pods with at most Concurrency requests in flight.
 func (d *Drainer) evictTier(ctx context.Context, tier []Candidate, out []PodOutcome, deadline *Deadline, tr *tracker) {

@@ -96,7 +96,7 @@ func TestFilterMatrixIdenticalAcrossListSources(t *testing.T) {
 					if err != nil {
 						return false, err
 					}
-					got = summarize(Select(pods, policy))
+					got = summarize(Select(pods, policy, Terms{}))
 					return got.equal(want), nil
 				})
 				if err != nil {
@@ -396,7 +396,7 @@ func TestTightenedDeadlineCutsTheGraceOfLeavingPods(t *testing.T) {
 	deadline := NewDeadline(time.Now().Add(time.Hour))
 	done := make(chan error, 1)
 	go func() {
-		_, err := d.DrainUntil(ctx, node, deadline)
+		_, err := d.DrainUntil(ctx, node, deadline, Terms{})
 		done <- err
 	}()
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
@@ -431,4 +431,103 @@ func TestTightenedDeadlineCutsTheGraceOfLeavingPods(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("drain: %v", err)
 	}
+}
+
+// A pod marked not to disrupt leaves last under a reclaim, at the deadline minus its grace
+// period (earlier when the deadline moves earlier); under a notice that is no reclaim it
+// stays, and the drain reports it as held.
+func TestDoNotDisruptLeavesLastAndOnlyUnderAReclaim(t *testing.T) {
+	ctx := testContext(t, 2*time.Minute)
+	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
+	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1}, sandbox.NodeSpec{Index: 2}, sandbox.NodeSpec{Index: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Pods web-i and batch-i on node i (pod names must not carry the nodes' dots).
+	podsOn := func(i int) string {
+		node := nodes[i].Name
+		createPods(t, ctx, c, newPod("apps", fmt.Sprint("web-", i), node, ownedBy("ReplicaSet", "web")),
+			newPod("apps", fmt.Sprint("batch-", i), node, ownedBy("Job", "batch"), annotated(AnnotationDoNotDisrupt, "true"), grace(3)))
+		return node
+	}
+	outcome := func(res *Result, name string) PodOutcome {
+		for _, p := range res.Pods {
+			if p.Pod.Name == name {
+				return p
+			}
+		}
+		t.Fatalf("%s was not selected: %+v", name, res.Pods)
+		return PodOutcome{}
+	}
+	d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1})
+
+	t.Run("reclaim", func(t *testing.T) {
+		node := podsOn(0)
+		start := time.Now()
+		deadline := start.Add(12 * time.Second)
+		res, err := d.DrainUntil(ctx, node, NewDeadline(deadline), Terms{Reclaim: true})
+		if err != nil {
+			t.Fatalf("drain: %v", err)
+		}
+		web, batch := outcome(res, "web-0"), outcome(res, "batch-0")
+		if at := web.EvictedAt.Sub(start); at > 3*time.Second {
+			t.Errorf("the ordinary pod was evicted %v after the start; want at once", at)
+		}
+		// Its turn: the deadline (12 s) minus its grace period (3 s) minus the margin (2 s).
+		if at := batch.EvictedAt.Sub(start); at < 6*time.Second || at > 8500*time.Millisecond {
+			t.Errorf("the pod marked not to disrupt was evicted %v after the start; want about 7 s", at)
+		}
+		if batch.GoneAt.IsZero() || batch.GoneAt.After(deadline) {
+			t.Errorf("the pod marked not to disrupt was gone at %v, deadline %v", batch.GoneAt, deadline)
+		}
+		if len(res.Held()) != 0 {
+			t.Errorf("held under a reclaim: %+v", res.Held())
+		}
+	})
+
+	t.Run("no reclaim", func(t *testing.T) {
+		node := podsOn(1)
+		start := time.Now()
+		res, err := d.DrainUntil(ctx, node, NewDeadline(start.Add(time.Minute)), Terms{})
+		if err != nil {
+			t.Fatalf("drain: %v", err)
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("the drain took %v; the held pod must not be waited for", took)
+		}
+		held := res.Held()
+		if len(held) != 1 || held[0].Pod.Name != "batch-1" {
+			t.Fatalf("held: %+v; want the pod marked not to disrupt", held)
+		}
+		p, err := c.Client.CoreV1().Pods("apps").Get(ctx, "batch-1", metav1.GetOptions{})
+		if err != nil || p.DeletionTimestamp != nil {
+			t.Errorf("the held pod was disturbed: %v %v", err, p.GetDeletionTimestamp())
+		}
+		if _, err := c.Client.CoreV1().Pods("apps").Get(ctx, "web-1", metav1.GetOptions{}); err == nil {
+			t.Error("the ordinary pod is still there")
+		}
+	})
+
+	t.Run("deadline brought forward", func(t *testing.T) {
+		node := podsOn(2)
+		deadline := NewDeadline(time.Now().Add(10 * time.Minute))
+		done := make(chan *Result, 1)
+		go func() {
+			res, err := d.DrainUntil(ctx, node, deadline, Terms{Reclaim: true})
+			if err != nil {
+				t.Errorf("drain: %v", err)
+			}
+			done <- res
+		}()
+		time.Sleep(time.Second)
+		tightened := time.Now()
+		deadline.Tighten(tightened.Add(8 * time.Second))
+		res := <-done
+		if res == nil {
+			return
+		}
+		if at := outcome(res, "batch-2").EvictedAt.Sub(tightened); at < 2*time.Second || at > 4500*time.Millisecond {
+			t.Errorf("evicted %v after the deadline moved to 8 s from then; want about 3 s", at)
+		}
+	})
 }

@@ -7,6 +7,7 @@ package drain
 import (
 	"slices"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,6 +25,19 @@ type Policy struct {
 	OwnPod types.NamespacedName
 }
 
+// Terms are what the notices behind one drain allow it, beyond the Policy.
+type Terms struct {
+	// Reclaim says the instance is taken away at the deadline whatever happens (a Spot or
+	// capacity-reservation warning, a termination hook's expiry, a scheduled event's start).
+	// Pods marked not to disrupt then leave too, last, at the deadline minus their grace
+	// period. Otherwise (a rebalance recommendation, a state change) they stay, and the drain
+	// reports them as holding the node.
+	Reclaim bool
+	// Taints are Lifeboat's interruption taints on the node (none without TAINT_NODE). A pod
+	// that tolerates every one of them stays: evicted, it would be scheduled straight back.
+	Taints []corev1.Taint
+}
+
 // Reason says why a pod was not evicted.
 type Reason string
 
@@ -34,6 +48,38 @@ const (
 	ReasonTerminating Reason = "already terminating"
 	ReasonDaemonSet   Reason = "DaemonSet pod (IGNORE_DAEMON_SETS=true)"
 	ReasonLocalData   Reason = "uses emptyDir and DELETE_LOCAL_DATA=false"
+	ReasonTolerates   Reason = "tolerates the node's interruption taint: it would be scheduled straight back"
+	ReasonDoNotEvict  Reason = "marked not to disrupt (" + AnnotationDoNotDisrupt + " or " + AnnotationSafeToEvict + "=false), and the notice is no reclaim"
+)
+
+// Label is the reason's short name, for metrics.
+func (r Reason) Label() string {
+	switch r {
+	case ReasonMirror:
+		return "mirror"
+	case ReasonOwnPod:
+		return "own-pod"
+	case ReasonFinished:
+		return "finished"
+	case ReasonTerminating:
+		return "terminating"
+	case ReasonDaemonSet:
+		return "daemonset"
+	case ReasonLocalData:
+		return "local-data"
+	case ReasonTolerates:
+		return "tolerates-taint"
+	case ReasonDoNotEvict:
+		return "do-not-disrupt"
+	}
+	return "other"
+}
+
+// The annotations by which pod owners ask not to be disrupted, as Karpenter and the Cluster
+// Autoscaler read them.
+const (
+	AnnotationDoNotDisrupt = "karpenter.sh/do-not-disrupt"                    // "true"
+	AnnotationSafeToEvict  = "cluster-autoscaler.kubernetes.io/safe-to-evict" // "false"
 )
 
 // Tier orders evictions: every pod of a tier is gone before the next tier starts, so
@@ -45,10 +91,14 @@ const (
 	TierDaemonSet                     // not critical, from a DaemonSet (when not ignored)
 	TierCritical                      // system-cluster-critical / system-node-critical
 	TierCriticalDaemonSet             // critical and from a DaemonSet
+	// TierDoNotDisrupt holds the pods marked not to disrupt, under a reclaim. They are not
+	// evicted in turn: each leaves at the deadline minus its grace period, the last moment
+	// that still lets it stop cleanly, whatever the other tiers are doing.
+	TierDoNotDisrupt
 )
 
 func (t Tier) String() string {
-	return [...]string{"workload", "daemonset", "critical", "critical-daemonset"}[t]
+	return [...]string{"workload", "daemonset", "critical", "critical-daemonset", "do-not-disrupt"}[t]
 }
 
 // Candidate is a pod selected for eviction.
@@ -69,7 +119,7 @@ type Skipped struct {
 
 // Select is the one place that decides which pods a drain evicts. Every list source (watch
 // cache, quorum read, informer) goes through it. Candidates come back in tier order.
-func Select(pods []corev1.Pod, p Policy) (evict []Candidate, skipped []Skipped) {
+func Select(pods []corev1.Pod, p Policy, terms Terms) (evict []Candidate, skipped []Skipped) {
 	for i := range pods {
 		pod := &pods[i]
 		key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
@@ -89,6 +139,10 @@ func Select(pods []corev1.Pod, p Policy) (evict []Candidate, skipped []Skipped) 
 			reason = ReasonDaemonSet
 		case hasEmptyDir(pod) && !p.DeleteLocalData:
 			reason = ReasonLocalData
+		case toleratesAll(pod, terms.Taints):
+			reason = ReasonTolerates
+		case doNotDisrupt(pod) && !terms.Reclaim:
+			reason = ReasonDoNotEvict
 		}
 		if reason != "" {
 			skipped = append(skipped, Skipped{Pod: key, UID: pod.UID, Reason: reason})
@@ -101,6 +155,9 @@ func Select(pods []corev1.Pod, p Policy) (evict []Candidate, skipped []Skipped) 
 }
 
 func tierOf(pod *corev1.Pod, fromDaemonSet bool) Tier {
+	if doNotDisrupt(pod) {
+		return TierDoNotDisrupt
+	}
 	t := TierWorkload
 	if isCritical(pod) {
 		t = TierCritical
@@ -118,6 +175,26 @@ func isCritical(pod *corev1.Pod) bool {
 		return true
 	}
 	return pod.Spec.Priority != nil && *pod.Spec.Priority >= 2000000000
+}
+
+// doNotDisrupt reports whether the pod's owner asked that it not be disrupted.
+func doNotDisrupt(pod *corev1.Pod) bool {
+	return pod.Annotations[AnnotationDoNotDisrupt] == "true" || pod.Annotations[AnnotationSafeToEvict] == "false"
+}
+
+// toleratesAll reports whether the pod tolerates every one of the taints (and there are some).
+func toleratesAll(pod *corev1.Pod, taints []corev1.Taint) bool {
+	if len(taints) == 0 {
+		return false
+	}
+	for i := range taints {
+		if !slices.ContainsFunc(pod.Spec.Tolerations, func(t corev1.Toleration) bool {
+			return t.ToleratesTaint(logr.Discard(), &taints[i], false)
+		}) {
+			return false
+		}
+	}
+	return true
 }
 
 func isMirror(pod *corev1.Pod) bool {

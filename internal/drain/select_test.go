@@ -92,7 +92,7 @@ func TestSelect(t *testing.T) {
 	for _, ignoreDS := range []bool{true, false} {
 		for _, deleteLocal := range []bool{true, false} {
 			policy := Policy{IgnoreDaemonSets: ignoreDS, DeleteLocalData: deleteLocal, OwnPod: types.NamespacedName{Namespace: "kube-system", Name: "lifeboat-abc"}}
-			got := summarize(Select(pods, policy))
+			got := summarize(Select(pods, policy, Terms{}))
 			if want := expectedSelection(ignoreDS, deleteLocal); !got.equal(want) {
 				t.Errorf("ignoreDS=%v deleteLocal=%v:\n got %+v\nwant %+v", ignoreDS, deleteLocal, got, want)
 			}
@@ -108,7 +108,7 @@ func TestTiersAndUnmanaged(t *testing.T) {
 		*newPod("a", "bare", "n"),
 		*newPod("a", "web", "n", ownedBy("ReplicaSet", "web")),
 	}
-	evict, _ := Select(pods, Policy{DeleteLocalData: true})
+	evict, _ := Select(pods, Policy{DeleteLocalData: true}, Terms{})
 	want := []struct {
 		name      string
 		tier      Tier
@@ -120,6 +120,54 @@ func TestTiersAndUnmanaged(t *testing.T) {
 	for i, w := range want {
 		if c := evict[i]; c.Pod.Name != w.name || c.Tier != w.tier || c.Unmanaged != w.unmanaged {
 			t.Errorf("candidate %d: %s tier %s unmanaged %v, want %s tier %s unmanaged %v", i, c.Pod.Name, c.Tier, c.Unmanaged, w.name, w.tier, w.unmanaged)
+		}
+	}
+}
+
+// Pods marked not to disrupt leave only under a reclaim, in the last tier; pods tolerating
+// every interruption taint on the node stay (they would be scheduled straight back).
+func TestPodPolicies(t *testing.T) {
+	spotTaint := corev1.Taint{Key: "aws-node-termination-handler/spot-itn", Value: "spot-i-1", Effect: corev1.TaintEffectNoSchedule}
+	rebalanceTaint := corev1.Taint{Key: "aws-node-termination-handler/rebalance-recommendation", Value: "rebalance-i-1", Effect: corev1.TaintEffectNoSchedule}
+	pods := []corev1.Pod{
+		*newPod("a", "web", "n", ownedBy("ReplicaSet", "web")),
+		*newPod("a", "batch", "n", ownedBy("Job", "batch"), annotated(AnnotationDoNotDisrupt, "true")),
+		*newPod("a", "ca-pinned", "n", ownedBy("ReplicaSet", "ca"), annotated(AnnotationSafeToEvict, "false")),
+		*newPod("a", "ca-free", "n", ownedBy("ReplicaSet", "ca2"), annotated(AnnotationSafeToEvict, "true", AnnotationDoNotDisrupt, "false")),
+		*newPod("a", "spot-tolerant", "n", ownedBy("ReplicaSet", "t"), tolerating(corev1.Toleration{Key: spotTaint.Key, Operator: corev1.TolerationOpExists})),
+		*newPod("a", "tolerates-all", "n", ownedBy("ReplicaSet", "all"), tolerating(corev1.Toleration{Operator: corev1.TolerationOpExists})),
+		*newPod("a", "wrong-effect", "n", ownedBy("ReplicaSet", "w"), tolerating(corev1.Toleration{Key: spotTaint.Key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute})),
+	}
+	tests := []struct {
+		name  string
+		terms Terms
+		want  selection
+	}{
+		{"reclaim, no taints", Terms{Reclaim: true}, selection{
+			evict: map[string]Tier{"a/web": TierWorkload, "a/ca-free": TierWorkload, "a/spot-tolerant": TierWorkload, "a/tolerates-all": TierWorkload,
+				"a/wrong-effect": TierWorkload, "a/batch": TierDoNotDisrupt, "a/ca-pinned": TierDoNotDisrupt},
+			skipped: map[string]Reason{}}},
+		{"no reclaim", Terms{}, selection{
+			evict:   map[string]Tier{"a/web": TierWorkload, "a/ca-free": TierWorkload, "a/spot-tolerant": TierWorkload, "a/tolerates-all": TierWorkload, "a/wrong-effect": TierWorkload},
+			skipped: map[string]Reason{"a/batch": ReasonDoNotEvict, "a/ca-pinned": ReasonDoNotEvict}}},
+		{"reclaim, spot taint", Terms{Reclaim: true, Taints: []corev1.Taint{spotTaint}}, selection{
+			evict:   map[string]Tier{"a/web": TierWorkload, "a/ca-free": TierWorkload, "a/wrong-effect": TierWorkload, "a/batch": TierDoNotDisrupt, "a/ca-pinned": TierDoNotDisrupt},
+			skipped: map[string]Reason{"a/spot-tolerant": ReasonTolerates, "a/tolerates-all": ReasonTolerates}}},
+		{"two taints: every one must be tolerated", Terms{Reclaim: true, Taints: []corev1.Taint{spotTaint, rebalanceTaint}}, selection{
+			evict: map[string]Tier{"a/web": TierWorkload, "a/ca-free": TierWorkload, "a/wrong-effect": TierWorkload, "a/spot-tolerant": TierWorkload,
+				"a/batch": TierDoNotDisrupt, "a/ca-pinned": TierDoNotDisrupt},
+			skipped: map[string]Reason{"a/tolerates-all": ReasonTolerates}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := summarize(Select(pods, Policy{DeleteLocalData: true}, tt.terms)); !got.equal(tt.want) {
+				t.Errorf("\n got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+	for _, r := range []Reason{ReasonMirror, ReasonOwnPod, ReasonFinished, ReasonTerminating, ReasonDaemonSet, ReasonLocalData, ReasonTolerates, ReasonDoNotEvict} {
+		if r.Label() == "other" {
+			t.Errorf("reason %q has no metric label", r)
 		}
 	}
 }

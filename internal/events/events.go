@@ -65,6 +65,7 @@ const (
 	ReasonDrainNotScheduled  = "DrainNotScheduled"
 	ReasonHandbackWaited     = "HandbackWaited"  // a wait before the hand-back ended in time
 	ReasonHandbackWaitCut    = "HandbackWaitCut" // the deadline cut it short
+	ReasonPodsHeld           = "PodsHeld"        // pods marked not to disrupt stay: no notice is a reclaim
 )
 
 // maxDetail bounds the part of a message that comes from elsewhere (an error, a
@@ -244,6 +245,15 @@ func (r *Recorder) HandbackWaited(node Node, what string, took time.Duration) {
 func (r *Recorder) HandbackWaitCut(node Node, what string, took time.Duration, held []string) {
 	r.emit(node, corev1.EventTypeWarning, ReasonHandbackWaitCut,
 		clip(fmt.Sprintf("Deadline reached after %s waiting until %s; handing the instance back with %s still held", took.Round(time.Second), what, strings.Join(held, ", "))))
+}
+
+// PodsHeld records that the drain left pods their owners marked not to disrupt, because no
+// notice of the node reclaims the instance: they keep running, and a reclaim that follows
+// evicts them last.
+func (r *Recorder) PodsHeld(node Node, held []string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonPodsHeld,
+		clip(fmt.Sprintf("%s marked not to disrupt (karpenter.sh/do-not-disrupt=true or cluster-autoscaler.kubernetes.io/safe-to-evict=false) stay on the cordoned node: "+
+			"no notice reclaims the instance; a Spot warning, termination hook or scheduled event would evict them last: %s", pods(len(held)), strings.Join(held, ", "))))
 }
 
 // action records a Normal Event whose message depends on DRY_RUN.

@@ -3,11 +3,14 @@ package interruption
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/handback"
 	"lifeboat.dev/lifeboat/internal/notice"
@@ -24,16 +27,28 @@ var waitDone = map[string]string{
 }
 
 // handBack runs the waits between a drained node and the hand-back of its instance (its
-// lifecycle action completed), by the deadline. Each wait that took time, was cut short by
-// the deadline or could not be checked is logged, counted and, when it matters to an
-// operator, recorded as an Event. The instance is handed back in any case: the waits make it
-// safer, they never keep it past its deadline.
-func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []notice.Notice, deadline time.Time, done drained, log *slog.Logger) {
+// lifecycle action completed), by the deadline, which may still move earlier. Each wait that
+// took time, was cut short by the deadline or could not be checked is logged, counted and,
+// when it matters to an operator, recorded as an Event. The instance is handed back in any
+// case: the waits make it safer, they never keep it past its deadline. recorded is what an
+// earlier process's hand-back for this episode waited for (from the node's record): a drain
+// after a restart moves nothing, and would otherwise wait for nothing.
+func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []notice.Notice, deadline *drain.Deadline, done drained, recorded *HandbackRecord, log *slog.Logger) {
 	if len(h.Handback) == 0 || h.cfg.DryRun {
 		return
 	}
 	subject := handback.Subject{Node: node.Name, InstanceID: instanceOf(node, pending), Claims: done.claims, PodIPs: done.podIPs}
-	results := handback.Run(ctx, deadline.Add(-handbackMargin), subject, h.Handback...)
+	if recorded != nil {
+		subject.Claims = union(subject.Claims, recorded.Claims)
+		subject.PodIPs = union(subject.PodIPs, recorded.PodIPs)
+	}
+	waits := h.Handback
+	if len(subject.Claims)+len(subject.PodIPs) > 0 && !recorded.covers(subject) {
+		waits = h.recordWhenHeld(ctx, node.Name, subject, log)
+	}
+	bounded, cancel := deadline.Bound(ctx, handbackMargin)
+	defer cancel()
+	results := handback.Run(bounded, deadline.Time().Add(-handbackMargin), subject, waits...)
 	for _, r := range results {
 		h.Metrics.HandbackWait(r.Wait, string(r.Outcome), r.Took)
 		what := waitDone[r.Wait]
@@ -49,7 +64,7 @@ func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []not
 				log.Debug("handback wait over: nothing held", "wait", r.Wait)
 			}
 		case handback.Cut:
-			if ctx.Err() != nil && time.Until(deadline) > handbackMargin {
+			if ctx.Err() != nil {
 				return // stopping (shutdown, or the claim was lost): not the deadline's doing
 			}
 			log.Warn("handback wait cut by the deadline: handing the instance back anyway", "wait", r.Wait, "seconds", r.Took.Seconds(),
@@ -70,4 +85,57 @@ func instanceOf(node *corev1.Node, pending []notice.Notice) string {
 	}
 	id := node.Spec.ProviderID
 	return id[strings.LastIndex(id, "/")+1:]
+}
+
+// recordWhenHeld wraps the waits so that the first one to find something still held records
+// the subject's claims and IPs on the node (one write, and none when nothing is held, the
+// common case).
+func (h *Handler) recordWhenHeld(ctx context.Context, nodeName string, s handback.Subject, log *slog.Logger) []handback.Wait {
+	var once sync.Once
+	record := func() {
+		once.Do(func() {
+			edit := editRecord(func(r *Record) { r.Handback = &HandbackRecord{Claims: s.Claims, PodIPs: s.PodIPs} })
+			if _, err := h.writer.Apply(ctx, nodeName, nil, "record what the hand-back waits for", edit); err != nil && ctx.Err() == nil {
+				log.Warn("could not record what the hand-back waits for; a restart now would not wait for it", "err", err)
+			}
+		})
+	}
+	out := make([]handback.Wait, len(h.Handback))
+	for i, w := range h.Handback {
+		out[i] = recordingWait{Wait: w, held: record}
+	}
+	return out
+}
+
+// recordingWait is a Wait that calls held the first time it finds something held.
+type recordingWait struct {
+	handback.Wait
+	held func()
+}
+
+func (w recordingWait) Held(ctx context.Context, s handback.Subject) ([]string, error) {
+	held, err := w.Wait.Held(ctx, s)
+	if err == nil && len(held) > 0 {
+		w.held()
+	}
+	return held, err
+}
+
+// covers reports whether the record already holds every claim and IP of s.
+func (r *HandbackRecord) covers(s handback.Subject) bool {
+	if r == nil {
+		return false
+	}
+	return len(union(r.Claims, s.Claims)) == len(r.Claims) && len(union(r.PodIPs, s.PodIPs)) == len(r.PodIPs)
+}
+
+// union is a and the items of b not in a.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }

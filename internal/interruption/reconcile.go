@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,7 +65,7 @@ func (h *Handler) Reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		if wait := time.Until(h.drainStart(pending...)); wait > 0 {
 			return wait, nil
 		}
-		if until, held := rec.heldElsewhere(h.Origin, time.Now()); held && rec.Phase < PhaseDrained {
+		if until, held := rec.heldElsewhere(h.Origin, time.Now()); held && rec.drainWanted(pending) {
 			h.Metrics.DrainClaim(metrics.ClaimWaited)
 			return ownerWait(until), nil
 		}
@@ -101,7 +102,7 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 	}
 	log := h.log.With("node", node.Name, "notices", ids(pending))
 	var done drained
-	if rec.Phase < PhaseDrained {
+	if rec.drainWanted(pending) {
 		// One Lifeboat drains the node: another origin's owner is waited for (its drain
 		// done, this process only finishes its own notices).
 		if until, held := rec.heldElsewhere(h.Origin, time.Now()); held {
@@ -130,9 +131,9 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		defer untrack()
 		h.Events.DrainStarted(events.NodeOf(node), pending[0].ID, deadline.Time())
 		owning, stopOwning := h.keepOwnership(ctx, node.Name, log)
-		done, err = h.drain(owning, node.Name, deadline, log)
+		done, err = h.drain(owning, node, deadline, termsOf(node, pending), log)
 		if err == nil {
-			h.handBack(owning, node, pending, deadline.Time(), done, log)
+			h.handBack(owning, node, pending, deadline, done, rec.Handback, log)
 		}
 		// Read before stopOwning, which ends owning too: a claim lost (or a shutdown) during
 		// the drain or the waits leaves the notices to whoever drains the node next.
@@ -210,7 +211,7 @@ func (h *Handler) dryRunEpisode(ctx context.Context, node *corev1.Node, n notice
 	if start := h.drainStart(n); time.Until(start) > 0 {
 		log.Info("dry run: the drain would begin at its scheduled start", "start", start)
 	}
-	done, err := h.drain(ctx, node.Name, drain.NewDeadline(drainDeadline(n)), log)
+	done, err := h.drain(ctx, node, drain.NewDeadline(drainDeadline(n)), termsOf(node, []notice.Notice{n}), log)
 	if err != nil {
 		return err
 	}
@@ -228,13 +229,30 @@ func (h *Handler) TightenDrain(node string, t time.Time) bool {
 	return d != nil && d.Tighten(t)
 }
 
-// drained is what a drain by this process did, for the Event, the webhook and the waits
-// before the hand-back.
+// drained is what a drain by this process did, for the Event, the webhook, the record and
+// the waits before the hand-back.
 type drained struct {
+	ran     bool // this process drained the node (the rest is empty when not)
 	evicted []string
 	took    time.Duration
 	claims  []string // the evicted pods' PersistentVolumeClaims
 	podIPs  []string // and their IPs
+	held    []string // pods left because they are marked not to disrupt (see Record.Held)
+}
+
+// termsOf are the terms the pending notices give the node's drain: whether one of them is a
+// reclaim, and the interruption taints on the node.
+func termsOf(node *corev1.Node, pending []notice.Notice) drain.Terms {
+	var terms drain.Terms
+	for _, n := range pending {
+		terms.Reclaim = terms.Reclaim || n.Kind.Reclaims()
+	}
+	for _, t := range node.Spec.Taints {
+		if slices.Contains(interruptionTaints, t.Key) {
+			terms.Taints = append(terms.Taints, t)
+		}
+	}
+	return terms
 }
 
 // track makes the node's drain deadline the one TightenDrain moves, until untrack.
@@ -249,19 +267,33 @@ func (h *Handler) track(nodeName string, deadline *drain.Deadline) (untrack func
 	}
 }
 
-// drain drains the node by the deadline, which TightenDrain may bring forward meanwhile.
-func (h *Handler) drain(ctx context.Context, nodeName string, deadline *drain.Deadline, log *slog.Logger) (drained, error) {
-	res, err := h.drainer.DrainUntil(ctx, nodeName, deadline)
+// drain drains the node by the deadline, which TightenDrain may bring forward meanwhile, under
+// the notices' terms. Pods it leaves because they are marked not to disrupt are reported.
+func (h *Handler) drain(ctx context.Context, node *corev1.Node, deadline *drain.Deadline, terms drain.Terms, log *slog.Logger) (drained, error) {
+	nodeName := node.Name
+	res, err := h.drainer.DrainUntil(ctx, nodeName, deadline, terms)
 	h.countDrain(res, err)
 	log.Info("drain finished", "selected", len(res.Pods), "skipped", len(res.Skipped), "remaining", len(res.Remaining()),
 		"seconds", res.Finished.Sub(res.Started).Seconds(), "dryRun", res.DryRun, "err", err)
 	for _, s := range res.Skipped {
 		log.Debug("pod left on the node", "pod", s.Pod.String(), "reason", s.Reason)
 	}
+	held := res.Held()
+	if len(held) > 0 && !res.DryRun {
+		names := make([]string, len(held))
+		for i, s := range held {
+			names[i] = s.Pod.String()
+		}
+		log.Warn("pods marked not to disrupt stay on the node: no notice is a reclaim", "pods", names)
+		h.Events.PodsHeld(events.NodeOf(node), names)
+	}
 	if err != nil {
 		return drained{}, fmt.Errorf("drain node %s: %w", nodeName, err)
 	}
-	d := drained{took: res.Finished.Sub(res.Started)}
+	d := drained{ran: true, took: res.Finished.Sub(res.Started)}
+	for _, s := range held {
+		d.held = append(d.held, s.Pod.String())
+	}
 	for _, p := range res.Pods {
 		if !p.EvictedAt.IsZero() {
 			d.evicted = append(d.evicted, p.Pod.String())
@@ -288,6 +320,9 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, 
 	}
 	var notify bool
 	edits := []nodes.Edit{claimOutcome(OutcomeDrained, &notify), recordEdit(n.ID, PhaseDrained, time.Time{}), h.disownEdit()}
+	if done.ran {
+		edits = append(edits, editRecord(func(r *Record) { r.Held, r.Handback = done.held, nil }))
+	}
 	if h.cfg.EnableOutOfServiceTaint {
 		edits = append(edits, nodes.AddTaint(nodes.TaintOutOfService, "nodeshutdown", corev1.TaintEffectNoExecute))
 	}
@@ -384,5 +419,8 @@ func (h *Handler) countDrain(res *drain.Result, err error) {
 	}
 	for r, n := range counts {
 		h.Metrics.Evictions(r, n)
+	}
+	for _, s := range res.Skipped {
+		h.Metrics.PodLeft(s.Reason.Label())
 	}
 }

@@ -89,6 +89,30 @@ type Record struct {
 	Intents []Intent `json:"intents,omitempty"`
 	// Owner is the Lifeboat draining the episode (see Owner); nil when none is.
 	Owner *Owner `json:"owner,omitempty"`
+	// Held lists the pods ("namespace/name") the last drain left because their owners
+	// marked them not to disrupt and no notice was a reclaim. A reclaim that joins the
+	// episode later drains the node again for them.
+	Held []string `json:"held,omitempty"`
+	// Handback is what the drain's hand-back waits for, recorded once one of its waits finds
+	// something still held, so that a process that takes over after a restart waits for it
+	// too (its own drain finds the node empty and moves nothing).
+	Handback *HandbackRecord `json:"handback,omitempty"`
+}
+
+// HandbackRecord is what a hand-back waits for beyond the instance itself: the evicted pods'
+// claims (their volumes) and IPs (their load-balancer targets).
+type HandbackRecord struct {
+	Claims []string `json:"claims,omitempty"`
+	PodIPs []string `json:"podIPs,omitempty"`
+}
+
+// drainWanted reports whether the episode's pending notices need a drain: the node is not
+// drained yet, or its drain left pods marked not to disrupt that a reclaim now evicts.
+func (r Record) drainWanted(pending []notice.Notice) bool {
+	if r.Phase < PhaseDrained {
+		return true
+	}
+	return len(r.Held) > 0 && slices.ContainsFunc(pending, func(n notice.Notice) bool { return n.Kind.Reclaims() })
 }
 
 // Intent is one notice as recorded on its node: what the reconciler needs to do its work.

@@ -60,6 +60,7 @@ type Metrics struct {
 	noticeWarn    *prometheus.CounterVec
 	drainClaims   *prometheus.CounterVec
 	handback      *prometheus.HistogramVec
+	podsLeft      *prometheus.CounterVec
 }
 
 // New registers Lifeboat's metrics, plus the Go runtime and process collectors.
@@ -123,8 +124,13 @@ func New() *Metrics {
 				"(released: nothing held any more; cut: the deadline came first; skipped: it could not be checked).",
 			Buckets: []float64{0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600},
 		}, []string{"wait", "outcome"}),
+		podsLeft: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lifeboat_drain_pods_left_total",
+			Help: "Pods a drain left on its node, by reason: do-not-disrupt (marked not to disrupt, under a notice that is no reclaim), " +
+				"tolerates-taint, local-data (emptyDir with DELETE_LOCAL_DATA=false), daemonset, mirror, own-pod, finished, terminating.",
+		}, []string{"reason"}),
 	}
-	m.Registry.MustRegister(m.drainClaims, m.handback, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
+	m.Registry.MustRegister(m.drainClaims, m.handback, m.podsLeft, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -180,6 +186,13 @@ func (m *Metrics) Drain(d time.Duration, err error) {
 func (m *Metrics) Evictions(result string, n int) {
 	if m != nil && n > 0 {
 		m.evictions.WithLabelValues(result).Add(float64(n))
+	}
+}
+
+// PodLeft counts a pod a drain left on its node, by reason (drain.Reason.Label).
+func (m *Metrics) PodLeft(reason string) {
+	if m != nil {
+		m.podsLeft.WithLabelValues(reason).Inc()
 	}
 }
 

@@ -123,3 +123,15 @@ func (k Kind) Drains() bool {
 	}
 	return false
 }
+
+// Reclaims reports whether the instance is taken away at the notice's deadline whatever
+// happens: a Spot or capacity-reservation warning, a termination hook (at its expiry), a
+// scheduled event (at its start). A rebalance recommendation or a state change is no
+// reclaim: its deadline is a budget Lifeboat sets (NODE_TERMINATION_GRACE_PERIOD).
+func (k Kind) Reclaims() bool {
+	switch k {
+	case SpotInterruption, CapacityReservationInterruption, ScheduledMaintenance, ASGTermination:
+		return true
+	}
+	return false
+}

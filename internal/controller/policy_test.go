@@ -1,0 +1,118 @@
+package controller_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/events"
+	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
+)
+
+// addPolicyPod puts a pod on the node, changed by edit (annotations, tolerations).
+func (w *intakeWorld) addPolicyPod(t *testing.T, ctx context.Context, n *corev1.Node, name string, edit func(*corev1.Pod)) {
+	t.Helper()
+	grace := int64(5)
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name},
+		Spec: corev1.PodSpec{NodeName: n.Name, TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
+	edit(p)
+	if _, err := w.c.Client.CoreV1().Pods("shop").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// untouched reports whether the pod is still there and not being deleted.
+func (w *intakeWorld) untouched(ctx context.Context, name string) bool {
+	p, err := w.c.Client.CoreV1().Pods("shop").Get(ctx, name, metav1.GetOptions{})
+	return err == nil && p.DeletionTimestamp == nil
+}
+
+// Pod policies. A pod marked not to disrupt stays under a rebalance recommendation (no
+// reclaim), reported as holding the node; a Spot warning that follows evicts it, last, at
+// the deadline minus its grace period. A pod that tolerates the node's interruption taint
+// stays through a Spot warning.
+func TestPodPolicies(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 2)
+	rebalanced, tolerant := w.nodes[0], w.nodes[1]
+	doNotDisrupt := func(p *corev1.Pod) { p.Annotations = map[string]string{drain.AnnotationDoNotDisrupt: "true"} }
+	pinned := "batch-" + rebalanced.Name
+	w.addPolicyPod(t, ctx, rebalanced, pinned, doNotDisrupt)
+	watcher := "watcher-" + tolerant.Name
+	w.addPolicyPod(t, ctx, tolerant, watcher, func(p *corev1.Pod) {
+		p.Spec.Tolerations = []corev1.Toleration{{Key: nodes.TaintSpotInterruption, Operator: corev1.TolerationOpExists}}
+	})
+	w.addPolicyPod(t, ctx, tolerant, "ca-pinned-"+tolerant.Name, func(p *corev1.Pod) {
+		p.Annotations = map[string]string{drain.AnnotationSafeToEvict: "false"}
+	})
+	w.run(t, ctx, "TAINT_NODE", "true")
+
+	// A rebalance recommendation: everything leaves but the pinned pod.
+	w.send(t, ctx, fakeaws.RebalanceRecommendation(interruption.InstanceIDOf(rebalanced), time.Now()))
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		r, _ := interruption.ReadRecord(w.node(t, ctx, rebalanced))
+		return r.Phase == interruption.PhaseDrained && len(r.Finished) == 1 && w.podsOn(t, ctx, rebalanced) == 1, nil
+	})
+	if err != nil {
+		r, _ := interruption.ReadRecord(w.node(t, ctx, rebalanced))
+		t.Fatalf("the rebalance drain did not finish with one pod left: record %+v, %d pods", r, w.podsOn(t, ctx, rebalanced))
+	}
+	if !w.untouched(ctx, pinned) {
+		t.Fatal("the pod marked not to disrupt was evicted under a rebalance recommendation")
+	}
+	if r, _ := interruption.ReadRecord(w.node(t, ctx, rebalanced)); !slices.Equal(r.Held, []string{"shop/" + pinned}) {
+		t.Errorf("record holds %v, want the pinned pod", r.Held)
+	}
+	if w.eventCount(t, ctx, rebalanced, events.ReasonPodsHeld) != 1 {
+		t.Errorf("no %s Event on the node", events.ReasonPodsHeld)
+	}
+	if v := w.metrics.Value("lifeboat_drain_pods_left_total", "reason", "do-not-disrupt"); v != 1 {
+		t.Errorf("lifeboat_drain_pods_left_total{reason=do-not-disrupt} = %v, want 1", v)
+	}
+
+	// Spot warnings already 110 s old: the drain has its 30 s minimum budget.
+	sent := time.Now()
+	w.send(t, ctx, fakeaws.SpotInterruptionWarning(interruption.InstanceIDOf(rebalanced), "terminate", sent.Add(-110*time.Second)),
+		fakeaws.SpotInterruptionWarning(interruption.InstanceIDOf(tolerant), "terminate", sent.Add(-110*time.Second)))
+	leftAt := map[string]time.Time{}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 45*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, name := range []string{pinned, "ca-pinned-" + tolerant.Name, "app-" + tolerant.Name} {
+			if _, seen := leftAt[name]; !seen && !w.untouched(ctx, name) {
+				leftAt[name] = time.Now()
+			}
+		}
+		r1, _ := interruption.ReadRecord(w.node(t, ctx, rebalanced))
+		r2, _ := interruption.ReadRecord(w.node(t, ctx, tolerant))
+		return len(r1.Finished) == 2 && len(r2.Finished) == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("the Spot warnings were not finished: %v", err)
+	}
+	// 30 s budget minus the 5 s grace period minus the margin: about 23 s after the notice.
+	for _, name := range []string{pinned, "ca-pinned-" + tolerant.Name} {
+		if at := leftAt[name].Sub(sent); at < 18*time.Second || at > 28*time.Second {
+			t.Errorf("%s left %v after the Spot warning; want about 23 s (last, at the deadline minus its grace period)", name, at)
+		}
+	}
+	if at := leftAt["app-"+tolerant.Name].Sub(sent); at > 10*time.Second {
+		t.Errorf("the ordinary pod left %v after the Spot warning; want at once", at)
+	}
+	if r, _ := interruption.ReadRecord(w.node(t, ctx, rebalanced)); len(r.Held) != 0 {
+		t.Errorf("record still holds %v after the reclaim's drain", r.Held)
+	}
+	if !w.untouched(ctx, watcher) {
+		t.Error("the pod tolerating the Spot taint was evicted")
+	}
+	if v := w.metrics.Value("lifeboat_drain_pods_left_total", "reason", "tolerates-taint"); v != 1 {
+		t.Errorf("lifeboat_drain_pods_left_total{reason=tolerates-taint} = %v, want 1", v)
+	}
+}
