@@ -21,6 +21,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/wiring"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -29,22 +30,31 @@ import (
 // BenchmarkQueueBurst sends 300 Spot notices at once for 300 nodes with 3 pods each to a
 // leading controller and reports the time until all are cordoned and all drained, the API
 // requests they took (per notice), the Lease's renewals, and AWS calls, at the default
-// WORKERS (10), at WORKERS=100, and with 500 scheduled episodes pending (recorded on their
-// nodes, due in three days) when the burst comes.
+// WORKERS (10), at WORKERS=100, with 500 scheduled episodes pending (recorded on their
+// nodes, due in three days) when the burst comes, and with the hand-back's waits on: every
+// instance in one of three target groups (10 s deregistration delay), deregistered as the
+// notices are sent, so every node is held until its target has drained.
 //
 //	go test -run '^$' -bench QueueBurst -benchtime 1x -timeout 30m ./internal/controller
 func BenchmarkQueueBurst(b *testing.B) {
 	const nodes, podsPerNode = 300, 3
-	for _, run := range []struct{ workers, pending int }{{10, 0}, {100, 0}, {10, 500}} {
-		b.Run(fmt.Sprintf("workers=%d/pending=%d", run.workers, run.pending), func(b *testing.B) {
+	for _, run := range []struct{ workers, pending, targetGroups int }{{10, 0, 0}, {100, 0, 0}, {10, 500, 0}, {10, 0, 3}} {
+		name := fmt.Sprintf("workers=%d/pending=%d", run.workers, run.pending)
+		if run.targetGroups > 0 {
+			name += fmt.Sprintf("/target-groups=%d", run.targetGroups)
+		}
+		b.Run(name, func(b *testing.B) {
 			for range b.N {
-				burst(b, nodes, podsPerNode, run.workers, run.pending)
+				burst(b, nodes, podsPerNode, run.workers, run.pending, run.targetGroups)
 			}
 		})
 	}
 }
 
-func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount int) {
+// benchTargetDelay is the deregistration delay of the burst's target groups.
+const benchTargetDelay = 10 * time.Second
+
+func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount, targetGroups int) {
 	b.StopTimer()
 	b.Setenv("AWS_ACCESS_KEY_ID", "AKIDSANDBOX")
 	b.Setenv("AWS_SECRET_ACCESS_KEY", "sandbox-secret")
@@ -108,6 +118,21 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount int) {
 		cloud.NewAWSAutoScaling(awsCfg), slog.New(slog.DiscardHandler), m)
 	ctl.Handler().SetCordonClient(client("lifeboat-bench", float32(cfg.KubeAPIQPS), cfg.KubeAPIBurst))
 	ctl.SetLeaseClient(client("lifeboat-bench-lease", 5, 10))
+	groups := make([]string, targetGroups)
+	for i := range groups {
+		groups[i] = fake.AddTargetGroup(fakeaws.TargetGroup{Name: fmt.Sprintf("web-%d", i), DeregistrationDelay: benchTargetDelay})
+	}
+	for i, n := range nodes {
+		if targetGroups > 0 {
+			if err := fake.RegisterTarget(groups[i%targetGroups], interruption.InstanceIDOf(n), 80); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if targetGroups > 0 {
+		ctl.Handler().Handback = wiring.Handback(ctx, cfg, config.ModeController, client("lifeboat-bench", float32(cfg.KubeAPIQPS), cfg.KubeAPIBurst),
+			m, slog.New(slog.DiscardHandler))
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- ctl.RunWithLeaderElection(runCtx) }()
@@ -175,6 +200,12 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount int) {
 		bodies[i] = spotMessage(interruption.InstanceIDOf(n))
 	}
 	send(bodies)
+	// As Auto Scaling would on its way to terminating them: each target drains for the delay.
+	for i, n := range nodes {
+		if targetGroups > 0 {
+			fake.DeregisterTarget(groups[i%targetGroups], interruption.InstanceIDOf(n))
+		}
+	}
 	var allCordoned, allDrained time.Duration
 	leaderLost := false
 	for allDrained == 0 && ctx.Err() == nil {
@@ -235,6 +266,12 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount int) {
 	b.ReportMetric(float64(fake.CallCount("ec2", "DescribeInstances")), "DescribeInstances")
 	b.ReportMetric(float64(fake.CallCount("sqs", "")), "sqs-calls")
 	b.ReportMetric(float64(mem.HeapInuse)/(1<<20), "heap-MiB")
+	if targetGroups > 0 {
+		// Every node waited for its target: the drain and the hand-back together.
+		b.ReportMetric(float64(fake.CallCount("elasticloadbalancing", "DescribeTargetHealth")), "DescribeTargetHealth")
+		b.ReportMetric(float64(fake.CallCount("elasticloadbalancing", "DescribeTargetGroups")), "DescribeTargetGroups")
+		b.ReportMetric(m.Value("lifeboat_handback_wait_seconds", "wait", "targets", "outcome", "released"), "target-waits-released")
+	}
 }
 
 // leaseRenewals counts the Lease's successful renewals between start and end and the longest

@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
+	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
 // addPolicyPod puts a pod on the node, changed by edit (annotations, tolerations).
@@ -114,5 +116,56 @@ func TestPodPolicies(t *testing.T) {
 	}
 	if v := w.metrics.Value("lifeboat_drain_pods_left_total", "reason", "tolerates-taint"); v != 1 {
 		t.Errorf("lifeboat_drain_pods_left_total{reason=tolerates-taint} = %v, want 1", v)
+	}
+}
+
+// A pod a PodDisruptionBudget holds is named, with its budget, in a Warning Event on the pod
+// and on its node and in the blocked-pods gauge while it is held; once the budget allows, it
+// leaves and the gauge drops.
+func TestBlockedPodReported(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 1)
+	n := w.nodes[0]
+	w.addPolicyPod(t, ctx, n, "ledger-0", func(p *corev1.Pod) { p.Labels = map[string]string{"app": "ledger"} })
+	lift := sandboxtest.BlockEvictions(t, ctx, w.c, "shop", map[string]string{"app": "ledger"})
+	w.run(t, ctx)
+	w.send(t, ctx, spotMessage(interruption.InstanceIDOf(n)))
+
+	eventOn := func(namespace, name string) string {
+		list, err := w.c.Client.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range list.Items {
+			if e.InvolvedObject.Name == name && e.Reason == events.ReasonEvictionBlocked {
+				return e.Message
+			}
+		}
+		return ""
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return eventOn("shop", "ledger-0") != "" && eventOn("", n.Name) != "", nil
+	})
+	if err != nil {
+		t.Fatalf("no %s Events on the pod and the node: pod %q, node %q", events.ReasonEvictionBlocked, eventOn("shop", "ledger-0"), eventOn("", n.Name))
+	}
+	for _, msg := range []string{eventOn("shop", "ledger-0"), eventOn("", n.Name)} {
+		if !strings.Contains(msg, "PodDisruptionBudget block-evictions") {
+			t.Errorf("Event %q does not name the budget", msg)
+		}
+	}
+	if !strings.Contains(eventOn("", n.Name), "shop/ledger-0") {
+		t.Errorf("the node's Event %q does not name the pod", eventOn("", n.Name))
+	}
+	if v := w.metrics.Value("lifeboat_drain_blocked_pods", "reason", "disruption-budget"); v != 1 {
+		t.Errorf("lifeboat_drain_blocked_pods{reason=disruption-budget} = %v while held, want 1", v)
+	}
+	lift()
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return w.podsOn(t, ctx, n) == 0 && w.metrics.Value("lifeboat_drain_blocked_pods", "reason", "disruption-budget") == 0, nil
+	})
+	if err != nil {
+		t.Errorf("after the budget was lifted: %d pods on the node, blocked gauge %v", w.podsOn(t, ctx, n), w.metrics.Value("lifeboat_drain_blocked_pods", "reason", "disruption-budget"))
 	}
 }

@@ -2,6 +2,7 @@ package drain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -38,7 +39,34 @@ type Options struct {
 	RetryMin, RetryMax time.Duration
 	// DryRun selects pods and reports what would be evicted, but evicts nothing.
 	DryRun bool
-	Logger *slog.Logger
+	// Observer, when set, hears of pods whose eviction a PodDisruptionBudget refuses.
+	Observer Observer
+	Logger   *slog.Logger
+}
+
+// Observer hears which pods hold a drain, so that an operator does not have to guess. A
+// drain calls Blocked once per pod, at its first eviction refused by a disruption budget,
+// and Unblocked once for that pod when its eviction ends either way. Calls come from the
+// drain's workers, concurrently.
+type Observer interface {
+	Blocked(pod *corev1.Pod, by Blocker)
+	Unblocked(pod *corev1.Pod, by Blocker, evicted bool)
+}
+
+// Blocker is what refuses a pod's eviction.
+type Blocker struct {
+	// Budget is the PodDisruptionBudget's name (in the pod's namespace); empty when the API
+	// server did not name it (several budgets select the pod).
+	Budget string
+	// Detail is the API server's words: how many healthy pods the budget needs and has.
+	Detail string
+}
+
+func (b Blocker) String() string {
+	if b.Budget == "" {
+		return b.Detail
+	}
+	return "PodDisruptionBudget " + b.Budget + " (" + b.Detail + ")"
 }
 
 // Drainer empties nodes.
@@ -78,6 +106,8 @@ type PodOutcome struct {
 	GoneAt    time.Time // its deletion was observed
 	Forced    bool      // deleted past a PodDisruptionBudget near the deadline
 	Error     string    // why it is still on the node, if it is
+	// BlockedBy is what last refused its eviction, if a disruption budget did.
+	BlockedBy *Blocker
 	// IP is the pod's own IP as it was listed (empty for host-network pods, which share the
 	// node's); load balancers with IP targets hold it until they deregister it.
 	IP string
@@ -340,6 +370,11 @@ func (d *Drainer) evictTier(ctx context.Context, tier []Candidate, out []PodOutc
 func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome, dl *Deadline, tr *tracker) {
 	log := d.opts.Logger.With("pod", out.Pod.String(), "node", pod.Spec.NodeName)
 	backoff := d.opts.RetryMin
+	defer func() {
+		if out.BlockedBy != nil && d.opts.Observer != nil {
+			d.opts.Observer.Unblocked(pod, *out.BlockedBy, !out.EvictedAt.IsZero())
+		}
+	}()
 	for {
 		out.Attempts++
 		tightened, deadline := dl.Changed(), dl.Time()
@@ -366,6 +401,13 @@ func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome
 			tr.markGone(pod.UID, out.EvictedAt)
 			return
 		case blockedByBudget(err), retriable(err):
+			if blockedByBudget(err) {
+				by := blockerOf(err)
+				if out.BlockedBy == nil && d.opts.Observer != nil {
+					d.opts.Observer.Blocked(pod, by)
+				}
+				out.BlockedBy = &by
+			}
 			if d.opts.ForceBeforeDeadline > 0 && time.Until(deadline) <= d.opts.ForceBeforeDeadline && blockedByBudget(err) {
 				d.forceDelete(ctx, pod, out, deadline, log, tr)
 				d.catchUp(ctx, tightened, dl, tr)
@@ -385,6 +427,9 @@ func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome
 			select {
 			case <-ctx.Done():
 				out.Error = fmt.Sprintf("deadline reached after %d eviction attempts: %v", out.Attempts, err)
+				if out.BlockedBy != nil {
+					out.Error = fmt.Sprintf("held by %s: deadline reached after %d eviction attempts", out.BlockedBy, out.Attempts)
+				}
 				return
 			case <-time.After(wait):
 				backoff = min(backoff*2, d.opts.RetryMax)
@@ -530,6 +575,30 @@ func podGrace(pod *corev1.Pod) int64 {
 func blockedByBudget(err error) bool {
 	return (apierrors.IsTooManyRequests(err) && apierrors.HasStatusCause(err, policyv1.DisruptionBudgetCause)) ||
 		(apierrors.IsInternalError(err) && strings.Contains(err.Error(), "more than one PodDisruptionBudget"))
+}
+
+// blockerOf names the budget that refused an eviction, from the cause the API server gives
+// ("The disruption budget web needs 5 healthy pods and has 5 currently").
+func blockerOf(err error) Blocker {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		if details := status.Status().Details; details != nil {
+			for _, c := range details.Causes {
+				if c.Type != policyv1.DisruptionBudgetCause {
+					continue
+				}
+				rest, ok := strings.CutPrefix(c.Message, "The disruption budget ")
+				if name, detail, found := strings.Cut(rest, " "); ok && found {
+					return Blocker{Budget: name, Detail: detail}
+				}
+				return Blocker{Detail: c.Message}
+			}
+		}
+	}
+	if strings.Contains(err.Error(), "more than one PodDisruptionBudget") {
+		return Blocker{Detail: "more than one PodDisruptionBudget selects the pod, which the eviction API refuses"}
+	}
+	return Blocker{Detail: err.Error()}
 }
 
 // retriable: the API server is briefly unable to answer, or is shedding load (a 429 that

@@ -3,6 +3,9 @@ package drain
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -226,7 +229,9 @@ func TestPodDisruptionBudgets(t *testing.T) {
 				t.Error(err)
 			}
 		}()
-		d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1, RetryMin: 100 * time.Millisecond, RetryMax: 400 * time.Millisecond})
+		seen := &observed{}
+		d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1, RetryMin: 100 * time.Millisecond, RetryMax: 400 * time.Millisecond,
+			Observer: seen})
 		start := time.Now()
 		res, err := d.Drain(ctx, nodes[0].Name, time.Now().Add(time.Minute))
 		if err != nil {
@@ -236,6 +241,12 @@ func TestPodDisruptionBudgets(t *testing.T) {
 			if p.Attempts < 2 || p.Forced || p.EvictedAt.Sub(start) < 2*time.Second {
 				t.Errorf("pod %s: %d attempts, forced %v, evicted after %v; want refused first, then evicted once allowed", p.Pod, p.Attempts, p.Forced, p.EvictedAt.Sub(start))
 			}
+		}
+		// Each pod is reported blocked once, naming the budget and its numbers, then released.
+		want := []string{"blocked db-0 by db: needs 2 healthy pods and has 2 currently", "blocked db-1 by db: needs 2 healthy pods and has 2 currently",
+			"unblocked db-0 evicted=true", "unblocked db-1 evicted=true"}
+		if got := seen.sorted(); !slices.Equal(got, want) {
+			t.Errorf("observed %q, want %q", got, want)
 		}
 	})
 
@@ -275,7 +286,34 @@ func TestPodDisruptionBudgets(t *testing.T) {
 		if left := res.Remaining(); len(left) != 2 || left[0].Error == "" || left[0].Attempts < 2 {
 			t.Errorf("remaining %+v", left)
 		}
+		if !strings.Contains(err.Error(), "held by PodDisruptionBudget vault") {
+			t.Errorf("the drain's error does not name the budget: %v", err)
+		}
 	})
+}
+
+// observed is an Observer that notes what it hears.
+type observed struct {
+	mu   sync.Mutex
+	said []string
+}
+
+func (o *observed) Blocked(pod *corev1.Pod, by Blocker) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.said = append(o.said, fmt.Sprintf("blocked %s by %s: %s", pod.Name, by.Budget, by.Detail))
+}
+
+func (o *observed) Unblocked(pod *corev1.Pod, by Blocker, evicted bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.said = append(o.said, fmt.Sprintf("unblocked %s evicted=%v", pod.Name, evicted))
+}
+
+func (o *observed) sorted() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Sorted(slices.Values(o.said))
 }
 
 // staleLister returns the real pods plus one the server no longer has, with the server's

@@ -172,6 +172,33 @@ func TestPodPolicies(t *testing.T) {
 	}
 }
 
+// The budget that refused an eviction is named from the API server's cause.
+func TestBlockerNamesTheBudget(t *testing.T) {
+	refusal := func(cause string) error {
+		err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause, Message: cause}}
+		return err
+	}
+	tests := []struct {
+		err  error
+		want Blocker
+	}{
+		{refusal("The disruption budget web needs 5 healthy pods and has 5 currently"), Blocker{Budget: "web", Detail: "needs 5 healthy pods and has 5 currently"}},
+		{refusal("The disruption budget web is still being processed by the server."), Blocker{Budget: "web", Detail: "is still being processed by the server."}},
+		{refusal("something else"), Blocker{Detail: "something else"}},
+		{apierrors.NewInternalError(errors.New("This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.")),
+			Blocker{Detail: "more than one PodDisruptionBudget selects the pod, which the eviction API refuses"}},
+	}
+	for _, tt := range tests {
+		if got := blockerOf(tt.err); got != tt.want {
+			t.Errorf("%v: got %+v, want %+v", tt.err, got, tt.want)
+		}
+	}
+	if s := (Blocker{Budget: "web", Detail: "needs 5 healthy pods and has 5 currently"}).String(); s != "PodDisruptionBudget web (needs 5 healthy pods and has 5 currently)" {
+		t.Errorf("String: %q", s)
+	}
+}
+
 func TestGracePeriodCappedByDeadline(t *testing.T) {
 	tests := []struct {
 		name     string

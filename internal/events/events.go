@@ -66,6 +66,7 @@ const (
 	ReasonHandbackWaited     = "HandbackWaited"  // a wait before the hand-back ended in time
 	ReasonHandbackWaitCut    = "HandbackWaitCut" // the deadline cut it short
 	ReasonPodsHeld           = "PodsHeld"        // pods marked not to disrupt stay: no notice is a reclaim
+	ReasonEvictionBlocked    = "EvictionBlocked" // on the pod and its node: a disruption budget refuses its eviction
 )
 
 // maxDetail bounds the part of a message that comes from elsewhere (an error, a
@@ -78,6 +79,19 @@ type Node struct {
 	// UID of the Node object. When unknown, the node name stands in for it, as the kubelet
 	// does; `kubectl describe node` finds Events under either.
 	UID types.UID
+}
+
+// Pod names the pod an Event is about.
+type Pod struct {
+	Namespace, Name string
+	UID             types.UID
+}
+
+// PodOf names p.
+func PodOf(p *corev1.Pod) Pod { return Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID} }
+
+func (p Pod) reference() *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.Namespace, Name: p.Name, UID: p.UID}
 }
 
 // NodeOf names n.
@@ -254,6 +268,22 @@ func (r *Recorder) PodsHeld(node Node, held []string) {
 	r.emit(node, corev1.EventTypeWarning, ReasonPodsHeld,
 		clip(fmt.Sprintf("%s marked not to disrupt (karpenter.sh/do-not-disrupt=true or cluster-autoscaler.kubernetes.io/safe-to-evict=false) stay on the cordoned node: "+
 			"no notice reclaims the instance; a Spot warning, termination hook or scheduled event would evict them last: %s", pods(len(held)), strings.Join(held, ", "))))
+}
+
+// EvictionBlocked records, on the pod, that its node's drain cannot evict it yet, and what
+// refuses (a PodDisruptionBudget and its numbers): Lifeboat retries until the deadline.
+func (r *Recorder) EvictionBlocked(pod Pod, by string) {
+	if !r.Enabled() {
+		return
+	}
+	r.rec.AnnotatedEventf(pod.reference(), maps.Clone(r.annotations), corev1.EventTypeWarning, ReasonEvictionBlocked, "%s",
+		clip("Lifeboat cannot evict the pod to drain its node: refused by "+by+"; retrying until the node's deadline"))
+}
+
+// DrainBlocked records, on the node, a pod its drain cannot evict yet and what refuses. The
+// caller spaces these out; the pod's own Event says the same to its owners.
+func (r *Recorder) DrainBlocked(node Node, pod, by string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonEvictionBlocked, clip("Drain held: pod "+pod+" refused by "+by+"; retrying until the deadline"))
 }
 
 // action records a Normal Event whose message depends on DRY_RUN.

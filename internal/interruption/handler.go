@@ -136,12 +136,15 @@ type Handler struct {
 func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logger) *Handler {
 	w := nodes.NewWriter(client)
 	w.DryRun = c.DryRun
-	return &Handler{
+	h := &Handler{
 		cfg: c, client: client, writer: w, log: logger,
 		cordonClient: client, cordonWriter: w, done: newDoneNotices(),
-		drainer:  drain.New(client, wiring.Drain(c, client, logger)),
 		draining: map[string]*drain.Deadline{}, holder: holderName(), ownerRenew: OwnerRenew,
 	}
+	opts := wiring.Drain(c, client, logger)
+	opts.Observer = &blockReporter{h: h, lastNodeEvent: map[string]time.Time{}}
+	h.drainer = drain.New(client, opts)
+	return h
 }
 
 // holderName is the process's host (in a cluster, its pod's name) and process id.

@@ -61,6 +61,7 @@ type Metrics struct {
 	drainClaims   *prometheus.CounterVec
 	handback      *prometheus.HistogramVec
 	podsLeft      *prometheus.CounterVec
+	blockedPods   *prometheus.GaugeVec
 }
 
 // New registers Lifeboat's metrics, plus the Go runtime and process collectors.
@@ -129,8 +130,12 @@ func New() *Metrics {
 			Help: "Pods a drain left on its node, by reason: do-not-disrupt (marked not to disrupt, under a notice that is no reclaim), " +
 				"tolerates-taint, local-data (emptyDir with DELETE_LOCAL_DATA=false), daemonset, mirror, own-pod, finished, terminating.",
 		}, []string{"reason"}),
+		blockedPods: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lifeboat_drain_blocked_pods",
+			Help: "Pods whose eviction is being refused right now, by reason: disruption-budget (a PodDisruptionBudget allows no disruption), several-disruption-budgets (more than one selects the pod).",
+		}, []string{"reason"}),
 	}
-	m.Registry.MustRegister(m.drainClaims, m.handback, m.podsLeft, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
+	m.Registry.MustRegister(m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -193,6 +198,14 @@ func (m *Metrics) Evictions(result string, n int) {
 func (m *Metrics) PodLeft(reason string) {
 	if m != nil {
 		m.podsLeft.WithLabelValues(reason).Inc()
+	}
+}
+
+// BlockedPod adds delta (1 when a pod's eviction starts being refused, -1 when that ends) to
+// the blocked pods of the reason.
+func (m *Metrics) BlockedPod(reason string, delta float64) {
+	if m != nil {
+		m.blockedPods.WithLabelValues(reason).Add(delta)
 	}
 }
 

@@ -1,0 +1,67 @@
+package interruption
+
+import (
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/events"
+)
+
+// nodeBlockedEvery spaces the Events on a node that say which pod holds its drain: a drain
+// held by a budget for minutes says so a few times, not once per retried eviction.
+const nodeBlockedEvery = 30 * time.Second
+
+// blockReporter tells an operator, while a drain runs, which pods hold it and by what: a
+// Warning Event on the pod (its owners see it in their namespace) and on the node (at most
+// every nodeBlockedEvery), a log line, and the lifeboat_drain_blocked_pods gauge while the
+// pod is held. It is the drainer's Observer.
+type blockReporter struct {
+	h             *Handler
+	mu            sync.Mutex
+	lastNodeEvent map[string]time.Time // node -> when its last EvictionBlocked Event went out
+}
+
+func (r *blockReporter) Blocked(pod *corev1.Pod, by drain.Blocker) {
+	r.h.Metrics.BlockedPod(blockReason(by), 1)
+	r.h.log.Warn("eviction refused by a disruption budget; retrying until the deadline", "pod", pod.Namespace+"/"+pod.Name,
+		"node", pod.Spec.NodeName, "budget", by.Budget, "detail", by.Detail)
+	r.h.Events.EvictionBlocked(events.PodOf(pod), by.String())
+	if r.nodeEventDue(pod.Spec.NodeName) {
+		r.h.Events.DrainBlocked(events.Node{Name: pod.Spec.NodeName}, pod.Namespace+"/"+pod.Name, by.String())
+	}
+}
+
+func (r *blockReporter) Unblocked(pod *corev1.Pod, by drain.Blocker, evicted bool) {
+	r.h.Metrics.BlockedPod(blockReason(by), -1)
+	if evicted {
+		r.h.log.Info("eviction accepted after a disruption budget refused it", "pod", pod.Namespace+"/"+pod.Name, "node", pod.Spec.NodeName, "budget", by.Budget)
+	}
+}
+
+// nodeEventDue reports whether the node may have another EvictionBlocked Event now.
+func (r *blockReporter) nodeEventDue(node string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	for n, at := range r.lastNodeEvent { // forget nodes long done, so the map stays small
+		if now.Sub(at) > 10*nodeBlockedEvery {
+			delete(r.lastNodeEvent, n)
+		}
+	}
+	if at, ok := r.lastNodeEvent[node]; ok && now.Sub(at) < nodeBlockedEvery {
+		return false
+	}
+	r.lastNodeEvent[node] = now
+	return true
+}
+
+// blockReason is the gauge's label for what holds a pod.
+func blockReason(by drain.Blocker) string {
+	if by.Budget == "" {
+		return "several-disruption-budgets"
+	}
+	return "disruption-budget"
+}
