@@ -30,7 +30,8 @@ type Subject struct {
 type Wait interface {
 	// Name names the wait in logs, Events and metrics.
 	Name() string
-	// Held lists what of s is still held (empty: the wait is over). It is called again every
+	// Held lists what of s is still held (empty: the wait is over); an item about the instance
+	// itself starts with its id and a space. It is called again every
 	// Interval until then, so it answers from a cache or a poll shared by every node waiting.
 	// An error wrapping ErrSkip ends the wait at once (it cannot be checked, and never will
 	// be in this process); any other error is tried again.

@@ -87,9 +87,10 @@ func instanceOf(node *corev1.Node, pending []notice.Notice) string {
 	return id[strings.LastIndex(id, "/")+1:]
 }
 
-// recordWhenHeld wraps the waits so that the first one to find something still held records
-// the subject's claims and IPs on the node (one write, and none when nothing is held, the
-// common case).
+// recordWhenHeld wraps the waits so that the first one to find something held that only the
+// drain knows of (a volume, a pod's IP: not the instance, which a restarted process knows by
+// itself) records the subject's claims and IPs on the node: one write, and none in the
+// common case.
 func (h *Handler) recordWhenHeld(ctx context.Context, nodeName string, s handback.Subject, log *slog.Logger) []handback.Wait {
 	var once sync.Once
 	record := func() {
@@ -115,7 +116,7 @@ type recordingWait struct {
 
 func (w recordingWait) Held(ctx context.Context, s handback.Subject) ([]string, error) {
 	held, err := w.Wait.Held(ctx, s)
-	if err == nil && len(held) > 0 {
+	if err == nil && slices.ContainsFunc(held, func(item string) bool { return !strings.HasPrefix(item, s.InstanceID+" ") }) {
 		w.held()
 	}
 	return held, err
