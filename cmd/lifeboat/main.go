@@ -41,6 +41,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/preflight"
 	"lifeboat.dev/lifeboat/internal/source/imds"
+	"lifeboat.dev/lifeboat/internal/status"
 	"lifeboat.dev/lifeboat/internal/version"
 	"lifeboat.dev/lifeboat/internal/webhook"
 	"lifeboat.dev/lifeboat/internal/wiring"
@@ -67,7 +68,7 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
-	sub, preflightMode := "", config.Mode("")
+	sub, preflightMode, output := "", config.Mode(""), status.FormatTable
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		sub, args = args[0], args[1:]
 	}
@@ -79,6 +80,12 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		usage(stdout)
 		return exitOK
 	case "", "agent", "controller", "config":
+	case "status":
+		var err error
+		if output, args, err = outputFlag(args); err != nil {
+			fmt.Fprintf(stderr, "lifeboat: status: %v\n", err)
+			return exitUsage
+		}
 	case "preflight":
 		// An optional mode argument; without one the mode is chosen as NTH does.
 		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -108,6 +115,10 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	if preflightMode != "" {
 		mode = preflightMode
+	}
+	if sub == "status" {
+		// Read-only, from an operator's machine: the mode's required settings do not apply.
+		return runStatus(ctx, loaded.Config, output, stdout, stderr)
 	}
 	if err := loaded.Validate(mode); err != nil {
 		return configError(stderr, err)
@@ -346,6 +357,57 @@ func runPreflight(ctx context.Context, mode config.Mode, cfg *config.Config, std
 	return exitOK
 }
 
+// outputFlag takes -o / --output FORMAT (or -o=FORMAT) out of args.
+func outputFlag(args []string) (format string, rest []string, err error) {
+	format = status.FormatTable
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, value, hasValue := strings.Cut(a, "=")
+		if name != "-o" && name != "--output" && name != "-output" {
+			rest = append(rest, a)
+			continue
+		}
+		if !hasValue {
+			if i+1 >= len(args) {
+				return "", nil, fmt.Errorf("%s needs a format: table, json or yaml", a)
+			}
+			i++
+			value = args[i]
+		}
+		switch value {
+		case status.FormatTable, status.FormatJSON, status.FormatYAML:
+			format = value
+		default:
+			return "", nil, fmt.Errorf("unknown output format %q (table, json or yaml)", value)
+		}
+	}
+	return format, rest, nil
+}
+
+// runStatus prints every node's interruption episode, read-only.
+func runStatus(ctx context.Context, cfg *config.Config, output string, stdout, stderr io.Writer) int {
+	rc, err := kube.RESTConfig(wiring.Kube(cfg))
+	if err != nil {
+		fmt.Fprintf(stderr, "lifeboat: status: cannot reach Kubernetes: %v\n", err)
+		return exitUsage
+	}
+	client, err := kube.NewClientset(rc)
+	if err != nil {
+		fmt.Fprintf(stderr, "lifeboat: status: %v\n", err)
+		return exitFailure
+	}
+	report, err := status.Collect(ctx, client, cfg, time.Now())
+	if err != nil {
+		fmt.Fprintf(stderr, "lifeboat: status: %v\n", err)
+		return exitFailure
+	}
+	if err := status.Print(stdout, report, output); err != nil {
+		fmt.Fprintf(stderr, "lifeboat: status: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
 func configError(w io.Writer, err error) int {
 	var cerr *config.Error
 	if errors.As(err, &cerr) {
@@ -361,7 +423,7 @@ func configError(w io.Writer, err error) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprint(w, `Usage: lifeboat [agent|controller|preflight [agent|controller]|config|version] [--flag=value ...]
+	fmt.Fprint(w, `Usage: lifeboat [agent|controller|preflight [agent|controller]|status [-o table|json|yaml]|config|version] [--flag=value ...]
 
 Lifeboat cordons and drains Kubernetes nodes before AWS interrupts, retires or scales in
 their EC2 instances, then completes the Auto Scaling lifecycle action.
@@ -374,6 +436,10 @@ Commands:
               identity settings (controller); print a table with a fix for each failure and
               exit 1 if any check failed. The mode is the argument after it, else chosen as
               with no sub-command
+  status      every node in an interruption episode: its notices, phase, deadline and time
+              left, the pods still on it and what holds each (a PodDisruptionBudget, a
+              do-not-disrupt mark, a policy), volumes attached, lifecycle actions pending.
+              Read-only, with KUBECONFIG; -o json or -o yaml for scripts
   config      print the effective configuration and where each value came from
   version     print the build
   (none)      as aws-node-termination-handler: controller when ENABLE_SQS_TERMINATION_DRAINING=true

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -113,5 +116,31 @@ func TestTakenPortStopsTheStart(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestOutputFlag(t *testing.T) {
+	tests := []struct {
+		args   []string
+		format string
+		rest   []string
+		bad    bool
+	}{
+		{nil, "table", nil, false},
+		{[]string{"-o", "json", "--kubeconfig=/k"}, "json", []string{"--kubeconfig=/k"}, false},
+		{[]string{"--output=yaml"}, "yaml", nil, false},
+		{[]string{"-o"}, "", nil, true},
+		{[]string{"-o", "xml"}, "", nil, true},
+	}
+	for _, tt := range tests {
+		format, rest, err := outputFlag(tt.args)
+		if (err != nil) != tt.bad || format != tt.format || !slices.Equal(rest, tt.rest) {
+			t.Errorf("%q: got %q %q %v", tt.args, format, rest, err)
+		}
+	}
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"status", "-o", "xml"}, func(string) (string, bool) { return "", false }, io.Discard, &stderr); code != exitUsage ||
+		!strings.Contains(stderr.String(), `unknown output format "xml"`) {
+		t.Errorf("status -o xml: exit %d, %q", code, stderr.String())
 	}
 }

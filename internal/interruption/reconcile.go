@@ -131,7 +131,7 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		defer untrack()
 		h.Events.DrainStarted(events.NodeOf(node), pending[0].ID, deadline.Time())
 		owning, stopOwning := h.keepOwnership(ctx, node.Name, log)
-		done, err = h.drain(owning, node, deadline, termsOf(node, pending), log)
+		done, err = h.drain(owning, node, deadline, TermsOf(node, pending), log)
 		if err == nil {
 			h.handBack(owning, node, pending, deadline, done, rec.Handback, log)
 		}
@@ -211,7 +211,7 @@ func (h *Handler) dryRunEpisode(ctx context.Context, node *corev1.Node, n notice
 	if start := h.drainStart(n); time.Until(start) > 0 {
 		log.Info("dry run: the drain would begin at its scheduled start", "start", start)
 	}
-	done, err := h.drain(ctx, node, drain.NewDeadline(drainDeadline(n)), termsOf(node, []notice.Notice{n}), log)
+	done, err := h.drain(ctx, node, drain.NewDeadline(drainDeadline(n)), TermsOf(node, []notice.Notice{n}), log)
 	if err != nil {
 		return err
 	}
@@ -240,9 +240,9 @@ type drained struct {
 	held    []string // pods left because they are marked not to disrupt (see Record.Held)
 }
 
-// termsOf are the terms the pending notices give the node's drain: whether one of them is a
+// TermsOf are the terms the pending notices give the node's drain: whether one of them is a
 // reclaim, and the interruption taints on the node.
-func termsOf(node *corev1.Node, pending []notice.Notice) drain.Terms {
+func TermsOf(node *corev1.Node, pending []notice.Notice) drain.Terms {
 	var terms drain.Terms
 	for _, n := range pending {
 		terms.Reclaim = terms.Reclaim || n.Kind.Reclaims()

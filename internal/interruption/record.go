@@ -228,6 +228,9 @@ func (r Record) Known() bool { return r.Version <= RecordVersion }
 // open reports whether an episode is open: work recorded and not all of it released.
 func (r Record) open() bool { return r.Phase > PhaseNone && !r.AllReleased() }
 
+// Open reports whether the record has an open episode this binary understands.
+func (r Record) Open() bool { return r.Known() && r.open() }
+
 // EpisodeEnded says why the node's open episode is over, or "" when it is not (or none is
 // open): the instance booted again since it opened (Spot stop and hibernate, scheduled
 // reboots and stops keep the instance id and the Node, and often the notice id), or someone

@@ -1,0 +1,275 @@
+// Package status answers, read-only, "what is Lifeboat doing to my nodes, and what holds it":
+// every node in an interruption episode with its notices, phase, deadline and time left, the
+// pods still on it and why each is there, the volumes still attached, and the lifecycle
+// actions pending with their heartbeats. It reads what any Lifeboat wrote on the Nodes (the
+// episode record) and what the API server holds (pods, budgets, attachments); it needs no
+// running Lifeboat and changes nothing. `lifeboat status` prints it.
+package status
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/wiring"
+)
+
+// Report is the state of every node in an episode, as read at At.
+type Report struct {
+	At    time.Time `json:"at"`
+	Nodes []Node    `json:"nodes"`
+}
+
+// Node is one node's episode.
+type Node struct {
+	Name     string     `json:"name"`
+	Instance string     `json:"instance,omitempty"`
+	Phase    string     `json:"phase"`
+	Deadline *time.Time `json:"deadline,omitempty"`
+	// Left is the time until the deadline ("-" once it passed).
+	Left    string   `json:"left,omitempty"`
+	Owner   *Owner   `json:"owner,omitempty"`
+	Notices []Notice `json:"notices"`
+	// Pods are the pods still on the node, each with why it is there.
+	Pods []Pod `json:"pods"`
+	// Volumes are the volumes still attached to the node (VolumeAttachments).
+	Volumes []string `json:"volumes,omitempty"`
+	// Lifecycle lists the Auto Scaling lifecycle actions waiting for the node's drain.
+	Lifecycle []Lifecycle `json:"lifecycle,omitempty"`
+}
+
+// Owner is the Lifeboat draining the node.
+type Owner struct {
+	Origin  string    `json:"origin"`
+	Holder  string    `json:"holder,omitempty"`
+	Renewed time.Time `json:"renewed"`
+}
+
+// Notice is one notice of the episode.
+type Notice struct {
+	ID       string     `json:"id"`
+	Kind     string     `json:"kind"`
+	Origin   string     `json:"origin,omitempty"`
+	Deadline *time.Time `json:"deadline,omitempty"`
+	// State is pending, finished or released; cordon-only when no drain can be scheduled.
+	State string `json:"state"`
+}
+
+// Pod is a pod still on the node and why.
+type Pod struct {
+	Name string `json:"name"` // namespace/name
+	// State is what happens to it: "to be evicted", "held", "leaves last", "stays", "terminating".
+	State string `json:"state"`
+	// Why says what holds it, or why it stays.
+	Why string `json:"why,omitempty"`
+}
+
+// Lifecycle is a pending lifecycle action.
+type Lifecycle struct {
+	Notice     string     `json:"notice"`
+	Group      string     `json:"group"`
+	Hook       string     `json:"hook"`
+	Heartbeats int        `json:"heartbeats"`
+	LastBeat   *time.Time `json:"lastHeartbeat,omitempty"`
+}
+
+// Pod states.
+const (
+	StateToEvict     = "to be evicted"
+	StateHeld        = "held"
+	StateLeavesLast  = "leaves last"
+	StateStays       = "stays"
+	StateTerminating = "terminating"
+)
+
+// Collect reads every node's episode. cfg gives the drain's policy (IGNORE_DAEMON_SETS,
+// DELETE_LOCAL_DATA, POD_NAME) and the plans of the notices, as the running Lifeboat has them.
+func Collect(ctx context.Context, client kubernetes.Interface, cfg *config.Config, now time.Time) (*Report, error) {
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	r := &Report{At: now, Nodes: []Node{}}
+	budgets := budgetCache{client: client, byNamespace: map[string][]policyv1.PodDisruptionBudget{}}
+	var attachments map[string][]string
+	for i := range list.Items {
+		node := &list.Items[i]
+		rec, err := interruption.ReadRecord(node)
+		if err != nil || !rec.Open() {
+			continue
+		}
+		if attachments == nil {
+			if attachments, err = attachedVolumes(ctx, client); err != nil {
+				return nil, err
+			}
+		}
+		n, err := nodeStatus(ctx, client, cfg, node, rec, &budgets, now)
+		if err != nil {
+			return nil, err
+		}
+		n.Volumes = attachments[node.Name]
+		r.Nodes = append(r.Nodes, n)
+	}
+	return r, nil
+}
+
+func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Config, node *corev1.Node, rec interruption.Record,
+	budgets *budgetCache, now time.Time) (Node, error) {
+	n := Node{Name: node.Name, Instance: interruption.InstanceIDOf(node), Phase: rec.Phase.String(), Notices: []Notice{}, Pods: []Pod{}}
+	pending := rec.Pending(cfg, "")
+	deadline := rec.Deadline
+	for _, p := range pending {
+		if !p.Deadline.IsZero() && (deadline.IsZero() || p.Deadline.Before(deadline)) {
+			deadline = p.Deadline
+		}
+	}
+	if !deadline.IsZero() {
+		n.Deadline = &deadline
+		n.Left = "-"
+		if left := deadline.Sub(now); left > 0 {
+			n.Left = left.Round(time.Second).String()
+		}
+	}
+	if o := rec.Owner; o != nil {
+		n.Owner = &Owner{Origin: o.Origin, Holder: o.Holder, Renewed: o.Renewed}
+	}
+	for _, i := range rec.Intents {
+		if !rec.Has(i.ID) {
+			continue
+		}
+		state := "pending"
+		switch {
+		case slices.Contains(rec.Released, i.ID):
+			state = "released"
+		case slices.Contains(rec.Finished, i.ID):
+			state = "finished"
+		case i.CordonOnly != "":
+			state = "cordon-only"
+		}
+		no := Notice{ID: i.ID, Kind: i.Kind, Origin: i.Origin, State: state}
+		if !i.Deadline.IsZero() {
+			d := i.Deadline
+			no.Deadline = &d
+		}
+		n.Notices = append(n.Notices, no)
+		if lc := i.Lifecycle; lc != nil && state == "pending" {
+			l := Lifecycle{Notice: i.ID, Group: lc.Group, Hook: lc.Hook}
+			if hb := rec.Heartbeat; hb != nil && hb.Notice == i.ID {
+				last := hb.Last
+				l.Heartbeats, l.LastBeat = hb.Count, &last
+			}
+			n.Lifecycle = append(n.Lifecycle, l)
+		}
+	}
+	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node.Name).String()})
+	if err != nil {
+		return n, fmt.Errorf("list the pods of node %s: %w", node.Name, err)
+	}
+	evict, skipped := drain.Select(pods.Items, wiring.Drain(cfg, client, nil).Policy, interruption.TermsOf(node, pending))
+	for _, s := range skipped {
+		switch s.Reason {
+		case drain.ReasonFinished, drain.ReasonMirror:
+			continue // nothing to stop, or the kubelet's
+		case drain.ReasonTerminating:
+			n.Pods = append(n.Pods, Pod{Name: s.Pod.String(), State: StateTerminating})
+		default:
+			n.Pods = append(n.Pods, Pod{Name: s.Pod.String(), State: StateStays, Why: string(s.Reason)})
+		}
+	}
+	for _, c := range evict {
+		n.Pods = append(n.Pods, podStatus(ctx, c, deadline, cfg, budgets))
+	}
+	slices.SortFunc(n.Pods, func(a, b Pod) int { return strings.Compare(a.Name, b.Name) })
+	return n, nil
+}
+
+// podStatus says what holds a pod the drain evicts: a budget that allows no disruption now,
+// or its turn as a pod marked not to disrupt.
+func podStatus(ctx context.Context, c drain.Candidate, deadline time.Time, cfg *config.Config, budgets *budgetCache) Pod {
+	p := Pod{Name: c.Pod.Namespace + "/" + c.Pod.Name, State: StateToEvict}
+	if c.Tier == drain.TierDoNotDisrupt {
+		p.State, p.Why = StateLeavesLast, "marked not to disrupt: evicted at the deadline minus its grace period"
+		if !deadline.IsZero() {
+			grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
+			if g := c.Pod.Spec.TerminationGracePeriodSeconds; g != nil {
+				grace = *g
+			}
+			if cfg.PodTerminationGracePeriod >= 0 {
+				grace = int64(cfg.PodTerminationGracePeriod)
+			}
+			at := deadline.Add(-time.Duration(grace)*time.Second - 2*time.Second)
+			p.Why = fmt.Sprintf("marked not to disrupt: evicted at %s (the deadline minus its %d s grace period)", at.UTC().Format(time.RFC3339), grace)
+		}
+		return p
+	}
+	if why := budgets.holding(ctx, c.Pod); why != "" {
+		p.State, p.Why = StateHeld, why
+	}
+	return p
+}
+
+// budgetCache reads each namespace's PodDisruptionBudgets once.
+type budgetCache struct {
+	client      kubernetes.Interface
+	byNamespace map[string][]policyv1.PodDisruptionBudget
+}
+
+// holding names the budgets that select the pod and allow no disruption now ("" when none).
+func (b *budgetCache) holding(ctx context.Context, pod *corev1.Pod) string {
+	pdbs, ok := b.byNamespace[pod.Namespace]
+	if !ok {
+		list, err := b.client.PolicyV1().PodDisruptionBudgets(pod.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return "cannot read its PodDisruptionBudgets: " + err.Error()
+		}
+		pdbs = list.Items
+		b.byNamespace[pod.Namespace] = pdbs
+	}
+	var held []string
+	for _, pdb := range pdbs {
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		if pdb.Status.DisruptionsAllowed < 1 {
+			held = append(held, fmt.Sprintf("PodDisruptionBudget %s allows no disruption now (needs %d healthy pods and has %d)",
+				pdb.Name, pdb.Status.DesiredHealthy, pdb.Status.CurrentHealthy))
+		}
+	}
+	switch len(held) {
+	case 0:
+		return ""
+	case 1:
+		return held[0]
+	}
+	return fmt.Sprintf("%s, and %d more budgets", held[0], len(held)-1)
+}
+
+// attachedVolumes maps each node to its attached volumes ("pv (VolumeAttachment name)").
+func attachedVolumes(ctx context.Context, client kubernetes.Interface) (map[string][]string, error) {
+	list, err := client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list VolumeAttachments: %w", err)
+	}
+	out := map[string][]string{}
+	for _, va := range list.Items {
+		name := va.Name
+		if pv := va.Spec.Source.PersistentVolumeName; pv != nil {
+			name = *pv + " (VolumeAttachment " + va.Name + ")"
+		}
+		out[va.Spec.NodeName] = append(out[va.Spec.NodeName], name)
+	}
+	return out, nil
+}
