@@ -520,3 +520,37 @@ func TestProbesFollowTheSetting(t *testing.T) {
 		})
 	}
 }
+
+// TestReaderRole: the optional reader ClusterRole grants exactly what `lifeboat status` and
+// `lifeboat check` read, and binds the subjects given; it is off by default.
+func TestReaderRole(t *testing.T) {
+	h := newHelm(t)
+	for _, cr := range objectsOf[*rbacv1.ClusterRole](h.template(t)) {
+		if strings.HasSuffix(cr.Name, "-reader") {
+			t.Errorf("the reader role is rendered by default")
+		}
+	}
+	r := h.template(t, "--set", "readerRole.create=true", "--set", "readerRole.subjects[0].kind=Group",
+		"--set", "readerRole.subjects[0].name=platform-oncall", "--set", "readerRole.subjects[0].apiGroup=rbac.authorization.k8s.io")
+	var reader *rbacv1.ClusterRole
+	for _, cr := range objectsOf[*rbacv1.ClusterRole](r) {
+		if strings.HasSuffix(cr.Name, "-reader") {
+			reader = cr
+		}
+	}
+	if reader == nil {
+		t.Fatal("no reader ClusterRole")
+	}
+	if got, want := ruleSet(reader.Rules), attributeSet(deploy.ReaderPermissions); !slices.Equal(got, want) {
+		t.Errorf("the reader role grants\n  %s\nwant exactly\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	bound := false
+	for _, b := range objectsOf[*rbacv1.ClusterRoleBinding](r) {
+		if b.RoleRef.Name == reader.Name {
+			bound = len(b.Subjects) == 1 && b.Subjects[0].Kind == "Group" && b.Subjects[0].Name == "platform-oncall"
+		}
+	}
+	if !bound {
+		t.Error("the reader role is not bound to the subjects given")
+	}
+}

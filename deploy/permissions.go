@@ -44,3 +44,17 @@ var LeasePermissions = []authorizationv1.ResourceAttributes{
 	{Group: "coordination.k8s.io", Resource: "leases", Verb: "get", Name: LeaseName},
 	{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Name: LeaseName},
 }
+
+// ReaderPermissions are what `lifeboat status` and `lifeboat check` read, all they read, and
+// what the chart's optional reader ClusterRole (readerRole.create) grants: nodes (their
+// episode records), pods, PodDisruptionBudgets, VolumeAttachments, and the workloads pods
+// belong to.
+var ReaderPermissions = []authorizationv1.ResourceAttributes{
+	{Resource: "nodes", Verb: "list"},
+	{Resource: "pods", Verb: "list"},
+	{Group: "policy", Resource: "poddisruptionbudgets", Verb: "list"},
+	{Group: "storage.k8s.io", Resource: "volumeattachments", Verb: "list"},
+	{Group: "apps", Resource: "replicasets", Verb: "list"},
+	{Group: "apps", Resource: "deployments", Verb: "list"},
+	{Group: "apps", Resource: "statefulsets", Verb: "list"},
+}

@@ -40,6 +40,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/logging"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/preflight"
+	"lifeboat.dev/lifeboat/internal/readiness"
 	"lifeboat.dev/lifeboat/internal/source/imds"
 	"lifeboat.dev/lifeboat/internal/status"
 	"lifeboat.dev/lifeboat/internal/version"
@@ -80,10 +81,14 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		usage(stdout)
 		return exitOK
 	case "", "agent", "controller", "config":
-	case "status":
+	case "status", "check":
 		var err error
 		if output, args, err = outputFlag(args); err != nil {
-			fmt.Fprintf(stderr, "lifeboat: status: %v\n", err)
+			fmt.Fprintf(stderr, "lifeboat: %s: %v\n", sub, err)
+			return exitUsage
+		}
+		if sub == "check" && output == status.FormatYAML {
+			fmt.Fprintln(stderr, "lifeboat: check: -o yaml is not offered; use table or json")
 			return exitUsage
 		}
 	case "preflight":
@@ -116,9 +121,12 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if preflightMode != "" {
 		mode = preflightMode
 	}
-	if sub == "status" {
+	switch sub {
+	case "status":
 		// Read-only, from an operator's machine: the mode's required settings do not apply.
 		return runStatus(ctx, loaded.Config, output, stdout, stderr)
+	case "check":
+		return runCheck(ctx, loaded.Config, output, stdout, stderr)
 	}
 	if err := loaded.Validate(mode); err != nil {
 		return configError(stderr, err)
@@ -384,17 +392,45 @@ func outputFlag(args []string) (format string, rest []string, err error) {
 	return format, rest, nil
 }
 
-// runStatus prints every node's interruption episode, read-only.
-func runStatus(ctx context.Context, cfg *config.Config, output string, stdout, stderr io.Writer) int {
+// readClient is the client of the read-only commands (status, check).
+func readClient(cfg *config.Config) (kubernetes.Interface, error) {
 	rc, err := kube.RESTConfig(wiring.Kube(cfg))
 	if err != nil {
-		fmt.Fprintf(stderr, "lifeboat: status: cannot reach Kubernetes: %v\n", err)
+		return nil, fmt.Errorf("cannot reach Kubernetes: %w", err)
+	}
+	return kube.NewClientset(rc)
+}
+
+// runCheck prints the workloads that cannot leave a node within a Spot warning; exit 1 when
+// there are any, so a CI job can run it.
+func runCheck(ctx context.Context, cfg *config.Config, output string, stdout, stderr io.Writer) int {
+	client, err := readClient(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "lifeboat: check: %v\n", err)
 		return exitUsage
 	}
-	client, err := kube.NewClientset(rc)
+	opts := wiring.Drain(cfg, client, nil)
+	findings, err := readiness.Check(ctx, client, readiness.Options{Policy: opts.Policy, PodGracePeriod: opts.PodGracePeriod})
+	if err != nil {
+		fmt.Fprintf(stderr, "lifeboat: check: %v\n", err)
+		return exitFailure
+	}
+	if err := readiness.Print(stdout, findings, output); err != nil {
+		fmt.Fprintf(stderr, "lifeboat: check: %v\n", err)
+		return exitFailure
+	}
+	if len(findings) > 0 {
+		return exitFailure
+	}
+	return exitOK
+}
+
+// runStatus prints every node's interruption episode, read-only.
+func runStatus(ctx context.Context, cfg *config.Config, output string, stdout, stderr io.Writer) int {
+	client, err := readClient(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "lifeboat: status: %v\n", err)
-		return exitFailure
+		return exitUsage
 	}
 	report, err := status.Collect(ctx, client, cfg, time.Now())
 	if err != nil {
@@ -423,7 +459,7 @@ func configError(w io.Writer, err error) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprint(w, `Usage: lifeboat [agent|controller|preflight [agent|controller]|status [-o table|json|yaml]|config|version] [--flag=value ...]
+	fmt.Fprint(w, `Usage: lifeboat [agent|controller|preflight [agent|controller]|status [-o table|json|yaml]|check [-o table|json]|config|version] [--flag=value ...]
 
 Lifeboat cordons and drains Kubernetes nodes before AWS interrupts, retires or scales in
 their EC2 instances, then completes the Auto Scaling lifecycle action.
@@ -440,6 +476,11 @@ Commands:
               left, the pods still on it and what holds each (a PodDisruptionBudget, a
               do-not-disrupt mark, a policy), volumes attached, lifecycle actions pending.
               Read-only, with KUBECONFIG; -o json or -o yaml for scripts
+  check       workloads that could not leave a node within a Spot warning's two minutes
+              (a PodDisruptionBudget allowing no disruption, a grace period of 2 min or
+              more, do-not-disrupt pods, single replicas without a budget, emptyDir data
+              kept, pods without a controller), each with the fix; exit 1 when any is
+              found. Read-only; -o json
   config      print the effective configuration and where each value came from
   version     print the build
   (none)      as aws-node-termination-handler: controller when ENABLE_SQS_TERMINATION_DRAINING=true

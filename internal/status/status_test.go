@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"lifeboat.dev/lifeboat/deploy"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/interruption"
@@ -113,7 +114,7 @@ func TestStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	report, err := status.Collect(ctx, c.Client, loaded.Config, now)
+	report, err := status.Collect(ctx, sandboxtest.ClientWith(t, ctx, c, "oncall", deploy.ReaderPermissions), loaded.Config, now)
 	if err != nil {
 		t.Fatal(err)
 	}

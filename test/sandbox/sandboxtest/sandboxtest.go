@@ -18,10 +18,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/ownership"
@@ -226,4 +229,41 @@ func TerminatingNode(tb testing.TB, ctx context.Context, c *sandbox.Cluster, fak
 	fake.AddLifecycleHook(fakeaws.LifecycleHook{Name: "drain", AutoScalingGroup: "workers"})
 	fake.BeginLifecycleAction("drain", "workers", instance, token)
 	return node, instance
+}
+
+// ClientWith returns a client for user, who may do exactly what perms say (a ClusterRole and
+// its binding, created here): a test of a read-only command runs with no more than the role
+// it documents.
+func ClientWith(tb testing.TB, ctx context.Context, c *sandbox.Cluster, user string, perms []authorizationv1.ResourceAttributes) kubernetes.Interface {
+	tb.Helper()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-" + user}}
+	for _, p := range perms {
+		resource := p.Resource
+		if p.Subresource != "" {
+			resource += "/" + p.Subresource
+		}
+		rule := rbacv1.PolicyRule{APIGroups: []string{p.Group}, Resources: []string{resource}, Verbs: []string{p.Verb}}
+		if p.Name != "" {
+			rule.ResourceNames = []string{p.Name}
+		}
+		role.Rules = append(role.Rules, rule)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "test-" + user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+	if _, err := c.Client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		tb.Fatal(err)
+	}
+	rc, err := c.UserConfig(user)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return client
 }

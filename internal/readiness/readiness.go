@@ -1,0 +1,218 @@
+// Package readiness finds, before any interruption, the workloads that could not leave a node
+// within a Spot warning's two minutes, and says how to fix each: a PodDisruptionBudget that
+// allows no disruption now, a grace period longer than the warning, a do-not-disrupt mark, a
+// single replica without a budget, emptyDir data a drain must keep, a pod no controller
+// recreates. `lifeboat check` prints the findings and exits 1 when there are any, for CI.
+package readiness
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+
+	"lifeboat.dev/lifeboat/internal/drain"
+)
+
+// SpotWarning is the notice a Spot interruption gives: the budget every check measures against.
+const SpotWarning = 2 * time.Minute
+
+// Reasons a workload is reported.
+const (
+	ReasonBudgetBlocks  = "budget-allows-no-disruption"
+	ReasonLongGrace     = "grace-period-above-warning"
+	ReasonDoNotDisrupt  = "do-not-disrupt"
+	ReasonSingleReplica = "single-replica-without-budget"
+	ReasonLocalData     = "local-data-kept"
+	ReasonUnmanaged     = "unmanaged-pod"
+)
+
+// Finding is one workload that cannot leave a node in time, or not cleanly.
+type Finding struct {
+	Namespace string `json:"namespace"`
+	// Workload is kind/name of the pods' controller (a Deployment rather than its
+	// ReplicaSet), or pod/name for a pod without one.
+	Workload string `json:"workload"`
+	Pods     int    `json:"pods"`
+	Reason   string `json:"reason"`
+	Detail   string `json:"detail"`
+	Fix      string `json:"fix"`
+}
+
+// Options are what the checks measure against: Lifeboat's own drain settings.
+type Options struct {
+	// Policy is the drain's (IGNORE_DAEMON_SETS, DELETE_LOCAL_DATA, Lifeboat's own pod).
+	Policy drain.Policy
+	// PodGracePeriod is POD_TERMINATION_GRACE_PERIOD: -1 keeps each pod's own.
+	PodGracePeriod int
+	// Namespace limits the check to one namespace; empty: all.
+	Namespace string
+}
+
+// Check reads the pods, budgets and workloads and returns the findings, ordered by namespace,
+// workload and reason.
+func Check(ctx context.Context, client kubernetes.Interface, o Options) ([]Finding, error) {
+	pods, err := client.CoreV1().Pods(o.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	pdbs, err := client.PolicyV1().PodDisruptionBudgets(o.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list PodDisruptionBudgets: %w", err)
+	}
+	rsList, err := client.AppsV1().ReplicaSets(o.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list ReplicaSets: %w", err)
+	}
+	deployments, err := client.AppsV1().Deployments(o.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list Deployments: %w", err)
+	}
+	statefulSets, err := client.AppsV1().StatefulSets(o.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list StatefulSets: %w", err)
+	}
+	w := world{pdbs: pdbs.Items, replicaSetOwner: map[string]string{}, replicas: map[string]int32{}}
+	for _, rs := range rsList.Items {
+		if ref := metav1.GetControllerOf(&rs); ref != nil && ref.Kind == "Deployment" {
+			w.replicaSetOwner[rs.Namespace+"/"+rs.Name] = "deployment/" + ref.Name
+		}
+	}
+	for _, d := range deployments.Items {
+		w.replicas[d.Namespace+"/deployment/"+d.Name] = replicasOf(d.Spec.Replicas)
+	}
+	for _, s := range statefulSets.Items {
+		w.replicas[s.Namespace+"/statefulset/"+s.Name] = replicasOf(s.Spec.Replicas)
+	}
+
+	found := map[string]*Finding{} // namespace/workload/reason
+	add := func(pod *corev1.Pod, reason, detail, fix string) {
+		workload := w.workloadOf(pod)
+		key := pod.Namespace + "/" + workload + "/" + reason
+		if f, ok := found[key]; ok {
+			f.Pods++
+			return
+		}
+		found[key] = &Finding{Namespace: pod.Namespace, Workload: workload, Pods: 1, Reason: reason, Detail: detail, Fix: fix}
+	}
+	// Select with no terms: a pod marked not to disrupt comes back skipped, and is reported.
+	candidates, skipped := drain.Select(pods.Items, o.Policy, drain.Terms{})
+	for _, s := range skipped {
+		pod := podNamed(pods.Items, s.Pod.Namespace, s.Pod.Name)
+		switch s.Reason {
+		case drain.ReasonDoNotEvict:
+			add(pod, ReasonDoNotDisrupt, "marked not to disrupt (karpenter.sh/do-not-disrupt or cluster-autoscaler.kubernetes.io/safe-to-evict=false)",
+				"it stays through rebalance recommendations and, under a Spot warning, leaves only at the deadline minus its grace period; remove the mark if the pod can move")
+			w.checkPod(pod, o, add)
+		case drain.ReasonLocalData:
+			add(pod, ReasonLocalData, "uses emptyDir and DELETE_LOCAL_DATA=false: every drain leaves it, and it ends with the instance",
+				"keep the data on a PersistentVolume, or set DELETE_LOCAL_DATA=true if it can be lost")
+		}
+	}
+	for _, c := range candidates {
+		w.checkPod(c.Pod, o, add)
+		if c.Unmanaged {
+			add(c.Pod, ReasonUnmanaged, "no controller: evicted, it is not recreated anywhere", "run it under a Deployment, StatefulSet or Job")
+		}
+	}
+	out := make([]Finding, 0, len(found))
+	for _, f := range found {
+		out = append(out, *f)
+	}
+	slices.SortFunc(out, func(a, b Finding) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Workload, b.Workload), cmp.Compare(a.Reason, b.Reason))
+	})
+	return out, nil
+}
+
+// world is what the checks know beyond the pod itself.
+type world struct {
+	pdbs            []policyv1.PodDisruptionBudget
+	replicaSetOwner map[string]string // namespace/replicaset -> deployment/name
+	replicas        map[string]int32  // namespace/kind/name -> spec.replicas
+}
+
+// checkPod reports what keeps an evictable pod from leaving within a Spot warning: its
+// budgets, its grace period, a single replica without a budget.
+func (w world) checkPod(pod *corev1.Pod, o Options, add func(*corev1.Pod, string, string, string)) {
+	budgets := w.budgetsOf(pod)
+	for _, pdb := range budgets {
+		if pdb.Status.DisruptionsAllowed < 1 {
+			add(pod, ReasonBudgetBlocks,
+				fmt.Sprintf("PodDisruptionBudget %s allows no disruption now (needs %d healthy pods and has %d): its pods cannot be evicted",
+					pdb.Name, pdb.Status.DesiredHealthy, pdb.Status.CurrentHealthy),
+				"run more replicas than the budget needs (or loosen it, e.g. maxUnavailable: 1), so one pod can leave at a time")
+		}
+	}
+	grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		grace = *g
+	}
+	if o.PodGracePeriod >= 0 {
+		grace = int64(o.PodGracePeriod)
+	}
+	if time.Duration(grace)*time.Second >= SpotWarning {
+		add(pod, ReasonLongGrace,
+			fmt.Sprintf("terminationGracePeriodSeconds %d is not shorter than a Spot warning (%d s): under one, Lifeboat cuts it to the time left and the pod is killed before it finishes", grace, int(SpotWarning.Seconds())),
+			"make the pod stop within about 90 s of SIGTERM and lower terminationGracePeriodSeconds to match")
+	}
+	workload := w.workloadOf(pod)
+	if replicas, ok := w.replicas[pod.Namespace+"/"+workload]; ok && replicas == 1 && len(budgets) == 0 {
+		add(pod, ReasonSingleReplica, "1 replica and no PodDisruptionBudget: any drain of its node is an outage until the replacement is ready",
+			"run 2 or more replicas with a PodDisruptionBudget (maxUnavailable: 1)")
+	}
+}
+
+// budgetsOf lists the budgets that select the pod.
+func (w world) budgetsOf(pod *corev1.Pod) []policyv1.PodDisruptionBudget {
+	var out []policyv1.PodDisruptionBudget
+	for _, pdb := range w.pdbs {
+		if pdb.Namespace != pod.Namespace {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err == nil && !sel.Empty() && sel.Matches(labels.Set(pod.Labels)) {
+			out = append(out, pdb)
+		}
+	}
+	return out
+}
+
+// workloadOf names the pod's workload: kind/name of its controller, a ReplicaSet's Deployment
+// when it has one, or pod/name.
+func (w world) workloadOf(pod *corev1.Pod) string {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		return "pod/" + pod.Name
+	}
+	if ref.Kind == "ReplicaSet" {
+		if d, ok := w.replicaSetOwner[pod.Namespace+"/"+ref.Name]; ok {
+			return d
+		}
+	}
+	return strings.ToLower(ref.Kind) + "/" + ref.Name
+}
+
+func replicasOf(r *int32) int32 {
+	if r == nil {
+		return 1 // the API's default
+	}
+	return *r
+}
+
+func podNamed(pods []corev1.Pod, namespace, name string) *corev1.Pod {
+	for i := range pods {
+		if pods[i].Namespace == namespace && pods[i].Name == name {
+			return &pods[i]
+		}
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+}
