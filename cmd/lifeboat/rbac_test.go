@@ -4,12 +4,12 @@ import (
 	"context"
 	"testing"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"lifeboat.dev/lifeboat/deploy"
 	"lifeboat.dev/lifeboat/test/sandbox"
+	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
 // grantShippedRBAC gives user exactly what the chart grants: its ClusterRole
@@ -17,21 +17,7 @@ import (
 // (deploy.LeasePermissions). deploy's tests hold those lists to the chart's templates.
 func grantShippedRBAC(t *testing.T, ctx context.Context, c *sandbox.Cluster, user, namespace string) {
 	t.Helper()
-	rules := func(perms []authorizationv1.ResourceAttributes) []rbacv1.PolicyRule {
-		var out []rbacv1.PolicyRule
-		for _, p := range perms {
-			resource := p.Resource
-			if p.Subresource != "" {
-				resource += "/" + p.Subresource
-			}
-			r := rbacv1.PolicyRule{APIGroups: []string{p.Group}, Resources: []string{resource}, Verbs: []string{p.Verb}}
-			if p.Name != "" {
-				r.ResourceNames = []string{p.Name}
-			}
-			out = append(out, r)
-		}
-		return out
-	}
+	rules := sandboxtest.PolicyRules
 	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
 	name := "shipped-" + user
 	if _, err := c.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},

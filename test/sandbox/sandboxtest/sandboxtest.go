@@ -236,18 +236,7 @@ func TerminatingNode(tb testing.TB, ctx context.Context, c *sandbox.Cluster, fak
 // it documents.
 func ClientWith(tb testing.TB, ctx context.Context, c *sandbox.Cluster, user string, perms []authorizationv1.ResourceAttributes) kubernetes.Interface {
 	tb.Helper()
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-" + user}}
-	for _, p := range perms {
-		resource := p.Resource
-		if p.Subresource != "" {
-			resource += "/" + p.Subresource
-		}
-		rule := rbacv1.PolicyRule{APIGroups: []string{p.Group}, Resources: []string{resource}, Verbs: []string{p.Verb}}
-		if p.Name != "" {
-			rule.ResourceNames = []string{p.Name}
-		}
-		role.Rules = append(role.Rules, rule)
-	}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-" + user}, Rules: PolicyRules(perms)}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "test-" + user},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
@@ -266,4 +255,21 @@ func ClientWith(tb testing.TB, ctx context.Context, c *sandbox.Cluster, user str
 		tb.Fatal(err)
 	}
 	return client
+}
+
+// PolicyRules are the RBAC rules that grant exactly perms, one rule each.
+func PolicyRules(perms []authorizationv1.ResourceAttributes) []rbacv1.PolicyRule {
+	var out []rbacv1.PolicyRule
+	for _, p := range perms {
+		resource := p.Resource
+		if p.Subresource != "" {
+			resource += "/" + p.Subresource
+		}
+		rule := rbacv1.PolicyRule{APIGroups: []string{p.Group}, Resources: []string{resource}, Verbs: []string{p.Verb}}
+		if p.Name != "" {
+			rule.ResourceNames = []string{p.Name}
+		}
+		out = append(out, rule)
+	}
+	return out
 }
