@@ -188,7 +188,17 @@ func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Co
 			n.Pods = append(n.Pods, Pod{Name: s.Pod.String(), State: StateStays, Why: string(s.Reason)})
 		}
 	}
+	// The drain's owner never evicts its own pod; outside the cluster POD_NAME is not set,
+	// but the owner's holder starts with its host name, which in a pod is the pod's name.
+	var ownerHost string
+	if rec.Owner != nil {
+		ownerHost, _, _ = strings.Cut(rec.Owner.Holder, "/")
+	}
 	for _, c := range evict {
+		if ownerHost != "" && c.Pod.Name == ownerHost {
+			n.Pods = append(n.Pods, Pod{Name: c.Pod.Namespace + "/" + c.Pod.Name, State: StateStays, Why: string(drain.ReasonOwnPod)})
+			continue
+		}
 		n.Pods = append(n.Pods, podStatus(ctx, c, deadline, cfg, budgets))
 	}
 	slices.SortFunc(n.Pods, func(a, b Pod) int { return strings.Compare(a.Name, b.Name) })

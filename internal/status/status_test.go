@@ -84,6 +84,7 @@ func TestStatus(t *testing.T) {
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "DaemonSet", Name: "logs", UID: "u", Controller: ptr.To(true)}}
 		}),
 		pod("cart-0", name, nil),
+		pod("lifeboat-0", name, nil), // the owner's own pod (its holder's host name)
 		pod("elsewhere", "quiet", nil),
 	}
 	for _, p := range pods {
@@ -129,8 +130,9 @@ func TestStatus(t *testing.T) {
 		"shop/web-0": {Name: "shop/web-0", State: status.StateHeld, Why: "PodDisruptionBudget web allows no disruption now (needs 2 healthy pods and has 2)"},
 		"shop/batch-0": {Name: "shop/batch-0", State: status.StateLeavesLast,
 			Why: "marked not to disrupt: evicted at " + deadline.Add(-32*time.Second).UTC().Format(time.RFC3339) + " (the deadline minus its 30 s grace period)"},
-		"shop/logs-x": {Name: "shop/logs-x", State: status.StateStays, Why: string(drain.ReasonDaemonSet)},
-		"shop/cart-0": {Name: "shop/cart-0", State: status.StateToEvict},
+		"shop/logs-x":     {Name: "shop/logs-x", State: status.StateStays, Why: string(drain.ReasonDaemonSet)},
+		"shop/cart-0":     {Name: "shop/cart-0", State: status.StateToEvict},
+		"shop/lifeboat-0": {Name: "shop/lifeboat-0", State: status.StateStays, Why: string(drain.ReasonOwnPod)},
 	}
 	if len(n.Pods) != len(want) {
 		t.Errorf("pods %+v, want %d", n.Pods, len(want))
@@ -177,7 +179,7 @@ func TestStatus(t *testing.T) {
 	if err := status.Print(&js, report, status.FormatJSON); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(js.Bytes(), &decoded); err != nil || len(decoded.Nodes) != 1 || len(decoded.Nodes[0].Pods) != 4 {
+	if err := json.Unmarshal(js.Bytes(), &decoded); err != nil || len(decoded.Nodes) != 1 || len(decoded.Nodes[0].Pods) != 5 {
 		t.Errorf("JSON does not round-trip (%v): %s", err, js.String())
 	}
 	var yml bytes.Buffer
