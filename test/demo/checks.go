@@ -89,6 +89,7 @@ func check(r *Result, procs []*process) []string {
 			problems = append(problems, checkHandback(name, c)...)
 		}
 	}
+	problems = append(problems, checkBudgets(r)...)
 	f := r.Foreign
 	if f.Refused < 0 || f.Reason == "" {
 		fail("the foreign instance %s: the controller did not log refusing its notice", f.InstanceID)
@@ -143,6 +144,28 @@ func checkHandback(name string, c Case) []string {
 		case hw.Outcome == WaitSkipped:
 			fail("%s: the wait for %s was skipped", name, waitPurpose[wait])
 		}
+	}
+	return problems
+}
+
+// checkBudgets: the web budget must have held at least one pod and then let it go, and
+// `lifeboat status`, run while it held, must have worked and shown a node of the scenario.
+func checkBudgets(r *Result) []string {
+	var problems []string
+	released := 0
+	for _, c := range r.Cases {
+		released += releasedCount(c.Blocked)
+	}
+	if released == 0 {
+		problems = append(problems, "no pod was reported blocked by a PodDisruptionBudget and then released")
+	}
+	switch s := r.MidDrain; {
+	case !s.Ran:
+		problems = append(problems, "lifeboat status was not run mid-drain")
+	case s.Err != "":
+		problems = append(problems, "lifeboat status mid-drain failed: "+s.Err)
+	case !s.Listed:
+		problems = append(problems, "lifeboat status mid-drain listed no node of the scenario")
 	}
 	return problems
 }

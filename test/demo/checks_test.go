@@ -20,9 +20,11 @@ func handled() *Result {
 		{Pod: "kube-system/log-shipper-a", Tier: TierDaemonSet, Reason: "DaemonSet pod (IGNORE_DAEMON_SETS=true)"},
 		{Pod: "kube-system/kube-proxy-a", Tier: TierMirror, Reason: "mirror pod of a static pod: managed by the kubelet"},
 	}
+	blocked := []BlockedPod{{Pod: "shop/web-1", Why: "shop/web-1 by PodDisruptionBudget web (needs 5 healthy pods and has 5)", Blocked: s / 2, Released: s}}
 	return &Result{
+		MidDrain: MidDrainStatus{Ran: true, At: s, Output: "NODE ...\nb ...", Listed: true},
 		Cases: []Case{
-			{Name: "A", Handler: "agent", Notice: 0, Cordoned: s / 2, Drained: 4 * s, Recorded: 4 * s, Completed: -1, Evicted: pods(0), Skipped: skipped},
+			{Name: "A", Handler: "agent", Notice: 0, Cordoned: s / 2, Drained: 4 * s, Recorded: 4 * s, Completed: -1, Evicted: pods(0), Skipped: skipped, Blocked: blocked},
 			{Name: "B", Handler: "controller", HasHook: true, Notice: 0, Cordoned: s / 2, Drained: 5 * s, Recorded: 11 * s, Completed: 11 * s,
 				Completions: 1, LifecycleResult: "CONTINUE", Evicted: pods(s),
 				Skipped:  append(skipped, SkippedPod{Pod: systemNamespace + "/" + ControllerPodName, Tier: TierWorkload, Reason: "Lifeboat's own pod"}),
@@ -109,6 +111,15 @@ func TestCheck(t *testing.T) {
 		}, "never left target group web"},
 		{"target never gone", func(r *Result) { r.Cases[1].Handback.TargetGone = -1 }, "never stopped draining"},
 		{"volume never detached", func(r *Result) { r.Cases[1].Handback.Detached = -1 }, "volume pv-db-0 was never detached"},
+		{"no pod blocked", func(r *Result) { r.Cases[0].Blocked = nil }, "no pod was reported blocked"},
+		{"blocked pod never released", func(r *Result) { r.Cases[0].Blocked[0].Released = -1 }, "blocked by a PodDisruptionBudget and then released"},
+		{"status not run", func(r *Result) { r.MidDrain = MidDrainStatus{} }, "lifeboat status was not run mid-drain"},
+		{"status failed", func(r *Result) {
+			r.MidDrain.Err, r.MidDrain.Listed = "signal: killed", false
+		}, "lifeboat status mid-drain failed: signal: killed"},
+		{"status listed no node", func(r *Result) {
+			r.MidDrain.Output, r.MidDrain.Listed = "No node is in an interruption episode.", false
+		}, "listed no node"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

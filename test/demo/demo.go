@@ -128,6 +128,7 @@ func Run(ctx context.Context, opts Options) (_ *Result, err error) {
 	}
 	fmt.Fprintf(out, "Starting lifeboat agent (node A) and lifeboat controller (%s) ...\n", b.bin)
 	w := newWatcher(out, e.client, e.aws, lanes, filepath.Join(opts.OutputDir, "agent.log"), filepath.Join(opts.OutputDir, "controller.log"))
+	w.statusBin, w.statusKubeconfig = b.bin, e.cluster.KubeconfigPath
 	w.watchTarget(lanes[1].name, e.targetGroup, targetGroupName, lanes[1].instance, targetDelay)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer func() { stopWatch(); w.factory.Shutdown() }()
@@ -163,7 +164,8 @@ func Run(ctx context.Context, opts Options) (_ *Result, err error) {
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	res, err := summarize(ctx, e, w.snapshot(), procs, lanes)
+	midDrain := w.midDrain()
+	res, err := summarize(ctx, e, w.snapshot(), midDrain, procs, lanes)
 	if err != nil {
 		return nil, err
 	}

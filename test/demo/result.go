@@ -29,8 +29,10 @@ type Result struct {
 	// CompleteCalls counts every CompleteLifecycleAction call the fake Auto Scaling received.
 	CompleteCalls int
 	Notices       []string // lifeboat_notices_total lines scraped from the processes' metrics
-	Problems      []string // every way the run differs from what Lifeboat promises
-	Files         Files
+	// MidDrain is the `lifeboat status` run when a budget first held a pod.
+	MidDrain MidDrainStatus
+	Problems []string // every way the run differs from what Lifeboat promises
+	Files    Files
 }
 
 // Case is one node's interruption.
@@ -50,6 +52,8 @@ type Case struct {
 	LifecycleResult string
 	Evicted         []EvictedPod
 	Skipped         []SkippedPod
+	// Blocked lists the pods a PodDisruptionBudget held, as the handler logged them.
+	Blocked []BlockedPod
 	// Left lists pods still on the node at the end that a drain should have evicted.
 	Left []string
 	// OnNodeAtCompletion lists pods a drain should have evicted that were still on the node,
@@ -165,12 +169,12 @@ type Quiet struct {
 type Files struct{ Dir, Timeline, Summary, AgentLog, ControllerLog, Sandbox string }
 
 // summarize turns the observations into a Result and checks it.
-func summarize(ctx context.Context, e *env, o observed, procs []*process, lanes []lane) (*Result, error) {
+func summarize(ctx context.Context, e *env, o observed, midDrain MidDrainStatus, procs []*process, lanes []lane) (*Result, error) {
 	attempts, refused, err := evictionAttempts(e.cluster)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{}
+	res := &Result{MidDrain: midDrain}
 	for i, l := range lanes[:2] {
 		c := Case{Name: l.name, Node: l.node, InstanceID: l.instance, HasHook: l.token != "",
 			Notice: o.first(l.name, EventNotice), Cordoned: o.first(l.name, EventCordoned), Drained: -1,
@@ -212,6 +216,7 @@ func summarize(ctx context.Context, e *env, o observed, procs []*process, lanes 
 				c.Skipped = append(c.Skipped, SkippedPod{Pod: p.Name, Tier: p.Tier, Reason: o.skipped[p.Name]})
 			}
 		}
+		c.Blocked = budgetHolds(o.events, l.name)
 		if l.targetGroup != "" {
 			c.Handback = handbackOf(o, l, c.Evicted)
 		}

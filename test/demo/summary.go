@@ -48,6 +48,7 @@ func writeSummary(out io.Writer, path string, r *Result) error {
 		if c.DrainLog != "" {
 			fmt.Fprintf(&b, "  %s's drain: %s\n", c.Handler, c.DrainLog)
 		}
+		fmt.Fprintf(&b, "  held by a PodDisruptionBudget: %d pod(s) blocked, %d released\n", len(c.Blocked), releasedCount(c.Blocked))
 		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 		for _, p := range c.Evicted {
 			note := fmt.Sprintf("%d eviction request", p.Attempts)
@@ -80,6 +81,7 @@ func writeSummary(out io.Writer, path string, r *Result) error {
 	} else {
 		fmt.Fprintf(&b, "Node C (%s), which had no notice: changed (%s), evicted %v.\n", r.Quiet.Node, r.Quiet.Touched, r.Quiet.Evicted)
 	}
+	writeMidDrain(&b, r.MidDrain)
 	if len(r.Notices) > 0 {
 		fmt.Fprintln(&b, "\nNotices counted by the processes (/metrics):")
 		for _, n := range r.Notices {
@@ -171,4 +173,16 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// writeMidDrain says in one line whether the mid-drain `lifeboat status` ran and listed a node.
+func writeMidDrain(b *bytes.Buffer, s MidDrainStatus) {
+	switch {
+	case !s.Ran:
+		fmt.Fprintln(b, "lifeboat status, mid-drain: not run (no pod was held by a budget)")
+	case s.Err != "":
+		fmt.Fprintf(b, "lifeboat status, mid-drain (%s): failed: %s\n", at(s.At), s.Err)
+	default:
+		fmt.Fprintf(b, "lifeboat status, mid-drain (%s): ran, listed a node of the scenario: %v\n", at(s.At), s.Listed)
+	}
 }

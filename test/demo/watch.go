@@ -93,20 +93,26 @@ type watcher struct {
 	factory informers.SharedInformerFactory
 	pods    cache.SharedIndexInformer
 
-	mu        sync.Mutex
-	start     time.Time // zero until begin
-	events    []Event
-	before    map[string][]podInfo      // lane -> pods on its node at the start
-	evicted   map[string]bool           // pod keys seen evicted
-	cordoned  map[string]bool           // lanes
-	drained   map[string]bool           // lanes
-	skipped   map[string]string         // pod key -> reason the drain logged
-	drainLogs map[string]map[string]any // lane -> the drain's "drain finished" line
-	refusals  map[string]*refusal       // instance id -> why and what became of its message
-	calls     int                       // fake AWS calls looked at
-	targets   []*watchedTarget          // load-balancer targets followed through their states
-	waits     map[string][]HandbackWait // lane -> the hand-back waits its handler logged
-	handbacks map[string]bool           // lanes whose node holds a target and a volume
+	mu         sync.Mutex
+	start      time.Time // zero until begin
+	events     []Event
+	before     map[string][]podInfo      // lane -> pods on its node at the start
+	evicted    map[string]bool           // pod keys seen evicted
+	cordoned   map[string]bool           // lanes
+	drained    map[string]bool           // lanes
+	skipped    map[string]string         // pod key -> reason the drain logged
+	drainLogs  map[string]map[string]any // lane -> the drain's "drain finished" line
+	refusals   map[string]*refusal       // instance id -> why and what became of its message
+	calls      int                       // fake AWS calls looked at
+	targets    []*watchedTarget          // load-balancer targets followed through their states
+	waits      map[string][]HandbackWait // lane -> the hand-back waits its handler logged
+	handbacks  map[string]bool           // lanes whose node holds a target and a volume
+	budgetSeen map[string]bool           // "blocked pod" / "released pod": one line each
+
+	// The mid-drain `lifeboat status`: set before run; statusDone is made when it starts.
+	statusBin, statusKubeconfig string
+	statusDone                  chan struct{}
+	status                      MidDrainStatus
 }
 
 // watchedTarget is an instance's place in a target group, as last seen.
@@ -127,7 +133,7 @@ func newWatcher(out io.Writer, client kubernetes.Interface, aws *fakeaws.Server,
 	w := &watcher{out: out, client: client, aws: aws, lanes: map[string]string{}, tokens: map[string]string{}, labels: map[string]string{},
 		before: map[string][]podInfo{}, evicted: map[string]bool{}, cordoned: map[string]bool{}, drained: map[string]bool{},
 		skipped: map[string]string{}, drainLogs: map[string]map[string]any{}, refusals: map[string]*refusal{}, waits: map[string][]HandbackWait{},
-		handbacks: map[string]bool{}}
+		handbacks: map[string]bool{}, budgetSeen: map[string]bool{}}
 	for _, l := range lanes {
 		w.labels[l.name] = l.label
 		w.handbacks[l.name] = l.targetGroup != ""
@@ -260,6 +266,8 @@ func (w *watcher) recordAtLocked(at time.Duration, lane string, kind EventKind, 
 	}
 	text := string(kind)
 	switch {
+	case kind == EventBlocked || kind == EventReleased:
+		text = string(kind) + ": " + detail
 	case pod != "":
 		text = fmt.Sprintf("%s %s (%s)", kind, pod, tier)
 	case detail != "":
@@ -379,6 +387,10 @@ func (w *watcher) logLineLocked(l logLine) {
 		w.handbackLineLocked(l, WaitSkipped)
 	}
 	switch msg {
+	case msgBudgetBlocked:
+		w.budgetLineLocked(l, EventBlocked)
+	case msgBudgetReleased:
+		w.budgetLineLocked(l, EventReleased)
 	case "pod left on the node":
 		w.skipped[l.str("pod")] = l.str("reason")
 	case "drain finished":
