@@ -497,7 +497,8 @@ func TestDoNotDisruptLeavesLastAndOnlyUnderAReclaim(t *testing.T) {
 		t.Fatalf("%s was not selected: %+v", name, res.Pods)
 		return PodOutcome{}
 	}
-	d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1})
+	// A quorum read: the watch cache may not hold pods created a moment ago yet.
+	d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1, Lister: APILister{Client: c.Client, Quorum: true}})
 
 	t.Run("reclaim", func(t *testing.T) {
 		node := podsOn(0)
@@ -512,7 +513,7 @@ func TestDoNotDisruptLeavesLastAndOnlyUnderAReclaim(t *testing.T) {
 			t.Errorf("the ordinary pod was evicted %v after the start; want at once", at)
 		}
 		// Its turn: the deadline (12 s) minus its grace period (3 s) minus the margin (2 s).
-		if at := batch.EvictedAt.Sub(start); at < 6*time.Second || at > 8500*time.Millisecond {
+		if at := batch.EvictedAt.Sub(start); at < 6*time.Second || at > 9*time.Second {
 			t.Errorf("the pod marked not to disrupt was evicted %v after the start; want about 7 s", at)
 		}
 		if batch.GoneAt.IsZero() || batch.GoneAt.After(deadline) {
@@ -564,7 +565,7 @@ func TestDoNotDisruptLeavesLastAndOnlyUnderAReclaim(t *testing.T) {
 		if res == nil {
 			return
 		}
-		if at := outcome(res, "batch-2").EvictedAt.Sub(tightened); at < 2*time.Second || at > 4500*time.Millisecond {
+		if at := outcome(res, "batch-2").EvictedAt.Sub(tightened); at < 2*time.Second || at > 5*time.Second {
 			t.Errorf("evicted %v after the deadline moved to 8 s from then; want about 3 s", at)
 		}
 	})

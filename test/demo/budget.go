@@ -55,7 +55,16 @@ func (w *watcher) budgetLineLocked(l logLine, kind EventKind) {
 		at = t.Sub(w.start)
 	}
 	w.recordAtLocked(at, lane, kind, pod, "", budgetText(kind, pod, l.str("budget"), l.str("detail")))
-	if kind == EventBlocked && w.statusDone == nil && w.statusBin != "" {
+	if kind == EventBlocked {
+		w.startStatusLocked()
+	}
+}
+
+// startStatusLocked starts the one mid-drain `lifeboat status`, unless it already ran: at the
+// first pod a budget holds, or else at the second eviction, when a budget happened not to
+// refuse any (whether one does depends on timing).
+func (w *watcher) startStatusLocked() {
+	if w.statusDone == nil && w.statusBin != "" {
 		w.statusDone = make(chan struct{})
 		go w.midDrainStatus()
 	}

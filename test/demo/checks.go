@@ -152,12 +152,12 @@ func checkHandback(name string, c Case) []string {
 // `lifeboat status`, run while it held, must have worked and shown a node of the scenario.
 func checkBudgets(r *Result) []string {
 	var problems []string
-	released := 0
+	// Whether the web budget refuses an eviction at all depends on timing; a pod it held must
+	// be released, though.
 	for _, c := range r.Cases {
-		released += releasedCount(c.Blocked)
-	}
-	if released == 0 {
-		problems = append(problems, "no pod was reported blocked by a PodDisruptionBudget and then released")
+		if blocked, released := len(c.Blocked), releasedCount(c.Blocked); released < blocked {
+			problems = append(problems, fmt.Sprintf("node %s: %d pods blocked by a PodDisruptionBudget, only %d released", c.Name, blocked, released))
+		}
 	}
 	switch s := r.MidDrain; {
 	case !s.Ran:

@@ -111,8 +111,7 @@ func TestCheck(t *testing.T) {
 		}, "never left target group web"},
 		{"target never gone", func(r *Result) { r.Cases[1].Handback.TargetGone = -1 }, "never stopped draining"},
 		{"volume never detached", func(r *Result) { r.Cases[1].Handback.Detached = -1 }, "volume pv-db-0 was never detached"},
-		{"no pod blocked", func(r *Result) { r.Cases[0].Blocked = nil }, "no pod was reported blocked"},
-		{"blocked pod never released", func(r *Result) { r.Cases[0].Blocked[0].Released = -1 }, "blocked by a PodDisruptionBudget and then released"},
+		{"blocked pod never released", func(r *Result) { r.Cases[0].Blocked[0].Released = -1 }, "1 pods blocked by a PodDisruptionBudget, only 0 released"},
 		{"status not run", func(r *Result) { r.MidDrain = MidDrainStatus{} }, "lifeboat status was not run mid-drain"},
 		{"status failed", func(r *Result) {
 			r.MidDrain.Err, r.MidDrain.Listed = "signal: killed", false

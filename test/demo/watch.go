@@ -310,6 +310,9 @@ func (w *watcher) podEvicted(p *corev1.Pod) {
 	}
 	w.evicted[key] = true
 	w.recordLocked(l, EventEvicted, key, tierOf(p), "")
+	if len(w.evicted) >= 2 {
+		w.startStatusLocked()
+	}
 }
 
 // volumeDetached records the deletion of a VolumeAttachment on a watched node: the volume is
