@@ -370,9 +370,10 @@ func (d *Drainer) evictTier(ctx context.Context, tier []Candidate, out []PodOutc
 func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome, dl *Deadline, tr *tracker) {
 	log := d.opts.Logger.With("pod", out.Pod.String(), "node", pod.Spec.NodeName)
 	backoff := d.opts.RetryMin
+	var reported *Blocker // what Blocked was told, so that Unblocked is told the same
 	defer func() {
-		if out.BlockedBy != nil && d.opts.Observer != nil {
-			d.opts.Observer.Unblocked(pod, *out.BlockedBy, !out.EvictedAt.IsZero())
+		if reported != nil {
+			d.opts.Observer.Unblocked(pod, *reported, !out.EvictedAt.IsZero())
 		}
 	}()
 	for {
@@ -403,7 +404,8 @@ func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome
 		case blockedByBudget(err), retriable(err):
 			if blockedByBudget(err) {
 				by := blockerOf(err)
-				if out.BlockedBy == nil && d.opts.Observer != nil {
+				if reported == nil && d.opts.Observer != nil {
+					reported = &by
 					d.opts.Observer.Blocked(pod, by)
 				}
 				out.BlockedBy = &by
