@@ -34,6 +34,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/events"
+	"lifeboat.dev/lifeboat/internal/handback/targets"
 	"lifeboat.dev/lifeboat/internal/health"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/kube"
@@ -69,7 +70,7 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
-	sub, preflightMode, output := "", config.Mode(""), status.FormatTable
+	sub, preflightMode, output, loadBalancers := "", config.Mode(""), status.FormatTable, false
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		sub, args = args[0], args[1:]
 	}
@@ -86,6 +87,9 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		if output, args, err = outputFlag(args); err != nil {
 			fmt.Fprintf(stderr, "lifeboat: %s: %v\n", sub, err)
 			return exitUsage
+		}
+		if sub == "status" {
+			loadBalancers, args = boolFlag(args, "load-balancers")
 		}
 		if sub == "check" && output == status.FormatYAML {
 			fmt.Fprintln(stderr, "lifeboat: check: -o yaml is not offered; use table or json")
@@ -124,7 +128,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	switch sub {
 	case "status":
 		// Read-only, from an operator's machine: the mode's required settings do not apply.
-		return runStatus(ctx, loaded.Config, output, stdout, stderr)
+		return runStatus(ctx, loaded.Config, output, loadBalancers, stdout, stderr)
 	case "check":
 		return runCheck(ctx, loaded.Config, output, stdout, stderr)
 	}
@@ -392,6 +396,19 @@ func outputFlag(args []string) (format string, rest []string, err error) {
 	return format, rest, nil
 }
 
+// boolFlag takes --name (or --name=true|false, one dash or two) out of args.
+func boolFlag(args []string, name string) (set bool, rest []string) {
+	for _, a := range args {
+		flag, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || flag != name {
+			rest = append(rest, a)
+			continue
+		}
+		set = !hasValue || value == "true"
+	}
+	return set, rest
+}
+
 // readClient is the client of the read-only commands (status, check).
 func readClient(cfg *config.Config) (kubernetes.Interface, error) {
 	rc, err := kube.RESTConfig(wiring.Kube(cfg))
@@ -426,13 +443,23 @@ func runCheck(ctx context.Context, cfg *config.Config, output string, stdout, st
 }
 
 // runStatus prints every node's interruption episode, read-only.
-func runStatus(ctx context.Context, cfg *config.Config, output string, stdout, stderr io.Writer) int {
+func runStatus(ctx context.Context, cfg *config.Config, output string, loadBalancers bool, stdout, stderr io.Writer) int {
 	client, err := readClient(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "lifeboat: status: %v\n", err)
 		return exitUsage
 	}
-	report, err := status.Collect(ctx, client, cfg, time.Now())
+	var opts status.Options
+	if loadBalancers {
+		// The hand-back's own target reader: the same calls, the same idea of "held".
+		awsCfg, err := cloud.LoadAWSConfig(ctx, cfg.AWSRegion, cfg.AWSEndpoint)
+		if err != nil {
+			fmt.Fprintf(stderr, "lifeboat: status: --load-balancers needs AWS credentials and AWS_REGION: %v\n", err)
+			return exitUsage
+		}
+		opts.Targets = targets.New(cloud.NewAWSLoadBalancing(awsCfg), targets.Options{})
+	}
+	report, err := status.Collect(ctx, client, cfg, time.Now(), opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "lifeboat: status: %v\n", err)
 		return exitFailure
@@ -459,7 +486,7 @@ func configError(w io.Writer, err error) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprint(w, `Usage: lifeboat [agent|controller|preflight [agent|controller]|status [-o table|json|yaml]|check [-o table|json]|config|version] [--flag=value ...]
+	fmt.Fprint(w, `Usage: lifeboat [agent|controller|preflight [agent|controller]|status [-o table|json|yaml] [--load-balancers]|check [-o table|json]|config|version] [--flag=value ...]
 
 Lifeboat cordons and drains Kubernetes nodes before AWS interrupts, retires or scales in
 their EC2 instances, then completes the Auto Scaling lifecycle action.
@@ -475,7 +502,9 @@ Commands:
   status      every node in an interruption episode: its notices, phase, deadline and time
               left, the pods still on it and what holds each (a PodDisruptionBudget, a
               do-not-disrupt mark, a policy), volumes attached, lifecycle actions pending.
-              Read-only, with KUBECONFIG; -o json or -o yaml for scripts
+              Read-only, with KUBECONFIG; -o json or -o yaml for scripts; --load-balancers
+              also asks ELBv2 (AWS credentials, AWS_REGION) which target groups still hold
+              each instance or its pods' IPs
   check       workloads that could not leave a node within a Spot warning's two minutes
               (a PodDisruptionBudget allowing no disruption, a grace period of 2 min or
               more, do-not-disrupt pods, single replicas without a budget, emptyDir data

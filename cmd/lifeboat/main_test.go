@@ -144,3 +144,21 @@ func TestOutputFlag(t *testing.T) {
 		t.Errorf("status -o xml: exit %d, %q", code, stderr.String())
 	}
 }
+
+func TestBoolFlag(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		set  bool
+		rest []string
+	}{
+		{nil, false, nil},
+		{[]string{"--load-balancers", "-o", "json"}, true, []string{"-o", "json"}},
+		{[]string{"-load-balancers=false", "--kubeconfig=/k"}, false, []string{"--kubeconfig=/k"}},
+		{[]string{"--load-balancers=true"}, true, nil},
+		{[]string{"load-balancers"}, false, []string{"load-balancers"}}, // not a flag
+	} {
+		if set, rest := boolFlag(tt.args, "load-balancers"); set != tt.set || !slices.Equal(rest, tt.rest) {
+			t.Errorf("%q: got %v %q", tt.args, set, rest)
+		}
+	}
+}

@@ -45,7 +45,7 @@ func printTable(w io.Writer, r *Report) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tINSTANCE\tPHASE\tNOTICES\tDEADLINE\tLEFT\tPODS\tHELD\tVOLUMES\tLIFECYCLE")
+	fmt.Fprintln(tw, "NODE\tINSTANCE\tPHASE\tNOTICES\tDEADLINE\tLEFT\tPODS\tHELD\tVOLUMES\tTARGETS\tLIFECYCLE")
 	for _, n := range r.Nodes {
 		held := 0
 		for _, p := range n.Pods {
@@ -53,11 +53,14 @@ func printTable(w io.Writer, r *Report) error {
 				held++
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\n", n.Name, dash(n.Instance), n.Phase, len(n.Notices),
-			timeOrDash(n.Deadline), dash(n.Left), len(n.Pods), held, len(n.Volumes), len(n.Lifecycle))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%d\n", n.Name, dash(n.Instance), n.Phase, len(n.Notices),
+			timeOrDash(n.Deadline), dash(n.Left), len(n.Pods), held, len(n.Volumes), targetCount(r, n), len(n.Lifecycle))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if !r.TargetsRead {
+		fmt.Fprintln(w, "(load-balancer targets not read: add --load-balancers, with AWS credentials and AWS_REGION)")
 	}
 	for _, n := range r.Nodes {
 		fmt.Fprintf(w, "\n%s", n.Name)
@@ -75,6 +78,12 @@ func printTable(w io.Writer, r *Report) error {
 		for _, v := range n.Volumes {
 			fmt.Fprintf(tw, "  volume\t%s\tattached\n", v)
 		}
+		for _, t := range n.Targets {
+			fmt.Fprintf(tw, "  target\t%s\n", t)
+		}
+		if n.TargetsUnknown != "" {
+			fmt.Fprintf(tw, "  target\tunknown: %s\n", n.TargetsUnknown)
+		}
 		for _, l := range n.Lifecycle {
 			beat := "no heartbeat yet"
 			if l.LastBeat != nil {
@@ -90,6 +99,17 @@ func printTable(w io.Writer, r *Report) error {
 		}
 	}
 	return nil
+}
+
+// targetCount is the TARGETS column: "-" when ELBv2 was not asked, "?" when it failed.
+func targetCount(r *Report, n Node) string {
+	switch {
+	case !r.TargetsRead:
+		return "-"
+	case n.TargetsUnknown != "":
+		return "?"
+	}
+	return fmt.Sprint(len(n.Targets))
 }
 
 func dash(s string) string {

@@ -1,7 +1,7 @@
 // Package status answers, read-only, "what is Lifeboat doing to my nodes, and what holds it":
 // every node in an interruption episode with its notices, phase, deadline and time left, the
-// pods still on it and why each is there, the volumes still attached, and the lifecycle
-// actions pending with their heartbeats. It reads what any Lifeboat wrote on the Nodes (the
+// pods still on it and why each is there, the volumes and (when asked) load-balancer targets
+// still attached, and the lifecycle actions pending with their heartbeats. It reads what any Lifeboat wrote on the Nodes (the
 // episode record) and what the API server holds (pods, budgets, attachments); it needs no
 // running Lifeboat and changes nothing. `lifeboat status` prints it.
 package status
@@ -22,6 +22,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/handback"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/wiring"
 )
@@ -30,6 +31,8 @@ import (
 type Report struct {
 	At    time.Time `json:"at"`
 	Nodes []Node    `json:"nodes"`
+	// TargetsRead says whether load-balancer targets were asked for (Options.Targets).
+	TargetsRead bool `json:"targetsRead"`
 }
 
 // Node is one node's episode.
@@ -46,6 +49,11 @@ type Node struct {
 	Pods []Pod `json:"pods"`
 	// Volumes are the volumes still attached to the node (VolumeAttachments).
 	Volumes []string `json:"volumes,omitempty"`
+	// Targets are the load-balancer targets of the instance and of its pods' IPs still
+	// registered or draining ("id in group (state)"), when Options.Targets is set.
+	Targets []string `json:"targets,omitempty"`
+	// TargetsUnknown says why Targets could not be read.
+	TargetsUnknown string `json:"targetsUnknown,omitempty"`
 	// Lifecycle lists the Auto Scaling lifecycle actions waiting for the node's drain.
 	Lifecycle []Lifecycle `json:"lifecycle,omitempty"`
 }
@@ -94,14 +102,26 @@ const (
 	StateTerminating = "terminating"
 )
 
+// TargetReader lists the load-balancer targets still holding an instance or its pods' IPs;
+// the hand-back's target wait is one.
+type TargetReader interface {
+	Held(ctx context.Context, s handback.Subject) ([]string, error)
+}
+
+// Options add what Kubernetes does not hold.
+type Options struct {
+	// Targets, when set, is asked for each node's load-balancer targets (ELBv2).
+	Targets TargetReader
+}
+
 // Collect reads every node's episode. cfg gives the drain's policy (IGNORE_DAEMON_SETS,
 // DELETE_LOCAL_DATA, POD_NAME) and the plans of the notices, as the running Lifeboat has them.
-func Collect(ctx context.Context, client kubernetes.Interface, cfg *config.Config, now time.Time) (*Report, error) {
+func Collect(ctx context.Context, client kubernetes.Interface, cfg *config.Config, now time.Time, opts Options) (*Report, error) {
 	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	r := &Report{At: now, Nodes: []Node{}}
+	r := &Report{At: now, Nodes: []Node{}, TargetsRead: opts.Targets != nil}
 	budgets := budgetCache{client: client, byNamespace: map[string][]policyv1.PodDisruptionBudget{}}
 	var attachments map[string][]string
 	for i := range list.Items {
@@ -115,18 +135,26 @@ func Collect(ctx context.Context, client kubernetes.Interface, cfg *config.Confi
 				return nil, err
 			}
 		}
-		n, err := nodeStatus(ctx, client, cfg, node, rec, &budgets, now)
+		n, podIPs, err := nodeStatus(ctx, client, cfg, node, rec, &budgets, now)
 		if err != nil {
 			return nil, err
 		}
 		n.Volumes = attachments[node.Name]
+		if opts.Targets != nil {
+			n.Targets, err = opts.Targets.Held(ctx, subjectOf(node, rec, podIPs))
+			if err != nil {
+				n.TargetsUnknown = err.Error()
+			}
+		}
 		r.Nodes = append(r.Nodes, n)
 	}
 	return r, nil
 }
 
+// nodeStatus reads one node's episode; it also returns the IPs of the pods still on the node
+// (host-network pods excluded), which IP target groups may hold.
 func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Config, node *corev1.Node, rec interruption.Record,
-	budgets *budgetCache, now time.Time) (Node, error) {
+	budgets *budgetCache, now time.Time) (Node, []string, error) {
 	n := Node{Name: node.Name, Instance: interruption.InstanceIDOf(node), Phase: rec.Phase.String(), Notices: []Notice{}, Pods: []Pod{}}
 	pending := rec.Pending(cfg, "")
 	deadline := rec.Deadline
@@ -175,7 +203,13 @@ func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Co
 	}
 	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node.Name).String()})
 	if err != nil {
-		return n, fmt.Errorf("list the pods of node %s: %w", node.Name, err)
+		return n, nil, fmt.Errorf("list the pods of node %s: %w", node.Name, err)
+	}
+	var podIPs []string
+	for _, p := range pods.Items {
+		if p.Status.PodIP != "" && !p.Spec.HostNetwork {
+			podIPs = append(podIPs, p.Status.PodIP)
+		}
 	}
 	evict, skipped := drain.Select(pods.Items, wiring.Drain(cfg, client, nil).Policy, interruption.TermsOf(node, pending))
 	for _, s := range skipped {
@@ -202,7 +236,21 @@ func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Co
 		n.Pods = append(n.Pods, podStatus(ctx, c, deadline, cfg, budgets))
 	}
 	slices.SortFunc(n.Pods, func(a, b Pod) int { return strings.Compare(a.Name, b.Name) })
-	return n, nil
+	return n, podIPs, nil
+}
+
+// subjectOf is what a load balancer may still hold for the node: its instance, the IPs of
+// the pods on it, and those its drain recorded for the hand-back (pods already gone).
+func subjectOf(node *corev1.Node, rec interruption.Record, podIPs []string) handback.Subject {
+	s := handback.Subject{Node: node.Name, InstanceID: interruption.InstanceIDOf(node), PodIPs: podIPs}
+	if h := rec.Handback; h != nil {
+		for _, ip := range h.PodIPs {
+			if !slices.Contains(s.PodIPs, ip) {
+				s.PodIPs = append(s.PodIPs, ip)
+			}
+		}
+	}
+	return s
 }
 
 // podStatus says what holds a pod the drain evicts: a budget that allows no disruption now,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,11 +18,14 @@ import (
 	"k8s.io/utils/ptr"
 
 	"lifeboat.dev/lifeboat/deploy"
+	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/handback/targets"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/status"
 	"lifeboat.dev/lifeboat/test/sandbox"
+	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
@@ -39,6 +43,7 @@ func episodeNode(name string, deadline, renewed time.Time) *corev1.Node {
 				Lifecycle: &interruption.IntentLifecycle{Group: "workers", Hook: "drain", Token: "t"}},
 		},
 		Owner:     &interruption.Owner{Origin: "queue q", Holder: "lifeboat-0/1", Renewed: renewed},
+		Handback:  &interruption.HandbackRecord{PodIPs: []string{"10.0.0.7"}}, // an evicted pod's IP
 		Heartbeat: &interruption.Heartbeat{Notice: "asg-term-i-0123456789abcdef0", Count: 1, Last: renewed},
 	}
 	b, _ := json.Marshal(rec)
@@ -115,7 +120,21 @@ func TestStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	report, err := status.Collect(ctx, sandboxtest.ClientWith(t, ctx, c, "oncall", deploy.ReaderPermissions), loaded.Config, now)
+	// The instance is still in target group web (draining), and a pod IP the drain recorded
+	// for the hand-back is still in group pods; another node's instance does not count.
+	fake := sandboxtest.FakeAWS(t, "")
+	web := fake.AddTargetGroup(fakeaws.TargetGroup{Name: "web", DeregistrationDelay: time.Hour})
+	podGroup := fake.AddTargetGroup(fakeaws.TargetGroup{Name: "pods", TargetType: "ip"})
+	for _, r := range [][2]string{{web, "i-0123456789abcdef0"}, {web, "i-0fffffffffffffff0"}, {podGroup, "10.0.0.7"}} {
+		if err := fake.RegisterTarget(r[0], r[1], 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fake.DeregisterTarget(web, "i-0123456789abcdef0"); err != nil {
+		t.Fatal(err)
+	}
+	opts := status.Options{Targets: targets.New(cloud.NewAWSLoadBalancing(sandboxtest.AWSConfig(fake.URL())), targets.Options{})}
+	report, err := status.Collect(ctx, sandboxtest.ClientWith(t, ctx, c, "oncall", deploy.ReaderPermissions), loaded.Config, now, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +167,9 @@ func TestStatus(t *testing.T) {
 	if len(n.Lifecycle) != 1 || n.Lifecycle[0].Group != "workers" || n.Lifecycle[0].Heartbeats != 1 {
 		t.Errorf("lifecycle %+v", n.Lifecycle)
 	}
+	if want := []string{"10.0.0.7 in pods (healthy)", "i-0123456789abcdef0 in web (draining)"}; !slices.Equal(n.Targets, want) || n.TargetsUnknown != "" {
+		t.Errorf("targets %q (%s), want %q", n.Targets, n.TargetsUnknown, want)
+	}
 
 	var table bytes.Buffer
 	if err := status.Print(&table, report, status.FormatTable); err != nil {
@@ -167,6 +189,7 @@ func TestStatus(t *testing.T) {
 		"shop/batch-0":  {"leaves last"},
 		"pv-db-0":       {"attached"},
 		"workers/drain": {"1 heartbeat, last"},
+		"in web":        {"target", "i-0123456789abcdef0 in web (draining)"},
 	} {
 		for _, w := range want {
 			if !strings.Contains(lineOf(key), w) {
