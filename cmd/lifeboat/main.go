@@ -27,7 +27,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"lifeboat.dev/lifeboat/internal/agent"
 	"lifeboat.dev/lifeboat/internal/cloud"
@@ -182,11 +181,13 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		defer probesListener.Close()
 	}
 
-	rc, err := kube.RESTConfig(wiring.Kube(loaded.Config))
+	m := metrics.New()
+	base, err := kube.RESTConfig(wiring.Kube(loaded.Config))
 	if err != nil {
 		logger.Error("cannot reach Kubernetes", "err", err)
 		return exitUsage
 	}
+	rc := kube.Instrumented(base, "main", m)
 	client, err := kube.NewClientset(rc)
 	if err != nil {
 		logger.Error("cannot build Kubernetes client", "err", err)
@@ -202,7 +203,6 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return exitFailure
 	}
 
-	m := metrics.New()
 	if metricsListener != nil {
 		srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
@@ -259,7 +259,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		wire(ctl.Handler())
 		// A second client, with its own rate limit, for cordons: in a burst they must not
 		// queue behind the evictions of nodes cordoned earlier.
-		cordonClient, err := kube.NewClientset(rc)
+		cordonClient, err := kube.NewClientset(kube.Instrumented(base, "cordon", m))
 		if err != nil {
 			logger.Error("cannot build Kubernetes client", "err", err)
 			return exitFailure
@@ -267,7 +267,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		ctl.Handler().SetCordonClient(cordonClient)
 		// And one for the Lease, outside KUBE_API_QPS / KUBE_API_BURST: a renewal every 2 s
 		// must never wait behind evictions.
-		leaseConfig := rest.CopyConfig(rc)
+		leaseConfig := kube.Instrumented(base, "lease", m)
 		leaseConfig.QPS, leaseConfig.Burst = leaseQPS, leaseBurst
 		leaseClient, err := kube.NewClientset(leaseConfig)
 		if err != nil {

@@ -200,6 +200,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !cacheSynced(ctx, factory) {
 		return ctx.Err()
 	}
+	// The episode gauges, counted from the informer's Nodes while this replica leads.
+	c.metrics.CountEpisodes(func() (metrics.Episodes, bool) {
+		return interruption.CountEpisodes(nodeInformer.GetStore().List()), true
+	})
+	defer c.metrics.CountEpisodes(nil)
 	// The reconciler stops (and its drains with it) only after intake has: a notice recorded
 	// by intake is always reconciled, here or by the next leader.
 	episodesCtx, stopEpisodes := context.WithCancel(ctx)

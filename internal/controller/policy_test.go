@@ -31,6 +31,33 @@ func (w *intakeWorld) addPolicyPod(t *testing.T, ctx context.Context, n *corev1.
 	}
 }
 
+// eventMessage is the message of an Event of the reason on the named object ("" if none).
+func (w *intakeWorld) eventMessage(t *testing.T, ctx context.Context, namespace, name, reason string) string {
+	t.Helper()
+	list, err := w.c.Client.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name == name && e.Reason == reason {
+			return e.Message
+		}
+	}
+	return ""
+}
+
+// podEvent waits a few seconds (Events are sent asynchronously) for an Event of the reason
+// on a pod in shop and returns its message.
+func (w *intakeWorld) podEvent(t *testing.T, ctx context.Context, pod, reason string) string {
+	t.Helper()
+	var msg string
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+		msg = w.eventMessage(t, ctx, "shop", pod, reason)
+		return msg != "", nil
+	})
+	return msg
+}
+
 // untouched reports whether the pod is still there and not being deleted.
 func (w *intakeWorld) untouched(ctx context.Context, name string) bool {
 	p, err := w.c.Client.CoreV1().Pods("shop").Get(ctx, name, metav1.GetOptions{})
@@ -80,6 +107,16 @@ func TestPodPolicies(t *testing.T) {
 	if v := w.metrics.Value("lifeboat_drain_pods_left_total", "reason", "do-not-disrupt"); v != 1 {
 		t.Errorf("lifeboat_drain_pods_left_total{reason=do-not-disrupt} = %v, want 1", v)
 	}
+	if msg := w.podEvent(t, ctx, pinned, events.ReasonPodHeld); !strings.Contains(msg, rebalanced.Name) || !strings.Contains(msg, "marked not to disrupt") {
+		t.Errorf("the pinned pod's %s Event is %q; want it to name the node and the mark", events.ReasonPodHeld, msg)
+	}
+	// The episode gauges, read from the records: the node is drained and holds the pod.
+	if v := w.metrics.Value("lifeboat_episode_pods_held"); v != 1 {
+		t.Errorf("lifeboat_episode_pods_held = %v, want 1", v)
+	}
+	if v := w.metrics.Value("lifeboat_episodes", "phase", "drained"); v != 1 {
+		t.Errorf("lifeboat_episodes{phase=drained} = %v, want 1", v)
+	}
 
 	// Spot warnings already 110 s old: the drain has its 30 s minimum budget.
 	sent := time.Now()
@@ -111,6 +148,12 @@ func TestPodPolicies(t *testing.T) {
 	if r, _ := interruption.ReadRecord(w.node(t, ctx, rebalanced)); len(r.Held) != 0 {
 		t.Errorf("record still holds %v after the reclaim's drain", r.Held)
 	}
+	if v := w.metrics.Value("lifeboat_episode_pods_held"); v != 0 {
+		t.Errorf("lifeboat_episode_pods_held = %v after the reclaim's drain, want 0", v)
+	}
+	if v := w.metrics.Value("lifeboat_drain_deadline_share"); v < 3 {
+		t.Errorf("lifeboat_drain_deadline_share observed %v drains, want the three", v)
+	}
 	if !w.untouched(ctx, watcher) {
 		t.Error("the pod tolerating the Spot taint was evicted")
 	}
@@ -133,16 +176,7 @@ func TestBlockedPodReported(t *testing.T) {
 	w.send(t, ctx, spotMessage(interruption.InstanceIDOf(n)))
 
 	eventOn := func(namespace, name string) string {
-		list, err := w.c.Client.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range list.Items {
-			if e.InvolvedObject.Name == name && e.Reason == events.ReasonEvictionBlocked {
-				return e.Message
-			}
-		}
-		return ""
+		return w.eventMessage(t, ctx, namespace, name, events.ReasonEvictionBlocked)
 	}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		return eventOn("shop", "ledger-0") != "" && eventOn("", n.Name) != "", nil

@@ -65,7 +65,8 @@ const (
 	ReasonDrainNotScheduled  = "DrainNotScheduled"
 	ReasonHandbackWaited     = "HandbackWaited"  // a wait before the hand-back ended in time
 	ReasonHandbackWaitCut    = "HandbackWaitCut" // the deadline cut it short
-	ReasonPodsHeld           = "PodsHeld"        // pods marked not to disrupt stay: no notice is a reclaim
+	ReasonPodsHeld           = "PodsHeld"        // on the node: pods marked not to disrupt stay, no notice is a reclaim
+	ReasonPodHeld            = "PodHeld"         // on such a pod: the same, told to its owners
 	ReasonEvictionBlocked    = "EvictionBlocked" // on the pod and its node: a disruption budget refuses its eviction
 )
 
@@ -268,6 +269,18 @@ func (r *Recorder) PodsHeld(node Node, held []string) {
 	r.emit(node, corev1.EventTypeWarning, ReasonPodsHeld,
 		clip(fmt.Sprintf("%s marked not to disrupt (karpenter.sh/do-not-disrupt=true or cluster-autoscaler.kubernetes.io/safe-to-evict=false) stay on the cordoned node: "+
 			"no notice reclaims the instance; a Spot warning, termination hook or scheduled event would evict them last: %s", pods(len(held)), strings.Join(held, ", "))))
+}
+
+// PodHeld records, on a pod marked not to disrupt, that its node's drain leaves it running:
+// its owners see in their namespace that the node is cordoned and going, and that the pod
+// goes with the instance unless they move it or a reclaim's drain evicts it last.
+func (r *Recorder) PodHeld(pod Pod, node string) {
+	if !r.Enabled() {
+		return
+	}
+	r.rec.AnnotatedEventf(pod.reference(), maps.Clone(r.annotations), corev1.EventTypeWarning, ReasonPodHeld, "%s",
+		clip("Lifeboat leaves the pod on node "+node+", which is cordoned for an interruption, because it is marked not to disrupt and no notice reclaims the instance yet; "+
+			"it ends with the instance unless it is moved, or a reclaim's drain evicts it last"))
 }
 
 // EvictionBlocked records, on the pod, that its node's drain cannot evict it yet, and what

@@ -272,7 +272,7 @@ func (h *Handler) track(nodeName string, deadline *drain.Deadline) (untrack func
 func (h *Handler) drain(ctx context.Context, node *corev1.Node, deadline *drain.Deadline, terms drain.Terms, log *slog.Logger) (drained, error) {
 	nodeName := node.Name
 	res, err := h.drainer.DrainUntil(ctx, nodeName, deadline, terms)
-	h.countDrain(res, err)
+	h.countDrain(res, deadline.Time(), err)
 	log.Info("drain finished", "selected", len(res.Pods), "skipped", len(res.Skipped), "remaining", len(res.Remaining()),
 		"seconds", res.Finished.Sub(res.Started).Seconds(), "dryRun", res.DryRun, "err", err)
 	for _, s := range res.Skipped {
@@ -286,6 +286,9 @@ func (h *Handler) drain(ctx context.Context, node *corev1.Node, deadline *drain.
 		}
 		log.Warn("pods marked not to disrupt stay on the node: no notice is a reclaim", "pods", names)
 		h.Events.PodsHeld(events.NodeOf(node), names)
+		for _, s := range held {
+			h.Events.PodHeld(events.Pod{Namespace: s.Pod.Namespace, Name: s.Pod.Name, UID: s.UID}, nodeName)
+		}
 	}
 	if err != nil {
 		return drained{}, fmt.Errorf("drain node %s: %w", nodeName, err)
@@ -390,8 +393,9 @@ func (h *Handler) RecordHeartbeat(ctx context.Context, nodeName, noticeID string
 	return err
 }
 
-// countDrain records a drain's duration and its pods' evictions.
-func (h *Handler) countDrain(res *drain.Result, err error) {
+// countDrain records a drain's duration, against the time it had until the deadline, and its
+// pods' evictions.
+func (h *Handler) countDrain(res *drain.Result, deadline time.Time, err error) {
 	if h.Metrics == nil || res == nil {
 		return
 	}
@@ -399,7 +403,11 @@ func (h *Handler) countDrain(res *drain.Result, err error) {
 		h.Metrics.Action(metrics.ActionDrain, metrics.ResultDryRun)
 		return
 	}
-	h.Metrics.Drain(res.Finished.Sub(res.Started), err)
+	var allowed time.Duration
+	if !deadline.IsZero() {
+		allowed = deadline.Sub(res.Started)
+	}
+	h.Metrics.Drain(res.Finished.Sub(res.Started), allowed, err)
 	counts := map[string]int{}
 	for _, p := range res.Pods {
 		switch {

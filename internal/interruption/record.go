@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
 )
@@ -390,4 +391,23 @@ func writeRecord(n *corev1.Node, r Record) {
 	}
 	b, _ := json.Marshal(r)
 	nodes.SetAnnotation(AnnotationRecord, string(b))(n)
+}
+
+// CountEpisodes counts, among nodes (*corev1.Node, as an informer's store lists them), those
+// in an open episode by phase, and the pods marked not to disrupt their drains left.
+func CountEpisodes(nodes []any) metrics.Episodes {
+	e := metrics.Episodes{ByPhase: map[string]int{}}
+	for _, o := range nodes {
+		n, ok := o.(*corev1.Node)
+		if !ok || n.Annotations[AnnotationRecord] == "" {
+			continue
+		}
+		r, err := ReadRecord(n)
+		if err != nil || !r.Open() {
+			continue
+		}
+		e.ByPhase[r.Phase.String()]++
+		e.PodsHeld += len(r.Held)
+	}
+	return e
 }

@@ -62,6 +62,10 @@ type Metrics struct {
 	handback      *prometheus.HistogramVec
 	podsLeft      *prometheus.CounterVec
 	blockedPods   *prometheus.GaugeVec
+	drainShare    prometheus.Histogram
+	kubeRequests  *prometheus.CounterVec
+	kubeLatency   *prometheus.HistogramVec
+	episodes      *episodeCollector
 }
 
 // New registers Lifeboat's metrics, plus the Go runtime and process collectors.
@@ -134,8 +138,22 @@ func New() *Metrics {
 			Name: "lifeboat_drain_blocked_pods",
 			Help: "Pods whose eviction is being refused right now, by reason: disruption-budget (a PodDisruptionBudget allows no disruption), several-disruption-budgets (more than one selects the pod).",
 		}, []string{"reason"}),
+		drainShare: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "lifeboat_drain_deadline_share",
+			Help:    "How much of the time it had a finished drain used: its duration over the time from its start to the deadline (1 = it ended at the deadline).",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 1, 1.25},
+		}),
+		kubeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lifeboat_kube_requests_total",
+			Help: "Kubernetes API requests by client (main; cordon: the controller's cordons; lease: its leader Lease), verb, resource and HTTP code (429: throttled by API Priority and Fairness; error: no answer).",
+		}, []string{"client", "verb", "resource", "code"}),
+		kubeLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "lifeboat_kube_request_duration_seconds", Help: "Kubernetes API request latency by verb (watches excluded).",
+			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+		}, []string{"verb"}),
+		episodes: newEpisodeCollector(),
 	}
-	m.Registry.MustRegister(m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
+	m.Registry.MustRegister(m.drainShare, m.kubeRequests, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -179,11 +197,26 @@ func (m *Metrics) Action(action, result string) {
 // ActionErr counts an action as ok or error.
 func (m *Metrics) ActionErr(action string, err error) { m.Action(action, result(err)) }
 
-// Drain records a finished drain.
-func (m *Metrics) Drain(d time.Duration, err error) {
+// Drain records a finished drain; allowed, when above zero, is the time it had from its start
+// to the deadline.
+func (m *Metrics) Drain(d, allowed time.Duration, err error) {
 	if m != nil {
 		m.drainSeconds.WithLabelValues(result(err)).Observe(d.Seconds())
 		m.actions.WithLabelValues(ActionDrain, result(err)).Inc()
+		if allowed > 0 {
+			m.drainShare.Observe(d.Seconds() / allowed.Seconds())
+		}
+	}
+}
+
+// KubeRequest counts one Kubernetes API request; it fits kube.RequestObserver.
+func (m *Metrics) KubeRequest(client, verb, resource, code string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.kubeRequests.WithLabelValues(client, verb, resource, code).Inc()
+	if verb != "watch" {
+		m.kubeLatency.WithLabelValues(verb).Observe(took.Seconds())
 	}
 }
 
