@@ -523,6 +523,47 @@ func TestProbesFollowTheSetting(t *testing.T) {
 
 // TestReaderRole: the optional reader ClusterRole grants exactly what `lifeboat status` and
 // `lifeboat check` read, and binds the subjects given; it is off by default.
+// The controller's periodic readiness check (config.readinessReportInterval) is off by
+// default; set, the reader ClusterRole is rendered and bound to the controller's service
+// account, and the controller is given the setting.
+func TestReadinessReportBindsTheReaderRole(t *testing.T) {
+	h := newHelm(t)
+	controller := []string{"--set", "controller.enabled=true", "--set", "config.queueUrl=https://sqs.us-east-1.amazonaws.com/123456789012/q"}
+	for _, cr := range objectsOf[*rbacv1.ClusterRole](h.template(t, controller...)) {
+		if strings.HasSuffix(cr.Name, "-reader") {
+			t.Error("the reader role is rendered with the report off")
+		}
+	}
+	r := h.template(t, append(controller, "--set", "controller.config.readinessReportInterval=10m")...)
+	reader := false
+	for _, cr := range objectsOf[*rbacv1.ClusterRole](r) {
+		if strings.HasSuffix(cr.Name, "-reader") {
+			reader = slices.Equal(ruleSet(cr.Rules), attributeSet(deploy.ReaderPermissions))
+		}
+	}
+	if !reader {
+		t.Error("no reader ClusterRole granting deploy.ReaderPermissions with the report on")
+	}
+	bound := false
+	for _, b := range objectsOf[*rbacv1.ClusterRoleBinding](r) {
+		if strings.HasSuffix(b.RoleRef.Name, "-reader") && len(b.Subjects) == 1 {
+			bound = b.Subjects[0].Kind == "ServiceAccount" && strings.HasSuffix(b.Subjects[0].Name, "-controller")
+		}
+	}
+	if !bound {
+		t.Error("the reader role is not bound to the controller's service account")
+	}
+	set := false
+	for _, d := range objectsOf[*appsv1.Deployment](r) {
+		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+			set = set || (e.Name == "READINESS_REPORT_INTERVAL" && e.Value == "10m")
+		}
+	}
+	if !set {
+		t.Error("the controller is not given READINESS_REPORT_INTERVAL=10m")
+	}
+}
+
 func TestReaderRole(t *testing.T) {
 	h := newHelm(t)
 	for _, cr := range objectsOf[*rbacv1.ClusterRole](h.template(t)) {

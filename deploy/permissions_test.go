@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"slices"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 
@@ -15,13 +16,15 @@ import (
 // start, per mode: everything a mode can need (with every optional feature on) is granted to
 // it, and nothing it does not need.
 func TestChartGrantsWhatTheBinaryChecks(t *testing.T) {
-	cfg := &config.Config{ForceDeleteBeforeDeadline: 30, EmitKubernetesEvents: true, WaitForVolumeDetachment: true, PodNamespace: "kube-system"}
+	cfg := &config.Config{ForceDeleteBeforeDeadline: 30, EmitKubernetesEvents: true, WaitForVolumeDetachment: true, PodNamespace: "kube-system",
+		ReadinessReportInterval: time.Minute}
 	key := func(group, resource, sub, verb, name string) string {
 		return group + "/" + resource + "/" + sub + ":" + verb + "@" + name
 	}
 	for mode, granted := range map[config.Mode][]authorizationv1.ResourceAttributes{
 		config.ModeAgent:      deploy.AgentPermissions,
-		config.ModeController: slices.Concat(deploy.ControllerPermissions, deploy.LeasePermissions),
+		// The periodic readiness check is granted by the reader role the chart binds to it.
+		config.ModeController: slices.Concat(deploy.ControllerPermissions, deploy.LeasePermissions, deploy.ReaderPermissions),
 	} {
 		needed := map[string]bool{}
 		for _, p := range preflight.Permissions(mode, cfg) {

@@ -122,6 +122,7 @@ var samples = map[string][2]string{
 	"PROMETHEUS_SERVER_BIND_ADDRESS":          {" ::1 ", "::1"},
 	"PROBES_SERVER_ENDPOINT":                  {"/live", "/live"},
 	"EMIT_KUBERNETES_EVENTS":                  {"true", "true"},
+	"READINESS_REPORT_INTERVAL":               {"10m", "10m0s"},
 	"KUBERNETES_EVENTS_EXTRA_ANNOTATIONS":     {"team=infra, owner=me", "owner=me,team=infra"},
 }
 
@@ -256,6 +257,7 @@ func TestBadValues(t *testing.T) {
 		{"METADATA_TRIES", "0", `METADATA_TRIES="0": out of range (allowed: 1 to 100)`},
 		{"IMDS_POLL_INTERVAL", "500", `IMDS_POLL_INTERVAL="500": not a duration`},
 		{"IMDS_POLL_INTERVAL", "10ms", `IMDS_POLL_INTERVAL="10ms": out of range (allowed: 100ms to 1m0s)`},
+		{"READINESS_REPORT_INTERVAL", "30s", `READINESS_REPORT_INTERVAL="30s": out of range (allowed: 0s for off, or 1m0s to 24h0m0s)`},
 		{"QUEUE_URL", "ftp://queue", `QUEUE_URL="ftp://queue": not an absolute http or https URL`},
 		{"AWS_ENDPOINT", "localhost:4566", `AWS_ENDPOINT="localhost:4566": not an absolute http or https URL`},
 		{"HEARTBEAT_INTERVAL", "10", `HEARTBEAT_INTERVAL="10": out of range (allowed: -1 (off) or 30 to 3600)`},

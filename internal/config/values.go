@@ -226,10 +226,12 @@ func (v templateValue) Set(raw string) error {
 }
 func (v templateValue) String() string { return *v.p }
 
-// durationValue is a Go duration ("500ms", "2s") in [min, max].
+// durationValue is a Go duration ("500ms", "2s") in [min, max], or 0 when zeroOff says 0
+// turns the feature off.
 type durationValue struct {
 	p        *time.Duration
 	min, max time.Duration
+	zeroOff  bool
 }
 
 func (v durationValue) Set(raw string) error {
@@ -237,7 +239,10 @@ func (v durationValue) Set(raw string) error {
 	if err != nil {
 		return errors.New(`not a duration (e.g. "500ms" or "2s")`)
 	}
-	if d < v.min || d > v.max {
+	if (d < v.min || d > v.max) && (d != 0 || !v.zeroOff) {
+		if v.zeroOff {
+			return fmt.Errorf("out of range (allowed: 0s for off, or %s to %s)", v.min, v.max)
+		}
 		return fmt.Errorf("out of range (allowed: %s to %s)", v.min, v.max)
 	}
 	*v.p = d

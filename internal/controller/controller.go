@@ -233,6 +233,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.metrics.ConfigWarning("managed_tag_check_off")
 	}
 	go reportHealth(ctx, c.metrics, "queue", consumer.Healthy)
+	if every := c.cfg.ReadinessReportInterval; every > 0 {
+		go c.reportReadiness(ctx, every)
+	}
 	c.log.Info("controller consuming the queue", "queue", c.cfg.QueueURL, "workers", c.cfg.Workers, "dryRun", c.cfg.DryRun)
 	return consumer.Run(ctx, func(ctx context.Context, m sqs.Message) (sqs.Outcome, time.Duration) {
 		if m.ReceiveCount <= 1 && !m.SentAt.IsZero() {

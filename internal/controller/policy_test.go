@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/events"
@@ -201,5 +202,28 @@ func TestBlockedPodReported(t *testing.T) {
 	})
 	if err != nil {
 		t.Errorf("after the budget was lifted: %d pods on the node, blocked gauge %v", w.podsOn(t, ctx, n), w.metrics.Value("lifeboat_drain_blocked_pods", "reason", "disruption-budget"))
+	}
+}
+
+// With READINESS_REPORT_INTERVAL set, the leader runs the readiness check at once and then
+// periodically, and publishes the workloads found per namespace and reason.
+func TestReadinessReport(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 1)
+	w.addPolicyPod(t, ctx, w.nodes[0], "slow-0", func(p *corev1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](600) })
+	w.run(t, ctx, "READINESS_REPORT_INTERVAL", "1m")
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		return w.metrics.Value("lifeboat_readiness_last_run_timestamp_seconds", "result", "ok") > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the readiness check did not run: %v", err)
+	}
+	// The world's app pod (300 s) and slow-0 (600 s).
+	if v := w.metrics.Value("lifeboat_readiness_findings", "namespace", "shop", "reason", "grace-period-above-warning"); v != 2 {
+		t.Errorf("lifeboat_readiness_findings{shop, grace-period-above-warning} = %v, want 2", v)
+	}
+	if v := w.metrics.Value("lifeboat_readiness_findings", "namespace", "shop", "reason", "unmanaged-pod"); v < 1 {
+		t.Errorf("lifeboat_readiness_findings{shop, unmanaged-pod} = %v, want the pods without a controller", v)
 	}
 }

@@ -66,6 +66,8 @@ type Metrics struct {
 	kubeRequests  *prometheus.CounterVec
 	kubeLatency   *prometheus.HistogramVec
 	episodes      *episodeCollector
+	readiness     *prometheus.GaugeVec
+	readinessRun  *prometheus.GaugeVec
 }
 
 // New registers Lifeboat's metrics, plus the Go runtime and process collectors.
@@ -152,8 +154,15 @@ func New() *Metrics {
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
 		}, []string{"verb"}),
 		episodes: newEpisodeCollector(),
+		readiness: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lifeboat_readiness_findings",
+			Help: "Controller with READINESS_REPORT_INTERVAL: workloads that could not leave a node within a Spot warning, by namespace and reason, as the last `lifeboat check` run found.",
+		}, []string{"namespace", "reason"}),
+		readinessRun: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lifeboat_readiness_last_run_timestamp_seconds", Help: "When the periodic readiness check last ran, by result (ok, error).",
+		}, []string{"result"}),
 	}
-	m.Registry.MustRegister(m.drainShare, m.kubeRequests, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
+	m.Registry.MustRegister(m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -206,6 +215,25 @@ func (m *Metrics) Drain(d, allowed time.Duration, err error) {
 		if allowed > 0 {
 			m.drainShare.Observe(d.Seconds() / allowed.Seconds())
 		}
+	}
+}
+
+// ReadinessKey is a namespace and a reason of the periodic readiness check.
+type ReadinessKey struct{ Namespace, Reason string }
+
+// Readiness replaces the readiness findings with those of a check that ran at at; on an
+// error the last findings stay.
+func (m *Metrics) Readiness(workloads map[ReadinessKey]int, at time.Time, err error) {
+	if m == nil {
+		return
+	}
+	m.readinessRun.WithLabelValues(result(err)).Set(float64(at.Unix()))
+	if err != nil {
+		return
+	}
+	m.readiness.Reset()
+	for k, n := range workloads {
+		m.readiness.WithLabelValues(k.Namespace, k.Reason).Set(float64(n))
 	}
 }
 

@@ -112,6 +112,17 @@ func Permissions(mode config.Mode, cfg *config.Config) []Permission {
 			Permission{Group: group, Resource: "leases", Verb: "create", Namespace: ns, Why: "leader election: create the Lease the first time"},
 			Permission{Group: group, Resource: "leases", Verb: "update", Namespace: ns, Name: controller.LeaseName, Why: "leader election: renew and release the Lease"},
 		)
+		if cfg.ReadinessReportInterval > 0 {
+			// Pods are listed already; the check also reads budgets and the workloads pods
+			// belong to. The chart's reader role grants these.
+			const why = "READINESS_REPORT_INTERVAL: the periodic readiness check"
+			perms = append(perms,
+				Permission{Group: "policy", Resource: "poddisruptionbudgets", Verb: "list", Why: why},
+				Permission{Group: "apps", Resource: "replicasets", Verb: "list", Why: why},
+				Permission{Group: "apps", Resource: "deployments", Verb: "list", Why: why},
+				Permission{Group: "apps", Resource: "statefulsets", Verb: "list", Why: why},
+			)
+		}
 	}
 	return perms
 }

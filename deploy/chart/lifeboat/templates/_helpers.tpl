@@ -179,3 +179,15 @@ readinessProbe:
   {{- toYaml $values.readinessProbe | nindent 2 }}
 {{- end }}
 {{- end }}
+
+{{/*
+Whether the controller runs the periodic readiness check (READINESS_REPORT_INTERVAL set and
+not 0): the reader ClusterRole is then rendered and bound to the controller.
+*/}}
+{{- define "lifeboat.readinessReport" -}}
+{{- if .Values.controller.enabled }}
+{{- $cfg := include "lifeboat.effectiveConfig" (dict "root" . "component" "controller") | fromYaml }}
+{{- $every := include "lifeboat.settingValue" (get $cfg "readinessReportInterval") | trim }}
+{{- if not (has $every (list "" "0" "0s")) }}true{{ end }}
+{{- end }}
+{{- end }}

@@ -25,6 +25,7 @@ forceDeleteBeforeDeadlineSeconds: FORCE_DELETE_BEFORE_DEADLINE_SECONDS
 workers: WORKERS
 waitForVolumeDetachment: WAIT_FOR_VOLUME_DETACHMENT
 waitForLoadBalancerTargets: WAIT_FOR_LOAD_BALANCER_TARGETS
+readinessReportInterval: READINESS_REPORT_INTERVAL
 instanceMetadataUrl: INSTANCE_METADATA_URL
 metadataTries: METADATA_TRIES
 imdsPollInterval: IMDS_POLL_INTERVAL
