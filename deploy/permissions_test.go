@@ -22,7 +22,7 @@ func TestChartGrantsWhatTheBinaryChecks(t *testing.T) {
 		return group + "/" + resource + "/" + sub + ":" + verb + "@" + name
 	}
 	for mode, granted := range map[config.Mode][]authorizationv1.ResourceAttributes{
-		config.ModeAgent:      deploy.AgentPermissions,
+		config.ModeAgent: deploy.AgentPermissions,
 		// The periodic readiness check is granted by the reader role the chart binds to it.
 		config.ModeController: slices.Concat(deploy.ControllerPermissions, deploy.LeasePermissions, deploy.ReaderPermissions),
 	} {
