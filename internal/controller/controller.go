@@ -32,6 +32,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/ownership"
@@ -180,7 +181,7 @@ func (c *Controller) RunWithLeaderElection(ctx context.Context) error {
 
 // Run consumes the queue until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
-	factory := informers.NewSharedInformerFactory(c.client, 0)
+	factory := informers.NewSharedInformerFactoryWithOptions(c.client, 0, informers.WithTransform(kube.TrimNode))
 	nodeInformer := factory.Core().V1().Nodes().Informer()
 	resolver, err := ownership.NewResolver(nodeInformer, countedEC2{c.ec2, c.metrics}, ownership.Options{
 		CheckManagedTag: c.cfg.CheckTagBeforeDraining, ManagedTag: c.cfg.ManagedTag,

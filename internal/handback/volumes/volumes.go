@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"lifeboat.dev/lifeboat/internal/handback"
+	"lifeboat.dev/lifeboat/internal/kube"
 )
 
 // Wait is the volume-detachment wait. VolumeAttachments are read from one cluster-wide
@@ -113,7 +114,7 @@ func (w *Wait) volumeOf(ctx context.Context, claim string) (string, error) {
 // started starts the informer once and waits for its first list.
 func (w *Wait) started(ctx context.Context) error {
 	w.start.Do(func() {
-		factory := informers.NewSharedInformerFactory(w.client, 0)
+		factory := informers.NewSharedInformerFactoryWithOptions(w.client, 0, informers.WithTransform(kube.DropManagedFields))
 		informer := factory.Storage().V1().VolumeAttachments()
 		w.lister, w.synced = informer.Lister(), informer.Informer().HasSynced
 		factory.Start(w.stop.Done())

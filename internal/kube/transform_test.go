@@ -1,0 +1,125 @@
+package kube
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// bigNode is a Node as a kubelet on a busy instance reports it: 50 images, managed fields
+// from three writers, 20 volumes in use, plus what Lifeboat reads.
+func bigNode() *corev1.Node {
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "ip-10-0-0-1.ec2.internal", Labels: map[string]string{"node.kubernetes.io/instance-type": "m5.large"},
+			Annotations: map[string]string{"lifeboat.dev/interruption": `{"v":2}`}},
+		Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/i-0123456789abcdef0", Unschedulable: true,
+			Taints: []corev1.Taint{{Key: "aws-node-termination-handler/spot-itn", Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+			Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
+			NodeInfo:   corev1.NodeSystemInfo{BootID: "b-1"},
+		},
+	}
+	for i := range 3 {
+		n.ManagedFields = append(n.ManagedFields, metav1.ManagedFieldsEntry{Manager: fmt.Sprintf("writer-%d", i), Operation: metav1.ManagedFieldsOperationUpdate,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: fieldsJSON(100)}})
+	}
+	for i := range 50 {
+		n.Status.Images = append(n.Status.Images, corev1.ContainerImage{SizeBytes: 1 << 28,
+			Names: []string{fmt.Sprintf("123456789012.dkr.ecr.us-east-1.amazonaws.com/team/service-%d@sha256:%064d", i, i), fmt.Sprintf("123456789012.dkr.ecr.us-east-1.amazonaws.com/team/service-%d:v1.%d", i, i)}})
+	}
+	for i := range 20 {
+		v := corev1.UniqueVolumeName(fmt.Sprintf("kubernetes.io/csi/ebs.csi.aws.com^vol-%017d", i))
+		n.Status.VolumesInUse = append(n.Status.VolumesInUse, v)
+		n.Status.VolumesAttached = append(n.Status.VolumesAttached, corev1.AttachedVolume{Name: v, DevicePath: "/dev/xvdba"})
+	}
+	return n
+}
+
+// fieldsJSON is a managed-fields set of n status fields, as server-side apply records them.
+func fieldsJSON(n int) []byte {
+	f := map[string]any{}
+	for i := range n {
+		f[fmt.Sprintf("f:field%d", i)] = map[string]any{}
+	}
+	b, _ := json.Marshal(map[string]any{"f:status": f})
+	return b
+}
+
+func size(t *testing.T, obj any) int {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(b)
+}
+
+// TrimNode keeps every field Lifeboat reads and drops the rest.
+func TestTrimNode(t *testing.T) {
+	n := bigNode()
+	before := size(t, n)
+	out, err := TrimNode(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*corev1.Node)
+	want := bigNode()
+	want.ManagedFields, want.Status.Images, want.Status.VolumesInUse, want.Status.VolumesAttached = nil, nil, nil, nil
+	if a, b := size(t, got), size(t, want); a != b {
+		t.Errorf("trimmed node is %d bytes as JSON, want %d (what Lifeboat reads)", a, b)
+	}
+	if got.Spec.ProviderID == "" || len(got.Spec.Taints) != 1 || got.Annotations["lifeboat.dev/interruption"] == "" || len(got.Status.Conditions) != 1 ||
+		got.Status.NodeInfo.BootID != "b-1" || len(got.Status.Addresses) != 1 || got.Labels["node.kubernetes.io/instance-type"] != "m5.large" {
+		t.Errorf("a field Lifeboat reads was dropped: %+v", got)
+	}
+	t.Logf("node as JSON: %d bytes before, %d after", before, size(t, got))
+
+	va := &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: "csi-1", ManagedFields: bigNode().ManagedFields},
+		Spec: storagev1.VolumeAttachmentSpec{NodeName: "n"}}
+	out, _ = TrimNode(va)
+	if v := out.(*storagev1.VolumeAttachment); v.ManagedFields != nil || v.Spec.NodeName != "n" {
+		t.Errorf("VolumeAttachment after the transform: %+v", v)
+	}
+}
+
+// BenchmarkNodeCacheMemory reports the heap an informer's cache of 2,000 such Nodes keeps
+// (retained-MiB, after a GC), with and without TrimNode. Each Node is decoded from JSON, as
+// the informer receives it, so the objects share nothing.
+func BenchmarkNodeCacheMemory(b *testing.B) {
+	raw, err := json.Marshal(bigNode())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, trim := range []bool{false, true} {
+		b.Run(fmt.Sprintf("trim=%v", trim), func(b *testing.B) {
+			var retained float64
+			for range b.N {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				cache := make([]any, 0, 2000)
+				for range 2000 {
+					n := &corev1.Node{}
+					if err := json.Unmarshal(raw, n); err != nil {
+						b.Fatal(err)
+					}
+					var o any = n
+					if trim {
+						o, _ = TrimNode(o)
+					}
+					cache = append(cache, o)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				retained = float64(after.HeapAlloc-before.HeapAlloc) / (1 << 20)
+				runtime.KeepAlive(cache)
+			}
+			b.ReportMetric(retained, "retained-MiB")
+		})
+	}
+}
