@@ -8,6 +8,12 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"lifeboat.dev/lifeboat/internal/status"
 )
 
 // Steps of a drain held by a PodDisruptionBudget, from the handlers' logs.
@@ -25,9 +31,21 @@ const (
 // statusTimeout bounds the mid-drain `lifeboat status`: it must not stall the demo.
 const statusTimeout = 5 * time.Second
 
+// When checkout's owner relaxes its budget.
+const (
+	// ownerRelaxesAfter is how long the owner takes, from the first pod reported held: long
+	// enough for the hold to show, short enough to keep the demo short.
+	ownerRelaxesAfter = 3 * time.Second
+	// ownerRelaxesAnyway: with no pod reported held by then, the owner relaxes the budget
+	// anyway, so that such a run ends (and fails its check) rather than drain until the
+	// deadlines.
+	ownerRelaxesAnyway = 20 * time.Second
+)
+
 // BlockedPod is a pod whose eviction a disruption budget refused, as the handler logged it.
 type BlockedPod struct {
 	Pod               string
+	Budget            string        // the PodDisruptionBudget; "" when several select the pod
 	Why               string        // the budget and its numbers, as printed
 	Blocked, Released time.Duration // Released is -1 if never logged
 }
@@ -39,6 +57,14 @@ type MidDrainStatus struct {
 	Output string
 	Err    string // how the command failed; "" when it did not
 	Listed bool   // its output named a node of the scenario
+	// Held maps each pod its output shows held by a PodDisruptionBudget to that budget.
+	Held map[string]string
+}
+
+// Relaxation is the application owner's change to a budget that allowed no disruption.
+type Relaxation struct {
+	At             time.Duration
+	Budget, Change string // the PodDisruptionBudget's name, and what changed (as printed)
 }
 
 // budgetLineLocked turns a handler's budget log line into a progress line, once per pod
@@ -54,20 +80,24 @@ func (w *watcher) budgetLineLocked(l logLine, kind EventKind) {
 	if t, err := time.Parse(time.RFC3339Nano, l.str("time")); err == nil {
 		at = t.Sub(w.start)
 	}
-	w.recordAtLocked(at, lane, kind, pod, "", budgetText(kind, pod, l.str("budget"), l.str("detail")))
-	if kind == EventBlocked {
+	budget := l.str("budget")
+	w.recordEventLocked(Event{At: at, Lane: lane, Kind: kind, Pod: pod, Budget: budget, Detail: budgetText(kind, pod, budget, l.str("detail"))})
+	if kind == EventBlocked && w.statusDone == nil {
+		// The status starts before the owner hears of the hold: relaxWhenHeld waits for it.
 		w.startStatusLocked()
+		close(w.held)
 	}
 }
 
-// startStatusLocked starts the one mid-drain `lifeboat status`, unless it already ran: at the
-// first pod a budget holds, or else at the second eviction, when a budget happened not to
-// refuse any (whether one does depends on timing).
+// startStatusLocked starts the one mid-drain `lifeboat status`, at the first pod a budget
+// holds, as an operator would on hearing of it.
 func (w *watcher) startStatusLocked() {
-	if w.statusDone == nil && w.statusBin != "" {
-		w.statusDone = make(chan struct{})
-		go w.midDrainStatus()
+	w.statusDone = make(chan struct{})
+	if w.statusBin == "" {
+		close(w.statusDone)
+		return
 	}
+	go w.midDrainStatus()
 }
 
 // budgetText is what a progress line says of a held or released pod. The budget is empty
@@ -108,6 +138,7 @@ func (w *watcher) midDrainStatus() {
 		}
 		s.Listed = s.Listed || strings.Contains(s.Output, node)
 	}
+	s.Held = heldPods(s.Output)
 	w.status = s
 	fmt.Fprintf(w.out, "  %7s  lifeboat status, mid-drain:\n", fmt.Sprintf("+%.1fs", s.At.Seconds()))
 	for _, line := range strings.Split(s.Output, "\n") {
@@ -116,6 +147,56 @@ func (w *watcher) midDrainStatus() {
 	if s.Err != "" {
 		fmt.Fprintf(w.out, "             lifeboat status FAILED: %s\n", s.Err)
 	}
+}
+
+// heldPods reads the pods a `lifeboat status` table shows held by a PodDisruptionBudget
+// ("pod  shop/checkout-…  held  PodDisruptionBudget checkout allows no disruption now …"),
+// with the budget it names.
+func heldPods(output string) map[string]string {
+	held := map[string]string{}
+	for _, line := range strings.Split(output, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 5 && f[0] == "pod" && f[2] == status.StateHeld && f[3] == "PodDisruptionBudget" {
+			held[f[1]] = f[4]
+		}
+	}
+	return held
+}
+
+// relaxWhenHeld plays checkout's application owner, told that its budget holds a drain: a
+// few seconds after the first pod is reported held, it relaxes the budget to minAvailable
+// checkoutRelaxedTo. It waits for the operator's mid-drain `lifeboat status` first, so that
+// status always sees the budget allow nothing.
+func relaxWhenHeld(ctx context.Context, client kubernetes.Interface, w *watcher) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.held:
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(ownerRelaxesAfter):
+		}
+	case <-time.After(ownerRelaxesAnyway):
+	}
+	w.midDrain()
+	b := checkoutBudget
+	// A merge patch of the spec alone: no conflict with the disruption controller's
+	// updates of the status.
+	patch := fmt.Sprintf(`{"spec":{"minAvailable":%d}}`, checkoutRelaxedTo)
+	if _, err := client.PolicyV1().PodDisruptionBudgets(b.workload.namespace).Patch(ctx, b.workload.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("relax PodDisruptionBudget %s as its owner: %w", b.workload.name, err)
+	}
+	w.budgetRelaxed(b.workload.name, fmt.Sprintf("minAvailable %s → %d", b.minAvailable, checkoutRelaxedTo))
+	return nil
+}
+
+// budgetRelaxed records and prints the owner's relaxation of a budget.
+func (w *watcher) budgetRelaxed(budget, change string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.relaxed = &Relaxation{At: time.Since(w.start), Budget: budget, Change: change}
+	fmt.Fprintf(w.out, "  %7s  app owner relaxes PodDisruptionBudget %s: %s\n", at(w.relaxed.At), budget, change)
 }
 
 // midDrain waits (a while) for the mid-drain status, if it was started, and returns it.
@@ -143,7 +224,7 @@ func budgetHolds(events []Event, lane string) []BlockedPod {
 		}
 		switch ev.Kind {
 		case EventBlocked:
-			holds = append(holds, BlockedPod{Pod: ev.Pod, Why: ev.Detail, Blocked: ev.At, Released: -1})
+			holds = append(holds, BlockedPod{Pod: ev.Pod, Budget: ev.Budget, Why: ev.Detail, Blocked: ev.At, Released: -1})
 		case EventReleased:
 			for i := range holds {
 				if holds[i].Pod == ev.Pod {

@@ -20,9 +20,11 @@ func handled() *Result {
 		{Pod: "kube-system/log-shipper-a", Tier: TierDaemonSet, Reason: "DaemonSet pod (IGNORE_DAEMON_SETS=true)"},
 		{Pod: "kube-system/kube-proxy-a", Tier: TierMirror, Reason: "mirror pod of a static pod: managed by the kubelet"},
 	}
-	blocked := []BlockedPod{{Pod: "shop/web-1", Why: "shop/web-1 by PodDisruptionBudget web (needs 5 healthy pods and has 5)", Blocked: s / 2, Released: s}}
+	blocked := []BlockedPod{{Pod: "shop/checkout-1", Budget: "checkout", Why: "shop/checkout-1 by PodDisruptionBudget checkout (needs 3 healthy pods and has 3)",
+		Blocked: s / 2, Released: 4 * s}}
 	return &Result{
-		MidDrain: MidDrainStatus{Ran: true, At: s, Output: "NODE ...\nb ...", Listed: true},
+		MidDrain: MidDrainStatus{Ran: true, At: s, Output: "NODE ...\nb ...", Listed: true, Held: map[string]string{"shop/checkout-1": "checkout"}},
+		Relaxed:  &Relaxation{At: 3 * s, Budget: "checkout", Change: "minAvailable 3 → 1"},
 		Cases: []Case{
 			{Name: "A", Handler: "agent", Notice: 0, Cordoned: s / 2, Drained: 4 * s, Recorded: 4 * s, Completed: -1, Evicted: pods(0), Skipped: skipped, Blocked: blocked},
 			{Name: "B", Handler: "controller", HasHook: true, Notice: 0, Cordoned: s / 2, Drained: 5 * s, Recorded: 11 * s, Completed: 11 * s,
@@ -112,6 +114,13 @@ func TestCheck(t *testing.T) {
 		{"target never gone", func(r *Result) { r.Cases[1].Handback.TargetGone = -1 }, "never stopped draining"},
 		{"volume never detached", func(r *Result) { r.Cases[1].Handback.Detached = -1 }, "volume pv-db-0 was never detached"},
 		{"blocked pod never released", func(r *Result) { r.Cases[0].Blocked[0].Released = -1 }, "1 pods blocked by a PodDisruptionBudget, only 0 released"},
+		{"no pod blocked", func(r *Result) { r.Cases[0].Blocked = nil }, "no pod was reported blocked by a named PodDisruptionBudget"},
+		{"blocked by unnamed budgets only", func(r *Result) { r.Cases[0].Blocked[0].Budget = "" }, "no pod was reported blocked by a named PodDisruptionBudget"},
+		{"budget never relaxed", func(r *Result) { r.Relaxed = nil }, "never relaxed"},
+		{"status showed no pod held", func(r *Result) { r.MidDrain.Held = map[string]string{} }, "showed no pod reported blocked as held by its PodDisruptionBudget"},
+		{"status showed another budget", func(r *Result) {
+			r.MidDrain.Held = map[string]string{"shop/checkout-1": "web"}
+		}, "showed no pod reported blocked as held by its PodDisruptionBudget"},
 		{"status not run", func(r *Result) { r.MidDrain = MidDrainStatus{} }, "lifeboat status was not run mid-drain"},
 		{"status failed", func(r *Result) {
 			r.MidDrain.Err, r.MidDrain.Listed = "signal: killed", false

@@ -1,9 +1,10 @@
 // Package demo runs Lifeboat's end-to-end demonstration against the local sandbox: three
-// kwok nodes running a DaemonSet, a Deployment under a PodDisruptionBudget, a critical
-// Deployment and one with emptyDir; the lifeboat binary as an agent for node A and as the
-// controller for the cluster; then a spot notice for node A through instance metadata, an
-// Auto Scaling terminate hook for node B through the queue, and a hook for an instance of
-// another cluster. It prints each step as it is observed, a summary of what happened to
+// kwok nodes running a DaemonSet, two Deployments under PodDisruptionBudgets (one allowing no
+// disruption until the demo, as its owner, relaxes it mid-drain), a critical Deployment and
+// one with emptyDir; the lifeboat binary as an agent for node A and as the controller for
+// the cluster; then a spot notice for node A through instance metadata, an Auto Scaling
+// terminate hook for node B through the queue, and a hook for an instance of another
+// cluster. It prints each step as it is observed, a summary of what happened to
 // every notice and pod, and draws the drains on a timeline.
 package demo
 
@@ -115,7 +116,8 @@ func Run(ctx context.Context, opts Options) (_ *Result, err error) {
 	fmt.Fprintf(out, "  node C %s  (%s)  no notice: must not be touched\n", nodeC.Name, lanes[3].instance)
 	fmt.Fprintf(out, "  foreign   %s  in EC2, tagged for cluster \"other\": no node here\n", foreignID)
 
-	fmt.Fprintln(out, "Creating workloads: DaemonSet log-shipper, Deployment web (6, PodDisruptionBudget maxUnavailable 1), cache (3, emptyDir), coredns (3, system-cluster-critical), kube-proxy mirror pods,")
+	fmt.Fprintf(out, "Creating workloads: DaemonSet log-shipper, Deployment web (6, PodDisruptionBudget maxUnavailable 1), checkout (3, PodDisruptionBudget minAvailable 3: no disruption allowed\n"+
+		"  until its owner relaxes it, %s after a pod is held), cache (3, emptyDir), coredns (3, system-cluster-critical), kube-proxy mirror pods,\n", ownerRelaxesAfter)
 	fmt.Fprintf(out, "  and on node B %s with claim %s (volume %s, attached: VolumeAttachment %s) ...\n", statefulPodKey, claimName, volumeName, attachmentName)
 	if err := createWorkloads(ctx, e.client, e.nodes, nodeB.Name); err != nil {
 		return nil, err
@@ -151,6 +153,11 @@ func Run(ctx context.Context, opts Options) (_ *Result, err error) {
 	fmt.Fprintf(out, "Ready after %.1fs. Injecting the notices:\n", setup.Seconds())
 
 	w.begin()
+	go func() {
+		if err := relaxWhenHeld(watchCtx, e.client, w); err != nil && watchCtx.Err() == nil {
+			fmt.Fprintf(out, "  %v\n", err)
+		}
+	}()
 	if err := inject(ctx, e, w, lanes); err != nil {
 		return nil, err
 	}

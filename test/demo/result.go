@@ -31,6 +31,9 @@ type Result struct {
 	Notices       []string // lifeboat_notices_total lines scraped from the processes' metrics
 	// MidDrain is the `lifeboat status` run when a budget first held a pod.
 	MidDrain MidDrainStatus
+	// Relaxed is when checkout's owner relaxed its budget, which allowed no disruption
+	// before; nil if it never did.
+	Relaxed  *Relaxation
 	Problems []string // every way the run differs from what Lifeboat promises
 	Files    Files
 }
@@ -174,7 +177,7 @@ func summarize(ctx context.Context, e *env, o observed, midDrain MidDrainStatus,
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{MidDrain: midDrain}
+	res := &Result{MidDrain: midDrain, Relaxed: o.relaxed}
 	for i, l := range lanes[:2] {
 		c := Case{Name: l.name, Node: l.node, InstanceID: l.instance, HasHook: l.token != "",
 			Notice: o.first(l.name, EventNotice), Cordoned: o.first(l.name, EventCordoned), Drained: -1,

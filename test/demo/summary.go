@@ -2,6 +2,7 @@ package demo
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -80,6 +81,11 @@ func writeSummary(out io.Writer, path string, r *Result) error {
 		fmt.Fprintf(&b, "Node C (%s), which had no notice: untouched.\n", r.Quiet.Node)
 	} else {
 		fmt.Fprintf(&b, "Node C (%s), which had no notice: changed (%s), evicted %v.\n", r.Quiet.Node, r.Quiet.Touched, r.Quiet.Evicted)
+	}
+	if rx := r.Relaxed; rx != nil {
+		fmt.Fprintf(&b, "PodDisruptionBudget %s allowed no disruption until its owner relaxed it at %s (%s).\n", rx.Budget, at(rx.At), rx.Change)
+	} else {
+		fmt.Fprintf(&b, "PodDisruptionBudget %s was never relaxed by its owner.\n", checkoutBudget.workload.name)
 	}
 	writeMidDrain(&b, r.MidDrain)
 	if len(r.Notices) > 0 {
@@ -175,7 +181,8 @@ func orDash(s string) string {
 	return s
 }
 
-// writeMidDrain says in one line whether the mid-drain `lifeboat status` ran and listed a node.
+// writeMidDrain says in one line whether the mid-drain `lifeboat status` ran and listed a node,
+// and which pods it showed held by which budget.
 func writeMidDrain(b *bytes.Buffer, s MidDrainStatus) {
 	switch {
 	case !s.Ran:
@@ -183,6 +190,12 @@ func writeMidDrain(b *bytes.Buffer, s MidDrainStatus) {
 	case s.Err != "":
 		fmt.Fprintf(b, "lifeboat status, mid-drain (%s): failed: %s\n", at(s.At), s.Err)
 	default:
-		fmt.Fprintf(b, "lifeboat status, mid-drain (%s): ran, listed a node of the scenario: %v\n", at(s.At), s.Listed)
+		var held []string
+		for pod, budget := range s.Held {
+			held = append(held, pod+" by "+budget)
+		}
+		slices.Sort(held)
+		fmt.Fprintf(b, "lifeboat status, mid-drain (%s): ran, listed a node of the scenario: %v; showed held: %s\n",
+			at(s.At), s.Listed, cmp.Or(strings.Join(held, ", "), "none"))
 	}
 }

@@ -24,6 +24,7 @@ const (
 	colourHandback  = "#e8dff0" // the hand-back waits, in the lifecycle completion's hue
 	colourTarget    = "#72b7b2"
 	colourDetached  = "#ff9da6"
+	colourRelaxed   = "#8e6c8a"
 )
 
 // svgLayout is the picture's geometry, in pixels.
@@ -54,6 +55,9 @@ func writeTimeline(path string, r *Result) error {
 		}
 	}
 	end = max(end, r.Foreign.Refused)
+	if r.Relaxed != nil {
+		end = max(end, r.Relaxed.At)
+	}
 	span := niceSpan(end)
 	plot := float64(svgWidth - svgLeft - svgRight)
 	x := func(d time.Duration) float64 { return svgLeft + plot*d.Seconds()/span.Seconds() }
@@ -115,6 +119,10 @@ func writeTimeline(path string, r *Result) error {
 		}
 	}
 
+	if r.Relaxed != nil {
+		budgetRelaxed(&b, x(r.Relaxed.At), len(r.Cases), r.Relaxed)
+	}
+
 	// The foreign notice: refused, nothing else.
 	f := r.Foreign
 	y := float64(svgTop + len(r.Cases)*laneHeight + laneHeight/2)
@@ -147,6 +155,15 @@ func handbackWaits(b *bytes.Buffer, x func(time.Duration) float64, y float64, c 
 	}
 	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="12" fill="%s" stroke="%s" stroke-dasharray="3 2"><title>hand-back %s to %s: the %s waited %s</title></rect>`+"\n",
 		x(start), y-6, math.Max(x(c.Completed)-x(start), 1), colourHandback, colourCompleted, at(start), at(c.Completed), c.Handler, esc(strings.Join(waits, "; ")))
+}
+
+// budgetRelaxed draws the owner's relaxation of a budget as a line across the node lanes:
+// every drain it held goes on from there.
+func budgetRelaxed(b *bytes.Buffer, x float64, lanes int, rx *Relaxation) {
+	top, bottom := svgTop-6, svgTop+lanes*laneHeight
+	fmt.Fprintf(b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-width="2" stroke-dasharray="6 3"><title>app owner relaxed PodDisruptionBudget %s %s (%s)</title></line>`+"\n",
+		x, top, x, bottom, colourRelaxed, esc(rx.Budget), at(rx.At), esc(rx.Change))
+	sideLabel(b, x, 4, float64(top+4), "budget "+rx.Budget+" relaxed "+at(rx.At))
 }
 
 // targetDraining draws the instance's time draining in its target group, from its
@@ -228,6 +245,7 @@ func legend(b *bytes.Buffer, y float64) {
 	item(`<rect transform="translate(%.1f,%.1f)" x="-1.5" y="-7" width="3" height="14" fill="`+colourTarget+`"/>`, "target gone")
 	item(`<polygon transform="translate(%.1f,%.1f)" points="`+hexagon+`" fill="`+colourDetached+`" stroke="#333"/>`, "volume detached")
 	item(`<path transform="translate(%.1f,%.1f)" d="M-5,-5 L5,5 M-5,5 L5,-5" stroke="`+colourRefused+`" stroke-width="3"/>`, "refused")
+	item(`<line transform="translate(%.1f,%.1f)" x1="0" y1="-8" x2="0" y2="8" stroke="`+colourRelaxed+`" stroke-width="2" stroke-dasharray="6 3"/>`, "budget relaxed by its owner")
 }
 
 // niceSpan rounds the axis end up to a whole number of ticks.

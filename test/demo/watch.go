@@ -46,6 +46,7 @@ type Event struct {
 	Kind   EventKind
 	Pod    string // namespace/name, for pod events
 	Tier   string // for pod events
+	Budget string // for blocked and released pods: the PodDisruptionBudget ("" for several)
 	Detail string
 }
 
@@ -108,6 +109,8 @@ type watcher struct {
 	waits      map[string][]HandbackWait // lane -> the hand-back waits its handler logged
 	handbacks  map[string]bool           // lanes whose node holds a target and a volume
 	budgetSeen map[string]bool           // "blocked pod" / "released pod": one line each
+	held       chan struct{}             // closed when the first pod is reported blocked
+	relaxed    *Relaxation               // the owner's relaxation of checkout's budget, once done
 
 	// The mid-drain `lifeboat status`: set before run; statusDone is made when it starts.
 	statusBin, statusKubeconfig string
@@ -133,7 +136,7 @@ func newWatcher(out io.Writer, client kubernetes.Interface, aws *fakeaws.Server,
 	w := &watcher{out: out, client: client, aws: aws, lanes: map[string]string{}, tokens: map[string]string{}, labels: map[string]string{},
 		before: map[string][]podInfo{}, evicted: map[string]bool{}, cordoned: map[string]bool{}, drained: map[string]bool{},
 		skipped: map[string]string{}, drainLogs: map[string]map[string]any{}, refusals: map[string]*refusal{}, waits: map[string][]HandbackWait{},
-		handbacks: map[string]bool{}, budgetSeen: map[string]bool{}}
+		handbacks: map[string]bool{}, budgetSeen: map[string]bool{}, held: make(chan struct{})}
 	for _, l := range lanes {
 		w.labels[l.name] = l.label
 		w.handbacks[l.name] = l.targetGroup != ""
@@ -256,24 +259,27 @@ func (w *watcher) recordLocked(lane string, kind EventKind, pod, tier, detail st
 
 // recordAtLocked records an event that happened at a known moment, such as a log line's.
 func (w *watcher) recordAtLocked(at time.Duration, lane string, kind EventKind, pod, tier, detail string) {
-	if w.start.IsZero() || lane == "" {
+	w.recordEventLocked(Event{At: at, Lane: lane, Kind: kind, Pod: pod, Tier: tier, Detail: detail})
+}
+
+func (w *watcher) recordEventLocked(e Event) {
+	if w.start.IsZero() || e.Lane == "" {
 		return
 	}
-	e := Event{At: at, Lane: lane, Kind: kind, Pod: pod, Tier: tier, Detail: detail}
 	w.events = append(w.events, e)
-	if kind == EventGone {
+	if e.Kind == EventGone {
 		return // one line per pod is enough: its eviction
 	}
-	text := string(kind)
+	text := string(e.Kind)
 	switch {
-	case kind == EventBlocked || kind == EventReleased:
-		text = string(kind) + ": " + detail
-	case pod != "":
-		text = fmt.Sprintf("%s %s (%s)", kind, pod, tier)
-	case detail != "":
-		text = string(kind) + ": " + detail
+	case e.Kind == EventBlocked || e.Kind == EventReleased:
+		text = string(e.Kind) + ": " + e.Detail
+	case e.Pod != "":
+		text = fmt.Sprintf("%s %s (%s)", e.Kind, e.Pod, e.Tier)
+	case e.Detail != "":
+		text = string(e.Kind) + ": " + e.Detail
 	}
-	fmt.Fprintf(w.out, "  %7s  %-8s %s\n", fmt.Sprintf("+%.1fs", e.At.Seconds()), w.labels[lane], text)
+	fmt.Fprintf(w.out, "  %7s  %-8s %s\n", fmt.Sprintf("+%.1fs", e.At.Seconds()), w.labels[e.Lane], text)
 }
 
 func (w *watcher) nodeChanged(n *corev1.Node) {
@@ -310,9 +316,6 @@ func (w *watcher) podEvicted(p *corev1.Pod) {
 	}
 	w.evicted[key] = true
 	w.recordLocked(l, EventEvicted, key, tierOf(p), "")
-	if len(w.evicted) >= 2 {
-		w.startStatusLocked()
-	}
 }
 
 // volumeDetached records the deletion of a VolumeAttachment on a watched node: the volume is
@@ -458,6 +461,10 @@ func (w *watcher) snapshot() observed {
 	for k, v := range w.waits {
 		o.waits[k] = slices.Clone(v)
 	}
+	if w.relaxed != nil {
+		r := *w.relaxed
+		o.relaxed = &r
+	}
 	return o
 }
 
@@ -469,6 +476,7 @@ type observed struct {
 	drainLogs map[string]map[string]any
 	refusals  map[string]refusal
 	waits     map[string][]HandbackWait
+	relaxed   *Relaxation
 }
 
 // first returns the time of the lane's first event of the kind, or -1.

@@ -32,10 +32,45 @@ type workload struct {
 }
 
 var (
-	web     = workload{namespace: appNamespace, name: "web", replicas: 6}                                                  // under a PodDisruptionBudget
-	scratch = workload{namespace: appNamespace, name: "cache", replicas: 3, emptyDir: true}                                // local scratch data
-	dns     = workload{namespace: systemNamespace, name: "coredns", replicas: 3, priorityClass: "system-cluster-critical"} // critical
+	web      = workload{namespace: appNamespace, name: "web", replicas: 6}                                                  // under a PodDisruptionBudget
+	checkout = workload{namespace: appNamespace, name: "checkout", replicas: 3}                                             // under a budget that allows no disruption
+	scratch  = workload{namespace: appNamespace, name: "cache", replicas: 3, emptyDir: true}                                // local scratch data
+	dns      = workload{namespace: systemNamespace, name: "coredns", replicas: 3, priorityClass: "system-cluster-critical"} // critical
 )
+
+// workloads are the scenario's Deployments.
+var workloads = []workload{web, checkout, scratch, dns}
+
+// budget is a workload's PodDisruptionBudget as the scenario creates it, with the disruptions
+// it allows once every replica is healthy.
+type budget struct {
+	workload                     workload
+	minAvailable, maxUnavailable *intstr.IntOrString // one of them
+	allows                       int32
+}
+
+var (
+	// webBudget lets one web pod go at a time: whether it refuses an eviction depends on
+	// how fast the replacements come up.
+	webBudget = budget{workload: web, maxUnavailable: ptr.To(intstr.FromInt32(1)), allows: 1}
+	// checkoutBudget asks for every replica, as budgets often do by mistake: it refuses every
+	// eviction until its owner relaxes it to checkoutRelaxedTo (relaxWhenHeld).
+	checkoutBudget = budget{workload: checkout, minAvailable: ptr.To(intstr.FromInt32(checkout.replicas)), allows: 0}
+)
+
+// checkoutRelaxedTo is the minAvailable checkout's owner relaxes its budget to mid-drain: it
+// lets node A's and node B's pods go together.
+const checkoutRelaxedTo = 1
+
+func (b budget) object() *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: b.workload.namespace, Name: b.workload.name},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: b.minAvailable, MaxUnavailable: b.maxUnavailable,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": b.workload.name}},
+		},
+	}
+}
 
 const daemonSetName = "log-shipper"
 
@@ -46,19 +81,15 @@ func createWorkloads(ctx context.Context, client kubernetes.Interface, nodes []*
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: appNamespace}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create namespace %s: %w", appNamespace, err)
 	}
-	for _, w := range []workload{web, scratch, dns} {
+	for _, w := range workloads {
 		if _, err := client.AppsV1().Deployments(w.namespace).Create(ctx, w.deployment(), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create deployment %s/%s: %w", w.namespace, w.name, err)
 		}
 	}
-	if _, err := client.PolicyV1().PodDisruptionBudgets(appNamespace).Create(ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: web.name},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": web.name}},
-		},
-	}, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create PodDisruptionBudget: %w", err)
+	for _, b := range []budget{webBudget, checkoutBudget} {
+		if _, err := client.PolicyV1().PodDisruptionBudgets(b.workload.namespace).Create(ctx, b.object(), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create PodDisruptionBudget %s: %w", b.workload.name, err)
+		}
 	}
 	if _, err := client.AppsV1().DaemonSets(systemNamespace).Create(ctx, daemonSet(), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create daemonset: %w", err)
@@ -141,11 +172,12 @@ func mirrorPod(n *corev1.Node) *corev1.Pod {
 }
 
 // waitWorkloads waits until the deployments are available, the DaemonSet runs on every node,
-// and the PodDisruptionBudget allows one disruption.
+// and each PodDisruptionBudget's status counts every replica healthy: web's then allows one
+// disruption, checkout's none.
 func waitWorkloads(ctx context.Context, client kubernetes.Interface, nodes int) error {
 	var state string
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		for _, w := range []workload{web, scratch, dns} {
+		for _, w := range workloads {
 			d, err := client.AppsV1().Deployments(w.namespace).Get(ctx, w.name, metav1.GetOptions{})
 			if err != nil {
 				return false, err
@@ -163,13 +195,19 @@ func waitWorkloads(ctx context.Context, client kubernetes.Interface, nodes int) 
 			state = fmt.Sprintf("daemonset %s: %d of %d pods ready", daemonSetName, ds.Status.NumberReady, nodes)
 			return false, nil
 		}
-		pdb, err := client.PolicyV1().PodDisruptionBudgets(appNamespace).Get(ctx, web.name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		if pdb.Status.ObservedGeneration != pdb.Generation || pdb.Status.DisruptionsAllowed != 1 {
-			state = fmt.Sprintf("PodDisruptionBudget %s: %d disruptions allowed, want 1", web.name, pdb.Status.DisruptionsAllowed)
-			return false, nil
+		for _, b := range []budget{webBudget, checkoutBudget} {
+			pdb, err := client.PolicyV1().PodDisruptionBudgets(b.workload.namespace).Get(ctx, b.workload.name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			// A budget not yet computed allows no disruption either: checkout's must count
+			// its replicas too.
+			st := pdb.Status
+			if st.ObservedGeneration != pdb.Generation || st.CurrentHealthy != b.workload.replicas || st.DisruptionsAllowed != b.allows {
+				state = fmt.Sprintf("PodDisruptionBudget %s: %d of %d pods healthy, %d disruptions allowed, want %d",
+					pdb.Name, st.CurrentHealthy, b.workload.replicas, st.DisruptionsAllowed, b.allows)
+				return false, nil
+			}
 		}
 		return true, nil
 	})
