@@ -54,6 +54,33 @@ func BenchmarkQueueBurst(b *testing.B) {
 // benchTargetDelay is the deregistration delay of the burst's target groups.
 const benchTargetDelay = 10 * time.Second
 
+// benchTags are the tags of every benchmark instance: managed by Lifeboat, owned by cluster
+// "sandbox".
+var benchTags = map[string]string{"aws-node-termination-handler/managed": "", "kubernetes.io/cluster/sandbox": "owned"}
+
+// benchConfig is the controller's configuration for a benchmark: the queue, the fake AWS
+// endpoint and cluster "sandbox", then the extra name/value pairs; everything else default.
+func benchConfig(b *testing.B, queueURL, awsEndpoint string, extra ...string) *config.Config {
+	b.Helper()
+	return sandboxtest.Config(b, config.ModeController, append([]string{"QUEUE_URL", queueURL, "AWS_REGION", "us-east-1",
+		"AWS_ENDPOINT", awsEndpoint, "CLUSTER_NAME", "sandbox"}, extra...)...)
+}
+
+// sendBatches puts the message bodies on the queue, ten to a SendMessageBatch call, one call
+// after the other.
+func sendBatches(ctx context.Context, queue *awssqs.Client, queueURL string, bodies []string) error {
+	for i := 0; i < len(bodies); i += 10 {
+		var entries []sqstypes.SendMessageBatchRequestEntry
+		for j, body := range bodies[i:min(i+10, len(bodies))] {
+			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String(body)})
+		}
+		if _, err := queue.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: &queueURL, Entries: entries}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount, targetGroups int) {
 	b.StopTimer()
 	b.Setenv("AWS_ACCESS_KEY_ID", "AKIDSANDBOX")
@@ -76,9 +103,8 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount, targetGr
 	if err := c.EnsureNamespace(ctx, "shop"); err != nil {
 		b.Fatal(err)
 	}
-	tags := map[string]string{"aws-node-termination-handler/managed": "", "kubernetes.io/cluster/sandbox": "owned"}
 	for _, n := range all {
-		fake.AddInstance(fakeaws.Instance{ID: interruption.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: tags})
+		fake.AddInstance(fakeaws.Instance{ID: interruption.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: benchTags})
 		for i := range podsPerNode {
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: n.Name[:len(n.Name)-len(".ec2.internal")] + "-" + strconv.Itoa(i)},
 				Spec: corev1.PodSpec{NodeName: n.Name, Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
@@ -91,18 +117,11 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount, targetGr
 	queue := awssqs.NewFromConfig(awsCfg)
 	queueURL := q.QueueURLs["lifeboat"]
 	send := func(bodies []string) {
-		for i := 0; i < len(bodies); i += 10 {
-			var entries []sqstypes.SendMessageBatchRequestEntry
-			for j, body := range bodies[i:min(i+10, len(bodies))] {
-				entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String(body)})
-			}
-			if _, err := queue.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: &queueURL, Entries: entries}); err != nil {
-				b.Fatal(err)
-			}
+		if err := sendBatches(ctx, queue, queueURL, bodies); err != nil {
+			b.Fatal(err)
 		}
 	}
-	cfg := sandboxtest.Config(b, config.ModeController, "QUEUE_URL", queueURL, "AWS_REGION", "us-east-1", "AWS_ENDPOINT", fake.URL(),
-		"CLUSTER_NAME", "sandbox", "WORKERS", strconv.Itoa(workers), "SQS_MSG_VISIBILITY_TIMEOUT_SEC", "30")
+	cfg := benchConfig(b, queueURL, fake.URL(), "WORKERS", strconv.Itoa(workers), "SQS_MSG_VISIBILITY_TIMEOUT_SEC", "30")
 	client := func(user string, qps float32, burst int) kubernetes.Interface {
 		rc, err := c.UserConfig(user, "system:masters")
 		if err != nil {

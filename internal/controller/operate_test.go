@@ -54,6 +54,11 @@ type operateWorld struct {
 
 func newOperateWorld(t *testing.T, ctx context.Context, opts sandbox.ClusterOptions) *operateWorld {
 	t.Helper()
+	// Waits built as the binary builds them load AWS settings through the SDK's credential
+	// chain: static keys, and never the instance metadata address, whatever the environment.
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDSANDBOX")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "sandbox-secret")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	c := sandboxtest.Cluster(t, opts)
 	q := sandboxtest.SQS(t, sandbox.SQSOptions{Queues: []string{"lifeboat"}, VisibilityTimeout: 5})
 	fake := sandboxtest.FakeAWS(t, q.Endpoint)

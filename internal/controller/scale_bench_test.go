@@ -1,0 +1,1200 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/debug"
+	rtmetrics "runtime/metrics"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/controller"
+	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/kube"
+	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/version"
+	"lifeboat.dev/lifeboat/test/sandbox"
+	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
+	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
+)
+
+// BenchmarkAZReclaim is an Availability Zone reclaimed at once: LIFEBOAT_SCALE_NODES kwok
+// nodes (default 2000), of which LIFEBOAT_SCALE_NOTICES (default 1000, zone us-east-1a; the
+// others are in us-east-1b and c) get a Spot interruption warning, all put on the queue at
+// the same moment. Each notice node runs LIFEBOAT_SCALE_PODS ReplicaSet pods (default 20: one
+// of each of that many ReplicaSets, spread one per node) and every node one DaemonSet pod,
+// which Lifeboat leaves in place (IGNORE_DAEMON_SETS). Pods are created bound to their nodes
+// (no scheduler) and no controller-manager runs: nothing replaces an evicted pod, so this
+// measures the evictions alone, not a cluster rescheduling 20,000 pods. Without the
+// controller-manager there is no node lifecycle controller either, so no node turns NotReady
+// mid-run. kwok, as the sandbox runs it, keeps no node Leases and rewrites a node's status
+// only every 10 to 20 minutes: the API server is spared the heartbeats 2000 kubelets would
+// send (a Lease renewal each every 10 s, 200 writes/s).
+//
+// In the same run, before Lifeboat starts and with kwok running, it calibrates the API server:
+// cordon-style merge patches of the nodes outside the zone (then reverted), and evictions of
+// pods kept for it on those nodes, at 4, 8, 16, 32 and 64 concurrent requests without a client
+// rate limit, LIFEBOAT_SCALE_CALIBRATION requests a step (default 600), until 429s appear or
+// the p99 latency more than doubles from the first step. The best rate is what the server
+// gives one client of that identity.
+//
+// Lifeboat then runs in this process with default settings (WORKERS 10, KUBE_API_QPS 100,
+// KUBE_API_BURST 200), its clients built as cmd/lifeboat builds them (main, cordon, lease,
+// each counted by kube.Instrumented). It and the calibration authenticate as service
+// accounts, so API Priority and Fairness classifies them as in a cluster (the built-in
+// service-accounts FlowSchema, priority level workload-low); the set-up runs as
+// system:masters. The report: set-up and calibration times; from the notices' sending, the
+// time until every notice node is cordoned, until every eviction is accepted (each pod
+// terminating or gone), until the pods are gone, until every node's record says drained;
+// Lifeboat's Kubernetes requests by verb and resource with their 429s, its AWS and SQS calls;
+// its peak heap and resident memory and the CPU time of this process (harness included) and
+// of the sandbox's processes; its eviction and cordon rates against the calibrated ones;
+// whether the evictions fit in the two-minute Spot warning. Numbers are printed, never
+// asserted.
+//
+//	make bench-scale
+//	LIFEBOAT_SCALE_NODES=100 LIFEBOAT_SCALE_NOTICES=50 LIFEBOAT_SCALE_PODS=5 LIFEBOAT_SCALE_CALIBRATION=100 make bench-scale
+func BenchmarkAZReclaim(b *testing.B) {
+	sc := azScaleFromEnv(b)
+	for range b.N {
+		azReclaim(b, sc)
+	}
+}
+
+// azScale is the benchmark's size (see BenchmarkAZReclaim).
+type azScale struct {
+	nodes, notices, pods int
+	calibration          int // requests per calibration step
+}
+
+func azScaleFromEnv(b *testing.B) azScale {
+	get := func(name string, def, minimum int) int {
+		v := os.Getenv(name)
+		if v == "" {
+			return def
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < minimum {
+			b.Fatalf("%s=%q: want a whole number, at least %d", name, v, minimum)
+		}
+		return n
+	}
+	sc := azScale{
+		nodes:       get("LIFEBOAT_SCALE_NODES", 2000, 2),
+		notices:     get("LIFEBOAT_SCALE_NOTICES", 1000, 1),
+		pods:        get("LIFEBOAT_SCALE_PODS", 20, 1),
+		calibration: get("LIFEBOAT_SCALE_CALIBRATION", 600, 20),
+	}
+	if sc.notices >= sc.nodes {
+		b.Fatalf("LIFEBOAT_SCALE_NOTICES (%d) must be less than LIFEBOAT_SCALE_NODES (%d): the other nodes carry the calibration", sc.notices, sc.nodes)
+	}
+	return sc
+}
+
+const (
+	// azSetupWorkers creates the world's objects in parallel.
+	azSetupWorkers = 32
+	// azBurstLimit is how long the burst may take before the benchmark reports what it has.
+	azBurstLimit = 20 * time.Minute
+	// azSpotWarning is the time between a Spot warning and the instance's end.
+	azSpotWarning = 2 * time.Minute
+	// Identities: service accounts (APF's service-accounts FlowSchema), by client certificate.
+	azLifeboatUser    = "system:serviceaccount:lifeboat:lifeboat-controller"
+	azCalibrationUser = "system:serviceaccount:lifeboat:calibration"
+)
+
+// azCalibrationSteps are the concurrency steps of the calibration.
+var azCalibrationSteps = []int{4, 8, 16, 32, 64}
+
+// azWorld is what the set-up built.
+type azWorld struct {
+	notice, other []*corev1.Node
+	workload      []string // namespace/name of the ReplicaSet pods on the notice nodes
+	calibration   []string // names of the calibration pods, in namespace "calibration"
+}
+
+func azReclaim(b *testing.B, sc azScale) {
+	b.StopTimer()
+	b.Setenv("AWS_ACCESS_KEY_ID", "AKIDSANDBOX")
+	b.Setenv("AWS_SECRET_ACCESS_KEY", "sandbox-secret")
+	b.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
+	defer cancel()
+	var report strings.Builder
+	say := func(format string, args ...any) { fmt.Fprintf(&report, format+"\n", args...) }
+	defer func() { b.Logf("AZ reclaim report\n%s", report.String()) }()
+
+	setupStart := time.Now()
+	c := sandboxtest.Cluster(b, sandbox.ClusterOptions{})
+	q := sandboxtest.SQS(b, sandbox.SQSOptions{Queues: []string{"lifeboat"}})
+	fake := sandboxtest.FakeAWS(b, q.Endpoint)
+	w, err := azBuildWorld(ctx, c, fake, sc)
+	if err != nil {
+		b.Fatalf("set-up: %v", err)
+	}
+	setupTook := time.Since(setupStart)
+	say("world: %d nodes (%d in the reclaimed zone), %d ReplicaSet pods on the zone's nodes (%d each), %d DaemonSet pods, %d calibration pods; "+
+		"no scheduler, no controller-manager: evicted pods are not replaced", sc.nodes, sc.notices, len(w.workload), sc.pods, sc.nodes, len(w.calibration))
+	say("set-up: %s (sandbox, nodes, objects created by %d goroutines, kwok marking every pod Running)", setupTook.Round(100*time.Millisecond), azSetupWorkers)
+
+	// Both identities are service accounts to API Priority and Fairness, cluster-admin to RBAC.
+	for _, user := range []string{azLifeboatUser, azCalibrationUser} {
+		name := strings.ReplaceAll(user, ":", "-")
+		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+		if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	saGroups := []string{"system:serviceaccounts", "system:serviceaccounts:lifeboat"}
+
+	calStart := time.Now()
+	apfBefore := azAPF(ctx, c.Client)
+	cal, err := azCalibrate(ctx, c, w, sc, saGroups)
+	if err != nil {
+		b.Fatalf("calibration: %v", err)
+	}
+	calTook := time.Since(calStart)
+	apfCal := azAPF(ctx, c.Client)
+	say("calibration: %s, as %s (unlimited client rate, one connection), kwok running; API Priority and Fairness rejections meanwhile: %s",
+		calTook.Round(100*time.Millisecond), azCalibrationUser, azFormat(azDiff(apfCal.rejected, apfBefore.rejected)))
+	for _, kind := range []struct {
+		name  string
+		steps []azStep
+		best  float64
+	}{{"node patches", cal.patches, cal.bestPatches}, {"evictions", cal.evictions, cal.bestEvictions}} {
+		say("  %s: best %.0f/s", kind.name, kind.best)
+		for _, s := range kind.steps {
+			say("    %2d in flight: %4d requests in %6s = %6.0f/s, p50 %s, p99 %s, 429s %d, other errors %d", s.workers, s.requests,
+				s.took.Round(time.Millisecond), s.rate(), s.p50.Round(100*time.Microsecond), s.p99.Round(100*time.Microsecond), s.throttled, s.errors)
+		}
+		if last := kind.steps[len(kind.steps)-1]; len(kind.steps) < len(azCalibrationSteps) {
+			say("    stopped at %d in flight: %s", last.workers, map[bool]string{true: "429s", false: "p99 more than doubled"}[last.throttled > 0])
+		}
+	}
+
+	// Lifeboat, built as cmd/lifeboat builds it.
+	awsCfg := sandboxtest.AWSConfig(fake.URL())
+	queueURL := q.QueueURLs["lifeboat"]
+	cfg := benchConfig(b, queueURL, fake.URL())
+	m := metrics.New()
+	base, err := c.UserConfig(azLifeboatUser, saGroups...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	base.QPS, base.Burst, base.UserAgent = float32(cfg.KubeAPIQPS), cfg.KubeAPIBurst, version.UserAgent()
+	clientFor := func(rc *rest.Config) kubernetes.Interface {
+		cs, err := kube.NewClientset(rc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return cs
+	}
+	logs := &azLogCounter{counts: map[string]int{}, samples: map[string]string{}}
+	ctl := controller.New(cfg, clientFor(kube.Instrumented(base, "main", m)), awssqs.NewFromConfig(awsCfg), cloud.NewAWSEC2(awsCfg),
+		cloud.NewAWSAutoScaling(awsCfg), slog.New(logs), m)
+	ctl.Handler().SetCordonClient(clientFor(kube.Instrumented(base, "cordon", m)))
+	leaseConfig := kube.Instrumented(base, "lease", m)
+	leaseConfig.QPS, leaseConfig.Burst = 5, 10
+	ctl.SetLeaseClient(clientFor(leaseConfig))
+
+	// What the cluster shows, from two watches (the harness keeps no copies of the objects).
+	progress := newAZProgress(w)
+	if err := progress.watch(ctx, c.Client); err != nil {
+		b.Fatal(err)
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- ctl.RunWithLeaderElection(runCtx) }()
+	stopped := false
+	stopController := func() {
+		if !stopped {
+			stopped = true
+			stop()
+			<-done
+		}
+	}
+	defer stopController()
+	leadStart := time.Now()
+	for ctx.Err() == nil && (m.Value("lifeboat_leader") < 1 || ctl.Healthy() != nil) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ctx.Err() != nil {
+		b.Fatal("the controller did not lead and consume the queue")
+	}
+	say("controller: leading and consuming after %s (informer synced on %d nodes)", time.Since(leadStart).Round(10*time.Millisecond), sc.nodes)
+
+	// The burst.
+	bodies := make([]string, len(w.notice))
+	for i, n := range w.notice {
+		bodies[i] = spotMessage(interruption.InstanceIDOf(n))
+	}
+	before := azSnapshot(m, fake)
+	runtime.GC()
+	debug.FreeOSMemory()
+	hwmReset := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil // VmHWM from here
+	baseHeap := azHeapInuse()
+	cpuBefore, childBefore := azProcessCPU(), azChildCPU()
+	var peakHeap, peakLive, peakRSS uint64
+	peakGoroutines := 0
+	live := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	sample := func() {
+		peakHeap = max(peakHeap, azHeapInuse())
+		rtmetrics.Read(live)
+		if live[0].Value.Kind() == rtmetrics.KindUint64 {
+			peakLive = max(peakLive, live[0].Value.Uint64())
+		}
+		rss, _ := azProcStatus("VmRSS")
+		peakRSS = max(peakRSS, rss)
+		peakGoroutines = max(peakGoroutines, runtime.NumGoroutine())
+	}
+
+	b.StartTimer()
+	start := time.Now()
+	sendQueue := awssqs.NewFromConfig(awsCfg)
+	if err := azInParallel(ctx, (len(bodies)+99)/100, 8, func(ctx context.Context, i int) error {
+		return sendBatches(ctx, sendQueue, queueURL, bodies[i*100:min((i+1)*100, len(bodies))])
+	}); err != nil {
+		b.Fatal(err)
+	}
+	sent := time.Since(start)
+	// Leadership lost would end RunWithLeaderElection; the metrics are not scraped meanwhile
+	// (a scrape counts the episodes of every Node).
+	leaderLost := false
+	limit := time.After(azBurstLimit)
+	timedOut := false
+	for ctx.Err() == nil && !timedOut && !leaderLost && !progress.finished() {
+		sample()
+		select {
+		case <-limit:
+			timedOut = true
+		case err := <-done:
+			leaderLost, stopped = true, true
+			b.Errorf("the controller stopped during the burst: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	b.StopTimer()
+	end := time.Now()
+	sample()
+	cpuUsed := azProcessCPU() - cpuBefore
+	childAfter := azChildCPU()
+	hwm, _ := azProcStatus("VmHWM")
+	after := azSnapshot(m, fake)
+	apfAfter := azAPF(ctx, c.Client)
+	stopController()
+	burst := end.Sub(start)
+
+	// Times and rates, from the watches.
+	p := progress.result(start)
+	say("burst: %d Spot warnings sent in %s (8 senders, 10 to a SendMessageBatch); measured for %s%s", len(bodies), sent.Round(time.Millisecond),
+		burst.Round(100*time.Millisecond), map[bool]string{true: fmt.Sprintf(" (STOPPED at the %s limit, unfinished)", azBurstLimit), false: ""}[timedOut])
+	show := func(d time.Duration, n, of int) string {
+		if n < of {
+			return fmt.Sprintf("not reached (%d of %d)", n, of)
+		}
+		return d.Round(10 * time.Millisecond).String()
+	}
+	say("  all %d zone nodes cordoned:        %s", sc.notices, show(p.cordoned, p.nCordoned, sc.notices))
+	say("  all %d evictions accepted:         %s (every ReplicaSet pod on them terminating or gone)", len(w.workload), show(p.accepted, p.nAccepted, len(w.workload)))
+	say("  all those pods gone:               %s", show(p.gone, p.nGone, len(w.workload)))
+	say("  every node's record drained:       %s", show(p.drained, p.nDrained, sc.notices))
+	needEvict, needCordon := float64(len(w.workload)), float64(sc.notices)
+	lbEvict, lbCordon := p.evictionRate, p.cordonRate
+	evictFraction, cordonFraction := lbEvict/cal.bestEvictions, lbCordon/cal.bestPatches
+	say("rates (10th to 90th percentile of each; whole-run averages from the sending in brackets):")
+	say("  cordons:   Lifeboat %6.1f/s (%.1f/s), calibrated node patches %6.0f/s: %.0f%%", lbCordon, needCordon/p.cordoned.Seconds(), cal.bestPatches, 100*cordonFraction)
+	say("  evictions: Lifeboat %6.1f/s (%.1f/s), calibrated evictions   %6.0f/s: %.0f%%", lbEvict, needEvict/p.accepted.Seconds(), cal.bestEvictions, 100*evictFraction)
+	if evictFraction > 1 || cordonFraction > 1 {
+		say("  (above 100%%: the calibration's stop rule, p99 doubled from the first step, ended it before the server's throughput peaked)")
+	}
+	floorEvict, floorCordon := needEvict/cal.bestEvictions, needCordon/cal.bestPatches
+	say("  needed ÷ calibrated: %.0f evictions ÷ %.0f/s = %.1f s; %.0f cordons ÷ %.0f/s = %.1f s; at Lifeboat's KUBE_API_QPS %.0f the evictions alone take at least %.1f s",
+		needEvict, cal.bestEvictions, floorEvict, needCordon, cal.bestPatches, floorCordon, cfg.KubeAPIQPS, needEvict/cfg.KubeAPIQPS)
+	within := p.nAccepted == len(w.workload) && p.accepted <= azSpotWarning
+	say("  all evictions accepted within the %s Spot warning: %v, %d of %d (%.0f%%) were (the calibrated server could have: %v)", azSpotWarning, within,
+		p.acceptedBy(azSpotWarning), len(w.workload), 100*float64(p.acceptedBy(azSpotWarning))/needEvict, floorEvict+floorCordon <= azSpotWarning.Seconds())
+	say("  evictions accepted per 30 s from the sending: %s", p.timeline(30*time.Second))
+
+	// Requests and calls, over the burst.
+	kubeByKind, kubeByClient := map[string]float64{}, map[string]float64{}
+	throttledByKind := map[string]float64{}
+	var kubeTotal, kube429 float64
+	for k, v := range after.kube {
+		v -= before.kube[k]
+		if v == 0 {
+			continue
+		}
+		kind := k.verb + " " + k.resource
+		kubeByKind[kind] += v
+		kubeByClient[k.client] += v
+		kubeTotal += v
+		if k.code == "429" {
+			throttledByKind[kind] += v
+			kube429 += v
+		} else if k.code != "200" && k.code != "201" {
+			kubeByKind[kind+" "+k.code] += v
+		}
+	}
+	say("Kubernetes requests by Lifeboat during the burst: %.0f (%.1f per notice), 429s %.0f; by client %s", kubeTotal, kubeTotal/needCordon, kube429, azFormat(kubeByClient))
+	for _, kind := range azSortedKeys(kubeByKind) {
+		say("  %-32s %7.0f   429s %.0f", kind, kubeByKind[kind], throttledByKind[kind])
+	}
+	say("API Priority and Fairness during the burst: rejections (priority level, flow schema, reason) %s; workload-low's seat limit now %.0f (nominal %.0f); "+
+		"peak nodes draining at once %d, each drain with its own pod watch", azFormat(azDiff(apfAfter.rejected, apfCal.rejected)),
+		apfAfter.currentSeats["workload-low"], apfAfter.nominalSeats["workload-low"], p.peakDraining)
+	describe := after.fakeDescribe - before.fakeDescribe
+	say("AWS: %d DescribeInstances requests at the fake EC2 API; Lifeboat's count, one per lookup (whose IDs go out in chunks): %s", describe, azFormat(azDiff(after.aws, before.aws)))
+	say("SQS: Lifeboat %s; the fake endpoint saw %d calls in all, %d of them the harness's SendMessageBatch", azFormat(azDiff(after.sqs, before.sqs)),
+		after.fakeSQS-before.fakeSQS, (len(bodies)+9)/10)
+	say("Lifeboat's outcomes: evictions %s; actions %s; drains %s", azFormat(azDiff(after.evictions, before.evictions)),
+		azFormat(azDiff(after.actions, before.actions)), azFormat(azDiff(after.drains, before.drains)))
+	say("Lease: %.0f renewals during the burst, leader lost: %v", after.kube[azKubeKey{"lease", "update", "leases", "200"}]-before.kube[azKubeKey{"lease", "update", "leases", "200"}], leaderLost)
+	hwmNote := "since the burst began (reset through /proc/self/clear_refs)"
+	if !hwmReset {
+		hwmNote = "since the process began (could not reset it)"
+	}
+	say("memory (in-process, so the harness's two watches and bookkeeping are included): runtime HeapInuse %.1f MiB before the burst, peak %.1f MiB; "+
+		"peak live heap after a GC %.1f MiB (both sampled every 100 ms); VmRSS peak %.1f MiB (sampled); VmHWM %.1f MiB %s; goroutines peak %d",
+		mib(baseHeap), mib(peakHeap), mib(peakLive), float64(peakRSS)/1024, float64(hwm)/1024, hwmNote, peakGoroutines)
+	var childCPU []string
+	for _, name := range azSortedKeys(childAfter) {
+		childCPU = append(childCPU, fmt.Sprintf("%s %.1f s", name, childAfter[name]-childBefore[name]))
+	}
+	say("CPU during the burst (%s on %d cores = %.0f core-seconds): this process %.1f s (getrusage user+system: Lifeboat plus the harness's watches and sampling); %s",
+		burst.Round(100*time.Millisecond), runtime.NumCPU(), burst.Seconds()*float64(runtime.NumCPU()), cpuUsed, strings.Join(childCPU, ", "))
+	say("Lifeboat's warnings and errors: %s", logs)
+
+	b.ReportMetric(setupTook.Seconds(), "setup-s")
+	b.ReportMetric(calTook.Seconds(), "calibration-s")
+	b.ReportMetric(p.cordoned.Seconds(), "cordoned-s")
+	b.ReportMetric(p.accepted.Seconds(), "evictions-accepted-s")
+	b.ReportMetric(p.gone.Seconds(), "pods-gone-s")
+	b.ReportMetric(kubeTotal, "kube-requests")
+	b.ReportMetric(kube429, "kube-429s")
+	b.ReportMetric(float64(describe), "describe-instances")
+	b.ReportMetric(cal.bestPatches, "calibrated-patches/s")
+	b.ReportMetric(cal.bestEvictions, "calibrated-evictions/s")
+	b.ReportMetric(lbEvict, "lifeboat-evictions/s")
+	b.ReportMetric(lbCordon, "lifeboat-cordons/s")
+	b.ReportMetric(evictFraction, "rate-fraction")
+	b.ReportMetric(mib(peakHeap), "peak-heap-MiB")
+	b.ReportMetric(mib(peakLive), "peak-live-heap-MiB")
+	b.ReportMetric(float64(p.acceptedBy(azSpotWarning)), "evictions-within-2m")
+	b.ReportMetric(float64(hwm)/1024, "peak-rss-MiB")
+	b.ReportMetric(cpuUsed, "cpu-s")
+	if timedOut || p.nGone < len(w.workload) {
+		b.Errorf("the burst did not finish within %s: %d of %d pods gone", azBurstLimit, p.nGone, len(w.workload))
+	}
+}
+
+func mib(n uint64) float64 { return float64(n) / (1 << 20) }
+
+// azBuildWorld creates the nodes (in parallel), their instances, the workloads and the
+// calibration pods, and waits until kwok has every pod Running.
+func azBuildWorld(ctx context.Context, c *sandbox.Cluster, fake *fakeaws.Server, sc azScale) (*azWorld, error) {
+	w := &azWorld{}
+	specs := make([]sandbox.NodeSpec, sc.nodes)
+	for i := range specs {
+		zone := "us-east-1a"
+		if i >= sc.notices {
+			zone = []string{"us-east-1b", "us-east-1c"}[i%2]
+		}
+		specs[i] = sandbox.NodeSpec{Index: i + 1, Zone: zone}
+	}
+	all := make([]*corev1.Node, sc.nodes)
+	const chunk = 50
+	if err := azInParallel(ctx, (sc.nodes+chunk-1)/chunk, 16, func(ctx context.Context, i int) error {
+		added, err := c.AddNodes(ctx, specs[i*chunk:min((i+1)*chunk, sc.nodes)]...)
+		copy(all[i*chunk:], added)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	w.notice, w.other = all[:sc.notices], all[sc.notices:]
+	for _, n := range all {
+		fake.AddInstance(fakeaws.Instance{ID: interruption.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: benchTags})
+	}
+
+	rc := rest.CopyConfig(c.AdminConfig)
+	rc.QPS = -1 // no client rate limit: azSetupWorkers bounds the requests in flight
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	for _, ns := range []string{"shop", "calibration"} {
+		if err := c.EnsureNamespace(ctx, ns); err != nil {
+			return nil, err
+		}
+	}
+	template := func(labels map[string]string) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
+	}
+	replicaSet := func(ns, name string, replicas int) (metav1.OwnerReference, error) {
+		labels := map[string]string{"app": name}
+		rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+			Spec: appsv1.ReplicaSetSpec{Replicas: ptrTo(int32(replicas)), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template(labels)}}
+		created, err := client.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{})
+		if err != nil {
+			return metav1.OwnerReference{}, err
+		}
+		return metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: name, UID: created.UID, Controller: ptrTo(true), BlockOwnerDeletion: ptrTo(true)}, nil
+	}
+	apps := make([]metav1.OwnerReference, sc.pods)
+	for j := range apps {
+		if apps[j], err = replicaSet("shop", fmt.Sprintf("app-%d", j), sc.notices); err != nil {
+			return nil, err
+		}
+	}
+	calOwner, err := replicaSet("calibration", "calibration", 0)
+	if err != nil {
+		return nil, err
+	}
+	dsLabels := map[string]string{"app": "node-agent"}
+	ds, err := client.AppsV1().DaemonSets("kube-system").Create(ctx, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "node-agent"},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: dsLabels}, Template: template(dsLabels)}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	dsOwner := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID, Controller: ptrTo(true), BlockOwnerDeletion: ptrTo(true)}
+
+	short := func(n *corev1.Node) string { return strings.TrimSuffix(n.Name, ".ec2.internal") }
+	calibrationPods := azWarmup + len(azCalibrationSteps)*sc.calibration
+	workload := sc.notices * sc.pods
+	pod := func(i int) *corev1.Pod {
+		var ns, name string
+		var node *corev1.Node
+		var owner metav1.OwnerReference
+		switch {
+		case i < workload:
+			node, owner = w.notice[i/sc.pods], apps[i%sc.pods]
+			ns, name = "shop", owner.Name+"-"+short(node)
+		case i < workload+sc.nodes:
+			node, owner = all[i-workload], dsOwner
+			ns, name = "kube-system", "node-agent-"+short(node)
+		default:
+			k := i - workload - sc.nodes
+			node, owner = w.other[k%len(w.other)], calOwner
+			ns, name = "calibration", "cal-"+strconv.Itoa(k)
+		}
+		labels := map[string]string{"app": owner.Name}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, OwnerReferences: []metav1.OwnerReference{owner}},
+			Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
+	}
+	total := workload + sc.nodes + calibrationPods
+	for i := range total {
+		if p := pod(i); p.Namespace == "shop" {
+			w.workload = append(w.workload, p.Namespace+"/"+p.Name)
+		} else if p.Namespace == "calibration" {
+			w.calibration = append(w.calibration, p.Name)
+		}
+	}
+	if err := azInParallel(ctx, total, azSetupWorkers, func(ctx context.Context, i int) error {
+		p := pod(i)
+		_, err := client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	// kwok marks each pod Running (a status write each); wait for it, so it is idle when the
+	// measurements begin.
+	for {
+		pending, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{ResourceVersion: "0",
+			FieldSelector: fields.OneTermNotEqualSelector("status.phase", string(corev1.PodRunning)).String()})
+		if err != nil {
+			return nil, err
+		}
+		if len(pending.Items) == 0 {
+			return w, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%d pods not Running: %w", len(pending.Items), ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// azInParallel runs f for 0..n-1 on up to workers goroutines; the first error stops it.
+func azInParallel(ctx context.Context, n, workers int, f func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := f(ctx, i); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// azStep is one concurrency step of the calibration.
+type azStep struct {
+	workers, requests int
+	errors, throttled int // failed requests; 429 answers (client-go retries those)
+	took              time.Duration
+	p50, p99          time.Duration
+}
+
+// rate is the accepted requests per second.
+func (s azStep) rate() float64 { return float64(s.requests-s.errors) / s.took.Seconds() }
+
+// azCodes counts HTTP status codes seen by a client (a kube.RequestObserver).
+type azCodes struct {
+	mu    sync.Mutex
+	codes map[string]int
+}
+
+func (a *azCodes) KubeRequest(_, _, _, code string, _ time.Duration) {
+	a.mu.Lock()
+	a.codes[code]++
+	a.mu.Unlock()
+}
+
+func (a *azCodes) take(code string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := a.codes[code]
+	a.codes = map[string]int{}
+	return n
+}
+
+// azRunStep sends n requests with do, workers at a time, and times them.
+func azRunStep(ctx context.Context, workers, n int, codes *azCodes, do func(ctx context.Context, i int) error) azStep {
+	codes.take("")
+	lat := make([]time.Duration, n)
+	var errs atomic.Int64
+	start := time.Now()
+	_ = azInParallel(ctx, n, workers, func(ctx context.Context, i int) error {
+		t := time.Now()
+		if err := do(ctx, i); err != nil {
+			errs.Add(1)
+		}
+		lat[i] = time.Since(t)
+		return nil
+	})
+	s := azStep{workers: workers, requests: n, errors: int(errs.Load()), took: time.Since(start), throttled: codes.take("429")}
+	slices.Sort(lat)
+	s.p50, s.p99 = lat[n/2], lat[min(n-1, n*99/100)]
+	return s
+}
+
+// azCalibration is what the calibration found.
+type azCalibration struct {
+	patches, evictions         []azStep
+	bestPatches, bestEvictions float64
+}
+
+// azWarmup requests of each kind precede the steps (not counted), so that the first step,
+// the latency baseline, does not pay for connection set-up.
+const azWarmup = 40
+
+// azCalibrate measures node patches and evictions at rising concurrency (see
+// BenchmarkAZReclaim), then undoes the patches and waits until the calibration pods are gone.
+func azCalibrate(ctx context.Context, c *sandbox.Cluster, w *azWorld, sc azScale, groups []string) (*azCalibration, error) {
+	rc, err := c.UserConfig(azCalibrationUser, groups...)
+	if err != nil {
+		return nil, err
+	}
+	rc.QPS = -1 // no client-side limit: the server decides
+	codes := &azCodes{codes: map[string]int{}}
+	client, err := kubernetes.NewForConfig(kube.Instrumented(rc, "calibration", codes))
+	if err != nil {
+		return nil, err
+	}
+	out := &azCalibration{}
+	climb := func(run func(workers int) azStep) ([]azStep, float64) {
+		var steps []azStep
+		best := 0.0
+		for _, workers := range azCalibrationSteps {
+			s := run(workers)
+			steps = append(steps, s)
+			if s.throttled == 0 {
+				best = max(best, s.rate())
+			}
+			if s.throttled > 0 || s.p99 > 2*steps[0].p99 || ctx.Err() != nil {
+				break
+			}
+		}
+		if best == 0 { // every step was throttled: the best it got anyway
+			for _, s := range steps {
+				best = max(best, s.rate())
+			}
+		}
+		return steps, best
+	}
+
+	// Cordon-style merge patches of the nodes outside the zone: the first pass over them
+	// cordons, the next uncordons, and so on.
+	nodes := w.other
+	patched := 0
+	patch := func(ctx context.Context, i int) error {
+		k := patched + i
+		body := `{"spec":{"unschedulable":true}}`
+		if (k/len(nodes))%2 == 1 {
+			body = `{"spec":{"unschedulable":null}}`
+		}
+		_, err := client.CoreV1().Nodes().Patch(ctx, nodes[k%len(nodes)].Name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
+		return err
+	}
+	azRunStep(ctx, azCalibrationSteps[0], azWarmup, codes, patch)
+	patched += azWarmup
+	out.patches, out.bestPatches = climb(func(workers int) azStep {
+		s := azRunStep(ctx, workers, sc.calibration, codes, patch)
+		patched += sc.calibration
+		return s
+	})
+	if err := azInParallel(ctx, len(nodes), azSetupWorkers, func(ctx context.Context, i int) error {
+		_, err := c.Client.CoreV1().Nodes().Patch(ctx, nodes[i].Name, types.MergePatchType, []byte(`{"spec":{"unschedulable":null}}`), metav1.PatchOptions{})
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("uncordon the calibration nodes: %w", err)
+	}
+
+	// Evictions of the calibration pods, each step its own pods, after the previous step's
+	// are gone (kwok deletes each as its eviction marks it).
+	evicted := 0
+	evict := func(ctx context.Context, i int) error {
+		return client.PolicyV1().Evictions("calibration").Evict(ctx, &policyv1.Eviction{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "calibration", Name: w.calibration[evicted+i]}})
+	}
+	waitGone := func(upTo int) error {
+		for {
+			list, err := c.Client.CoreV1().Pods("calibration").List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+			if err != nil {
+				return err
+			}
+			left := 0
+			for _, p := range list.Items {
+				if k, _ := strconv.Atoi(strings.TrimPrefix(p.Name, "cal-")); k < upTo {
+					left++
+				}
+			}
+			if left == 0 {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	azRunStep(ctx, azCalibrationSteps[0], azWarmup, codes, evict)
+	evicted += azWarmup
+	if err := waitGone(evicted); err != nil {
+		return nil, err
+	}
+	out.evictions, out.bestEvictions = climb(func(workers int) azStep {
+		s := azRunStep(ctx, workers, sc.calibration, codes, evict)
+		evicted += sc.calibration
+		if err := waitGone(evicted); err != nil {
+			s.errors = s.requests
+		}
+		return s
+	})
+	// Pods of steps not run go too.
+	if err := c.Client.CoreV1().Pods("calibration").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		return nil, err
+	}
+	if err := waitGone(len(w.calibration)); err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return out, nil
+}
+
+// azProgress follows the notice nodes and their ReplicaSet pods through two watches, keeping
+// only when each reached each stage.
+type azProgress struct {
+	mu                                    sync.Mutex
+	nodes, pods                           map[string]int
+	cordoned, drained, accepted, gone     []time.Time
+	nCordoned, nDrained, nAccepted, nGone int
+	phase                                 []interruption.Phase // of each node's record
+	draining, peakDraining                int
+	watchErr                              error
+}
+
+func newAZProgress(w *azWorld) *azProgress {
+	p := &azProgress{nodes: map[string]int{}, pods: map[string]int{},
+		cordoned: make([]time.Time, len(w.notice)), drained: make([]time.Time, len(w.notice)), phase: make([]interruption.Phase, len(w.notice)),
+		accepted: make([]time.Time, len(w.workload)), gone: make([]time.Time, len(w.workload))}
+	for i, n := range w.notice {
+		p.nodes[n.Name] = i
+	}
+	for i, name := range w.workload {
+		p.pods[name] = i
+	}
+	return p
+}
+
+// watch starts watching nodes and pods from now until ctx ends.
+func (p *azProgress) watch(ctx context.Context, client kubernetes.Interface) error {
+	start := func(list func(ctx context.Context) (string, error), w cache.WatchFuncWithContext, handle func(watch.Event, time.Time)) error {
+		rv, err := list(ctx)
+		if err != nil {
+			return err
+		}
+		rw, err := watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{WatchFuncWithContext: w})
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer rw.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case ev, ok := <-rw.ResultChan():
+					if !ok {
+						return
+					}
+					if ev.Type == watch.Error {
+						p.mu.Lock()
+						p.watchErr = fmt.Errorf("watch: %v", ev.Object)
+						p.mu.Unlock()
+						continue
+					}
+					handle(ev, time.Now())
+				}
+			}
+		}()
+		return nil
+	}
+	err := start(func(ctx context.Context) (string, error) {
+		l, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return "", err
+		}
+		return l.ResourceVersion, nil
+	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		return client.CoreV1().Nodes().Watch(ctx, o)
+	}, func(ev watch.Event, at time.Time) {
+		n, ok := ev.Object.(*corev1.Node)
+		if !ok {
+			return
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		i, ok := p.nodes[n.Name]
+		if !ok {
+			return
+		}
+		if n.Spec.Unschedulable && p.cordoned[i].IsZero() {
+			p.cordoned[i] = at
+			p.nCordoned++
+		}
+		r, _ := interruption.ReadRecord(n)
+		if r.Phase == interruption.PhaseDrained && p.drained[i].IsZero() {
+			p.drained[i] = at
+			p.nDrained++
+		}
+		if was := p.phase[i]; was != r.Phase {
+			if was == interruption.PhaseDraining {
+				p.draining--
+			}
+			if r.Phase == interruption.PhaseDraining {
+				p.draining++
+				p.peakDraining = max(p.peakDraining, p.draining)
+			}
+			p.phase[i] = r.Phase
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return start(func(ctx context.Context) (string, error) {
+		l, err := client.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return "", err
+		}
+		return l.ResourceVersion, nil
+	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		return client.CoreV1().Pods("shop").Watch(ctx, o)
+	}, func(ev watch.Event, at time.Time) {
+		pod, ok := ev.Object.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		i, ok := p.pods[pod.Namespace+"/"+pod.Name]
+		if !ok {
+			return
+		}
+		if (pod.DeletionTimestamp != nil || ev.Type == watch.Deleted) && p.accepted[i].IsZero() {
+			p.accepted[i] = at
+			p.nAccepted++
+		}
+		if ev.Type == watch.Deleted && p.gone[i].IsZero() {
+			p.gone[i] = at
+			p.nGone++
+		}
+	})
+}
+
+// finished reports whether every pod is gone and every node's record says drained.
+func (p *azProgress) finished() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.nGone == len(p.gone) && p.nDrained == len(p.drained)
+}
+
+// azTimes are the burst's times from the notices' sending, and Lifeboat's rates.
+type azTimes struct {
+	cordoned, accepted, gone, drained     time.Duration
+	nCordoned, nAccepted, nGone, nDrained int
+	cordonRate, evictionRate              float64 // between the 10th and 90th percentile
+	peakDraining                          int     // nodes whose record said draining at once
+	acceptedAfter                         []time.Duration
+}
+
+// acceptedBy counts the evictions accepted within d of the sending.
+func (t azTimes) acceptedBy(d time.Duration) int {
+	n := 0
+	for _, a := range t.acceptedAfter {
+		if a <= d {
+			n++
+		}
+	}
+	return n
+}
+
+// timeline counts the evictions accepted in each interval of the given length.
+func (t azTimes) timeline(every time.Duration) string {
+	var counts []int
+	for _, a := range t.acceptedAfter {
+		i := int(a / every)
+		for len(counts) <= i {
+			counts = append(counts, 0)
+		}
+		counts[i]++
+	}
+	parts := make([]string, len(counts))
+	for i, n := range counts {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, " ")
+}
+
+func (p *azProgress) result(start time.Time) azTimes {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	last := func(ts []time.Time) time.Duration {
+		var d time.Duration
+		for _, t := range ts {
+			if !t.IsZero() {
+				d = max(d, t.Sub(start))
+			}
+		}
+		return d
+	}
+	var after []time.Duration
+	for _, t := range p.accepted {
+		if !t.IsZero() {
+			after = append(after, t.Sub(start))
+		}
+	}
+	return azTimes{acceptedAfter: after, cordoned: last(p.cordoned), accepted: last(p.accepted), gone: last(p.gone), drained: last(p.drained),
+		nCordoned: p.nCordoned, nAccepted: p.nAccepted, nGone: p.nGone, nDrained: p.nDrained,
+		cordonRate: azSustainedRate(p.cordoned), evictionRate: azSustainedRate(p.accepted), peakDraining: p.peakDraining}
+}
+
+// azSustainedRate is the rate of the events between their 10th and 90th percentile (all of
+// them when there are fewer than 20), so that the ramp-up and the tail do not count.
+func azSustainedRate(ts []time.Time) float64 {
+	var seen []time.Time
+	for _, t := range ts {
+		if !t.IsZero() {
+			seen = append(seen, t)
+		}
+	}
+	if len(seen) < 2 {
+		return 0
+	}
+	slices.SortFunc(seen, func(a, b time.Time) int { return a.Compare(b) })
+	lo, hi := 0, len(seen)-1
+	if len(seen) >= 20 {
+		lo, hi = len(seen)/10, len(seen)*9/10
+	}
+	d := seen[hi].Sub(seen[lo])
+	if d <= 0 {
+		return 0
+	}
+	return float64(hi-lo) / d.Seconds()
+}
+
+// azKubeKey is one series of lifeboat_kube_requests_total.
+type azKubeKey struct{ client, verb, resource, code string }
+
+// azCounts are the counters read before and after the burst.
+type azCounts struct {
+	kube                                 map[azKubeKey]float64
+	aws, sqs, evictions, actions, drains map[string]float64
+	fakeDescribe, fakeSQS                int
+}
+
+func azSnapshot(m *metrics.Metrics, fake *fakeaws.Server) azCounts {
+	out := azCounts{kube: map[azKubeKey]float64{}, aws: map[string]float64{}, sqs: map[string]float64{},
+		evictions: map[string]float64{}, actions: map[string]float64{}, drains: map[string]float64{},
+		fakeDescribe: fake.CallCount("ec2", "DescribeInstances"), fakeSQS: fake.CallCount("sqs", "")}
+	families, err := m.Registry.Gather()
+	if err != nil {
+		return out
+	}
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range s.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			v := s.GetCounter().GetValue()
+			switch f.GetName() {
+			case "lifeboat_kube_requests_total":
+				out.kube[azKubeKey{l["client"], l["verb"], l["resource"], l["code"]}] += v
+			case "lifeboat_aws_calls_total":
+				out.aws[l["operation"]+" "+l["result"]] += v
+			case "lifeboat_sqs_calls_total":
+				out.sqs[l["event"]+" "+l["result"]] += v
+			case "lifeboat_evictions_total":
+				out.evictions[l["result"]] += v
+			case "lifeboat_actions_total":
+				out.actions[l["action"]+" "+l["result"]] += v
+			case "lifeboat_drain_duration_seconds":
+				out.drains[l["result"]] += float64(s.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
+}
+
+func azDiff(after, before map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func azSortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func azFormat(m map[string]float64) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(m))
+	for _, k := range azSortedKeys(m) {
+		parts = append(parts, fmt.Sprintf("%s %.0f", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// azLogCounter is Lifeboat's logger in the benchmark: it counts warnings and errors by
+// message and drops the rest.
+type azLogCounter struct {
+	mu      sync.Mutex
+	counts  map[string]int
+	samples map[string]string // the first "err" of each message
+}
+
+func (l *azLogCounter) Enabled(_ context.Context, level slog.Level) bool {
+	return level >= slog.LevelWarn
+}
+func (l *azLogCounter) Handle(_ context.Context, r slog.Record) error {
+	key := r.Level.String() + ": " + r.Message
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.counts[key]++
+	if _, ok := l.samples[key]; !ok {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "err" {
+				l.samples[key] = a.Value.String()
+			}
+			return true
+		})
+	}
+	return nil
+}
+func (l *azLogCounter) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *azLogCounter) WithGroup(string) slog.Handler      { return l }
+
+// String lists the messages with their counts and first error.
+func (l *azLogCounter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.counts) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range azSortedKeys(l.counts) {
+		part := fmt.Sprintf("%q ×%d", k, l.counts[k])
+		if e := l.samples[k]; e != "" {
+			part += fmt.Sprintf(" (first: %s)", e)
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// azHeapInuse is the runtime's HeapInuse.
+func azHeapInuse() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// azProcStatus reads a kB field of /proc/self/status (VmRSS, VmHWM).
+func azProcStatus(field string) (uint64, error) {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			return strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		}
+	}
+	return 0, errors.New(field + " not in /proc/self/status")
+}
+
+// azProcessCPU is this process's user and system CPU time so far, in seconds.
+func azProcessCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// azChildCPU is the user and system CPU time so far of each process this one started (the
+// sandbox: kube-apiserver, etcd, kwok, goaws), by command name, in seconds.
+func azChildCPU() map[string]float64 {
+	self := os.Getpid()
+	out := map[string]float64{}
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	for _, d := range dirs {
+		if _, err := strconv.Atoi(d.Name()); err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(data)
+		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || closing < open || closing+2 > len(s) {
+			continue
+		}
+		f := strings.Fields(s[closing+2:]) // from field 3 (state) on
+		if len(f) < 13 {
+			continue
+		}
+		if ppid, _ := strconv.Atoi(f[1]); ppid != self {
+			continue
+		}
+		utime, _ := strconv.ParseFloat(f[11], 64) // field 14, in clock ticks
+		stime, _ := strconv.ParseFloat(f[12], 64) // field 15
+		out[s[open+1:closing]] += (utime + stime) / 100
+	}
+	return out
+}
+
+// azAPFState is what the API server's metrics say of API Priority and Fairness.
+type azAPFState struct {
+	rejected                   map[string]float64 // "priority-level flow-schema reason"
+	currentSeats, nominalSeats map[string]float64 // by priority level
+}
+
+// azAPF reads the API server's /metrics (as system:masters); empty when that fails.
+func azAPF(ctx context.Context, client kubernetes.Interface) azAPFState {
+	out := azAPFState{rejected: map[string]float64{}, currentSeats: map[string]float64{}, nominalSeats: map[string]float64{}}
+	raw, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok {
+			continue
+		}
+		labelText, valueText, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(valueText), 64)
+		if err != nil {
+			continue
+		}
+		labels := map[string]string{}
+		for _, pair := range strings.Split(labelText, "\",") {
+			k, val, _ := strings.Cut(pair, "=\"")
+			labels[k] = strings.TrimSuffix(val, "\"")
+		}
+		switch name {
+		case "apiserver_flowcontrol_rejected_requests_total":
+			out.rejected[labels["priority_level"]+" "+labels["flow_schema"]+" "+labels["reason"]] += v
+		case "apiserver_flowcontrol_current_limit_seats":
+			out.currentSeats[labels["priority_level"]] = v
+		case "apiserver_flowcontrol_nominal_limit_seats":
+			out.nominalSeats[labels["priority_level"]] = v
+		}
+	}
+	return out
+}
