@@ -444,6 +444,10 @@ func runCheck(ctx context.Context, cfg *config.Config, output string, stdout, st
 
 // runStatus prints every node's interruption episode, read-only.
 func runStatus(ctx context.Context, cfg *config.Config, output string, loadBalancers bool, stdout, stderr io.Writer) int {
+	if loadBalancers && cfg.AWSRegion == "" {
+		fmt.Fprintln(stderr, "lifeboat: status: --load-balancers needs AWS_REGION (or --aws-region): the region of the cluster's load balancers")
+		return exitUsage
+	}
 	client, err := readClient(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "lifeboat: status: %v\n", err)

@@ -145,6 +145,21 @@ func TestOutputFlag(t *testing.T) {
 	}
 }
 
+// status --load-balancers without a region stops before reading anything, naming the setting.
+func TestStatusLoadBalancersNeedsARegion(t *testing.T) {
+	var stderr bytes.Buffer
+	env := func(k string) (string, bool) {
+		if k == "KUBECONFIG" {
+			return "/nonexistent/kubeconfig", true
+		}
+		return "", false
+	}
+	if code := run(context.Background(), []string{"status", "--load-balancers"}, env, io.Discard, &stderr); code != exitUsage ||
+		!strings.Contains(stderr.String(), "--load-balancers needs AWS_REGION") {
+		t.Errorf("status --load-balancers without a region: exit %d, %q", code, stderr.String())
+	}
+}
+
 func TestBoolFlag(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
