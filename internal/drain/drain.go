@@ -235,7 +235,9 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 	// cordon) are drained too, in a few more rounds at most.
 	for round := 0; round < maxLateRounds && ctx.Err() == nil; round++ {
 		late, lateSkipped := Select(tr.takeLate(), d.opts.Policy, terms)
-		res.Skipped = append(res.Skipped, lateSkipped...)
+		// The watch also reports pods the list already skipped whenever they change (a
+		// DaemonSet pod's status, say): they are decided again, but reported once.
+		res.Skipped = reviseSkipped(res.Skipped, lateSkipped, late)
 		if len(late) == 0 {
 			break
 		}
@@ -608,4 +610,29 @@ func blockerOf(err error) Blocker {
 func retriable(err error) bool {
 	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsServiceUnavailable(err) ||
 		apierrors.IsInternalError(err) || apierrors.IsTooManyRequests(err)
+}
+
+// reviseSkipped folds a later selection into the pods skipped so far: a pod skipped again
+// keeps one entry with its newest reason, and a pod now evicted leaves the list.
+func reviseSkipped(skipped, again []Skipped, nowEvicted []Candidate) []Skipped {
+	at := make(map[types.UID]int, len(skipped))
+	for i, s := range skipped {
+		at[s.UID] = i
+	}
+	for _, s := range again {
+		if i, ok := at[s.UID]; ok {
+			skipped[i] = s
+			continue
+		}
+		at[s.UID] = len(skipped)
+		skipped = append(skipped, s)
+	}
+	if len(nowEvicted) == 0 {
+		return skipped
+	}
+	evicted := make(map[types.UID]bool, len(nowEvicted))
+	for _, c := range nowEvicted {
+		evicted[c.Pod.UID] = true
+	}
+	return slices.DeleteFunc(skipped, func(s Skipped) bool { return evicted[s.UID] })
 }

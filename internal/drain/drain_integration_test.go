@@ -481,11 +481,13 @@ func TestDoNotDisruptLeavesLastAndOnlyUnderAReclaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Pods web-i and batch-i on node i (pod names must not carry the nodes' dots).
+	// Pods web-i and batch-i on node i (pod names must not carry the nodes' dots). The pinned
+	// pod belongs to a StatefulSet: kwok completes Job pods at once, and a finished pod holds
+	// nothing.
 	podsOn := func(i int) string {
 		node := nodes[i].Name
 		createPods(t, ctx, c, newPod("apps", fmt.Sprint("web-", i), node, ownedBy("ReplicaSet", "web")),
-			newPod("apps", fmt.Sprint("batch-", i), node, ownedBy("Job", "batch"), annotated(AnnotationDoNotDisrupt, "true"), grace(3)))
+			newPod("apps", fmt.Sprint("batch-", i), node, ownedBy("StatefulSet", "batch"), annotated(AnnotationDoNotDisrupt, "true"), grace(3)))
 		return node
 	}
 	outcome := func(res *Result, name string) PodOutcome {
@@ -536,7 +538,7 @@ func TestDoNotDisruptLeavesLastAndOnlyUnderAReclaim(t *testing.T) {
 		}
 		held := res.Held()
 		if len(held) != 1 || held[0].Pod.Name != "batch-1" {
-			t.Fatalf("held: %+v; want the pod marked not to disrupt", held)
+			t.Fatalf("held: %+v; want the pod marked not to disrupt (skipped %+v, pods %+v)", held, res.Skipped, res.Pods)
 		}
 		p, err := c.Client.CoreV1().Pods("apps").Get(ctx, "batch-1", metav1.GetOptions{})
 		if err != nil || p.DeletionTimestamp != nil {
@@ -569,4 +571,52 @@ func TestDoNotDisruptLeavesLastAndOnlyUnderAReclaim(t *testing.T) {
 			t.Errorf("evicted %v after the deadline moved to 8 s from then; want about 3 s", at)
 		}
 	})
+}
+
+// patchAfterList lists like the default lister, then changes one pod the drain will skip, so
+// the drain's watch (which starts from the list's resourceVersion) reports it as modified.
+type patchAfterList struct {
+	APILister
+	pod types.NamespacedName
+}
+
+func (l patchAfterList) PodsOnNode(ctx context.Context, node string) ([]corev1.Pod, string, error) {
+	pods, rv, err := l.APILister.PodsOnNode(ctx, node)
+	if err != nil {
+		return nil, "", err
+	}
+	patch := []byte(`{"metadata":{"labels":{"restarted":"yes"}}}`)
+	if _, err := l.Client.CoreV1().Pods(l.pod.Namespace).Patch(ctx, l.pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return nil, "", err
+	}
+	return pods, rv, nil
+}
+
+// A DaemonSet pod that changes during the drain is decided again from the watch, but the
+// result names it once: each skipped pod is reported (and evented) a single time.
+func TestSkippedPodChangingMidDrainIsReportedOnce(t *testing.T) {
+	ctx := testContext(t, 2*time.Minute)
+	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
+	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := nodes[0].Name
+	createPods(t, ctx, c,
+		newPod("apps", "web-0", node, ownedBy("ReplicaSet", "web")),
+		newPod("apps", "web-1", node, ownedBy("ReplicaSet", "web")),
+		newPod("kube-system", "logs", node, ownedBy("DaemonSet", "logs")),
+	)
+	lister := patchAfterList{APILister: APILister{Client: c.Client}, pod: types.NamespacedName{Namespace: "kube-system", Name: "logs"}}
+	d := New(c.Client, Options{Policy: Policy{IgnoreDaemonSets: true}, PodGracePeriod: -1, Lister: lister})
+	res, err := d.Drain(ctx, node, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	if len(res.Pods) != 2 {
+		t.Errorf("evicted %d pods, want the 2 ReplicaSet pods: %+v", len(res.Pods), res.Pods)
+	}
+	if len(res.Skipped) != 1 || res.Skipped[0].Pod.Name != "logs" || res.Skipped[0].Reason != ReasonDaemonSet {
+		t.Errorf("skipped %+v, want the DaemonSet pod once", res.Skipped)
+	}
 }

@@ -3,6 +3,7 @@ package drain
 import (
 	"errors"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -254,5 +255,18 @@ func TestRefusalClassification(t *testing.T) {
 		if got := retriable(tt.err); got != tt.retried && !tt.blocked {
 			t.Errorf("%s: retriable %v, want %v", tt.name, got, tt.retried)
 		}
+	}
+}
+
+func TestReviseSkipped(t *testing.T) {
+	ds := Skipped{Pod: types.NamespacedName{Namespace: "kube-system", Name: "logs"}, UID: "ds", Reason: ReasonDaemonSet}
+	pinned := Skipped{Pod: types.NamespacedName{Namespace: "apps", Name: "db"}, UID: "db", Reason: ReasonDoNotEvict}
+	newcomer := Skipped{Pod: types.NamespacedName{Namespace: "apps", Name: "mirror"}, UID: "mirror", Reason: ReasonMirror}
+	released := Candidate{Pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "db", UID: "db"}}}
+
+	got := reviseSkipped([]Skipped{ds, pinned}, []Skipped{ds, newcomer}, []Candidate{released})
+	want := []Skipped{ds, newcomer}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %+v, want %+v: the DaemonSet pod once, the newcomer added, the released pod gone", got, want)
 	}
 }
