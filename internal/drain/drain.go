@@ -439,6 +439,12 @@ func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome
 				backoff = min(backoff*2, d.opts.RetryMax)
 			case <-tightened: // decide again at once, with the same backoff
 			}
+		case ctx.Err() != nil:
+			// The deadline (or shutdown) came while the request waited for its turn in the
+			// request budget or for an answer: the pod is left by the deadline, not by a
+			// failure, and says so.
+			out.Error = fmt.Sprintf("deadline reached before the eviction was answered (attempt %d)", out.Attempts)
+			return
 		default:
 			out.Error = fmt.Sprintf("eviction failed: %v", err)
 			log.Warn("eviction failed", "err", err)
