@@ -55,13 +55,6 @@ const (
 	exitUsage   = 2 // bad configuration or arguments; nothing was started
 )
 
-// The Lease client's own rate limit: leader election makes one request every 2 s (a renewal
-// or an attempt), a little more when it takes over.
-const (
-	leaseQPS   = 5
-	leaseBurst = 10
-)
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -187,18 +180,19 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		logger.Error("cannot reach Kubernetes", "err", err)
 		return exitUsage
 	}
-	rc := kube.Instrumented(base, "main", m)
-	client, err := kube.NewClientset(rc)
+	// One request budget, sized by the API server's answers, for every client but the Lease's.
+	clients, err := wiring.KubeClients(base, loaded.Config, m)
 	if err != nil {
 		logger.Error("cannot build Kubernetes client", "err", err)
 		return exitFailure
 	}
+	client := clients.Main
 	sv, err := client.Discovery().ServerVersion()
 	if err != nil {
-		logger.Error("cannot reach the Kubernetes API server", "host", rc.Host, "err", err)
+		logger.Error("cannot reach the Kubernetes API server", "host", base.Host, "err", err)
 		return exitFailure
 	}
-	logger.Info("connected to Kubernetes", "host", rc.Host, "serverVersion", sv.GitVersion)
+	logger.Info("connected to Kubernetes", "host", base.Host, "serverVersion", sv.GitVersion)
 	if !permitted(ctx, client, mode, loaded.Config, logger) {
 		return exitFailure
 	}
@@ -213,7 +207,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		defer srv.Close()
 	}
 
-	recorder, stopEvents, err := events.New(client, wiring.Events(loaded.Config, logger))
+	recorder, stopEvents, err := events.New(clients.Events, wiring.Events(loaded.Config, logger))
 	if err != nil {
 		logger.Error("invalid Kubernetes Events settings", "err", err)
 		return exitUsage
@@ -225,7 +219,12 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return exitUsage
 	}
 	waits := wiring.Handback(ctx, loaded.Config, mode, client, m, logger)
-	wire := func(h *interruption.Handler) { h.Metrics, h.Events, h.Webhook, h.Handback = m, recorder, hooks, waits }
+	// Cordons go through the budget's urgent lane: in a burst they never queue behind the
+	// evictions of nodes cordoned earlier.
+	wire := func(h *interruption.Handler) {
+		h.Metrics, h.Events, h.Webhook, h.Handback = m, recorder, hooks, waits
+		h.SetCordonClient(clients.Cordon)
+	}
 	serveProbes := func(ready health.Checker) {
 		if probesListener == nil {
 			return
@@ -257,24 +256,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 			return exitFailure
 		}
 		wire(ctl.Handler())
-		// A second client, with its own rate limit, for cordons: in a burst they must not
-		// queue behind the evictions of nodes cordoned earlier.
-		cordonClient, err := kube.NewClientset(kube.Instrumented(base, "cordon", m))
-		if err != nil {
-			logger.Error("cannot build Kubernetes client", "err", err)
-			return exitFailure
-		}
-		ctl.Handler().SetCordonClient(cordonClient)
-		// And one for the Lease, outside KUBE_API_QPS / KUBE_API_BURST: a renewal every 2 s
-		// must never wait behind evictions.
-		leaseConfig := kube.Instrumented(base, "lease", m)
-		leaseConfig.QPS, leaseConfig.Burst = leaseQPS, leaseBurst
-		leaseClient, err := kube.NewClientset(leaseConfig)
-		if err != nil {
-			logger.Error("cannot build Kubernetes client", "err", err)
-			return exitFailure
-		}
-		ctl.SetLeaseClient(leaseClient)
+		ctl.SetLeaseClient(clients.Lease) // outside the budget: renewals never wait behind evictions
 		serveProbes(ctl.Healthy)
 		if err := ctl.RunWithLeaderElection(ctx); err != nil {
 			logger.Error("controller stopped", "err", err)

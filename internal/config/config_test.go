@@ -33,7 +33,7 @@ func TestDefaults(t *testing.T) {
 	want := Config{
 		PodNamespace: "kube-system", MetadataURL: "http://169.254.169.254",
 		IgnoreDaemonSets: true, DeleteLocalData: true, PodTerminationGracePeriod: -1, NodeTerminationGracePeriod: 120,
-		KubeAPIQPS: 100, KubeAPIBurst: 200, IMDSPollInterval: 500 * time.Millisecond, ASGLaunchReadyTimeout: 10 * time.Minute, UseAPIServerCache: true, TaintEffect: "NoSchedule", Workers: 10,
+		KubeAPIQPS: 0, KubeAPIBurst: 200, IMDSPollInterval: 500 * time.Millisecond, ASGLaunchReadyTimeout: 10 * time.Minute, UseAPIServerCache: true, TaintEffect: "NoSchedule", Workers: 10,
 		WebhookHeaders: map[string]string{"Content-type": "application/json"}, WebhookTemplate: DefaultWebhookTemplate,
 		EnableSpotInterruptionDraining: true, EnableScheduledEventDraining: true, MetadataTries: 3,
 		CheckTagBeforeDraining: true, ManagedTag: "aws-node-termination-handler/managed",
@@ -247,7 +247,7 @@ func TestBadValues(t *testing.T) {
 		{"DRY_RUN", "yes", `DRY_RUN="yes": not a boolean (use true or false)`},
 		{"IGNORE_DAEMON_SETS", "maybe", `IGNORE_DAEMON_SETS="maybe": not a boolean`},
 		{"KUBE_API_QPS", "fast", `KUBE_API_QPS="fast": not a number`},
-		{"KUBE_API_QPS", "0", `KUBE_API_QPS="0": must be greater than 0`},
+		{"KUBE_API_QPS", "-1", `KUBE_API_QPS="-1": must be 0 (automatic) or greater than 0`},
 		{"KUBE_API_BURST", "-3", `KUBE_API_BURST="-3": out of range (allowed: 1 or more)`},
 		{"POD_TERMINATION_GRACE_PERIOD", "-5", `POD_TERMINATION_GRACE_PERIOD="-5": out of range (allowed: -1 (off) or 0 or more)`},
 		{"GRACE_PERIOD", "x", `GRACE_PERIOD="x": not an integer`},

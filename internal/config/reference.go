@@ -165,6 +165,9 @@ func accepted(v value) string {
 	case intValue:
 		return "whole number, " + v.describeRange()
 	case floatValue:
+		if v.zeroAuto {
+			return fmt.Sprintf("0 (automatic) or a number greater than %g", v.min)
+		}
 		return fmt.Sprintf("number greater than %g", v.min)
 	case stringValue:
 		return "text"

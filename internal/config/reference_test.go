@@ -45,7 +45,7 @@ func TestReferenceCoversEverySetting(t *testing.T) {
 	for _, want := range []string{
 		"`NAMESPACE` is `--pod-namespace`",            // flags that are not the kebab-case variable
 		"`INSTANCE_METADATA_URL` is `--metadata-url`", //
-		"| `KUBE_API_QPS` | `5` | `100` |",            // the differences table
+		"| `KUBE_API_QPS` | `5` | `0` |",              // the differences table
 		"| `NAMESPACE` | (unset) | `kube-system` |",   // a difference whose NTH default is unset
 		"- `CLUSTER_NAME`, in *General*:",             // Lifeboat's own settings
 		"kubernetes.io/cluster/&lt;name&gt;",          // no raw HTML in table cells
@@ -100,7 +100,8 @@ func TestAccepted(t *testing.T) {
 		{boolValue{&b}, "true or false"},
 		{intValue{p: &n, min: 1, max: 10}, "whole number, 1 to 10"},
 		{intValue{p: &n, min: 0, max: maxInt, minusOne: true}, "whole number, -1 (off) or 0 or more"},
-		{floatValue{&f, 0}, "number greater than 0"},
+		{floatValue{p: &f}, "number greater than 0"},
+		{floatValue{p: &f, zeroAuto: true}, "0 (automatic) or a number greater than 0"},
 		{stringValue{&s}, "text"},
 		{enumValue{&s, []string{"a", "b"}}, "one of a, b (any case)"},
 		{urlValue{p: &s, schemes: []string{"http", "https"}}, "absolute http or https URL"},

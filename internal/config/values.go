@@ -81,6 +81,8 @@ const maxInt = int(^uint(0) >> 1)
 type floatValue struct {
 	p   *float64
 	min float64
+	// zeroAuto also takes 0, for "Lifeboat decides" (KUBE_API_QPS).
+	zeroAuto bool
 }
 
 func (v floatValue) Set(raw string) error {
@@ -88,7 +90,10 @@ func (v floatValue) Set(raw string) error {
 	if err != nil {
 		return errors.New("not a number")
 	}
-	if f <= v.min {
+	if f <= v.min && (f != 0 || !v.zeroAuto) {
+		if v.zeroAuto {
+			return fmt.Errorf("must be 0 (automatic) or greater than %g", v.min)
+		}
 		return fmt.Errorf("must be greater than %g", v.min)
 	}
 	*v.p = f

@@ -130,12 +130,20 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount, targetGr
 		rc.QPS, rc.Burst = qps, burst
 		return kubernetes.NewForConfigOrDie(rc)
 	}
-	// Three clients, as the binary has: drains and records, cordons, and the Lease (its own
-	// user here, so its renewals are counted apart).
+	// The clients the binary has, sharing one budget: drains and records, cordons, Events;
+	// the Lease has its own user here, so its renewals are counted apart.
 	m := metrics.New()
-	ctl := controller.New(cfg, client("lifeboat-bench", float32(cfg.KubeAPIQPS), cfg.KubeAPIBurst), queue, cloud.NewAWSEC2(awsCfg),
+	base, err := c.UserConfig("lifeboat-bench", "system:masters")
+	if err != nil {
+		b.Fatal(err)
+	}
+	clients, err := wiring.KubeClients(base, cfg, m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctl := controller.New(cfg, clients.Main, queue, cloud.NewAWSEC2(awsCfg),
 		cloud.NewAWSAutoScaling(awsCfg), slog.New(slog.DiscardHandler), m)
-	ctl.Handler().SetCordonClient(client("lifeboat-bench", float32(cfg.KubeAPIQPS), cfg.KubeAPIBurst))
+	ctl.Handler().SetCordonClient(clients.Cordon)
 	ctl.SetLeaseClient(client("lifeboat-bench-lease", 5, 10))
 	groups := make([]string, targetGroups)
 	for i := range groups {
@@ -149,7 +157,7 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount, targetGr
 		}
 	}
 	if targetGroups > 0 {
-		ctl.Handler().Handback = wiring.Handback(ctx, cfg, config.ModeController, client("lifeboat-bench", float32(cfg.KubeAPIQPS), cfg.KubeAPIBurst),
+		ctl.Handler().Handback = wiring.Handback(ctx, cfg, config.ModeController, clients.Main,
 			m, slog.New(slog.DiscardHandler))
 	}
 	runCtx, stop := context.WithCancel(ctx)

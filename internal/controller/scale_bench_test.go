@@ -37,8 +37,10 @@ import (
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/kube"
+	"lifeboat.dev/lifeboat/internal/kube/pacing"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/version"
+	"lifeboat.dev/lifeboat/internal/wiring"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -209,21 +211,16 @@ func azReclaim(b *testing.B, sc azScale) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	base.QPS, base.Burst, base.UserAgent = float32(cfg.KubeAPIQPS), cfg.KubeAPIBurst, version.UserAgent()
-	clientFor := func(rc *rest.Config) kubernetes.Interface {
-		cs, err := kube.NewClientset(rc)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return cs
+	base.UserAgent = version.UserAgent()
+	clients, err := wiring.KubeClients(base, cfg, m) // as cmd/lifeboat builds them
+	if err != nil {
+		b.Fatal(err)
 	}
 	logs := &azLogCounter{counts: map[string]int{}, samples: map[string]string{}}
-	ctl := controller.New(cfg, clientFor(kube.Instrumented(base, "main", m)), awssqs.NewFromConfig(awsCfg), cloud.NewAWSEC2(awsCfg),
+	ctl := controller.New(cfg, clients.Main, awssqs.NewFromConfig(awsCfg), cloud.NewAWSEC2(awsCfg),
 		cloud.NewAWSAutoScaling(awsCfg), slog.New(logs), m)
-	ctl.Handler().SetCordonClient(clientFor(kube.Instrumented(base, "cordon", m)))
-	leaseConfig := kube.Instrumented(base, "lease", m)
-	leaseConfig.QPS, leaseConfig.Burst = 5, 10
-	ctl.SetLeaseClient(clientFor(leaseConfig))
+	ctl.Handler().SetCordonClient(clients.Cordon)
+	ctl.SetLeaseClient(clients.Lease)
 
 	// What the cluster shows, from two watches (the harness keeps no copies of the objects).
 	progress := newAZProgress(w)
@@ -265,6 +262,17 @@ func azReclaim(b *testing.B, sc azScale) {
 	cpuBefore, childBefore := azProcessCPU(), azChildCPU()
 	var peakHeap, peakLive, peakRSS uint64
 	peakGoroutines := 0
+	// The budget's rate and queue, every 5 s from the sending.
+	var budgetLine []string
+	nextBudget := time.Now()
+	sampleBudget := func() {
+		if time.Now().Before(nextBudget) {
+			return
+		}
+		nextBudget = nextBudget.Add(5 * time.Second)
+		budgetLine = append(budgetLine, fmt.Sprintf("%.0f/%d", clients.Budget.Rate(),
+			clients.Budget.Waiting(pacing.Urgent)+clients.Budget.Waiting(pacing.Ordinary)+clients.Budget.Waiting(pacing.Background)))
+	}
 	live := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	sample := func() {
 		peakHeap = max(peakHeap, azHeapInuse())
@@ -291,8 +299,10 @@ func azReclaim(b *testing.B, sc azScale) {
 	leaderLost := false
 	limit := time.After(azBurstLimit)
 	timedOut := false
+	nextBudget = start
 	for ctx.Err() == nil && !timedOut && !leaderLost && !progress.finished() {
 		sample()
+		sampleBudget()
 		select {
 		case <-limit:
 			timedOut = true
@@ -337,8 +347,12 @@ func azReclaim(b *testing.B, sc azScale) {
 		say("  (above 100%%: the calibration's stop rule, p99 doubled from the first step, ended it before the server's throughput peaked)")
 	}
 	floorEvict, floorCordon := needEvict/cal.bestEvictions, needCordon/cal.bestPatches
-	say("  needed ÷ calibrated: %.0f evictions ÷ %.0f/s = %.1f s; %.0f cordons ÷ %.0f/s = %.1f s; at Lifeboat's KUBE_API_QPS %.0f the evictions alone take at least %.1f s",
-		needEvict, cal.bestEvictions, floorEvict, needCordon, cal.bestPatches, floorCordon, cfg.KubeAPIQPS, needEvict/cfg.KubeAPIQPS)
+	say("  needed ÷ calibrated: %.0f evictions ÷ %.0f/s = %.1f s; %.0f cordons ÷ %.0f/s = %.1f s; the goal, 1.25 × that for the evictions: %.1f s (took %s)",
+		needEvict, cal.bestEvictions, floorEvict, needCordon, cal.bestPatches, floorCordon, 1.25*floorEvict, show(p.accepted, p.nAccepted, len(w.workload)))
+	say("  request budget every 5 s from the sending (rate/s / requests waiting): %s", strings.Join(budgetLine, " "))
+	say("  budget changes: %.0f raised on demand, %.0f halved on a 429 or 503, %.0f eased off on slow answers",
+		after.budgetChanges["demand"]-before.budgetChanges["demand"], after.budgetChanges["throttled"]-before.budgetChanges["throttled"],
+		after.budgetChanges["slow"]-before.budgetChanges["slow"])
 	within := p.nAccepted == len(w.workload) && p.accepted <= azSpotWarning
 	say("  all evictions accepted within the %s Spot warning: %v, %d of %d (%.0f%%) were (the calibrated server could have: %v)", azSpotWarning, within,
 		p.acceptedBy(azSpotWarning), len(w.workload), 100*float64(p.acceptedBy(azSpotWarning))/needEvict, floorEvict+floorCordon <= azSpotWarning.Seconds())
@@ -976,12 +990,13 @@ type azKubeKey struct{ client, verb, resource, code string }
 type azCounts struct {
 	kube                                 map[azKubeKey]float64
 	aws, sqs, evictions, actions, drains map[string]float64
+	budgetChanges                        map[string]float64
 	fakeDescribe, fakeSQS                int
 }
 
 func azSnapshot(m *metrics.Metrics, fake *fakeaws.Server) azCounts {
 	out := azCounts{kube: map[azKubeKey]float64{}, aws: map[string]float64{}, sqs: map[string]float64{},
-		evictions: map[string]float64{}, actions: map[string]float64{}, drains: map[string]float64{},
+		evictions: map[string]float64{}, actions: map[string]float64{}, drains: map[string]float64{}, budgetChanges: map[string]float64{},
 		fakeDescribe: fake.CallCount("ec2", "DescribeInstances"), fakeSQS: fake.CallCount("sqs", "")}
 	families, err := m.Registry.Gather()
 	if err != nil {
@@ -1007,6 +1022,8 @@ func azSnapshot(m *metrics.Metrics, fake *fakeaws.Server) azCounts {
 				out.actions[l["action"]+" "+l["result"]] += v
 			case "lifeboat_drain_duration_seconds":
 				out.drains[l["result"]] += float64(s.GetHistogram().GetSampleCount())
+			case "lifeboat_kube_request_rate_changes_total":
+				out.budgetChanges[l["reason"]] += v
 			}
 		}
 	}

@@ -16,6 +16,15 @@ type RequestObserver interface {
 	KubeRequest(client, verb, resource, code string, took time.Duration)
 }
 
+// Observers tells each of its members of every request.
+type Observers []RequestObserver
+
+func (o Observers) KubeRequest(client, verb, resource, code string, took time.Duration) {
+	for _, each := range o {
+		each.KubeRequest(client, verb, resource, code, took)
+	}
+}
+
 // Instrumented returns a copy of rc whose requests are reported to observe under the client's
 // name. The copy, not rc, is wrapped: clients built from one base config each count once.
 func Instrumented(rc *rest.Config, client string, observe RequestObserver) *rest.Config {

@@ -66,6 +66,8 @@ type Metrics struct {
 	kubeRequests  *prometheus.CounterVec
 	kubeLatency   *prometheus.HistogramVec
 	episodes      *episodeCollector
+	budget        *budgetCollector
+	budgetChanges *prometheus.CounterVec
 	readiness     *prometheus.GaugeVec
 	readinessRun  *prometheus.GaugeVec
 }
@@ -147,13 +149,18 @@ func New() *Metrics {
 		}),
 		kubeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_kube_requests_total",
-			Help: "Kubernetes API requests by client (main; cordon: the controller's cordons; lease: its leader Lease), verb, resource and HTTP code (429: throttled by API Priority and Fairness; error: no answer).",
+			Help: "Kubernetes API requests by client (main; cordon: the controller's cordons; events: Kubernetes Events; lease: its leader Lease), verb, resource and HTTP code (429: throttled by API Priority and Fairness; error: no answer).",
 		}, []string{"client", "verb", "resource", "code"}),
 		kubeLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "lifeboat_kube_request_duration_seconds", Help: "Kubernetes API request latency by verb (watches excluded).",
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
 		}, []string{"verb"}),
 		episodes: newEpisodeCollector(),
+		budget:   newBudgetCollector(),
+		budgetChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lifeboat_kube_request_rate_changes_total",
+			Help: "Changes of the shared Kubernetes request budget's rate by reason: throttled (a 429 or 503: halved), slow (answers over three times an idle server's plus 100 ms: eased off), demand (requests waited and answers were fast: raised).",
+		}, []string{"reason"}),
 		readiness: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_readiness_findings",
 			Help: "Controller with READINESS_REPORT_INTERVAL: workloads that could not leave a node within a Spot warning, by namespace and reason, as the last `lifeboat check` run found.",
@@ -162,7 +169,7 @@ func New() *Metrics {
 			Name: "lifeboat_readiness_last_run_timestamp_seconds", Help: "When the periodic readiness check last ran, by result (ok, error).",
 		}, []string{"result"}),
 	}
-	m.Registry.MustRegister(m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
+	m.Registry.MustRegister(m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -21,6 +21,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/handback/targets"
 	"lifeboat.dev/lifeboat/internal/handback/volumes"
 	"lifeboat.dev/lifeboat/internal/kube"
+	"lifeboat.dev/lifeboat/internal/kube/pacing"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/webhook"
 )
@@ -54,10 +55,15 @@ func Webhook(c *config.Config) webhook.Settings {
 		Template: c.WebhookTemplate, TemplateFile: c.WebhookTemplateFile}
 }
 
-// Kube is where the Kubernetes API is and the client's rate limit.
+// Kube is where the Kubernetes API is, and the fixed rate limit of clients outside the shared
+// budget (the read-only commands): KUBE_API_QPS, or the budget's starting rate when it is 0.
 func Kube(c *config.Config) kube.Options {
+	qps := c.KubeAPIQPS
+	if qps == 0 {
+		qps = pacing.DefaultStart
+	}
 	return kube.Options{Kubeconfig: c.Kubeconfig, ServiceHost: c.KubernetesServiceHost, ServicePort: c.KubernetesServicePort,
-		QPS: c.KubeAPIQPS, Burst: c.KubeAPIBurst}
+		QPS: qps, Burst: c.KubeAPIBurst}
 }
 
 // Handback builds the waits between a drained node and the hand-back of its instance that the

@@ -1,0 +1,76 @@
+package wiring
+
+import (
+	"fmt"
+	"slices"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/kube"
+	"lifeboat.dev/lifeboat/internal/kube/pacing"
+	"lifeboat.dev/lifeboat/internal/metrics"
+)
+
+// The Lease's client is outside the shared budget: a renewal every 2 s must never wait
+// behind evictions, and never needs more than this.
+const (
+	leaseQPS   = 5
+	leaseBurst = 10
+)
+
+// Clients are the Kubernetes clients of the agent and the controller. All but the Lease's
+// share one pacing budget, each in its own lane.
+type Clients struct {
+	Main   kubernetes.Interface // records, drains, hand-back reads: the ordinary lane
+	Cordon kubernetes.Interface // cordons: the urgent lane
+	Events kubernetes.Interface // Kubernetes Events: the background lane
+	Lease  kubernetes.Interface // leader election, on its own small fixed rate
+	Budget *pacing.Budget
+}
+
+// Pacing is the shared budget's options: KUBE_API_QPS 0 lets the rate follow the API server
+// up to the built-in ceiling; a number caps it.
+func Pacing(c *config.Config, observer pacing.Observer) pacing.Options {
+	return pacing.Options{Ceiling: c.KubeAPIQPS, Burst: c.KubeAPIBurst, Observer: observer}
+}
+
+// KubeClients builds the clients from one base configuration (kube.RESTConfig in the binary,
+// a sandbox user's in benchmarks), each counted in m under its name.
+func KubeClients(base *rest.Config, c *config.Config, m *metrics.Metrics) (*Clients, error) {
+	budget := pacing.New(Pacing(c, m))
+	lanes := make([]string, len(pacing.Lanes))
+	for i, l := range pacing.Lanes {
+		lanes[i] = l.String()
+	}
+	m.WatchBudget(budget.Rate, lanes, func(lane string) int {
+		return budget.Waiting(pacing.Lanes[slices.Index(lanes, lane)])
+	})
+	paced := func(name string, lane pacing.Lane) (kubernetes.Interface, error) {
+		rc := kube.Instrumented(base, name, kube.Observers{m, budget})
+		rc.RateLimiter = budget.Lane(lane)
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes client %s: %w", name, err)
+		}
+		return cs, nil
+	}
+	out := &Clients{Budget: budget}
+	var err error
+	if out.Main, err = paced("main", pacing.Ordinary); err != nil {
+		return nil, err
+	}
+	if out.Cordon, err = paced("cordon", pacing.Urgent); err != nil {
+		return nil, err
+	}
+	if out.Events, err = paced("events", pacing.Background); err != nil {
+		return nil, err
+	}
+	lease := kube.Instrumented(base, "lease", m)
+	lease.RateLimiter, lease.QPS, lease.Burst = nil, leaseQPS, leaseBurst
+	if out.Lease, err = kubernetes.NewForConfig(lease); err != nil {
+		return nil, fmt.Errorf("kubernetes client lease: %w", err)
+	}
+	return out, nil
+}
