@@ -155,6 +155,11 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		}
 	}
 	logger.Info("starting", attrs...)
+	if soft, err := softMemoryLimit(cgroupMemoryMax, os.LookupEnv); err != nil {
+		logger.Warn("no soft memory limit set", "err", err)
+	} else if soft > 0 {
+		logger.Info("soft memory limit set from the container's", "bytes", soft, "share", memoryLimitShare)
+	}
 
 	// Both ports are taken before anything else, so a clash ends the start here with the
 	// setting to change; a server that failed later would leave probes that never answer.
