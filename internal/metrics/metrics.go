@@ -159,7 +159,7 @@ func New() *Metrics {
 		budget:   newBudgetCollector(),
 		budgetChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_kube_request_rate_changes_total",
-			Help: "Changes of the shared Kubernetes request budget's rate by reason: throttled (a 429 or 503: halved), slow (answers over three times an idle server's plus 100 ms: eased off), demand (requests waited and answers were fast: raised).",
+			Help: "Changes of the shared Kubernetes request budget's rate by reason: throttled (a 429 or 503: halved), slow (answers over four times an idle server's plus 1 s: eased off), demand (requests waited and answers were fast: raised).",
 		}, []string{"reason"}),
 		readiness: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_readiness_findings",

@@ -48,7 +48,7 @@ func (l Lane) String() string {
 // Reasons the rate changed, as reported to the Observer.
 const (
 	ReasonThrottled = "throttled" // the API server answered 429 (or 503): halve
-	ReasonSlow      = "slow"      // answers took over three times their usual time: ease off
+	ReasonSlow      = "slow"      // answers took over four times an idle server's, plus 1 s: ease off
 	ReasonDemand    = "demand"    // requests waited and answers were fast: raise
 )
 
@@ -334,14 +334,17 @@ type latency struct {
 }
 
 // Answers are slow when an interval's mean is over slowFactor times the baseline plus
-// slowSlack, over at least minSamples answers. The baseline is what an idle server answers,
-// and a busy one that still keeps up answers at two to three times that (evictions measured
-// on the sandbox: 100 ms alone, 280 ms at 64 in flight, with throughput still at its peak),
-// so only more than that is taken for a server falling behind; a few milliseconds of jitter on
-// a fast patch never is.
+// slowSlack, over at least minSamples answers. The baseline is what an idle server answers.
+// Latency is a weak signal here: most of it in a burst is the queueing Lifeboat's own
+// requests cause, and API Priority and Fairness answers 429 when Lifeboat's share is full.
+// Measured on the sandbox, evictions take 100 ms alone and 280 ms at 64 in flight with the
+// server's throughput still at its peak, and node patches from 3 ms to over 300 ms when a
+// burst's first cordons go out at once; a rule at two or three times the baseline cut the
+// rate to 16/s in the first seconds of a burst. So only a server that takes a second more
+// than several times its idle answer is taken for one falling behind.
 const (
-	slowFactor = 3
-	slowSlack  = 100 * time.Millisecond
+	slowFactor = 4
+	slowSlack  = time.Second
 	minSamples = 10
 )
 

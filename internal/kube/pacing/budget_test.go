@@ -186,12 +186,12 @@ func TestRateFollowsTheServersAnswers(t *testing.T) {
 		// A 429 halves it.
 		interval("429", 5*time.Millisecond, 1)
 		expect(200, ReasonThrottled)
-		// Once pushed back, demand raises it by a tenth an interval; answers at three times
-		// their usual time (100 ms) are a busy server, not a slow one.
-		interval("201", 300*time.Millisecond, 10)
+		// Once pushed back, demand raises it by a tenth an interval; answers at ten times
+		// their idle time (100 ms) are a busy server, not one falling behind.
+		interval("201", time.Second, 10)
 		expect(220, ReasonDemand)
-		// Over three times plus 100 ms: eased off by a fifth.
-		interval("201", 450*time.Millisecond, 10)
+		// Over four times plus a second: eased off by a fifth.
+		interval("201", 1500*time.Millisecond, 10)
 		expect(176, ReasonSlow)
 		endBacklog()
 		synctest.Wait()
