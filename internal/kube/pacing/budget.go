@@ -109,7 +109,8 @@ type Budget struct {
 
 	mu      sync.Mutex
 	rate    float64
-	tokens  float64
+	tokens  float64   // may fall below 0: urgent requests sent on their reserve are owed
+	reserve float64   // the urgent lane's own tokens, refilled at Options.Start
 	refill  time.Time // when tokens were last brought up to date
 	queue   waitQueue
 	arrived uint64
@@ -131,6 +132,7 @@ func New(opts Options) *Budget {
 		opts:       opts,
 		rate:       opts.Start,
 		tokens:     float64(opts.Burst),
+		reserve:    float64(opts.Burst),
 		refill:     now,
 		considered: now,
 		latency:    map[string]*latency{},
@@ -171,8 +173,7 @@ func (b *Budget) wait(ctx context.Context, lane Lane) error {
 	b.mu.Lock()
 	change := b.reconsiderLocked(time.Now())
 	b.refillLocked(time.Now())
-	if b.queue.Len() == 0 && b.tokens >= 1 {
-		b.tokens--
+	if b.takeLocked(lane) {
 		b.mu.Unlock()
 		b.report(change)
 		return nil
@@ -198,6 +199,9 @@ func (b *Budget) wait(ctx context.Context, lane Lane) error {
 			heap.Remove(&b.queue, w.index)
 		} else { // its turn came as ctx ended: the request will not be sent, so the slot is free
 			b.tokens = min(b.tokens+1, float64(b.opts.Burst))
+			if lane == Urgent {
+				b.reserve = min(b.reserve+1, float64(b.opts.Burst))
+			}
 			b.scheduleLocked(time.Now())
 		}
 		return ctx.Err()
@@ -208,7 +212,32 @@ func (b *Budget) tryAccept() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.refillLocked(time.Now())
-	if b.queue.Len() == 0 && b.tokens >= 1 {
+	return b.takeLocked(Ordinary)
+}
+
+// takeLocked gives a request arriving in lane its turn now if nobody it must follow waits
+// and a token is free.
+func (b *Budget) takeLocked(lane Lane) bool {
+	if b.queue.Len() > 0 && (lane != Urgent || b.queue[0].lane == Urgent) {
+		return false // it queues behind them
+	}
+	return b.chargeLocked(lane)
+}
+
+// chargeLocked takes a token for one request of lane, if there is one: a shared token, or
+// for an urgent request one of the urgent lane's reserve. Cordons thus keep at least
+// Options.Start per second while a 429 has cut the shared rate (as they had with a client of
+// their own), and what they take from the reserve the other lanes owe.
+func (b *Budget) chargeLocked(lane Lane) bool {
+	switch {
+	case b.tokens >= 1:
+		b.tokens--
+		if lane == Urgent {
+			b.reserve = max(b.reserve-1, 0)
+		}
+		return true
+	case lane == Urgent && b.reserve >= 1:
+		b.reserve--
 		b.tokens--
 		return true
 	}
@@ -219,16 +248,17 @@ func (b *Budget) tryAccept() bool {
 // the next token when some still wait.
 func (b *Budget) scheduleLocked(now time.Time) {
 	b.refillLocked(now)
-	for b.queue.Len() > 0 && b.tokens >= 1 {
-		w := heap.Pop(&b.queue).(*waiter)
-		b.tokens--
-		close(w.ready)
+	for b.queue.Len() > 0 && b.chargeLocked(b.queue[0].lane) {
+		close(heap.Pop(&b.queue).(*waiter).ready)
 	}
 	if b.queue.Len() == 0 || b.timer != nil {
 		return
 	}
-	next := max(time.Duration((1-b.tokens)/b.rate*float64(time.Second)), time.Millisecond)
-	b.timer = time.AfterFunc(next, b.tick)
+	next := time.Duration((1 - b.tokens) / b.rate * float64(time.Second))
+	if b.queue[0].lane == Urgent {
+		next = min(next, time.Duration((1-b.reserve)/b.opts.Start*float64(time.Second)))
+	}
+	b.timer = time.AfterFunc(max(next, time.Millisecond), b.tick)
 }
 
 // tick is the timer: the next token is due.
@@ -244,6 +274,7 @@ func (b *Budget) tick() {
 func (b *Budget) refillLocked(now time.Time) {
 	if elapsed := now.Sub(b.refill).Seconds(); elapsed > 0 {
 		b.tokens = min(b.tokens+elapsed*b.rate, float64(b.opts.Burst))
+		b.reserve = min(b.reserve+elapsed*b.opts.Start, float64(b.opts.Burst))
 		b.refill = now
 	}
 }

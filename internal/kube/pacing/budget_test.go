@@ -232,3 +232,45 @@ func TestOptionsDefaults(t *testing.T) {
 		t.Errorf("defaults: %+v", o)
 	}
 }
+
+// Cordons keep the starting rate while 429s have cut the shared one, and the other lanes
+// pay for them afterwards.
+func TestUrgentLaneKeepsItsReserve(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := New(Options{Start: 100, Floor: 5, Burst: 10, Interval: time.Second})
+		for range 6 { // halved to the floor, 5/s
+			time.Sleep(time.Second)
+			b.KubeRequest("main", "create", "pods/eviction", "429", time.Millisecond)
+		}
+		if got := b.Rate(); got != 5 {
+			t.Fatalf("rate %g after the 429s, want the floor, 5", got)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		var cordons, evictions []<-chan error
+		for range 200 {
+			evictions = append(evictions, request(ctx, b, Ordinary))
+		}
+		synctest.Wait()
+		for range 300 {
+			cordons = append(cordons, request(ctx, b, Urgent))
+		}
+		count := func(waits []<-chan error) (n int) {
+			for _, w := range waits {
+				if <-w == nil {
+					n++
+				}
+			}
+			return n
+		}
+		// In 2 s: the urgent reserve (10, then 100/s) gives about 200 cordons; the shared
+		// tokens (10, taken by the evictions queued first, then 5/s) are spent on cordons
+		// and owed, so no more evictions go.
+		if got := count(cordons); got < 190 || got > 220 {
+			t.Errorf("%d cordons in 2 s at a shared rate of 5/s; want about 200 from the urgent reserve", got)
+		}
+		if got := count(evictions); got > 10 {
+			t.Errorf("%d evictions went while cordons spent the shared tokens; want at most the first burst", got)
+		}
+	})
+}
