@@ -262,16 +262,27 @@ func azReclaim(b *testing.B, sc azScale) {
 	cpuBefore, childBefore := azProcessCPU(), azChildCPU()
 	var peakHeap, peakLive, peakRSS uint64
 	peakGoroutines := 0
-	// The budget's rate and queue, every 5 s from the sending.
-	var budgetLine []string
+	// The budget's bound, requests in flight and queue, every 5 s from the sending.
+	var budgetLine, sentLine []string
+	lastEvicted := m.Value("lifeboat_kube_requests_total", "resource", "pods/eviction", "code", "201")
+	lastOther := m.Value("lifeboat_kube_requests_total") - lastEvicted
 	nextBudget := time.Now()
 	sampleBudget := func() {
 		if time.Now().Before(nextBudget) {
 			return
 		}
 		nextBudget = nextBudget.Add(5 * time.Second)
-		budgetLine = append(budgetLine, fmt.Sprintf("%.0f/%d", clients.Budget.Rate(),
-			clients.Budget.Waiting(pacing.Urgent)+clients.Budget.Waiting(pacing.Ordinary)+clients.Budget.Waiting(pacing.Background)))
+		inFlight, waiting := 0, 0
+		for _, l := range pacing.Lanes {
+			inFlight += clients.Budget.InFlight(l)
+			waiting += clients.Budget.Waiting(l)
+		}
+		budgetLine = append(budgetLine, fmt.Sprintf("%.0f/%d/%d", clients.Budget.Limit(), inFlight, waiting))
+		// What went out in those 5 s: evictions accepted, and every other answered request.
+		evicted := m.Value("lifeboat_kube_requests_total", "resource", "pods/eviction", "code", "201")
+		all := m.Value("lifeboat_kube_requests_total")
+		sentLine = append(sentLine, fmt.Sprintf("%.0f/%.0f", evicted-lastEvicted, all-evicted-lastOther))
+		lastEvicted, lastOther = evicted, all-evicted
 	}
 	live := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	sample := func() {
@@ -349,7 +360,8 @@ func azReclaim(b *testing.B, sc azScale) {
 	floorEvict, floorCordon := needEvict/cal.bestEvictions, needCordon/cal.bestPatches
 	say("  needed ÷ calibrated: %.0f evictions ÷ %.0f/s = %.1f s; %.0f cordons ÷ %.0f/s = %.1f s; the goal, 1.25 × that for the evictions: %.1f s (took %s)",
 		needEvict, cal.bestEvictions, floorEvict, needCordon, cal.bestPatches, floorCordon, 1.25*floorEvict, show(p.accepted, p.nAccepted, len(w.workload)))
-	say("  request budget every 5 s from the sending (rate/s / requests waiting): %s", strings.Join(budgetLine, " "))
+	say("  request budget every 5 s from the sending (bound / requests in flight / waiting): %s", strings.Join(budgetLine, " "))
+	say("  requests answered in each 5 s (evictions accepted / all others): %s", strings.Join(sentLine, " "))
 	say("  budget changes: %.0f raised on demand, %.0f halved on a 429 or 503, %.0f eased off on slow answers",
 		after.budgetChanges["demand"]-before.budgetChanges["demand"], after.budgetChanges["throttled"]-before.budgetChanges["throttled"],
 		after.budgetChanges["slow"]-before.budgetChanges["slow"])
@@ -1022,7 +1034,7 @@ func azSnapshot(m *metrics.Metrics, fake *fakeaws.Server) azCounts {
 				out.actions[l["action"]+" "+l["result"]] += v
 			case "lifeboat_drain_duration_seconds":
 				out.drains[l["result"]] += float64(s.GetHistogram().GetSampleCount())
-			case "lifeboat_kube_request_rate_changes_total":
+			case "lifeboat_kube_request_limit_changes_total":
 				out.budgetChanges[l["reason"]] += v
 			}
 		}

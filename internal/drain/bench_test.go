@@ -39,7 +39,7 @@ func BenchmarkCordonAndDrain(b *testing.B) {
 				nodeIndex++
 				node := prepareNode(b, ctx, c, nodeIndex, n)
 				paced := rest.CopyConfig(rc) // a fresh budget, as a quiet cluster's notice would see
-				paced.RateLimiter = pacing.New(pacing.Options{}).Lane(pacing.Ordinary)
+				pacing.New(pacing.Options{}).Configure(paced, pacing.Ordinary)
 				client := kubernetesClient(b, paced)
 				before := countRequests(b, c)
 				b.StartTimer()

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// BudgetChanged counts a change of the shared Kubernetes request budget's rate and why it
+// BudgetChanged counts a change of the shared Kubernetes request budget's bound and why it
 // changed (throttled, slow, demand); it fits pacing.Observer.
 func (m *Metrics) BudgetChanged(_ float64, reason string) {
 	if m != nil {
@@ -14,54 +14,65 @@ func (m *Metrics) BudgetChanged(_ float64, reason string) {
 	}
 }
 
-// WatchBudget makes the budget gauges read, at each scrape, the rate and how many requests
-// wait in each of the lanes.
-func (m *Metrics) WatchBudget(rate func() float64, lanes []string, waiting func(lane string) int) {
+// BudgetReader is what the budget gauges read at each scrape.
+type BudgetReader struct {
+	Limit    func() float64        // the bound on requests in flight
+	Lanes    []string              // the lanes' names
+	Waiting  func(lane string) int // requests waiting in a lane
+	InFlight func(lane string) int // requests of a lane at the API server
+}
+
+// WatchBudget makes the budget gauges read the budget at each scrape.
+func (m *Metrics) WatchBudget(r BudgetReader) {
 	if m != nil {
-		m.budget.set(rate, lanes, waiting)
+		m.budget.set(r)
 	}
 }
 
 type budgetCollector struct {
-	rate    *prometheus.Desc
-	waiting *prometheus.Desc
+	limit    *prometheus.Desc
+	waiting  *prometheus.Desc
+	inFlight *prometheus.Desc
 
-	mu        sync.Mutex
-	readRate  func() float64
-	lanes     []string
-	readWaits func(string) int
+	mu     sync.Mutex
+	reader BudgetReader
 }
 
 func newBudgetCollector() *budgetCollector {
 	return &budgetCollector{
-		rate: prometheus.NewDesc("lifeboat_kube_request_rate_limit",
-			"The shared Kubernetes request budget's rate now (requests per second): it follows the API server's answers up to KUBE_API_QPS (or 1000).", nil, nil),
+		limit: prometheus.NewDesc("lifeboat_kube_requests_in_flight_limit",
+			"The shared Kubernetes request budget's bound on requests in flight (ordinary and background lanes; cordons have their own): it follows the API server's answers.", nil, nil),
 		waiting: prometheus.NewDesc("lifeboat_kube_requests_waiting",
 			"Kubernetes requests waiting for the shared budget, by lane (urgent: cordons; ordinary: soonest deadline first; background: Events).",
+			[]string{"lane"}, nil),
+		inFlight: prometheus.NewDesc("lifeboat_kube_requests_in_flight",
+			"Kubernetes requests at the API server now, by the budget's lane (watches not counted).",
 			[]string{"lane"}, nil),
 	}
 }
 
-func (c *budgetCollector) set(rate func() float64, lanes []string, waiting func(string) int) {
+func (c *budgetCollector) set(r BudgetReader) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.readRate, c.lanes, c.readWaits = rate, lanes, waiting
+	c.reader = r
 }
 
 func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.rate
+	ch <- c.limit
 	ch <- c.waiting
+	ch <- c.inFlight
 }
 
 func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	rate, lanes, waiting := c.readRate, c.lanes, c.readWaits
+	r := c.reader
 	c.mu.Unlock()
-	if rate == nil {
+	if r.Limit == nil {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, rate())
-	for _, lane := range lanes {
-		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(waiting(lane)), lane)
+	ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, r.Limit())
+	for _, lane := range r.Lanes {
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(r.Waiting(lane)), lane)
+		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(r.InFlight(lane)), lane)
 	}
 }

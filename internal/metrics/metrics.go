@@ -158,8 +158,8 @@ func New() *Metrics {
 		episodes: newEpisodeCollector(),
 		budget:   newBudgetCollector(),
 		budgetChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lifeboat_kube_request_rate_changes_total",
-			Help: "Changes of the shared Kubernetes request budget's rate by reason: throttled (a 429 or 503: halved), slow (answers over four times an idle server's plus 1 s: eased off), demand (requests waited and answers were fast: raised).",
+			Name: "lifeboat_kube_request_limit_changes_total",
+			Help: "Changes of the shared Kubernetes request budget's bound on requests in flight by reason: throttled (a 429 or 503: halved), slow (answers over four times an idle server's plus 1 s: eased off), demand (the bound held requests back and answers kept pace: raised).",
 		}, []string{"reason"}),
 		readiness: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_readiness_findings",

@@ -30,10 +30,10 @@ type Clients struct {
 	Budget *pacing.Budget
 }
 
-// Pacing is the shared budget's options: KUBE_API_QPS 0 lets the rate follow the API server
-// up to the built-in ceiling; a number caps it.
+// Pacing is the shared budget's options: the bound on requests in flight follows the API
+// server; KUBE_API_QPS, when not 0, also caps the rate (with KUBE_API_BURST).
 func Pacing(c *config.Config, observer pacing.Observer) pacing.Options {
-	return pacing.Options{Ceiling: c.KubeAPIQPS, Burst: c.KubeAPIBurst, Observer: observer}
+	return pacing.Options{Rate: c.KubeAPIQPS, Burst: c.KubeAPIBurst, Observer: observer}
 }
 
 // KubeClients builds the clients from one base configuration (kube.RESTConfig in the binary,
@@ -44,12 +44,14 @@ func KubeClients(base *rest.Config, c *config.Config, m *metrics.Metrics) (*Clie
 	for i, l := range pacing.Lanes {
 		lanes[i] = l.String()
 	}
-	m.WatchBudget(budget.Rate, lanes, func(lane string) int {
-		return budget.Waiting(pacing.Lanes[slices.Index(lanes, lane)])
+	laneOf := func(name string) pacing.Lane { return pacing.Lanes[slices.Index(lanes, name)] }
+	m.WatchBudget(metrics.BudgetReader{Limit: budget.Limit, Lanes: lanes,
+		Waiting:  func(lane string) int { return budget.Waiting(laneOf(lane)) },
+		InFlight: func(lane string) int { return budget.InFlight(laneOf(lane)) },
 	})
 	paced := func(name string, lane pacing.Lane) (kubernetes.Interface, error) {
 		rc := kube.Instrumented(base, name, kube.Observers{m, budget})
-		rc.RateLimiter = budget.Lane(lane)
+		budget.Configure(rc, lane)
 		cs, err := kubernetes.NewForConfig(rc)
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes client %s: %w", name, err)

@@ -143,9 +143,9 @@ func TestBudgetYieldsToASmallPriorityLevel(t *testing.T) {
 	otherWG.Wait()
 
 	refused := m.Value("lifeboat_kube_requests_total", "code", "429")
-	halved := m.Value("lifeboat_kube_request_rate_changes_total", "reason", pacing.ReasonThrottled)
-	t.Logf("%d patches: %d failed, %.0f answers 429, the rate halved %.0f times, now %.0f/s; another controller: %d reads served, %d failed",
-		patches, failed.Load(), refused, halved, clients.Budget.Rate(), otherServed.Load(), otherFailed.Load())
+	halved := m.Value("lifeboat_kube_request_limit_changes_total", "reason", pacing.ReasonThrottled)
+	t.Logf("%d patches: %d failed, %.0f answers 429, the bound halved %.0f times, now %.0f in flight; another controller: %d reads served, %d failed",
+		patches, failed.Load(), refused, halved, clients.Budget.Limit(), otherServed.Load(), otherFailed.Load())
 	if refused == 0 {
 		t.Fatal("the small priority level refused nothing: the test's burst did not reach its limit, so it shows nothing")
 	}

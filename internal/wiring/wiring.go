@@ -21,7 +21,6 @@ import (
 	"lifeboat.dev/lifeboat/internal/handback/targets"
 	"lifeboat.dev/lifeboat/internal/handback/volumes"
 	"lifeboat.dev/lifeboat/internal/kube"
-	"lifeboat.dev/lifeboat/internal/kube/pacing"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/webhook"
 )
@@ -55,12 +54,16 @@ func Webhook(c *config.Config) webhook.Settings {
 		Template: c.WebhookTemplate, TemplateFile: c.WebhookTemplateFile}
 }
 
+// readOnlyQPS is the rate of the read-only commands (status, check, preflight) when
+// KUBE_API_QPS is 0: they are short-lived and stay outside the shared budget.
+const readOnlyQPS = 100
+
 // Kube is where the Kubernetes API is, and the fixed rate limit of clients outside the shared
-// budget (the read-only commands): KUBE_API_QPS, or the budget's starting rate when it is 0.
+// budget (the read-only commands): KUBE_API_QPS, or readOnlyQPS when it is 0.
 func Kube(c *config.Config) kube.Options {
 	qps := c.KubeAPIQPS
 	if qps == 0 {
-		qps = pacing.DefaultStart
+		qps = readOnlyQPS
 	}
 	return kube.Options{Kubeconfig: c.Kubeconfig, ServiceHost: c.KubernetesServiceHost, ServicePort: c.KubernetesServicePort,
 		QPS: qps, Burst: c.KubeAPIBurst}

@@ -3,31 +3,58 @@ package pacing
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 )
 
-// request starts one request's wait in its own goroutine and returns a channel that is closed
-// at its turn (or carries the error that ended the wait).
-func request(ctx context.Context, b *Budget, lane Lane) <-chan error {
-	done := make(chan error, 1)
-	go func() { done <- b.Lane(lane).Wait(ctx) }()
-	return done
+// turn is one request's acquisition, started in its own goroutine.
+type turn struct {
+	granted chan func() // receives the request's done func at its turn
+	failed  chan error  // receives the error that ended its wait
 }
 
-// emptied takes every token a budget holds, so the next request has to wait.
-func emptied(t *testing.T, b *Budget) {
+func acquire(ctx context.Context, b *Budget, lane Lane) turn {
+	t := turn{granted: make(chan func(), 1), failed: make(chan error, 1)}
+	go func() {
+		done, err := b.Acquire(ctx, lane)
+		if err != nil {
+			t.failed <- err
+			return
+		}
+		t.granted <- done
+	}()
+	return t
+}
+
+// holding fills the budget's bound with requests that stay in flight until released.
+func holding(t *testing.T, b *Budget, lane Lane, n int) (release func()) {
 	t.Helper()
-	for b.Lane(Ordinary).TryAccept() {
+	var dones []func()
+	for range n {
+		done, err := b.Acquire(context.Background(), lane)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dones = append(dones, done)
+	}
+	return func() {
+		for _, d := range dones {
+			d()
+		}
 	}
 }
 
 func TestLanesAndDeadlinesOrderTheQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := New(Options{Start: 10, Burst: 1, Fixed: true})
-		emptied(t, b)
+		b := New(Options{Start: 1, Fixed: true})
+		release := holding(t, b, Ordinary, 1)
 
 		var mu sync.Mutex
 		var order []string
@@ -39,12 +66,16 @@ func TestLanesAndDeadlinesOrderTheQueue(t *testing.T) {
 				t.Cleanup(cancel)
 			}
 			go func() {
-				if err := b.Lane(lane).Wait(ctx); err != nil {
+				done, err := b.Acquire(ctx, lane)
+				if err != nil {
 					t.Errorf("%s: %v", name, err)
+					return
 				}
 				mu.Lock()
 				order = append(order, name)
 				mu.Unlock()
+				time.Sleep(10 * time.Millisecond) // in flight a while: the next waits for it
+				done()
 			}()
 			synctest.Wait() // queued before the next one arrives
 		}
@@ -52,87 +83,150 @@ func TestLanesAndDeadlinesOrderTheQueue(t *testing.T) {
 		enqueue("eviction due in 60s", Ordinary, time.Minute)
 		enqueue("eviction due in 10s", Ordinary, 10*time.Second)
 		enqueue("record write", Ordinary, 0) // no deadline: due when it arrived, so before both
-		enqueue("cordon", Urgent, 0)
+		enqueue("cordon", Urgent, 0)         // its own bound: at once, though the shared one is full
+		mu.Lock()
+		if len(order) != 1 || order[0] != "cordon" {
+			t.Errorf("granted %v while the bound was full; want only the cordon", order)
+		}
+		mu.Unlock()
 
-		time.Sleep(time.Second) // 10 requests/s: every one has had its turn
+		release()
+		time.Sleep(time.Second)
 		synctest.Wait()
 		want := []string{"cordon", "record write", "eviction due in 10s", "eviction due in 60s", "event"}
-		if len(order) != len(want) {
+		if strings.Join(order, ", ") != strings.Join(want, ", ") {
 			t.Fatalf("granted %v, want %v", order, want)
-		}
-		for i := range want {
-			if order[i] != want[i] {
-				t.Fatalf("granted %v, want %v", order, want)
-			}
 		}
 	})
 }
 
-// Thousands of waits cancelled at a drain's deadline must leave no debt behind: the next
-// request waits for one token, not for the cancelled ones.
+func TestBoundLimitsRequestsInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := New(Options{Start: 8, Fixed: true})
+		var inFlight, most atomic.Int32
+		var wg sync.WaitGroup
+		for range 200 {
+			wg.Go(func() {
+				done, err := b.Acquire(context.Background(), Ordinary)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				n := inFlight.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				time.Sleep(100 * time.Millisecond)
+				inFlight.Add(-1)
+				done()
+			})
+		}
+		wg.Wait()
+		// 200 requests of 100 ms, 8 at a time: 25 rounds.
+		if most.Load() != 8 {
+			t.Errorf("at most %d requests were in flight at once; want the bound, 8", most.Load())
+		}
+		if n := b.InFlight(Ordinary); n != 0 {
+			t.Errorf("%d requests counted in flight after all ended", n)
+		}
+	})
+}
+
+// While cordons are in flight or waiting, the other lanes keep to an eighth of the bound, so
+// the server answers the cordons first.
+func TestUrgentRequestsKeepTheOthersToAShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := New(Options{Start: 32, Fixed: true})
+		endCordon := holding(t, b, Urgent, 1)
+		var evictions []turn
+		for range 20 {
+			evictions = append(evictions, acquire(context.Background(), b, Ordinary))
+		}
+		synctest.Wait()
+		if got := b.InFlight(Ordinary); got != 32/urgentShare {
+			t.Errorf("%d evictions in flight beside a cordon; want %d", got, 32/urgentShare)
+		}
+		endCordon()
+		synctest.Wait()
+		if got := b.InFlight(Ordinary); got != 20 {
+			t.Errorf("%d evictions in flight once the cordon ended; want all 20", got)
+		}
+		for _, e := range evictions {
+			(<-e.granted)()
+		}
+	})
+}
+
+// Thousands of waits cancelled at a drain's deadline must leave nothing behind: the next
+// request goes as soon as the bound has room.
 func TestCancelledWaitsLeaveNoDebt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := New(Options{Start: 100, Burst: 200, Fixed: true})
-		emptied(t, b)
+		b := New(Options{Start: 4, Fixed: true})
+		release := holding(t, b, Ordinary, 4)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		var waits []<-chan error
+		defer cancel()
+		var waits []turn
 		for range 2000 {
-			waits = append(waits, request(ctx, b, Ordinary))
+			waits = append(waits, acquire(ctx, b, Ordinary))
 		}
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		cancel()
-		granted, cancelled := 0, 0
 		for _, w := range waits {
-			switch err := <-w; {
-			case err == nil:
-				granted++
-			case errors.Is(err, context.DeadlineExceeded):
-				cancelled++
-			default:
-				t.Fatalf("wait: %v", err)
+			select {
+			case err := <-w.failed:
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("wait: %v", err)
+				}
+			case <-w.granted:
+				t.Fatal("a request was granted while the bound was full")
 			}
-		}
-		if granted < 190 || granted > 210 || cancelled != 2000-granted {
-			t.Errorf("granted %d and cancelled %d in 2 s at 100/s; want about 200 granted, the rest cancelled", granted, cancelled)
 		}
 		if n := b.Waiting(Ordinary); n != 0 {
 			t.Errorf("%d requests still queued after their contexts ended", n)
 		}
-
+		release()
+		if n := b.InFlight(Ordinary); n != 0 {
+			t.Errorf("%d requests counted in flight after all ended", n)
+		}
 		start := time.Now()
-		if err := b.Lane(Ordinary).Wait(context.Background()); err != nil {
+		done, err := b.Acquire(context.Background(), Ordinary)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if waited := time.Since(start); waited > 10*time.Millisecond {
-			t.Errorf("the next request waited %v after the cancellations; want at most one token's time (10ms)", waited)
+		done()
+		done() // a second call changes nothing
+		if waited := time.Since(start); waited > 0 {
+			t.Errorf("the next request waited %v after the cancellations; want none", waited)
+		}
+		if n := b.InFlight(Ordinary); n != 0 {
+			t.Errorf("%d in flight after a request ended twice; want 0", n)
 		}
 	})
 }
 
-func TestGrantsFollowTheRate(t *testing.T) {
+func TestRateCapSpacesTheTurns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := New(Options{Start: 50, Burst: 10, Fixed: true})
+		b := New(Options{Rate: 50, Burst: 10, Fixed: true})
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 		defer cancel()
-		var waits []<-chan error
+		var granted atomic.Int32
+		var wg sync.WaitGroup
 		for range 1000 {
-			waits = append(waits, request(ctx, b, Ordinary))
+			wg.Go(func() {
+				if done, err := b.Acquire(ctx, Ordinary); err == nil {
+					granted.Add(1)
+					done()
+				}
+			})
 		}
-		granted := 0
-		for _, w := range waits {
-			if <-w == nil {
-				granted++
-			}
-		}
+		wg.Wait()
 		// The burst at once, then 50 a second for 4 s.
-		if granted < 205 || granted > 211 {
-			t.Errorf("granted %d in 4 s at 50/s with a burst of 10; want 210", granted)
+		if got := granted.Load(); got < 205 || got > 211 {
+			t.Errorf("granted %d in 4 s under a cap of 50/s with a burst of 10; want 210", got)
 		}
 	})
 }
 
-// recorder keeps the rate changes a budget reports.
+// recorder keeps the changes a budget reports.
 type recorder struct {
 	mu      sync.Mutex
 	reasons []string
@@ -153,10 +247,10 @@ func (r *recorder) last() string {
 	return r.reasons[len(r.reasons)-1]
 }
 
-func TestRateFollowsTheServersAnswers(t *testing.T) {
+func TestBoundFollowsTheServersAnswers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
-		b := New(Options{Start: 100, Ceiling: 400, Floor: 5, Burst: 1, Interval: time.Second, Observer: rec})
+		b := New(Options{Start: 32, Ceiling: 100, Floor: 2, Interval: time.Second, Observer: rec})
 		// interval lets the budget hear n answers, then reconsider: the first event after an
 		// interval (here an answer that never came back, which counts for nothing) does it.
 		interval := func(code string, took time.Duration, n int) {
@@ -166,111 +260,121 @@ func TestRateFollowsTheServersAnswers(t *testing.T) {
 			time.Sleep(time.Second)
 			b.KubeRequest("main", "get", "nodes", "error", 0)
 		}
-		expect := func(rate float64, reason string) {
+		expect := func(limit float64, reason string) {
 			t.Helper()
-			if got := b.Rate(); got != rate || rec.last() != reason {
-				t.Fatalf("rate %g (%s), want %g (%s)", got, rec.last(), rate, reason)
+			if got := b.Limit(); got != limit || rec.last() != reason {
+				t.Fatalf("bound %g (%s), want %g (%s)", got, rec.last(), limit, reason)
 			}
 		}
 
-		// Requests keep waiting and answers are fast: the rate rises by half each interval
-		// up to the ceiling, as long as the server has not pushed back.
+		// Requests that never end fill every raise of the bound, and more keep waiting.
 		backlog, endBacklog := context.WithCancel(context.Background())
-		for range 20000 {
-			request(backlog, b, Ordinary)
+		for range 2000 {
+			acquire(backlog, b, Ordinary)
 		}
-		for _, want := range []float64{150, 225, 337.5, 400, 400} {
+		synctest.Wait()
+		// Answers keep pace: the bound rises by half each interval up to the ceiling, as long
+		// as the server has not pushed back.
+		for _, want := range []float64{48, 72, 100, 100} {
 			interval("201", 100*time.Millisecond, 10)
 			expect(want, ReasonDemand)
 		}
 		// A 429 halves it.
 		interval("429", 5*time.Millisecond, 1)
-		expect(200, ReasonThrottled)
-		// Once pushed back, demand raises it by a tenth an interval; answers at ten times
-		// their idle time (100 ms) are a busy server, not one falling behind.
-		interval("201", time.Second, 10)
-		expect(220, ReasonDemand)
+		expect(50, ReasonThrottled)
+		// For a few intervals after it (this one included), demand does not raise it: the
+		// refused requests come back together after Retry-After.
+		for range quietAfterThrottle - 2 {
+			interval("201", 100*time.Millisecond, 10)
+			expect(50, ReasonThrottled)
+		}
+		// Then, pushed back once, demand raises it by a tenth an interval.
+		interval("201", 100*time.Millisecond, 10)
+		expect(55, ReasonDemand)
+		// Answers at four times their idle time: more in flight would only queue at the
+		// server, so it holds (the last change is still the raise).
+		interval("201", 400*time.Millisecond, 10)
+		expect(55, ReasonDemand)
 		// Over four times plus a second: eased off by a fifth.
 		interval("201", 1500*time.Millisecond, 10)
-		expect(176, ReasonSlow)
+		expect(44, ReasonSlow)
 		endBacklog()
 		synctest.Wait()
 		if n := b.Waiting(Ordinary); n != 0 {
 			t.Fatalf("%d requests still queued after their contexts ended", n)
 		}
-		// Nobody waiting: it stays.
-		interval("201", 100*time.Millisecond, 10)
-		interval("201", 100*time.Millisecond, 10)
-		expect(176, ReasonSlow) // unchanged since the last change
 		// 429s never take it under the floor.
 		for range 10 {
 			interval("429", time.Millisecond, 1)
 		}
-		expect(5, ReasonThrottled)
+		expect(2, ReasonThrottled)
 	})
 }
 
-func TestFixedRateIgnoresTheAnswers(t *testing.T) {
+func TestFixedBoundIgnoresTheAnswers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := New(Options{Start: 50, Fixed: true, Interval: time.Second})
 		for range 5 {
 			time.Sleep(time.Second)
 			b.KubeRequest("main", "patch", "nodes", "429", time.Millisecond)
 		}
-		if got := b.Rate(); got != 50 {
-			t.Errorf("rate %g, want the fixed 50", got)
+		if got := b.Limit(); got != 50 {
+			t.Errorf("bound %g, want the fixed 50", got)
 		}
 	})
 }
 
 func TestOptionsDefaults(t *testing.T) {
 	o := Options{Ceiling: 20}.withDefaults()
-	if o.Start != 20 || o.Floor != DefaultFloor || o.Burst != DefaultBurst || o.Interval != DefaultInterval {
+	if o.Start != 20 || o.Floor != DefaultFloor || o.Urgent != DefaultUrgent || o.Burst != DefaultBurst || o.Interval != DefaultInterval {
 		t.Errorf("defaults with a ceiling of 20: %+v; want the start capped at the ceiling", o)
 	}
-	if o := (Options{}).withDefaults(); o.Start != DefaultStart || o.Ceiling != DefaultCeiling {
+	if o := (Options{}).withDefaults(); o.Start != DefaultStart || o.Ceiling != DefaultCeiling || o.Rate != 0 {
 		t.Errorf("defaults: %+v", o)
 	}
 }
 
-// Cordons keep the starting rate while 429s have cut the shared one, and the other lanes
-// pay for them afterwards.
-func TestUrgentLaneKeepsItsReserve(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		b := New(Options{Start: 100, Floor: 5, Burst: 10, Interval: time.Second})
-		for range 6 { // halved to the floor, 5/s
-			time.Sleep(time.Second)
-			b.KubeRequest("main", "create", "pods/eviction", "429", time.Millisecond)
+// The transport holds a request's turn until its answer has been read, and lets watches by.
+func TestTransportHoldsTheTurnUntilTheAnswerIsRead(t *testing.T) {
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"kind":"Node"}`)
+	}))
+	defer server.Close()
+	b := New(Options{Start: 1, Fixed: true})
+	client := &http.Client{Transport: b.Transport(Ordinary, http.DefaultTransport)}
+
+	resp, err := client.Get(server.URL + "/api/v1/nodes/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.InFlight(Ordinary); got != 1 {
+		t.Fatalf("%d in flight with an answer unread; want 1", got)
+	}
+	// A watch goes although the bound is full, and is not counted.
+	for _, path := range []string{"/api/v1/pods?watch=true", "/api/v1/watch/pods"} {
+		w, err := client.Get(server.URL + path)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if got := b.Rate(); got != 5 {
-			t.Fatalf("rate %g after the 429s, want the floor, 5", got)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		var cordons, evictions []<-chan error
-		for range 200 {
-			evictions = append(evictions, request(ctx, b, Ordinary))
-		}
-		synctest.Wait()
-		for range 300 {
-			cordons = append(cordons, request(ctx, b, Urgent))
-		}
-		count := func(waits []<-chan error) (n int) {
-			for _, w := range waits {
-				if <-w == nil {
-					n++
-				}
-			}
-			return n
-		}
-		// In 2 s: the urgent reserve (10, then 100/s) gives about 200 cordons; the shared
-		// tokens (10, taken by the evictions queued first, then 5/s) are spent on cordons
-		// and owed, so no more evictions go.
-		if got := count(cordons); got < 190 || got > 220 {
-			t.Errorf("%d cordons in 2 s at a shared rate of 5/s; want about 200 from the urgent reserve", got)
-		}
-		if got := count(evictions); got > 10 {
-			t.Errorf("%d evictions went while cordons spent the shared tokens; want at most the first burst", got)
-		}
-	})
+		w.Body.Close()
+	}
+	// Another request waits for the turn.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, server.URL+"/api/v1/nodes/b", nil)
+	if _, err := client.Do(req); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a second request with the bound full: %v; want it to wait until its deadline", err)
+	}
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := b.InFlight(Ordinary); got != 0 {
+		t.Fatalf("%d in flight after the answer was read; want 0", got)
+	}
+	resp, err = client.Get(server.URL + "/api/v1/nodes/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
 }
