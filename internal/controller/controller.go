@@ -71,6 +71,7 @@ type Controller struct {
 	// foreignLogged holds the notices already logged at Info as another cluster's: their
 	// message is kept for that cluster and comes back every few minutes, logged at Debug.
 	foreignLogged *cache.LRUExpireCache
+	foreignMu     sync.Mutex
 }
 
 // Handler is the interruption handler, for wiring Events and webhooks.
@@ -448,6 +449,9 @@ func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resol
 // foreignLevel is the level to log another cluster's notice at: Info the first time in an
 // hour, Debug for its copies (a kept message comes back every few minutes).
 func (c *Controller) foreignLevel(id string) slog.Level {
+	// One check-and-add: copies of a message received together reach here at once.
+	c.foreignMu.Lock()
+	defer c.foreignMu.Unlock()
 	if _, seen := c.foreignLogged.Get(id); seen {
 		return slog.LevelDebug
 	}
