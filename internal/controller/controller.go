@@ -31,6 +31,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/metrics"
@@ -199,6 +200,16 @@ func (c *Controller) Run(ctx context.Context) error {
 	stop := make(chan struct{})
 	factory.Start(stop)
 	defer func() { close(stop); factory.Shutdown() }()
+	if c.cfg.UseAPIServerCache {
+		// Drains read one shared pod informer rather than each listing and watching its node's
+		// pods. It is not waited for here: intake and cordons do not need it, and a drain waits
+		// for its first list itself.
+		stopPods, err := c.shareNodePods()
+		if err != nil {
+			return err
+		}
+		defer stopPods() // after the reconciler's drains have stopped (deferred below)
+	}
 	if !cacheSynced(ctx, factory) {
 		return ctx.Err()
 	}
@@ -251,6 +262,24 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		return outcome, delay
 	})
+}
+
+// shareNodePods starts the pod informer the drains share and hands it to the handler; stop
+// takes it back and stops the informer.
+func (c *Controller) shareNodePods() (stop func(), err error) {
+	factory := informers.NewSharedInformerFactoryWithOptions(c.client, 0, informers.WithTransform(kube.TrimPod))
+	pods, err := drain.NewNodePods(factory.Core().V1().Pods().Informer())
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	factory.Start(done)
+	c.handler.UseNodePods(pods)
+	return func() {
+		c.handler.UseNodePods(nil)
+		close(done)
+		factory.Shutdown()
+	}, nil
 }
 
 // countedEC2 counts DescribeInstances calls in lifeboat_aws_calls_total.

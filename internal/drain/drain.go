@@ -23,8 +23,12 @@ import (
 // Options configure a Drainer.
 type Options struct {
 	Policy
-	// Lister supplies the node's pods; default: the API server's watch cache.
+	// Lister supplies the node's pods; default: the API server's watch cache. Each drain
+	// then watches its node's pods itself.
 	Lister PodLister
+	// Pods, when set, supplies and follows every drain's pods from one shared informer
+	// instead (see NodePods); Lister is not used.
+	Pods *NodePods
 	// PodGracePeriod overrides pods' own grace period when >= 0 (POD_TERMINATION_GRACE_PERIOD);
 	// -1 keeps each pod's own. Either way it is capped so pods end before the deadline.
 	PodGracePeriod int
@@ -73,6 +77,13 @@ func (b Blocker) String() string {
 type Drainer struct {
 	client kubernetes.Interface
 	opts   Options
+}
+
+// WithNodePods returns a copy of d whose drains list and follow their pods from p.
+func (d *Drainer) WithNodePods(p *NodePods) *Drainer {
+	c := *d
+	c.opts.Pods = p
+	return &c
 }
 
 // New returns a Drainer; zero options get their defaults.
@@ -186,7 +197,19 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 	// Read before any goroutine starts, so that no tightening from here on is missed.
 	tightened := deadline.Changed()
 
-	pods, rv, err := d.opts.Lister.PodsOnNode(ctx, node)
+	// The tracker follows the node from before the list when a shared informer feeds it, so
+	// that nothing between the list and the selection is missed.
+	tr := newTracker(nil)
+	var pods []corev1.Pod
+	var rv string
+	var err error
+	if d.opts.Pods != nil {
+		stopFollowing := d.opts.Pods.follow(node, tr)
+		defer stopFollowing()
+		pods, err = d.opts.Pods.podsOn(ctx, node)
+	} else {
+		pods, rv, err = d.opts.Lister.PodsOnNode(ctx, node)
+	}
 	if err != nil {
 		if ctx.Err() != nil && parent.Err() == nil {
 			// Our deadline, not the caller, ended the list: say so, rather than let the
@@ -214,11 +237,10 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 		return res, nil
 	}
 
-	tracked := append([]types.UID{}, terminating...)
+	tr.track(terminating...)
 	for _, c := range candidates {
-		tracked = append(tracked, c.Pod.UID)
+		tr.track(c.Pod.UID)
 	}
-	tr := newTracker(tracked)
 	for i := range pods {
 		if p := &pods[i]; p.DeletionTimestamp != nil && slices.Contains(terminating, p.UID) {
 			tr.leavingBy(p, p.DeletionTimestamp.Time) // the API server's end of its grace period
@@ -226,7 +248,9 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go d.watchDeletions(watchCtx, node, rv, tr)
+	if d.opts.Pods == nil {
+		go d.watchDeletions(watchCtx, node, rv, tr)
+	}
 	go d.shortenOnTighten(watchCtx, deadline, tightened, tr)
 
 	d.evictInTiers(ctx, candidates, res.Pods, deadline, tr)

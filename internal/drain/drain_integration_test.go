@@ -86,6 +86,9 @@ func TestFilterMatrixIdenticalAcrossListSources(t *testing.T) {
 		"watch cache": APILister{Client: c.Client},
 		"quorum":      APILister{Client: c.Client, Quorum: true},
 		"informer":    InformerLister{Informer: podInformer},
+		// The controller's shared informer keeps trimmed pods (kube.TrimPod): what it drops
+		// must never change a selection.
+		"shared informer, trimmed": nodePodsLister{sharedPods(t, c.Client)},
 	}
 	for _, ignoreDS := range []bool{true, false} {
 		for _, deleteLocal := range []bool{true, false} {

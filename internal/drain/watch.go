@@ -42,12 +42,14 @@ func newTracker(uids []types.UID) *tracker {
 	return t
 }
 
-// track adds pods selected later in the drain.
-func (t *tracker) track(uid types.UID) {
+// track adds pods the drain selected or waits for.
+func (t *tracker) track(uids ...types.UID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.tracked[uid] = true
-	delete(t.late, uid)
+	for _, uid := range uids {
+		t.tracked[uid] = true
+		delete(t.late, uid)
+	}
 }
 
 // seen records a pod the watch or a list saw on the node; deleted pods are forgotten.
@@ -75,12 +77,11 @@ func (t *tracker) takeLate() []corev1.Pod {
 	return out
 }
 
+// markGone records that the pod is gone, tracked or not yet: a shared informer may report a
+// pod's deletion between the drain's list and its selection.
 func (t *tracker) markGone(uid types.UID, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.tracked[uid] {
-		return
-	}
 	if _, done := t.gone[uid]; done {
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -117,7 +118,7 @@ type Handler struct {
 	cordonClient kubernetes.Interface
 	cordonWriter *nodes.Writer
 	done         *doneNotices
-	drainer      *drain.Drainer
+	drainer      atomic.Pointer[drain.Drainer]
 	log          *slog.Logger
 
 	// holder names this process in the record's Owner, for people reading it.
@@ -143,8 +144,14 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 	}
 	opts := wiring.Drain(c, client, logger)
 	opts.Observer = &blockReporter{h: h, lastNodeEvent: map[string]time.Time{}}
-	h.drainer = drain.New(client, opts)
+	h.drainer.Store(drain.New(client, opts))
 	return h
+}
+
+// UseNodePods makes the drains that start from now on list and follow their pods from one
+// shared pod informer (nil: each lists and watches its node's pods itself, the default).
+func (h *Handler) UseNodePods(p *drain.NodePods) {
+	h.drainer.Store(h.drainer.Load().WithNodePods(p))
 }
 
 // holderName is the process's host (in a cluster, its pod's name) and process id.

@@ -271,7 +271,7 @@ func (h *Handler) track(nodeName string, deadline *drain.Deadline) (untrack func
 // the notices' terms. Pods it leaves because they are marked not to disrupt are reported.
 func (h *Handler) drain(ctx context.Context, node *corev1.Node, deadline *drain.Deadline, terms drain.Terms, log *slog.Logger) (drained, error) {
 	nodeName := node.Name
-	res, err := h.drainer.DrainUntil(ctx, nodeName, deadline, terms)
+	res, err := h.drainer.Load().DrainUntil(ctx, nodeName, deadline, terms)
 	h.countDrain(res, deadline.Time(), err)
 	log.Info("drain finished", "selected", len(res.Pods), "skipped", len(res.Skipped), "remaining", len(res.Remaining()),
 		"seconds", res.Finished.Sub(res.Started).Seconds(), "dryRun", res.DryRun, "err", err)

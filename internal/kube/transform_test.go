@@ -87,30 +87,120 @@ func TestTrimNode(t *testing.T) {
 	}
 }
 
+// bigPod is a Deployment's pod as the API server serves it: two containers with their
+// environment and probes, the projected token volume, a claim and an emptyDir, managed fields
+// from three writers, the last applied configuration, and a running status.
+func bigPod() *corev1.Pod {
+	grace, priority := int64(45), int32(1000)
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-7d9c8f6b5-x2x9q", UID: "0f4c-uid", ResourceVersion: "123",
+			Labels:          map[string]string{"app": "web"},
+			Annotations:     map[string]string{"karpenter.sh/do-not-disrupt": "true", corev1.LastAppliedConfigAnnotation: string(fieldsJSON(40))},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d9c8f6b5", UID: "rs-uid", Controller: ptr(true)}}},
+		Spec: corev1.PodSpec{NodeName: "ip-10-0-0-1.ec2.internal", TerminationGracePeriodSeconds: &grace, Priority: &priority,
+			PriorityClassName: "business", Tolerations: []corev1.Toleration{{Key: "aws-node-termination-handler/spot-itn", Operator: corev1.TolerationOpExists}},
+			Volumes: []corev1.Volume{
+				{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-web"}}},
+				{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "kube-api-access-abcde", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}},
+					{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+				}}}},
+			}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7",
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}, {Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}},
+	}
+	for i := range 2 {
+		c := corev1.Container{Name: fmt.Sprintf("c%d", i), Image: fmt.Sprintf("123456789012.dkr.ecr.us-east-1.amazonaws.com/team/web:v1.%d", i),
+			Args: []string{"--port=8080", "--log-format=json"}}
+		for j := range 15 {
+			c.Env = append(c.Env, corev1.EnvVar{Name: fmt.Sprintf("SETTING_%d", j), Value: fmt.Sprintf("value-%d", j)})
+		}
+		p.Spec.Containers = append(p.Spec.Containers, c)
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: true,
+			ImageID: fmt.Sprintf("123456789012.dkr.ecr.us-east-1.amazonaws.com/team/web@sha256:%064d", i), ContainerID: fmt.Sprintf("containerd://%064d", i)})
+	}
+	for i := range 3 {
+		p.ManagedFields = append(p.ManagedFields, metav1.ManagedFieldsEntry{Manager: fmt.Sprintf("writer-%d", i), Operation: metav1.ManagedFieldsOperationUpdate,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: fieldsJSON(60)}})
+	}
+	return p
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TrimPod keeps every field a drain reads (the drain's filter matrix checks the selections
+// are the same) and drops the rest.
+func TestTrimPod(t *testing.T) {
+	before := size(t, bigPod())
+	out, err := TrimPod(bigPod())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := out.(*corev1.Pod), bigPod()
+	if got.Name != want.Name || got.Namespace != want.Namespace || got.UID != want.UID || got.ResourceVersion != want.ResourceVersion ||
+		len(got.OwnerReferences) != 1 || got.Annotations["karpenter.sh/do-not-disrupt"] != "true" || got.Labels["app"] != "web" {
+		t.Errorf("metadata a drain reads was dropped: %+v", got.ObjectMeta)
+	}
+	if _, ok := got.Annotations[corev1.LastAppliedConfigAnnotation]; ok || got.ManagedFields != nil {
+		t.Error("the last applied configuration or the managed fields were kept")
+	}
+	s := got.Spec
+	if s.NodeName != want.Spec.NodeName || *s.TerminationGracePeriodSeconds != 45 || *s.Priority != 1000 || s.PriorityClassName != "business" ||
+		len(s.Tolerations) != 1 || s.HostNetwork || got.Status.Phase != corev1.PodRunning || got.Status.PodIP != "10.0.0.7" {
+		t.Errorf("a spec or status field a drain reads was dropped: %+v %+v", s, got.Status)
+	}
+	if len(s.Volumes) != 3 || s.Volumes[0].PersistentVolumeClaim == nil || s.Volumes[0].PersistentVolumeClaim.ClaimName != "data-web" ||
+		s.Volumes[1].EmptyDir == nil || s.Volumes[2].Name != "kube-api-access-abcde" || s.Volumes[2].Projected != nil {
+		t.Errorf("volumes after the transform: %+v", s.Volumes)
+	}
+	if s.Containers != nil || got.Status.ContainerStatuses != nil || got.Status.Conditions != nil {
+		t.Error("containers, their statuses or the conditions were kept")
+	}
+	t.Logf("pod as JSON: %d bytes before, %d after", before, size(t, got))
+
+	node := bigNode()
+	out, _ = TrimPod(node)
+	if n := out.(*corev1.Node); n.ManagedFields != nil || len(n.Status.Images) != 50 {
+		t.Errorf("another kind through TrimPod: managed fields %v, images %d; want only the managed fields dropped", n.ManagedFields != nil, len(n.Status.Images))
+	}
+}
+
+// BenchmarkPodCacheMemory reports the heap a shared pod informer's cache of 20,000 such pods
+// keeps (retained-MiB, after a GC), with and without TrimPod.
+func BenchmarkPodCacheMemory(b *testing.B) {
+	benchmarkCacheMemory(b, bigPod(), 20000, TrimPod, func() any { return &corev1.Pod{} })
+}
+
 // BenchmarkNodeCacheMemory reports the heap an informer's cache of 2,000 such Nodes keeps
 // (retained-MiB, after a GC), with and without TrimNode. Each Node is decoded from JSON, as
 // the informer receives it, so the objects share nothing.
 func BenchmarkNodeCacheMemory(b *testing.B) {
-	raw, err := json.Marshal(bigNode())
+	benchmarkCacheMemory(b, bigNode(), 2000, TrimNode, func() any { return &corev1.Node{} })
+}
+
+// benchmarkCacheMemory decodes n copies of obj from JSON, as the informer receives them (so
+// the objects share nothing), keeps them with and without trim, and reports the heap kept.
+func benchmarkCacheMemory(b *testing.B, obj any, n int, trim func(any) (any, error), empty func() any) {
+	raw, err := json.Marshal(obj)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, trim := range []bool{false, true} {
-		b.Run(fmt.Sprintf("trim=%v", trim), func(b *testing.B) {
+	for _, trimmed := range []bool{false, true} {
+		b.Run(fmt.Sprintf("trim=%v", trimmed), func(b *testing.B) {
 			var retained float64
 			for range b.N {
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				cache := make([]any, 0, 2000)
-				for range 2000 {
-					n := &corev1.Node{}
-					if err := json.Unmarshal(raw, n); err != nil {
+				cache := make([]any, 0, n)
+				for range n {
+					o := empty()
+					if err := json.Unmarshal(raw, o); err != nil {
 						b.Fatal(err)
 					}
-					var o any = n
-					if trim {
-						o, _ = TrimNode(o)
+					if trimmed {
+						o, _ = trim(o)
 					}
 					cache = append(cache, o)
 				}
