@@ -255,12 +255,14 @@ func azReclaim(b *testing.B, sc azScale) {
 		bodies[i] = spotMessage(interruption.InstanceIDOf(n))
 	}
 	before := azSnapshot(m, fake)
+	// The soft memory limit cmd/lifeboat sets in the chart's container (90 % of its limit).
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(azSoftMemoryLimit))
 	runtime.GC()
 	debug.FreeOSMemory()
 	hwmReset := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil // VmHWM from here
-	baseHeap := azHeapInuse()
+	baseHeap, _ := azHeapAndStacks()
 	cpuBefore, childBefore := azProcessCPU(), azChildCPU()
-	var peakHeap, peakLive, peakRSS uint64
+	var peakHeap, peakStacks, peakLive, peakRSS uint64
 	peakGoroutines := 0
 	// The budget's bound, requests in flight and queue, every 5 s from the sending.
 	var budgetLine, sentLine []string
@@ -286,7 +288,8 @@ func azReclaim(b *testing.B, sc azScale) {
 	}
 	live := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	sample := func() {
-		peakHeap = max(peakHeap, azHeapInuse())
+		heap, stacks := azHeapAndStacks()
+		peakHeap, peakStacks = max(peakHeap, heap), max(peakStacks, stacks)
 		rtmetrics.Read(live)
 		if live[0].Value.Kind() == rtmetrics.KindUint64 {
 			peakLive = max(peakLive, live[0].Value.Uint64())
@@ -395,8 +398,9 @@ func azReclaim(b *testing.B, sc azScale) {
 		say("  %-32s %7.0f   429s %.0f", kind, kubeByKind[kind], throttledByKind[kind])
 	}
 	say("API Priority and Fairness during the burst: rejections (priority level, flow schema, reason) %s; workload-low's seat limit now %.0f (nominal %.0f); "+
-		"peak nodes draining at once %d, each drain with its own pod watch", azFormat(azDiff(apfAfter.rejected, apfCal.rejected)),
-		apfAfter.currentSeats["workload-low"], apfAfter.nominalSeats["workload-low"], p.peakDraining)
+		"peak nodes draining at once %d, %s", azFormat(azDiff(apfAfter.rejected, apfCal.rejected)),
+		apfAfter.currentSeats["workload-low"], apfAfter.nominalSeats["workload-low"], p.peakDraining,
+		map[bool]string{true: "their pods followed by one shared pod informer", false: "each drain with its own pod list and watch (USE_APISERVER_CACHE=false)"}[cfg.UseAPIServerCache])
 	describe := after.fakeDescribe - before.fakeDescribe
 	say("AWS: %d DescribeInstances requests at the fake EC2 API; Lifeboat's count, one per lookup (whose IDs go out in chunks): %s", describe, azFormat(azDiff(after.aws, before.aws)))
 	say("SQS: Lifeboat %s; the fake endpoint saw %d calls in all, %d of them the harness's SendMessageBatch", azFormat(azDiff(after.sqs, before.sqs)),
@@ -408,9 +412,10 @@ func azReclaim(b *testing.B, sc azScale) {
 	if !hwmReset {
 		hwmNote = "since the process began (could not reset it)"
 	}
-	say("memory (in-process, so the harness's two watches and bookkeeping are included): runtime HeapInuse %.1f MiB before the burst, peak %.1f MiB; "+
-		"peak live heap after a GC %.1f MiB (both sampled every 100 ms); VmRSS peak %.1f MiB (sampled); VmHWM %.1f MiB %s; goroutines peak %d",
-		mib(baseHeap), mib(peakHeap), mib(peakLive), float64(peakRSS)/1024, float64(hwm)/1024, hwmNote, peakGoroutines)
+	say("memory (in-process, so the harness's two watches and bookkeeping are included; Go's soft memory limit %.0f MiB, as the chart's container sets it): "+
+		"runtime HeapInuse %.1f MiB before the burst, peak %.1f MiB; peak live heap after a GC %.1f MiB; goroutine stacks peak %.1f MiB (sampled every 100 ms); "+
+		"VmRSS peak %.1f MiB (sampled); VmHWM %.1f MiB %s; goroutines peak %d",
+		mib(azSoftMemoryLimit), mib(baseHeap), mib(peakHeap), mib(peakLive), mib(peakStacks), float64(peakRSS)/1024, float64(hwm)/1024, hwmNote, peakGoroutines)
 	var childCPU []string
 	for _, name := range azSortedKeys(childAfter) {
 		childCPU = append(childCPU, fmt.Sprintf("%s %.1f s", name, childAfter[name]-childBefore[name]))
@@ -1119,12 +1124,16 @@ func (l *azLogCounter) String() string {
 	return strings.Join(parts, "; ")
 }
 
-// azHeapInuse is the runtime's HeapInuse.
-func azHeapInuse() uint64 {
+// azHeapAndStacks are the runtime's HeapInuse and StackInuse.
+func azHeapAndStacks() (heap, stacks uint64) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return ms.HeapInuse
+	return ms.HeapInuse, ms.StackInuse
 }
+
+// azSoftMemoryLimit is the Go runtime's soft memory limit in the chart's controller container:
+// cmd/lifeboat sets 90 % of the container's limit (controller.resources.limits.memory, 512Mi).
+const azSoftMemoryLimit = 512 << 20 * 9 / 10
 
 // azProcStatus reads a kB field of /proc/self/status (VmRSS, VmHWM).
 func azProcStatus(field string) (uint64, error) {
