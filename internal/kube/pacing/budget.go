@@ -66,10 +66,14 @@ const (
 )
 
 // Defaults for Options left zero. The start is the concurrency at which the AZ benchmark's
-// calibration found the sandbox's API server at its best for evictions.
+// calibration found the sandbox's API server at its best for evictions. The ceiling is about
+// what the chart's priority level may hold with borrowing, and a fifth of the seats a
+// kube-apiserver has in all by default (400 + 200 in flight): more of Lifeboat's requests at
+// once only queue at the server. With 512 the AZ benchmark's bound climbed there, and the
+// server's queue timed out hundreds of them.
 const (
 	DefaultStart    = 32
-	DefaultCeiling  = 512
+	DefaultCeiling  = 128
 	DefaultFloor    = 1
 	DefaultUrgent   = 16
 	DefaultBurst    = 200
