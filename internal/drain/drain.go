@@ -36,8 +36,12 @@ type Options struct {
 	// once the deadline is this close, with a grace period clamped to what is left (at least
 	// 1 s). Off by default: it overrides the application owner's budget.
 	ForceBeforeDeadline time.Duration
-	// Concurrency bounds evictions in flight (default 32); the client's rate limit still applies.
+	// Concurrency bounds one drain's evictions in flight (default 32); the client's request
+	// budget still applies.
 	Concurrency int
+	// Slots bounds the evictions waiting for the request budget or in flight across every
+	// drain of the Drainer (default 256, twice the budget's ceiling), soonest deadline first.
+	Slots int
 	// RetryMin and RetryMax bound the jittered backoff after a refused eviction
 	// (defaults 250 ms and 5 s).
 	RetryMin, RetryMax time.Duration
@@ -77,6 +81,7 @@ func (b Blocker) String() string {
 type Drainer struct {
 	client kubernetes.Interface
 	opts   Options
+	slots  *evictionSlots // shared by the copies WithNodePods makes
 }
 
 // WithNodePods returns a copy of d whose drains list and follow their pods from p.
@@ -94,6 +99,9 @@ func New(client kubernetes.Interface, opts Options) *Drainer {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 32
 	}
+	if opts.Slots <= 0 {
+		opts.Slots = 256
+	}
 	if opts.RetryMin <= 0 {
 		opts.RetryMin = 250 * time.Millisecond
 	}
@@ -103,7 +111,7 @@ func New(client kubernetes.Interface, opts Options) *Drainer {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Drainer{client: client, opts: opts}
+	return &Drainer{client: client, opts: opts, slots: newEvictionSlots(opts.Slots)}
 }
 
 // PodOutcome is what happened to one selected pod.
@@ -362,7 +370,7 @@ func (d *Drainer) evictAtLast(ctx context.Context, pod *corev1.Pod, out *PodOutc
 		case <-timer.C:
 		}
 	}
-	d.evictOne(ctx, pod, out, dl, tr)
+	d.evictOne(ctx, pod, out, dl, tr, nil)
 	if !out.EvictedAt.IsZero() {
 		tr.waitAll(ctx, []types.UID{out.UID})
 	}
@@ -372,28 +380,37 @@ func (d *Drainer) evictAtLast(ctx context.Context, pod *corev1.Pod, out *PodOutc
 // the eviction request and the kubelet to act.
 const lastMargin = 2 * time.Second
 
-// evictTier evicts one tier's pods with at most Concurrency requests in flight.
+// evictTier evicts one tier's pods with at most Concurrency in flight. A pod's worker starts
+// only once it has one of the process's eviction slots, so the drain waits for them in one
+// goroutine rather than one per pod.
 func (d *Drainer) evictTier(ctx context.Context, tier []Candidate, out []PodOutcome, deadline *Deadline, tr *tracker) {
-	work := make(chan int)
 	var wg sync.WaitGroup
-	for range min(d.opts.Concurrency, len(tier)) {
-		wg.Go(func() {
-			for i := range work {
-				d.evictOne(ctx, tier[i].Pod, &out[i], deadline, tr)
+	defer wg.Wait()
+	inFlight := make(chan struct{}, d.opts.Concurrency) // workers always end, so no send blocks forever
+	for i := range tier {
+		inFlight <- struct{}{}
+		turn, err := d.slots.acquire(ctx, deadline.Time())
+		if err != nil {
+			<-inFlight
+			for j := i; j < len(tier); j++ {
+				out[j].Error = "deadline reached before its eviction's turn came"
 			}
+			return
+		}
+		wg.Go(func() {
+			defer func() { <-inFlight }()
+			d.evictOne(ctx, tier[i].Pod, &out[i], deadline, tr, turn)
 		})
 	}
-	for i := range tier {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
 }
 
 // evictOne sends evictions until one is accepted, the pod is gone, or the deadline passes.
 // A tightened deadline takes effect at the next attempt, and wakes a backoff that would
 // otherwise sleep past the moment to force.
-func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome, dl *Deadline, tr *tracker) {
+//
+// Each attempt holds an eviction slot only while it waits for its turn and its answer: turn
+// is one already taken for the first attempt, or nil.
+func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome, dl *Deadline, tr *tracker, turn func()) {
 	log := d.opts.Logger.With("pod", out.Pod.String(), "node", pod.Spec.NodeName)
 	backoff := d.opts.RetryMin
 	var reported *Blocker // what Blocked was told, so that Unblocked is told the same
@@ -403,6 +420,16 @@ func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome
 		}
 	}()
 	for {
+		if turn == nil {
+			var err error
+			if turn, err = d.slots.acquire(ctx, dl.Time()); err != nil {
+				out.Error = fmt.Sprintf("deadline reached before the eviction's turn came (after %d attempts)", out.Attempts)
+				if out.BlockedBy != nil {
+					out.Error = fmt.Sprintf("held by %s: deadline reached after %d eviction attempts", out.BlockedBy, out.Attempts)
+				}
+				return
+			}
+		}
 		out.Attempts++
 		tightened, deadline := dl.Changed(), dl.Time()
 		eviction := &policyv1.Eviction{
@@ -411,6 +438,8 @@ func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome
 			DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}, GracePeriodSeconds: d.gracePeriod(pod, deadline)},
 		}
 		err := d.evict(ctx, eviction)
+		turn()
+		turn = nil
 		switch {
 		case err == nil:
 			out.EvictedAt = time.Now()

@@ -68,7 +68,8 @@ func TestSharedInformerDrainsSendOnlyEvictions(t *testing.T) {
 
 	client := lifeboatClient(t, c)
 	shared := sharedPods(t, client)
-	d := New(client, Options{Policy: Policy{IgnoreDaemonSets: true, DeleteLocalData: true}, PodGracePeriod: -1, Pods: shared})
+	// Three eviction slots for four drains of five pods: they take turns.
+	d := New(client, Options{Policy: Policy{IgnoreDaemonSets: true, DeleteLocalData: true}, PodGracePeriod: -1, Pods: shared, Slots: 3})
 	var wg sync.WaitGroup
 	results := make([]*Result, len(nodes))
 	errs := make([]error, len(nodes))
