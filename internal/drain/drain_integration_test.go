@@ -176,14 +176,7 @@ func TestDrainEvictsInTiersWithFewRequests(t *testing.T) {
 	if len(left.Items) != 1 || left.Items[0].Name != "logs" {
 		t.Errorf("pods left on the node: %d, want only the DaemonSet pod", len(left.Items))
 	}
-	events, err := c.AuditEvents(sandbox.ByUser("lifeboat"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	verbs := map[string]int{}
-	for _, e := range events {
-		verbs[e.Verb+" "+e.ObjectRef.Resource+"/"+e.ObjectRef.Subresource]++
-	}
+	events, verbs := lifeboatRequests(t, c)
 	// One list, one watch, one eviction per pod: no per-pod GETs, no polling.
 	if len(events) != 7+2 || verbs["create pods/eviction"] != 7 || verbs["list pods/"] != 1 || verbs["watch pods/"] != 1 {
 		t.Errorf("%d requests %v, want 9: 1 list, 1 watch, 7 evictions", len(events), verbs)
@@ -363,18 +356,7 @@ func TestPodArrivingDuringTheDrainIsDrainedToo(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := nodes[0].Name
-	held := newPod("apps", "held", node, ownedBy("ReplicaSet", "db"))
-	held.Labels = map[string]string{"app": "db"}
-	createPods(t, ctx, c, held)
-	lift := sandboxtest.BlockEvictions(t, ctx, c, "apps", map[string]string{"app": "db"})
-	// A budget protects only running pods: a pending one is evicted whatever it says.
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		p, err := c.Client.CoreV1().Pods("apps").Get(ctx, "held", metav1.GetOptions{})
-		return err == nil && p.Status.Phase == corev1.PodRunning, nil
-	})
-	if err != nil {
-		t.Fatalf("the held pod never ran: %v", err)
-	}
+	lift := createHeldPod(t, ctx, c, node)
 
 	d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1, RetryMin: 50 * time.Millisecond})
 	type outcome struct {
@@ -405,6 +387,40 @@ func TestPodArrivingDuringTheDrainIsDrainedToo(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods("apps").Get(ctx, "late", metav1.GetOptions{}); err == nil {
 		t.Error("the late pod is still on the node after the drain")
 	}
+}
+
+// lifeboatRequests returns the audit log's requests by the "lifeboat" user, and their count
+// by "verb resource/subresource".
+func lifeboatRequests(t *testing.T, c *sandbox.Cluster) ([]sandbox.AuditEvent, map[string]int) {
+	t.Helper()
+	events, err := c.AuditEvents(sandbox.ByUser("lifeboat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	verbs := map[string]int{}
+	for _, e := range events {
+		verbs[e.Verb+" "+e.ObjectRef.Resource+"/"+e.ObjectRef.Subresource]++
+	}
+	return events, verbs
+}
+
+// createHeldPod creates apps/held on node, running, with a PodDisruptionBudget that refuses
+// its eviction until lift is called.
+func createHeldPod(t *testing.T, ctx context.Context, c *sandbox.Cluster, node string, others ...*corev1.Pod) (lift func()) {
+	t.Helper()
+	held := newPod("apps", "held", node, ownedBy("ReplicaSet", "db"))
+	held.Labels = map[string]string{"app": "db"}
+	createPods(t, ctx, c, append([]*corev1.Pod{held}, others...)...)
+	lift = sandboxtest.BlockEvictions(t, ctx, c, "apps", map[string]string{"app": "db"})
+	// A budget protects only running pods: a pending one is evicted whatever it says.
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods("apps").Get(ctx, "held", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning, nil
+	})
+	if err != nil {
+		t.Fatalf("the held pod never ran: %v", err)
+	}
+	return lift
 }
 
 // A deadline brought forward while a pod is already leaving cuts that pod's grace period, so

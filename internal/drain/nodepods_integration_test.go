@@ -101,14 +101,7 @@ func TestSharedInformerDrainsSendOnlyEvictions(t *testing.T) {
 	if len(left.Items) != 0 {
 		t.Errorf("%d workload pods left", len(left.Items))
 	}
-	events, err := c.AuditEvents(sandbox.ByUser("lifeboat"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	verbs := map[string]int{}
-	for _, e := range events {
-		verbs[e.Verb+" "+e.ObjectRef.Resource+"/"+e.ObjectRef.Subresource]++
-	}
+	events, verbs := lifeboatRequests(t, c)
 	// One eviction per pod, and the informer's own list and watch (a single watch when
 	// client-go streams the list through it).
 	informer := verbs["list pods/"] + verbs["watch pods/"]
@@ -127,19 +120,9 @@ func TestSharedInformerFollowsLateAndTerminatingPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := nodes[0].Name
-	held := newPod("apps", "held", node, ownedBy("ReplicaSet", "db"))
-	held.Labels = map[string]string{"app": "db"}
 	stopping := newPod("apps", "stopping", node, ownedBy("ReplicaSet", "old"))
 	stopping.DeletionTimestamp = &metav1.Time{Time: time.Now()} // createPods keeps it terminating with a finalizer
-	createPods(t, ctx, c, held, stopping)
-	lift := sandboxtest.BlockEvictions(t, ctx, c, "apps", map[string]string{"app": "db"})
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		p, err := c.Client.CoreV1().Pods("apps").Get(ctx, "held", metav1.GetOptions{})
-		return err == nil && p.Status.Phase == corev1.PodRunning, nil
-	})
-	if err != nil {
-		t.Fatalf("the held pod never ran: %v", err)
-	}
+	lift := createHeldPod(t, ctx, c, node, stopping)
 
 	shared := sharedPods(t, c.Client)
 	d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1, RetryMin: 50 * time.Millisecond, Pods: shared})
