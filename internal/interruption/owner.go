@@ -128,8 +128,11 @@ func (h *Handler) claim(ctx context.Context, node *corev1.Node) (*corev1.Node, b
 // keepOwnership renews the claim every OwnerRenew (h.ownerRenew) while the drain runs, and brings the drain
 // forward when another Lifeboat recorded an earlier deadline for the node meanwhile. The
 // returned context ends when the claim is lost (another origin took over, or no renewal
-// got through for OwnerLease): the drain stops rather than run twice.
-func (h *Handler) keepOwnership(ctx context.Context, nodeName string, log *slog.Logger) (context.Context, func()) {
+// got through for OwnerLease): the drain stops rather than run twice. node is the node as
+// claimed: each renewal patches from the node the last one wrote, so that a renewal costs one
+// request unless someone else wrote the node since (a conflict re-reads it).
+func (h *Handler) keepOwnership(ctx context.Context, node *corev1.Node, log *slog.Logger) (context.Context, func()) {
+	nodeName, last := node.Name, node
 	ctx, cancel := context.WithCancel(ctx)
 	stopped := make(chan struct{})
 	go func() {
@@ -145,7 +148,7 @@ func (h *Handler) keepOwnership(ctx context.Context, nodeName string, log *slog.
 			case <-ticker.C:
 			}
 			var claimed bool
-			res, err := h.writer.Apply(ctx, nodeName, nil, "renew the node's drain", h.claimEdit(&claimed, true))
+			res, err := h.writer.Apply(ctx, nodeName, last, "renew the node's drain", h.claimEdit(&claimed, true))
 			switch {
 			case ctx.Err() != nil:
 				return
@@ -162,7 +165,7 @@ func (h *Handler) keepOwnership(ctx context.Context, nodeName string, log *slog.
 				log.Warn("another Lifeboat took over the node's drain; stopping this one")
 				return
 			}
-			renewed = time.Now()
+			renewed, last = time.Now(), res.Node
 			h.Metrics.DrainClaim(metrics.ClaimRenewed)
 			rec, _ := ReadRecord(res.Node)
 			if pending := rec.Pending(h.cfg, ""); len(pending) > 0 && h.TightenDrain(nodeName, drainDeadline(pending...)) {

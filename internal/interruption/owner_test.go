@@ -171,7 +171,9 @@ func TestKeepOwnership(t *testing.T) {
 	h.Origin, h.ownerRenew = queueOrigin, 50*time.Millisecond
 	running := drain.NewDeadline(time.Now().Add(time.Hour))
 	h.draining["n1"] = running
-	owning, stop := h.keepOwnership(ctx, "n1", h.log)
+	start, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	client.ClearActions()
+	owning, stop := h.keepOwnership(ctx, start, h.log)
 	defer stop()
 
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
@@ -185,14 +187,22 @@ func TestKeepOwnership(t *testing.T) {
 	}
 	// A renewal writes the time even when the claim is fresh: another origin measures the
 	// lease from it.
-	patches := 0
+	// Each renewal patches from the node the last one wrote: no read while nobody else
+	// writes the node.
+	patches, reads := 0, 0
 	for _, a := range client.Actions() {
-		if a.GetVerb() == "patch" {
+		switch a.GetVerb() {
+		case "patch":
 			patches++
+		case "get":
+			reads++
 		}
 	}
 	if patches == 0 {
 		t.Error("the renewals wrote nothing")
+	}
+	if reads > 0 {
+		t.Errorf("the renewals read the node %d times on %d patches, want no read", reads, patches)
 	}
 
 	// Another origin takes the claim over (this process looked dead to it).

@@ -130,7 +130,7 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		untrack := h.track(node.Name, deadline)
 		defer untrack()
 		h.Events.DrainStarted(events.NodeOf(node), pending[0].ID, deadline.Time())
-		owning, stopOwning := h.keepOwnership(ctx, node.Name, log)
+		owning, stopOwning := h.keepOwnership(ctx, node, log)
 		done, err = h.drain(owning, node, deadline, TermsOf(node, pending), log)
 		if err == nil {
 			h.handBack(owning, node, pending, deadline, done, rec.Handback, log)
