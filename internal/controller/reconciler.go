@@ -24,7 +24,8 @@ const maxDraining = 1000
 // lifecycle actions and reports outcomes. Node informer events put the names of nodes with
 // work (pending notices, or an episode whose instance booted again) on a rate-limited
 // workqueue, which runs one reconcile per node at a time; a scheduled start comes back with
-// AddAfter, a failure with backoff. Because the work lives on the Node, a restarted process or
+// AddAfter, a failure with backoff. An update wakes a node only when it changes its work
+// (interruption.Wakes), so the reconciler's own renewals do not undo the backoff. Because the work lives on the Node, a restarted process or
 // a new leader finds it in the informer's first list and goes on.
 type reconciler struct {
 	handler *interruption.Handler
@@ -43,7 +44,12 @@ func newReconciler(informer cache.SharedIndexInformer, handler *interruption.Han
 	}
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { r.offer(obj) },
-		UpdateFunc: func(_, obj any) { r.offer(obj) },
+		UpdateFunc: func(old, obj any) {
+			o, _ := old.(*corev1.Node)
+			if n, ok := obj.(*corev1.Node); ok && interruption.Wakes(o, n, handler.Origin) {
+				r.offer(n)
+			}
+		},
 	})
 	return r, err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"time"
 
@@ -431,4 +432,38 @@ func (h *Handler) countDrain(res *drain.Result, deadline time.Time, err error) {
 	for _, s := range res.Skipped {
 		h.Metrics.PodLeft(s.Reason.Label())
 	}
+}
+
+// Wakes reports whether a change of the node from old to cur can give Reconcile new work,
+// for an informer's update: a notice recorded, finished or released, the phase, the
+// node made schedulable again or booted again, another origin's owner come or gone. The
+// process's own claim renewals, heartbeats and hand-back notes do not: were they to wake the
+// node, a failing drain would run again as soon as its own writes came back through the
+// informer, past the queue's backoff. A relist's update (same resourceVersion) always wakes.
+func Wakes(old, cur *corev1.Node, origin string) bool {
+	if old == nil || old.ResourceVersion == cur.ResourceVersion {
+		return true
+	}
+	return old.Spec.Unschedulable != cur.Spec.Unschedulable ||
+		old.Status.NodeInfo.BootID != cur.Status.NodeInfo.BootID ||
+		!reflect.DeepEqual(workOf(old, origin), workOf(cur, origin))
+}
+
+// workOf is the part of the node's record that decides a reconcile's work.
+func workOf(n *corev1.Node, origin string) *Record {
+	rec, err := ReadRecord(n)
+	if err != nil {
+		return nil
+	}
+	rec.Heartbeat, rec.Handback = nil, nil
+	switch {
+	case rec.Owner == nil:
+	case rec.Owner.Origin == origin:
+		rec.Owner = nil // this origin's own claim, renewed or not
+	default:
+		owner := *rec.Owner
+		owner.Renewed = time.Time{} // a waiting process looks again by itself (ownerWait)
+		rec.Owner = &owner
+	}
+	return &rec
 }
