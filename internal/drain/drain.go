@@ -187,6 +187,33 @@ func (r *Result) Remaining() []PodOutcome {
 	return out
 }
 
+// Outstanding is what a drain of a node would find to do now.
+type Outstanding struct {
+	Evict       int // pods it would evict
+	Terminating int // pods already terminating that it would wait for
+}
+
+// Outstanding tells what a drain of the node under terms would find, from the shared pod
+// informer (Options.Pods) and without a request. ok is false without one, or before its
+// first list.
+func (d *Drainer) Outstanding(node string, terms Terms) (out Outstanding, ok bool) {
+	if d.opts.Pods == nil {
+		return out, false
+	}
+	pods, ok := d.opts.Pods.cachedOn(node)
+	if !ok {
+		return out, false
+	}
+	candidates, skipped := Select(pods, d.opts.Policy, terms)
+	out.Evict = len(candidates)
+	for _, s := range skipped {
+		if s.Reason == ReasonTerminating {
+			out.Terminating++
+		}
+	}
+	return out, true
+}
+
 // Drain evicts the node's pods and waits until they are gone or the deadline passes. The
 // error is nil only when every selected pod is gone (or, in dry-run, after selection).
 // Pods marked not to disrupt stay: the terms of a Drain are those of no reclaim.

@@ -72,6 +72,16 @@ func (p *NodePods) podsOn(ctx context.Context, node string) ([]corev1.Pod, error
 	return pods, err
 }
 
+// cachedOn returns copies of the node's pods as the informer holds them now, and false before
+// its first list: no wait, no request.
+func (p *NodePods) cachedOn(node string) ([]corev1.Pod, bool) {
+	if !p.informer.HasSynced() {
+		return nil, false
+	}
+	pods, _, err := InformerLister{Informer: p.informer}.PodsOnNode(context.Background(), node)
+	return pods, err == nil
+}
+
 // dispatch hands one informer event to the trackers of the pod's node, if it is being drained.
 func (p *NodePods) dispatch(obj any, deleted bool) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {

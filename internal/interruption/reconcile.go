@@ -70,6 +70,9 @@ func (h *Handler) Reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 			h.Metrics.DrainClaim(metrics.ClaimWaited)
 			return ownerWait(until), nil
 		}
+		if h.onlyTerminationsLeft(node, rec, pending) {
+			return terminationPoll, nil
+		}
 	}
 	unlock := h.reconciling.lock(node.Name)
 	defer unlock()
@@ -161,6 +164,42 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		hint = written
 	}
 	return 0, nil
+}
+
+// terminationPoll is how often a node left alone by onlyTerminationsLeft is looked at again:
+// in memory, without a request.
+const terminationPoll = 5 * time.Second
+
+// onlyTerminationsLeft reports whether the node's drain is left alone for now because, run
+// again, it would only wait for pods already terminating: every pending notice's instance was
+// taken at its deadline whatever Lifeboat did (a Spot or capacity-reservation warning; no
+// lifecycle heartbeat extends it), that deadline has passed, and the shared pod informer shows
+// nothing left to evict. The drain that met the deadline said so (its DrainFailed Event);
+// running it again every half minute would only cost a read, a claim and two Events per node
+// (an Availability Zone reclaimed at once counts a thousand nodes, whose pods leave only when
+// the node object is deleted). The node's notices finish once its pods are gone, or it is
+// drained again as soon as something is left to evict. Without a shared pod informer (the
+// agent, USE_APISERVER_CACHE=false) the drain is retried as before.
+func (h *Handler) onlyTerminationsLeft(node *corev1.Node, rec Record, pending []notice.Notice) bool {
+	now := time.Now()
+	if !rec.drainWanted(pending) || slices.ContainsFunc(pending, func(n notice.Notice) bool {
+		return !takenAtDeadline(n.Kind) || n.Deadline.IsZero() || now.Before(n.Deadline)
+	}) {
+		return false
+	}
+	left, ok := h.drainer.Load().Outstanding(node.Name, TermsOf(node, pending))
+	if !ok || left.Evict > 0 || left.Terminating == 0 {
+		return false
+	}
+	h.log.Debug("past the deadline, only terminating pods are left on the node; waiting for them without draining again",
+		"node", node.Name, "terminating", left.Terminating, "notices", ids(pending))
+	return true
+}
+
+// takenAtDeadline reports whether a notice's instance goes at its deadline and nothing
+// Lifeboat does extends it.
+func takenAtDeadline(k notice.Kind) bool {
+	return k == notice.SpotInterruption || k == notice.CapacityReservationInterruption
 }
 
 // ids lists the notices' ids, for the log.
