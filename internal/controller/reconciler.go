@@ -43,7 +43,7 @@ func newReconciler(informer cache.SharedIndexInformer, handler *interruption.Han
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "lifeboat-node-episodes"}),
 	}
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { r.offer(obj) },
+		AddFunc: func(obj any) { r.offer(obj) },
 		UpdateFunc: func(old, obj any) {
 			o, _ := old.(*corev1.Node)
 			if n, ok := obj.(*corev1.Node); ok && interruption.Wakes(o, n, handler.Origin) {
