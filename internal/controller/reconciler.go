@@ -25,8 +25,9 @@ const maxDraining = 1000
 // work (pending notices, or an episode whose instance booted again) on a rate-limited
 // workqueue, which runs one reconcile per node at a time; a scheduled start comes back with
 // AddAfter, a failure with backoff. An update wakes a node only when it changes its work
-// (interruption.Wakes), so the reconciler's own renewals do not undo the backoff. Because the work lives on the Node, a restarted process or
-// a new leader finds it in the informer's first list and goes on.
+// (interruption.Wakes), so the reconciler's own renewals do not undo the backoff. Because
+// the work lives on the Node, a restarted process or a new leader finds it in the informer's
+// first list and goes on.
 type reconciler struct {
 	handler *interruption.Handler
 	cfg     *config.Config

@@ -483,8 +483,11 @@ func Wakes(old, cur *corev1.Node, origin string) bool {
 	if old == nil || old.ResourceVersion == cur.ResourceVersion {
 		return true
 	}
-	return old.Spec.Unschedulable != cur.Spec.Unschedulable ||
-		old.Status.NodeInfo.BootID != cur.Status.NodeInfo.BootID ||
+	if old.Spec.Unschedulable != cur.Spec.Unschedulable || old.Status.NodeInfo.BootID != cur.Status.NodeInfo.BootID {
+		return true
+	}
+	// Most updates are the kubelet's status: the record is the same text, nothing to parse.
+	return old.Annotations[AnnotationRecord] != cur.Annotations[AnnotationRecord] &&
 		!reflect.DeepEqual(workOf(old, origin), workOf(cur, origin))
 }
 
