@@ -30,6 +30,17 @@ func testContext(t *testing.T, d time.Duration) context.Context {
 
 // createPods creates the pods on the API server, then gives them the phases and deletion
 // state they were built with (status and deletion cannot be set on create).
+// oneNodeCluster starts a sandbox cluster with opts and one kwok node, and returns the node's name.
+func oneNodeCluster(t *testing.T, ctx context.Context, opts sandbox.ClusterOptions) (*sandbox.Cluster, string) {
+	t.Helper()
+	c := sandboxtest.Cluster(t, opts)
+	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, nodes[0].Name
+}
+
 func createPods(t *testing.T, ctx context.Context, c *sandbox.Cluster, pods ...*corev1.Pod) {
 	t.Helper()
 	for _, p := range pods {
@@ -127,12 +138,7 @@ func lifeboatClient(t *testing.T, c *sandbox.Cluster) kubernetes.Interface {
 
 func TestDrainEvictsInTiersWithFewRequests(t *testing.T) {
 	ctx := testContext(t, 2*time.Minute)
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{AuditLog: true})
-	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := nodes[0].Name
+	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{AuditLog: true})
 	var pods []*corev1.Pod
 	for i := range 5 {
 		pods = append(pods, newPod("apps", fmt.Sprintf("web-%d", i), node, ownedBy("ReplicaSet", "web")))
@@ -326,12 +332,7 @@ func (l staleLister) PodsOnNode(ctx context.Context, node string) ([]corev1.Pod,
 
 func TestPodAlreadyGoneDoesNotHoldTheDrain(t *testing.T) {
 	ctx := testContext(t, time.Minute)
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
-	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := nodes[0].Name
+	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{})
 	createPods(t, ctx, c, newPod("apps", "real", node, ownedBy("ReplicaSet", "web")))
 	ghost := newPod("apps", "ghost", node, ownedBy("ReplicaSet", "web"))
 	d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1,
@@ -350,12 +351,7 @@ func TestPodAlreadyGoneDoesNotHoldTheDrain(t *testing.T) {
 // is drained too, and the drain ends only when it is gone.
 func TestPodArrivingDuringTheDrainIsDrainedToo(t *testing.T) {
 	ctx := testContext(t, time.Minute)
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
-	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := nodes[0].Name
+	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{})
 	lift := createHeldPod(t, ctx, c, node)
 
 	d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1, RetryMin: 50 * time.Millisecond})
@@ -615,12 +611,7 @@ func (l patchAfterList) PodsOnNode(ctx context.Context, node string) ([]corev1.P
 // result names it once: each skipped pod is reported (and evented) a single time.
 func TestSkippedPodChangingMidDrainIsReportedOnce(t *testing.T) {
 	ctx := testContext(t, 2*time.Minute)
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
-	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := nodes[0].Name
+	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{})
 	createPods(t, ctx, c,
 		newPod("apps", "web-0", node, ownedBy("ReplicaSet", "web")),
 		newPod("apps", "web-1", node, ownedBy("ReplicaSet", "web")),

@@ -114,12 +114,7 @@ func TestSharedInformerDrainsSendOnlyEvictions(t *testing.T) {
 // that was already terminating (held by a finalizer) holds the drain until it is gone.
 func TestSharedInformerFollowsLateAndTerminatingPods(t *testing.T) {
 	ctx := testContext(t, time.Minute)
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
-	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := nodes[0].Name
+	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{})
 	stopping := newPod("apps", "stopping", node, ownedBy("ReplicaSet", "old"))
 	stopping.DeletionTimestamp = &metav1.Time{Time: time.Now()} // createPods keeps it terminating with a finalizer
 	lift := createHeldPod(t, ctx, c, node, stopping)
@@ -135,7 +130,7 @@ func TestSharedInformerFollowsLateAndTerminatingPods(t *testing.T) {
 		res, err := d.Drain(ctx, node, time.Now().Add(45*time.Second))
 		done <- outcome{res, err}
 	}()
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		return shared.Following() == 1, nil
 	})
 	if err != nil {
