@@ -247,57 +247,90 @@ func (r *recorder) last() string {
 	return r.reasons[len(r.reasons)-1]
 }
 
+// answering lets a budget hear answers and reconsider its bound, one interval at a time.
+type answering struct {
+	t   *testing.T
+	b   *Budget
+	rec *recorder
+}
+
+// interval lets the budget hear n answers of kind (verb and resource), then reconsider: the
+// first event after an interval (here an answer that never came back, which counts for
+// nothing) does it.
+func (a answering) interval(kind, code string, took time.Duration, n int) {
+	verb, resource, _ := strings.Cut(kind, " ")
+	for range n {
+		a.b.KubeRequest("main", verb, resource, code, took)
+	}
+	time.Sleep(a.b.opts.Interval)
+	a.b.KubeRequest("main", "get", "nodes", "error", 0)
+}
+
+func (a answering) expect(limit float64, reason string) {
+	a.t.Helper()
+	if got := a.b.Limit(); got != limit || a.rec.last() != reason {
+		a.t.Fatalf("bound %g (%s), want %g (%s)", got, a.rec.last(), limit, reason)
+	}
+}
+
+// backlog queues n requests that stay in flight once granted, so that the bound always holds
+// some back; cancel ends their waits.
+func backlog(b *Budget, n int) (cancel func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	for range n {
+		acquire(ctx, b, Ordinary)
+	}
+	synctest.Wait()
+	return cancel
+}
+
 func TestBoundFollowsTheServersAnswers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
 		b := New(Options{Start: 32, Ceiling: 100, Floor: 2, Interval: time.Second, Observer: rec})
-		// interval lets the budget hear n answers, then reconsider: the first event after an
-		// interval (here an answer that never came back, which counts for nothing) does it.
-		interval := func(code string, took time.Duration, n int) {
-			for range n {
-				b.KubeRequest("main", "create", "pods/eviction", code, took)
-			}
-			time.Sleep(time.Second)
-			b.KubeRequest("main", "get", "nodes", "error", 0)
-		}
-		expect := func(limit float64, reason string) {
-			t.Helper()
-			if got := b.Limit(); got != limit || rec.last() != reason {
-				t.Fatalf("bound %g (%s), want %g (%s)", got, rec.last(), limit, reason)
-			}
-		}
+		a := answering{t, b, rec}
+		const eviction = "create pods/eviction"
 
-		// Requests that never end fill every raise of the bound, and more keep waiting.
-		backlog, endBacklog := context.WithCancel(context.Background())
-		for range 2000 {
-			acquire(backlog, b, Ordinary)
-		}
-		synctest.Wait()
-		// Answers keep pace: the bound rises by half each interval up to the ceiling, as long
-		// as the server has not pushed back.
+		endBacklog := backlog(b, 2000)
+		// The first answers of a kind only set its baseline: nothing to judge them by yet.
+		a.interval(eviction, "201", 100*time.Millisecond, 10)
+		a.expect(32, "")
+		// Answers at the idle pace: nothing queued at the server, and requests wait. The bound
+		// rises by half each interval up to the ceiling, as long as the server has not pushed
+		// back.
 		for _, want := range []float64{48, 72, 100, 100} {
-			interval("201", 100*time.Millisecond, 10)
-			expect(want, ReasonDemand)
+			a.interval(eviction, "201", 100*time.Millisecond, 10)
+			a.expect(want, ReasonDemand)
 		}
+		// Too few answers to judge, however fast: no raise.
+		b.limit = 90
+		a.interval(eviction, "201", 100*time.Millisecond, minSamples-1)
+		a.expect(90, ReasonDemand)
 		// A 429 halves it.
-		interval("429", 5*time.Millisecond, 1)
-		expect(50, ReasonThrottled)
+		a.interval(eviction, "429", 5*time.Millisecond, 1)
+		a.expect(45, ReasonThrottled)
 		// For a few intervals after it (this one included), demand does not raise it: the
 		// refused requests come back together after Retry-After.
 		for range quietAfterThrottle - 2 {
-			interval("201", 100*time.Millisecond, 10)
-			expect(50, ReasonThrottled)
+			a.interval(eviction, "201", 100*time.Millisecond, 10)
+			a.expect(45, ReasonThrottled)
 		}
 		// Then, pushed back once, demand raises it by a tenth an interval.
-		interval("201", 100*time.Millisecond, 10)
-		expect(55, ReasonDemand)
-		// Answers at four times their idle time: more in flight would only queue at the
-		// server, so it holds (the last change is still the raise).
-		interval("201", 400*time.Millisecond, 10)
-		expect(55, ReasonDemand)
-		// Over four times plus a second: eased off by a fifth.
-		interval("201", 1500*time.Millisecond, 10)
-		expect(44, ReasonSlow)
+		a.interval(eviction, "201", 100*time.Millisecond, 10)
+		a.expect(49.5, ReasonDemand)
+		// Ten answers half a second past the idle pace in one second: five requests queued at
+		// the server on average, between a sixteenth and an eighth of the bound. It holds.
+		a.interval(eviction, "201", 600*time.Millisecond, 10)
+		a.expect(49.5, ReasonDemand)
+		// Fifteen queued, over an eighth of the bound (6.1875): lowered by half the excess.
+		a.interval(eviction, "201", 1600*time.Millisecond, 10)
+		a.expect(49.5-(15-49.5/8)/2, ReasonQueueing)
+		// A hundred queued: lowered, by half at most in one interval.
+		a.interval(eviction, "201", 10100*time.Millisecond, 10)
+		a.expect((49.5-(15-49.5/8)/2)/2, ReasonQueueing)
+		// Lists take as long as their result is large: they say nothing about a queue.
+		a.interval("list pods", "200", 30*time.Second, 100)
+		a.expect((49.5-(15-49.5/8)/2)/2, ReasonQueueing)
 		endBacklog()
 		synctest.Wait()
 		if n := b.Waiting(Ordinary); n != 0 {
@@ -305,9 +338,38 @@ func TestBoundFollowsTheServersAnswers(t *testing.T) {
 		}
 		// 429s never take it under the floor.
 		for range 10 {
-			interval("429", time.Millisecond, 1)
+			a.interval(eviction, "429", time.Millisecond, 1)
 		}
-		expect(2, ReasonThrottled)
+		a.expect(2, ReasonThrottled)
+	})
+}
+
+func TestQueueingBaselineFollowsALastingChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		b := New(Options{Start: 32, Floor: 1, Interval: time.Second, Observer: rec})
+		a := answering{t, b, rec}
+		const patch = "patch nodes"
+		defer backlog(b, 500)()
+
+		a.interval(patch, "200", 10*time.Millisecond, 20) // the baseline: 10 ms
+		// From now on the server answers in 200 ms, however few requests are at it: every
+		// answer looks queued. The bound comes down, but not under queueingFloor.
+		for range 20 {
+			a.interval(patch, "200", 200*time.Millisecond, 50)
+		}
+		a.expect(queueingFloor, ReasonQueueing)
+		// Within two baseline windows the slower pace is the new idle one, and the bound
+		// rises again on demand.
+		for range 2 * int(baselineWindow/time.Second) {
+			a.interval(patch, "200", 200*time.Millisecond, 50)
+		}
+		if got := b.Limit(); got <= queueingFloor || rec.last() != ReasonDemand {
+			t.Fatalf("bound %g (%s) two baseline windows after the server slowed for good; want raised on demand", got, rec.last())
+		}
+		if got := b.kinds[patch].baseline(); got != 200*time.Millisecond {
+			t.Errorf("baseline %v, want the new pace, 200ms", got)
+		}
 	})
 }
 
