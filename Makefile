@@ -87,12 +87,14 @@ bench: sandbox
 ## ReplicaSet pods each, after calibrating the API server's patch and eviction rates in the same run; prints a
 ## report (times, requests and 429s, AWS calls, memory, CPU, rates against the calibrated ones). About 13 minutes
 ## on 2 cores. Smaller: LIFEBOAT_SCALE_NODES, LIFEBOAT_SCALE_NOTICES, LIFEBOAT_SCALE_PODS, LIFEBOAT_SCALE_CALIBRATION.
+## LIFEBOAT_SCALE_HEAP_PROFILE=file writes a heap profile at the peak live heap (go tool pprof file).
 BENCH_SCALE_OUT ?= _output/bench-scale
 bench-scale: sandbox
 	@mkdir -p $(BENCH_SCALE_OUT)
 	@set -o pipefail; LIFEBOAT_REQUIRE_SANDBOX=1 \
 	LIFEBOAT_SCALE_NODES=$(LIFEBOAT_SCALE_NODES) LIFEBOAT_SCALE_NOTICES=$(LIFEBOAT_SCALE_NOTICES) \
 	LIFEBOAT_SCALE_PODS=$(LIFEBOAT_SCALE_PODS) LIFEBOAT_SCALE_CALIBRATION=$(LIFEBOAT_SCALE_CALIBRATION) \
+	LIFEBOAT_SCALE_HEAP_PROFILE=$(LIFEBOAT_SCALE_HEAP_PROFILE) \
 	$(GO) test -run '^$$' -bench '^BenchmarkAZReclaim$$' -benchtime 1x -v -timeout 60m ./internal/controller 2>&1 | tee $(BENCH_SCALE_OUT)/raw.txt
 
 ## docs: regenerate docs/configuration.md from the settings table (a test fails when it is stale)

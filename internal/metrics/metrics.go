@@ -159,7 +159,7 @@ func New() *Metrics {
 		budget:   newBudgetCollector(),
 		budgetChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_kube_request_limit_changes_total",
-			Help: "Changes of the shared Kubernetes request budget's bound on requests in flight by reason: throttled (a 429 or 503: halved), queueing (the answers' time beyond an idle server's showed more requests queued at the server than an eighth of the bound: lowered), demand (the bound held requests back and fewer than a sixteenth of it queued at the server: raised).",
+			Help: "Changes of the shared Kubernetes request budget's bound on requests in flight by reason: throttled (a 429 or 503: halved), queueing (the answers' time beyond an idle server's showed more requests queued at the server than a quarter of the bound: lowered), demand (the bound held requests back and fewer than an eighth of it queued at the server: raised).",
 		}, []string{"reason"}),
 		readiness: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_readiness_findings",

@@ -318,19 +318,23 @@ func TestBoundFollowsTheServersAnswers(t *testing.T) {
 		// Then, pushed back once, demand raises it by a tenth an interval.
 		a.interval(eviction, "201", 100*time.Millisecond, 10)
 		a.expect(49.5, ReasonDemand)
-		// Ten answers half a second past the idle pace in one second: five requests queued at
-		// the server on average, between a sixteenth and an eighth of the bound. It holds.
-		a.interval(eviction, "201", 600*time.Millisecond, 10)
+		// Ten answers a second past the idle pace in one second: ten requests queued at the
+		// server on average, between an eighth and a quarter of the bound. It holds.
+		a.interval(eviction, "201", 1100*time.Millisecond, 10)
 		a.expect(49.5, ReasonDemand)
-		// Fifteen queued, over an eighth of the bound (6.1875): lowered by half the excess.
-		a.interval(eviction, "201", 1600*time.Millisecond, 10)
-		a.expect(49.5-(15-49.5/8)/2, ReasonQueueing)
+		// Twenty queued, over a quarter of the bound (12.375): lowered by half the excess.
+		a.interval(eviction, "201", 2100*time.Millisecond, 10)
+		lowered := 49.5 - (20-49.5/4)/2
+		a.expect(lowered, ReasonQueueing)
 		// A hundred queued: lowered, by half at most in one interval.
 		a.interval(eviction, "201", 10100*time.Millisecond, 10)
-		a.expect((49.5-(15-49.5/8)/2)/2, ReasonQueueing)
+		a.expect(lowered/2, ReasonQueueing)
 		// Lists take as long as their result is large: they say nothing about a queue.
 		a.interval("list pods", "200", 30*time.Second, 100)
-		a.expect((49.5-(15-49.5/8)/2)/2, ReasonQueueing)
+		a.expect(lowered/2, ReasonQueueing)
+		// Answers back at the idle pace: raised by a tenth, the server having pushed back.
+		a.interval(eviction, "201", 100*time.Millisecond, 10)
+		a.expect(lowered/2*1.1, ReasonDemand)
 		endBacklog()
 		synctest.Wait()
 		if n := b.Waiting(Ordinary); n != 0 {
