@@ -161,7 +161,7 @@ type Budget struct {
 	// and their time beyond their kind's baseline, summed (negative when faster).
 	answers int
 	excess  time.Duration
-	// windowStart is when the current baseline window began (kind.rotate).
+	// windowStart is when the current baseline window began (see kind.settle).
 	windowStart time.Time
 }
 
@@ -342,8 +342,8 @@ func (b *Budget) tick() {
 
 // KubeRequest takes in one answer (it fits kube.RequestObserver): 429s and 503s are the API
 // server asking for less; every other answer's latency is compared with what its kind of
-// request (verb and resource) takes on an idle server. Watches and lists are left out: a
-// watch is open for minutes, and a list takes as long as its result is large.
+// request (verb and resource, with the same code) takes on an idle server. Watches and lists
+// are left out: a watch is open for minutes, and a list takes as long as its result is large.
 func (b *Budget) KubeRequest(_, verb, resource, code string, took time.Duration) {
 	if verb == "watch" || verb == "list" || b.opts.Fixed {
 		return
@@ -370,7 +370,10 @@ func (b *Budget) KubeRequest(_, verb, resource, code string, took time.Duration)
 	case "error": // no answer: says nothing about the server's pace
 		return
 	}
-	key := verb + " " + resource
+	// The answer's code is part of its kind: an eviction refused (a disruption budget, 429
+	// aside) or of a pod already gone is answered far sooner than one accepted, and taken as
+	// the baseline would make every accepted one look queued.
+	key := verb + " " + resource + " " + code
 	k := b.kinds[key]
 	if k == nil {
 		k = &kind{}
@@ -410,7 +413,15 @@ func (b *Budget) report(c *change) {
 // the AZ benchmark's calibration, evictions and the deletions they cause went at 126/s with
 // 16 in flight, 145/s with 32 (answers a fifth slower than idle) and 120/s with 64: a bound
 // that stops only when answers become far slower sits at its ceiling with most of it queued
-// at the server. With an eighth and a sixteenth the bound hovered about 20, under the best.
+// at the server.
+//
+// A queue lowers the bound to its start at most; only 429s take it further. Answers are
+// slower when others load the server too (in the AZ benchmark, kwok deleting the evicted pods
+// as fast as they come), and fewer requests of Lifeboat's do not make others' go faster: a
+// bound that followed the queue all the way down sat at 7 in flight, at a third of the
+// calibrated rate. A baseline measured on a quieter server than today's makes every answer
+// look queued until its window passes, too. API Priority and Fairness says when Lifeboat's
+// share is full, with a 429.
 func (b *Budget) reconsiderLocked(now time.Time) *change {
 	elapsed := now.Sub(b.considered)
 	if elapsed < b.opts.Interval {
@@ -432,10 +443,10 @@ func (b *Budget) reconsiderLocked(now time.Time) *change {
 		k.settle(rotate)
 	}
 	lo, hi := max(b.limit/8, 2), max(b.limit/4, 4)
-	floor, ceiling := float64(b.opts.Floor), float64(b.opts.Ceiling)
+	start, ceiling := float64(b.opts.Start), float64(b.opts.Ceiling)
 	switch {
-	case judged && queued > hi && b.limit > max(queueingFloor, floor):
-		b.limit, b.pushed = max(b.limit-(queued-hi)/2, b.limit/2, queueingFloor, floor), true
+	case judged && queued > hi && b.limit > start:
+		b.limit, b.pushed = max(b.limit-(queued-hi)/2, b.limit/2, start), true
 		return &change{b.limit, ReasonQueueing}
 	case judged && queued < lo && b.waited && b.limit < ceiling && now.Sub(b.lastThrottled) >= quietAfterThrottle*b.opts.Interval:
 		step := b.limit / 2 // until the server first pushes back (a 429, a queue), rise fast
@@ -464,10 +475,6 @@ const throttleSpacing = 100 * time.Millisecond
 // flight and few answers come back, the bound is not raised.
 const minSamples = 10
 
-// queueingFloor is the least a queue at the server lowers the bound to; only 429s take it
-// further. A baseline measured on a quieter server than today's makes every answer look
-// queued until its window passes, and must not starve the drains meanwhile.
-const queueingFloor = 4
 
 // baselineWindow: a kind's baseline is its lowest interval mean over the last one or two
 // windows that had any, so that a lasting change of the server's pace (a busier cluster, a
@@ -475,7 +482,7 @@ const queueingFloor = 4
 // baseline stays what the first quiet answers showed.
 const baselineWindow = time.Minute
 
-// kind tracks one kind of request (verb and resource): its answers of the current interval,
+// kind tracks one kind of request (verb, resource and the answer's code): its answers of the current interval,
 // and its lowest interval mean in the current and the previous baseline window (0: none).
 type kind struct {
 	sum       time.Duration

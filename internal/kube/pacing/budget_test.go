@@ -326,15 +326,19 @@ func TestBoundFollowsTheServersAnswers(t *testing.T) {
 		a.interval(eviction, "201", 2100*time.Millisecond, 10)
 		lowered := 49.5 - (20-49.5/4)/2
 		a.expect(lowered, ReasonQueueing)
-		// A hundred queued: lowered, by half at most in one interval.
+		// A hundred queued: lowered, by half at most in one interval, and not under the start.
 		a.interval(eviction, "201", 10100*time.Millisecond, 10)
-		a.expect(lowered/2, ReasonQueueing)
+		a.expect(32, ReasonQueueing)
+		a.interval(eviction, "201", 10100*time.Millisecond, 10)
+		a.expect(32, ReasonQueueing)
 		// Lists take as long as their result is large: they say nothing about a queue.
 		a.interval("list pods", "200", 30*time.Second, 100)
-		a.expect(lowered/2, ReasonQueueing)
-		// Answers back at the idle pace: raised by a tenth, the server having pushed back.
-		a.interval(eviction, "201", 100*time.Millisecond, 10)
-		a.expect(lowered/2*1.1, ReasonDemand)
+		a.expect(32, ReasonQueueing)
+		// An eviction of a pod already gone is answered at once: a kind of its own, so that
+		// it does not make accepted evictions look queued.
+		a.interval(eviction, "404", 2*time.Millisecond, 10)
+		a.interval(eviction, "201", 100*time.Millisecond, 100)
+		a.expect(35.2, ReasonDemand)
 		endBacklog()
 		synctest.Wait()
 		if n := b.Waiting(Ordinary); n != 0 {
@@ -351,27 +355,31 @@ func TestBoundFollowsTheServersAnswers(t *testing.T) {
 func TestQueueingBaselineFollowsALastingChange(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
-		b := New(Options{Start: 32, Floor: 1, Interval: time.Second, Observer: rec})
+		b := New(Options{Start: 8, Floor: 1, Interval: time.Second, Observer: rec})
 		a := answering{t, b, rec}
 		const patch = "patch nodes"
 		defer backlog(b, 500)()
 
 		a.interval(patch, "200", 10*time.Millisecond, 20) // the baseline: 10 ms
-		// From now on the server answers in 200 ms, however few requests are at it: every
-		// answer looks queued. The bound comes down, but not under queueingFloor.
-		for range 20 {
-			a.interval(patch, "200", 200*time.Millisecond, 50)
+		for _, want := range []float64{12, 18, 27, 40.5} {
+			a.interval(patch, "200", 10*time.Millisecond, 100)
+			a.expect(want, ReasonDemand)
 		}
-		a.expect(queueingFloor, ReasonQueueing)
+		// From now on the server answers in 200 ms, however few requests are at it: every
+		// answer looks queued. The bound comes down, but not under its start.
+		for range 20 {
+			a.interval(patch, "200", 200*time.Millisecond, 100)
+		}
+		a.expect(8, ReasonQueueing)
 		// Within two baseline windows the slower pace is the new idle one, and the bound
 		// rises again on demand.
 		for range 2 * int(baselineWindow/time.Second) {
-			a.interval(patch, "200", 200*time.Millisecond, 50)
+			a.interval(patch, "200", 200*time.Millisecond, 100)
 		}
-		if got := b.Limit(); got <= queueingFloor || rec.last() != ReasonDemand {
+		if got := b.Limit(); got <= 8 || rec.last() != ReasonDemand {
 			t.Fatalf("bound %g (%s) two baseline windows after the server slowed for good; want raised on demand", got, rec.last())
 		}
-		if got := b.kinds[patch].baseline(); got != 200*time.Millisecond {
+		if got := b.kinds[patch+" 200"].baseline(); got != 200*time.Millisecond {
 			t.Errorf("baseline %v, want the new pace, 200ms", got)
 		}
 	})
