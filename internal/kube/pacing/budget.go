@@ -475,7 +475,6 @@ const throttleSpacing = 100 * time.Millisecond
 // flight and few answers come back, the bound is not raised.
 const minSamples = 10
 
-
 // baselineWindow: a kind's baseline is its lowest interval mean over the last one or two
 // windows that had any, so that a lasting change of the server's pace (a busier cluster, a
 // larger control plane) becomes its new idle pace within minutes, while within a burst the
