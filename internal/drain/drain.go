@@ -235,7 +235,7 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 	// The tracker follows the node from before the list when a shared informer feeds it, so
 	// that nothing between the list and the selection is missed.
 	tr := newTracker(nil)
-	var pods []corev1.Pod
+	var pods []*corev1.Pod
 	var rv string
 	var err error
 	if d.opts.Pods != nil {
@@ -276,8 +276,8 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 	for _, c := range candidates {
 		tr.track(c.Pod.UID)
 	}
-	for i := range pods {
-		if p := &pods[i]; p.DeletionTimestamp != nil && slices.Contains(terminating, p.UID) {
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil && slices.Contains(terminating, p.UID) {
 			tr.leavingBy(p, p.DeletionTimestamp.Time) // the API server's end of its grace period
 		}
 	}

@@ -325,9 +325,9 @@ type staleLister struct {
 	ghost *corev1.Pod
 }
 
-func (l staleLister) PodsOnNode(ctx context.Context, node string) ([]corev1.Pod, string, error) {
+func (l staleLister) PodsOnNode(ctx context.Context, node string) ([]*corev1.Pod, string, error) {
 	pods, rv, err := l.PodLister.PodsOnNode(ctx, node)
-	return append(pods, *l.ghost), rv, err
+	return append(pods, l.ghost), rv, err
 }
 
 func TestPodAlreadyGoneDoesNotHoldTheDrain(t *testing.T) {
@@ -595,7 +595,7 @@ type patchAfterList struct {
 	pod types.NamespacedName
 }
 
-func (l patchAfterList) PodsOnNode(ctx context.Context, node string) ([]corev1.Pod, string, error) {
+func (l patchAfterList) PodsOnNode(ctx context.Context, node string) ([]*corev1.Pod, string, error) {
 	pods, rv, err := l.APILister.PodsOnNode(ctx, node)
 	if err != nil {
 		return nil, "", err

@@ -12,9 +12,9 @@ import (
 )
 
 // PodLister lists the pods bound to a node, with the resourceVersion a watch for their
-// deletion can start from.
+// deletion can start from. The pods may be an informer's own objects: read, never written.
 type PodLister interface {
-	PodsOnNode(ctx context.Context, node string) (pods []corev1.Pod, resourceVersion string, err error)
+	PodsOnNode(ctx context.Context, node string) (pods []*corev1.Pod, resourceVersion string, err error)
 }
 
 // APILister lists through the API server: from its watch cache (resourceVersion=0, cheap;
@@ -25,7 +25,7 @@ type APILister struct {
 }
 
 // PodsOnNode lists the node's pods with a spec.nodeName field selector.
-func (l APILister) PodsOnNode(ctx context.Context, node string) ([]corev1.Pod, string, error) {
+func (l APILister) PodsOnNode(ctx context.Context, node string) ([]*corev1.Pod, string, error) {
 	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()}
 	if !l.Quorum {
 		opts.ResourceVersion = "0"
@@ -34,7 +34,16 @@ func (l APILister) PodsOnNode(ctx context.Context, node string) ([]corev1.Pod, s
 	if err != nil {
 		return nil, "", fmt.Errorf("list pods on node %s: %w", node, err)
 	}
-	return list.Items, list.ResourceVersion, nil
+	return PodPointers(list.Items), list.ResourceVersion, nil
+}
+
+// PodPointers points at each of a list's pods.
+func PodPointers(items []corev1.Pod) []*corev1.Pod {
+	out := make([]*corev1.Pod, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
 }
 
 // NodeNameIndex indexes pods by spec.nodeName in an informer.
@@ -53,8 +62,10 @@ func IndexByNodeName(inf cache.SharedIndexInformer) error {
 	}})
 }
 
-// PodsOnNode returns copies of the informer's pods for the node.
-func (l InformerLister) PodsOnNode(ctx context.Context, node string) ([]corev1.Pod, string, error) {
+// PodsOnNode returns the informer's own pods for the node, not copies: a drain keeps them
+// until it ends, and a thousand drains at once would hold a copy of every pod they drain.
+// They are read, never written (Lifeboat evicts and deletes by name and UID).
+func (l InformerLister) PodsOnNode(ctx context.Context, node string) ([]*corev1.Pod, string, error) {
 	if !l.Informer.HasSynced() {
 		return nil, "", fmt.Errorf("list pods on node %s: pod informer not synced yet", node)
 	}
@@ -62,9 +73,9 @@ func (l InformerLister) PodsOnNode(ctx context.Context, node string) ([]corev1.P
 	if err != nil {
 		return nil, "", fmt.Errorf("list pods on node %s: %w", node, err)
 	}
-	pods := make([]corev1.Pod, 0, len(objs))
+	pods := make([]*corev1.Pod, 0, len(objs))
 	for _, o := range objs {
-		pods = append(pods, *o.(*corev1.Pod).DeepCopy())
+		pods = append(pods, o.(*corev1.Pod))
 	}
 	return pods, l.Informer.LastSyncResourceVersion(), nil
 }

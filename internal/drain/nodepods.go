@@ -62,9 +62,9 @@ func (p *NodePods) follow(node string, tr *tracker) (stop func()) {
 	}
 }
 
-// podsOn waits for the informer's first list (until ctx ends) and returns copies of the
-// node's pods.
-func (p *NodePods) podsOn(ctx context.Context, node string) ([]corev1.Pod, error) {
+// podsOn waits for the informer's first list (until ctx ends) and returns the node's pods
+// (the informer's objects: read only).
+func (p *NodePods) podsOn(ctx context.Context, node string) ([]*corev1.Pod, error) {
 	if !p.informer.HasSynced() && !cache.WaitForCacheSync(ctx.Done(), p.informer.HasSynced) {
 		return nil, fmt.Errorf("list pods on node %s: the pod informer has not listed the cluster's pods yet: %w", node, ctx.Err())
 	}
@@ -72,9 +72,9 @@ func (p *NodePods) podsOn(ctx context.Context, node string) ([]corev1.Pod, error
 	return pods, err
 }
 
-// cachedOn returns copies of the node's pods as the informer holds them now, and false before
-// its first list: no wait, no request.
-func (p *NodePods) cachedOn(node string) ([]corev1.Pod, bool) {
+// cachedOn returns the node's pods as the informer holds them now (read only), and false
+// before its first list: no wait, no request.
+func (p *NodePods) cachedOn(node string) ([]*corev1.Pod, bool) {
 	if !p.informer.HasSynced() {
 		return nil, false
 	}

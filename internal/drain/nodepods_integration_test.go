@@ -38,7 +38,7 @@ func sharedPods(t *testing.T, client kubernetes.Interface) *NodePods {
 // nodePodsLister lists as a drain fed by NodePods does, for the filter matrix.
 type nodePodsLister struct{ p *NodePods }
 
-func (l nodePodsLister) PodsOnNode(ctx context.Context, node string) ([]corev1.Pod, string, error) {
+func (l nodePodsLister) PodsOnNode(ctx context.Context, node string) ([]*corev1.Pod, string, error) {
 	pods, err := l.p.podsOn(ctx, node)
 	return pods, "", err
 }

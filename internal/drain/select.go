@@ -119,9 +119,8 @@ type Skipped struct {
 
 // Select is the one place that decides which pods a drain evicts. Every list source (watch
 // cache, quorum read, informer) goes through it. Candidates come back in tier order.
-func Select(pods []corev1.Pod, p Policy, terms Terms) (evict []Candidate, skipped []Skipped) {
-	for i := range pods {
-		pod := &pods[i]
+func Select(pods []*corev1.Pod, p Policy, terms Terms) (evict []Candidate, skipped []Skipped) {
+	for _, pod := range pods {
 		key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 		owner := controllerOf(pod)
 		fromDaemonSet := owner != nil && owner.Kind == "DaemonSet" && owner.APIVersion == "apps/v1"

@@ -86,10 +86,7 @@ func (s selection) equal(o selection) bool {
 }
 
 func TestSelect(t *testing.T) {
-	var pods []corev1.Pod
-	for _, p := range matrixPods("n") {
-		pods = append(pods, *p)
-	}
+	pods := matrixPods("n")
 	for _, ignoreDS := range []bool{true, false} {
 		for _, deleteLocal := range []bool{true, false} {
 			policy := Policy{IgnoreDaemonSets: ignoreDS, DeleteLocalData: deleteLocal, OwnPod: types.NamespacedName{Namespace: "kube-system", Name: "lifeboat-abc"}}
@@ -102,12 +99,12 @@ func TestSelect(t *testing.T) {
 }
 
 func TestTiersAndUnmanaged(t *testing.T) {
-	pods := []corev1.Pod{
-		*newPod("a", "cni", "n", ownedBy("DaemonSet", "cni"), critical("system-node-critical")),
-		*newPod("a", "dns", "n", ownedBy("ReplicaSet", "dns"), critical("system-cluster-critical")),
-		*newPod("a", "logs", "n", ownedBy("DaemonSet", "logs")),
-		*newPod("a", "bare", "n"),
-		*newPod("a", "web", "n", ownedBy("ReplicaSet", "web")),
+	pods := []*corev1.Pod{
+		newPod("a", "cni", "n", ownedBy("DaemonSet", "cni"), critical("system-node-critical")),
+		newPod("a", "dns", "n", ownedBy("ReplicaSet", "dns"), critical("system-cluster-critical")),
+		newPod("a", "logs", "n", ownedBy("DaemonSet", "logs")),
+		newPod("a", "bare", "n"),
+		newPod("a", "web", "n", ownedBy("ReplicaSet", "web")),
 	}
 	evict, _ := Select(pods, Policy{DeleteLocalData: true}, Terms{})
 	want := []struct {
@@ -130,14 +127,14 @@ func TestTiersAndUnmanaged(t *testing.T) {
 func TestPodPolicies(t *testing.T) {
 	spotTaint := corev1.Taint{Key: "aws-node-termination-handler/spot-itn", Value: "spot-i-1", Effect: corev1.TaintEffectNoSchedule}
 	rebalanceTaint := corev1.Taint{Key: "aws-node-termination-handler/rebalance-recommendation", Value: "rebalance-i-1", Effect: corev1.TaintEffectNoSchedule}
-	pods := []corev1.Pod{
-		*newPod("a", "web", "n", ownedBy("ReplicaSet", "web")),
-		*newPod("a", "batch", "n", ownedBy("Job", "batch"), annotated(AnnotationDoNotDisrupt, "true")),
-		*newPod("a", "ca-pinned", "n", ownedBy("ReplicaSet", "ca"), annotated(AnnotationSafeToEvict, "false")),
-		*newPod("a", "ca-free", "n", ownedBy("ReplicaSet", "ca2"), annotated(AnnotationSafeToEvict, "true", AnnotationDoNotDisrupt, "false")),
-		*newPod("a", "spot-tolerant", "n", ownedBy("ReplicaSet", "t"), tolerating(corev1.Toleration{Key: spotTaint.Key, Operator: corev1.TolerationOpExists})),
-		*newPod("a", "tolerates-all", "n", ownedBy("ReplicaSet", "all"), tolerating(corev1.Toleration{Operator: corev1.TolerationOpExists})),
-		*newPod("a", "wrong-effect", "n", ownedBy("ReplicaSet", "w"), tolerating(corev1.Toleration{Key: spotTaint.Key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute})),
+	pods := []*corev1.Pod{
+		newPod("a", "web", "n", ownedBy("ReplicaSet", "web")),
+		newPod("a", "batch", "n", ownedBy("Job", "batch"), annotated(AnnotationDoNotDisrupt, "true")),
+		newPod("a", "ca-pinned", "n", ownedBy("ReplicaSet", "ca"), annotated(AnnotationSafeToEvict, "false")),
+		newPod("a", "ca-free", "n", ownedBy("ReplicaSet", "ca2"), annotated(AnnotationSafeToEvict, "true", AnnotationDoNotDisrupt, "false")),
+		newPod("a", "spot-tolerant", "n", ownedBy("ReplicaSet", "t"), tolerating(corev1.Toleration{Key: spotTaint.Key, Operator: corev1.TolerationOpExists})),
+		newPod("a", "tolerates-all", "n", ownedBy("ReplicaSet", "all"), tolerating(corev1.Toleration{Operator: corev1.TolerationOpExists})),
+		newPod("a", "wrong-effect", "n", ownedBy("ReplicaSet", "w"), tolerating(corev1.Toleration{Key: spotTaint.Key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute})),
 	}
 	tests := []struct {
 		name  string

@@ -66,12 +66,12 @@ func (t *tracker) seen(pod *corev1.Pod, deleted bool) {
 }
 
 // takeLate returns the untracked pods seen since the last call.
-func (t *tracker) takeLate() []corev1.Pod {
+func (t *tracker) takeLate() []*corev1.Pod {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]corev1.Pod, 0, len(t.late))
+	out := make([]*corev1.Pod, 0, len(t.late))
 	for _, p := range t.late {
-		out = append(out, *p)
+		out = append(out, p)
 	}
 	clear(t.late)
 	return out
@@ -239,9 +239,9 @@ func (d *Drainer) relist(ctx context.Context, node string, tr *tracker) string {
 		return ""
 	}
 	present := make(map[types.UID]bool, len(pods))
-	for i := range pods {
-		present[pods[i].UID] = true
-		tr.seen(&pods[i], false)
+	for _, pod := range pods {
+		present[pod.UID] = true
+		tr.seen(pod, false)
 	}
 	tr.markAbsent(present, time.Now())
 	return rv

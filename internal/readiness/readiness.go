@@ -112,7 +112,7 @@ func Check(ctx context.Context, client kubernetes.Interface, o Options) ([]Findi
 		found[key] = &Finding{Namespace: pod.Namespace, Workload: workload, Pods: 1, Reason: reason, Detail: detail, Fix: fix}
 	}
 	// Select with no terms: a pod marked not to disrupt comes back skipped, and is reported.
-	candidates, skipped := drain.Select(pods.Items, o.Policy, drain.Terms{})
+	candidates, skipped := drain.Select(drain.PodPointers(pods.Items), o.Policy, drain.Terms{})
 	for _, s := range skipped {
 		pod := podNamed(pods.Items, s.Pod.Namespace, s.Pod.Name)
 		switch s.Reason {

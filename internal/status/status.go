@@ -211,7 +211,7 @@ func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Co
 			podIPs = append(podIPs, p.Status.PodIP)
 		}
 	}
-	evict, skipped := drain.Select(pods.Items, wiring.Drain(cfg, client, nil).Policy, interruption.TermsOf(node, pending))
+	evict, skipped := drain.Select(drain.PodPointers(pods.Items), wiring.Drain(cfg, client, nil).Policy, interruption.TermsOf(node, pending))
 	for _, s := range skipped {
 		switch s.Reason {
 		case drain.ReasonFinished, drain.ReasonMirror:
