@@ -87,7 +87,8 @@ bench: sandbox
 ## ReplicaSet pods each, after calibrating the API server's patch and eviction rates in the same run; prints a
 ## report (times, requests and 429s, AWS calls, memory, CPU, rates against the calibrated ones). About 13 minutes
 ## on 2 cores. Smaller: LIFEBOAT_SCALE_NODES, LIFEBOAT_SCALE_NOTICES, LIFEBOAT_SCALE_PODS, LIFEBOAT_SCALE_CALIBRATION.
-## LIFEBOAT_SCALE_HEAP_PROFILE=file writes a heap profile at the peak live heap (go tool pprof file).
+## LIFEBOAT_SCALE_HEAP_PROFILE=file writes a heap profile at the peak live heap (go tool pprof file), and file.goroutines
+## the goroutines at their peak, grouped by stack.
 BENCH_SCALE_OUT ?= _output/bench-scale
 bench-scale: sandbox
 	@mkdir -p $(BENCH_SCALE_OUT)

@@ -296,14 +296,14 @@ func azReclaim(b *testing.B, sc azScale) {
 	live := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	// LIFEBOAT_SCALE_HEAP_PROFILE names a file for the heap profile at the peak live heap
 	// (rewritten at most every 5 s while the peak grows): what the memory is.
-	heapProfile, lastProfile := os.Getenv("LIFEBOAT_SCALE_HEAP_PROFILE"), time.Time{}
+	heapProfile, lastProfile, lastGoroutines := os.Getenv("LIFEBOAT_SCALE_HEAP_PROFILE"), time.Time{}, time.Time{}
 	sample := func() {
 		heap, stacks := azHeapAndStacks()
 		peakHeap, peakStacks = max(peakHeap, heap), max(peakStacks, stacks)
 		rtmetrics.Read(live)
 		if live[0].Value.Kind() == rtmetrics.KindUint64 {
 			if now := live[0].Value.Uint64(); now > peakLive && heapProfile != "" && time.Since(lastProfile) >= 5*time.Second {
-				if err := azWriteHeapProfile(heapProfile); err != nil {
+				if err := azWriteProfile("heap", heapProfile, 0); err != nil {
 					b.Errorf("heap profile: %v", err)
 				}
 				lastProfile = time.Now()
@@ -312,6 +312,13 @@ func azReclaim(b *testing.B, sc azScale) {
 		}
 		rss, _ := azProcStatus("VmRSS")
 		peakRSS = max(peakRSS, rss)
+		if n := runtime.NumGoroutine(); n > peakGoroutines && heapProfile != "" && time.Since(lastGoroutines) >= 5*time.Second {
+			// Beside the heap profile, the goroutines at their peak: whose stacks they are.
+			if err := azWriteProfile("goroutine", heapProfile+".goroutines", 1); err != nil {
+				b.Errorf("goroutine profile: %v", err)
+			}
+			lastGoroutines = time.Now()
+		}
 		peakGoroutines = max(peakGoroutines, runtime.NumGoroutine())
 	}
 
@@ -1161,13 +1168,14 @@ func (l *azLogCounter) String() string {
 	return strings.Join(parts, "; ")
 }
 
-// azWriteHeapProfile writes the heap profile (as of the last GC) to path.
-func azWriteHeapProfile(path string) error {
+// azWriteProfile writes the named runtime profile to path (the heap as of the last GC;
+// debug 1 writes the goroutines as text, grouped by stack).
+func azWriteProfile(name, path string, debug int) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := pprof.WriteHeapProfile(f); err != nil {
+	if err := pprof.Lookup(name).WriteTo(f, debug); err != nil {
 		f.Close()
 		return err
 	}

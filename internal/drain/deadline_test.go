@@ -77,3 +77,48 @@ func TestBoundFollowsTheDeadline(t *testing.T) {
 		t.Fatal("did not end after the deadline moved earlier")
 	}
 }
+
+// OnTighten runs its function at each move earlier and not after stop; a Bound context
+// stops following the deadline once it ends, leaving nothing registered behind.
+func TestOnTightenFollowsUntilStopped(t *testing.T) {
+	d := NewDeadline(time.Now().Add(time.Hour))
+	ran := make(chan struct{}, 4)
+	stop := d.OnTighten(func() { ran <- struct{}{} })
+	d.Tighten(time.Now().Add(time.Minute))
+	d.Tighten(time.Now().Add(time.Hour)) // later: no move, no call
+	select {
+	case <-ran:
+	case <-time.After(5 * time.Second):
+		t.Fatal("not run after the deadline moved earlier")
+	}
+	stop()
+	d.Tighten(time.Now().Add(30 * time.Second))
+	select {
+	case <-ran:
+		t.Fatal("run after stop, or run for a move that was no move")
+	case <-time.After(100 * time.Millisecond):
+	}
+
+	ctx, cancel := d.Bound(context.Background(), time.Second)
+	d.mu.Lock()
+	following := len(d.onTighten)
+	d.mu.Unlock()
+	if following != 1 {
+		t.Fatalf("a Bound context follows the deadline with %d functions, want 1", following)
+	}
+	cancel()
+	<-ctx.Done()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		d.mu.Lock()
+		following = len(d.onTighten)
+		d.mu.Unlock()
+		if following == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("an ended Bound context still follows the deadline")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

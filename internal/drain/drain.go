@@ -286,7 +286,7 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 	if d.opts.Pods == nil {
 		go d.watchDeletions(watchCtx, node, rv, tr)
 	}
-	go d.shortenOnTighten(watchCtx, deadline, tightened, tr)
+	d.shortenOnTighten(watchCtx, deadline, tightened, tr)
 
 	d.evictInTiers(ctx, candidates, res.Pods, deadline, tr)
 	tr.waitAll(ctx, terminating)
@@ -575,21 +575,68 @@ func (d *Drainer) forceDelete(ctx context.Context, pod *corev1.Pod, out *PodOutc
 // ends under them, and their objects stay Terminating (holding back a StatefulSet's
 // replacement) until the node object is removed. A shorter grace period is the one change
 // the API server accepts on a pod already being deleted. Cuts that fail are tried again
-// every second. changed is dl.Changed() from before the drain's first eviction.
+// every second. changed is dl.Changed() from before the drain's first eviction. It follows
+// the deadline until ctx ends, without a goroutine of its own meanwhile.
 func (d *Drainer) shortenOnTighten(ctx context.Context, dl *Deadline, changed <-chan struct{}, tr *tracker) {
-	var retry <-chan time.Time
+	s := &sweeps{sweep: func() int { return d.shortenLeaving(ctx, dl, tr) }}
+	stopFollowing := dl.OnTighten(s.run)
+	context.AfterFunc(ctx, func() {
+		stopFollowing()
+		s.stop()
+	})
+	select {
+	case <-changed: // moved before the drain followed it
+		go s.run()
+	default:
+	}
+}
+
+// sweeps runs a drain's sweeps one at a time: a sweep asked for while one runs follows it,
+// and one whose cuts failed runs again a second later.
+type sweeps struct {
+	sweep func() (failed int)
+
+	mu      sync.Mutex
+	running bool
+	again   bool        // asked for while one ran
+	retry   *time.Timer // a failed sweep's next try
+	stopped bool
+}
+
+// run sweeps now, or after the sweep under way.
+func (s *sweeps) run() {
+	s.mu.Lock()
+	if s.running || s.stopped {
+		s.again = s.running
+		s.mu.Unlock()
+		return
+	}
+	s.running = true
+	s.mu.Unlock()
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-			changed = dl.Changed() // before the sweep reads the time, so no later change is missed
-		case <-retry:
+		failed := s.sweep()
+		s.mu.Lock()
+		if s.again && !s.stopped {
+			s.again = false
+			s.mu.Unlock()
+			continue
 		}
-		retry = nil
-		if failed := d.shortenLeaving(ctx, dl, tr); failed > 0 {
-			retry = time.After(time.Second)
+		s.running, s.again = false, false
+		if failed > 0 && !s.stopped {
+			s.retry = time.AfterFunc(time.Second, s.run)
 		}
+		s.mu.Unlock()
+		return
+	}
+}
+
+// stop ends the retries; a sweep under way ends with the drain's context.
+func (s *sweeps) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	if s.retry != nil {
+		s.retry.Stop()
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,11 +28,15 @@ type Owner struct {
 }
 
 // Ownership timing: a drain renews every OwnerRenew and is taken over when not renewed for
-// OwnerLease. The lease outlasts a few failed renewals; a waiting process looks again every
-// ownerPoll, so it finishes its own notices soon after the owner's drain.
+// OwnerLease. A renewal that fails is tried again every ownerRetry, so the lease outlasts a
+// few failures without renewals more often than twice a lease (each one is a write that every
+// node watcher receives, and an Availability Zone reclaimed at once drains a thousand nodes
+// for minutes). A waiting process looks again every ownerPoll, so it finishes its own
+// notices soon after the owner's drain.
 const (
 	OwnerLease = 60 * time.Second
-	OwnerRenew = 20 * time.Second
+	OwnerRenew = 30 * time.Second
+	ownerRetry = 5 * time.Second
 	ownerPoll  = 5 * time.Second
 )
 
@@ -123,62 +128,128 @@ func (h *Handler) claim(ctx context.Context, node *corev1.Node) (*corev1.Node, b
 	if err != nil {
 		return nil, false, err
 	}
-	return res.Node, claimed, nil
+	return keptByDrain(res.Node), claimed, nil
 }
 
-// keepOwnership renews the claim every OwnerRenew (h.ownerRenew) while the drain runs, and brings the drain
-// forward when another Lifeboat recorded an earlier deadline for the node meanwhile. The
-// returned context ends when the claim is lost (another origin took over, or no renewal
-// got through for OwnerLease): the drain stops rather than run twice. node is the node as
-// claimed: each renewal patches from the node the last one wrote, so that a renewal costs one
-// request unless someone else wrote the node since (a conflict re-reads it).
+// keptByDrain trims a node this process read or wrote (never an informer's copy) for a drain
+// to keep for the rest of its run, as the next write's hint and its Events' subject: without
+// managed fields, images and the kubelet's volume lists (kube.TrimNode), a thousand drains
+// at once hold a few MiB of nodes rather than fifteen. The merge patch a write computes from
+// it is the same, since no edit touches what is dropped.
+func keptByDrain(n *corev1.Node) *corev1.Node {
+	trimmed, _ := kube.TrimNode(n)
+	return trimmed.(*corev1.Node)
+}
+
+// keepOwnership renews the claim every OwnerRenew (h.ownerRenew; a failed renewal every
+// ownerRetry) while the drain runs, and brings the drain forward when another Lifeboat
+// recorded an earlier deadline for the node meanwhile. The returned context ends when the
+// claim is lost (another origin took over, or no renewal got through for OwnerLease): the
+// drain stops rather than run twice. node is the node as claimed: each renewal patches from
+// the node the last one wrote, so that a renewal costs one request unless someone else wrote
+// the node since (a conflict re-reads it). Between renewals nothing waits: a timer starts
+// each one (a thousand drains at once would otherwise park a thousand goroutines).
 func (h *Handler) keepOwnership(ctx context.Context, node *corev1.Node, log *slog.Logger) (context.Context, func()) {
-	nodeName, last := node.Name, node
 	ctx, cancel := context.WithCancel(ctx)
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		defer cancel()
-		ticker := time.NewTicker(h.ownerRenew)
-		defer ticker.Stop()
-		renewed := time.Now()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-			}
-			var claimed bool
-			res, err := h.writer.Apply(ctx, nodeName, last, "renew the node's drain", h.claimEdit(&claimed, true))
-			switch {
-			case ctx.Err() != nil:
-				return
-			case err != nil:
-				log.Warn("could not renew the claim on the node's drain", "err", err, "since", time.Since(renewed).Round(time.Second))
-				if time.Since(renewed) >= OwnerLease {
-					h.Metrics.DrainClaim(metrics.ClaimLost)
-					log.Error("the claim on the node's drain lapsed; stopping the drain so another Lifeboat can take it over")
-					return
-				}
-				continue
-			case !claimed:
-				h.Metrics.DrainClaim(metrics.ClaimLost)
-				log.Warn("another Lifeboat took over the node's drain; stopping this one")
-				return
-			}
-			// Kept for 20 s per draining node: without its managed fields and image list, a
-			// thousand of them are a few MiB rather than ten. The merge patch the next
-			// renewal sends is the same, since no edit touches what is dropped.
-			trimmed, _ := kube.TrimNode(res.Node)
-			renewed, last = time.Now(), trimmed.(*corev1.Node)
-			h.Metrics.DrainClaim(metrics.ClaimRenewed)
-			rec, _ := ReadRecord(res.Node)
-			if pending := rec.Pending(h.cfg, ""); len(pending) > 0 && h.TightenDrain(nodeName, drainDeadline(pending...)) {
-				log.Info("the drain now ends by an earlier deadline another Lifeboat recorded", "deadline", drainDeadline(pending...))
-			}
+	r := &renewals{h: h, ctx: ctx, cancel: cancel, nodeName: node.Name, last: node, renewed: time.Now(), log: log}
+	// The first renewal is due OwnerRenew after the claim's time, which a fresh claim
+	// left as it was (a drain tried again soon after the last one).
+	first := h.ownerRenew
+	if rec, _ := ReadRecord(node); rec.Owner != nil && rec.Owner.Origin == h.Origin {
+		r.renewed = rec.Owner.Renewed
+		first = max(time.Until(rec.Owner.Renewed.Add(h.ownerRenew)), 0)
+	}
+	r.mu.Lock()
+	r.timer = time.AfterFunc(first, r.renew)
+	r.mu.Unlock()
+	return ctx, r.stop
+}
+
+// renewals are one drain's claim renewals (keepOwnership).
+type renewals struct {
+	h        *Handler
+	ctx      context.Context
+	cancel   context.CancelFunc
+	nodeName string
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
+	running sync.WaitGroup // the renewal under way, which stop waits for
+
+	// Read and written by the renewals alone, one at a time.
+	last    *corev1.Node // the node the last renewal wrote: the next one's hint
+	renewed time.Time
+}
+
+// renew renews the claim once and sets the timer for the next renewal, unless the claim was
+// lost or the drain is over.
+func (r *renewals) renew() {
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return
+	}
+	r.running.Add(1)
+	r.mu.Unlock()
+	defer r.running.Done()
+	started := time.Now()
+	holds, failed := r.renewOnce()
+	if !holds {
+		r.cancel()
+		return
+	}
+	next := r.h.ownerRenew - time.Since(started) // the renewal's own time is part of the period
+	if failed {
+		next = min(ownerRetry, r.h.ownerRenew)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.stopped {
+		r.timer.Reset(next)
+	}
+}
+
+// renewOnce sends one renewal, and reports whether the claim still holds (false once another
+// origin took the drain over or no renewal got through for OwnerLease), and whether this
+// renewal failed, to be tried again soon.
+func (r *renewals) renewOnce() (holds, failed bool) {
+	h, log := r.h, r.log
+	var claimed bool
+	res, err := h.writer.Apply(r.ctx, r.nodeName, r.last, "renew the node's drain", h.claimEdit(&claimed, true))
+	switch {
+	case r.ctx.Err() != nil:
+		return false, false
+	case err != nil:
+		log.Warn("could not renew the claim on the node's drain", "err", err, "since", time.Since(r.renewed).Round(time.Second))
+		if time.Since(r.renewed) >= OwnerLease {
+			h.Metrics.DrainClaim(metrics.ClaimLost)
+			log.Error("the claim on the node's drain lapsed; stopping the drain so another Lifeboat can take it over")
+			return false, true
 		}
-	}()
-	// Stopping waits for a renewal under way, so none lands after the caller gives the
-	// claim up.
-	return ctx, func() { cancel(); <-stopped }
+		return true, true
+	case !claimed:
+		h.Metrics.DrainClaim(metrics.ClaimLost)
+		log.Warn("another Lifeboat took over the node's drain; stopping this one")
+		return false, false
+	}
+	r.renewed, r.last = time.Now(), keptByDrain(res.Node)
+	h.Metrics.DrainClaim(metrics.ClaimRenewed)
+	rec, _ := ReadRecord(res.Node)
+	if pending := rec.Pending(h.cfg, ""); len(pending) > 0 && h.TightenDrain(r.nodeName, drainDeadline(pending...)) {
+		log.Info("the drain now ends by an earlier deadline another Lifeboat recorded", "deadline", drainDeadline(pending...))
+	}
+	return true, false
+}
+
+// stop ends the renewals. It waits for a renewal under way, so none lands after the caller
+// gives the claim up.
+func (r *renewals) stop() {
+	r.cancel()
+	r.mu.Lock()
+	r.stopped = true
+	r.timer.Stop()
+	r.mu.Unlock()
+	r.running.Wait()
 }

@@ -3,14 +3,18 @@ package interruption
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/notice"
@@ -222,4 +226,92 @@ func TestKeepOwnership(t *testing.T) {
 	if r, _ := ReadRecord(got); r.Owner == nil || r.Owner.Origin != agentOrigin {
 		t.Errorf("the other's claim was overwritten: %+v", r.Owner)
 	}
+}
+
+// The first renewal is due a renewal period after the claim's recorded time, not after the
+// drain began: a drain tried again soon after the last one left a fresh claim unwritten, and
+// waiting a whole period from there would let the lease run out. A failed renewal is tried
+// again, and does not stop the drain while the lease holds.
+func TestRenewalsFollowTheClaimsTime(t *testing.T) {
+	inst := "i-0123456789abcdef0"
+	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
+		InstanceID: inst, Deadline: time.Now().Add(90 * time.Second)}
+	ctx := context.Background()
+	const period = 400 * time.Millisecond
+	for _, tc := range []struct {
+		name     string
+		renewed  time.Duration // the claim's age when the drain begins
+		earliest time.Duration // no renewal sooner than this after the drain began
+		latest   time.Duration // nor later
+	}{
+		{name: "a claim as old as the period", renewed: period, earliest: 0, latest: period / 2},
+		{name: "a claim made just now", renewed: 0, earliest: period * 3 / 4, latest: 3 * period},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewSimpleClientset(ownedNode(t, PhaseDraining, &Owner{Origin: queueOrigin, Renewed: time.Now().Add(-tc.renewed).UTC()}, spot))
+			h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
+			h.Origin, h.ownerRenew = queueOrigin, period
+			node, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+			client.ClearActions()
+			began := time.Now()
+			owning, stop := h.keepOwnership(ctx, node, h.log)
+			defer stop()
+			var first time.Duration
+			err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+				for _, a := range client.Actions() {
+					if a.GetVerb() == "patch" {
+						first = time.Since(began)
+						return true, nil
+					}
+				}
+				return false, nil
+			})
+			if err != nil {
+				t.Fatal("no renewal within 5 s")
+			}
+			if first < tc.earliest || first > tc.latest {
+				t.Errorf("first renewal %v after the drain began, want between %v and %v", first, tc.earliest, tc.latest)
+			}
+			if owning.Err() != nil {
+				t.Error("the claim was lost")
+			}
+		})
+	}
+
+	t.Run("a failed renewal", func(t *testing.T) {
+		client := fake.NewSimpleClientset(ownedNode(t, PhaseDraining, &Owner{Origin: queueOrigin, Renewed: time.Now().UTC()}, spot))
+		var failures atomic.Int32
+		failures.Store(2)
+		client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if failures.Add(-1) >= 0 {
+				return true, nil, errors.New("the API server is busy")
+			}
+			return false, nil, nil
+		})
+		h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
+		h.Origin, h.ownerRenew = queueOrigin, 50*time.Millisecond
+		node, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		owning, stop := h.keepOwnership(ctx, node, h.log)
+		defer stop()
+		// Two failed patches, then one that gets through.
+		err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			return countVerb(client.Actions(), "patch") >= 3, nil
+		})
+		if err != nil {
+			t.Fatalf("no renewal got through after two failures: %d patches", countVerb(client.Actions(), "patch"))
+		}
+		if owning.Err() != nil {
+			t.Error("two failed renewals inside the lease stopped the drain")
+		}
+	})
+}
+
+func countVerb(actions []k8stesting.Action, verb string) int {
+	n := 0
+	for _, a := range actions {
+		if a.GetVerb() == verb {
+			n++
+		}
+	}
+	return n
 }

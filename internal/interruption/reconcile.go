@@ -80,7 +80,7 @@ func (h *Handler) Reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 	if err != nil {
 		return 0, fmt.Errorf("read node %s: %w", node.Name, err)
 	}
-	return h.reconcile(ctx, fresh)
+	return h.reconcile(ctx, keptByDrain(fresh))
 }
 
 // reconcile is Reconcile on a fresh copy of the node, under the node's lock.
