@@ -64,8 +64,8 @@ import (
 // cordon-style merge patches of the nodes outside the zone (then reverted), and evictions of
 // pods kept for it on those nodes, at 4, 8, 16, 32 and 64 concurrent requests without a client
 // rate limit, LIFEBOAT_SCALE_CALIBRATION requests a step (default 600), until 429s appear or
-// the rate stops rising (a step less than 10 % above the best before it: more requests in
-// flight only wait longer, their latency grows with their number). The best rate is what the
+// the rate stops rising (two steps in a row less than 10 % above the best before them: more
+// requests in flight only wait longer, their latency grows with their number). The best rate is what the
 // server gives one client of that identity. (A rule on latency alone, the p99 doubled from
 // the first step, stopped on a noisy first step before the throughput peaked.)
 //
@@ -430,6 +430,15 @@ func azReclaim(b *testing.B, sc azScale) {
 		"peak nodes draining at once %d, %s", azFormat(azDiff(apfAfter.rejected, apfCal.rejected)),
 		apfAfter.currentSeats["workload-low"], apfAfter.nominalSeats["workload-low"], p.peakDraining,
 		map[bool]string{true: "their pods followed by one shared pod informer", false: "each drain with its own pod list and watch (USE_APISERVER_CACHE=false)"}[cfg.UseAPIServerCache])
+	// Everyone's writes, kwok's among them: what else the server worked through meanwhile.
+	served := azDiff(apfAfter.requests, apfCal.requests)
+	for k, v := range served {
+		if v < float64(len(w.notice)) {
+			delete(served, k) // the few hundred of anything else
+		}
+	}
+	say("the API server during the burst, every client (requests by verb and resource, lists and watches aside, at least one per notice): %s; by flow schema: %s",
+		azFormat(served), azFormat(azDiff(apfAfter.dispatched, apfCal.dispatched)))
 	describe := after.fakeDescribe - before.fakeDescribe
 	say("AWS: %d DescribeInstances requests at the fake EC2 API; Lifeboat's count, one per lookup (whose IDs go out in chunks): %s", describe, azFormat(azDiff(after.aws, before.aws)))
 	say("SQS: Lifeboat %s; the fake endpoint saw %d calls in all, %d of them the harness's SendMessageBatch", azFormat(azDiff(after.sqs, before.sqs)),
@@ -697,9 +706,12 @@ type azCalibration struct {
 	bestSettled                float64
 }
 
-// azRising is how much faster than the best before it a calibration step must be for the
-// climb to go on.
-const azRising = 1.1
+// The climb goes on until azFlatSteps steps in a row were not azRising times faster than
+// the best before them: one step of a few seconds can be slow by chance.
+const (
+	azRising    = 1.1
+	azFlatSteps = 2
+)
 
 // azWarmup requests of each kind precede the steps (not counted), so that the first step,
 // the latency baseline, does not pay for connection set-up.
@@ -721,7 +733,7 @@ func azCalibrate(ctx context.Context, c *sandbox.Cluster, w *azWorld, sc azScale
 	out := &azCalibration{}
 	climb := func(run func(workers int) azStep) ([]azStep, float64) {
 		var steps []azStep
-		best := 0.0
+		best, flat := 0.0, 0
 		for _, workers := range azCalibrationSteps {
 			prior := best
 			s := run(workers)
@@ -729,7 +741,12 @@ func azCalibrate(ctx context.Context, c *sandbox.Cluster, w *azWorld, sc azScale
 			if s.throttled == 0 {
 				best = max(best, s.rate())
 			}
-			if s.throttled > 0 || s.rate() < azRising*prior || ctx.Err() != nil {
+			if s.rate() < azRising*prior {
+				flat++
+			} else {
+				flat = 0
+			}
+			if s.throttled > 0 || flat == azFlatSteps || ctx.Err() != nil {
 				break
 			}
 		}
@@ -1263,11 +1280,15 @@ func azChildCPU() map[string]float64 {
 type azAPFState struct {
 	rejected                   map[string]float64 // "priority-level flow-schema reason"
 	currentSeats, nominalSeats map[string]float64 // by priority level
+	// What the server answered, from every client: "verb resource[/subresource]" (watches and
+	// lists aside), and by flow schema.
+	requests, dispatched map[string]float64
 }
 
 // azAPF reads the API server's /metrics (as system:masters); empty when that fails.
 func azAPF(ctx context.Context, client kubernetes.Interface) azAPFState {
-	out := azAPFState{rejected: map[string]float64{}, currentSeats: map[string]float64{}, nominalSeats: map[string]float64{}}
+	out := azAPFState{rejected: map[string]float64{}, currentSeats: map[string]float64{}, nominalSeats: map[string]float64{},
+		requests: map[string]float64{}, dispatched: map[string]float64{}}
 	raw, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return out
@@ -1297,6 +1318,16 @@ func azAPF(ctx context.Context, client kubernetes.Interface) azAPFState {
 			out.currentSeats[labels["priority_level"]] = v
 		case "apiserver_flowcontrol_nominal_limit_seats":
 			out.nominalSeats[labels["priority_level"]] = v
+		case "apiserver_request_total":
+			if verb := labels["verb"]; verb != "WATCH" && verb != "LIST" && labels["resource"] != "" {
+				resource := labels["resource"]
+				if sub := labels["subresource"]; sub != "" {
+					resource += "/" + sub
+				}
+				out.requests[strings.ToLower(verb)+" "+resource] += v
+			}
+		case "apiserver_flowcontrol_dispatched_requests_total":
+			out.dispatched[labels["flow_schema"]] += v
 		}
 	}
 	return out
