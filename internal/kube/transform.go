@@ -38,9 +38,10 @@ func TrimNode(obj any) (any, error) {
 
 // TrimPod keeps of a Pod what a drain reads to select, evict and report it: its metadata
 // (without managed fields and the last-applied configuration) and, of its spec and status,
-// the node, the volumes' kinds, tolerations, priority, grace period, host networking, phase and IP. The
-// containers, their statuses and the conditions, most of a pod's size, are dropped. Drains
-// evict by name with the pod's UID as precondition and never write a pod back.
+// the node, its emptyDir and claim volumes, tolerations, priority, grace period, host
+// networking, phase and IP. The containers, their statuses and the conditions, most of a
+// pod's size, are dropped. Drains evict by name with the pod's UID as precondition and never
+// write a pod back.
 func TrimPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -48,12 +49,16 @@ func TrimPod(obj any) (any, error) {
 	}
 	p.ManagedFields = nil
 	delete(p.Annotations, corev1.LastAppliedConfigAnnotation)
-	// Of the volumes, a drain reads which kind each is (emptyDir, a claim): the projected
-	// token and ConfigMap volumes every pod has keep only their names.
-	volumes := make([]corev1.Volume, len(p.Spec.Volumes))
-	for i, v := range p.Spec.Volumes {
-		volumes[i] = corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
-			EmptyDir: v.EmptyDir, PersistentVolumeClaim: v.PersistentVolumeClaim, Ephemeral: v.Ephemeral}}
+	// Of the volumes, a drain reads the emptyDirs (local data) and the claims (the hand-back
+	// waits for their attachments; a generic ephemeral volume's claim is named after the pod
+	// and the volume). The projected token, ConfigMap and Secret volumes every pod has are
+	// dropped: a Volume is about 260 bytes before any field, whatever its kind.
+	var volumes []corev1.Volume
+	for _, v := range p.Spec.Volumes {
+		if v.EmptyDir != nil || v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
+			volumes = append(volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
+				EmptyDir: v.EmptyDir, PersistentVolumeClaim: v.PersistentVolumeClaim, Ephemeral: v.Ephemeral}})
+		}
 	}
 	p.Spec = corev1.PodSpec{
 		NodeName: p.Spec.NodeName, Volumes: volumes, Tolerations: p.Spec.Tolerations,

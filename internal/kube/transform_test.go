@@ -150,8 +150,9 @@ func TestTrimPod(t *testing.T) {
 		len(s.Tolerations) != 1 || s.HostNetwork || got.Status.Phase != corev1.PodRunning || got.Status.PodIP != "10.0.0.7" {
 		t.Errorf("a spec or status field a drain reads was dropped: %+v %+v", s, got.Status)
 	}
-	if len(s.Volumes) != 3 || s.Volumes[0].PersistentVolumeClaim == nil || s.Volumes[0].PersistentVolumeClaim.ClaimName != "data-web" ||
-		s.Volumes[1].EmptyDir == nil || s.Volumes[2].Name != "kube-api-access-abcde" || s.Volumes[2].Projected != nil {
+	// The claim and the emptyDir stay; the projected token volume goes.
+	if len(s.Volumes) != 2 || s.Volumes[0].PersistentVolumeClaim == nil || s.Volumes[0].PersistentVolumeClaim.ClaimName != "data-web" ||
+		s.Volumes[1].EmptyDir == nil || s.Volumes[1].Name != "scratch" {
 		t.Errorf("volumes after the transform: %+v", s.Volumes)
 	}
 	if s.Containers != nil || got.Status.ContainerStatuses != nil || got.Status.Conditions != nil {
