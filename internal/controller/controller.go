@@ -196,6 +196,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The drains' claims follow the informer: renewed only once another origin waits.
+	if err := c.handler.FollowNodes(nodeInformer); err != nil {
+		return err
+	}
 	defer episodes.queue.ShutDown() // also when the informers never sync and its workers never run
 	stop := make(chan struct{})
 	factory.Start(stop)

@@ -443,8 +443,8 @@ func azReclaim(b *testing.B, sc azScale) {
 	say("AWS: %d DescribeInstances requests at the fake EC2 API; Lifeboat's count, one per lookup (whose IDs go out in chunks): %s", describe, azFormat(azDiff(after.aws, before.aws)))
 	say("SQS: Lifeboat %s; the fake endpoint saw %d calls in all, %d of them the harness's SendMessageBatch", azFormat(azDiff(after.sqs, before.sqs)),
 		after.fakeSQS-before.fakeSQS, (len(bodies)+9)/10)
-	say("Lifeboat's outcomes: evictions %s; actions %s; drains %s", azFormat(azDiff(after.evictions, before.evictions)),
-		azFormat(azDiff(after.actions, before.actions)), azFormat(azDiff(after.drains, before.drains)))
+	say("Lifeboat's outcomes: evictions %s; actions %s; drains %s; drain claims (renewed only once another origin waits) %s", azFormat(azDiff(after.evictions, before.evictions)),
+		azFormat(azDiff(after.actions, before.actions)), azFormat(azDiff(after.drains, before.drains)), azFormat(azDiff(after.claims, before.claims)))
 	say("Lease: %.0f renewals during the burst, leader lost: %v", after.kube[azKubeKey{"lease", "update", "leases", "200"}]-before.kube[azKubeKey{"lease", "update", "leases", "200"}], leaderLost)
 	hwmNote := "since the burst began (reset through /proc/self/clear_refs)"
 	if !hwmReset {
@@ -1075,14 +1075,14 @@ type azKubeKey struct{ client, verb, resource, code string }
 type azCounts struct {
 	kube                                 map[azKubeKey]float64
 	aws, sqs, evictions, actions, drains map[string]float64
-	budgetChanges                        map[string]float64
+	budgetChanges, claims                map[string]float64
 	fakeDescribe, fakeSQS                int
 }
 
 func azSnapshot(m *metrics.Metrics, fake *fakeaws.Server) azCounts {
 	out := azCounts{kube: map[azKubeKey]float64{}, aws: map[string]float64{}, sqs: map[string]float64{},
 		evictions: map[string]float64{}, actions: map[string]float64{}, drains: map[string]float64{}, budgetChanges: map[string]float64{},
-		fakeDescribe: fake.CallCount("ec2", "DescribeInstances"), fakeSQS: fake.CallCount("sqs", "")}
+		claims: map[string]float64{}, fakeDescribe: fake.CallCount("ec2", "DescribeInstances"), fakeSQS: fake.CallCount("sqs", "")}
 	families, err := m.Registry.Gather()
 	if err != nil {
 		return out
@@ -1109,6 +1109,8 @@ func azSnapshot(m *metrics.Metrics, fake *fakeaws.Server) azCounts {
 				out.drains[l["result"]] += float64(s.GetHistogram().GetSampleCount())
 			case "lifeboat_kube_request_limit_changes_total":
 				out.budgetChanges[l["reason"]] += v
+			case "lifeboat_drain_claims_total":
+				out.claims[l["event"]] += v
 			}
 		}
 	}

@@ -199,3 +199,101 @@ func TestAgentAndControllerOnOneCluster(t *testing.T) {
 		t.Errorf("%s: intents from %v, want the agent's rebalance and the controller's Spot warning", held.Name, origins)
 	}
 }
+
+// The controller's claim on a drain nobody waits for is never renewed; once an agent with a
+// Spot warning for the node waits (it contests the claim), the controller renews every
+// OwnerRenew, so the agent does not take over past the lease while the controller's drain is
+// held by a disruption budget. The node is drained once, and the agent only
+// finishes its own notice.
+func TestControllerRenewsOnlyOnceAnAgentWaits(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 1)
+	held := w.nodes[0]
+	id := interruption.InstanceIDOf(held)
+	hook := newWebhookCounter(t)
+	for i := range 2 {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: fmt.Sprintf("held-%d", i), Labels: map[string]string{"app": "held"}},
+			Spec: corev1.PodSpec{NodeName: held.Name, Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
+		if _, err := w.c.Client.CoreV1().Pods("shop").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "held"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "held"}}}}
+	if _, err := w.c.Client.PolicyV1().PodDisruptionBudgets("shop").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A queue's rebalance recommendation drains by NODE_TERMINATION_GRACE_PERIOD: ten minutes.
+	w.run(t, ctx, "WEBHOOK_URL", hook.server.URL, "NODE_TERMINATION_GRACE_PERIOD", "600")
+	w.send(t, ctx, fakeaws.RebalanceRecommendation(id, time.Now()))
+	record := func() interruption.Record {
+		r, _ := interruption.ReadRecord(w.node(t, ctx, held))
+		return r
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		r := record()
+		return r.Owner != nil && strings.HasPrefix(r.Owner.Origin, "queue ") && w.eventCount(t, ctx, held, events.ReasonDrainStarted) == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("the controller did not start draining: record %+v", record())
+	}
+	claimed := record().Owner.Renewed
+	time.Sleep(3 * time.Second)
+	if got := w.metrics.Value("lifeboat_drain_claims_total", "event", metrics.ClaimRenewed); got != 0 {
+		t.Errorf("%v renewals while nobody waited for the drain, want none", got)
+	}
+
+	// Its deadline is later than the controller's drain's, which it leaves as it is: only the
+	// contest makes the controller renew.
+	inFifteenMinutes := time.Now().Add(15 * time.Minute).UTC().Format(time.RFC3339)
+	w.runAgent(t, ctx, held, []string{"spot", "-a", "terminate", "-t", inFifteenMinutes}, hook)
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		o := record().Owner
+		return o != nil && !o.Contested.IsZero(), nil
+	})
+	if err != nil {
+		t.Fatalf("the agent did not contest the controller's claim: record %+v", record())
+	}
+	contested := record().Owner.Contested
+	// Past the lease from the contest: had the controller not renewed, the agent would
+	// have taken over and started a second drain.
+	time.Sleep(time.Until(contested.Add(interruption.OwnerLease + 8*time.Second)))
+	o := record().Owner
+	switch {
+	case o == nil || !strings.HasPrefix(o.Origin, "queue "):
+		t.Errorf("the controller's claim was taken over: %+v", o)
+	case !o.Renewed.After(contested) || !o.Renewed.After(claimed):
+		t.Errorf("claim %+v not renewed since the contest at %v", o, contested)
+	}
+	if got := w.metrics.Value("lifeboat_drain_claims_total", "event", metrics.ClaimRenewed); got < 2 {
+		t.Errorf("%v renewals in the lease after the contest, want 2 (every %v)", got, interruption.OwnerRenew)
+	}
+	if got := w.eventCount(t, ctx, held, events.ReasonDrainStarted); got != 1 {
+		t.Errorf("%d drains started while the controller's is held, want 1", got)
+	}
+	if err := w.c.Client.PolicyV1().PodDisruptionBudgets("shop").Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	w.waitDrained(t, ctx, held, notice.ID(notice.Rebalance, id, ""))
+	w.waitDrained(t, ctx, held, notice.ID(notice.SpotInterruption, id, "terminate"))
+	time.Sleep(2 * time.Second) // a second drain or webhook would show by now
+	if r := record(); r.Owner != nil {
+		t.Errorf("the claim outlived the drain: %+v", r.Owner)
+	}
+	if got := w.eventCount(t, ctx, held, events.ReasonDrainStarted); got != 1 {
+		t.Errorf("%d drains started, want 1", got)
+	}
+	if got := w.eventCount(t, ctx, held, events.ReasonDrained); got != 1 {
+		t.Errorf("%d %s Events, want 1", got, events.ReasonDrained)
+	}
+	// The controller reported the drain (this harness gives it no webhook); the agent, which
+	// only finished its own notice, reports nothing.
+	if got := hook.naming(held.Name); got != 0 {
+		t.Errorf("%d webhook notifications from the agent, want none", got)
+	}
+	if got := w.metrics.Value("lifeboat_drain_claims_total", "event", metrics.ClaimLost); got != 0 {
+		t.Errorf("the controller lost its claim %v times", got)
+	}
+}

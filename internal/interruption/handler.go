@@ -19,6 +19,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/drain"
@@ -131,6 +132,10 @@ type Handler struct {
 
 	mu       sync.Mutex
 	draining map[string]*drain.Deadline // the deadline of each drain running in this process
+	owning   map[string]*renewals       // the claim of each drain running in this process
+	// followedNodes is the node informer's store once FollowNodes was called; nil when the
+	// process does not follow the nodes' updates.
+	followedNodes cache.Store
 }
 
 // NewHandler builds a Handler from the configuration.
@@ -140,7 +145,7 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 	h := &Handler{
 		cfg: c, client: client, writer: w, log: logger,
 		cordonClient: client, cordonWriter: w, done: newDoneNotices(),
-		draining: map[string]*drain.Deadline{}, holder: holderName(), ownerRenew: OwnerRenew,
+		draining: map[string]*drain.Deadline{}, owning: map[string]*renewals{}, holder: holderName(), ownerRenew: OwnerRenew,
 	}
 	opts := wiring.Drain(c, client, logger)
 	opts.Observer = &blockReporter{h: h, lastNodeEvent: map[string]time.Time{}}

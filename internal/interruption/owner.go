@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/metrics"
@@ -25,14 +26,28 @@ type Owner struct {
 	Origin  string    `json:"origin"`
 	Holder  string    `json:"holder,omitempty"`
 	Renewed time.Time `json:"renewed"`
+	// Contested is when a Lifeboat of another origin, with a drain of its own to do, first
+	// found the claim. Renewals matter only to such a Lifeboat: an owner that follows the
+	// node's updates (the controller) renews only from then on, and the lease runs from the
+	// later of the two times. Zero while nobody waits.
+	Contested time.Time `json:"contested,omitzero"`
 }
 
-// Ownership timing: a drain renews every OwnerRenew and is taken over when not renewed for
-// OwnerLease. A renewal that fails is tried again every ownerRetry, so the lease outlasts a
-// few failures without renewals more often than twice a lease (each one is a write that every
-// node watcher receives, and an Availability Zone reclaimed at once drains a thousand nodes
-// for minutes). A waiting process looks again every ownerPoll, so it finishes its own
-// notices soon after the owner's drain.
+// heard is when the owner's lease last started: its last renewal, or the contest that asked
+// it to renew.
+func (o Owner) heard() time.Time {
+	if o.Contested.After(o.Renewed) {
+		return o.Contested
+	}
+	return o.Renewed
+}
+
+// Ownership timing: a contested drain renews every OwnerRenew and is taken over when not
+// renewed for OwnerLease after the later of its last renewal and the contest. A renewal that
+// fails is tried again every ownerRetry, so the lease outlasts a few failures without
+// renewals more often than twice a lease (each one is a write that every node watcher
+// receives). A waiting process looks again every ownerPoll, so it finishes its own notices
+// soon after the owner's drain.
 const (
 	OwnerLease = 60 * time.Second
 	OwnerRenew = 30 * time.Second
@@ -41,13 +56,26 @@ const (
 )
 
 // heldElsewhere reports until when another origin's owner holds the episode, if it does. An
-// owner none of whose notices is still open holds nothing: it has no drain to run.
+// owner none of whose notices is still open holds nothing: it has no drain to run. A claim
+// nobody contested yet holds for a whole lease from now: the owner may not have renewed since
+// it claimed, and it is told to by the contest the caller's claim writes (claimEdit).
 func (r Record) heldElsewhere(origin string, now time.Time) (time.Time, bool) {
 	if r.Owner == nil || r.Owner.Origin == origin || !r.openFrom(r.Owner.Origin) {
 		return time.Time{}, false
 	}
-	until := r.Owner.Renewed.Add(OwnerLease)
+	if r.Owner.Contested.IsZero() {
+		return now.Add(OwnerLease), true
+	}
+	until := r.Owner.heard().Add(OwnerLease)
 	return until, now.Before(until)
+}
+
+// waitsForOwner reports whether this origin waits for another origin's owner, decided
+// without a write: the claim is held and already contested (an uncontested one is contested
+// by the caller's claim first).
+func (r Record) waitsForOwner(origin string, now time.Time) (time.Time, bool) {
+	until, held := r.heldElsewhere(origin, now)
+	return until, held && !r.Owner.Contested.IsZero()
 }
 
 // openFrom reports whether a notice taken from origin is open in the episode: recorded,
@@ -61,10 +89,12 @@ func (r Record) openFrom(origin string) bool {
 	return false
 }
 
-// ownedFresh reports whether this origin owns the episode, renewed within OwnerRenew: a
-// claim would only rewrite the time.
-func (r Record) ownedFresh(origin string, now time.Time) bool {
-	return r.Owner != nil && r.Owner.Origin == origin && now.Sub(r.Owner.Renewed) < OwnerRenew
+// ownedFresh reports whether this process owns the episode and a claim would only rewrite
+// the time: nobody contests it, or it was renewed within OwnerRenew. A claim its origin's
+// previous process left (a restart, a new leader) is rewritten once, to name this one.
+func (r Record) ownedFresh(origin, holder string, now time.Time) bool {
+	return r.Owner != nil && r.Owner.Origin == origin && r.Owner.Holder == holder &&
+		(r.Owner.Contested.IsZero() || now.Sub(r.Owner.Renewed) < OwnerRenew)
 }
 
 // ownerWait is how long to wait before looking again at an episode another origin owns.
@@ -73,11 +103,11 @@ func ownerWait(until time.Time) time.Duration {
 }
 
 // claimEdit makes this process the episode's owner, renewing the time, unless another
-// origin holds it. A claim of this origin's renewed within OwnerRenew is left as it is
-// (copies of a notice write nothing), unless renew says to write the time anyway (the
-// running drain's renewals). It sets *claimed (when not nil) to whether the node is ours
-// after the edit; it is decided on the node being written, so a retry after a conflict
-// decides afresh.
+// origin holds it; a claim of another origin nobody contested yet is contested instead. A
+// claim of this origin's that is fresh (ownedFresh) is left as it is (copies of a notice
+// write nothing), unless renew says to write the time anyway (the running drain's
+// renewals). It sets *claimed (when not nil) to whether the node is ours after the edit; it
+// is decided on the node being written, so a retry after a conflict decides afresh.
 func (h *Handler) claimEdit(claimed *bool, renew bool) nodes.Edit {
 	return editRecord(func(r *Record) {
 		now := time.Now()
@@ -85,10 +115,20 @@ func (h *Handler) claimEdit(claimed *bool, renew bool) nodes.Edit {
 		if claimed != nil {
 			*claimed = !held
 		}
-		if held || (!renew && r.ownedFresh(h.Origin, now)) {
+		if held {
+			if r.Owner.Contested.IsZero() {
+				r.Owner.Contested = now.UTC().Truncate(time.Second)
+			}
 			return
 		}
-		r.Owner = &Owner{Origin: h.Origin, Holder: h.holder, Renewed: now.UTC().Truncate(time.Second)}
+		if !renew && r.ownedFresh(h.Origin, h.holder, now) {
+			return
+		}
+		var contested time.Time // a contest stands for this origin's later processes too
+		if r.Owner != nil && r.Owner.Origin == h.Origin {
+			contested = r.Owner.Contested
+		}
+		r.Owner = &Owner{Origin: h.Origin, Holder: h.holder, Renewed: now.UTC().Truncate(time.Second), Contested: contested}
 	})
 }
 
@@ -120,7 +160,7 @@ func (h *Handler) disownEdit() nodes.Edit {
 // whether the claim holds; when another origin owns the episode, the caller waits.
 func (h *Handler) claim(ctx context.Context, node *corev1.Node) (*corev1.Node, bool, error) {
 	rec, _ := ReadRecord(node)
-	if rec.ownedFresh(h.Origin, time.Now()) {
+	if rec.ownedFresh(h.Origin, h.holder, time.Now()) {
 		return node, true, nil
 	}
 	var claimed bool
@@ -144,28 +184,83 @@ func keptByDrain(n *corev1.Node) *corev1.Node {
 	return kept
 }
 
-// keepOwnership renews the claim every OwnerRenew (h.ownerRenew; a failed renewal every
-// ownerRetry) while the drain runs, and brings the drain forward when another Lifeboat
-// recorded an earlier deadline for the node meanwhile. The returned context ends when the
-// claim is lost (another origin took over, or no renewal got through for OwnerLease): the
-// drain stops rather than run twice. node is the node as claimed: each renewal patches from
-// the node the last one wrote, so that a renewal costs one request unless someone else wrote
-// the node since (a conflict re-reads it). Between renewals nothing waits: a timer starts
-// each one (a thousand drains at once would otherwise park a thousand goroutines).
+// FollowNodes has the claims of the drains this process runs follow the informer's updates
+// of their nodes, instead of being renewed every OwnerRenew whether or not anyone waits: a
+// drain then renews only once another origin contests its claim (its renewals come at the
+// same pace from then on), and it brings itself forward to an earlier deadline another
+// origin recorded as soon as the informer shows it. An Availability Zone reclaimed at once
+// keeps a thousand drains running for minutes, and each renewal is a write every node watcher
+// receives. Call it before the informer starts; without it (the agent, which reads its one
+// node without a watch) drains renew all along.
+func (h *Handler) FollowNodes(informer cache.SharedIndexInformer) error {
+	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			if n, ok := obj.(*corev1.Node); ok {
+				h.observe(n)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.followedNodes = informer.GetStore()
+	h.mu.Unlock()
+	return nil
+}
+
+// observe hands an informer's update of a node to the claim of the drain running on it, if
+// any.
+func (h *Handler) observe(n *corev1.Node) {
+	h.mu.Lock()
+	r := h.owning[n.Name]
+	h.mu.Unlock()
+	if r != nil {
+		r.follow(n)
+	}
+}
+
+// keepOwnership keeps the drain's claim while the drain runs, and brings the drain forward
+// when another Lifeboat recorded an earlier deadline for the node meanwhile. The claim is
+// renewed every OwnerRenew (h.ownerRenew; a failed renewal every ownerRetry): from the start
+// when this process does not follow the node's updates, else once another origin contests
+// it (FollowNodes). The returned context ends when the claim is lost (another origin took
+// over, or no renewal got through for OwnerLease while it counted): the drain stops rather
+// than run twice. node is the node as claimed: each renewal patches from the node the last
+// one wrote, so that a renewal costs one request unless someone else wrote the node since (a
+// conflict re-reads it). Between renewals nothing waits: a timer starts each one (a thousand
+// drains at once would otherwise park a thousand goroutines).
 func (h *Handler) keepOwnership(ctx context.Context, node *corev1.Node, log *slog.Logger) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	r := &renewals{h: h, ctx: ctx, cancel: cancel, nodeName: node.Name, last: node, renewed: time.Now(), log: log}
+	h.mu.Lock()
+	followed := h.followedNodes
+	h.mu.Unlock()
+	r := &renewals{h: h, ctx: ctx, cancel: cancel, nodeName: node.Name, log: log, always: followed == nil, last: node, heard: time.Now()}
 	// The first renewal is due OwnerRenew after the claim's time, which a fresh claim
-	// left as it was (a drain tried again soon after the last one).
-	first := h.ownerRenew
+	// left as it was (a drain tried again soon after the last one), or after its contest.
 	if rec, _ := ReadRecord(node); rec.Owner != nil && rec.Owner.Origin == h.Origin {
-		r.renewed = rec.Owner.Renewed
-		first = max(time.Until(rec.Owner.Renewed.Add(h.ownerRenew)), 0)
+		r.heard, r.contested = rec.Owner.heard(), !rec.Owner.Contested.IsZero()
 	}
-	r.mu.Lock()
-	r.timer = time.AfterFunc(first, r.renew)
-	r.mu.Unlock()
-	return ctx, r.stop
+	if r.always || r.contested {
+		r.schedule(r.heard.Add(h.ownerRenew))
+	}
+	if followed != nil {
+		h.mu.Lock()
+		h.owning[node.Name] = r
+		h.mu.Unlock()
+		// An update delivered before the line above is in the store already.
+		if obj, ok, _ := followed.GetByKey(node.Name); ok {
+			r.follow(obj.(*corev1.Node))
+		}
+	}
+	return ctx, func() {
+		h.mu.Lock()
+		if h.owning[node.Name] == r {
+			delete(h.owning, node.Name)
+		}
+		h.mu.Unlock()
+		r.stop()
+	}
 }
 
 // renewals are one drain's claim renewals (keepOwnership).
@@ -175,58 +270,111 @@ type renewals struct {
 	cancel   context.CancelFunc
 	nodeName string
 	log      *slog.Logger
+	// always renews every period, contested or not: the process does not follow the node.
+	always bool
 
 	mu      sync.Mutex
-	timer   *time.Timer
+	timer   *time.Timer // nil until a renewal is first due
+	due     time.Time   // when the timer fires; zero when it is not set
 	stopped bool
-	running sync.WaitGroup // the renewal under way, which stop waits for
+	seen    string         // the record follow last looked at
+	running sync.WaitGroup // the renewals under way, which stop waits for
 
-	// Read and written by the renewals alone, one at a time.
-	last    *corev1.Node // the node the last renewal wrote: the next one's hint
-	renewed time.Time
+	// renewing lets one renewal at a time read and write what follows it.
+	renewing  sync.Mutex
+	last      *corev1.Node // the node the last renewal wrote: the next one's hint
+	heard     time.Time    // when the lease last started (Owner.heard), by this process's account
+	contested bool
+}
+
+// schedule makes a renewal due at t, unless one is due earlier already.
+func (r *renewals) schedule(t time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped || (!r.due.IsZero() && !t.Before(r.due)) {
+		return
+	}
+	r.due = t
+	if r.timer == nil {
+		r.timer = time.AfterFunc(time.Until(t), r.renew)
+	} else {
+		r.timer.Reset(time.Until(t))
+	}
+}
+
+// follow looks at an informer's copy of the node. It only asks for a renewal: a copy may be
+// older than the claim, so what it shows is decided on the renewal's write. A contest makes
+// the claim renew from then on; another origin's claim (taken over?) or an earlier deadline
+// another origin recorded asks for a renewal at once.
+func (r *renewals) follow(n *corev1.Node) {
+	text := n.Annotations[AnnotationRecord]
+	r.mu.Lock()
+	if r.stopped || text == r.seen {
+		r.mu.Unlock()
+		return
+	}
+	r.seen = text
+	r.mu.Unlock()
+	rec, err := ReadRecord(n)
+	if err != nil || rec.Owner == nil { // no claim: given up, or a copy from before it
+		return
+	}
+	now := time.Now()
+	switch {
+	case rec.Owner.Origin != r.h.Origin:
+		r.schedule(now)
+	case !rec.Owner.Contested.IsZero():
+		r.schedule(rec.Owner.heard().Add(r.h.ownerRenew))
+	}
+	if pending := rec.Pending(r.h.cfg, ""); len(pending) > 0 && r.h.drainEndsAfter(r.nodeName, drainDeadline(pending...)) {
+		r.schedule(now)
+	}
 }
 
 // renew renews the claim once and sets the timer for the next renewal, unless the claim was
-// lost or the drain is over.
+// lost, the drain is over, or nobody needs the renewals.
 func (r *renewals) renew() {
 	r.mu.Lock()
 	if r.stopped {
 		r.mu.Unlock()
 		return
 	}
+	r.due = time.Time{}
 	r.running.Add(1)
 	r.mu.Unlock()
 	defer r.running.Done()
-	started := time.Now()
-	holds, failed := r.renewOnce()
-	if !holds {
-		r.cancel()
+	r.renewing.Lock()
+	defer r.renewing.Unlock()
+	if r.ctx.Err() != nil {
 		return
 	}
-	next := r.h.ownerRenew - time.Since(started) // the renewal's own time is part of the period
-	if failed {
-		next = min(ownerRetry, r.h.ownerRenew)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.stopped {
-		r.timer.Reset(next)
+	started := time.Now()
+	holds, failed := r.renewOnce()
+	switch {
+	case !holds:
+		r.cancel()
+	case failed:
+		r.schedule(time.Now().Add(min(ownerRetry, r.h.ownerRenew)))
+	case r.always || r.contested:
+		r.schedule(started.Add(r.h.ownerRenew)) // the renewal's own time is part of the period
 	}
 }
 
 // renewOnce sends one renewal, and reports whether the claim still holds (false once another
-// origin took the drain over or no renewal got through for OwnerLease), and whether this
-// renewal failed, to be tried again soon.
+// origin took the drain over, or no renewal got through for OwnerLease while someone could
+// be waiting), and whether this renewal failed, to be tried again soon. A claim nobody
+// contests is not rewritten: the write (or, with nothing to write, the fresh read) only
+// checks it.
 func (r *renewals) renewOnce() (holds, failed bool) {
 	h, log := r.h, r.log
 	var claimed bool
-	res, err := h.writer.Apply(r.ctx, r.nodeName, r.last, "renew the node's drain", h.claimEdit(&claimed, true))
+	res, err := h.writer.Apply(r.ctx, r.nodeName, r.last, "renew the node's drain", h.claimEdit(&claimed, r.always || r.contested))
 	switch {
 	case r.ctx.Err() != nil:
 		return false, false
 	case err != nil:
-		log.Warn("could not renew the claim on the node's drain", "err", err, "since", time.Since(r.renewed).Round(time.Second))
-		if time.Since(r.renewed) >= OwnerLease {
+		log.Warn("could not renew the claim on the node's drain", "err", err, "since", time.Since(r.heard).Round(time.Second))
+		if (r.always || r.contested) && time.Since(r.heard) >= OwnerLease {
 			h.Metrics.DrainClaim(metrics.ClaimLost)
 			log.Error("the claim on the node's drain lapsed; stopping the drain so another Lifeboat can take it over")
 			return false, true
@@ -237,9 +385,14 @@ func (r *renewals) renewOnce() (holds, failed bool) {
 		log.Warn("another Lifeboat took over the node's drain; stopping this one")
 		return false, false
 	}
-	r.renewed, r.last = time.Now(), keptByDrain(res.Node)
-	h.Metrics.DrainClaim(metrics.ClaimRenewed)
+	r.last = keptByDrain(res.Node)
 	rec, _ := ReadRecord(res.Node)
+	if o := rec.Owner; o != nil {
+		if o.Renewed.After(r.heard) {
+			h.Metrics.DrainClaim(metrics.ClaimRenewed)
+		}
+		r.heard, r.contested = o.heard(), !o.Contested.IsZero()
+	}
 	if pending := rec.Pending(h.cfg, ""); len(pending) > 0 && h.TightenDrain(r.nodeName, drainDeadline(pending...)) {
 		log.Info("the drain now ends by an earlier deadline another Lifeboat recorded", "deadline", drainDeadline(pending...))
 	}
@@ -252,7 +405,9 @@ func (r *renewals) stop() {
 	r.cancel()
 	r.mu.Lock()
 	r.stopped = true
-	r.timer.Stop()
+	if r.timer != nil {
+		r.timer.Stop()
+	}
 	r.mu.Unlock()
 	r.running.Wait()
 }

@@ -60,19 +60,24 @@ func TestOwnership(t *testing.T) {
 		InstanceID: inst, Deadline: time.Now().Add(2 * time.Minute)}
 	now := time.Now().UTC().Truncate(time.Second)
 	for _, tc := range []struct {
-		name      string
-		phase     Phase
-		owner     *Owner
-		wantWait  bool // Reconcile asks to be called again, having done nothing
-		wantLists int
+		name        string
+		phase       Phase
+		owner       *Owner
+		wantWait    bool // Reconcile asks to be called again, having drained nothing
+		wantContest bool // and it recorded that it waits (its only write)
+		wantLists   int
 	}{
-		{"another origin drains", PhaseDraining, &Owner{Origin: agentOrigin, Holder: "agent-x", Renewed: now.Add(-10 * time.Second)}, true, 0},
-		{"another origin's claim lapsed", PhaseDraining, &Owner{Origin: agentOrigin, Holder: "agent-x", Renewed: now.Add(-OwnerLease - time.Second)}, false, 1},
-		{"own origin's predecessor", PhaseDraining, &Owner{Origin: queueOrigin, Holder: "old-leader", Renewed: now}, false, 1},
-		{"no owner", PhaseDraining, nil, false, 1},
+		{"another origin drains, contested", PhaseDraining, &Owner{Origin: agentOrigin, Holder: "agent-x", Renewed: now.Add(-40 * time.Second), Contested: now.Add(-10 * time.Second)}, true, false, 0},
+		// An owner that follows its node renews only once contested: a claim renewed long
+		// ago holds a lease from the contest on.
+		{"another origin drains, not contested yet", PhaseDraining, &Owner{Origin: agentOrigin, Holder: "agent-x", Renewed: now.Add(-10 * time.Minute)}, true, true, 0},
+		{"another origin's claim lapsed after the contest", PhaseDraining, &Owner{Origin: agentOrigin, Holder: "agent-x", Renewed: now.Add(-10 * time.Minute), Contested: now.Add(-OwnerLease - time.Second)}, false, false, 1},
+		{"another origin's claim lapsed after its renewal", PhaseDraining, &Owner{Origin: agentOrigin, Holder: "agent-x", Renewed: now.Add(-OwnerLease - time.Second), Contested: now.Add(-5 * time.Minute)}, false, false, 1},
+		{"own origin's predecessor", PhaseDraining, &Owner{Origin: queueOrigin, Holder: "old-leader", Renewed: now}, false, false, 1},
+		{"no owner", PhaseDraining, nil, false, false, 1},
 		// A claim left by an origin none of whose notices is open holds nothing.
-		{"an owner without open notices", PhaseDraining, &Owner{Origin: "queue https://sqs.eu-west-1.amazonaws.com/123456789012/other", Renewed: now}, false, 1},
-		{"another origin drained it", PhaseDrained, nil, false, 0},
+		{"an owner without open notices", PhaseDraining, &Owner{Origin: "queue https://sqs.eu-west-1.amazonaws.com/123456789012/other", Renewed: now}, false, false, 1},
+		{"another origin drained it", PhaseDrained, nil, false, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -93,9 +98,18 @@ func TestOwnership(t *testing.T) {
 				if wait <= 0 || wait > ownerPoll {
 					t.Errorf("wait %v, want a look again within %v", wait, ownerPoll)
 				}
-				// The test's two reads, and none by Reconcile: decided on the copy it was given.
-				if r.Owner == nil || *r.Owner != *tc.owner || r.Phase != PhaseDraining || len(client.Actions()) != 2 {
-					t.Errorf("the owner's episode was touched (%d requests): %+v", len(client.Actions())-2, r)
+				want := *tc.owner
+				if tc.wantContest {
+					if r.Owner == nil || time.Since(r.Owner.Contested) > 2*time.Second {
+						t.Fatalf("the claim was not contested: %+v", r.Owner)
+					}
+					want.Contested = r.Owner.Contested
+				}
+				// The test's two reads, and no request by Reconcile but the contest's read
+				// and write: a wait is decided on the copy it was given.
+				requests := len(client.Actions()) - 2
+				if r.Owner == nil || *r.Owner != want || r.Phase != PhaseDraining || requests != map[bool]int{false: 0, true: 2}[tc.wantContest] {
+					t.Errorf("the owner's episode was touched (%d requests): %+v, owner %+v", requests, r, r.Owner)
 				}
 				return
 			}

@@ -66,7 +66,7 @@ func (h *Handler) Reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		if wait := time.Until(h.drainStart(pending...)); wait > 0 {
 			return wait, nil
 		}
-		if until, held := rec.heldElsewhere(h.Origin, time.Now()); held && rec.drainWanted(pending) {
+		if until, waits := rec.waitsForOwner(h.Origin, time.Now()); waits && rec.drainWanted(pending) {
 			h.Metrics.DrainClaim(metrics.ClaimWaited)
 			return ownerWait(until), nil
 		}
@@ -108,8 +108,9 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 	var done drained
 	if rec.drainWanted(pending) {
 		// One Lifeboat drains the node: another origin's owner is waited for (its drain
-		// done, this process only finishes its own notices).
-		if until, held := rec.heldElsewhere(h.Origin, time.Now()); held {
+		// done, this process only finishes its own notices). A claim nobody contested yet
+		// is contested by the claim below, which then waits.
+		if until, waits := rec.waitsForOwner(h.Origin, time.Now()); waits {
 			h.Metrics.DrainClaim(metrics.ClaimWaited)
 			log.Debug("another Lifeboat drains the node; waiting for it", "owner", rec.Owner.Origin, "holder", rec.Owner.Holder)
 			return ownerWait(until), nil
@@ -120,7 +121,7 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		}
 		if !owned {
 			h.Metrics.DrainClaim(metrics.ClaimWaited)
-			log.Info("another Lifeboat claimed the node's drain first; waiting for it")
+			log.Info("another Lifeboat drains the node; told it this one waits, and waiting for it")
 			return ownerPoll, nil
 		}
 		node = claimed
@@ -267,6 +268,15 @@ func (h *Handler) TightenDrain(node string, t time.Time) bool {
 	d := h.draining[node]
 	h.mu.Unlock()
 	return d != nil && d.Tighten(t)
+}
+
+// drainEndsAfter reports whether a drain runs on node in this process with a deadline later
+// than t.
+func (h *Handler) drainEndsAfter(node string, t time.Time) bool {
+	h.mu.Lock()
+	d := h.draining[node]
+	h.mu.Unlock()
+	return d != nil && t.Before(d.Time())
 }
 
 // drained is what a drain by this process did, for the Event, the webhook, the record and
@@ -504,7 +514,7 @@ func workOf(n *corev1.Node, origin string) *Record {
 		rec.Owner = nil // this origin's own claim, renewed or not
 	default:
 		owner := *rec.Owner
-		owner.Renewed = time.Time{} // a waiting process looks again by itself (ownerWait)
+		owner.Renewed, owner.Contested = time.Time{}, time.Time{} // a waiting process looks again by itself (ownerWait)
 		rec.Owner = &owner
 	}
 	return &rec

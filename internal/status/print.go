@@ -65,7 +65,10 @@ func printTable(w io.Writer, r *Report) error {
 	for _, n := range r.Nodes {
 		fmt.Fprintf(w, "\n%s", n.Name)
 		if o := n.Owner; o != nil {
-			fmt.Fprintf(w, ": drained by %s (%s), renewed %s ago", o.Origin, dash(o.Holder), r.At.Sub(o.Renewed).Round(time.Second))
+			fmt.Fprintf(w, ": drained by %s (%s), claimed or renewed %s ago", o.Origin, dash(o.Holder), r.At.Sub(o.Renewed).Round(time.Second))
+			if o.Contested != nil {
+				fmt.Fprintf(w, ", another Lifeboat waiting since %s ago", r.At.Sub(*o.Contested).Round(time.Second))
+			}
 		}
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

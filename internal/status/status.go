@@ -63,6 +63,9 @@ type Owner struct {
 	Origin  string    `json:"origin"`
 	Holder  string    `json:"holder,omitempty"`
 	Renewed time.Time `json:"renewed"`
+	// Contested is when a Lifeboat of another origin started waiting for the drain; the
+	// owner renews only from then on (see interruption.Owner).
+	Contested *time.Time `json:"contested,omitempty"`
 }
 
 // Notice is one notice of the episode.
@@ -172,6 +175,9 @@ func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Co
 	}
 	if o := rec.Owner; o != nil {
 		n.Owner = &Owner{Origin: o.Origin, Holder: o.Holder, Renewed: o.Renewed}
+		if !o.Contested.IsZero() {
+			n.Owner.Contested = &o.Contested
+		}
 	}
 	for _, i := range rec.Intents {
 		if !rec.Has(i.ID) {

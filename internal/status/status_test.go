@@ -42,7 +42,7 @@ func episodeNode(name string, deadline, renewed time.Time) *corev1.Node {
 			{ID: "asg-term-i-0123456789abcdef0", Kind: "asg-termination", Source: "queue", InstanceID: "i-0123456789abcdef0", Deadline: deadline.Add(time.Hour), Origin: "queue q",
 				Lifecycle: &interruption.IntentLifecycle{Group: "workers", Hook: "drain", Token: "t"}},
 		},
-		Owner:     &interruption.Owner{Origin: "queue q", Holder: "lifeboat-0/1", Renewed: renewed},
+		Owner:     &interruption.Owner{Origin: "queue q", Holder: "lifeboat-0/1", Renewed: renewed, Contested: renewed.Add(-20 * time.Second)},
 		Handback:  &interruption.HandbackRecord{PodIPs: []string{"10.0.0.7"}}, // an evicted pod's IP
 		Heartbeat: &interruption.Heartbeat{Notice: "asg-term-i-0123456789abcdef0", Count: 1, Last: renewed},
 	}
@@ -184,7 +184,7 @@ func TestStatus(t *testing.T) {
 		return ""
 	}
 	for key, want := range map[string][]string{
-		"drained by":    {"queue q (lifeboat-0/1), renewed 5s ago"},
+		"drained by":    {"queue q (lifeboat-0/1), claimed or renewed 5s ago, another Lifeboat waiting since 25s ago"},
 		"shop/web-0":    {"held", "PodDisruptionBudget web allows no disruption now (needs 2 healthy pods and has 2)"},
 		"shop/batch-0":  {"leaves last"},
 		"pv-db-0":       {"attached"},
