@@ -47,7 +47,10 @@ func (p *Phase) UnmarshalText(b []byte) error {
 //
 // Version 2 added Intents: the work a notice asks for lives on the Node, not in a queue
 // message, so a version-1 binary (which would drop them on its next write) must not touch it.
-const RecordVersion = 2
+// Version 3 added Owner.Contested: a controller renews its claim only once contested, so a
+// version-2 binary waiting for the drain would take it over a lease after the claim, and
+// would drop the contest on its next write.
+const RecordVersion = 3
 
 // Record is what Lifeboat remembers about a node's interruption: its open episode (one
 // stretch of interruption work: the notices, the phase, the deadline, the webhook claim) and
