@@ -104,6 +104,24 @@ func (w *intakeWorld) runAgent(t *testing.T, ctx context.Context, node *corev1.N
 	})
 }
 
+// addHeldPods puts two pods on the node that a PodDisruptionBudget ("held", in namespace
+// shop) lets none of leave until the test deletes it.
+func (w *intakeWorld) addHeldPods(t *testing.T, ctx context.Context, node *corev1.Node) {
+	t.Helper()
+	for i := range 2 {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: fmt.Sprintf("held-%d", i), Labels: map[string]string{"app": "held"}},
+			Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
+		if _, err := w.c.Client.CoreV1().Pods("shop").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "held"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "held"}}}}
+	if _, err := w.c.Client.PolicyV1().PodDisruptionBudgets("shop").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // An agent on every node and a controller reading the queue, as a cluster may run them while
 // moving from one mode to the other: each node is drained once and reported once.
 //   - the same Spot warning from instance metadata and from the queue: one notice, taken by
@@ -120,18 +138,7 @@ func TestAgentAndControllerOnOneCluster(t *testing.T) {
 	hook := newWebhookCounter(t)
 	w.addPods(t, ctx, same, "web", 2)
 	// The held node's pods may not leave until the test lets them.
-	for i := range 2 {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: fmt.Sprintf("held-%d", i), Labels: map[string]string{"app": "held"}},
-			Spec: corev1.PodSpec{NodeName: held.Name, Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
-		if _, err := w.c.Client.CoreV1().Pods("shop").Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "held"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "held"}}}}
-	if _, err := w.c.Client.PolicyV1().PodDisruptionBudgets("shop").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	w.addHeldPods(t, ctx, held)
 
 	inTwoMinutes := time.Now().Add(2 * time.Minute).UTC().Format(time.RFC3339)
 	w.runAgent(t, ctx, same, []string{"spot", "-a", "terminate", "-t", inTwoMinutes}, hook)
@@ -212,18 +219,7 @@ func TestControllerRenewsOnlyOnceAnAgentWaits(t *testing.T) {
 	held := w.nodes[0]
 	id := interruption.InstanceIDOf(held)
 	hook := newWebhookCounter(t)
-	for i := range 2 {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: fmt.Sprintf("held-%d", i), Labels: map[string]string{"app": "held"}},
-			Spec: corev1.PodSpec{NodeName: held.Name, Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
-		if _, err := w.c.Client.CoreV1().Pods("shop").Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "held"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "held"}}}}
-	if _, err := w.c.Client.PolicyV1().PodDisruptionBudgets("shop").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	w.addHeldPods(t, ctx, held)
 	// A queue's rebalance recommendation drains by NODE_TERMINATION_GRACE_PERIOD: ten minutes.
 	w.run(t, ctx, "WEBHOOK_URL", hook.server.URL, "NODE_TERMINATION_GRACE_PERIOD", "600")
 	w.send(t, ctx, fakeaws.RebalanceRecommendation(id, time.Now()))

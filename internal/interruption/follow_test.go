@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -68,9 +69,7 @@ func ownerOf(t *testing.T, ctx context.Context, client kubernetes.Interface) *Ow
 // an earlier deadline another origin records brings the drain forward at once; a claim taken
 // over stops the drain.
 func TestFollowedClaimRenewsOnceContested(t *testing.T) {
-	inst := "i-0123456789abcdef0"
-	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
-		InstanceID: inst, Deadline: time.Now().Add(10 * time.Minute)}
+	spot := spotInTenMinutes()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	claimed := time.Now().UTC().Truncate(time.Second)
@@ -134,9 +133,7 @@ func TestFollowedClaimRenewsOnceContested(t *testing.T) {
 // A contest the informer delivered before the drain began to follow its node is found in the
 // informer's store: the claim still renews.
 func TestFollowedClaimFindsAnEarlierContest(t *testing.T) {
-	inst := "i-0123456789abcdef0"
-	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
-		InstanceID: inst, Deadline: time.Now().Add(10 * time.Minute)}
+	spot := spotInTenMinutes()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	client := fake.NewSimpleClientset(ownedNode(t, PhaseDraining, &Owner{Origin: queueOrigin, Holder: holderName(), Renewed: time.Now().UTC()}, spot))
@@ -158,14 +155,18 @@ func TestFollowedClaimFindsAnEarlierContest(t *testing.T) {
 	}
 }
 
+// spotInTenMinutes is a Spot warning from the queue for the instance of ownedNode's node.
+func spotInTenMinutes() notice.Notice {
+	inst := "i-0123456789abcdef0"
+	return notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
+		InstanceID: inst, Deadline: time.Now().Add(10 * time.Minute)}
+}
+
 // waitFor polls cond until it holds, failing the test after 5 s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5 s")
-		}
-		time.Sleep(5 * time.Millisecond)
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatal("condition not met within 5 s")
 	}
 }
