@@ -61,7 +61,8 @@ type Controller struct {
 	// (tests shorten it).
 	heartbeatUnit time.Duration
 
-	// starting bounds notices between receipt and their record on the Node (WORKERS).
+	// starting bounds notices between receipt and their ownership and deadline being known
+	// (WORKERS): the EC2 and Auto Scaling lookups in flight at once.
 	starting chan struct{}
 	// episodes is the per-node reconciler while Run runs.
 	episodes atomic.Pointer[reconciler]
@@ -465,6 +466,10 @@ func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resol
 		// Rebalance recommendations and state changes: the drain budget from receipt.
 		n.Deadline = time.Now().Add(time.Duration(c.cfg.NodeTerminationGracePeriod) * time.Second)
 	}
+	// The slot bounds what is asked of AWS at once. The node write waits for its turn in the
+	// request budget's urgent lane, paced by the API server's answers: held through it, ten
+	// slots kept an Availability Zone's thousand cordons to about a hundred a second.
+	release()
 	err = c.handler.Intake(ctx, n, verdict.Node.Name, verdict.Node)
 	switch {
 	case err == nil:
