@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -50,7 +51,7 @@ func KubeClients(base *rest.Config, c *config.Config, m *metrics.Metrics) (*Clie
 		InFlight: func(lane string) int { return budget.InFlight(laneOf(lane)) },
 	})
 	paced := func(name string, lane pacing.Lane) (kubernetes.Interface, error) {
-		rc := kube.Instrumented(base, name, kube.Observers{m, budget})
+		rc := kube.Instrumented(withProtobuf(base), name, kube.Observers{m, budget})
 		budget.Configure(rc, lane)
 		cs, err := kubernetes.NewForConfig(rc)
 		if err != nil {
@@ -69,10 +70,22 @@ func KubeClients(base *rest.Config, c *config.Config, m *metrics.Metrics) (*Clie
 	if out.Events, err = paced("events", pacing.Background); err != nil {
 		return nil, err
 	}
-	lease := kube.Instrumented(base, "lease", m)
+	lease := kube.Instrumented(withProtobuf(base), "lease", m)
 	lease.RateLimiter, lease.QPS, lease.Burst = nil, leaseQPS, leaseBurst
 	if out.Lease, err = kubernetes.NewForConfig(lease); err != nil {
 		return nil, fmt.Errorf("kubernetes client lease: %w", err)
 	}
 	return out, nil
+}
+
+// withProtobuf asks for Kubernetes' protobuf encoding, as the cluster's own components do. The
+// API server encodes each watch event once per encoding its watchers use: a JSON pod watch
+// across the cluster makes it encode every pod change a second time, in JSON, for Lifeboat
+// alone. Every type these clients read and write (core, policy, coordination, events) has a
+// protobuf form; the answers of non-resource paths still come as JSON.
+func withProtobuf(base *rest.Config) *rest.Config {
+	rc := rest.CopyConfig(base)
+	rc.ContentType = runtime.ContentTypeProtobuf
+	rc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return rc
 }

@@ -3,16 +3,22 @@ package wiring
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"lifeboat.dev/lifeboat/internal/config"
@@ -157,5 +163,67 @@ func TestBudgetYieldsToASmallPriorityLevel(t *testing.T) {
 	}
 	if otherServed.Load() == 0 || otherFailed.Load() > 0 {
 		t.Errorf("another controller's reads: %d served, %d failed; want all served", otherServed.Load(), otherFailed.Load())
+	}
+}
+
+// contentTypes records, per request, what a client sent and what the server answered in.
+type contentTypes struct {
+	mu   sync.Mutex
+	seen []string // "METHOD path: sent "type", answered in type"
+	next http.RoundTripper
+}
+
+func (c *contentTypes) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(req)
+	if err == nil {
+		c.mu.Lock()
+		c.seen = append(c.seen, fmt.Sprintf("%s %s: sent %q, answered in %s", req.Method, req.URL.Path, req.Header.Get("Content-Type"), resp.Header.Get("Content-Type")))
+		c.mu.Unlock()
+	}
+	return resp, err
+}
+
+// TestClientsSpeakProtobuf: every client reads and writes Kubernetes objects in protobuf (a
+// merge patch stays JSON), against the real API server.
+func TestClientsSpeakProtobuf(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{NoKwok: true})
+	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := nodes[0].Name
+	base := rest.CopyConfig(c.AdminConfig)
+	recorded := &contentTypes{}
+	base.Wrap(func(rt http.RoundTripper) http.RoundTripper { recorded.next = rt; return recorded })
+	clients, err := KubeClients(base, &config.Config{KubeAPIBurst: 200}, metrics.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clients.Main.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clients.Cordon.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	event := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", GenerateName: "lifeboat-"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: node}, Reason: "Test", Message: "protobuf", Type: corev1.EventTypeNormal}
+	if _, err := clients.Events.CoreV1().Events("default").Create(ctx, event, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clients.Lease.CoordinationV1().Leases("kube-node-lease").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	recorded.mu.Lock()
+	defer recorded.mu.Unlock()
+	want := []string{
+		`GET /api/v1/nodes/` + node + `: sent "", answered in ` + runtime.ContentTypeProtobuf,
+		`PATCH /api/v1/nodes/` + node + `: sent "` + string(types.MergePatchType) + `", answered in ` + runtime.ContentTypeProtobuf,
+		`POST /api/v1/namespaces/default/events: sent "` + runtime.ContentTypeProtobuf + `", answered in ` + runtime.ContentTypeProtobuf,
+		`GET /apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases: sent "", answered in ` + runtime.ContentTypeProtobuf,
+	}
+	if !slices.Equal(recorded.seen, want) {
+		t.Errorf("requests and answers:\n%s\nwant:\n%s", strings.Join(recorded.seen, "\n"), strings.Join(want, "\n"))
 	}
 }
