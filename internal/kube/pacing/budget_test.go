@@ -352,6 +352,52 @@ func TestBoundFollowsTheServersAnswers(t *testing.T) {
 	})
 }
 
+// While cordons keep the other lanes to a share of the bound, fast answers say nothing of
+// what the whole bound would do to the server: no raise until the bound is in use, even
+// though in the short gaps between cordons the whole bound goes out and requests wait.
+func TestBoundRisesOnlyWhenItIsUsed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		b := New(Options{Start: 32, Ceiling: 128, Interval: time.Second, Observer: rec})
+		ctx, stop := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		// Evictions, more than the bound holds, each answered at the idle pace.
+		for range 200 {
+			wg.Go(func() {
+				for {
+					done, err := b.Acquire(ctx, Ordinary)
+					if err != nil {
+						return
+					}
+					time.Sleep(100 * time.Millisecond)
+					b.KubeRequest("main", "create", "pods/eviction", "201", 100*time.Millisecond)
+					done()
+				}
+			})
+		}
+		// Cordons for ten seconds, one after another with a gap of 50 ms each second.
+		for range 10 {
+			done, err := b.Acquire(ctx, Urgent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(950 * time.Millisecond)
+			done()
+			time.Sleep(50 * time.Millisecond)
+		}
+		if got := b.Limit(); got != 32 {
+			t.Errorf("bound %g (%s) after ten seconds of cordons; want the start, 32", got, rec.last())
+		}
+		// The cordons are over: the whole bound is in use, answered at the idle pace.
+		time.Sleep(3 * time.Second)
+		if got := b.Limit(); got <= 32 || rec.last() != ReasonDemand {
+			t.Errorf("bound %g (%s) once the cordons were over; want raised on demand", got, rec.last())
+		}
+		stop()
+		wg.Wait()
+	})
+}
+
 func TestQueueingBaselineFollowsALastingChange(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
