@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
@@ -67,8 +68,9 @@ type Controller struct {
 	// episodes is the per-node reconciler while Run runs.
 	episodes atomic.Pointer[reconciler]
 
-	leading  atomic.Bool
-	consumer atomic.Pointer[sqs.Consumer] // while Run consumes the queue
+	leading    atomic.Bool
+	podsSynced atomic.Bool                  // the drains' shared pod informer has listed the cluster's pods
+	consumer   atomic.Pointer[sqs.Consumer] // while Run consumes the queue
 
 	// foreignLogged holds the notices already logged at Info as another cluster's: their
 	// message is kept for that cluster and comes back every few minutes, logged at Debug.
@@ -273,17 +275,27 @@ func (c *Controller) Run(ctx context.Context) error {
 // takes it back and stops the informer.
 func (c *Controller) shareNodePods() (stop func(), err error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(c.client, 0, informers.WithTransform(kube.TrimPod))
-	pods, err := drain.NewNodePods(factory.Core().V1().Pods().Informer())
+	informer := factory.Core().V1().Pods().Informer()
+	pods, err := drain.NewNodePods(informer)
 	if err != nil {
 		return nil, err
 	}
 	done := make(chan struct{})
 	factory.Start(done)
 	c.handler.UseNodePods(pods)
+	go func() {
+		// In a large cluster the first list of every pod takes seconds: say when it is over.
+		start := time.Now()
+		if toolscache.WaitForCacheSync(done, informer.HasSynced) {
+			c.podsSynced.Store(true)
+			c.log.Info("the drains' pod informer has listed the cluster's pods", "pods", len(informer.GetStore().ListKeys()), "took", time.Since(start).Round(time.Millisecond))
+		}
+	}()
 	return func() {
 		c.handler.UseNodePods(nil)
 		close(done)
 		factory.Shutdown()
+		c.podsSynced.Store(false)
 	}, nil
 }
 
