@@ -86,7 +86,8 @@ bench: sandbox
 ## bench-scale: an Availability Zone reclaimed at once: 2000 kwok nodes, Spot warnings for 1000 of them with 20
 ## ReplicaSet pods each, after calibrating the API server's patch and eviction rates in the same run; prints a
 ## report (times, requests and 429s, AWS calls, memory, CPU, rates against the calibrated ones). About 13 minutes
-## on 2 cores. Smaller: LIFEBOAT_SCALE_NODES, LIFEBOAT_SCALE_NOTICES, LIFEBOAT_SCALE_PODS, LIFEBOAT_SCALE_CALIBRATION.
+## on 2 cores. Smaller: LIFEBOAT_SCALE_NODES, LIFEBOAT_SCALE_NOTICES, LIFEBOAT_SCALE_PODS, LIFEBOAT_SCALE_CALIBRATION,
+## LIFEBOAT_SCALE_CALIBRATION_PODS, LIFEBOAT_SCALE_CALIBRATION_SECONDS.
 ## LIFEBOAT_SCALE_HEAP_PROFILE=file writes a heap profile at the peak live heap (go tool pprof file), and file.goroutines
 ## the goroutines at their peak, grouped by stack.
 BENCH_SCALE_OUT ?= _output/bench-scale
@@ -95,6 +96,7 @@ bench-scale: sandbox
 	@set -o pipefail; LIFEBOAT_REQUIRE_SANDBOX=1 \
 	LIFEBOAT_SCALE_NODES=$(LIFEBOAT_SCALE_NODES) LIFEBOAT_SCALE_NOTICES=$(LIFEBOAT_SCALE_NOTICES) \
 	LIFEBOAT_SCALE_PODS=$(LIFEBOAT_SCALE_PODS) LIFEBOAT_SCALE_CALIBRATION=$(LIFEBOAT_SCALE_CALIBRATION) \
+	LIFEBOAT_SCALE_CALIBRATION_PODS=$(LIFEBOAT_SCALE_CALIBRATION_PODS) LIFEBOAT_SCALE_CALIBRATION_SECONDS=$(LIFEBOAT_SCALE_CALIBRATION_SECONDS) \
 	LIFEBOAT_SCALE_HEAP_PROFILE=$(LIFEBOAT_SCALE_HEAP_PROFILE) \
 	$(GO) test -run '^$$' -bench '^BenchmarkAZReclaim$$' -benchtime 1x -v -timeout 60m ./internal/controller 2>&1 | tee $(BENCH_SCALE_OUT)/raw.txt
 

@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -62,8 +63,10 @@ import (
 //
 // In the same run, before Lifeboat starts and with kwok running, it calibrates the API server:
 // cordon-style merge patches of the nodes outside the zone (then reverted), and evictions of
-// pods kept for it on those nodes, at 4, 8, 16, 32 and 64 concurrent requests without a client
-// rate limit, LIFEBOAT_SCALE_CALIBRATION requests a step (default 600), until 429s appear or
+// pods kept for it on those nodes (LIFEBOAT_SCALE_CALIBRATION_PODS, default 8000), at 4, 8,
+// 16, 32 and 64 concurrent requests without a client rate limit, LIFEBOAT_SCALE_CALIBRATION
+// patches a step (default 600) and evictions for LIFEBOAT_SCALE_CALIBRATION_SECONDS a step
+// (default 10: long enough to pay for the deletions they cause, see azCalibration), until 429s appear or
 // the rate stops rising (two steps in a row less than 10 % above the best before them: more
 // requests in flight only wait longer, their latency grows with their number). The best rate is what the
 // server gives one client of that identity. (A rule on latency alone, the p99 doubled from
@@ -84,7 +87,8 @@ import (
 // asserted.
 //
 //	make bench-scale
-//	LIFEBOAT_SCALE_NODES=100 LIFEBOAT_SCALE_NOTICES=50 LIFEBOAT_SCALE_PODS=5 LIFEBOAT_SCALE_CALIBRATION=100 make bench-scale
+//	LIFEBOAT_SCALE_NODES=100 LIFEBOAT_SCALE_NOTICES=50 LIFEBOAT_SCALE_PODS=5 LIFEBOAT_SCALE_CALIBRATION=100 \
+//	LIFEBOAT_SCALE_CALIBRATION_PODS=500 LIFEBOAT_SCALE_CALIBRATION_SECONDS=2 make bench-scale
 func BenchmarkAZReclaim(b *testing.B) {
 	sc := azScaleFromEnv(b)
 	for range b.N {
@@ -95,7 +99,9 @@ func BenchmarkAZReclaim(b *testing.B) {
 // azScale is the benchmark's size (see BenchmarkAZReclaim).
 type azScale struct {
 	nodes, notices, pods int
-	calibration          int // requests per calibration step
+	calibration          int           // node patches per calibration step
+	evictionStep         time.Duration // how long each eviction step of the calibration lasts
+	calibrationPods      int           // pods kept for the eviction steps
 }
 
 func azScaleFromEnv(b *testing.B) azScale {
@@ -111,10 +117,12 @@ func azScaleFromEnv(b *testing.B) azScale {
 		return n
 	}
 	sc := azScale{
-		nodes:       get("LIFEBOAT_SCALE_NODES", 2000, 2),
-		notices:     get("LIFEBOAT_SCALE_NOTICES", 1000, 1),
-		pods:        get("LIFEBOAT_SCALE_PODS", 20, 1),
-		calibration: get("LIFEBOAT_SCALE_CALIBRATION", 600, 20),
+		nodes:           get("LIFEBOAT_SCALE_NODES", 2000, 2),
+		notices:         get("LIFEBOAT_SCALE_NOTICES", 1000, 1),
+		pods:            get("LIFEBOAT_SCALE_PODS", 20, 1),
+		calibration:     get("LIFEBOAT_SCALE_CALIBRATION", 600, 20),
+		evictionStep:    time.Duration(get("LIFEBOAT_SCALE_CALIBRATION_SECONDS", 10, 1)) * time.Second,
+		calibrationPods: get("LIFEBOAT_SCALE_CALIBRATION_PODS", 8000, 100),
 	}
 	if sc.notices >= sc.nodes {
 		b.Fatalf("LIFEBOAT_SCALE_NOTICES (%d) must be less than LIFEBOAT_SCALE_NODES (%d): the other nodes carry the calibration", sc.notices, sc.nodes)
@@ -194,7 +202,11 @@ func azReclaim(b *testing.B, sc azScale) {
 		if s.settled == 0 {
 			return ""
 		}
-		return fmt.Sprintf("; pods gone after %s = %.0f/s", s.settled.Round(10*time.Millisecond), float64(s.requests)/s.settled.Seconds())
+		out := fmt.Sprintf("; pods gone after %s = %.0f/s", s.settled.Round(10*time.Millisecond), float64(s.requests)/s.settled.Seconds())
+		if s.ranOut {
+			out += " (ran out of calibration pods: LIFEBOAT_SCALE_CALIBRATION_PODS)"
+		}
+		return out
 	}
 	for _, kind := range []struct {
 		name  string
@@ -233,7 +245,11 @@ func azReclaim(b *testing.B, sc azScale) {
 
 	// What the cluster shows, from two watches (the harness keeps no copies of the objects).
 	progress := newAZProgress(w)
-	if err := progress.watch(ctx, c.Client); err != nil {
+	meta, err := metadata.NewForConfig(c.AdminConfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := progress.watch(ctx, c.Client, meta); err != nil {
 		b.Fatal(err)
 	}
 
@@ -253,10 +269,16 @@ func azReclaim(b *testing.B, sc azScale) {
 	for ctx.Err() == nil && (m.Value("lifeboat_leader") < 1 || ctl.Healthy() != nil) {
 		time.Sleep(50 * time.Millisecond)
 	}
+	leading := time.Since(leadStart)
+	// A controller meets a burst long after it started: its first list of every pod is over.
+	for ctx.Err() == nil && !controller.PodsSynced(ctl) {
+		time.Sleep(50 * time.Millisecond)
+	}
 	if ctx.Err() != nil {
 		b.Fatal("the controller did not lead and consume the queue")
 	}
-	say("controller: leading and consuming after %s (informer synced on %d nodes)", time.Since(leadStart).Round(10*time.Millisecond), sc.nodes)
+	say("controller: leading and consuming after %s (node informer synced on %d nodes), the drains' pod informer synced after %s",
+		leading.Round(10*time.Millisecond), sc.nodes, time.Since(leadStart).Round(10*time.Millisecond))
 
 	// The burst.
 	bodies := make([]string, len(w.notice))
@@ -400,7 +422,8 @@ func azReclaim(b *testing.B, sc azScale) {
 	within := p.nAccepted == len(w.workload) && p.accepted <= azSpotWarning
 	say("  all evictions accepted within the %s Spot warning: %v, %d of %d (%.0f%%) were (the calibrated server could have: %v)", azSpotWarning, within,
 		p.acceptedBy(azSpotWarning), len(w.workload), 100*float64(p.acceptedBy(azSpotWarning))/needEvict, floorEvict+floorCordon <= azSpotWarning.Seconds())
-	say("  evictions accepted per 30 s from the sending: %s", p.timeline(30*time.Second))
+	say("  evictions accepted per 30 s from the sending: %s", timeline(p.acceptedAfter, 30*time.Second))
+	say("  nodes cordoned per second from the sending: %s", timeline(p.cordonedAfter, time.Second))
 
 	// Requests and calls, over the burst.
 	kubeByKind, kubeByClient := map[string]float64{}, map[string]float64{}
@@ -439,6 +462,8 @@ func azReclaim(b *testing.B, sc azScale) {
 	}
 	say("the API server during the burst, every client (requests by verb and resource, lists and watches aside, at least one per notice): %s; by flow schema: %s",
 		azFormat(served), azFormat(azDiff(apfAfter.dispatched, apfCal.dispatched)))
+	say("  lists by resource %s; watches closed on a slow watcher %s", azFormat(azDiff(apfAfter.lists, apfCal.lists)),
+		azFormat(azDiff(apfAfter.terminatedWatchers, apfCal.terminatedWatchers)))
 	describe := after.fakeDescribe - before.fakeDescribe
 	say("AWS: %d DescribeInstances requests at the fake EC2 API; Lifeboat's count, one per lookup (whose IDs go out in chunks): %s", describe, azFormat(azDiff(after.aws, before.aws)))
 	say("SQS: Lifeboat %s; the fake endpoint saw %d calls in all, %d of them the harness's SendMessageBatch", azFormat(azDiff(after.sqs, before.sqs)),
@@ -450,7 +475,7 @@ func azReclaim(b *testing.B, sc azScale) {
 	if !hwmReset {
 		hwmNote = "since the process began (could not reset it)"
 	}
-	say("memory (in-process, so the harness's two watches and bookkeeping are included; Go's soft memory limit %.0f MiB, as the chart's container sets it): "+
+	say("memory (in-process, so the harness's node watch, pod-metadata watch and bookkeeping are included; Go's soft memory limit %.0f MiB, as the chart's container sets it): "+
 		"runtime HeapInuse %.1f MiB before the burst, peak %.1f MiB; peak live heap after a GC %.1f MiB; goroutine stacks peak %.1f MiB (sampled every 100 ms); "+
 		"VmRSS peak %.1f MiB (sampled); VmHWM %.1f MiB %s; goroutines peak %d",
 		mib(azSoftMemoryLimit), mib(baseHeap), mib(peakHeap), mib(peakLive), mib(peakStacks), float64(peakRSS)/1024, float64(hwm)/1024, hwmNote, peakGoroutines)
@@ -562,7 +587,7 @@ func azBuildWorld(ctx context.Context, c *sandbox.Cluster, fake *fakeaws.Server,
 	dsOwner := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID, Controller: ptrTo(true), BlockOwnerDeletion: ptrTo(true)}
 
 	short := func(n *corev1.Node) string { return strings.TrimSuffix(n.Name, ".ec2.internal") }
-	calibrationPods := azWarmup + len(azCalibrationSteps)*sc.calibration
+	calibrationPods := azWarmup + sc.calibrationPods
 	workload := sc.notices * sc.pods
 	pod := func(i int) *corev1.Pod {
 		var ns, name string
@@ -653,6 +678,7 @@ type azStep struct {
 	// settled is, for evictions, the time from the step's start until kwok had deleted its
 	// pods too: the server's work an eviction causes, not only its answer.
 	settled time.Duration
+	ranOut  bool // a timed step that used up its pool before its time was over
 }
 
 // rate is the accepted requests per second.
@@ -678,6 +704,50 @@ func (a *azCodes) take(code string) int {
 	return n
 }
 
+// azRunTimedStep sends requests with do, workers at a time, for d or until next has no more
+// (do gets next's numbers), and times them.
+func azRunTimedStep(ctx context.Context, workers int, d time.Duration, next func() (int, bool), codes *azCodes, do func(ctx context.Context, i int) error) azStep {
+	codes.take("")
+	var (
+		mu     sync.Mutex
+		lat    []time.Duration
+		errs   int
+		ranOut bool
+	)
+	start := time.Now()
+	end := start.Add(d)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for ctx.Err() == nil && time.Now().Before(end) {
+				i, ok := next()
+				if !ok {
+					mu.Lock()
+					ranOut = true
+					mu.Unlock()
+					return
+				}
+				t := time.Now()
+				err := do(ctx, i)
+				took := time.Since(t)
+				mu.Lock()
+				lat = append(lat, took)
+				if err != nil {
+					errs++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	s := azStep{workers: workers, requests: len(lat), errors: errs, took: time.Since(start), throttled: codes.take("429"), ranOut: ranOut}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		s.p50, s.p99 = lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)]
+	}
+	return s
+}
+
 // azRunStep sends n requests with do, workers at a time, and times them.
 func azRunStep(ctx context.Context, workers, n int, codes *azCodes, do func(ctx context.Context, i int) error) azStep {
 	codes.take("")
@@ -700,6 +770,13 @@ func azRunStep(ctx context.Context, workers, n int, codes *azCodes, do func(ctx 
 
 // azCalibration is what the calibration found. bestSettled is the best eviction step's
 // pods gone per second, kwok's deletions included.
+//
+// Eviction steps last a fixed time (LIFEBOAT_SCALE_CALIBRATION_SECONDS) rather than a fixed
+// count: an eviction's answer comes before the work it causes (kwok deletes the pod, every
+// watcher hears of it), and a step of a few hundred answered in 1.5 s borrows from that work.
+// Measured with 600 a step, the best step answered 384 evictions/s while its pods went at
+// 172/s, and from one run to the next the best step ranged from 152 to 412/s; a step of
+// seconds pays for the deletions it causes, as a two-minute burst does.
 type azCalibration struct {
 	patches, evictions         []azStep
 	bestPatches, bestEvictions float64
@@ -788,9 +865,9 @@ func azCalibrate(ctx context.Context, c *sandbox.Cluster, w *azWorld, sc azScale
 	// Evictions of the calibration pods, each step its own pods, after the previous step's
 	// are gone (kwok deletes each as its eviction marks it).
 	evicted := 0
-	evict := func(ctx context.Context, i int) error {
+	evict := func(ctx context.Context, i int) error { // the pool's pod number i
 		return client.PolicyV1().Evictions("calibration").Evict(ctx, &policyv1.Eviction{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "calibration", Name: w.calibration[evicted+i]}})
+			ObjectMeta: metav1.ObjectMeta{Namespace: "calibration", Name: w.calibration[i]}})
 	}
 	waitGone := func(upTo int) error {
 		for {
@@ -810,19 +887,28 @@ func azCalibrate(ctx context.Context, c *sandbox.Cluster, w *azWorld, sc azScale
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(200 * time.Millisecond):
+			case <-time.After(500 * time.Millisecond): // a list of thousands of pods: not too often
 			}
 		}
 	}
-	azRunStep(ctx, azCalibrationSteps[0], azWarmup, codes, evict)
+	azRunStep(ctx, azCalibrationSteps[0], azWarmup, codes, evict) // pods 0 to azWarmup-1
 	evicted += azWarmup
 	if err := waitGone(evicted); err != nil {
 		return nil, err
 	}
+	var poolMu sync.Mutex
+	next := func() (int, bool) { // the pool's pods in order, each once
+		poolMu.Lock()
+		defer poolMu.Unlock()
+		if evicted >= len(w.calibration) {
+			return 0, false
+		}
+		evicted++
+		return evicted - 1, true
+	}
 	out.evictions, out.bestEvictions = climb(func(workers int) azStep {
 		start := time.Now()
-		s := azRunStep(ctx, workers, sc.calibration, codes, evict)
-		evicted += sc.calibration
+		s := azRunTimedStep(ctx, workers, sc.evictionStep, next, codes, evict)
 		if err := waitGone(evicted); err != nil {
 			s.errors = s.requests
 		}
@@ -873,7 +959,9 @@ func newAZProgress(w *azWorld) *azProgress {
 }
 
 // watch starts watching nodes and pods from now until ctx ends.
-func (p *azProgress) watch(ctx context.Context, client kubernetes.Interface) error {
+// The pods are followed by their metadata alone: the harness shares the process whose memory
+// and CPU the report gives, and a watch decoding every pod in full is its largest cost.
+func (p *azProgress) watch(ctx context.Context, client kubernetes.Interface, meta metadata.Interface) error {
 	start := func(list func(ctx context.Context) (string, error), w cache.WatchFuncWithContext, handle func(watch.Event, time.Time)) error {
 		rv, err := list(ctx)
 		if err != nil {
@@ -947,16 +1035,17 @@ func (p *azProgress) watch(ctx context.Context, client kubernetes.Interface) err
 	if err != nil {
 		return err
 	}
+	pods := meta.Resource(corev1.SchemeGroupVersion.WithResource("pods")).Namespace("shop")
 	return start(func(ctx context.Context) (string, error) {
-		l, err := client.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{Limit: 1})
+		l, err := pods.List(ctx, metav1.ListOptions{Limit: 1})
 		if err != nil {
 			return "", err
 		}
 		return l.ResourceVersion, nil
 	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		return client.CoreV1().Pods("shop").Watch(ctx, o)
+		return pods.Watch(ctx, o)
 	}, func(ev watch.Event, at time.Time) {
-		pod, ok := ev.Object.(*corev1.Pod)
+		pod, ok := ev.Object.(*metav1.PartialObjectMetadata)
 		if !ok {
 			return
 		}
@@ -988,9 +1077,9 @@ func (p *azProgress) finished() bool {
 type azTimes struct {
 	cordoned, accepted, gone, drained     time.Duration
 	nCordoned, nAccepted, nGone, nDrained int
-	cordonRate, evictionRate, goneRate    float64 // between the 10th and 90th percentile
-	peakDraining                          int     // nodes whose record said draining at once
-	acceptedAfter                         []time.Duration
+	cordonRate, evictionRate, goneRate    float64         // between the 10th and 90th percentile
+	peakDraining                          int             // nodes whose record said draining at once
+	acceptedAfter, cordonedAfter          []time.Duration // from the sending, in no order
 }
 
 // acceptedBy counts the evictions accepted within d of the sending.
@@ -1004,10 +1093,10 @@ func (t azTimes) acceptedBy(d time.Duration) int {
 	return n
 }
 
-// timeline counts the evictions accepted in each interval of the given length.
-func (t azTimes) timeline(every time.Duration) string {
+// timeline counts the events (times from the sending) in each interval of the given length.
+func timeline(after []time.Duration, every time.Duration) string {
 	var counts []int
-	for _, a := range t.acceptedAfter {
+	for _, a := range after {
 		i := int(a / every)
 		for len(counts) <= i {
 			counts = append(counts, 0)
@@ -1033,13 +1122,16 @@ func (p *azProgress) result(start time.Time) azTimes {
 		}
 		return d
 	}
-	var after []time.Duration
-	for _, t := range p.accepted {
-		if !t.IsZero() {
-			after = append(after, t.Sub(start))
+	since := func(ts []time.Time) []time.Duration {
+		var after []time.Duration
+		for _, t := range ts {
+			if !t.IsZero() {
+				after = append(after, t.Sub(start))
+			}
 		}
+		return after
 	}
-	return azTimes{acceptedAfter: after, cordoned: last(p.cordoned), accepted: last(p.accepted), gone: last(p.gone), drained: last(p.drained),
+	return azTimes{acceptedAfter: since(p.accepted), cordonedAfter: since(p.cordoned), cordoned: last(p.cordoned), accepted: last(p.accepted), gone: last(p.gone), drained: last(p.drained),
 		nCordoned: p.nCordoned, nAccepted: p.nAccepted, nGone: p.nGone, nDrained: p.nDrained,
 		cordonRate: azSustainedRate(p.cordoned), evictionRate: azSustainedRate(p.accepted), goneRate: azSustainedRate(p.gone), peakDraining: p.peakDraining}
 }
@@ -1285,12 +1377,15 @@ type azAPFState struct {
 	// What the server answered, from every client: "verb resource[/subresource]" (watches and
 	// lists aside), and by flow schema.
 	requests, dispatched map[string]float64
+	// Lists by resource, and watches the server closed on a watcher too slow to keep up (which
+	// then lists again): a client relisting thousands of pods costs more than the burst's writes.
+	lists, terminatedWatchers map[string]float64
 }
 
 // azAPF reads the API server's /metrics (as system:masters); empty when that fails.
 func azAPF(ctx context.Context, client kubernetes.Interface) azAPFState {
 	out := azAPFState{rejected: map[string]float64{}, currentSeats: map[string]float64{}, nominalSeats: map[string]float64{},
-		requests: map[string]float64{}, dispatched: map[string]float64{}}
+		requests: map[string]float64{}, dispatched: map[string]float64{}, lists: map[string]float64{}, terminatedWatchers: map[string]float64{}}
 	raw, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return out
@@ -1321,6 +1416,9 @@ func azAPF(ctx context.Context, client kubernetes.Interface) azAPFState {
 		case "apiserver_flowcontrol_nominal_limit_seats":
 			out.nominalSeats[labels["priority_level"]] = v
 		case "apiserver_request_total":
+			if labels["verb"] == "LIST" && labels["resource"] != "" {
+				out.lists[labels["resource"]] += v
+			}
 			if verb := labels["verb"]; verb != "WATCH" && verb != "LIST" && labels["resource"] != "" {
 				resource := labels["resource"]
 				if sub := labels["subresource"]; sub != "" {
@@ -1328,6 +1426,8 @@ func azAPF(ctx context.Context, client kubernetes.Interface) azAPFState {
 				}
 				out.requests[strings.ToLower(verb)+" "+resource] += v
 			}
+		case "apiserver_terminated_watchers_total":
+			out.terminatedWatchers[labels["resource"]] += v
 		case "apiserver_flowcontrol_dispatched_requests_total":
 			out.dispatched[labels["flow_schema"]] += v
 		}
