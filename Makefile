@@ -85,7 +85,7 @@ bench: sandbox
 
 ## bench-scale: an Availability Zone reclaimed at once: 2000 kwok nodes, Spot warnings for 1000 of them with 20
 ## ReplicaSet pods each, after calibrating the API server's patch and eviction rates in the same run; prints a
-## report (times, requests and 429s, AWS calls, memory, CPU, rates against the calibrated ones). About 13 minutes
+## report (times, requests and 429s, AWS calls, memory, CPU, rates against the calibrated ones). About 10 minutes
 ## on 2 cores. Smaller: LIFEBOAT_SCALE_NODES, LIFEBOAT_SCALE_NOTICES, LIFEBOAT_SCALE_PODS, LIFEBOAT_SCALE_CALIBRATION,
 ## LIFEBOAT_SCALE_CALIBRATION_PODS, LIFEBOAT_SCALE_CALIBRATION_SECONDS.
 ## LIFEBOAT_SCALE_HEAP_PROFILE=file writes a heap profile at the peak live heap (go tool pprof file), and file.goroutines
