@@ -283,17 +283,20 @@ func (c *Controller) shareNodePods() (stop func(), err error) {
 	done := make(chan struct{})
 	factory.Start(done)
 	c.handler.UseNodePods(pods)
+	watching := make(chan struct{})
 	go func() {
+		defer close(watching)
 		// In a large cluster the first list of every pod takes seconds: say when it is over.
 		start := time.Now()
 		if toolscache.WaitForCacheSync(done, informer.HasSynced) {
 			c.podsSynced.Store(true)
-			c.log.Info("the drains' pod informer has listed the cluster's pods", "pods", len(informer.GetStore().ListKeys()), "took", time.Since(start).Round(time.Millisecond))
+			c.log.Info("the drains' pod informer has listed the cluster's pods", "pods", len(informer.GetStore().ListKeys()), "took", time.Since(start).Round(time.Millisecond).String())
 		}
 	}()
 	return func() {
 		c.handler.UseNodePods(nil)
 		close(done)
+		<-watching // it ends at once with done, so that it cannot set podsSynced afterwards
 		factory.Shutdown()
 		c.podsSynced.Store(false)
 	}, nil
