@@ -88,7 +88,7 @@ import (
 //
 //	make bench-scale
 //	LIFEBOAT_SCALE_NODES=100 LIFEBOAT_SCALE_NOTICES=50 LIFEBOAT_SCALE_PODS=5 LIFEBOAT_SCALE_CALIBRATION=100 \
-//	LIFEBOAT_SCALE_CALIBRATION_PODS=500 LIFEBOAT_SCALE_CALIBRATION_SECONDS=2 make bench-scale
+//	LIFEBOAT_SCALE_CALIBRATION_PODS=1500 LIFEBOAT_SCALE_CALIBRATION_SECONDS=2 make bench-scale
 func BenchmarkAZReclaim(b *testing.B) {
 	sc := azScaleFromEnv(b)
 	for range b.N {
@@ -219,7 +219,14 @@ func azReclaim(b *testing.B, sc azScale) {
 				s.took.Round(time.Millisecond), s.rate(), s.p50.Round(100*time.Microsecond), s.p99.Round(100*time.Microsecond), s.throttled, s.errors, settled(s))
 		}
 		if last := kind.steps[len(kind.steps)-1]; len(kind.steps) < len(azCalibrationSteps) {
-			say("    stopped at %d in flight: %s", last.workers, map[bool]string{true: "429s", false: "the rate stopped rising"}[last.throttled > 0])
+			why := "the rate stopped rising"
+			switch {
+			case last.throttled > 0:
+				why = "429s"
+			case last.ranOut:
+				why = "no calibration pods left"
+			}
+			say("    stopped at %d in flight: %s", last.workers, why)
 		}
 	}
 
@@ -823,7 +830,7 @@ func azCalibrate(ctx context.Context, c *sandbox.Cluster, w *azWorld, sc azScale
 			} else {
 				flat = 0
 			}
-			if s.throttled > 0 || flat == azFlatSteps || ctx.Err() != nil {
+			if s.throttled > 0 || flat == azFlatSteps || s.ranOut || ctx.Err() != nil {
 				break
 			}
 		}
