@@ -67,8 +67,8 @@ const (
 
 // Defaults for Options left zero. The start is the concurrency at which the AZ benchmark's
 // calibration found the sandbox's API server at its best for evictions: in ten-second steps,
-// 64 in flight had 10-35 % more evictions answered than 32, but the p99 answer took 0.5-0.8 s
-// against 0.3 s, and their pods went at 79-117/s against 104-114/s (the deletions evictions
+// 64 in flight had 1-35 % more evictions answered than 32, but the p99 answer took 0.5-0.8 s
+// against 0.3 s, and their pods went at 69-117/s against 104-121/s (the deletions evictions
 // cause fell behind). The ceiling is about
 // what the chart's priority level may hold with borrowing, and a fifth of the seats a
 // kube-apiserver has in all by default (400 + 200 in flight): more of Lifeboat's requests at
