@@ -274,9 +274,9 @@ func (c *Controller) Run(ctx context.Context) error {
 // shareNodePods starts the pod informer the drains share and hands it to the handler; stop
 // takes it back and stops the informer.
 func (c *Controller) shareNodePods() (stop func(), err error) {
-	factory := informers.NewSharedInformerFactoryWithOptions(c.client, 0, informers.WithTransform(kube.TrimPod))
+	factory := informers.NewSharedInformerFactory(c.client, 0)
 	informer := factory.Core().V1().Pods().Informer()
-	pods, err := drain.NewNodePods(informer)
+	pods, err := drain.NewNodePods(informer) // it keeps drain.Pods, a third of a corev1.Pod
 	if err != nil {
 		return nil, err
 	}

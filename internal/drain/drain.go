@@ -57,8 +57,8 @@ type Options struct {
 // and Unblocked once for that pod when its eviction ends either way. Calls come from the
 // drain's workers, concurrently.
 type Observer interface {
-	Blocked(pod *corev1.Pod, by Blocker)
-	Unblocked(pod *corev1.Pod, by Blocker, evicted bool)
+	Blocked(pod *Pod, by Blocker)
+	Unblocked(pod *Pod, by Blocker, evicted bool)
 }
 
 // Blocker is what refuses a pod's eviction.
@@ -142,9 +142,9 @@ func outcomeOf(c Candidate) PodOutcome {
 	}
 	for _, v := range c.Pod.Spec.Volumes {
 		switch {
-		case v.PersistentVolumeClaim != nil:
-			out.Claims = append(out.Claims, c.Pod.Namespace+"/"+v.PersistentVolumeClaim.ClaimName)
-		case v.Ephemeral != nil: // a generic ephemeral volume's claim is named after the pod
+		case v.ClaimName != "":
+			out.Claims = append(out.Claims, c.Pod.Namespace+"/"+v.ClaimName)
+		case v.Ephemeral: // a generic ephemeral volume's claim is named after the pod
 			out.Claims = append(out.Claims, c.Pod.Namespace+"/"+c.Pod.Name+"-"+v.Name)
 		}
 	}
@@ -235,7 +235,7 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 	// The tracker follows the node from before the list when a shared informer feeds it, so
 	// that nothing between the list and the selection is missed.
 	tr := newTracker(nil)
-	var pods []*corev1.Pod
+	var pods []*Pod
 	var rv string
 	var err error
 	if d.opts.Pods != nil {
@@ -371,7 +371,7 @@ func (d *Drainer) evictInTiers(ctx context.Context, candidates []Candidate, out 
 // evictAtLast evicts a pod marked not to disrupt at the latest moment that still gives it
 // its whole grace period before the deadline (at once when that has passed), then waits for
 // it to be gone. A deadline brought forward brings the moment forward too.
-func (d *Drainer) evictAtLast(ctx context.Context, pod *corev1.Pod, out *PodOutcome, dl *Deadline, tr *tracker) {
+func (d *Drainer) evictAtLast(ctx context.Context, pod *Pod, out *PodOutcome, dl *Deadline, tr *tracker) {
 	grace := podGrace(pod)
 	if d.opts.PodGracePeriod >= 0 {
 		grace = int64(d.opts.PodGracePeriod)
@@ -437,7 +437,7 @@ func (d *Drainer) evictTier(ctx context.Context, tier []Candidate, out []PodOutc
 //
 // Each attempt holds an eviction slot only while it waits for its turn and its answer: turn
 // is one already taken for the first attempt, or nil.
-func (d *Drainer) evictOne(ctx context.Context, pod *corev1.Pod, out *PodOutcome, dl *Deadline, tr *tracker, turn func()) {
+func (d *Drainer) evictOne(ctx context.Context, pod *Pod, out *PodOutcome, dl *Deadline, tr *tracker, turn func()) {
 	log := d.opts.Logger.With("pod", out.Pod.String(), "node", pod.Spec.NodeName)
 	backoff := d.opts.RetryMin
 	var reported *Blocker // what Blocked was told, so that Unblocked is told the same
@@ -547,7 +547,7 @@ func (d *Drainer) evict(ctx context.Context, e *policyv1.Eviction) error {
 }
 
 // forceDelete deletes a pod a budget still protects, leaving it what time is left to stop.
-func (d *Drainer) forceDelete(ctx context.Context, pod *corev1.Pod, out *PodOutcome, deadline time.Time, log *slog.Logger, tr *tracker) {
+func (d *Drainer) forceDelete(ctx context.Context, pod *Pod, out *PodOutcome, deadline time.Time, log *slog.Logger, tr *tracker) {
 	grace := max(int64(time.Until(deadline).Seconds())-1, 1)
 	if own := podGrace(pod); own < grace {
 		grace = own
@@ -685,7 +685,7 @@ func (d *Drainer) shortenLeaving(ctx context.Context, dl *Deadline, tr *tracker)
 
 // gracePeriod is the grace period to request: the override or the pod's own, cut to end
 // before the deadline. nil keeps the pod's own.
-func (d *Drainer) gracePeriod(pod *corev1.Pod, deadline time.Time) *int64 {
+func (d *Drainer) gracePeriod(pod *Pod, deadline time.Time) *int64 {
 	g, explicit := podGrace(pod), false
 	if d.opts.PodGracePeriod >= 0 {
 		g, explicit = int64(d.opts.PodGracePeriod), true
@@ -699,7 +699,7 @@ func (d *Drainer) gracePeriod(pod *corev1.Pod, deadline time.Time) *int64 {
 	return &g
 }
 
-func podGrace(pod *corev1.Pod) int64 {
+func podGrace(pod *Pod) int64 {
 	if pod.Spec.TerminationGracePeriodSeconds != nil {
 		return *pod.Spec.TerminationGracePeriodSeconds
 	}

@@ -97,9 +97,9 @@ func TestFilterMatrixIdenticalAcrossListSources(t *testing.T) {
 		"watch cache": APILister{Client: c.Client},
 		"quorum":      APILister{Client: c.Client, Quorum: true},
 		"informer":    InformerLister{Informer: podInformer},
-		// The controller's shared informer keeps trimmed pods (kube.TrimPod): what it drops
-		// must never change a selection.
-		"shared informer, trimmed": nodePodsLister{sharedPods(t, c.Client)},
+		// The controller's shared informer keeps Pods (KeepPod): what they drop of a
+		// corev1.Pod must never change a selection.
+		"shared informer of Pods": nodePodsLister{sharedPods(t, c.Client)},
 	}
 	for _, ignoreDS := range []bool{true, false} {
 		for _, deleteLocal := range []bool{true, false} {
@@ -300,13 +300,13 @@ type observed struct {
 	said []string
 }
 
-func (o *observed) Blocked(pod *corev1.Pod, by Blocker) {
+func (o *observed) Blocked(pod *Pod, by Blocker) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.said = append(o.said, fmt.Sprintf("blocked %s by %s: %s", pod.Name, by.Budget, by.Detail))
 }
 
-func (o *observed) Unblocked(pod *corev1.Pod, by Blocker, evicted bool) {
+func (o *observed) Unblocked(pod *Pod, by Blocker, evicted bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.said = append(o.said, fmt.Sprintf("unblocked %s evicted=%v", pod.Name, evicted))
@@ -325,9 +325,9 @@ type staleLister struct {
 	ghost *corev1.Pod
 }
 
-func (l staleLister) PodsOnNode(ctx context.Context, node string) ([]*corev1.Pod, string, error) {
+func (l staleLister) PodsOnNode(ctx context.Context, node string) ([]*Pod, string, error) {
 	pods, rv, err := l.PodLister.PodsOnNode(ctx, node)
-	return append(pods, l.ghost), rv, err
+	return append(pods, NewPod(l.ghost)), rv, err
 }
 
 func TestPodAlreadyGoneDoesNotHoldTheDrain(t *testing.T) {
@@ -595,7 +595,7 @@ type patchAfterList struct {
 	pod types.NamespacedName
 }
 
-func (l patchAfterList) PodsOnNode(ctx context.Context, node string) ([]*corev1.Pod, string, error) {
+func (l patchAfterList) PodsOnNode(ctx context.Context, node string) ([]*Pod, string, error) {
 	pods, rv, err := l.APILister.PodsOnNode(ctx, node)
 	if err != nil {
 		return nil, "", err

@@ -14,7 +14,7 @@ import (
 // PodLister lists the pods bound to a node, with the resourceVersion a watch for their
 // deletion can start from. The pods may be an informer's own objects: read, never written.
 type PodLister interface {
-	PodsOnNode(ctx context.Context, node string) (pods []*corev1.Pod, resourceVersion string, err error)
+	PodsOnNode(ctx context.Context, node string) (pods []*Pod, resourceVersion string, err error)
 }
 
 // APILister lists through the API server: from its watch cache (resourceVersion=0, cheap;
@@ -25,7 +25,7 @@ type APILister struct {
 }
 
 // PodsOnNode lists the node's pods with a spec.nodeName field selector.
-func (l APILister) PodsOnNode(ctx context.Context, node string) ([]*corev1.Pod, string, error) {
+func (l APILister) PodsOnNode(ctx context.Context, node string) ([]*Pod, string, error) {
 	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()}
 	if !l.Quorum {
 		opts.ResourceVersion = "0"
@@ -34,16 +34,7 @@ func (l APILister) PodsOnNode(ctx context.Context, node string) ([]*corev1.Pod, 
 	if err != nil {
 		return nil, "", fmt.Errorf("list pods on node %s: %w", node, err)
 	}
-	return PodPointers(list.Items), list.ResourceVersion, nil
-}
-
-// PodPointers points at each of a list's pods.
-func PodPointers(items []corev1.Pod) []*corev1.Pod {
-	out := make([]*corev1.Pod, len(items))
-	for i := range items {
-		out[i] = &items[i]
-	}
-	return out
+	return PodsOf(list.Items), list.ResourceVersion, nil
 }
 
 // NodeNameIndex indexes pods by spec.nodeName in an informer.
@@ -53,19 +44,31 @@ const NodeNameIndex = "spec.nodeName"
 type InformerLister struct{ Informer cache.SharedIndexInformer }
 
 // IndexByNodeName adds NodeNameIndex to a pod informer; call it before the informer starts.
+// The informer may keep Pods (KeepPod) or corev1.Pods.
 func IndexByNodeName(inf cache.SharedIndexInformer) error {
 	return inf.AddIndexers(cache.Indexers{NodeNameIndex: func(obj any) ([]string, error) {
-		if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
-			return []string{pod.Spec.NodeName}, nil
+		switch pod := obj.(type) {
+		case *Pod:
+			return nonEmpty(pod.Spec.NodeName), nil
+		case *corev1.Pod:
+			return nonEmpty(pod.Spec.NodeName), nil
 		}
 		return nil, nil
 	}})
 }
 
-// PodsOnNode returns the informer's own pods for the node, not copies: a drain keeps them
-// until it ends, and a thousand drains at once would hold a copy of every pod they drain.
-// They are read, never written (Lifeboat evicts and deletes by name and UID).
-func (l InformerLister) PodsOnNode(ctx context.Context, node string) ([]*corev1.Pod, string, error) {
+func nonEmpty(name string) []string {
+	if name == "" {
+		return nil
+	}
+	return []string{name}
+}
+
+// PodsOnNode returns the informer's own pods for the node, not copies, when it keeps Pods
+// (KeepPod): a drain keeps them until it ends, and a thousand drains at once would hold a
+// copy of every pod they drain. They are read, never written (Lifeboat evicts and deletes by
+// name and UID). An informer of corev1.Pods is read through NewPod.
+func (l InformerLister) PodsOnNode(ctx context.Context, node string) ([]*Pod, string, error) {
 	if !l.Informer.HasSynced() {
 		return nil, "", fmt.Errorf("list pods on node %s: pod informer not synced yet", node)
 	}
@@ -73,9 +76,11 @@ func (l InformerLister) PodsOnNode(ctx context.Context, node string) ([]*corev1.
 	if err != nil {
 		return nil, "", fmt.Errorf("list pods on node %s: %w", node, err)
 	}
-	pods := make([]*corev1.Pod, 0, len(objs))
+	pods := make([]*Pod, 0, len(objs))
 	for _, o := range objs {
-		pods = append(pods, o.(*corev1.Pod))
+		if pod, ok := podOf(o); ok {
+			pods = append(pods, pod)
+		}
 	}
 	return pods, l.Informer.LastSyncResourceVersion(), nil
 }

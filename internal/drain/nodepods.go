@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -25,9 +24,13 @@ type NodePods struct {
 	followers map[string]map[*tracker]struct{} // node name -> the trackers of its drains
 }
 
-// NewNodePods indexes inf by node and registers the event handler that feeds the drains;
-// call it before the informer starts. The informer may be trimmed (TrimPod).
+// NewNodePods makes inf keep Pods (KeepPod), indexes it by node and registers the event
+// handler that feeds the drains; call it before the informer starts, and let nothing else
+// read it: it holds Pods, not corev1.Pods.
 func NewNodePods(inf cache.SharedIndexInformer) (*NodePods, error) {
+	if err := inf.SetTransform(KeepPod); err != nil {
+		return nil, fmt.Errorf("keep pods for drains: %w", err)
+	}
 	if err := IndexByNodeName(inf); err != nil {
 		return nil, fmt.Errorf("index pods by node: %w", err)
 	}
@@ -64,7 +67,7 @@ func (p *NodePods) follow(node string, tr *tracker) (stop func()) {
 
 // podsOn waits for the informer's first list (until ctx ends) and returns the node's pods
 // (the informer's objects: read only).
-func (p *NodePods) podsOn(ctx context.Context, node string) ([]*corev1.Pod, error) {
+func (p *NodePods) podsOn(ctx context.Context, node string) ([]*Pod, error) {
 	if !p.informer.HasSynced() && !cache.WaitForCacheSync(ctx.Done(), p.informer.HasSynced) {
 		return nil, fmt.Errorf("list pods on node %s: the pod informer has not listed the cluster's pods yet: %w", node, ctx.Err())
 	}
@@ -74,7 +77,7 @@ func (p *NodePods) podsOn(ctx context.Context, node string) ([]*corev1.Pod, erro
 
 // cachedOn returns the node's pods as the informer holds them now (read only), and false
 // before its first list: no wait, no request.
-func (p *NodePods) cachedOn(node string) ([]*corev1.Pod, bool) {
+func (p *NodePods) cachedOn(node string) ([]*Pod, bool) {
 	if !p.informer.HasSynced() {
 		return nil, false
 	}
@@ -88,7 +91,7 @@ func (p *NodePods) dispatch(obj any, deleted bool) {
 		// The informer's watch broke and its relist no longer shows the pod: it is gone.
 		obj, deleted = tomb.Obj, true
 	}
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := podOf(obj)
 	if !ok || pod.Spec.NodeName == "" {
 		return
 	}

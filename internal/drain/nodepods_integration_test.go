@@ -15,16 +15,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
-// sharedPods starts a trimmed pod informer on client, as the controller does, and stops it
-// when the test ends. It does not wait for the first list: the drains do.
+// sharedPods starts a pod informer on client that keeps Pods, as the controller does, and
+// stops it when the test ends. It does not wait for the first list: the drains do.
 func sharedPods(t *testing.T, client kubernetes.Interface) *NodePods {
 	t.Helper()
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(kube.TrimPod))
+	factory := informers.NewSharedInformerFactory(client, 0)
 	p, err := NewNodePods(factory.Core().V1().Pods().Informer())
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +37,7 @@ func sharedPods(t *testing.T, client kubernetes.Interface) *NodePods {
 // nodePodsLister lists as a drain fed by NodePods does, for the filter matrix.
 type nodePodsLister struct{ p *NodePods }
 
-func (l nodePodsLister) PodsOnNode(ctx context.Context, node string) ([]*corev1.Pod, string, error) {
+func (l nodePodsLister) PodsOnNode(ctx context.Context, node string) ([]*Pod, string, error) {
 	pods, err := l.p.podsOn(ctx, node)
 	return pods, "", err
 }

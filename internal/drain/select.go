@@ -103,7 +103,7 @@ func (t Tier) String() string {
 
 // Candidate is a pod selected for eviction.
 type Candidate struct {
-	Pod  *corev1.Pod
+	Pod  *Pod
 	Tier Tier
 	// Unmanaged pods have no controller and are not recreated elsewhere. They are evicted
 	// like the rest, as NTH does (kubectl drain --force), and reported.
@@ -119,7 +119,7 @@ type Skipped struct {
 
 // Select is the one place that decides which pods a drain evicts. Every list source (watch
 // cache, quorum read, informer) goes through it. Candidates come back in tier order.
-func Select(pods []*corev1.Pod, p Policy, terms Terms) (evict []Candidate, skipped []Skipped) {
+func Select(pods []*Pod, p Policy, terms Terms) (evict []Candidate, skipped []Skipped) {
 	for _, pod := range pods {
 		key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 		owner := controllerOf(pod)
@@ -153,7 +153,7 @@ func Select(pods []*corev1.Pod, p Policy, terms Terms) (evict []Candidate, skipp
 	return evict, skipped
 }
 
-func tierOf(pod *corev1.Pod, fromDaemonSet bool) Tier {
+func tierOf(pod *Pod, fromDaemonSet bool) Tier {
 	if doNotDisrupt(pod) {
 		return TierDoNotDisrupt
 	}
@@ -168,7 +168,7 @@ func tierOf(pod *corev1.Pod, fromDaemonSet bool) Tier {
 }
 
 // isCritical: the two built-in system priority classes, or a priority at least as high.
-func isCritical(pod *corev1.Pod) bool {
+func isCritical(pod *Pod) bool {
 	switch pod.Spec.PriorityClassName {
 	case "system-cluster-critical", "system-node-critical":
 		return true
@@ -177,12 +177,12 @@ func isCritical(pod *corev1.Pod) bool {
 }
 
 // doNotDisrupt reports whether the pod's owner asked that it not be disrupted.
-func doNotDisrupt(pod *corev1.Pod) bool {
+func doNotDisrupt(pod *Pod) bool {
 	return pod.Annotations[AnnotationDoNotDisrupt] == "true" || pod.Annotations[AnnotationSafeToEvict] == "false"
 }
 
 // toleratesAll reports whether the pod tolerates every one of the taints (and there are some).
-func toleratesAll(pod *corev1.Pod, taints []corev1.Taint) bool {
+func toleratesAll(pod *Pod, taints []corev1.Taint) bool {
 	if len(taints) == 0 {
 		return false
 	}
@@ -196,21 +196,21 @@ func toleratesAll(pod *corev1.Pod, taints []corev1.Taint) bool {
 	return true
 }
 
-func isMirror(pod *corev1.Pod) bool {
+func isMirror(pod *Pod) bool {
 	_, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]
 	return ok
 }
 
-func hasEmptyDir(pod *corev1.Pod) bool {
+func hasEmptyDir(pod *Pod) bool {
 	for _, v := range pod.Spec.Volumes {
-		if v.EmptyDir != nil {
+		if v.EmptyDir {
 			return true
 		}
 	}
 	return false
 }
 
-func controllerOf(pod *corev1.Pod) *metav1.OwnerReference {
+func controllerOf(pod *Pod) *metav1.OwnerReference {
 	for i := range pod.OwnerReferences {
 		if r := &pod.OwnerReferences[i]; r.Controller != nil && *r.Controller {
 			return r

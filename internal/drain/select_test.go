@@ -90,7 +90,7 @@ func TestSelect(t *testing.T) {
 	for _, ignoreDS := range []bool{true, false} {
 		for _, deleteLocal := range []bool{true, false} {
 			policy := Policy{IgnoreDaemonSets: ignoreDS, DeleteLocalData: deleteLocal, OwnPod: types.NamespacedName{Namespace: "kube-system", Name: "lifeboat-abc"}}
-			got := summarize(Select(pods, policy, Terms{}))
+			got := summarize(Select(keepAll(pods), policy, Terms{}))
 			if want := expectedSelection(ignoreDS, deleteLocal); !got.equal(want) {
 				t.Errorf("ignoreDS=%v deleteLocal=%v:\n got %+v\nwant %+v", ignoreDS, deleteLocal, got, want)
 			}
@@ -106,7 +106,7 @@ func TestTiersAndUnmanaged(t *testing.T) {
 		newPod("a", "bare", "n"),
 		newPod("a", "web", "n", ownedBy("ReplicaSet", "web")),
 	}
-	evict, _ := Select(pods, Policy{DeleteLocalData: true}, Terms{})
+	evict, _ := Select(keepAll(pods), Policy{DeleteLocalData: true}, Terms{})
 	want := []struct {
 		name      string
 		tier      Tier
@@ -158,7 +158,7 @@ func TestPodPolicies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := summarize(Select(pods, Policy{DeleteLocalData: true}, tt.terms)); !got.equal(tt.want) {
+			if got := summarize(Select(keepAll(pods), Policy{DeleteLocalData: true}, tt.terms)); !got.equal(tt.want) {
 				t.Errorf("\n got %+v\nwant %+v", got, tt.want)
 			}
 		})
@@ -216,7 +216,7 @@ func TestGracePeriodCappedByDeadline(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := New(nil, Options{PodGracePeriod: tt.override})
-			got := d.gracePeriod(tt.pod, time.Now().Add(tt.left+500*time.Millisecond))
+			got := d.gracePeriod(NewPod(tt.pod), time.Now().Add(tt.left+500*time.Millisecond))
 			switch {
 			case tt.want == -1 && got != nil:
 				t.Errorf("got %d, want the pod's own", *got)
@@ -259,7 +259,7 @@ func TestReviseSkipped(t *testing.T) {
 	ds := Skipped{Pod: types.NamespacedName{Namespace: "kube-system", Name: "logs"}, UID: "ds", Reason: ReasonDaemonSet}
 	pinned := Skipped{Pod: types.NamespacedName{Namespace: "apps", Name: "db"}, UID: "db", Reason: ReasonDoNotEvict}
 	newcomer := Skipped{Pod: types.NamespacedName{Namespace: "apps", Name: "mirror"}, UID: "mirror", Reason: ReasonMirror}
-	released := Candidate{Pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "db", UID: "db"}}}
+	released := Candidate{Pod: &Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "db", UID: "db"}}}
 
 	got := reviseSkipped([]Skipped{ds, pinned}, []Skipped{ds, newcomer}, []Candidate{released})
 	want := []Skipped{ds, newcomer}

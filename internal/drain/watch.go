@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -22,20 +21,20 @@ type tracker struct {
 	// late holds pods the watch saw on the node that the drain did not select: a pod the
 	// scheduler bound just before the cordon may arrive after the list. Skipped pods
 	// (DaemonSet, mirror) show up here too; the drain's selection sorts them out again.
-	late map[types.UID]*corev1.Pod
+	late map[types.UID]*Pod
 	// leaving holds pods whose eviction or deletion this drain had accepted, and when their
 	// grace period lets them end, so a tightened deadline can cut it.
 	leaving map[types.UID]leavingPod
 }
 
 type leavingPod struct {
-	pod    *corev1.Pod
+	pod    *Pod
 	endsBy time.Time
 }
 
 func newTracker(uids []types.UID) *tracker {
 	t := &tracker{tracked: map[types.UID]bool{}, gone: map[types.UID]time.Time{}, changed: make(chan struct{}),
-		late: map[types.UID]*corev1.Pod{}, leaving: map[types.UID]leavingPod{}}
+		late: map[types.UID]*Pod{}, leaving: map[types.UID]leavingPod{}}
 	for _, u := range uids {
 		t.tracked[u] = true
 	}
@@ -53,7 +52,7 @@ func (t *tracker) track(uids ...types.UID) {
 }
 
 // seen records a pod the watch or a list saw on the node; deleted pods are forgotten.
-func (t *tracker) seen(pod *corev1.Pod, deleted bool) {
+func (t *tracker) seen(pod *Pod, deleted bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
@@ -66,10 +65,10 @@ func (t *tracker) seen(pod *corev1.Pod, deleted bool) {
 }
 
 // takeLate returns the untracked pods seen since the last call.
-func (t *tracker) takeLate() []*corev1.Pod {
+func (t *tracker) takeLate() []*Pod {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]*corev1.Pod, 0, len(t.late))
+	out := make([]*Pod, 0, len(t.late))
 	for _, p := range t.late {
 		out = append(out, p)
 	}
@@ -106,17 +105,17 @@ func (t *tracker) markAbsent(present map[types.UID]bool, at time.Time) {
 }
 
 // leavingBy records that pod's deletion was accepted and that it ends by endsBy at the latest.
-func (t *tracker) leavingBy(pod *corev1.Pod, endsBy time.Time) {
+func (t *tracker) leavingBy(pod *Pod, endsBy time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.leaving[pod.UID] = leavingPod{pod: pod, endsBy: endsBy}
 }
 
 // endingAfter returns the leaving pods not yet gone whose grace period ends after by.
-func (t *tracker) endingAfter(by time.Time) []*corev1.Pod {
+func (t *tracker) endingAfter(by time.Time) []*Pod {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var out []*corev1.Pod
+	var out []*Pod
 	for uid, l := range t.leaving {
 		if _, gone := t.gone[uid]; !gone && l.endsBy.After(by) {
 			out = append(out, l.pod)
@@ -210,13 +209,13 @@ func (d *Drainer) consume(ctx context.Context, w watch.Interface, tr *tracker, r
 				// Typically 410 Gone (the version is too old to resume from): list again.
 				return "", events
 			case watch.Deleted:
-				if pod, ok := ev.Object.(*corev1.Pod); ok {
+				if pod, ok := podOf(ev.Object); ok {
 					tr.markGone(pod.UID, time.Now())
 					tr.seen(pod, true)
 					rv = pod.ResourceVersion
 				}
 			default:
-				if pod, ok := ev.Object.(*corev1.Pod); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
+				if pod, ok := podOf(ev.Object); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
 					tr.seen(pod, false)
 				}
 				if obj, ok := ev.Object.(metav1.Object); ok {

@@ -28,6 +28,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
@@ -88,8 +89,10 @@ type Pod struct {
 	UID             types.UID
 }
 
-// PodOf names p.
-func PodOf(p *corev1.Pod) Pod { return Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID} }
+// PodOf names p (a corev1.Pod, or what a drain keeps of one).
+func PodOf(p metav1.Object) Pod {
+	return Pod{Namespace: p.GetNamespace(), Name: p.GetName(), UID: p.GetUID()}
+}
 
 func (p Pod) reference() *corev1.ObjectReference {
 	return &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.Namespace, Name: p.Name, UID: p.UID}

@@ -4,8 +4,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/events"
 )
@@ -24,7 +22,7 @@ type blockReporter struct {
 	lastNodeEvent map[string]time.Time // node -> when its last EvictionBlocked Event went out
 }
 
-func (r *blockReporter) Blocked(pod *corev1.Pod, by drain.Blocker) {
+func (r *blockReporter) Blocked(pod *drain.Pod, by drain.Blocker) {
 	r.h.Metrics.BlockedPod(blockReason(by), 1)
 	r.h.log.Warn("eviction refused by a disruption budget; retrying until the deadline", "pod", pod.Namespace+"/"+pod.Name,
 		"node", pod.Spec.NodeName, "budget", by.Budget, "detail", by.Detail)
@@ -34,7 +32,7 @@ func (r *blockReporter) Blocked(pod *corev1.Pod, by drain.Blocker) {
 	}
 }
 
-func (r *blockReporter) Unblocked(pod *corev1.Pod, by drain.Blocker, evicted bool) {
+func (r *blockReporter) Unblocked(pod *drain.Pod, by drain.Blocker, evicted bool) {
 	r.h.Metrics.BlockedPod(blockReason(by), -1)
 	if evicted {
 		r.h.log.Info("eviction accepted after a disruption budget refused it", "pod", pod.Namespace+"/"+pod.Name, "node", pod.Spec.NodeName, "budget", by.Budget)

@@ -112,7 +112,7 @@ func Check(ctx context.Context, client kubernetes.Interface, o Options) ([]Findi
 		found[key] = &Finding{Namespace: pod.Namespace, Workload: workload, Pods: 1, Reason: reason, Detail: detail, Fix: fix}
 	}
 	// Select with no terms: a pod marked not to disrupt comes back skipped, and is reported.
-	candidates, skipped := drain.Select(drain.PodPointers(pods.Items), o.Policy, drain.Terms{})
+	candidates, skipped := drain.Select(drain.PodsOf(pods.Items), o.Policy, drain.Terms{})
 	for _, s := range skipped {
 		pod := podNamed(pods.Items, s.Pod.Namespace, s.Pod.Name)
 		switch s.Reason {
@@ -126,9 +126,10 @@ func Check(ctx context.Context, client kubernetes.Interface, o Options) ([]Findi
 		}
 	}
 	for _, c := range candidates {
-		w.checkPod(c.Pod, o, add)
+		pod := podNamed(pods.Items, c.Pod.Namespace, c.Pod.Name) // with its labels, for the budgets
+		w.checkPod(pod, o, add)
 		if c.Unmanaged {
-			add(c.Pod, ReasonUnmanaged, "no controller: evicted, it is not recreated anywhere", "run it under a Deployment, StatefulSet or Job")
+			add(pod, ReasonUnmanaged, "no controller: evicted, it is not recreated anywhere", "run it under a Deployment, StatefulSet or Job")
 		}
 	}
 	out := make([]Finding, 0, len(found))

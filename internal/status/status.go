@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"lifeboat.dev/lifeboat/internal/config"
@@ -217,7 +218,11 @@ func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Co
 			podIPs = append(podIPs, p.Status.PodIP)
 		}
 	}
-	evict, skipped := drain.Select(drain.PodPointers(pods.Items), wiring.Drain(cfg, client, nil).Policy, interruption.TermsOf(node, pending))
+	labelsOf := make(map[types.UID]map[string]string, len(pods.Items)) // a drain's pods keep none
+	for _, p := range pods.Items {
+		labelsOf[p.UID] = p.Labels
+	}
+	evict, skipped := drain.Select(drain.PodsOf(pods.Items), wiring.Drain(cfg, client, nil).Policy, interruption.TermsOf(node, pending))
 	for _, s := range skipped {
 		switch s.Reason {
 		case drain.ReasonFinished, drain.ReasonMirror:
@@ -239,7 +244,7 @@ func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Co
 			n.Pods = append(n.Pods, Pod{Name: c.Pod.Namespace + "/" + c.Pod.Name, State: StateStays, Why: string(drain.ReasonOwnPod)})
 			continue
 		}
-		n.Pods = append(n.Pods, podStatus(ctx, c, deadline, cfg, budgets))
+		n.Pods = append(n.Pods, podStatus(ctx, c, labelsOf[c.Pod.UID], deadline, cfg, budgets))
 	}
 	slices.SortFunc(n.Pods, func(a, b Pod) int { return strings.Compare(a.Name, b.Name) })
 	return n, podIPs, nil
@@ -261,7 +266,7 @@ func subjectOf(node *corev1.Node, rec interruption.Record, podIPs []string) hand
 
 // podStatus says what holds a pod the drain evicts: a budget that allows no disruption now,
 // or its turn as a pod marked not to disrupt.
-func podStatus(ctx context.Context, c drain.Candidate, deadline time.Time, cfg *config.Config, budgets *budgetCache) Pod {
+func podStatus(ctx context.Context, c drain.Candidate, podLabels map[string]string, deadline time.Time, cfg *config.Config, budgets *budgetCache) Pod {
 	p := Pod{Name: c.Pod.Namespace + "/" + c.Pod.Name, State: StateToEvict}
 	if c.Tier == drain.TierDoNotDisrupt {
 		p.State, p.Why = StateLeavesLast, "marked not to disrupt: evicted at the deadline minus its grace period"
@@ -278,7 +283,7 @@ func podStatus(ctx context.Context, c drain.Candidate, deadline time.Time, cfg *
 		}
 		return p
 	}
-	if why := budgets.holding(ctx, c.Pod); why != "" {
+	if why := budgets.holding(ctx, c.Pod.Namespace, podLabels); why != "" {
 		p.State, p.Why = StateHeld, why
 	}
 	return p
@@ -290,21 +295,22 @@ type budgetCache struct {
 	byNamespace map[string][]policyv1.PodDisruptionBudget
 }
 
-// holding names the budgets that select the pod and allow no disruption now ("" when none).
-func (b *budgetCache) holding(ctx context.Context, pod *corev1.Pod) string {
-	pdbs, ok := b.byNamespace[pod.Namespace]
+// holding names the budgets that select a pod of the namespace with the labels and allow no
+// disruption now ("" when none).
+func (b *budgetCache) holding(ctx context.Context, namespace string, podLabels map[string]string) string {
+	pdbs, ok := b.byNamespace[namespace]
 	if !ok {
-		list, err := b.client.PolicyV1().PodDisruptionBudgets(pod.Namespace).List(ctx, metav1.ListOptions{})
+		list, err := b.client.PolicyV1().PodDisruptionBudgets(namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return "cannot read its PodDisruptionBudgets: " + err.Error()
 		}
 		pdbs = list.Items
-		b.byNamespace[pod.Namespace] = pdbs
+		b.byNamespace[namespace] = pdbs
 	}
 	var held []string
 	for _, pdb := range pdbs {
 		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+		if err != nil || sel.Empty() || !sel.Matches(labels.Set(podLabels)) {
 			continue
 		}
 		if pdb.Status.DisruptionsAllowed < 1 {
