@@ -353,6 +353,19 @@ func azReclaim(b *testing.B, sc azScale) {
 		peakGoroutines = max(peakGoroutines, runtime.NumGoroutine())
 	}
 
+	// LIFEBOAT_SCALE_CPU_PROFILE names a file for a CPU profile of this process over the
+	// burst's first azCPUProfileFor: the cordons and the first evictions.
+	stopCPUProfile := func() {}
+	if path := os.Getenv("LIFEBOAT_SCALE_CPU_PROFILE"); path != "" {
+		stop, err := azStartCPUProfile(path)
+		if err != nil {
+			b.Fatalf("CPU profile: %v", err)
+		}
+		var once sync.Once
+		stopCPUProfile = func() { once.Do(stop) }
+		defer stopCPUProfile()
+	}
+
 	b.StartTimer()
 	start := time.Now()
 	sendQueue := awssqs.NewFromConfig(awsCfg)
@@ -371,6 +384,9 @@ func azReclaim(b *testing.B, sc azScale) {
 	for ctx.Err() == nil && !timedOut && !leaderLost && !progress.finished() {
 		sample()
 		sampleBudget()
+		if time.Since(start) >= azCPUProfileFor {
+			stopCPUProfile()
+		}
 		select {
 		case <-limit:
 			timedOut = true
@@ -1305,6 +1321,22 @@ func azWriteProfile(name, path string, debug int) error {
 		return err
 	}
 	return f.Close()
+}
+
+// azCPUProfileFor is how much of the burst LIFEBOAT_SCALE_CPU_PROFILE covers.
+const azCPUProfileFor = 15 * time.Second
+
+// azStartCPUProfile starts the process's CPU profile into path; stop ends it and closes the file.
+func azStartCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // azHeapAndStacks are the runtime's HeapInuse and StackInuse.
