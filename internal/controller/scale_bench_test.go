@@ -293,6 +293,7 @@ func azReclaim(b *testing.B, sc azScale) {
 		bodies[i] = spotMessage(interruption.InstanceIDOf(n))
 	}
 	before := azSnapshot(m, fake)
+	latencyBefore := azClientLatency(m)
 	// The soft memory limit cmd/lifeboat sets in the chart's container (90 % of its limit).
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(azSoftMemoryLimit))
 	runtime.GC()
@@ -381,9 +382,17 @@ func azReclaim(b *testing.B, sc azScale) {
 	limit := time.After(azBurstLimit)
 	timedOut := false
 	nextBudget = start
+	// The API server's view once every zone node is cordoned: how long its requests took
+	// there and waited in its queues during the cordons, against the whole burst's.
+	var apfCordoned *azAPFState
+	var latencyCordoned map[string]azMean
 	for ctx.Err() == nil && !timedOut && !leaderLost && !progress.finished() {
 		sample()
 		sampleBudget()
+		if apfCordoned == nil && progress.allCordoned() {
+			s := azAPF(ctx, c.Client)
+			apfCordoned, latencyCordoned = &s, azClientLatency(m)
+		}
 		if time.Since(start) >= azCPUProfileFor {
 			stopCPUProfile()
 		}
@@ -487,6 +496,11 @@ func azReclaim(b *testing.B, sc azScale) {
 		azFormat(served), azFormat(azDiff(apfAfter.dispatched, apfCal.dispatched)))
 	say("  lists by resource %s; watches closed on a slow watcher %s", azFormat(azDiff(apfAfter.lists, apfCal.lists)),
 		azFormat(azDiff(apfAfter.terminatedWatchers, apfCal.terminatedWatchers)))
+	latencyAfter := azClientLatency(m)
+	if apfCordoned != nil {
+		say("  mean time until all were cordoned: %s", azLatencyLine(apfCal, *apfCordoned, latencyBefore, latencyCordoned))
+		say("  mean time after that:              %s", azLatencyLine(*apfCordoned, apfAfter, latencyCordoned, latencyAfter))
+	}
 	describe := after.fakeDescribe - before.fakeDescribe
 	say("AWS: %d DescribeInstances requests at the fake EC2 API; Lifeboat's count, one per lookup (whose IDs go out in chunks): %s", describe, azFormat(azDiff(after.aws, before.aws)))
 	say("SQS: Lifeboat %s; the fake endpoint saw %d calls in all, %d of them the harness's SendMessageBatch", azFormat(azDiff(after.sqs, before.sqs)),
@@ -1090,6 +1104,13 @@ func (p *azProgress) watch(ctx context.Context, client kubernetes.Interface, met
 }
 
 // finished reports whether every pod is gone and every node's record says drained.
+// allCordoned reports whether every zone node has been seen cordoned.
+func (p *azProgress) allCordoned() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.nCordoned == len(p.cordoned)
+}
+
 func (p *azProgress) finished() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -1419,12 +1440,79 @@ type azAPFState struct {
 	// Lists by resource, and watches the server closed on a watcher too slow to keep up (which
 	// then lists again): a client relisting thousands of pods costs more than the burst's writes.
 	lists, terminatedWatchers map[string]float64
+	// How long the server took over requests ("verb resource[/subresource]"), and how long
+	// they waited in API Priority and Fairness's queues (by priority level).
+	took, waited map[string]azMean
+}
+
+// azMean is a histogram's sum and count.
+type azMean struct{ sum, count float64 }
+
+func (a azMean) minus(b azMean) azMean { return azMean{a.sum - b.sum, a.count - b.count} }
+
+func (a azMean) String() string {
+	if a.count <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fms (%.0f)", 1000*a.sum/a.count, a.count)
+}
+
+// azClientLatency is Lifeboat's own view of its requests' latency, by verb (it includes the
+// time on the wire and in the client, not the wait for the request budget).
+func azClientLatency(m *metrics.Metrics) map[string]azMean {
+	out := map[string]azMean{}
+	families, err := m.Registry.Gather()
+	if err != nil {
+		return out
+	}
+	for _, f := range families {
+		if f.GetName() != "lifeboat_kube_request_duration_seconds" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "verb" {
+					out[l.GetValue()] = azMean{s.GetHistogram().GetSampleSum(), float64(s.GetHistogram().GetSampleCount())}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// azLatencyLine says, between two readings, how long the server took over node patches, node
+// reads and evictions (every client's), how long Lifeboat saw its patches and evictions take,
+// and the queue waits by priority level.
+func azLatencyLine(from, to azAPFState, clientFrom, clientTo map[string]azMean) string {
+	var server, waits []string
+	for _, kind := range []string{"patch nodes", "get nodes", "create pods/eviction"} {
+		server = append(server, kind+" "+to.took[kind].minus(from.took[kind]).String())
+	}
+	for _, level := range azSortedKeys(to.waited) {
+		if d := to.waited[level].minus(from.waited[level]); d.count > 0 {
+			waits = append(waits, level+" "+d.String())
+		}
+	}
+	return fmt.Sprintf("at the server %s; Lifeboat saw patch %s, create %s, get %s; queued by priority level %s",
+		strings.Join(server, ", "), clientTo["patch"].minus(clientFrom["patch"]), clientTo["create"].minus(clientFrom["create"]),
+		clientTo["get"].minus(clientFrom["get"]), strings.Join(waits, ", "))
+}
+
+// azAddSample adds a histogram's _sum or _count line to m.
+func azAddSample(m azMean, name string, v float64) azMean {
+	if strings.HasSuffix(name, "_sum") {
+		m.sum += v
+	} else {
+		m.count += v
+	}
+	return m
 }
 
 // azAPF reads the API server's /metrics (as system:masters); empty when that fails.
 func azAPF(ctx context.Context, client kubernetes.Interface) azAPFState {
 	out := azAPFState{rejected: map[string]float64{}, currentSeats: map[string]float64{}, nominalSeats: map[string]float64{},
-		requests: map[string]float64{}, dispatched: map[string]float64{}, lists: map[string]float64{}, terminatedWatchers: map[string]float64{}}
+		requests: map[string]float64{}, dispatched: map[string]float64{}, lists: map[string]float64{}, terminatedWatchers: map[string]float64{},
+		took: map[string]azMean{}, waited: map[string]azMean{}}
 	raw, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return out
@@ -1469,6 +1557,18 @@ func azAPF(ctx context.Context, client kubernetes.Interface) azAPFState {
 			out.terminatedWatchers[labels["resource"]] += v
 		case "apiserver_flowcontrol_dispatched_requests_total":
 			out.dispatched[labels["flow_schema"]] += v
+		case "apiserver_request_duration_seconds_sum", "apiserver_request_duration_seconds_count":
+			resource := labels["resource"]
+			if sub := labels["subresource"]; sub != "" {
+				resource += "/" + sub
+			}
+			verb := strings.ToLower(labels["verb"])
+			if verb == "post" {
+				verb = "create"
+			}
+			out.took[verb+" "+resource] = azAddSample(out.took[verb+" "+resource], name, v)
+		case "apiserver_flowcontrol_request_wait_duration_seconds_sum", "apiserver_flowcontrol_request_wait_duration_seconds_count":
+			out.waited[labels["priority_level"]] = azAddSample(out.waited[labels["priority_level"]], name, v)
 		}
 	}
 	return out
