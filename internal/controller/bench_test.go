@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
 	"strconv"
 	"testing"
@@ -60,6 +61,22 @@ var benchTags = map[string]string{"aws-node-termination-handler/managed": "", "k
 
 // benchConfig is the controller's configuration for a benchmark: the queue, the fake AWS
 // endpoint and cluster "sandbox", then the extra name/value pairs; everything else default.
+// benchLogger is the controller's logger in a benchmark: discarded, unless
+// LIFEBOAT_BENCH_LOG names a file for its log (JSON, debug level, appended), to see what a slow
+// iteration did.
+func benchLogger(b *testing.B) *slog.Logger {
+	path := os.Getenv("LIFEBOAT_BENCH_LOG")
+	if path == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		b.Fatalf("LIFEBOAT_BENCH_LOG: %v", err)
+	}
+	b.Cleanup(func() { f.Close() })
+	return slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
 func benchConfig(b *testing.B, queueURL, awsEndpoint string, extra ...string) *config.Config {
 	b.Helper()
 	return sandboxtest.Config(b, config.ModeController, append([]string{"QUEUE_URL", queueURL, "AWS_REGION", "us-east-1",
@@ -142,7 +159,7 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount, targetGr
 		b.Fatal(err)
 	}
 	ctl := controller.New(cfg, clients.Main, queue, cloud.NewAWSEC2(awsCfg),
-		cloud.NewAWSAutoScaling(awsCfg), slog.New(slog.DiscardHandler), m)
+		cloud.NewAWSAutoScaling(awsCfg), benchLogger(b), m)
 	ctl.Handler().SetCordonClient(clients.Cordon)
 	ctl.SetLeaseClient(client("lifeboat-bench-lease", 5, 10))
 	groups := make([]string, targetGroups)
