@@ -3,12 +3,13 @@ package kube
 import (
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"lifeboat.dev/lifeboat/test/retained"
 )
 
 // bigNode is a Node as a kubelet on a busy instance reports it: 50 images, managed fields
@@ -103,28 +104,24 @@ func benchmarkCacheMemory(b *testing.B, obj any, n int, trim func(any) (any, err
 	}
 	for _, trimmed := range []bool{false, true} {
 		b.Run(fmt.Sprintf("trim=%v", trimmed), func(b *testing.B) {
-			var retained float64
+			var kept float64
 			for range b.N {
-				var before, after runtime.MemStats
-				runtime.GC()
-				runtime.ReadMemStats(&before)
-				cache := make([]any, 0, n)
-				for range n {
-					o := empty()
-					if err := json.Unmarshal(raw, o); err != nil {
-						b.Fatal(err)
+				kept = retained.MiB(func() any {
+					cache := make([]any, 0, n)
+					for range n {
+						o := empty()
+						if err := json.Unmarshal(raw, o); err != nil {
+							b.Fatal(err)
+						}
+						if trimmed {
+							o, _ = trim(o)
+						}
+						cache = append(cache, o)
 					}
-					if trimmed {
-						o, _ = trim(o)
-					}
-					cache = append(cache, o)
-				}
-				runtime.GC()
-				runtime.ReadMemStats(&after)
-				retained = float64(after.HeapAlloc-before.HeapAlloc) / (1 << 20)
-				runtime.KeepAlive(cache)
+					return cache
+				})
 			}
-			b.ReportMetric(retained, "retained-MiB")
+			b.ReportMetric(kept, "retained-MiB")
 		})
 	}
 }
