@@ -17,6 +17,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"lifeboat.dev/lifeboat/internal/drain"
@@ -113,8 +114,13 @@ func Check(ctx context.Context, client kubernetes.Interface, o Options) ([]Findi
 	}
 	// Select with no terms: a pod marked not to disrupt comes back skipped, and is reported.
 	candidates, skipped := drain.Select(drain.PodsOf(pods.Items), o.Policy, drain.Terms{})
+	// The checks read the listed pods themselves: a drain's pods keep no labels.
+	listed := make(map[types.NamespacedName]*corev1.Pod, len(pods.Items))
+	for i := range pods.Items {
+		listed[types.NamespacedName{Namespace: pods.Items[i].Namespace, Name: pods.Items[i].Name}] = &pods.Items[i]
+	}
 	for _, s := range skipped {
-		pod := podNamed(pods.Items, s.Pod.Namespace, s.Pod.Name)
+		pod := listed[s.Pod]
 		switch s.Reason {
 		case drain.ReasonDoNotEvict:
 			add(pod, ReasonDoNotDisrupt, "marked not to disrupt (karpenter.sh/do-not-disrupt or cluster-autoscaler.kubernetes.io/safe-to-evict=false)",
@@ -126,7 +132,7 @@ func Check(ctx context.Context, client kubernetes.Interface, o Options) ([]Findi
 		}
 	}
 	for _, c := range candidates {
-		pod := podNamed(pods.Items, c.Pod.Namespace, c.Pod.Name) // with its labels, for the budgets
+		pod := listed[types.NamespacedName{Namespace: c.Pod.Namespace, Name: c.Pod.Name}]
 		w.checkPod(pod, o, add)
 		if c.Unmanaged {
 			add(pod, ReasonUnmanaged, "no controller: evicted, it is not recreated anywhere", "run it under a Deployment, StatefulSet or Job")
@@ -215,13 +221,4 @@ func replicasOf(r *int32) int32 {
 		return 1 // the API's default
 	}
 	return *r
-}
-
-func podNamed(pods []corev1.Pod, namespace, name string) *corev1.Pod {
-	for i := range pods {
-		if pods[i].Namespace == namespace && pods[i].Name == name {
-			return &pods[i]
-		}
-	}
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 }

@@ -218,9 +218,9 @@ func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Co
 			podIPs = append(podIPs, p.Status.PodIP)
 		}
 	}
-	labelsOf := make(map[types.UID]map[string]string, len(pods.Items)) // a drain's pods keep none
+	labelsOf := make(map[types.NamespacedName]map[string]string, len(pods.Items)) // a drain's pods keep none
 	for _, p := range pods.Items {
-		labelsOf[p.UID] = p.Labels
+		labelsOf[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = p.Labels
 	}
 	evict, skipped := drain.Select(drain.PodsOf(pods.Items), wiring.Drain(cfg, client, nil).Policy, interruption.TermsOf(node, pending))
 	for _, s := range skipped {
@@ -244,7 +244,7 @@ func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Co
 			n.Pods = append(n.Pods, Pod{Name: c.Pod.Namespace + "/" + c.Pod.Name, State: StateStays, Why: string(drain.ReasonOwnPod)})
 			continue
 		}
-		n.Pods = append(n.Pods, podStatus(ctx, c, labelsOf[c.Pod.UID], deadline, cfg, budgets))
+		n.Pods = append(n.Pods, podStatus(ctx, c, labelsOf[types.NamespacedName{Namespace: c.Pod.Namespace, Name: c.Pod.Name}], deadline, cfg, budgets))
 	}
 	slices.SortFunc(n.Pods, func(a, b Pod) int { return strings.Compare(a.Name, b.Name) })
 	return n, podIPs, nil
