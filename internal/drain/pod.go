@@ -25,6 +25,9 @@ type Pod struct {
 	// AnnotationSafeToEvict, the mirror pod's). Labels and other annotations are dropped:
 	// they can be kilobytes a pod (sidecar injectors, last-applied configurations), and a
 	// disruption budget's selector is the API server's to match.
+	//
+	// The embedded ObjectMeta brings its methods along: String and the protobuf methods see
+	// the metadata alone. A Pod is never encoded or sent; it is read.
 	metav1.ObjectMeta
 	Spec   PodSpec
 	Status PodStatus
@@ -59,7 +62,8 @@ type PodStatus struct {
 // annotationsRead are the only annotations a Pod keeps.
 var annotationsRead = []string{AnnotationDoNotDisrupt, AnnotationSafeToEvict, corev1.MirrorPodAnnotationKey}
 
-// NewPod copies what a drain reads of p into a new Pod; p is not kept.
+// NewPod copies what a drain reads of p into a new Pod. p's struct is not kept; its
+// tolerations, pointers and deletion timestamp are shared, and nothing writes them.
 func NewPod(p *corev1.Pod) *Pod {
 	out := &Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
@@ -106,8 +110,11 @@ func PodsOf(items []corev1.Pod) []*Pod {
 // corev1.Pod, and passes anything else through with its managed fields dropped. A Pod passes
 // unchanged, as the informer requires of a transform.
 func KeepPod(obj any) (any, error) {
-	if p, ok := obj.(*corev1.Pod); ok {
+	switch p := obj.(type) {
+	case *corev1.Pod:
 		return NewPod(p), nil
+	case *Pod:
+		return p, nil // already kept, maybe already in the store: not touched
 	}
 	return kube.DropManagedFields(obj)
 }
@@ -130,6 +137,18 @@ func (p *Pod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind 
 
 // DeepCopyObject makes a Pod a runtime.Object.
 func (p *Pod) DeepCopyObject() runtime.Object {
+	if c := p.DeepCopy(); c != nil {
+		return c
+	}
+	return nil
+}
+
+// DeepCopy copies p and everything it points to. It hides ObjectMeta's DeepCopy, which would
+// copy the metadata alone.
+func (p *Pod) DeepCopy() *Pod {
+	if p == nil {
+		return nil
+	}
 	out := &Pod{ObjectMeta: *p.ObjectMeta.DeepCopy(), Spec: p.Spec, Status: p.Status}
 	out.Spec.Volumes = slices.Clone(p.Spec.Volumes)
 	if p.Spec.Tolerations != nil {

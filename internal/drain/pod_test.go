@@ -148,6 +148,9 @@ func TestKeepPod(t *testing.T) {
 
 func TestPodDeepCopyShareNothing(t *testing.T) {
 	orig := NewPod(bigPod())
+	if (*Pod)(nil).DeepCopy() != nil {
+		t.Error("a nil Pod's copy is not nil")
+	}
 	cp := orig.DeepCopyObject().(*Pod)
 	*cp.Spec.Priority, *cp.Spec.TerminationGracePeriodSeconds = 1, 2
 	cp.Spec.Tolerations[0].Key, cp.Spec.Volumes[0].Name = "changed", "changed"
