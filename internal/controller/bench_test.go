@@ -77,6 +77,18 @@ func benchLogger(b *testing.B) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
+// benchAWSConfig is the sandbox's AWS configuration with the SDK's standard retries, as the
+// binary has (the tests' configuration makes one attempt per call, so that injected faults
+// are seen). Now and then the SDK's HTTP client finds its connection closed while it reads an
+// answer ("use of closed network connection", on the client's side); the standard retryer
+// retries that, and with one attempt a burst's batched DescribeInstances failed on it, which
+// held every notice of the batch for a retry.
+func benchAWSConfig(endpoint string) aws.Config {
+	cfg := sandboxtest.AWSConfig(endpoint)
+	cfg.RetryMaxAttempts = 0
+	return cfg
+}
+
 func benchConfig(b *testing.B, queueURL, awsEndpoint string, extra ...string) *config.Config {
 	b.Helper()
 	return sandboxtest.Config(b, config.ModeController, append([]string{"QUEUE_URL", queueURL, "AWS_REGION", "us-east-1",
@@ -130,7 +142,7 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount, targetGr
 			}
 		}
 	}
-	awsCfg := sandboxtest.AWSConfig(fake.URL())
+	awsCfg := benchAWSConfig(fake.URL())
 	queue := awssqs.NewFromConfig(awsCfg)
 	queueURL := q.QueueURLs["lifeboat"]
 	send := func(bodies []string) {

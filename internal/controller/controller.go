@@ -347,9 +347,11 @@ func cacheSynced(ctx context.Context, f informers.SharedInformerFactory) bool {
 }
 
 // Delays before a message comes back: a notice that could not be handled yet is retried
-// soon; one about an instance that is not ours much later (it may be another cluster's); a
-// launch hook whose node is not Ready yet is looked at again shortly.
+// soon, after a delay that doubles from retryFirst with each delivery up to retrySoon; one
+// about an instance that is not ours much later (it may be another cluster's); a launch hook
+// whose node is not Ready yet is looked at again shortly.
 const (
+	retryFirst  = time.Second
 	retrySoon   = 10 * time.Second
 	retryLater  = 5 * time.Minute
 	launchCheck = 2 * time.Second
@@ -393,7 +395,7 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 		})
 	}
 	wg.Wait()
-	outcome, delay, label := messageFate(ctx, fates)
+	outcome, delay, label := messageFate(ctx, fates, m.ReceiveCount)
 	c.metrics.QueueMessage(label)
 	return outcome, delay
 }
@@ -413,13 +415,14 @@ const (
 // ours is unfinished (notices already done are recognised as such when it comes back), keep
 // it for its own cluster while it names an instance not ours (DELETE_SQS_MSG_IF_NODE_NOT_FOUND
 // deletes it instead), and delete it otherwise. It returns the outcome, the delay before the
-// message comes back, and the metric's outcome label.
-func messageFate(ctx context.Context, fates []noticeFate) (sqs.Outcome, time.Duration, string) {
+// message comes back, and the metric's outcome label. receiveCount is the message's
+// deliveries so far (1 on the first).
+func messageFate(ctx context.Context, fates []noticeFate, receiveCount int) (sqs.Outcome, time.Duration, string) {
 	if ctx.Err() != nil || slices.Contains(fates, noticeCancelled) {
 		return sqs.Retry, 0, "retry"
 	}
 	if slices.Contains(fates, noticeRetry) {
-		return sqs.Retry, retrySoon, "retry"
+		return sqs.Retry, retryDelay(receiveCount), "retry"
 	}
 	if slices.Contains(fates, noticeLaunching) {
 		return sqs.Retry, launchCheck, "launching"
@@ -430,12 +433,26 @@ func messageFate(ctx context.Context, fates []noticeFate) (sqs.Outcome, time.Dur
 	return sqs.Done, 0, "done"
 }
 
+// retryDelay is how long a message with an unfinished notice stays away after its
+// receiveCount-th delivery: retryFirst after the first, doubling up to retrySoon. One failed
+// EC2 lookup or node write fails every notice waiting on it (a batched DescribeInstances
+// answers a whole burst), and a Spot warning gives two minutes: a transient error must not
+// cost each of them ten seconds, while a lasting one is asked about no more than every
+// retrySoon.
+func retryDelay(receiveCount int) time.Duration {
+	d := retryFirst
+	for i := 1; i < receiveCount && d < retrySoon; i++ {
+		d *= 2
+	}
+	return min(d, retrySoon)
+}
+
 // handleNoticeWhileHeld is handleNotice, retried in place after a transient failure (an EC2
 // or API server error) for as long as other notices of the message keep it in flight: the
 // message's own retry comes only once all are over, which for a sibling waiting for its
 // scheduled start may be days. The last notice still running leaves its retry to the message.
 func (c *Controller) handleNoticeWhileHeld(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, lc *sqs.Lifecycle, log *slog.Logger, running *atomic.Int32) noticeFate {
-	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: retrySoon}
+	backoff := wait.Backoff{Duration: retryFirst, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: retrySoon}
 	for {
 		fate := c.handleNotice(ctx, resolver, n, lc, log)
 		if fate != noticeRetry || running.Load() <= 1 {

@@ -26,9 +26,29 @@ func TestMessageFate(t *testing.T) {
 		{"stopping, all done", cancelled, []noticeFate{noticeDone}, sqs.Retry, 0, "retry"},
 	}
 	for _, tt := range tests {
-		outcome, delay, label := messageFate(tt.ctx, tt.fates)
+		outcome, delay, label := messageFate(tt.ctx, tt.fates, 5)
 		if outcome != tt.outcome || delay != tt.delay || label != tt.label {
 			t.Errorf("%s: %v %v %q, want %v %v %q", tt.name, outcome, delay, label, tt.outcome, tt.delay, tt.label)
 		}
+	}
+}
+
+func TestRetryDelayDoublesToRetrySoon(t *testing.T) {
+	for receives, want := range map[int]time.Duration{
+		0:    retryFirst, // a queue that did not say
+		1:    time.Second,
+		2:    2 * time.Second,
+		3:    4 * time.Second,
+		4:    8 * time.Second,
+		5:    retrySoon,
+		1000: retrySoon,
+	} {
+		if got := retryDelay(receives); got != want {
+			t.Errorf("after delivery %d: %v, want %v", receives, got, want)
+		}
+	}
+	_, delay, _ := messageFate(context.Background(), []noticeFate{noticeRetry}, 1)
+	if delay != retryFirst {
+		t.Errorf("first delivery of an unfinished message: back in %v, want %v", delay, retryFirst)
 	}
 }

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -392,5 +393,49 @@ func TestForeignNoticeLoggedOnce(t *testing.T) {
 	}
 	if n := strings.Count(w.logs.String(), "notice is not for this cluster"); n != 1 {
 		t.Errorf("the foreign notice was logged %d times at Info, want once:\n%s", n, w.logs)
+	}
+}
+
+// A notice whose ownership could not be looked up (EC2 failed) comes back a second after its
+// first delivery, not after ten: one failed batched DescribeInstances holds every notice of a
+// burst, and a Spot warning gives two minutes. Once EC2 answers, the node is cordoned.
+func TestFailedLookupComesBackSoon(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 1)
+	n := w.nodes[0]
+	w.fake.SetFault(fakeaws.Fault{Service: "ec2", Action: "DescribeInstances", Status: 503, Code: "RequestLimitExceeded"})
+	w.run(t, ctx)
+	w.send(t, ctx, fakeaws.SpotInterruptionWarning(interruption.InstanceIDOf(n), "terminate", time.Now()))
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return w.metrics.Value("lifeboat_queue_messages_total", "outcome", "retry") >= 1, nil
+	})
+	if err != nil {
+		t.Fatalf("the message was never put back after the failed lookup:\n%s", w.logs)
+	}
+	w.fake.ClearFaults()
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return w.node(t, ctx, n).Spec.Unschedulable, nil
+	})
+	if err != nil {
+		t.Fatalf("node not cordoned once EC2 answered:\n%s", w.logs)
+	}
+	// Put-backs, told from renewals of the message's visibility while it is handled (the
+	// queue's timeout, 5 s here).
+	var putBacks []int
+	for _, c := range w.fake.Calls() {
+		if c.Service != "sqs" || c.Action != "ChangeMessageVisibility" {
+			continue
+		}
+		var in struct{ VisibilityTimeout int }
+		if err := json.Unmarshal([]byte(c.Body), &in); err != nil {
+			t.Fatalf("ChangeMessageVisibility body %q: %v", c.Body, err)
+		}
+		if in.VisibilityTimeout != 5 {
+			putBacks = append(putBacks, in.VisibilityTimeout)
+		}
+	}
+	if len(putBacks) == 0 || putBacks[0] != 1 {
+		t.Errorf("the message was put back for %v s, want 1 s the first time", putBacks)
 	}
 }

@@ -231,7 +231,7 @@ func azReclaim(b *testing.B, sc azScale) {
 	}
 
 	// Lifeboat, built as cmd/lifeboat builds it.
-	awsCfg := sandboxtest.AWSConfig(fake.URL())
+	awsCfg := benchAWSConfig(fake.URL())
 	queueURL := q.QueueURLs["lifeboat"]
 	cfg := benchConfig(b, queueURL, fake.URL())
 	m := metrics.New()
