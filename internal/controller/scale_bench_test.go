@@ -63,7 +63,9 @@ import (
 //
 // In the same run, before Lifeboat starts and with kwok running, it calibrates the API server:
 // cordon-style merge patches of the nodes outside the zone (then reverted), and evictions of
-// pods kept for it on those nodes (LIFEBOAT_SCALE_CALIBRATION_PODS, default 8000), at 4, 8,
+// pods kept for it on those nodes (LIFEBOAT_SCALE_CALIBRATION_PODS, default 12000: enough for
+// every step to last its full time at up to 500/s at 64 in flight; a step cut short measures
+// only its first seconds, before the deletions its evictions cause have caught up), at 4, 8,
 // 16, 32 and 64 concurrent requests without a client rate limit, LIFEBOAT_SCALE_CALIBRATION
 // patches a step (default 600) and evictions for LIFEBOAT_SCALE_CALIBRATION_SECONDS a step
 // (default 10: long enough to pay for the deletions they cause, see azCalibration), until 429s appear or
@@ -122,7 +124,7 @@ func azScaleFromEnv(b *testing.B) azScale {
 		pods:            get("LIFEBOAT_SCALE_PODS", 20, 1),
 		calibration:     get("LIFEBOAT_SCALE_CALIBRATION", 600, 20),
 		evictionStep:    time.Duration(get("LIFEBOAT_SCALE_CALIBRATION_SECONDS", 10, 1)) * time.Second,
-		calibrationPods: get("LIFEBOAT_SCALE_CALIBRATION_PODS", 8000, 100),
+		calibrationPods: get("LIFEBOAT_SCALE_CALIBRATION_PODS", 12000, 100),
 	}
 	if sc.notices >= sc.nodes {
 		b.Fatalf("LIFEBOAT_SCALE_NOTICES (%d) must be less than LIFEBOAT_SCALE_NODES (%d): the other nodes carry the calibration", sc.notices, sc.nodes)
