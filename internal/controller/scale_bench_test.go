@@ -84,7 +84,8 @@ import (
 // terminating or gone), until the pods are gone, until every node's record says drained;
 // Lifeboat's Kubernetes requests by verb and resource with their 429s, its AWS and SQS calls;
 // its peak heap and resident memory and the CPU time of this process (harness included) and
-// of the sandbox's processes; its eviction and cordon rates against the calibrated ones;
+// of the sandbox's processes; its eviction and cordon rates against the calibrated ones, and
+// the sustained comparison (evictions counted until their pods were gone, on both sides);
 // whether the evictions fit in the two-minute Spot warning. Numbers are printed, never
 // asserted.
 //
@@ -442,6 +443,21 @@ func azReclaim(b *testing.B, sc azScale) {
 	// watcher hears both. The calibration's steps are answered before that work is done; the
 	// burst pays for it while it evicts.
 	say("  pods gone:  Lifeboat %6.1f/s, calibrated evictions with kwok's deletions %6.0f/s: %.0f%%", p.goneRate, cal.bestSettled, 100*p.goneRate/cal.bestSettled)
+	// The sustained comparison. A calibration step's evictions are answered within its ten
+	// seconds, but at 64 in flight its pods took about twice that to go: kwok deletes each pod
+	// its eviction marks, through the same server, and that work was left for after the step.
+	// A burst of a minute pays for it as it goes. So both sides are counted until the pods are
+	// gone: the calibration's best step (its pods over the time from its start until the last
+	// was gone) and the whole burst (every pod over the time from the sending until the last
+	// was gone, cordons and tail included).
+	sustained, sustainedFraction, floorGone := 0.0, 0.0, needEvict/cal.bestSettled
+	if p.nGone == len(w.workload) && p.gone > 0 {
+		sustained = needEvict / p.gone.Seconds()
+		sustainedFraction = sustained / cal.bestSettled
+	}
+	say("  sustained, evictions counted until their pods were gone: Lifeboat %6.1f/s (all in %s), the calibration's best step %6.0f/s: %.0f%%; the goal, all gone within 1.25 × %.0f ÷ %.0f/s = %.1f s: %v",
+		sustained, show(p.gone, p.nGone, len(w.workload)), cal.bestSettled, 100*sustainedFraction, needEvict, cal.bestSettled, 1.25*floorGone,
+		p.nGone == len(w.workload) && p.gone.Seconds() <= 1.25*floorGone)
 	if evictFraction > 1 || cordonFraction > 1 {
 		say("  (above 100%%: the server gave more to Lifeboat's mix than to the calibration's steps of one kind)")
 	}
@@ -539,6 +555,7 @@ func azReclaim(b *testing.B, sc azScale) {
 	b.ReportMetric(lbEvict, "lifeboat-evictions/s")
 	b.ReportMetric(lbCordon, "lifeboat-cordons/s")
 	b.ReportMetric(evictFraction, "rate-fraction")
+	b.ReportMetric(sustainedFraction, "sustained-fraction")
 	b.ReportMetric(mib(peakHeap), "peak-heap-MiB")
 	b.ReportMetric(mib(peakLive), "peak-live-heap-MiB")
 	b.ReportMetric(float64(p.acceptedBy(azSpotWarning)), "evictions-within-2m")
