@@ -205,7 +205,7 @@ func azReclaim(b *testing.B, sc azScale) {
 		if s.settled == 0 {
 			return ""
 		}
-		out := fmt.Sprintf("; pods gone after %s = %.0f/s", s.settled.Round(10*time.Millisecond), float64(s.requests)/s.settled.Seconds())
+		out := fmt.Sprintf("; waiting for the budgets' watch cache %s; pods gone after %s = %.0f/s", s.cacheWait, s.settled.Round(10*time.Millisecond), float64(s.requests)/s.settled.Seconds())
 		if s.ranOut {
 			out += " (ran out of calibration pods: LIFEBOAT_SCALE_CALIBRATION_PODS)"
 		}
@@ -735,6 +735,9 @@ type azStep struct {
 	// pods too: the server's work an eviction causes, not only its answer.
 	settled time.Duration
 	ranOut  bool // a timed step that used up its pool before its time was over
+	// cacheWait is, for evictions, how long the server's consistent lists of the disruption
+	// budgets waited for its watch cache during the step (see azAPFState.cacheWait).
+	cacheWait azMean
 }
 
 // rate is the accepted requests per second.
@@ -963,8 +966,9 @@ func azCalibrate(ctx context.Context, c *sandbox.Cluster, w *azWorld, sc azScale
 		return evicted - 1, true
 	}
 	out.evictions, out.bestEvictions = climb(func(workers int) azStep {
-		start := time.Now()
+		start, before := time.Now(), azAPF(ctx, c.Client)
 		s := azRunTimedStep(ctx, workers, sc.evictionStep, next, codes, evict)
+		s.cacheWait = azAPF(ctx, c.Client).cacheWait["poddisruptionbudgets"].minus(before.cacheWait["poddisruptionbudgets"])
 		if err := waitGone(evicted); err != nil {
 			s.errors = s.requests
 		}
@@ -1462,6 +1466,10 @@ type azAPFState struct {
 	// How long the server took over requests ("verb resource[/subresource]"), and how long
 	// they waited in API Priority and Fairness's queues (by priority level).
 	took, waited map[string]azMean
+	// How long consistent reads waited for the watch cache to catch up with etcd, by resource:
+	// an eviction lists its namespace's disruption budgets so, and the cache of a kind that
+	// hardly changes catches up on etcd's progress notifications, asked for every 100 ms.
+	cacheWait map[string]azMean
 }
 
 // azMean is a histogram's sum and count.
@@ -1512,8 +1520,9 @@ func azLatencyLine(from, to azAPFState, clientFrom, clientTo map[string]azMean) 
 			waits = append(waits, level+" "+d.String())
 		}
 	}
-	return fmt.Sprintf("at the server %s; Lifeboat saw patch %s, create %s, get %s; queued by priority level %s",
-		strings.Join(server, ", "), clientTo["patch"].minus(clientFrom["patch"]), clientTo["create"].minus(clientFrom["create"]),
+	return fmt.Sprintf("at the server %s (of which waiting for the disruption budgets' watch cache %s); Lifeboat saw patch %s, create %s, get %s; queued by priority level %s",
+		strings.Join(server, ", "), to.cacheWait["poddisruptionbudgets"].minus(from.cacheWait["poddisruptionbudgets"]),
+		clientTo["patch"].minus(clientFrom["patch"]), clientTo["create"].minus(clientFrom["create"]),
 		clientTo["get"].minus(clientFrom["get"]), strings.Join(waits, ", "))
 }
 
@@ -1531,7 +1540,7 @@ func azAddSample(m azMean, name string, v float64) azMean {
 func azAPF(ctx context.Context, client kubernetes.Interface) azAPFState {
 	out := azAPFState{rejected: map[string]float64{}, currentSeats: map[string]float64{}, nominalSeats: map[string]float64{},
 		requests: map[string]float64{}, dispatched: map[string]float64{}, lists: map[string]float64{}, terminatedWatchers: map[string]float64{},
-		took: map[string]azMean{}, waited: map[string]azMean{}}
+		took: map[string]azMean{}, waited: map[string]azMean{}, cacheWait: map[string]azMean{}}
 	raw, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return out
@@ -1586,6 +1595,8 @@ func azAPF(ctx context.Context, client kubernetes.Interface) azAPFState {
 				verb = "create"
 			}
 			out.took[verb+" "+resource] = azAddSample(out.took[verb+" "+resource], name, v)
+		case "apiserver_watch_cache_read_wait_seconds_sum", "apiserver_watch_cache_read_wait_seconds_count":
+			out.cacheWait[labels["resource"]] = azAddSample(out.cacheWait[labels["resource"]], name, v)
 		case "apiserver_flowcontrol_request_wait_duration_seconds_sum", "apiserver_flowcontrol_request_wait_duration_seconds_count":
 			out.waited[labels["priority_level"]] = azAddSample(out.waited[labels["priority_level"]], name, v)
 		}

@@ -6,7 +6,9 @@
 //
 // Why requests in flight rather than a rate: what a server gets through is what it has in
 // hand divided by how long each takes, and that time differs by kind (a node patch 10 ms, an
-// eviction 100 ms on the sandbox) and grows with the server's load. A bound on requests in
+// eviction 100 ms: its list of the namespace's disruption budgets waits for the API server's
+// watch cache, which catches up on etcd's progress notifications, asked for every 100 ms)
+// and grows with the server's load. A bound on requests in
 // flight keeps the server's own queue short whatever the mix, and throughput follows the
 // server's pace by itself; a rate must be guessed, and a rate a little too high piles requests
 // up at the server until API Priority and Fairness rejects them. Measured in an AZ-scale burst,
