@@ -966,13 +966,14 @@ func azCalibrate(ctx context.Context, c *sandbox.Cluster, w *azWorld, sc azScale
 		return evicted - 1, true
 	}
 	out.evictions, out.bestEvictions = climb(func(workers int) azStep {
-		start, before := time.Now(), azAPF(ctx, c.Client)
+		before := azAPF(ctx, c.Client) // outside the step's time: a scrape of the server's metrics
+		start := time.Now()
 		s := azRunTimedStep(ctx, workers, sc.evictionStep, next, codes, evict)
-		s.cacheWait = azAPF(ctx, c.Client).cacheWait["poddisruptionbudgets"].minus(before.cacheWait["poddisruptionbudgets"])
 		if err := waitGone(evicted); err != nil {
 			s.errors = s.requests
 		}
 		s.settled = time.Since(start)
+		s.cacheWait = azAPF(ctx, c.Client).cacheWait["poddisruptionbudgets"].minus(before.cacheWait["poddisruptionbudgets"])
 		return s
 	})
 	for _, s := range out.evictions {
