@@ -451,7 +451,7 @@ func azReclaim(b *testing.B, sc azScale) {
 	// was gone) and the whole burst (every pod over the time from the sending until the last
 	// was gone, cordons and tail included).
 	sustained, sustainedFraction, floorGone := 0.0, 0.0, needEvict/cal.bestSettled
-	if p.nGone == len(w.workload) && p.gone > 0 {
+	if p.nGone == len(w.workload) && p.gone > 0 && cal.bestSettled > 0 { // else 0: nothing to compare
 		sustained = needEvict / p.gone.Seconds()
 		sustainedFraction = sustained / cal.bestSettled
 	}
