@@ -45,6 +45,8 @@ const (
 type Metrics struct {
 	Registry *prometheus.Registry
 
+	serverRefused *prometheus.CounterVec
+
 	imdsPolls     *prometheus.CounterVec
 	notices       *prometheus.CounterVec
 	actions       *prometheus.CounterVec
@@ -75,7 +77,8 @@ type Metrics struct {
 // New registers Lifeboat's metrics, plus the Go runtime and process collectors.
 func New() *Metrics {
 	m := &Metrics{
-		Registry: prometheus.NewRegistry(),
+		Registry:      prometheus.NewRegistry(),
+		serverRefused: newServerRefused(),
 		imdsPolls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_imds_polls_total", Help: "Instance-metadata polls by path and result (ok, error).",
 		}, []string{"path", "result"}),
@@ -169,6 +172,7 @@ func New() *Metrics {
 			Name: "lifeboat_readiness_last_run_timestamp_seconds", Help: "When the periodic readiness check last ran, by result (ok, error).",
 		}, []string{"result"}),
 	}
+	m.Registry.MustRegister(m.serverRefused)
 	m.Registry.MustRegister(m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
