@@ -18,7 +18,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -203,13 +202,15 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 
 	if metricsListener != nil {
-		srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		// The probes' limits, and like them it ends with ctx, or here when run returns.
+		metricsCtx, stopMetrics := context.WithCancel(ctx)
+		defer stopMetrics()
 		go func() {
-			if err := srv.Serve(metricsListener); err != nil && err != http.ErrServerClosed {
+			if err := health.Serve(metricsCtx, metricsListener, m.Handler(),
+				health.WithLogger(logger.With("server", metrics.ServerMetrics)), health.WithRefused(m.ConnectionRefused(metrics.ServerMetrics))); err != nil {
 				logger.Error("metrics server stopped", "addr", metricsListener.Addr().String(), "err", err)
 			}
 		}()
-		defer srv.Close()
 	}
 
 	recorder, stopEvents, err := events.New(clients.Events, wiring.Events(loaded.Config, logger))
@@ -235,7 +236,8 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 			return
 		}
 		go func() {
-			if err := health.Serve(ctx, probesListener, health.Handler(loaded.Config.ProbesServerEndpoint, ready)); err != nil {
+			if err := health.Serve(ctx, probesListener, health.Handler(loaded.Config.ProbesServerEndpoint, ready),
+				health.WithLogger(logger.With("server", metrics.ServerProbes)), health.WithRefused(m.ConnectionRefused(metrics.ServerProbes))); err != nil {
 				logger.Error("probes server stopped", "addr", probesListener.Addr().String(), "err", err)
 			}
 		}()
