@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"k8s.io/apimachinery/pkg/util/cache"
 )
 
 // HookTimeouts are a lifecycle hook's time limits: an action expires HeartbeatTimeout after
@@ -101,16 +102,26 @@ type HookTimeoutSource interface {
 
 // HookTimeoutCache remembers each hook's timeouts: a burst of terminations in one group asks
 // once. A hook whose timeouts cannot be learned for good (no permission, no such hook) is
-// remembered too, so the reason is reported once per hook; a transient failure is asked
-// again next time.
+// remembered too, so the reason is reported once per hook while it is remembered; a transient
+// failure is asked again next time. Hook names come from queue messages, so the cache is
+// bounded: the least recently used hook goes first, an answer is kept for an hour (a hook's
+// timeouts can be changed) and a failure for five minutes (the hook may be created, the
+// permission granted).
 type HookTimeoutCache struct {
 	src HookTimeoutSource
 	// Observe, when set, is told about every call made (its error, nil on success).
 	Observe func(err error)
 
 	mu      sync.Mutex
-	entries map[string]hookEntry
+	entries *cache.LRUExpireCache
 }
+
+// Hook cache limits.
+const (
+	hookCacheSize    = 4096
+	hookCacheTTL     = time.Hour
+	hookCacheFailTTL = 5 * time.Minute
+)
 
 type hookEntry struct {
 	timeouts HookTimeouts
@@ -119,17 +130,23 @@ type hookEntry struct {
 
 // NewHookTimeoutCache reads through src.
 func NewHookTimeoutCache(src HookTimeoutSource) *HookTimeoutCache {
-	return &HookTimeoutCache{src: src, entries: map[string]hookEntry{}}
+	return newHookTimeoutCache(src, hookCacheSize, realClock{})
 }
+
+func newHookTimeoutCache(src HookTimeoutSource, size int, clock cache.Clock) *HookTimeoutCache {
+	return &HookTimeoutCache{src: src, entries: cache.NewLRUExpireCacheWithClock(size, clock)}
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
 
 // Timeouts returns the hook's timeouts. first is true when this call learned the answer
 // (or its lasting failure) rather than the cache, so the caller can report it once.
 func (c *HookTimeoutCache) Timeouts(ctx context.Context, group, hook string) (t HookTimeouts, first bool, err error) {
 	key := group + "/" + hook
-	c.mu.Lock()
-	e, ok := c.entries[key]
-	c.mu.Unlock()
-	if ok {
+	if e, ok := c.entries.Get(key); ok {
+		e := e.(hookEntry)
 		return e.timeouts, false, e.err
 	}
 	t, err = c.src.LifecycleHookTimeouts(ctx, group, hook)
@@ -139,12 +156,16 @@ func (c *HookTimeoutCache) Timeouts(ctx context.Context, group, hook string) (t 
 	if err != nil && !IsPermanent(err) && !errors.Is(err, ErrNoSuchHook) {
 		return HookTimeouts{}, true, err
 	}
-	c.mu.Lock()
-	if _, raced := c.entries[key]; raced {
-		first = false
-	} else {
-		c.entries[key], first = hookEntry{timeouts: t, err: err}, true
+	ttl := hookCacheTTL
+	if err != nil {
+		ttl = hookCacheFailTTL
 	}
-	c.mu.Unlock()
-	return t, first, err
+	// One check-and-add: callers that asked at the same time report the answer once.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, raced := c.entries.Get(key); raced {
+		return t, false, err
+	}
+	c.entries.Add(key, hookEntry{timeouts: t, err: err}, ttl)
+	return t, true, err
 }

@@ -88,3 +88,81 @@ func TestHookTimeoutCache(t *testing.T) {
 		}
 	}
 }
+
+// keyedHookSource answers every hook, except those in missing, which do not exist.
+type keyedHookSource struct {
+	calls   map[string]int
+	missing map[string]bool
+}
+
+func (s *keyedHookSource) LifecycleHookTimeouts(_ context.Context, group, hook string) (HookTimeouts, error) {
+	s.calls[group+"/"+hook]++
+	if s.missing[hook] {
+		return HookTimeouts{}, fmt.Errorf("DescribeLifecycleHooks %s/%s: %w", group, hook, ErrNoSuchHook)
+	}
+	return HookTimeouts{Heartbeat: time.Minute}, nil
+}
+
+type fakeClock struct{ now time.Time }
+
+func (c *fakeClock) Now() time.Time { return c.now }
+
+// Hook names come from queue messages: the cache holds a bounded number of hooks, the least
+// recently used going first.
+func TestHookTimeoutCacheBounded(t *testing.T) {
+	ctx := context.Background()
+	src := &keyedHookSource{calls: map[string]int{}}
+	c := NewHookTimeoutCache(src)
+	for i := range hookCacheSize + 1 {
+		if _, _, err := c.Timeouts(ctx, "g", fmt.Sprintf("h%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, first, _ := c.Timeouts(ctx, "g", "h0"); !first || src.calls["g/h0"] != 2 {
+		t.Errorf("the oldest of %d hooks: first=%v after %d calls, want it dropped and asked again", hookCacheSize+1, first, src.calls["g/h0"])
+	}
+	last := fmt.Sprintf("h%d", hookCacheSize)
+	if _, first, _ := c.Timeouts(ctx, "g", last); first || src.calls["g/"+last] != 1 {
+		t.Errorf("the newest hook was asked again (%d calls)", src.calls["g/"+last])
+	}
+}
+
+// An answer is kept for an hour, a hook that does not exist for five minutes: then each is
+// asked (and reported) again.
+func TestHookTimeoutCacheExpires(t *testing.T) {
+	ctx := context.Background()
+	src := &keyedHookSource{calls: map[string]int{}, missing: map[string]bool{"gone": true}}
+	clock := &fakeClock{now: t0}
+	c := newHookTimeoutCache(src, 10, clock)
+	ask := func(hook string) (bool, error) {
+		_, first, err := c.Timeouts(ctx, "g", hook)
+		return first, err
+	}
+	for _, hook := range []string{"drain", "gone"} {
+		if first, _ := ask(hook); !first {
+			t.Fatalf("%s: not first on the first call", hook)
+		}
+	}
+	tests := []struct {
+		after      time.Duration
+		hook       string
+		wantFirst  bool
+		wantCalled int
+	}{
+		{4 * time.Minute, "gone", false, 1},
+		{4 * time.Minute, "drain", false, 1},
+		{5*time.Minute + time.Second, "gone", true, 2},
+		{59 * time.Minute, "drain", false, 1},
+		{61 * time.Minute, "drain", true, 2},
+	}
+	for _, tt := range tests {
+		clock.now = t0.Add(tt.after)
+		first, err := ask(tt.hook)
+		if first != tt.wantFirst || src.calls["g/"+tt.hook] != tt.wantCalled {
+			t.Errorf("%s after %v: first=%v, %d calls; want first=%v, %d calls", tt.hook, tt.after, first, src.calls["g/"+tt.hook], tt.wantFirst, tt.wantCalled)
+		}
+		if (tt.hook == "gone") != errors.Is(err, ErrNoSuchHook) {
+			t.Errorf("%s after %v: err %v", tt.hook, tt.after, err)
+		}
+	}
+}
