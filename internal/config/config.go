@@ -222,6 +222,34 @@ func RegionFromQueueURL(queueURL string) string {
 	return ""
 }
 
+// AccountFromQueueURL returns the AWS account a queue URL names (its path is
+// /<account>/<queue>, at AWS as on local servers such as goaws), or "".
+func AccountFromQueueURL(queueURL string) string {
+	path := queueURL
+	if _, after, ok := strings.Cut(path, "://"); ok {
+		path = after
+	}
+	_, path, _ = strings.Cut(path, "/")
+	account, queue, ok := strings.Cut(strings.TrimSuffix(path, "/"), "/")
+	if !ok || queue == "" || strings.Contains(queue, "/") || !IsAccountID(account) {
+		return ""
+	}
+	return account
+}
+
+// IsAccountID reports whether s is an AWS account id: 12 digits.
+func IsAccountID(s string) bool {
+	if len(s) != 12 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // Validate checks what depends on more than one setting, for the given mode, and fills in
 // values derived from others (the region from the queue URL, the heartbeat limit).
 func (l *Loaded) Validate(mode Mode) error {
@@ -248,6 +276,9 @@ func (l *Loaded) Validate(mode Mode) error {
 			} else {
 				problems = append(problems, fmt.Sprintf("AWS_REGION is unset and QUEUE_URL=%q names no region: set AWS_REGION", c.QueueURL))
 			}
+		}
+		if c.QueueURL != "" && AccountFromQueueURL(c.QueueURL) == "" {
+			l.Warnings = append(l.Warnings, fmt.Sprintf("QUEUE_URL=%q names no AWS account (its path is not /<12-digit account>/<queue>): messages are accepted from any account", c.QueueURL))
 		}
 		if c.ClusterName == "" {
 			l.Warnings = append(l.Warnings, "CLUSTER_NAME is unset: instances are not checked for this cluster's kubernetes.io/cluster/<name> tag, so a queue shared with another cluster could make Lifeboat act on a node of the same name there; set CLUSTER_NAME")

@@ -94,6 +94,7 @@ var samples = map[string][2]string{
 	"ENABLE_SQS_TERMINATION_DRAINING":         {"true", "true"},
 	"QUEUE_URL":                               {"https://sqs.eu-west-1.amazonaws.com/1/q", "https://sqs.eu-west-1.amazonaws.com/1/q"},
 	"AWS_REGION":                              {"eu-west-1", "eu-west-1"},
+	"QUEUE_ALLOWED_ACCOUNTS":                  {" 444455556666, 777788889999,444455556666 ", "444455556666,777788889999"},
 	"AWS_ENDPOINT":                            {"http://127.0.0.1:4566", "http://127.0.0.1:4566"},
 	"CHECK_TAG_BEFORE_DRAINING":               {"false", "false"},
 	"MANAGED_TAG":                             {"team/managed", "team/managed"},
@@ -259,6 +260,8 @@ func TestBadValues(t *testing.T) {
 		{"IMDS_POLL_INTERVAL", "10ms", `IMDS_POLL_INTERVAL="10ms": out of range (allowed: 100ms to 1m0s)`},
 		{"READINESS_REPORT_INTERVAL", "30s", `READINESS_REPORT_INTERVAL="30s": out of range (allowed: 0s for off, or 1m0s to 24h0m0s)`},
 		{"QUEUE_URL", "ftp://queue", `QUEUE_URL="ftp://queue": not an absolute http or https URL`},
+		{"QUEUE_ALLOWED_ACCOUNTS", "444455556666,12345", `QUEUE_ALLOWED_ACCOUNTS="444455556666,12345": "12345" is not an AWS account id (12 digits)`},
+		{"QUEUE_ALLOWED_ACCOUNTS", "arn:aws:iam::444455556666:root", `QUEUE_ALLOWED_ACCOUNTS="arn:aws:iam::444455556666:root": "arn:aws:iam::444455556666:root" is not an AWS account id (12 digits)`},
 		{"AWS_ENDPOINT", "localhost:4566", `AWS_ENDPOINT="localhost:4566": not an absolute http or https URL`},
 		{"HEARTBEAT_INTERVAL", "10", `HEARTBEAT_INTERVAL="10": out of range (allowed: -1 (off) or 30 to 3600)`},
 		{"HEARTBEAT_UNTIL", "200000", `HEARTBEAT_UNTIL="200000": out of range (allowed: -1 (off) or 60 to 172800)`},
@@ -423,9 +426,41 @@ func TestControllerWithoutClusterNameWarns(t *testing.T) {
 	if !strings.Contains(strings.Join(l.Warnings, "\n"), "CLUSTER_NAME is unset") {
 		t.Errorf("no CLUSTER_NAME warning in %q", l.Warnings)
 	}
-	l = mustLoad(t, nil, env("QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/1/q", "CLUSTER_NAME", "prod"))
+	l = mustLoad(t, nil, env("QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/123456789012/q", "CLUSTER_NAME", "prod"))
 	if err := l.Validate(ModeController); err != nil || len(l.Warnings) != 0 {
 		t.Errorf("err %v, warnings %q; want neither", err, l.Warnings)
+	}
+}
+
+// A queue URL without an account turns the message account check off: said at start.
+func TestQueueURLWithoutAccountWarns(t *testing.T) {
+	l := mustLoad(t, nil, env("QUEUE_URL", "http://127.0.0.1:9324/queue/lifeboat", "AWS_REGION", "us-east-1", "CLUSTER_NAME", "prod"))
+	if err := l.Validate(ModeController); err != nil {
+		t.Fatal(err)
+	}
+	if w := strings.Join(l.Warnings, "\n"); !strings.Contains(w, `QUEUE_URL="http://127.0.0.1:9324/queue/lifeboat" names no AWS account`) {
+		t.Errorf("no warning about the queue's account in %q", l.Warnings)
+	}
+}
+
+func TestAccountFromQueueURL(t *testing.T) {
+	for url, want := range map[string]string{
+		"https://sqs.us-east-1.amazonaws.com/123456789012/lifeboat":         "123456789012",
+		"https://sqs.cn-north-1.amazonaws.com.cn/123456789012/q/":           "123456789012",
+		"https://vpce-1a2b.sqs.us-east-1.vpce.amazonaws.com/123456789012/q": "123456789012",
+		"http://127.0.0.1:4100/000000000000/lifeboat":                       "000000000000",
+		"http://us-east-1.localhost:4100/100010001000/lifeboat":             "100010001000",
+		"http://127.0.0.1:9324/queue/lifeboat":                              "",
+		"http://127.0.0.1:4100/000/q":                                       "",
+		"https://sqs.us-east-1.amazonaws.com/123456789012":                  "",
+		"https://sqs.us-east-1.amazonaws.com/123456789012/q/extra":          "",
+		"https://sqs.us-east-1.amazonaws.com/":                              "",
+		"https://sqs.us-east-1.amazonaws.com/12345678901a/q":                "",
+		"https://sqs.us-east-1.amazonaws.com/1234567890123/q":               "",
+	} {
+		if got := AccountFromQueueURL(url); got != want {
+			t.Errorf("AccountFromQueueURL(%q) = %q, want %q", url, got, want)
+		}
 	}
 }
 

@@ -191,6 +191,8 @@ func accepted(v value) string {
 		return "HTTP path starting with /"
 	case ipValue:
 		return "IP address, or empty for every interface"
+	case accountsValue:
+		return "comma-separated AWS account ids (12 digits), or empty"
 	}
 	return fmt.Sprintf("%T", v)
 }

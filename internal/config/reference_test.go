@@ -92,6 +92,7 @@ func TestAccepted(t *testing.T) {
 		s string
 		d time.Duration
 		m map[string]string
+		l []string
 	)
 	tests := []struct {
 		v    value
@@ -111,6 +112,7 @@ func TestAccepted(t *testing.T) {
 		{templateValue{&s}, "Go text/template, checked at start"},
 		{durationValue{p: &d, min: time.Second, max: time.Minute}, "Go duration, 1s to 1m0s"},
 		{pathValue{&s}, "HTTP path starting with /"},
+		{accountsValue{&l}, "comma-separated AWS account ids (12 digits), or empty"},
 	}
 	for _, tt := range tests {
 		if got := accepted(tt.v); got != tt.want {

@@ -65,6 +65,7 @@ type Config struct {
 	HeartbeatInterval                   int           // HEARTBEAT_INTERVAL, seconds; -1 = off
 	HeartbeatUntil                      int           // HEARTBEAT_UNTIL, seconds; -1 = default when heartbeats are on
 	SQSMsgVisibilityTimeoutSec          int           // SQS_MSG_VISIBILITY_TIMEOUT_SEC
+	QueueAllowedAccounts                []string      // QUEUE_ALLOWED_ACCOUNTS
 
 	JSONLogging      bool   // JSON_LOGGING
 	LogLevel         string // LOG_LEVEL
@@ -247,6 +248,9 @@ func settings(c *Config) []*Setting {
 		{Env: "SQS_MSG_VISIBILITY_TIMEOUT_SEC", Flag: "sqs-msg-visibility-timeout-sec", Default: "20", Group: groupQueue,
 			value: intValue{p: &c.SQSMsgVisibilityTimeoutSec, min: 1, max: 119},
 			Usage: "Visibility timeout of received messages; extended while their work is in progress."},
+		{Env: "QUEUE_ALLOWED_ACCOUNTS", Flag: "queue-allowed-accounts", Group: groupQueue, Lifeboat: true,
+			value: accountsValue{&c.QueueAllowedAccounts},
+			Usage: "Comma-separated AWS account ids (12 digits) whose messages are accepted besides those of the queue's own account, named in QUEUE_URL: an event bus that receives another account's events. Any other account's message is refused and, like a notice about another cluster's instance, kept on the queue unless DELETE_SQS_MSG_IF_NODE_NOT_FOUND=true. A QUEUE_URL that names no account (some local SQS servers) turns the check off, with a warning at start."},
 
 		// Webhook
 		{Env: "WEBHOOK_URL", Flag: "webhook-url", Group: groupWebhook, Secret: true,

@@ -162,6 +162,28 @@ func (v urlValue) Set(raw string) error {
 }
 func (v urlValue) String() string { return *v.p }
 
+// accountsValue is a comma-separated list of AWS account ids.
+type accountsValue struct{ p *[]string }
+
+func (v accountsValue) Set(raw string) error {
+	var ids []string
+	for id := range strings.SplitSeq(raw, ",") {
+		id = strings.TrimSpace(id)
+		if id == "" {
+			continue
+		}
+		if !IsAccountID(id) {
+			return fmt.Errorf("%q is not an AWS account id (12 digits)", id)
+		}
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	*v.p = ids
+	return nil
+}
+func (v accountsValue) String() string { return strings.Join(*v.p, ",") }
+
 // headersValue is a JSON object of header names to string values (NTH's WEBHOOK_HEADERS).
 type headersValue struct {
 	p   *map[string]string
