@@ -58,6 +58,11 @@ var chartManaged = map[string]struct {
 	},
 }
 
+// boundToNodeIP are the settings the chart fills with the node's IP (status.hostIP) for a
+// component on the host network, unless config names an address: its servers would otherwise
+// listen on every address of the node.
+var boundToNodeIP = map[string]bool{"PROMETHEUS_SERVER_BIND_ADDRESS": true, "PROBES_SERVER_BIND_ADDRESS": true}
+
 func fieldRef(name, path string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
 }
@@ -149,6 +154,12 @@ func TestChartDefaultsEqualBinaryDefaults(t *testing.T) {
 			if m, ok := chartManaged[s.Env]; ok {
 				if want := m.want(component); fmt.Sprint(got) != fmt.Sprint(want) {
 					t.Errorf("%s: %s = %+v, want %+v (%s)", component, s.Env, got, want, m.why)
+				}
+				continue
+			}
+			if boundToNodeIP[s.Env] && spec.HostNetwork {
+				if want := fieldRef(s.Env, "status.hostIP"); fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("%s on the host network: %s = %+v, want the node's IP %+v", component, s.Env, got, want)
 				}
 				continue
 			}
@@ -519,6 +530,57 @@ func TestProbesFollowTheSetting(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHostNetworkServersBindToTheNodeIP: on the host network the metrics and probes servers
+// listen on the node's IP only, which is the pod's IP there (the kubelet's probes and a
+// scrape of the pod reach it); an address in config, or from a Secret, wins.
+func TestHostNetworkServersBindToTheNodeIP(t *testing.T) {
+	const metricsEnv, probesEnv = "PROMETHEUS_SERVER_BIND_ADDRESS", "PROBES_SERVER_BIND_ADDRESS"
+	nodeIP := func(env string) corev1.EnvVar { return fieldRef(env, "status.hostIP") }
+	unset := func(string) corev1.EnvVar { return corev1.EnvVar{} }
+	value := func(v string) func(string) corev1.EnvVar {
+		return func(env string) corev1.EnvVar { return corev1.EnvVar{Name: env, Value: v} }
+	}
+	h := newHelm(t)
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		component string
+		metrics   func(string) corev1.EnvVar
+		probes    func(string) corev1.EnvVar
+	}{
+		{"agent, host network by default", nil, "agent", nodeIP, nodeIP},
+		{"controller, pod network by default", nil, "controller", unset, unset},
+		{"agent on the pod network", []string{"--set", "agent.hostNetwork=false"}, "agent", unset, unset},
+		{"controller on the host network", []string{"--set", "controller.hostNetwork=true"}, "controller", nodeIP, nodeIP},
+		{"every address, asked for", []string{"--set-string", "config.probesServerBindAddress=::"}, "agent", nodeIP, value("::")},
+		{"an address for the agent", []string{"--set-string", "agent.config.prometheusServerBindAddress=127.0.0.1"}, "agent", value("127.0.0.1"), nodeIP},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := podSpecs(h.template(t, append([]string{"--set", "controller.enabled=true"}, tc.args...)...))[tc.component]
+			c := container(t, spec)
+			env := envOf(t, c)
+			for name, want := range map[string]corev1.EnvVar{metricsEnv: tc.metrics(metricsEnv), probesEnv: tc.probes(probesEnv)} {
+				if got := env[name]; fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("%s = %+v, want %+v", name, got, want)
+				}
+			}
+			// The kubelet probes the pod's IP: a probe naming a host would miss the bound address.
+			for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+				if p != nil && p.HTTPGet != nil && p.HTTPGet.Host != "" {
+					t.Errorf("probe %+v names host %q", p.HTTPGet, p.HTTPGet.Host)
+				}
+			}
+		})
+	}
+	t.Run("from a Secret", func(t *testing.T) {
+		r := h.template(t, "--set", "configFromSecret.probesServerBindAddress.name=s", "--set", "configFromSecret.probesServerBindAddress.key=k")
+		got := envOf(t, container(t, podSpecs(r)["agent"]))[probesEnv]
+		if got.ValueFrom == nil || got.ValueFrom.SecretKeyRef == nil || got.ValueFrom.FieldRef != nil {
+			t.Errorf("%s = %+v, want only the Secret's value", probesEnv, got)
+		}
+	})
 }
 
 // TestReaderRole: the optional reader ClusterRole grants exactly what `lifeboat status` and

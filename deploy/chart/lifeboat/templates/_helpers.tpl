@@ -130,6 +130,19 @@ Environment of one component: (dict "root" $ "component" "agent" "controllerMode
   value: {{ $s | toJson }}
 {{- end }}
 {{- end }}
+{{- /* On the host network an empty bind address would serve on every address of the node:
+the servers bind to the node's IP instead, which is the pod's IP there, so the kubelet's
+probes and a scrape of the pod still reach them. An address in config wins. */}}
+{{- if (index $root.Values .component).hostNetwork }}
+{{- range $key := list "prometheusServerBindAddress" "probesServerBindAddress" }}
+{{- if and (eq (include "lifeboat.settingValue" (get $cfg $key)) "") (not (hasKey $fromSecret $key)) }}
+- name: {{ get $table $key }}
+  valueFrom:
+    fieldRef:
+      fieldPath: status.hostIP
+{{- end }}
+{{- end }}
+{{- end }}
 {{- range $key, $ref := $fromSecret }}
 {{- $env := get $table $key }}
 {{- if not $env }}
