@@ -4,9 +4,12 @@ package sqs
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"lifeboat.dev/lifeboat/internal/notice"
@@ -60,14 +63,66 @@ const (
 	problemEndUnreadable     = "event_unreadable"
 )
 
-// Parse reads one queue message. receivedAt stands in for the event time only when the
-// message states none (it then sets times, never identity): parsing the same message at
-// any moment yields the same notice ids.
-func Parse(body string, receivedAt time.Time) (Result, error) {
-	return parse(body, receivedAt, false)
+// Bounds of what a message may hold. AWS writes nothing larger: SQS takes messages of up to
+// 1 MiB, Auto Scaling allows names of up to 255 characters, an EventBridge event id is a UUID.
+const (
+	MaxBodyBytes = 1 << 20
+	// MaxHealthEntities is the most affected entities an AWS Health event may name.
+	MaxHealthEntities = 10000
+	// maxNameLength bounds group, hook and event names, tokens and event ids.
+	maxNameLength = 255
+	// maxEntityWarnings is how many skipped entities of one event are told one by one.
+	maxEntityWarnings = 10
+)
+
+// ErrForeignAccount marks a message from an AWS account the queue does not accept.
+var ErrForeignAccount = errors.New("not from the queue's AWS account")
+
+// Parser reads the messages of one queue.
+type Parser struct {
+	// QueueAccount is the AWS account that owns the queue. When set, an EventBridge event
+	// (its account) and an Auto Scaling message (its AccountId) must come from it or from
+	// one of AllowedAccounts, or Parse refuses them with ErrForeignAccount. Empty: the
+	// account is not checked.
+	QueueAccount string
+	// AllowedAccounts are further accounts whose messages are accepted (an event bus that
+	// receives another account's events).
+	AllowedAccounts []string
 }
 
-func parse(body string, receivedAt time.Time, wrapped bool) (Result, error) {
+// Parse reads one queue message without checking the account it comes from (see
+// Parser.Parse).
+func Parse(body string, receivedAt time.Time) (Result, error) {
+	return Parser{}.Parse(body, receivedAt)
+}
+
+// Parse reads one queue message. receivedAt stands in for the event time only when the
+// message states none (it then sets times, never identity): parsing the same message at
+// any moment yields the same notice ids. A message from an account p does not accept fails
+// with an error wrapping ErrForeignAccount.
+func (p Parser) Parse(body string, receivedAt time.Time) (Result, error) {
+	if len(body) > MaxBodyBytes {
+		return Result{}, fmt.Errorf("queue message: %d bytes, more than the %d an SQS message holds (body %q)", len(body), MaxBodyBytes, clip(body))
+	}
+	return p.parse(body, receivedAt, false)
+}
+
+// checkAccount refuses a message from an account the queue does not accept.
+func (p Parser) checkAccount(kind, field, account, body string) error {
+	if p.QueueAccount == "" || account == p.QueueAccount || slices.Contains(p.AllowedAccounts, account) {
+		return nil
+	}
+	also := ""
+	if len(p.AllowedAccounts) > 0 {
+		also = " nor one of the allowed accounts " + strings.Join(p.AllowedAccounts, ", ")
+	}
+	if account == "" {
+		return fmt.Errorf("%s: %w: it names no %s; the queue's account is %s%s (body %q)", kind, ErrForeignAccount, field, p.QueueAccount, also, clip(body))
+	}
+	return fmt.Errorf("%s: %w: %s %q is not the queue's account %s%s (body %q)", kind, ErrForeignAccount, field, clip(account), p.QueueAccount, also, clip(body))
+}
+
+func (p Parser) parse(body string, receivedAt time.Time, wrapped bool) (Result, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(body), &top); err != nil {
 		return Result{}, fmt.Errorf("queue message: not a JSON object: %v (body %q)", err, clip(body))
@@ -82,11 +137,11 @@ func parse(body string, receivedAt time.Time, wrapped bool) (Result, error) {
 		if wrapped {
 			return Result{}, fmt.Errorf("SNS notification: nested inside another SNS notification (body %q)", clip(body))
 		}
-		return parseSNS(body, receivedAt)
+		return p.parseSNS(body, receivedAt)
 	case has(top, "detail-type"):
-		return parseEnvelope(body, receivedAt)
+		return p.parseEnvelope(body, receivedAt)
 	case has(top, "Event") || has(top, "LifecycleTransition"):
-		return parseHook(body, receivedAt)
+		return p.parseHook(body, receivedAt)
 	}
 	return Result{}, fmt.Errorf("queue message: neither an EventBridge event, an Auto Scaling hook nor an SNS notification (body %q)", clip(body))
 }
@@ -97,7 +152,7 @@ func has(m map[string]json.RawMessage, key string) bool {
 }
 
 // parseSNS unwraps one level of SNS.
-func parseSNS(body string, receivedAt time.Time) (Result, error) {
+func (p Parser) parseSNS(body string, receivedAt time.Time) (Result, error) {
 	var v struct {
 		Type      string `json:"Type"`
 		MessageID string `json:"MessageId"`
@@ -111,14 +166,14 @@ func parseSNS(body string, receivedAt time.Time) (Result, error) {
 	case "SubscriptionConfirmation", "UnsubscribeConfirmation":
 		return Result{Ignore: true, Reason: "SNS " + v.Type}, nil
 	default:
-		return Result{}, fmt.Errorf("SNS notification: unknown Type %q (body %q)", v.Type, clip(body))
+		return Result{}, fmt.Errorf("SNS notification: unknown Type %q (body %q)", clip(v.Type), clip(body))
 	}
 	if v.Message == "" {
-		return Result{}, fmt.Errorf("SNS notification %s: empty Message (body %q)", v.MessageID, clip(body))
+		return Result{}, fmt.Errorf("SNS notification %s: empty Message (body %q)", clip(v.MessageID), clip(body))
 	}
-	r, err := parse(v.Message, receivedAt, true)
+	r, err := p.parse(v.Message, receivedAt, true)
 	if err != nil {
-		return Result{}, fmt.Errorf("SNS notification %s: %w", v.MessageID, err)
+		return Result{}, fmt.Errorf("SNS notification %s: %w", clip(v.MessageID), err)
 	}
 	return r, nil
 }
@@ -126,6 +181,7 @@ func parseSNS(body string, receivedAt time.Time) (Result, error) {
 // envelope is an EventBridge event.
 type envelope struct {
 	ID         string          `json:"id"`
+	Account    string          `json:"account"`
 	DetailType string          `json:"detail-type"`
 	Source     string          `json:"source"`
 	Time       string          `json:"time"`
@@ -144,10 +200,13 @@ const (
 	kindHook      = "Auto Scaling hook"
 )
 
-func parseEnvelope(body string, receivedAt time.Time) (Result, error) {
+func (p Parser) parseEnvelope(body string, receivedAt time.Time) (Result, error) {
 	var e envelope
 	if err := json.Unmarshal([]byte(body), &e); err != nil {
 		return Result{}, fmt.Errorf("EventBridge event: %v (body %q)", err, clip(body))
+	}
+	if err := p.checkAccount("EventBridge event", "account", e.Account, body); err != nil {
+		return Result{}, err
 	}
 	var (
 		kind string
@@ -167,7 +226,7 @@ func parseEnvelope(body string, receivedAt time.Time) (Result, error) {
 	case "aws.health|AWS Health Event":
 		kind, fn = kindHealth, parseHealth
 	default:
-		return Result{}, fmt.Errorf("EventBridge event: unknown kind (source %q, detail-type %q) (body %q)", e.Source, e.DetailType, clip(body))
+		return Result{}, fmt.Errorf("EventBridge event: unknown kind (source %q, detail-type %q) (body %q)", clip(e.Source), clip(e.DetailType), clip(body))
 	}
 	if len(e.Detail) == 0 || string(e.Detail) == "null" {
 		return Result{}, fmt.Errorf("%s: missing detail (body %q)", kind, clip(body))
@@ -176,7 +235,7 @@ func parseEnvelope(body string, receivedAt time.Time) (Result, error) {
 	if e.Time != "" {
 		t, err := time.Parse(time.RFC3339, e.Time)
 		if err != nil {
-			return Result{}, fmt.Errorf("%s: time %q is not RFC 3339 (body %q)", kind, e.Time, clip(body))
+			return Result{}, fmt.Errorf("%s: time %q is not RFC 3339 (body %q)", kind, clip(e.Time), clip(body))
 		}
 		at = t
 	}
@@ -210,7 +269,7 @@ func parseReclaim(body string, e envelope, at time.Time, kind string, k notice.K
 	switch d.Action {
 	case "terminate", "stop", "hibernate":
 	default:
-		return Result{}, fmt.Errorf("%s: detail.instance-action %q is not terminate, stop or hibernate (body %q)", kind, d.Action, clip(body))
+		return Result{}, fmt.Errorf("%s: detail.instance-action %q is not terminate, stop or hibernate (body %q)", kind, clip(d.Action), clip(body))
 	}
 	deadline := at.Add(spotWarning)
 	return one(notice.Notice{
@@ -260,7 +319,7 @@ func parseStateChange(body string, e envelope, at time.Time) (Result, error) {
 		return Result{Ignore: true, Reason: fmt.Sprintf("instance %s is %s", d.InstanceID, d.State)}, nil
 	}
 	if !stateGoing[d.State] {
-		return Result{}, fmt.Errorf("%s: detail.state %q is not an EC2 instance state (body %q)", kindState, d.State, clip(body))
+		return Result{}, fmt.Errorf("%s: detail.state %q is not an EC2 instance state (body %q)", kindState, clip(d.State), clip(body))
 	}
 	return one(notice.Notice{
 		ID: notice.ID(notice.StateChange, d.InstanceID, d.State), Kind: notice.StateChange, Source: notice.SourceQueue,
@@ -291,35 +350,39 @@ func parseLifecycle(body string, e envelope, at time.Time) (Result, error) {
 	if d.Transition == "" {
 		d.Transition = want
 	} else if d.Transition != want {
-		return Result{}, fmt.Errorf("%s: detail.LifecycleTransition %q does not match detail-type %q (body %q)", kindLifecycle, d.Transition, e.DetailType, clip(body))
+		return Result{}, fmt.Errorf("%s: detail.LifecycleTransition %q does not match detail-type %q (body %q)", kindLifecycle, clip(d.Transition), e.DetailType, clip(body))
 	}
 	return lifecycleResult(kindLifecycle, "detail.", d, at, body)
 }
 
 // parseHook reads a message Auto Scaling sent straight to the queue (no EventBridge).
-func parseHook(body string, receivedAt time.Time) (Result, error) {
+func (p Parser) parseHook(body string, receivedAt time.Time) (Result, error) {
 	var v struct {
 		hookFields
-		Event string `json:"Event"`
-		Time  string `json:"Time"`
+		Event     string `json:"Event"`
+		Time      string `json:"Time"`
+		AccountID string `json:"AccountId"`
 	}
 	if err := json.Unmarshal([]byte(body), &v); err != nil {
 		return Result{}, fmt.Errorf("%s: %v (body %q)", kindHook, err, clip(body))
 	}
+	if err := p.checkAccount(kindHook, "AccountId", v.AccountID, body); err != nil {
+		return Result{}, err
+	}
 	if v.Event == "autoscaling:TEST_NOTIFICATION" {
-		return Result{Ignore: true, Reason: fmt.Sprintf("Auto Scaling test notification for group %q", v.Group)}, nil
+		return Result{Ignore: true, Reason: fmt.Sprintf("Auto Scaling test notification for group %q", clip(v.Group))}, nil
 	}
 	if v.Event != "" {
-		return Result{}, fmt.Errorf("%s: unknown Event %q (body %q)", kindHook, v.Event, clip(body))
+		return Result{}, fmt.Errorf("%s: unknown Event %q (body %q)", kindHook, clip(v.Event), clip(body))
 	}
 	if v.Transition != TransitionTerminating && v.Transition != TransitionLaunching {
-		return Result{}, fmt.Errorf("%s: unknown LifecycleTransition %q (body %q)", kindHook, v.Transition, clip(body))
+		return Result{}, fmt.Errorf("%s: unknown LifecycleTransition %q (body %q)", kindHook, clip(v.Transition), clip(body))
 	}
 	at := receivedAt
 	if v.Time != "" {
 		t, err := time.Parse(time.RFC3339, v.Time)
 		if err != nil {
-			return Result{}, fmt.Errorf("%s: Time %q is not RFC 3339 (body %q)", kindHook, v.Time, clip(body))
+			return Result{}, fmt.Errorf("%s: Time %q is not RFC 3339 (body %q)", kindHook, clip(v.Time), clip(body))
 		}
 		at = t
 	}
@@ -332,11 +395,28 @@ func lifecycleResult(kind, prefix string, d hookFields, at time.Time, body strin
 	if err := checkInstance(kind, prefix+"EC2InstanceId", d.InstanceID, body); err != nil {
 		return Result{}, err
 	}
-	for _, f := range []struct{ name, value string }{
-		{"LifecycleActionToken", d.Token}, {"AutoScalingGroupName", d.Group}, {"LifecycleHookName", d.Hook},
+	for _, f := range []struct {
+		name, value string
+		valid       func(string) bool
+		want        string
+		secret      bool // never repeated in an error
+	}{
+		{"LifecycleActionToken", d.Token, printable, "printable characters", true},
+		{"AutoScalingGroupName", d.Group, printable, "printable characters", false},
+		{"LifecycleHookName", d.Hook, hookNameChars, "letters, digits, -, _ and /", false},
 	} {
 		if strings.TrimSpace(f.value) == "" {
 			return Result{}, fmt.Errorf("%s: missing %s%s (body %q)", kind, prefix, f.name, clip(body))
+		}
+		shown := ""
+		if !f.secret {
+			shown = fmt.Sprintf(" %q", clip(f.value))
+		}
+		if n := utf8.RuneCountInString(f.value); n > maxNameLength {
+			return Result{}, fmt.Errorf("%s: %s%s%s is %d characters long, more than %d (body %q)", kind, prefix, f.name, shown, n, maxNameLength, clip(body))
+		}
+		if !f.valid(f.value) {
+			return Result{}, fmt.Errorf("%s: %s%s%s holds characters other than %s (body %q)", kind, prefix, f.name, shown, f.want, clip(body))
 		}
 	}
 	k, verb := notice.ASGTermination, "terminating"
@@ -371,13 +451,21 @@ func parseHealth(body string, e envelope, _ time.Time) (Result, error) {
 		return Result{}, fmt.Errorf("%s: detail: %v (body %q)", kindHealth, err, clip(body))
 	}
 	if d.Service != "EC2" || d.Category != "scheduledChange" {
-		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health %s event of service %q (%s) is not an EC2 scheduled change", d.Category, d.Service, d.Code)}, nil
+		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health %s event of service %q (%s) is not an EC2 scheduled change", clip(d.Category), clip(d.Service), clip(d.Code))}, nil
 	}
 	if e.ID == "" {
 		return Result{}, fmt.Errorf("%s: missing id (body %q)", kindHealth, clip(body))
 	}
+	for _, f := range []struct{ name, value string }{{"id", e.ID}, {"detail.eventTypeCode", d.Code}} {
+		if n := utf8.RuneCountInString(f.value); n > maxNameLength {
+			return Result{}, fmt.Errorf("%s: %s %q is %d characters long, more than %d (body %q)", kindHealth, f.name, clip(f.value), n, maxNameLength, clip(body))
+		}
+	}
 	if len(d.Entities) == 0 {
 		return Result{}, fmt.Errorf("%s: no detail.affectedEntities (body %q)", kindHealth, clip(body))
+	}
+	if len(d.Entities) > MaxHealthEntities {
+		return Result{}, fmt.Errorf("%s %s: %d affected entities, more than the %d a message may name (body %q)", kindHealth, e.ID, len(d.Entities), MaxHealthEntities, clip(body))
 	}
 	var r Result
 	// AWS Health sends the event again as it moves on; "closed" means the change is over (done
@@ -404,10 +492,14 @@ func parseHealth(body string, e envelope, _ time.Time) (Result, error) {
 		when = "from " + stamp(start)
 	}
 	seen := map[string]bool{}
+	skipped := 0
 	for i, ent := range d.Entities {
 		if !isInstanceID(ent.Value) {
-			r.Warnings = append(r.Warnings, Warning{Problem: problemEntityNotInstance,
-				Detail: fmt.Sprintf("the AWS Health event %s: detail.affectedEntities[%d].entityValue %q is not an EC2 instance id: skipped", e.ID, i, clip(ent.Value))})
+			// Told one by one up to a few, then counted.
+			if skipped++; skipped <= maxEntityWarnings {
+				r.Warnings = append(r.Warnings, Warning{Problem: problemEntityNotInstance,
+					Detail: fmt.Sprintf("the AWS Health event %s: detail.affectedEntities[%d].entityValue %q is not an EC2 instance id: skipped", e.ID, i, clip(ent.Value))})
+			}
 			continue
 		}
 		if seen[ent.Value] {
@@ -419,6 +511,10 @@ func parseHealth(body string, e envelope, _ time.Time) (Result, error) {
 			InstanceID: ent.Value, Deadline: start, StartTime: start, EndTime: end, Action: d.Code, CordonOnly: cordonOnly, Released: released,
 			Description: fmt.Sprintf("AWS Health scheduled change %s %s", d.Code, when),
 		})
+	}
+	if more := skipped - maxEntityWarnings; more > 0 {
+		r.Warnings = append(r.Warnings, Warning{Problem: problemEntityNotInstance,
+			Detail: fmt.Sprintf("the AWS Health event %s: %d more affected entities are not EC2 instance ids: skipped", e.ID, more)})
 	}
 	if len(r.Notices) == 0 {
 		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health event %s (%s) names no EC2 instance", e.ID, d.Code), Warnings: r.Warnings}, nil
@@ -468,6 +564,27 @@ func checkInstance(kind, field, id, body string) error {
 		return fmt.Errorf("%s: %s %q is not an EC2 instance id (body %q)", kind, field, clip(id), clip(body))
 	}
 	return nil
+}
+
+// printable accepts what Auto Scaling accepts in a group name: no control characters other
+// than tab, carriage return and line feed.
+func printable(s string) bool {
+	for _, r := range s {
+		if unicode.IsControl(r) && r != '\t' && r != '\r' && r != '\n' {
+			return false
+		}
+	}
+	return true
+}
+
+// hookNameChars accepts Auto Scaling's characters for a lifecycle hook name.
+func hookNameChars(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '/') {
+			return false
+		}
+	}
+	return true
 }
 
 func isInstanceID(id string) bool {
