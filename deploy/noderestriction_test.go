@@ -9,6 +9,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/preflight"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -144,4 +146,148 @@ func TestAgentNodeRestriction(t *testing.T) {
 	if n, err := c.Client.CoreV1().Nodes().Get(ctx, nodeB, metav1.GetOptions{}); err != nil || !n.Spec.Unschedulable {
 		t.Errorf("%s: %v; want it cordoned by the controller only", nodeB, err)
 	}
+
+	agentOn := func(node string) kubernetes.Interface {
+		p, err := c.Client.CoreV1().Pods(namespace).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "lifeboat-agent-"},
+			Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: "lifeboat-agent", Containers: []corev1.Container{{Name: "c", Image: "img"}}}},
+			metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return token("lifeboat-agent", p)
+	}
+	checkOwnNodeWrites(ctx, t, c, h, agentA, nodeA, agentOn)
+}
+
+// checkOwnNodeWrites holds the agent of node to what it writes on its own Node:
+// spec.unschedulable, its taint keys, lifeboat.dev/ labels and annotations, and the
+// out-of-service taint and the load-balancer label only once the chart's settings turn them on.
+// Every other label, annotation, taint, spec field and the status is refused with a message
+// naming it. The agent's own writes go through nodes.Writer, as Lifeboat makes them, with
+// foreign taints (one with a timeAdded) carried over in the replaced list.
+func checkOwnNodeWrites(ctx context.Context, t *testing.T, c *sandbox.Cluster, h helm, agent kubernetes.Interface, node string,
+	agentOn func(node string) kubernetes.Interface) {
+	t.Helper()
+	const (
+		dedicated = "example.com/dedicated"
+		excludeLB = nodes.LabelExcludeFromLoadBalancers
+	)
+	now := metav1.Now()
+	_, err := nodes.NewWriter(c.Client).Apply(ctx, node, nil, "foreign taints and annotation",
+		nodes.AddTaint(dedicated, "batch", corev1.TaintEffectNoSchedule),
+		func(n *corev1.Node) {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "example.com/draining", Effect: corev1.TaintEffectNoExecute, TimeAdded: &now})
+		},
+		nodes.SetAnnotation("example.com/owner", "team-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := nodes.NewWriter(agent)
+	write := func(edits ...nodes.Edit) error {
+		_, err := w.Apply(ctx, node, nil, "test edit", edits...)
+		return err
+	}
+	patch := func(client kubernetes.Interface, name, body string, subresources ...string) error {
+		_, err := client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(body), metav1.PatchOptions{}, subresources...)
+		return err
+	}
+	refused := func(what string, err error, message string) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), message) {
+			t.Errorf("%s: %v, want 403 Forbidden saying %q", what, err, message)
+		}
+	}
+	allowed := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Errorf("%s: %v, want it allowed", what, err)
+		}
+	}
+	prefix := "the agent of node " + node + " may not change "
+
+	allowed("the agent's intake edits (cordon, its taint, record, lifeboat.dev/ label)", write(nodes.Cordon(),
+		nodes.AddTaint(nodes.TaintSpotInterruption, "notice-1", corev1.TaintEffectNoSchedule),
+		nodes.SetAnnotation("lifeboat.dev/interruption", `{"v":1}`), nodes.SetLabel(nodes.LabelUncordonAfterReboot, "true")))
+	allowed("the agent's other taint keys", write(nodes.AddTaint(nodes.TaintScheduledMaintenance, "n", corev1.TaintEffectNoSchedule),
+		nodes.AddTaint(nodes.TaintASGLifecycle, "n", corev1.TaintEffectNoExecute), nodes.AddTaint(nodes.TaintRebalance, "n", corev1.TaintEffectPreferNoSchedule)))
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	for _, tt := range n.Spec.Taints {
+		keys[tt.Key] = true
+	}
+	if !n.Spec.Unschedulable || !keys[dedicated] || !keys["example.com/draining"] || !keys[nodes.TaintSpotInterruption] || !keys[nodes.TaintRebalance] ||
+		n.Labels[nodes.LabelUncordonAfterReboot] != "true" || n.Annotations["example.com/owner"] != "team-a" {
+		t.Errorf("after the agent's edits: unschedulable %v, taints %v, labels %v, annotations %v", n.Spec.Unschedulable, n.Spec.Taints, n.Labels, n.Annotations)
+	}
+
+	refused("a control-plane role label", patch(agent, node, `{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}}}`),
+		prefix+"label(s) node-role.kubernetes.io/control-plane of its Node; it may change only lifeboat.dev/ labels")
+	refused("another zone", patch(agent, node, `{"metadata":{"labels":{"topology.kubernetes.io/zone":"us-east-1b"}}}`),
+		prefix+"label(s) topology.kubernetes.io/zone")
+	refused("a label removed", write(nodes.RemoveLabel("type")), prefix+"label(s) type")
+	refused("the load-balancer label while excludeFromLoadBalancers is off", write(nodes.SetLabel(excludeLB, "true")), prefix+"label(s) "+excludeLB)
+	refused("another annotation", patch(agent, node, `{"metadata":{"annotations":{"example.com/other":"x"}}}`),
+		prefix+"annotation(s) example.com/other of its Node; it may change only lifeboat.dev/ annotations")
+	refused("another annotation changed", write(nodes.SetAnnotation("example.com/owner", "team-b")), prefix+"annotation(s) example.com/owner")
+	refused("a foreign taint added", write(nodes.AddTaint("example.com/new", "x", corev1.TaintEffectNoSchedule)),
+		prefix+"taint(s) example.com/new of its Node; it may change only taints with the keys aws-node-termination-handler/spot-itn")
+	refused("a foreign taint removed", write(nodes.RemoveTaint(dedicated, "")), prefix+"taint(s) "+dedicated)
+	refused("a foreign taint's value changed", write(nodes.AddTaint(dedicated, "web", corev1.TaintEffectNoSchedule)), prefix+"taint(s) "+dedicated)
+	refused("a NoExecute taint lifted", write(nodes.RemoveTaint("example.com/draining", "")), prefix+"taint(s) example.com/draining")
+	refused("the out-of-service taint while enableOutOfServiceTaint is off",
+		write(nodes.AddTaint(nodes.TaintOutOfService, "nodeshutdown", corev1.TaintEffectNoExecute)), prefix+"taint(s) "+nodes.TaintOutOfService)
+	refused("a pod CIDR", patch(agent, node, `{"spec":{"podCIDR":"10.244.7.0/24"}}`), prefix+"spec.podCIDR")
+	refused("a finalizer", patch(agent, node, `{"metadata":{"finalizers":["example.com/hold"]}}`), prefix+"metadata.finalizers")
+
+	// The status, even with RBAC that allows it.
+	if _, err := c.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "node-status-writer"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "node-status-writer"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "node-status-writer"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: namespace, Name: "lifeboat-agent"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// RBAC takes the binding up within moments; until then the patch is refused without the policy's say.
+	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		err := patch(agent, node, `{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Forged"}]}}`, "status")
+		return err == nil || strings.Contains(err.Error(), "Lifeboat agent node restriction"), nil
+	})
+	refused("its Node's status", patch(agent, node, `{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Forged"}]}}`, "status"),
+		"the agent of node "+node+" may not write the status of its Node")
+
+	// A providerID may be set once, from empty, by the API's own rules: the agent may not set
+	// it, so it cannot point its Node at another instance.
+	bare := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bare-node"}}
+	if _, err := c.Client.CoreV1().Nodes().Create(ctx, bare, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	refused("a providerID", patch(agentOn(bare.Name), bare.Name, `{"spec":{"providerID":"aws:///us-east-1a/i-0123456789abcdef0"}}`),
+		"the agent of node bare-node may not change spec.providerID")
+
+	allowed("the agent's undo edits", write(nodes.Uncordon(), nodes.RemoveTaint(nodes.TaintSpotInterruption, ""),
+		nodes.RemoveTaint(nodes.TaintScheduledMaintenance, ""), nodes.RemoveLabel(nodes.LabelUncordonAfterReboot),
+		nodes.RemoveAnnotation("lifeboat.dev/interruption")))
+
+	// With the settings on, the chart lets the agent write what they need.
+	if _, err := runTool(ctx, h.bin, h.env, "upgrade", "lifeboat", chartDir, "--namespace", namespace, "--kubeconfig", c.KubeconfigPath,
+		"--reuse-values", "--set", "config.excludeFromLoadBalancers=true", "--set", "config.enableOutOfServiceTaint=true"); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		_, err := agent.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(`{"metadata":{"labels":{"`+excludeLB+`":"true"}}}`),
+			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the load-balancer label is still refused after the upgrade that turned excludeFromLoadBalancers on")
+	}
+	allowed("the load-balancer label and the out-of-service taint once configured", write(nodes.SetLabel(excludeLB, "true"),
+		nodes.AddTaint(nodes.TaintOutOfService, "nodeshutdown", corev1.TaintEffectNoExecute)))
+	refused("another label, still", patch(agent, node, `{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}}}`),
+		prefix+"label(s) node-role.kubernetes.io/control-plane of its Node; it may change only lifeboat.dev/ labels and "+excludeLB)
 }
