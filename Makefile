@@ -17,13 +17,31 @@ TEST_TIMEOUT ?= 25m
 # "context deadline exceeded" on a loaded machine, which is not a finding.
 FUZZ_TIME    ?= 50000x
 
-.PHONY: all build sandbox vet test test-long unit fuzz faults bench bench-scale docs demo manifests clean
+# Build stamp: what `lifeboat version` prints. The commit's own time, not the build's, so two
+# builds of one commit are the same binary. Without git (a source archive) the version reads
+# "dev" and the commit and its time "unknown"; each can be given: make build VERSION=v1.2.3.
+GIT         ?= git
+git_read     = $(shell GIT_OPTIONAL_LOCKS=0 $(GIT) -C $(CURDIR) $(1) 2>/dev/null)
+VERSION     ?= $(or $(call git_read,describe --tags --always --dirty),dev)
+COMMIT      ?= $(call git_read,rev-parse HEAD)
+COMMIT_TIME ?= $(call git_read,log -1 --format=%cI)
+VERSION_PKG := lifeboat.dev/lifeboat/internal/version
+# The one set of link flags for every Lifeboat binary (make build, the image, the CLI).
+LDFLAGS     := -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT) -X $(VERSION_PKG).CommitTime=$(COMMIT_TIME)
+# Static (no libc: runs in a distroless or scratch image) and without the build machine's paths.
+GO_BUILD    := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
+BIN         ?= bin
+
+.PHONY: all build lifeboat sandbox vet test test-long unit fuzz faults bench bench-scale docs demo manifests clean
 
 all: build
 
-build:
-	$(GO) build -o bin/lifeboat ./cmd/lifeboat
-	$(GO) build -o bin/lifeboat-sandbox ./test/cmd/lifeboat-sandbox
+build: lifeboat
+	$(GO) build -o $(BIN)/lifeboat-sandbox ./test/cmd/lifeboat-sandbox
+
+## lifeboat: only the Lifeboat binary, $(BIN)/lifeboat
+lifeboat:
+	$(GO_BUILD) -o $(BIN)/lifeboat ./cmd/lifeboat
 
 ## sandbox: build the pinned sandbox tools (cold: 15-25 min on 2 cores; warm: nothing to do)
 sandbox:

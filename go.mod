@@ -2,6 +2,8 @@ module lifeboat.dev/lifeboat
 
 go 1.26.0
 
+toolchain go1.26.8
+
 require (
 	github.com/aws/aws-sdk-go-v2 v1.47.6
 	github.com/aws/aws-sdk-go-v2/config v1.33.14
