@@ -40,8 +40,9 @@ type AutoScaling interface {
 var ErrNoActiveAction = errors.New("no active lifecycle action")
 
 // LoadAWSConfig is the SDK configuration: the region, one endpoint for every service when
-// AWS_ENDPOINT is set (the SDK's per-service endpoint variables still win), and the default
-// credential chain (IRSA, Pod Identity, environment, instance profile).
+// AWS_ENDPOINT is set (the SDK's per-service endpoint variables still win), the default
+// credential chain (IRSA, Pod Identity, environment, instance profile) and a deadline on every
+// call (DefaultDeadlines).
 func LoadAWSConfig(ctx context.Context, region, endpoint string) (aws.Config, error) {
 	opts := []func(*awsconfig.LoadOptions) error{awsconfig.WithRegion(region)}
 	if endpoint != "" {
@@ -51,7 +52,7 @@ func LoadAWSConfig(ctx context.Context, region, endpoint string) (aws.Config, er
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("AWS configuration: %w", err)
 	}
-	return cfg, nil
+	return WithDeadlines(cfg, DefaultDeadlines), nil
 }
 
 // AWSAutoScaling implements AutoScaling with aws-sdk-go-v2.
