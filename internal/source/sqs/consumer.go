@@ -175,7 +175,9 @@ func NewConsumer(api API, opts ConsumerOptions) *Consumer {
 	}
 }
 
-// Healthy is nil unless receives have failed for 30 s without a success in between.
+// Healthy is nil unless receives have failed for 30 s without a success in between. A queue
+// endpoint that never answers counts as failing once a receive passes its deadline (see
+// cloud.Deadlines): from the start of that receive.
 func (c *Consumer) Healthy() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -229,6 +231,7 @@ func (c *Consumer) Run(ctx context.Context, h Handler) error {
 			}
 		}
 
+		began := c.now()
 		msgs, err := c.receive(ctx, free)
 		if ctx.Err() != nil {
 			release(free)
@@ -236,7 +239,7 @@ func (c *Consumer) Run(ctx context.Context, h Handler) error {
 		}
 		if err != nil {
 			release(free)
-			if !sleep(ctx, c.receiveFailed(err)) {
+			if !sleep(ctx, c.receiveFailed(err, began)) {
 				return nil
 			}
 			continue
@@ -295,14 +298,16 @@ func (c *Consumer) receive(ctx context.Context, n int) ([]types.Message, error) 
 	return out.Messages, nil
 }
 
-// receiveFailed records a failed receive, logs the first and every 20th in a row, and returns
-// how long to wait before the next: doubling from backoffMin up to backoffMax.
-func (c *Consumer) receiveFailed(err error) time.Duration {
+// receiveFailed records a failed receive that began at began, logs the first and every 20th
+// in a row, and returns how long to wait before the next: doubling from backoffMin up to
+// backoffMax. The failure counts from when the receive began: one that hung until its
+// deadline has been failing all that time.
+func (c *Consumer) receiveFailed(err error, began time.Time) time.Duration {
 	c.mu.Lock()
 	c.failures++
 	n := c.failures
 	if n == 1 {
-		c.failingSince = c.now()
+		c.failingSince = began
 	}
 	c.lastErr = err
 	if n == 1 {
@@ -555,9 +560,10 @@ func (c *Consumer) retrying(ctx context.Context, event string, fn func() error) 
 }
 
 // permanent reports errors that another attempt with the same input cannot fix: a receipt
-// handle SQS no longer accepts, a missing queue, a bad request.
+// handle SQS no longer accepts, a missing queue, a bad request. A call that passed its own
+// deadline is worth another attempt; the consumer's context ending is caught by the pause.
 func permanent(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) {
 		return true
 	}
 	var ae smithy.APIError

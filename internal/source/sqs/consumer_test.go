@@ -752,6 +752,7 @@ func TestPermanentErrors(t *testing.T) {
 		{&smithy.GenericAPIError{Code: "AWS.SimpleQueueService.MessageNotInFlight"}, true}, // goaws's spelling
 		{fmt.Errorf("wrapped: %w", &smithy.GenericAPIError{Code: "QueueDoesNotExist"}), true},
 		{context.Canceled, true},
+		{fmt.Errorf("DeleteMessage: no answer within the call's deadline: %w", context.DeadlineExceeded), false},
 	} {
 		if got := permanent(tc.err); got != tc.want {
 			t.Errorf("permanent(%v) = %v, want %v", tc.err, got, tc.want)
