@@ -228,6 +228,7 @@ func (p *Poller) runMonitor(ctx context.Context, m *monitor, out chan<- notice.N
 
 // poll reads one path once and records the outcome.
 func (p *Poller) poll(ctx context.Context, m *monitor) ([]notice.Notice, error) {
+	began := time.Now()
 	body, found, err := p.get.Get(ctx, m.path)
 	var (
 		notices  []notice.Notice
@@ -239,7 +240,7 @@ func (p *Poller) poll(ctx context.Context, m *monitor) ([]notice.Notice, error) 
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	p.record(m, err)
+	p.record(m, err, began)
 	if p.opts.Observe != nil {
 		p.opts.Observe(m.path, err)
 	}
@@ -278,7 +279,9 @@ func (p *Poller) warnOnce(warnings []Warning) {
 	}
 }
 
-func (p *Poller) record(m *monitor, err error) {
+// record notes a poll's outcome. A failure counts from when its poll began: one that hung
+// until the client's deadline has been failing all that time.
+func (p *Poller) record(m *monitor, err error, began time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	log := p.opts.Logger.With("path", m.path)
@@ -288,7 +291,7 @@ func (p *Poller) record(m *monitor, err error) {
 		m.failures, m.failingSince, m.lastErr = 0, time.Time{}, nil
 	case err != nil:
 		if m.failures == 0 {
-			m.failingSince = time.Now()
+			m.failingSince = began
 		}
 		m.failures++
 		m.lastErr = err
