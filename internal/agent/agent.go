@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +51,11 @@ type Agent struct {
 	mu     sync.Mutex
 	poller *imds.Poller
 
+	// reconcile is handler.Reconcile; tests put a panicking one in its place.
+	reconcile func(ctx context.Context, node *corev1.Node) (time.Duration, error)
+	// firstRetry is the first pause after a failed reconcile (doubling from there).
+	firstRetry time.Duration
+
 	// With ASG_LIFECYCLE_HOOK_NAME: Auto Scaling, for the hook's timeouts and its completion.
 	asg        cloud.AutoScaling
 	hooks      *cloud.HookTimeoutCache
@@ -61,8 +67,9 @@ type Agent struct {
 
 // New builds an agent; metadata is read through getter (imds.NewClient outside tests).
 func New(cfg *config.Config, client kubernetes.Interface, getter imds.Getter, logger *slog.Logger) *Agent {
-	a := &Agent{cfg: cfg, client: client, imds: getter, log: logger, handler: interruption.NewHandler(cfg, client, logger)}
+	a := &Agent{cfg: cfg, client: client, imds: getter, log: logger, handler: interruption.NewHandler(cfg, client, logger), firstRetry: time.Second}
 	a.handler.Origin = string(notice.SourceIMDS)
+	a.reconcile = a.handler.Reconcile
 	return a
 }
 
@@ -208,9 +215,14 @@ func retryBackoff(limit time.Duration) wait.Backoff {
 // episodes drives the node's episode from its record (interruption.Handler.Reconcile): first
 // on the node read at start (work a previous agent left goes on; with none, no request), then
 // each time intake recorded a notice (wake), when a scheduled start comes, and after a failure
-// with backoff. It returns when ctx ends.
+// (a panic included) with backoff. It returns when ctx ends.
 func (a *Agent) episodes(ctx context.Context, node *corev1.Node, wake <-chan struct{}) {
-	backoff := retryBackoff(30 * time.Second)
+	newBackoff := func() wait.Backoff {
+		b := retryBackoff(30 * time.Second)
+		b.Duration = a.firstRetry
+		return b
+	}
+	backoff := newBackoff()
 	for {
 		var (
 			after time.Duration // until the next look, when positive
@@ -220,7 +232,7 @@ func (a *Agent) episodes(ctx context.Context, node *corev1.Node, wake <-chan str
 			node, err = a.client.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
 		}
 		if err == nil {
-			after, err = a.handler.Reconcile(ctx, node)
+			after, err = a.reconcileSafely(ctx, node)
 		}
 		node = nil // read again next time
 		if ctx.Err() != nil {
@@ -230,7 +242,7 @@ func (a *Agent) episodes(ctx context.Context, node *corev1.Node, wake <-chan str
 			after = backoff.Step()
 			a.log.Warn("the node's interruption work is not done yet; retrying", "retryIn", after, "err", err)
 		} else {
-			backoff = retryBackoff(30 * time.Second)
+			backoff = newBackoff()
 		}
 		var due <-chan time.Time
 		timer := time.NewTimer(after)
@@ -247,6 +259,22 @@ func (a *Agent) episodes(ctx context.Context, node *corev1.Node, wake <-chan str
 			return
 		}
 	}
+}
+
+// reconcileSafely reconciles the node, turning a panic into an error that is retried with
+// backoff like any failure, so that a bug met on one record does not end the agent (and with
+// it the IMDS polling that catches the next notice). The panic is counted and logged with the
+// stack. (A panic in a goroutine the reconcile started cannot be caught here.)
+func (a *Agent) reconcileSafely(ctx context.Context, node *corev1.Node) (after time.Duration, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			a.Metrics.ReconcilePanic()
+			a.log.Error("reconciling the node panicked; retrying it with backoff", "node", node.Name,
+				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			after, err = 0, fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return a.reconcile(ctx, node)
 }
 
 // releaseAfterReboot uncordons the node if it has been through a scheduled reboot since

@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -34,6 +36,8 @@ type reconciler struct {
 	nodes   cache.Indexer
 	queue   workqueue.TypedRateLimitingInterface[string]
 	log     *slog.Logger
+	// reconcile is handler.Reconcile; tests put a panicking one in its place.
+	reconcile func(ctx context.Context, node *corev1.Node) (time.Duration, error)
 }
 
 func newReconciler(informer cache.SharedIndexInformer, handler *interruption.Handler, cfg *config.Config, log *slog.Logger) (*reconciler, error) {
@@ -42,6 +46,7 @@ func newReconciler(informer cache.SharedIndexInformer, handler *interruption.Han
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "lifeboat-node-episodes"}),
+		reconcile: handler.Reconcile,
 	}
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { r.offer(obj) },
@@ -96,11 +101,13 @@ func (r *reconciler) process(ctx context.Context, name string) {
 		r.queue.Forget(name)
 		return
 	}
-	wait, err := r.handler.Reconcile(ctx, obj.(*corev1.Node))
+	wait, err := r.reconcileSafely(ctx, obj.(*corev1.Node))
 	switch {
 	case err != nil:
 		if ctx.Err() == nil {
-			r.log.Warn("node's interruption work not done yet; retrying", "node", name, "err", err)
+			if _, panicked := err.(panicError); !panicked {
+				r.log.Warn("node's interruption work not done yet; retrying", "node", name, "err", err)
+			}
 			r.queue.AddRateLimited(name)
 		}
 	case wait > 0:
@@ -110,3 +117,24 @@ func (r *reconciler) process(ctx context.Context, name string) {
 		r.queue.Forget(name)
 	}
 }
+
+// reconcileSafely reconciles one node, turning a panic into an error: the node is retried with
+// the queue's backoff like any failure, and the other nodes' workers go on. The panic is
+// counted, and logged with the node and the stack, since it is a bug to report. (A panic in a
+// goroutine the reconcile started cannot be caught here and still ends the process.)
+func (r *reconciler) reconcileSafely(ctx context.Context, node *corev1.Node) (wait time.Duration, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.handler.Metrics.ReconcilePanic()
+			r.log.Error("reconciling the node panicked; retrying it with backoff", "node", node.Name,
+				"retries", r.queue.NumRequeues(node.Name), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			wait, err = 0, panicError{p}
+		}
+	}()
+	return r.reconcile(ctx, node)
+}
+
+// panicError is a recovered panic.
+type panicError struct{ value any }
+
+func (e panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }

@@ -47,6 +47,8 @@ type Metrics struct {
 
 	serverRefused *prometheus.CounterVec
 
+	reconcilePanics prometheus.Counter
+
 	imdsPolls     *prometheus.CounterVec
 	notices       *prometheus.CounterVec
 	actions       *prometheus.CounterVec
@@ -173,6 +175,8 @@ func New() *Metrics {
 		}, []string{"result"}),
 	}
 	m.Registry.MustRegister(m.serverRefused)
+	m.reconcilePanics = newReconcilePanics()
+	m.Registry.MustRegister(m.reconcilePanics)
 	m.Registry.MustRegister(m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
