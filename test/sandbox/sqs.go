@@ -9,12 +9,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
 // SQSOptions configure the goaws SQS server.
 type SQSOptions struct {
 	Queues            []string // created at start
-	AccountID         string   // default 000000000000
+	AccountID         string   // default fakeaws.Account, the account the fake's messages name
 	VisibilityTimeout int      // seconds, default 30
 }
 
@@ -30,7 +32,8 @@ type SQS struct {
 // writes plain URLs the SDK can use directly.
 func StartSQS(ctx context.Context, tools Tools, dir string, o SQSOptions) (*SQS, error) {
 	if o.AccountID == "" {
-		o.AccountID = "000000000000"
+		// Lifeboat accepts only messages of the account its queue URL names.
+		o.AccountID = fakeaws.Account
 	}
 	if o.VisibilityTimeout == 0 {
 		o.VisibilityTimeout = 30

@@ -2,11 +2,13 @@ package sqs
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"lifeboat.dev/lifeboat/internal/notice"
 )
@@ -394,8 +396,32 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add(`{"Type":"Notification","Message":"{\"Type\":\"Notification\",\"Message\":\"{}\"}"}`)
 	f.Add(`null`)
+	f.Add(strings.Replace(fixture(f, "spot.json"), "111122223333", "444455556666", 1))
+	f.Add(strings.Replace(fixture(f, "asg-hook-direct.json"), "111122223333", "", 1))
 	f.Fuzz(func(t *testing.T, body string) {
 		r, err := Parse(body, received)
+		// The account check only ever refuses: what it accepts reads as without it, and
+		// any other failure is the same.
+		checked := Parser{QueueAccount: "111122223333", AllowedAccounts: []string{"444455556666"}}
+		rc, errc := checked.Parse(body, received)
+		switch {
+		case errors.Is(errc, ErrForeignAccount):
+			if rc.Notices != nil || rc.Ignore || rc.Lifecycle != nil {
+				t.Errorf("refused with a result %+v", rc)
+			}
+		case (errc == nil) != (err == nil) || errc != nil && errc.Error() != err.Error() || len(rc.Notices) != len(r.Notices) || rc.Ignore != r.Ignore:
+			t.Errorf("with the account check: %+v %v; without: %+v %v", rc, errc, r, err)
+		}
+		if r.Lifecycle != nil {
+			for _, v := range []string{r.Lifecycle.Group, r.Lifecycle.Hook} {
+				if utf8.RuneCountInString(v) > 255 {
+					t.Errorf("a name of %d characters accepted", utf8.RuneCountInString(v))
+				}
+			}
+		}
+		if len(r.Notices) > MaxHealthEntities {
+			t.Errorf("%d notices from one message", len(r.Notices))
+		}
 		for _, w := range r.Warnings {
 			if w.Problem == "" || w.Detail == "" {
 				t.Errorf("warning without problem or detail: %+v", w)

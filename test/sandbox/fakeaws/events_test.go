@@ -9,7 +9,8 @@ import (
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
-// The fake's messages are read by Lifeboat's parser as the notices they stand for.
+// The fake's messages are read by Lifeboat's parser as the notices they stand for, from the
+// account of the sandbox's queue.
 func TestEventsParse(t *testing.T) {
 	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	const a, b = "i-0123456789abcdef0", "i-0fedcba9876543210"
@@ -26,8 +27,9 @@ func TestEventsParse(t *testing.T) {
 		{"rebalance", fakeaws.RebalanceRecommendation(a, at), []notice.Kind{notice.Rebalance}, time.Time{}},
 		{"terminate hook", fakeaws.TerminateLifecycleAction("workers", "drain", a, "tok", at), []notice.Kind{notice.ASGTermination}, time.Time{}},
 	}
+	queue := sqs.Parser{QueueAccount: fakeaws.Account}
 	for _, tt := range tests {
-		r, err := sqs.Parse(tt.body, time.Now())
+		r, err := queue.Parse(tt.body, time.Now())
 		if err != nil || r.Ignore || len(r.Notices) != len(tt.kinds) {
 			t.Errorf("%s: %+v %v", tt.name, r, err)
 			continue
