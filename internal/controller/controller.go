@@ -123,7 +123,9 @@ func NewFromAWS(ctx context.Context, cfg *config.Config, client kubernetes.Inter
 func (c *Controller) SetLeaseClient(client kubernetes.Interface) { c.leaseClient = client }
 
 // RunWithLeaderElection runs the controller while this replica holds the Lease, and stops
-// when it loses it or ctx ends (releasing the Lease, so a standby takes over at once).
+// when it loses it or ctx ends (releasing the Lease, so a standby takes over at once). If the
+// work loop (Run) ends by itself while leading, it releases the Lease too and returns Run's
+// error, rather than keep renewing a Lease for a leader that does nothing.
 func (c *Controller) RunWithLeaderElection(ctx context.Context) error {
 	identity := c.cfg.PodName
 	if identity == "" {
@@ -147,7 +149,11 @@ func (c *Controller) RunWithLeaderElection(ctx context.Context) error {
 		runDone chan struct{}
 		runErr  error
 	)
-	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+	// The elector releases the Lease only when its context ends: ending it is how a work loop
+	// that stopped by itself hands over to a standby.
+	electing, stopElecting := context.WithCancel(ctx)
+	defer stopElecting()
+	leaderelection.RunOrDie(electing, leaderelection.LeaderElectionConfig{
 		Lock: lock, ReleaseOnCancel: true,
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
 		Callbacks: leaderelection.LeaderCallbacks{
@@ -164,7 +170,14 @@ func (c *Controller) RunWithLeaderElection(ctx context.Context) error {
 				c.leading.Store(true)
 				c.metrics.Leader(true)
 				runErr = c.Run(ctx)
+				if ctx.Err() == nil { // neither lost nor stopping: the work loop ended by itself
+					if runErr == nil {
+						runErr = errors.New("the controller's work loop ended while leading")
+					}
+					c.log.Error("work loop ended while leading; releasing the Lease", "identity", identity, "err", runErr)
+				}
 				close(done)
+				stopElecting()
 			},
 			OnStoppedLeading: func() {
 				c.leading.Store(false)

@@ -1,0 +1,105 @@
+package controller_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/controller"
+	"lifeboat.dev/lifeboat/test/sandbox"
+	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
+)
+
+// TestFailedWorkLoopReleasesLease: when the leader's work loop ends by itself (here it cannot
+// consume a queue it was not given), the replica gives up the Lease at once and returns the
+// error, so a standby takes over within its retry period instead of never (the Lease renewed
+// for a leader that does nothing) or after the Lease's 15 s.
+func TestFailedWorkLoopReleasesLease(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{NoKwok: true})
+	const namespace = "kube-system"
+	// No QUEUE_URL: Run starts (informers synced, reconciler running) and its consumer refuses.
+	cfg := sandboxtest.Config(t, config.Mode(""), "POD_NAME", "leader-0", "NAMESPACE", namespace, "AWS_REGION", "us-east-1")
+	awsCfg := sandboxtest.AWSConfig("http://127.0.0.1:1") // never called
+	logs := &sandboxtest.LogBuffer{}
+	ctl := controller.New(cfg, kubernetes.NewForConfigOrDie(c.AdminConfig), awssqs.NewFromConfig(awsCfg),
+		cloud.NewAWSEC2(awsCfg), cloud.NewAWSAutoScaling(awsCfg), slog.New(slog.NewTextHandler(logs, nil)), nil)
+
+	holder := func() string {
+		l, err := c.Client.CoordinationV1().Leases(namespace).Get(ctx, controller.LeaseName, metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+
+	// A standby campaigning for the same Lease, checking every 200 ms.
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, namespace, controller.LeaseName,
+		c.Client.CoreV1(), c.Client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: "standby-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	standbyLeads := make(chan time.Time, 1)
+	standbyCtx, stopStandby := context.WithCancel(ctx)
+	standbyDone := make(chan struct{})
+	defer func() { stopStandby(); <-standbyDone }()
+
+	done := make(chan error, 1)
+	go func() { done <- ctl.RunWithLeaderElection(ctx) }()
+	// The standby starts once the controller leads, so that it is the one that has to wait.
+	for holder() != "leader-0" {
+		select {
+		case err := <-done:
+			t.Fatalf("RunWithLeaderElection returned %v before leading\n%s", err, logs.String())
+		case <-ctx.Done():
+			t.Fatal("the controller never took the Lease")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	go func() {
+		defer close(standbyDone)
+		leaderelection.RunOrDie(standbyCtx, leaderelection.LeaderElectionConfig{
+			Lock: lock, ReleaseOnCancel: true,
+			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 200 * time.Millisecond,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(context.Context) { standbyLeads <- time.Now() },
+				OnStoppedLeading: func() {},
+			},
+		})
+	}()
+
+	var returned time.Time
+	select {
+	case err := <-done:
+		returned = time.Now()
+		if err == nil {
+			t.Error("RunWithLeaderElection returned nil after its work loop failed, want the error")
+		}
+		t.Logf("RunWithLeaderElection returned: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("RunWithLeaderElection still running 20 s after its work loop failed (the Lease held by %q)\n%s", holder(), logs.String())
+	}
+	if h := holder(); h != "" && h != "standby-1" {
+		t.Errorf("after returning, the Lease is held by %q, want it released", h)
+	}
+	select {
+	case at := <-standbyLeads:
+		took := at.Sub(returned)
+		t.Logf("the standby led %s after the controller returned", took.Round(time.Millisecond))
+		if took > 5*time.Second {
+			t.Errorf("the standby took over %s after the controller returned, want within a few retry periods", took)
+		}
+	case <-time.After(20 * time.Second):
+		t.Errorf("the standby never took over (the Lease held by %q)", holder())
+	}
+}
