@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"slices"
 	"strings"
@@ -23,7 +22,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -76,6 +74,9 @@ type Controller struct {
 	// message is kept for that cluster and comes back every few minutes, logged at Debug.
 	foreignLogged *cache.LRUExpireCache
 	foreignMu     sync.Mutex
+
+	// handleOne takes one notice of a message: handleNotice (tests replace it).
+	handleOne func(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, lc *sqs.Lifecycle, log *slog.Logger) noticeFate
 }
 
 // Handler is the interruption handler, for wiring Events and webhooks.
@@ -265,6 +266,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !c.cfg.CheckTagBeforeDraining {
 		c.metrics.ConfigWarning("managed_tag_check_off")
 	}
+	if c.parser().QueueAccount == "" {
+		c.metrics.ConfigWarning("queue_account_unknown") // config.Validate said so in the log
+	}
 	go reportHealth(ctx, c.metrics, "queue", consumer.Healthy)
 	if every := c.cfg.ReadinessReportInterval; every > 0 {
 		go c.reportReadiness(ctx, every)
@@ -371,15 +375,21 @@ const (
 )
 
 // handleMessage decides a message's fate. Policy for unparseable messages: they are logged
-// with their id and deleted, since no retry can make them readable.
+// with their id and deleted, since no retry can make them readable. A message from an AWS
+// account the queue does not accept is refused, and kept like a notice about another
+// cluster's instance (see foreignAccount).
 //
 // Each notice of a message (an AWS Health event names several instances) is handled on its
-// own and at once: ownership is decided per notice, a foreign instance skips only its own
-// notice, and no notice waits for another's scheduled start or drain. The message's fate is
-// decided from all of them (see messageFate).
+// own: ownership is decided per notice, a foreign instance skips only its own notice, and no
+// notice waits for another's scheduled start or drain. A bounded number of them is handled
+// at once (see runNotices). The message's fate is decided from all of them (see
+// messageFate).
 func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Resolver, m sqs.Message) (sqs.Outcome, time.Duration) {
 	log := c.log.With("message", m.ID)
-	res, err := sqs.Parse(m.Body, time.Now())
+	res, err := c.parser().Parse(m.Body, time.Now())
+	if errors.Is(err, sqs.ErrForeignAccount) {
+		return c.foreignAccount(ctx, m, err, log)
+	}
 	if err != nil {
 		log.Error("unreadable queue message deleted", "err", err)
 		c.metrics.QueueMessage("unreadable")
@@ -394,23 +404,50 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 		c.metrics.QueueMessage("ignored")
 		return sqs.Done, 0
 	}
-	fates := make([]noticeFate, len(res.Notices))
-	var (
-		wg      sync.WaitGroup
-		running atomic.Int32 // notices of this message still being handled
-	)
-	running.Store(int32(len(res.Notices)))
-	for i, n := range res.Notices {
-		c.metrics.Notice(string(n.Kind), string(n.Source))
-		wg.Go(func() {
-			defer running.Add(-1)
-			fates[i] = c.handleNoticeWhileHeld(ctx, resolver, n, res.Lifecycle, log, &running)
-		})
+	handle := c.handleOne
+	if handle == nil {
+		handle = c.handleNotice
 	}
-	wg.Wait()
+	for _, n := range res.Notices {
+		c.metrics.Notice(string(n.Kind), string(n.Source))
+	}
+	fates := runNotices(ctx, res.Notices, c.noticeWorkers(), noticeBackoff, func(ctx context.Context, n notice.Notice) noticeFate {
+		return handle(ctx, resolver, n, res.Lifecycle, log)
+	})
 	outcome, delay, label := messageFate(ctx, fates, m.ReceiveCount)
 	c.metrics.QueueMessage(label)
 	return outcome, delay
+}
+
+// noticeWorkers is how many notices of one message are handled at once: as many as the
+// queue messages held at once, so that one message naming many instances is taken in as
+// fast as as many messages naming one each.
+func (c *Controller) noticeWorkers() int { return 2 * max(c.cfg.Workers, 1) }
+
+// parser reads this queue's messages: from the queue's own account (named in QUEUE_URL) and
+// QUEUE_ALLOWED_ACCOUNTS; from any account when QUEUE_URL names none.
+func (c *Controller) parser() sqs.Parser {
+	return sqs.Parser{QueueAccount: config.AccountFromQueueURL(c.cfg.QueueURL), AllowedAccounts: c.cfg.QueueAllowedAccounts}
+}
+
+// foreignAccount refuses a message from an AWS account the queue does not accept: none of
+// its notices is acted on. Like a notice about another cluster's instance it is kept on the
+// queue (it may be meant for a consumer that accepts its account) unless
+// DELETE_SQS_MSG_IF_NODE_NOT_FOUND deletes it. It is logged at Warn once an hour, its copies
+// at Debug.
+func (c *Controller) foreignAccount(ctx context.Context, m sqs.Message, err error, log *slog.Logger) (sqs.Outcome, time.Duration) {
+	c.metrics.QueueMessage("foreign_account")
+	level := c.foreignLevel("account/" + m.ID)
+	if level == slog.LevelInfo {
+		level = slog.LevelWarn
+	}
+	kept := !c.cfg.DeleteSQSMsgIfNodeNotFound
+	log.Log(ctx, level, "queue message from another AWS account refused; nothing acted on (QUEUE_ALLOWED_ACCOUNTS accepts another account's messages)",
+		"err", err, "kept", kept)
+	if kept {
+		return sqs.Retry, retryLater
+	}
+	return sqs.Done, 0
 }
 
 // noticeFate is what became of one notice of a message.
@@ -458,25 +495,6 @@ func retryDelay(receiveCount int) time.Duration {
 		d *= 2
 	}
 	return min(d, retrySoon)
-}
-
-// handleNoticeWhileHeld is handleNotice, retried in place after a transient failure (an EC2
-// or API server error) for as long as other notices of the message keep it in flight: the
-// message's own retry comes only once all are over, which for a sibling waiting for its
-// scheduled start may be days. The last notice still running leaves its retry to the message.
-func (c *Controller) handleNoticeWhileHeld(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, lc *sqs.Lifecycle, log *slog.Logger, running *atomic.Int32) noticeFate {
-	backoff := wait.Backoff{Duration: retryFirst, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: retrySoon}
-	for {
-		fate := c.handleNotice(ctx, resolver, n, lc, log)
-		if fate != noticeRetry || running.Load() <= 1 {
-			return fate
-		}
-		select {
-		case <-ctx.Done():
-			return noticeCancelled
-		case <-time.After(backoff.Step()):
-		}
-	}
 }
 
 // handleNotice takes one notice of a message: ownership, its deadline, then its record on
