@@ -182,7 +182,7 @@ func settings(c *Config) []*Setting {
 			value: intValue{p: &c.ForceDeleteBeforeDeadline, min: 0, max: 3600},
 			Usage: "When this many seconds are left before the deadline, delete pods that a PodDisruptionBudget still protects (grace period clamped to the time left). 0 = never: budgets are respected even if the drain misses the deadline."},
 		{Env: "WORKERS", Flag: "workers", Default: "10", Group: groupDrain, value: intValue{p: &c.Workers, min: 1, max: 10000},
-			Usage: "Notices taken in at once. Controller mode: notices whose ownership and deadline are being looked up (EC2, Auto Scaling) at once, with twice as many queue messages in flight; their cordons and the drains that follow are paced by the API server's answers (KUBE_API_QPS caps them), not by this. Agent mode: notices recorded at once."},
+			Usage: "Notices taken in at once. Controller mode: notices whose ownership and deadline are being looked up (EC2, Auto Scaling) at once, with twice as many queue messages in flight and as many notices of one message (an AWS Health event naming many instances) taken in at once; their cordons and the drains that follow are paced by the API server's answers (KUBE_API_QPS caps them), not by this. Agent mode: notices recorded at once."},
 		{Env: "WAIT_FOR_VOLUME_DETACHMENT", Flag: "wait-for-volume-detachment", Default: "true", Group: groupDrain, Lifeboat: true,
 			value: boolValue{&c.WaitForVolumeDetachment},
 			Usage: "After the drain, before completing the lifecycle action, wait (until the deadline at most) for the VolumeAttachments of the evicted pods' volumes to be gone, so their replacements do not wait on Multi-Attach errors."},

@@ -101,7 +101,7 @@ func New() *Metrics {
 		}, []string{"result"}),
 		queueMessages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_queue_messages_total",
-			Help: "Queue messages handled, by outcome: done, retry, unreadable, ignored, not_owned, launching (a launch hook whose node is not Ready yet).",
+			Help: "Queue messages handled, by outcome: done, retry, unreadable, ignored, not_owned, foreign_account (from an AWS account the queue does not accept), launching (a launch hook whose node is not Ready yet).",
 		}, []string{"outcome"}),
 		queueLag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "lifeboat_queue_lag_seconds", Help: "Time from a message being sent to the queue to its first handling.",
