@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/instancegate"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/notice"
 )
@@ -67,7 +68,7 @@ func (a *Agent) group(ctx context.Context) (string, error) {
 
 // lifecycleCompleter completes the Auto Scaling termination hook of this instance after its
 // drain. NTH never does this in IMDS mode, so instances wait for the hook's timeout.
-func (a *Agent) lifecycleCompleter(ctx context.Context, instanceID string) (func(context.Context, notice.Notice) (*interruption.Completed, error), error) {
+func (a *Agent) lifecycleCompleter(ctx context.Context, instanceID string) (func(context.Context, string, notice.Notice) (*interruption.Completed, error), error) {
 	region := a.cfg.AWSRegion
 	if region == "" {
 		body, found, err := a.imds.Get(ctx, "placement/region")
@@ -84,9 +85,18 @@ func (a *Agent) lifecycleCompleter(ctx context.Context, instanceID string) (func
 	a.asg, a.instance = asg, instanceID
 	a.hooks = cloud.NewHookTimeoutCache(asg)
 	hook := a.cfg.ASGLifecycleHookName
-	return func(ctx context.Context, n notice.Notice) (*interruption.Completed, error) {
+	gate := instancegate.New(instancegate.Options{Nodes: a.client, Groups: asg, UseProviderID: true,
+		LocalInstance: instanceID, Refused: a.Metrics.InstanceCallRefused})
+	return func(ctx context.Context, nodeName string, n notice.Notice) (*interruption.Completed, error) {
 		if n.Kind != notice.ASGTermination {
 			return nil, nil
+		}
+		if n.InstanceID != instanceID {
+			// A record on this Node names another instance: never complete anything for it.
+			return nil, &instancegate.Refusal{
+				Request:      instancegate.Request{Call: instancegate.CallCompleteLifecycleAction, Node: nodeName, InstanceID: n.InstanceID},
+				NodeInstance: instanceID, Reason: "instance metadata names the node's instance " + instanceID,
+			}
 		}
 		if d := a.cfg.CompleteLifecycleActionDelaySeconds; d > 0 {
 			select {
@@ -102,7 +112,13 @@ func (a *Agent) lifecycleCompleter(ctx context.Context, instanceID string) (func
 			return nil, nil
 		}
 		if err == nil {
+			err = gate.Check(ctx, instancegate.Request{Call: instancegate.CallCompleteLifecycleAction, Node: nodeName, InstanceID: instanceID, Group: group})
+		}
+		if err == nil {
 			err = asg.CompleteLifecycleAction(ctx, cloud.LifecycleAction{Group: group, Hook: hook, InstanceID: instanceID})
+		}
+		if _, refused := instancegate.IsRefusal(err); refused {
+			return nil, err
 		}
 		switch {
 		case err == nil:

@@ -31,6 +31,8 @@ import (
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/events"
+	"lifeboat.dev/lifeboat/internal/instancegate"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/metrics"
@@ -52,9 +54,12 @@ type Controller struct {
 	ec2         cloud.EC2
 	asg         cloud.AutoScaling
 	hooks       *cloud.HookTimeoutCache // termination hooks' timeouts, for their deadlines
-	log         *slog.Logger
-	metrics     *metrics.Metrics
-	handler     *interruption.Handler
+	// gate checks every call that acts on an instance against the Node itself: the record
+	// that asks for it is input any node credential can write.
+	gate    *instancegate.Gate
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	handler *interruption.Handler
 
 	// heartbeatUnit is what HEARTBEAT_INTERVAL and HEARTBEAT_UNTIL count in: a second
 	// (tests shorten it).
@@ -103,6 +108,8 @@ func New(cfg *config.Config, client kubernetes.Interface, queue sqs.API, ec2 clo
 	c.handler.WhileDraining = c.whileDraining
 	c.handler.Origin = "queue " + cfg.QueueURL
 	c.handler.Metrics = m
+	c.gate = instancegate.New(instancegate.Options{Nodes: client, Groups: countedGroups{asg, m}, EC2: countedEC2{ec2, m},
+		UseProviderID: cfg.UseProviderID, Refused: m.InstanceCallRefused})
 	c.hooks = cloud.NewHookTimeoutCache(asg)
 	c.hooks.Observe = func(err error) { m.AWSCall("DescribeLifecycleHooks", err, nil) }
 	return c
@@ -331,6 +338,18 @@ func (e countedEC2) DescribeInstances(ctx context.Context, ids []string) (map[st
 	return out, err
 }
 
+// countedGroups counts DescribeAutoScalingInstances calls in lifeboat_aws_calls_total.
+type countedGroups struct {
+	cloud.AutoScaling
+	metrics *metrics.Metrics
+}
+
+func (a countedGroups) GroupOf(ctx context.Context, instanceID string) (string, error) {
+	group, err := a.AutoScaling.GroupOf(ctx, instanceID)
+	a.metrics.AWSCall("DescribeAutoScalingInstances", err, nil)
+	return group, err
+}
+
 // startSlot waits for one of the WORKERS slots; release is safe to call more than once.
 func (c *Controller) startSlot(ctx context.Context) (release func(), ok bool) {
 	select {
@@ -522,7 +541,7 @@ func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resol
 		return noticeForeign
 	}
 	if lc != nil && n.Kind == notice.ASGTermination {
-		n.Lifecycle = &notice.Lifecycle{Group: lc.Group, Hook: lc.Hook, Token: lc.Token}
+		n.Lifecycle = &notice.Lifecycle{Group: lc.Group, Hook: lc.Hook}
 		n.Deadline = c.hookDeadline(ctx, n, *lc, log)
 	}
 	if n.Deadline.IsZero() && n.CordonOnly == "" {
@@ -582,7 +601,15 @@ func (c *Controller) handleLaunch(ctx context.Context, resolver *ownership.Resol
 		log.Info("dry run: would complete the launch lifecycle action: the node is Ready", "notice", n.ID, "node", verdict.Node.Name)
 		return noticeDone
 	case verdict.Owned && nodeReady(verdict.Node):
-		err := c.asg.CompleteLifecycleAction(ctx, cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID, Token: lc.Token})
+		err := c.gate.Check(ctx, instancegate.Request{Call: instancegate.CallCompleteLifecycleAction, Node: verdict.Node.Name, InstanceID: n.InstanceID, Group: lc.Group})
+		if r, refused := instancegate.IsRefusal(err); refused {
+			log.Error("launch lifecycle action not completed: the instance is not the node's, or not in the hook's group; it will time out", "notice", n.ID, "node", verdict.Node.Name, "err", r)
+			c.handler.Events.InstanceCallRefused(events.NodeOf(verdict.Node), r.Error())
+			return noticeDone
+		}
+		if err == nil {
+			err = c.asg.CompleteLifecycleAction(ctx, cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID})
+		}
 		switch {
 		case err == nil, errors.Is(err, cloud.ErrNoActiveAction):
 			c.metrics.AWSCall("CompleteLifecycleAction", err, cloud.ErrNoActiveAction)
@@ -619,8 +646,10 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// completeLifecycle completes the Auto Scaling hook of a drained node's notice.
-func (c *Controller) completeLifecycle(ctx context.Context, n notice.Notice) (*interruption.Completed, error) {
+// completeLifecycle completes the Auto Scaling hook of a drained node's notice, by instance
+// id, once the gate has confirmed that the instance is the node's own and in the hook's group
+// (a refusal is returned as such: the notice is finished without the call).
+func (c *Controller) completeLifecycle(ctx context.Context, nodeName string, n notice.Notice) (*interruption.Completed, error) {
 	lc := n.Lifecycle
 	if lc == nil {
 		return nil, nil
@@ -632,7 +661,16 @@ func (c *Controller) completeLifecycle(ctx context.Context, n notice.Notice) (*i
 		case <-time.After(time.Duration(d) * time.Second):
 		}
 	}
-	err := c.asg.CompleteLifecycleAction(ctx, cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID, Token: lc.Token})
+	if err := c.gate.Check(ctx, instancegate.Request{Call: instancegate.CallCompleteLifecycleAction, Node: nodeName, InstanceID: n.InstanceID, Group: lc.Group}); err != nil {
+		if _, refused := instancegate.IsRefusal(err); refused {
+			c.metrics.Action(metrics.ActionLifecycleComplete, metrics.ResultRefused)
+		} else if cloud.IsPermanent(err) {
+			c.log.Error("cannot confirm the instance's Auto Scaling group, so the lifecycle action is not completed; it will time out", "notice", n.ID, "err", err)
+			return nil, nil
+		}
+		return nil, err
+	}
+	err := c.asg.CompleteLifecycleAction(ctx, cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID})
 	c.metrics.AWSCall("CompleteLifecycleAction", err, cloud.ErrNoActiveAction)
 	switch {
 	case err == nil:

@@ -157,10 +157,14 @@ func TestControllerEndToEnd(t *testing.T) {
 	completions := 0
 	for _, call := range fake.Calls() {
 		if call.Action == "CompleteLifecycleAction" {
-			if tok := call.Params.Get("LifecycleActionToken"); tok == "token-launch" {
+			// By instance id: the token is not kept on the Node.
+			if tok := call.Params.Get("LifecycleActionToken"); tok != "" {
+				t.Errorf("CompleteLifecycleAction sent the token %q", tok)
+			}
+			if id := call.Params.Get("InstanceId"); id == launchingID {
 				continue
-			} else if completions++; tok != "token-ours" {
-				t.Errorf("CompleteLifecycleAction for %q", call.Params.Get("LifecycleActionToken"))
+			} else if completions++; id != interruption.InstanceIDOf(hookNode) {
+				t.Errorf("CompleteLifecycleAction for %q", id)
 			}
 		}
 	}

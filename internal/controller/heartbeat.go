@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/events"
+	"lifeboat.dev/lifeboat/internal/instancegate"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
@@ -112,7 +114,8 @@ func (c *Controller) heartbeats(ctx context.Context, n notice.Notice, lc notice.
 		log.Info("resuming lifecycle heartbeats", "sent", rec.Heartbeat.Count, "last", last)
 	}
 	lastSent := last
-	action := cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID, Token: lc.Token}
+	action := cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID}
+	check := instancegate.Request{Call: instancegate.CallLifecycleHeartbeat, Node: node.Name, InstanceID: n.InstanceID, Group: lc.Group}
 	for {
 		next := last.Add(interval)
 		if next.After(until) {
@@ -124,8 +127,18 @@ func (c *Controller) heartbeats(ctx context.Context, n notice.Notice, lc notice.
 			return
 		case <-time.After(time.Until(next)):
 		}
-		err := c.asg.RecordLifecycleActionHeartbeat(ctx, action)
-		c.metrics.AWSCall("RecordLifecycleActionHeartbeat", err, cloud.ErrNoActiveAction)
+		err := c.gate.Check(ctx, check)
+		if r, refused := instancegate.IsRefusal(err); refused {
+			log.Error("lifecycle heartbeats refused: the node's record names an instance or group that is not the node's own",
+				"instance", r.InstanceID, "nodeInstance", r.NodeInstance, "why", r.Reason)
+			c.metrics.Action(metrics.ActionHeartbeat, metrics.ResultRefused)
+			c.handler.Events.InstanceCallRefused(events.NodeOf(node), r.Error())
+			return
+		}
+		if err == nil {
+			err = c.asg.RecordLifecycleActionHeartbeat(ctx, action)
+			c.metrics.AWSCall("RecordLifecycleActionHeartbeat", err, cloud.ErrNoActiveAction)
+		}
 		c.metrics.ActionErr(metrics.ActionHeartbeat, err)
 		switch {
 		case err == nil:

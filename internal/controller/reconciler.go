@@ -68,7 +68,11 @@ func (r *reconciler) offer(obj any) {
 		return
 	}
 	rec, err := interruption.ReadRecord(n)
-	if err == nil && (len(rec.Pending(r.cfg, r.handler.Origin)) > 0 || interruption.BootedAgain(n, rec)) {
+	if err != nil {
+		r.handler.ReportInvalidRecord(n, err) // and never acted on
+		return
+	}
+	if len(rec.Pending(r.cfg, r.handler.Origin)) > 0 || interruption.BootedAgain(n, rec) {
 		r.queue.Add(n.Name)
 	}
 }

@@ -56,19 +56,21 @@ const (
 	ReasonStateChange             = "StateChange"
 	ReasonNotice                  = "Notice" // a kind this package does not know yet
 
-	ReasonCordon             = "Cordon"
-	ReasonCordonError        = "CordonError"
-	ReasonDrainStarted       = "DrainStarted"
-	ReasonDrained            = "CordonAndDrain"
-	ReasonDrainError         = "CordonAndDrainError"
-	ReasonUncordon           = "Uncordon"
-	ReasonLifecycleCompleted = "LifecycleActionCompleted"
-	ReasonDrainNotScheduled  = "DrainNotScheduled"
-	ReasonHandbackWaited     = "HandbackWaited"  // a wait before the hand-back ended in time
-	ReasonHandbackWaitCut    = "HandbackWaitCut" // the deadline cut it short
-	ReasonPodsHeld           = "PodsHeld"        // on the node: pods marked not to disrupt stay, no notice is a reclaim
-	ReasonPodHeld            = "PodHeld"         // on such a pod: the same, told to its owners
-	ReasonEvictionBlocked    = "EvictionBlocked" // on the pod and its node: a disruption budget refuses its eviction
+	ReasonCordon              = "Cordon"
+	ReasonCordonError         = "CordonError"
+	ReasonDrainStarted        = "DrainStarted"
+	ReasonDrained             = "CordonAndDrain"
+	ReasonDrainError          = "CordonAndDrainError"
+	ReasonUncordon            = "Uncordon"
+	ReasonLifecycleCompleted  = "LifecycleActionCompleted"
+	ReasonInstanceCallRefused = "InstanceCallRefused" // a call on an instance the node does not name, or in another group
+	ReasonInvalidRecord       = "InvalidRecord"       // the node's record failed validation: never acted on
+	ReasonDrainNotScheduled   = "DrainNotScheduled"
+	ReasonHandbackWaited      = "HandbackWaited"  // a wait before the hand-back ended in time
+	ReasonHandbackWaitCut     = "HandbackWaitCut" // the deadline cut it short
+	ReasonPodsHeld            = "PodsHeld"        // on the node: pods marked not to disrupt stay, no notice is a reclaim
+	ReasonPodHeld             = "PodHeld"         // on such a pod: the same, told to its owners
+	ReasonEvictionBlocked     = "EvictionBlocked" // on the pod and its node: a disruption budget refuses its eviction
 )
 
 // maxDetail bounds the part of a message that comes from elsewhere (an error, a
@@ -249,6 +251,18 @@ func (r *Recorder) LifecycleCompleted(node Node, hook, instanceID, result string
 	r.action(node, ReasonLifecycleCompleted,
 		fmt.Sprintf("Completed lifecycle action of hook %s for instance %s with %s", hook, instanceID, result),
 		fmt.Sprintf("Dry run: would complete lifecycle action of hook %s for instance %s with %s", hook, instanceID, result))
+}
+
+// InstanceCallRefused records that an AWS call the node's record asked for was not made,
+// because the instance or group it names is not the node's own.
+func (r *Recorder) InstanceCallRefused(node Node, why string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonInstanceCallRefused, clip("Not calling AWS: "+why))
+}
+
+// InvalidRecord records that the node's interruption record failed validation: Lifeboat does
+// not act on it, and the next notice for the node starts a fresh one.
+func (r *Recorder) InvalidRecord(node Node, why string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonInvalidRecord, clip("Lifeboat ignores the node's interruption record: "+why))
 }
 
 // HandbackWaited records that the node waited before its instance was handed back, for what

@@ -53,7 +53,7 @@ func TestEpisodeEndsBetweenReadAndWrite(t *testing.T) {
 	})
 	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
 	completed := 0
-	h.OnDrained = func(ctx context.Context, n notice.Notice) (*Completed, error) { completed++; return nil, nil }
+	h.OnDrained = func(ctx context.Context, _ string, n notice.Notice) (*Completed, error) { completed++; return nil, nil }
 	y := notice.Notice{ID: notice.ID(notice.ASGTermination, inst, ""), Kind: notice.ASGTermination, InstanceID: inst, Deadline: time.Now().Add(time.Hour)}
 	if err := h.Intake(ctx, y, "n1", stale); err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func TestReleasedWhileWaitingForStart(t *testing.T) {
 	// Drains start NODE_TERMINATION_GRACE_PERIOD before the event (at least 30 s ahead): in 2 s.
 	h := NewHandler(sandboxtest.Config(t, "", "NODE_TERMINATION_GRACE_PERIOD", "29"), client, slog.New(slog.DiscardHandler))
 	drained := 0
-	h.OnDrained = func(ctx context.Context, n notice.Notice) (*Completed, error) { drained++; return nil, nil }
+	h.OnDrained = func(ctx context.Context, _ string, n notice.Notice) (*Completed, error) { drained++; return nil, nil }
 	x := notice.Notice{ID: notice.ID(notice.ScheduledMaintenance, inst, "evt"), Kind: notice.ScheduledMaintenance, Source: notice.SourceQueue,
 		InstanceID: inst, Deadline: time.Now().Add(31 * time.Second), Action: "instance-stop"}
 	done := make(chan error)
@@ -194,8 +194,8 @@ func TestVersionOneRecord(t *testing.T) {
 	inst := "i-0123456789abcdef0"
 	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
 		InstanceID: inst, Deadline: time.Now().Add(2 * time.Minute)}
-	hook := notice.Notice{ID: notice.ID(notice.ASGTermination, inst, "token"), Kind: notice.ASGTermination, Source: notice.SourceQueue,
-		InstanceID: inst, Deadline: time.Now().Add(time.Hour), Lifecycle: &notice.Lifecycle{Group: "workers", Hook: "drain", Token: "token"}}
+	hook := notice.Notice{ID: notice.ID(notice.ASGTermination, inst, notice.TokenDigest("token")), Kind: notice.ASGTermination, Source: notice.SourceQueue,
+		InstanceID: inst, Deadline: time.Now().Add(time.Hour), Lifecycle: &notice.Lifecycle{Group: "workers", Hook: "drain"}}
 	for _, tc := range []struct {
 		name                      string
 		record                    string
@@ -215,9 +215,9 @@ func TestVersionOneRecord(t *testing.T) {
 			client := fake.NewSimpleClientset(node)
 			h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
 			var completed []string
-			h.OnDrained = func(ctx context.Context, n notice.Notice) (*Completed, error) {
+			h.OnDrained = func(ctx context.Context, _ string, n notice.Notice) (*Completed, error) {
 				if n.Lifecycle != nil {
-					completed = append(completed, n.Lifecycle.Token)
+					completed = append(completed, n.Lifecycle.Group+"/"+n.Lifecycle.Hook)
 				}
 				return nil, nil
 			}

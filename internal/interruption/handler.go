@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -88,11 +89,12 @@ type Completed struct {
 // Handler takes notices for nodes of this cluster (Intake) and drives each node's episode
 // from its record (Reconcile).
 type Handler struct {
-	// OnDrained, when set, runs for each notice once its node is drained (for instance to
-	// complete the Auto Scaling lifecycle action), before the drain is recorded as done. An
-	// error leaves the notice unfinished, to be retried. A lifecycle action it completed is
-	// recorded as an Event on the node.
-	OnDrained func(ctx context.Context, n notice.Notice) (*Completed, error)
+	// OnDrained, when set, runs for each notice once its node (nodeName) is drained (for
+	// instance to complete the Auto Scaling lifecycle action), before the drain is recorded
+	// as done. An error leaves the notice unfinished, to be retried, except an
+	// *instancegate.Refusal: the notice is finished without the call, and a Warning Event
+	// says why. A lifecycle action it completed is recorded as an Event on the node.
+	OnDrained func(ctx context.Context, nodeName string, n notice.Notice) (*Completed, error)
 	// WhileDraining, when set, runs when a drain starts, with the notices it serves (for
 	// instance to keep their lifecycle actions alive); the function it returns runs when
 	// they are finished.
@@ -133,6 +135,8 @@ type Handler struct {
 	mu       sync.Mutex
 	draining map[string]*drain.Deadline // the deadline of each drain running in this process
 	owning   map[string]*renewals       // the claim of each drain running in this process
+	// invalidReported holds the invalid records already reported (ReportInvalidRecord).
+	invalidReported *utilcache.LRUExpireCache
 	// followedNodes is the node informer's store once FollowNodes was called; nil when the
 	// process does not follow the nodes' updates.
 	followedNodes cache.Store
@@ -146,6 +150,7 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 		cfg: c, client: client, writer: w, log: logger,
 		cordonClient: client, cordonWriter: w, done: newDoneNotices(),
 		draining: map[string]*drain.Deadline{}, owning: map[string]*renewals{}, holder: holderName(), ownerRenew: OwnerRenew,
+		invalidReported: utilcache.NewLRUExpireCache(invalidRecordsKept),
 	}
 	opts := wiring.Drain(c, client, logger)
 	opts.Observer = &blockReporter{h: h, lastNodeEvent: map[string]time.Time{}}

@@ -52,7 +52,7 @@ func TestHandlerCoalescing(t *testing.T) {
 		h := interruption.NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
 		var completions sync.Map
 		var hookCalls atomic.Int32
-		h.OnDrained = func(ctx context.Context, n notice.Notice) (*interruption.Completed, error) {
+		h.OnDrained = func(ctx context.Context, _ string, n notice.Notice) (*interruption.Completed, error) {
 			hookCalls.Add(1)
 			completions.Store(n.ID, true)
 			return nil, nil

@@ -42,8 +42,10 @@ func (h *Handler) Intake(ctx context.Context, n notice.Notice, nodeName string, 
 	}
 	rec, err := ReadRecord(node)
 	if err != nil {
-		log.Warn("unreadable progress record on the node; starting afresh", "annotation", AnnotationRecord, "err", err)
+		// This notice starts a fresh record in its place.
+		h.ReportInvalidRecord(node, err)
 	}
+	n = rec.matchLegacyID(n)
 	if !rec.Known() {
 		// Another release of Lifeboat is at work on this node (a rollout): leave it alone,
 		// and keep the notice (it comes back) for a binary that knows the record.

@@ -13,6 +13,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/events"
+	"lifeboat.dev/lifeboat/internal/instancegate"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
@@ -54,7 +55,11 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 func (h *Handler) Reconcile(ctx context.Context, node *corev1.Node) (time.Duration, error) {
 	// What the copy shows is decided without a request: nothing to do, or a scheduled start
 	// still ahead (a node's status updates must not cost a read each while it waits days).
-	rec, _ := ReadRecord(node)
+	rec, err := ReadRecord(node)
+	if err != nil {
+		h.ReportInvalidRecord(node, err)
+		return 0, nil
+	}
 	if !rec.Known() {
 		return 0, nil
 	}
@@ -364,11 +369,22 @@ func (h *Handler) drain(ctx context.Context, node *corev1.Node, deadline *drain.
 // recent copy of the node; done is this process's drain, if it ran one. It returns the node
 // as written.
 func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, hint *corev1.Node, done drained) (*corev1.Node, error) {
-	var completed *Completed
+	var (
+		completed *Completed
+		refused   *instancegate.Refusal
+	)
 	if h.OnDrained != nil && !h.cfg.DryRun {
 		var err error
-		if completed, err = h.OnDrained(ctx, n); err != nil {
-			return nil, fmt.Errorf("notice %s: after the drain: %w", n.ID, err)
+		if completed, err = h.OnDrained(ctx, nodeName, n); err != nil {
+			var ok bool
+			if refused, ok = instancegate.IsRefusal(err); !ok {
+				return nil, fmt.Errorf("notice %s: after the drain: %w", n.ID, err)
+			}
+			// Final: retrying cannot make the record's instance the node's. The notice is
+			// finished without its call.
+			h.log.Error("AWS call refused: the node's record names an instance or group that is not the node's own",
+				"notice", n.ID, "node", nodeName, "call", refused.Call, "instance", refused.InstanceID,
+				"nodeInstance", refused.NodeInstance, "group", refused.Group, "why", refused.Reason)
 		}
 	}
 	var notify bool
@@ -386,6 +402,9 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, 
 	h.done.add(n.ID) // in DRY_RUN too, so a dry run shows each notice once (see Intake)
 	if completed != nil {
 		h.Events.LifecycleCompleted(events.NodeOf(res.Node), completed.Hook, n.InstanceID, completed.Result)
+	}
+	if refused != nil {
+		h.Events.InstanceCallRefused(events.NodeOf(res.Node), refused.Error())
 	}
 	if notify {
 		h.Events.Drained(events.NodeOf(res.Node), n.ID, len(done.evicted), done.took)

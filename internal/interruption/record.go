@@ -2,6 +2,7 @@ package interruption
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -37,7 +38,11 @@ func (p Phase) String() string { return phaseNames[p] }
 func (p Phase) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
 
 func (p *Phase) UnmarshalText(b []byte) error {
-	*p = Phase(max(slices.Index(phaseNames, string(b)), 0))
+	i := slices.Index(phaseNames, string(b))
+	if i < 0 {
+		return fmt.Errorf("unknown phase %q", clipValue(string(b)))
+	}
+	*p = Phase(i)
 	return nil
 }
 
@@ -50,7 +55,9 @@ func (p *Phase) UnmarshalText(b []byte) error {
 // Version 3 added Owner.Contested: a controller renews its claim only once contested, so a
 // version-2 binary waiting for the drain would take it over a lease after the claim, and
 // would drop the contest on its next write.
-const RecordVersion = 3
+// Version 4 keeps no lifecycle action token: actions are completed by instance id, and the
+// token (which completes an action for whoever holds it) is not left readable on the Node.
+const RecordVersion = 4
 
 // Record is what Lifeboat remembers about a node's interruption: its open episode (one
 // stretch of interruption work: the notices, the phase, the deadline, the webhook claim) and
@@ -138,11 +145,13 @@ type Intent struct {
 	Lifecycle *IntentLifecycle `json:"lifecycle,omitempty"`
 }
 
-// IntentLifecycle is notice.Lifecycle in the record.
+// IntentLifecycle is notice.Lifecycle in the record. The action is completed by instance id:
+// no token is kept (records of version 3 and before kept it; it is dropped on the next write).
 type IntentLifecycle struct {
 	Group string `json:"group"`
 	Hook  string `json:"hook"`
-	Token string `json:"token"`
+	// LegacyToken is read from older records only, to be dropped.
+	LegacyToken string `json:"token,omitempty"`
 }
 
 // maxDescription bounds a recorded description: AWS Health descriptions run to paragraphs,
@@ -160,7 +169,7 @@ func intentOf(n notice.Notice, origin string) Intent {
 		i.Description = i.Description[:maxDescription] + "…"
 	}
 	if lc := n.Lifecycle; lc != nil {
-		i.Lifecycle = &IntentLifecycle{Group: lc.Group, Hook: lc.Hook, Token: lc.Token}
+		i.Lifecycle = &IntentLifecycle{Group: lc.Group, Hook: lc.Hook}
 	}
 	return i
 }
@@ -172,7 +181,7 @@ func (i Intent) Notice() notice.Notice {
 		Deadline: i.Deadline, StartTime: i.Start, EndTime: i.End, Description: i.Description, CordonOnly: i.CordonOnly,
 	}
 	if lc := i.Lifecycle; lc != nil {
-		n.Lifecycle = &notice.Lifecycle{Group: lc.Group, Hook: lc.Hook, Token: lc.Token}
+		n.Lifecycle = &notice.Lifecycle{Group: lc.Group, Hook: lc.Hook}
 	}
 	return n
 }
@@ -316,16 +325,41 @@ func (r Record) AllReleased() bool {
 	return len(r.Notices) > 0
 }
 
-// ReadRecord returns the node's record; a missing or unreadable one is empty (and the
-// unreadable case is reported, since a person may have edited it).
+// ReadRecord returns the node's record. A missing one is empty; so is one that cannot be read
+// or fails validation (see validate), together with the error saying why: the annotation is
+// input any credential that may write the Node can forge, so nothing of such a record is
+// acted on, and the next notice for the node starts a fresh one. A record of a newer schema
+// is returned with only its version, so that it is left alone.
 func ReadRecord(n *corev1.Node) (Record, error) {
-	var r Record
 	raw, ok := n.Annotations[AnnotationRecord]
 	if !ok {
-		return r, nil
+		return Record{}, nil
 	}
-	err := json.Unmarshal([]byte(raw), &r)
-	return r, err
+	if len(raw) > maxRecordBytes {
+		return Record{}, fmt.Errorf("annotation %s: %d bytes, more than the %d a record may have", AnnotationRecord, len(raw), maxRecordBytes)
+	}
+	var v struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal([]byte(raw), &v); err != nil {
+		return Record{}, fmt.Errorf("annotation %s: %w", AnnotationRecord, err)
+	}
+	if v.Version > RecordVersion {
+		return Record{Version: v.Version}, nil
+	}
+	var r Record
+	if err := json.Unmarshal([]byte(raw), &r); err != nil {
+		return Record{}, fmt.Errorf("annotation %s: %w", AnnotationRecord, err)
+	}
+	if err := r.validate(InstanceIDOf(n)); err != nil {
+		return Record{}, fmt.Errorf("annotation %s: %w", AnnotationRecord, err)
+	}
+	for _, i := range r.Intents {
+		if i.Lifecycle != nil {
+			i.Lifecycle.LegacyToken = "" // never carried further, and never written back
+		}
+	}
+	return r, nil
 }
 
 // Done reports whether the notice needs no more work: finished after a drain, or (for a plan
@@ -338,6 +372,19 @@ func (r Record) Done(id string, drains bool) bool {
 		return r.Phase == PhaseDrained && slices.Contains(r.Finished, id)
 	}
 	return r.Phase >= PhaseCordoned
+}
+
+// matchLegacyID gives n the id an earlier release recorded it under, when the record holds
+// that form and not the current one: a message from before a rollout, delivered again, is
+// then the notice already recorded rather than a second one.
+func (r Record) matchLegacyID(n notice.Notice) notice.Notice {
+	if n.LegacyID == "" || n.LegacyID == n.ID || r.Has(n.ID) || slices.Contains(r.Released, n.ID) {
+		return n
+	}
+	if r.Has(n.LegacyID) || slices.Contains(r.Released, n.LegacyID) {
+		n.ID = n.LegacyID
+	}
+	return n
 }
 
 // Has reports whether the notice was already taken into account.
@@ -391,6 +438,11 @@ func editRecord(f func(*Record)) nodes.Edit {
 func writeRecord(n *corev1.Node, r Record) {
 	if r.Version == 0 {
 		r.Version = RecordVersion
+	}
+	for _, i := range r.Intents {
+		if i.Lifecycle != nil {
+			i.Lifecycle.LegacyToken = ""
+		}
 	}
 	b, _ := json.Marshal(r)
 	nodes.SetAnnotation(AnnotationRecord, string(b))(n)

@@ -21,6 +21,7 @@ const (
 	ResultDryRun   = "dry_run"
 	ResultSkipped  = "skipped"   // nothing to do (already done, not wanted)
 	ResultNotFound = "not_found" // a lifecycle action that is already over
+	ResultRefused  = "refused"   // not made: the instance or group is not the node's own
 )
 
 // Events of a drain's ownership counted by lifeboat_drain_claims_total.
@@ -74,6 +75,8 @@ type Metrics struct {
 	budgetChanges *prometheus.CounterVec
 	readiness     *prometheus.GaugeVec
 	readinessRun  *prometheus.GaugeVec
+	refusedCalls  *prometheus.CounterVec
+	badRecords    prometheus.Counter
 }
 
 // New registers Lifeboat's metrics, plus the Go runtime and process collectors.
@@ -89,7 +92,7 @@ func New() *Metrics {
 		}, []string{"kind", "source"}),
 		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_actions_total",
-			Help: "Actions taken, by action (cordon, drain, uncordon, lifecycle_complete, lifecycle_heartbeat, webhook) and result (ok, error, dry_run, skipped, not_found).",
+			Help: "Actions taken, by action (cordon, drain, uncordon, lifecycle_complete, lifecycle_heartbeat, webhook) and result (ok, error, dry_run, skipped, not_found, refused).",
 		}, []string{"action", "result"}),
 		drainSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "lifeboat_drain_duration_seconds", Help: "Time from the start of a drain until its pods were gone (result ok) or it gave up (error).",
@@ -173,11 +176,19 @@ func New() *Metrics {
 		readinessRun: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_readiness_last_run_timestamp_seconds", Help: "When the periodic readiness check last ran, by result (ok, error).",
 		}, []string{"result"}),
+		refusedCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lifeboat_instance_calls_refused_total",
+			Help: "AWS calls on an instance refused before they were made, by call (CompleteLifecycleAction, RecordLifecycleActionHeartbeat): the node's record named an instance the Node does not name, or a group Auto Scaling does not put it in.",
+		}, []string{"call"}),
+		badRecords: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lifeboat_invalid_records_total",
+			Help: "Node records (lifeboat.dev/interruption annotations) that could not be read or failed validation, counted once per node and content; such a record is never acted on.",
+		}),
 	}
 	m.Registry.MustRegister(m.serverRefused)
 	m.reconcilePanics = newReconcilePanics()
 	m.Registry.MustRegister(m.reconcilePanics)
-	m.Registry.MustRegister(m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
+	m.Registry.MustRegister(m.refusedCalls, m.badRecords, m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -188,6 +199,22 @@ func result(err error) string {
 		return ResultError
 	}
 	return ResultOK
+}
+
+// InstanceCallRefused counts a call on an instance the instance gate refused.
+func (m *Metrics) InstanceCallRefused(call string) {
+	if m == nil {
+		return
+	}
+	m.refusedCalls.WithLabelValues(call).Inc()
+}
+
+// InvalidRecord counts a node record that was unreadable or invalid.
+func (m *Metrics) InvalidRecord() {
+	if m == nil {
+		return
+	}
+	m.badRecords.Inc()
 }
 
 // ObserveIMDS records one poll; it fits imds.Options.Observe.

@@ -8,7 +8,10 @@
 package notice
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -58,14 +61,33 @@ type Notice struct {
 	// Lifecycle, when set, is the Auto Scaling lifecycle action the notice answers: it is
 	// heartbeaten while the node drains and completed once it is drained.
 	Lifecycle *Lifecycle
+	// LegacyID, when set, is the id an earlier release gave the same notice (an Auto Scaling
+	// hook's id once carried its token): a record it wrote is matched on it during a rollout.
+	LegacyID string
 }
 
-// Lifecycle names one pending Auto Scaling lifecycle action.
+// Lifecycle names one pending Auto Scaling lifecycle action of the notice's instance. It is
+// completed by instance id: the action's token is not carried (see TokenDigest).
 type Lifecycle struct {
 	Group string // AutoScalingGroupName
 	Hook  string // LifecycleHookName
-	Token string // LifecycleActionToken
 }
+
+// TokenDigest identifies a lifecycle action by its token without revealing it: notice ids
+// end up in taints, Events, logs and webhooks, which many can read, while the token
+// completes the action for whoever holds it. 128 bits of SHA-256, so digests of different
+// tokens never meet in practice.
+func TokenDigest(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:16])
+}
+
+// instanceIDPattern is the shape of an EC2 instance id: "i-" and hex digits (EC2 issues 8 or
+// 17; shorter ones are accepted for test fixtures and older regions' tooling alike).
+var instanceIDPattern = regexp.MustCompile(`^i-[0-9a-f]{1,17}$`)
+
+// ValidInstanceID reports whether id has the shape of an EC2 instance id.
+func ValidInstanceID(id string) bool { return instanceIDPattern.MatchString(id) }
 
 // ID builds a notice id from the instance, the kind and an optional source event id. The
 // result is at most 63 characters of [a-z0-9-] so it can be a taint or label value.

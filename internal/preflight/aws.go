@@ -266,6 +266,15 @@ func CheckTargetGroups(ctx context.Context, api LoadBalancingAPI) Row {
 		"allow "+action+" and elasticloadbalancing:DescribeTargetHealth in the IAM policy, or set WAIT_FOR_LOAD_BALANCER_TARGETS=false")
 }
 
+// CheckGroupLookup asks DescribeAutoScalingInstances about an instance that does not exist, as
+// the controller does before every lifecycle call to confirm the instance is in the group a
+// Node's record names: without the permission no lifecycle action is completed (each hook runs
+// to its timeout), so a denial fails.
+func CheckGroupLookup(ctx context.Context, api AutoScalingAPI) Row {
+	_, err := api.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: []string{probeInstance}})
+	return awsRow("autoscaling:DescribeAutoScalingInstances", "confirm an instance's Auto Scaling group before completing or heartbeating its lifecycle action", err)
+}
+
 // CheckInstanceGroup asks which Auto Scaling group the instance is in, as the agent does
 // before completing its termination hook (ASG_LIFECYCLE_HOOK_NAME).
 func CheckInstanceGroup(ctx context.Context, api AutoScalingAPI, instanceID string) Row {

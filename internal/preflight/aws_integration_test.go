@@ -31,7 +31,10 @@ func TestAWSChecks(t *testing.T) {
 		{name: "all allowed", want: map[string]want{
 			"sqs queue": {StatusOK, ""}, "sqs:DeleteMessage": {StatusOK, ""}, "sqs:ChangeMessageVisibility": {StatusOK, ""},
 			"ec2:DescribeInstances": {StatusOK, ""}, "autoscaling:CompleteLifecycleAction": {StatusOK, ""},
-			"autoscaling:DescribeLifecycleHooks": {StatusOK, ""},
+			"autoscaling:DescribeLifecycleHooks": {StatusOK, ""}, "autoscaling:DescribeAutoScalingInstances": {StatusOK, ""},
+		}},
+		{name: "DescribeAutoScalingInstances denied: no lifecycle call can be confirmed", deny: [][2]string{{"autoscaling", "DescribeAutoScalingInstances"}}, want: map[string]want{
+			"autoscaling:DescribeAutoScalingInstances": {StatusFail, "allow autoscaling:DescribeAutoScalingInstances"},
 		}},
 		{name: "DescribeLifecycleHooks denied: pods keep their grace, a warning", deny: [][2]string{{"autoscaling", "DescribeLifecycleHooks"}}, want: map[string]want{
 			"autoscaling:CompleteLifecycleAction": {StatusOK, ""}, "autoscaling:DescribeLifecycleHooks": {StatusWarn, "allow autoscaling:DescribeLifecycleHooks"},
@@ -76,7 +79,7 @@ func TestAWSChecks(t *testing.T) {
 				queueURL = tt.queueURL
 			}
 			api := NewAWS(sandboxtest.AWSConfig(endpoint))
-			rows := append(CheckQueue(ctx, api.SQS, queueURL), CheckEC2(ctx, api.EC2), CheckAutoScaling(ctx, api.AutoScaling), CheckLifecycleHooks(ctx, api.AutoScaling))
+			rows := append(CheckQueue(ctx, api.SQS, queueURL), CheckEC2(ctx, api.EC2), CheckAutoScaling(ctx, api.AutoScaling), CheckGroupLookup(ctx, api.AutoScaling), CheckLifecycleHooks(ctx, api.AutoScaling))
 			got := rowsByCheck(rows)
 			for check, w := range tt.want {
 				r, ok := got[check]

@@ -40,7 +40,7 @@ func episodeNode(name string, deadline, renewed time.Time) *corev1.Node {
 		Intents: []interruption.Intent{
 			{ID: "spot-i-0123456789abcdef0", Kind: "spot-interruption", Source: "queue", InstanceID: "i-0123456789abcdef0", Deadline: deadline, Origin: "queue q"},
 			{ID: "asg-term-i-0123456789abcdef0", Kind: "asg-termination", Source: "queue", InstanceID: "i-0123456789abcdef0", Deadline: deadline.Add(time.Hour), Origin: "queue q",
-				Lifecycle: &interruption.IntentLifecycle{Group: "workers", Hook: "drain", Token: "t"}},
+				Lifecycle: &interruption.IntentLifecycle{Group: "workers", Hook: "drain"}},
 		},
 		Owner:     &interruption.Owner{Origin: "queue q", Holder: "lifeboat-0/1", Renewed: renewed, Contested: renewed.Add(-20 * time.Second)},
 		Handback:  &interruption.HandbackRecord{PodIPs: []string{"10.0.0.7"}}, // an evicted pod's IP

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -43,7 +44,6 @@ type Warning struct {
 type Lifecycle struct {
 	Group      string // AutoScalingGroupName
 	Hook       string // LifecycleHookName
-	Token      string // LifecycleActionToken
 	Transition string // autoscaling:EC2_INSTANCE_TERMINATING or autoscaling:EC2_INSTANCE_LAUNCHING
 }
 
@@ -423,12 +423,15 @@ func lifecycleResult(kind, prefix string, d hookFields, at time.Time, body strin
 	if d.Transition == TransitionLaunching {
 		k, verb = notice.ASGLaunch, "launching"
 	}
+	// The id carries a digest of the token, never the token: ids reach taints, Events, logs
+	// and webhooks. Earlier releases put the token's start in it; a record they wrote is
+	// still matched on that form (LegacyID) while messages from before a rollout come back.
 	r := one(notice.Notice{
-		ID: notice.ID(k, d.InstanceID, d.Token), Kind: k, Source: notice.SourceQueue,
+		ID: notice.ID(k, d.InstanceID, notice.TokenDigest(d.Token)), LegacyID: notice.ID(k, d.InstanceID, d.Token), Kind: k, Source: notice.SourceQueue,
 		InstanceID: d.InstanceID, StartTime: at, Action: d.Transition,
 		Description: fmt.Sprintf("Auto Scaling group %s is %s the instance (hook %s)", d.Group, verb, d.Hook),
 	})
-	r.Lifecycle = &Lifecycle{Group: d.Group, Hook: d.Hook, Token: d.Token, Transition: d.Transition}
+	r.Lifecycle = &Lifecycle{Group: d.Group, Hook: d.Hook, Transition: d.Transition}
 	return r, nil
 }
 
@@ -604,8 +607,13 @@ func one(n notice.Notice) Result { return Result{Notices: []notice.Notice{n}} }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
-// clip keeps error messages short when a body is garbage, cutting on a rune boundary.
+// tokenValue finds a lifecycle action token's value, also inside an SNS message's escaped JSON.
+var tokenValue = regexp.MustCompile(`(LifecycleActionToken\\?"\s*:\s*\\?")[^"\\]*`)
+
+// clip keeps error messages short when a body is garbage, cutting on a rune boundary. A
+// lifecycle action token is blanked: it completes the action for whoever reads it in a log.
 func clip(s string) string {
+	s = tokenValue.ReplaceAllString(s, "${1}(redacted)")
 	const max = 120
 	if len(s) <= max {
 		return s

@@ -81,19 +81,19 @@ func TestParseFixtures(t *testing.T) {
 		{file: "state-running.json", reason: "i-0a1b2c3d4e5f60718 is running"},
 		{file: "asg-terminate.json", notices: []wantNotice{{
 			kind: notice.ASGTermination, instance: "i-0fedcba9876543210",
-			id:    notice.ID(notice.ASGTermination, "i-0fedcba9876543210", "b4c1e2d3-6f7a-4b8c-9d0e-1f2a3b4c5d6e"),
+			id:    notice.ID(notice.ASGTermination, "i-0fedcba9876543210", notice.TokenDigest("b4c1e2d3-6f7a-4b8c-9d0e-1f2a3b4c5d6e")),
 			start: at("2026-11-21T12:00:05Z"), action: TransitionTerminating,
-		}}, lifecycle: &Lifecycle{Group: "workers-a", Hook: "lifeboat-drain", Token: "b4c1e2d3-6f7a-4b8c-9d0e-1f2a3b4c5d6e", Transition: TransitionTerminating}},
+		}}, lifecycle: &Lifecycle{Group: "workers-a", Hook: "lifeboat-drain", Transition: TransitionTerminating}},
 		{file: "asg-launch.json", notices: []wantNotice{{
 			kind: notice.ASGLaunch, instance: "i-0123abcd4567ef890",
-			id:    notice.ID(notice.ASGLaunch, "i-0123abcd4567ef890", "71e8d4c2-0b3f-4a9e-86d5-c2f1e0a9b7d4"),
+			id:    notice.ID(notice.ASGLaunch, "i-0123abcd4567ef890", notice.TokenDigest("71e8d4c2-0b3f-4a9e-86d5-c2f1e0a9b7d4")),
 			start: at("2026-11-21T12:03:44Z"), action: TransitionLaunching,
-		}}, lifecycle: &Lifecycle{Group: "workers-a", Hook: "lifeboat-launch", Token: "71e8d4c2-0b3f-4a9e-86d5-c2f1e0a9b7d4", Transition: TransitionLaunching}},
+		}}, lifecycle: &Lifecycle{Group: "workers-a", Hook: "lifeboat-launch", Transition: TransitionLaunching}},
 		{file: "asg-hook-direct.json", notices: []wantNotice{{
 			kind: notice.ASGTermination, instance: "i-0badc0ffee1234567",
-			id:    notice.ID(notice.ASGTermination, "i-0badc0ffee1234567", "c9d8e7f6-a5b4-4c3d-9e2f-1a0b9c8d7e6f"),
+			id:    notice.ID(notice.ASGTermination, "i-0badc0ffee1234567", notice.TokenDigest("c9d8e7f6-a5b4-4c3d-9e2f-1a0b9c8d7e6f")),
 			start: at("2026-11-21T12:10:27.914Z"), action: TransitionTerminating,
-		}}, lifecycle: &Lifecycle{Group: "workers-b", Hook: "lifeboat-drain", Token: "c9d8e7f6-a5b4-4c3d-9e2f-1a0b9c8d7e6f", Transition: TransitionTerminating}},
+		}}, lifecycle: &Lifecycle{Group: "workers-b", Hook: "lifeboat-drain", Transition: TransitionTerminating}},
 		{file: "test-notification.json", reason: "test notification"},
 		{file: "sns-spot.json", notices: []wantNotice{{
 			kind: notice.SpotInterruption, instance: "i-0c0ffee0ddba11123", id: "spot-i-0c0ffee0ddba11123-stop",
@@ -101,9 +101,9 @@ func TestParseFixtures(t *testing.T) {
 		}}},
 		{file: "sns-asg-hook.json", notices: []wantNotice{{
 			kind: notice.ASGTermination, instance: "i-0badc0ffee1234567",
-			id:    notice.ID(notice.ASGTermination, "i-0badc0ffee1234567", "c9d8e7f6-a5b4-4c3d-9e2f-1a0b9c8d7e6f"),
+			id:    notice.ID(notice.ASGTermination, "i-0badc0ffee1234567", notice.TokenDigest("c9d8e7f6-a5b4-4c3d-9e2f-1a0b9c8d7e6f")),
 			start: at("2026-11-21T12:10:27.914Z"), action: TransitionTerminating,
-		}}, lifecycle: &Lifecycle{Group: "workers-b", Hook: "lifeboat-drain", Token: "c9d8e7f6-a5b4-4c3d-9e2f-1a0b9c8d7e6f", Transition: TransitionTerminating}},
+		}}, lifecycle: &Lifecycle{Group: "workers-b", Hook: "lifeboat-drain", Transition: TransitionTerminating}},
 		{file: "health-ec2.json", notices: func() []wantNotice {
 			var out []wantNotice
 			for _, inst := range []string{"i-0123456789abcdef0", "i-0a1b2c3d4e5f60718", "i-0fedcba9876543210"} {

@@ -1,0 +1,217 @@
+// Package instancegate decides whether Lifeboat may make an AWS call that acts on an instance
+// (complete or heartbeat its lifecycle action, and any later call that changes an instance)
+// for a node's episode.
+//
+// The episode's record lives in the Node's annotations, which any credential that may write
+// the Node (its kubelet, the agent's token) can write too. So the instance and the Auto
+// Scaling group a call names are never taken from the record alone: the instance must be the
+// one the Node itself names, on a fresh read (its providerID, or with USE_PROVIDER_ID=false
+// and no providerID its private DNS name), and Auto Scaling must report it in the named group.
+// A refusal is final for that call: retrying cannot make a forged record true.
+package instancegate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/client-go/kubernetes"
+
+	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/ownership"
+)
+
+// Calls the gate guards, as they are named in logs, Events and metrics.
+const (
+	CallCompleteLifecycleAction = "CompleteLifecycleAction"
+	CallLifecycleHeartbeat      = "RecordLifecycleActionHeartbeat"
+)
+
+// Request is one call about to be made for a node's episode.
+type Request struct {
+	Call       string // what would be called (CallCompleteLifecycleAction, ...)
+	Node       string // the Node whose episode asks for it
+	InstanceID string // the instance the call would name
+	Group      string // the Auto Scaling group the call would name; "" when it names none
+}
+
+// Refusal is a call the gate refused. It names both instances: the one asked for and the one
+// the Node names ("" when the Node names none).
+type Refusal struct {
+	Request
+	NodeInstance string
+	Reason       string
+}
+
+func (r *Refusal) Error() string {
+	return fmt.Sprintf("%s for instance %s refused: node %s is instance %s: %s", r.Call, r.InstanceID, r.Node, orNone(r.NodeInstance), r.Reason)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(unknown)"
+	}
+	return s
+}
+
+// IsRefusal reports whether err is (or wraps) a Refusal, and returns it.
+func IsRefusal(err error) (*Refusal, bool) {
+	var r *Refusal
+	ok := errors.As(err, &r)
+	return r, ok
+}
+
+// Groups tells an instance's Auto Scaling group ("" when it is in none); cloud.AutoScaling
+// implements it with DescribeAutoScalingInstances.
+type Groups interface {
+	GroupOf(ctx context.Context, instanceID string) (string, error)
+}
+
+// Options configure a Gate.
+type Options struct {
+	// Nodes reads the Node fresh from the API server.
+	Nodes kubernetes.Interface
+	// Groups answers which group an instance is in.
+	Groups Groups
+	// EC2, when set, resolves a Node without a providerID by its private DNS name
+	// (USE_PROVIDER_ID=false); without it such a Node is refused.
+	EC2 cloud.EC2
+	// UseProviderID is USE_PROVIDER_ID: a Node without a providerID is never matched by name.
+	UseProviderID bool
+	// LocalInstance, in agent mode, is the instance the process runs on, from instance
+	// metadata: a Node without a providerID is taken to be it.
+	LocalInstance string
+	// GroupTTL is how long an instance's group is remembered; an instance does not change
+	// group while it runs, but may be detached. Zero means DefaultGroupTTL.
+	GroupTTL time.Duration
+	// Refused, when set, is told of each refusal (for metrics).
+	Refused func(call string)
+}
+
+// DefaultGroupTTL bounds how long an instance's group answer is reused.
+const DefaultGroupTTL = 10 * time.Minute
+
+// groupCacheSize bounds the remembered groups: one per instance acted on recently.
+const groupCacheSize = 4096
+
+// Gate checks calls before they are made. It is safe for concurrent use.
+type Gate struct {
+	opts   Options
+	groups *cache.LRUExpireCache
+}
+
+// New builds a Gate.
+func New(opts Options) *Gate {
+	if opts.GroupTTL <= 0 {
+		opts.GroupTTL = DefaultGroupTTL
+	}
+	return &Gate{opts: opts, groups: cache.NewLRUExpireCache(groupCacheSize)}
+}
+
+// Check returns nil when the call may be made, a *Refusal when it must not be (ever, for this
+// request), or another error when it cannot be decided yet (the API server or AWS failed: try
+// again).
+func (g *Gate) Check(ctx context.Context, req Request) error {
+	if err := g.check(ctx, req); err != nil {
+		if r, ok := IsRefusal(err); ok && g.opts.Refused != nil {
+			g.opts.Refused(r.Call)
+		}
+		return err
+	}
+	return nil
+}
+
+func (g *Gate) check(ctx context.Context, req Request) error {
+	refuse := func(nodeInstance, reason string, args ...any) error {
+		return &Refusal{Request: req, NodeInstance: nodeInstance, Reason: fmt.Sprintf(reason, args...)}
+	}
+	if !notice.ValidInstanceID(req.InstanceID) {
+		return refuse("", "%q is not an EC2 instance id", clip(req.InstanceID))
+	}
+	node, err := g.opts.Nodes.CoreV1().Nodes().Get(ctx, req.Node, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return refuse("", "the node no longer exists, so its instance cannot be confirmed")
+	case err != nil:
+		return fmt.Errorf("%s for instance %s: read node %s: %w", req.Call, req.InstanceID, req.Node, err)
+	}
+	nodeInstance, err := g.nodeInstance(ctx, node, req.InstanceID)
+	if err != nil {
+		return fmt.Errorf("%s for instance %s: %w", req.Call, req.InstanceID, err)
+	}
+	if nodeInstance != req.InstanceID {
+		if node.Spec.ProviderID == "" && nodeInstance == "" {
+			why := "it has no providerID and USE_PROVIDER_ID=true"
+			if !g.opts.UseProviderID {
+				why = "it has no providerID, and the instance's private DNS name is not the node's name"
+			}
+			return refuse("", "the node does not name the instance: %s", why)
+		}
+		return refuse(nodeInstance, "the node's providerID %q names another instance", clip(node.Spec.ProviderID))
+	}
+	if req.Group == "" {
+		return nil
+	}
+	group, err := g.groupOf(ctx, req.InstanceID)
+	if err != nil {
+		return fmt.Errorf("%s for instance %s: %w", req.Call, req.InstanceID, err)
+	}
+	if group != req.Group {
+		if group == "" {
+			return refuse(nodeInstance, "Auto Scaling reports the instance in no group, not in group %q", clip(req.Group))
+		}
+		return refuse(nodeInstance, "Auto Scaling reports the instance in group %q, not in group %q", group, clip(req.Group))
+	}
+	return nil
+}
+
+// nodeInstance is the instance the Node names: its providerID's, or, for a Node without one
+// when private DNS names may be matched, want when the instance's private DNS name is the
+// Node's name ("" otherwise).
+func (g *Gate) nodeInstance(ctx context.Context, node *corev1.Node, want string) (string, error) {
+	if node.Spec.ProviderID != "" {
+		return ownership.InstanceIDFromProviderID(node.Spec.ProviderID), nil
+	}
+	if g.opts.LocalInstance != "" {
+		return g.opts.LocalInstance, nil
+	}
+	if g.opts.UseProviderID || g.opts.EC2 == nil {
+		return "", nil
+	}
+	found, err := g.opts.EC2.DescribeInstances(ctx, []string{want})
+	if err != nil {
+		return "", fmt.Errorf("resolve node %s by private DNS name: %w", node.Name, err)
+	}
+	if inst, ok := found[want]; ok && inst.PrivateDNSName != "" && inst.PrivateDNSName == node.Name {
+		return want, nil
+	}
+	return "", nil
+}
+
+// groupOf asks Auto Scaling once per instance within GroupTTL.
+func (g *Gate) groupOf(ctx context.Context, instanceID string) (string, error) {
+	if v, ok := g.groups.Get(instanceID); ok {
+		return v.(string), nil
+	}
+	group, err := g.opts.Groups.GroupOf(ctx, instanceID)
+	if err != nil {
+		return "", err
+	}
+	g.groups.Add(instanceID, group, g.opts.GroupTTL)
+	return group, nil
+}
+
+// clip keeps a value read from a record short in messages.
+func clip(s string) string {
+	const max = 80
+	if len(s) > max {
+		return s[:max] + "…"
+	}
+	return s
+}
