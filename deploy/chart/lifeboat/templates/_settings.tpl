@@ -37,6 +37,7 @@ enableRebalanceMonitoring: ENABLE_REBALANCE_MONITORING
 enableRebalanceDraining: ENABLE_REBALANCE_DRAINING
 enableAsgLifecycleDraining: ENABLE_ASG_LIFECYCLE_DRAINING
 queueUrl: QUEUE_URL
+queueAllowedAccounts: QUEUE_ALLOWED_ACCOUNTS
 awsRegion: AWS_REGION
 awsEndpoint: AWS_ENDPOINT
 checkTagBeforeDraining: CHECK_TAG_BEFORE_DRAINING
