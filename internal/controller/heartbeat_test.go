@@ -19,6 +19,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/test/sandbox"
+	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
@@ -29,29 +30,9 @@ import (
 func TestHeartbeatsResumeAfterRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
-	q := sandboxtest.SQS(t, sandbox.SQSOptions{Queues: []string{"lifeboat"}, VisibilityTimeout: 2})
-	fake := sandboxtest.FakeAWS(t, q.Endpoint)
-	node, instance := sandboxtest.TerminatingNode(t, ctx, c, fake, map[string]string{"aws-node-termination-handler/managed": ""}, "token-1")
+	h := newHeldHook(t, ctx, "token-1")
+	c, fake, queue, queueURL, awsCfg, node, lift := h.c, h.fake, h.queue, h.queueURL, h.awsCfg, h.node, h.lift
 
-	// One pod its budget protects: evictions are refused until the budget goes away (no
-	// controller-manager computes the budget's status, so it allows no disruption).
-	if err := c.EnsureNamespace(ctx, "db"); err != nil {
-		t.Fatal(err)
-	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "primary", Labels: map[string]string{"app": "db"}},
-		Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
-	if _, err := c.Client.CoreV1().Pods("db").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	lift := sandboxtest.BlockEvictions(t, ctx, c, "db", map[string]string{"app": "db"})
-
-	awsCfg := sandboxtest.AWSConfig(fake.URL())
-	queue := awssqs.NewFromConfig(awsCfg)
-	queueURL := q.QueueURLs["lifeboat"]
-	if _, err := queue.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: &queueURL, MessageBody: aws.String(hookMessage(instance, "token-1"))}); err != nil {
-		t.Fatal(err)
-	}
 	// HEARTBEAT_INTERVAL=30 and HEARTBEAT_UNTIL=3600 count in units of 10 ms here: a heartbeat
 	// every 0.3 s.
 	cfg := sandboxtest.Config(t, config.ModeController, "ENABLE_SQS_TERMINATION_DRAINING", "true", "QUEUE_URL", queueURL,
@@ -131,4 +112,43 @@ func TestHeartbeatsResumeAfterRestart(t *testing.T) {
 	if n := fake.CallCount("autoscaling", "CompleteLifecycleAction"); n != 1 {
 		t.Errorf("%d CompleteLifecycleAction calls, want 1", n)
 	}
+}
+
+// heldHook is a termination hook whose drain a PodDisruptionBudget holds: node, in Auto
+// Scaling group "workers" with hook "drain", runs one pod its budget protects (evictions are
+// refused until lift, since no controller-manager computes the budget's status), and the
+// hook's message is on the queue.
+type heldHook struct {
+	c        *sandbox.Cluster
+	fake     *fakeaws.Server
+	awsCfg   aws.Config
+	queue    *awssqs.Client
+	queueURL string
+	node     *corev1.Node
+	instance string
+	lift     func()
+}
+
+func newHeldHook(t *testing.T, ctx context.Context, token string) heldHook {
+	t.Helper()
+	h := heldHook{c: sandboxtest.Cluster(t, sandbox.ClusterOptions{})}
+	q := sandboxtest.SQS(t, sandbox.SQSOptions{Queues: []string{"lifeboat"}, VisibilityTimeout: 2})
+	h.fake = sandboxtest.FakeAWS(t, q.Endpoint)
+	h.node, h.instance = sandboxtest.TerminatingNode(t, ctx, h.c, h.fake, map[string]string{"aws-node-termination-handler/managed": ""}, token)
+	if err := h.c.EnsureNamespace(ctx, "db"); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "primary", Labels: map[string]string{"app": "db"}},
+		Spec: corev1.PodSpec{NodeName: h.node.Name, Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
+	if _, err := h.c.Client.CoreV1().Pods("db").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.lift = sandboxtest.BlockEvictions(t, ctx, h.c, "db", map[string]string{"app": "db"})
+	h.awsCfg = sandboxtest.AWSConfig(h.fake.URL())
+	h.queue = awssqs.NewFromConfig(h.awsCfg)
+	h.queueURL = q.QueueURLs["lifeboat"]
+	if _, err := h.queue.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: &h.queueURL, MessageBody: aws.String(hookMessage(h.instance, token))}); err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -35,11 +33,9 @@ import (
 func TestForgedRecordCompletesNoOtherInstance(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
-	q := sandboxtest.SQS(t, sandbox.SQSOptions{Queues: []string{"lifeboat"}, VisibilityTimeout: 2})
-	fake := sandboxtest.FakeAWS(t, q.Endpoint)
 	const token = "6f1d3c2a-9b8e-4d7f-a1c0-5e4b3a2f1d0c"
-	victim, victimInstance := sandboxtest.TerminatingNode(t, ctx, c, fake, map[string]string{"aws-node-termination-handler/managed": ""}, token)
+	h := newHeldHook(t, ctx, token) // the victim: its drain is held by a budget until lift
+	c, fake, queue, queueURL, awsCfg, victim, victimInstance := h.c, h.fake, h.queue, h.queueURL, h.awsCfg, h.node, h.instance
 	added, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -53,23 +49,6 @@ func TestForgedRecordCompletesNoOtherInstance(t *testing.T) {
 	fake.AddLifecycleHook(fakeaws.LifecycleHook{Name: "drain", AutoScalingGroup: "other"})
 	fake.BeginLifecycleAction("drain", "other", attackerInstance, "token-attacker")
 
-	// The victim's drain is held by a budget until the test lifts it.
-	if err := c.EnsureNamespace(ctx, "db"); err != nil {
-		t.Fatal(err)
-	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "primary", Labels: map[string]string{"app": "db"}},
-		Spec: corev1.PodSpec{NodeName: victim.Name, Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
-	if _, err := c.Client.CoreV1().Pods("db").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	lift := sandboxtest.BlockEvictions(t, ctx, c, "db", map[string]string{"app": "db"})
-
-	awsCfg := sandboxtest.AWSConfig(fake.URL())
-	queue := awssqs.NewFromConfig(awsCfg)
-	queueURL := q.QueueURLs["lifeboat"]
-	if _, err := queue.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: &queueURL, MessageBody: aws.String(hookMessage(victimInstance, token))}); err != nil {
-		t.Fatal(err)
-	}
 	cfg := sandboxtest.Config(t, config.ModeController, "ENABLE_SQS_TERMINATION_DRAINING", "true", "QUEUE_URL", queueURL,
 		"AWS_REGION", "us-east-1", "AWS_ENDPOINT", fake.URL(), "SQS_MSG_VISIBILITY_TIMEOUT_SEC", "2",
 		"TAINT_NODE", "true", "EMIT_KUBERNETES_EVENTS", "true")
@@ -154,7 +133,7 @@ func TestForgedRecordCompletesNoOtherInstance(t *testing.T) {
 		t.Fatal("the victim's lifecycle action was completed while its drain was still held")
 	}
 
-	lift()
+	h.lift()
 	waitFor("the victim's lifecycle action completed after its drain", func() bool {
 		_, completed, _, _ := fake.LifecycleAction(token)
 		return completed
