@@ -128,7 +128,7 @@ func New() *Metrics {
 		noticeWarn: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_notice_warnings_total",
 			Help: "Details of a notice or message that could not be read, while the rest was still acted on, by problem " +
-				"(start_time_unreadable: cordoned, not drained; entity_not_instance, event_state_unknown, event_unreadable, lifecycle_state_unknown: that part skipped).",
+				"(start_time_unreadable: cordoned, not drained; event_code_unknown: acted on as a take-down; entity_not_instance, event_state_unknown, event_unreadable, lifecycle_state_unknown: that part skipped).",
 		}, []string{"problem"}),
 		drainClaims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_drain_claims_total",
@@ -365,6 +365,7 @@ const (
 	ProblemStartTimeUnreadable   = "start_time_unreadable"
 	ProblemEntityNotInstance     = "entity_not_instance"
 	ProblemEventStateUnknown     = "event_state_unknown"
+	ProblemEventCodeUnknown      = "event_code_unknown"
 	ProblemEventUnreadable       = "event_unreadable"
 	ProblemLifecycleStateUnknown = "lifecycle_state_unknown"
 )

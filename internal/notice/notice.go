@@ -66,6 +66,13 @@ type Notice struct {
 	LegacyID string
 }
 
+// Restated reports whether a later copy of the notice may restate its start: an AWS Health
+// scheduled change is sent again at each status update of one event, and its start may
+// move. Other sources' copies change nothing once recorded.
+func (n Notice) Restated() bool {
+	return n.Kind == ScheduledMaintenance && n.Source == SourceQueue
+}
+
 // Lifecycle names one pending Auto Scaling lifecycle action of the notice's instance. It is
 // completed by instance id: the action's token is not carried (see TokenDigest).
 type Lifecycle struct {
@@ -75,10 +82,14 @@ type Lifecycle struct {
 
 // TokenDigest identifies a lifecycle action by its token without revealing it: notice ids
 // end up in taints, Events, logs and webhooks, which many can read, while the token
-// completes the action for whoever holds it. 128 bits of SHA-256, so digests of different
-// tokens never meet in practice.
-func TokenDigest(token string) string {
-	sum := sha256.Sum256([]byte(token))
+// completes the action for whoever holds it.
+func TokenDigest(token string) string { return Digest(token) }
+
+// Digest condenses a source's event fact into 32 hex digits (128 bits of SHA-256), so that
+// a long or secret fact (an AWS Health event ARN, a lifecycle action token) fits in a notice
+// id, and digests of different facts never meet in practice.
+func Digest(fact string) string {
+	sum := sha256.Sum256([]byte(fact))
 	return hex.EncodeToString(sum[:16])
 }
 

@@ -61,6 +61,7 @@ const (
 	problemEntityNotInstance = "entity_not_instance"
 	problemStartUnreadable   = "start_time_unreadable"
 	problemEndUnreadable     = "event_unreadable"
+	problemCodeUnknown       = "event_code_unknown"
 )
 
 // Bounds of what a message may hold. AWS writes nothing larger: SQS takes messages of up to
@@ -435,11 +436,46 @@ func lifecycleResult(kind, prefix string, d hookFields, at time.Time, body strin
 	return r, nil
 }
 
-// parseHealth makes one notice per affected instance of an EC2 scheduled change. A detail that
-// cannot be read never drops the rest: an entity that is not an instance is skipped, and an
-// unreadable start time makes cordon-only notices (no drain can be scheduled without it).
+// healthStays are the EC2 scheduled-change codes after which AWS documents the instance as
+// still running, without a stop, a reboot or a retirement: network maintenance only cuts its
+// network for a short while. They are ignored.
+var healthStays = map[string]string{
+	"AWS_EC2_INSTANCE_NETWORK_MAINTENANCE_SCHEDULED":       "network maintenance: the instance keeps running and loses connectivity briefly",
+	"AWS_EC2_DEDICATED_HOST_NETWORK_MAINTENANCE_SCHEDULED": "network maintenance of its Dedicated Host: the instance keeps running and loses connectivity briefly",
+}
+
+// healthTakesDown are the EC2 scheduled-change codes known to stop, reboot, retire or
+// terminate the instance. A code in neither list is taken as one too (the pods leave an
+// instance that may go), with a warning.
+var healthTakesDown = map[string]bool{
+	"AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED":                     true,
+	"AWS_EC2_INSTANCE_RETIREMENT_EXPEDITED":                     true,
+	"AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED":          true,
+	"AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_EXPEDITED":          true,
+	"AWS_EC2_INSTANCE_STOP_SCHEDULED":                           true,
+	"AWS_EC2_INSTANCE_TERMINATION_SCHEDULED":                    true,
+	"AWS_EC2_INSTANCE_REBOOT_MAINTENANCE_SCHEDULED":             true,
+	"AWS_EC2_INSTANCE_REBOOT_FLEXIBLE_MAINTENANCE_SCHEDULED":    true,
+	"AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED":               true,
+	"AWS_EC2_INSTANCE_POWER_MAINTENANCE_SCHEDULED":              true,
+	"AWS_EC2_PERSISTENT_INSTANCE_POWER_MAINTENANCE_SCHEDULED":   true,
+	"AWS_EC2_MAINTENANCE_SCHEDULED":                             true,
+	"AWS_EC2_DEDICATED_HOST_MAINTENANCE_SCHEDULED":              true,
+	"AWS_EC2_DEDICATED_HOST_POWER_MAINTENANCE_SCHEDULED":        true,
+	"AWS_EC2_DEDICATED_HOST_RETIREMENT_SCHEDULED":               true,
+	"AWS_EC2_DEDICATED_HOST_ACCESSREVOKED_RETIREMENT_SCHEDULED": true,
+}
+
+// parseHealth makes one notice per affected instance of an EC2 scheduled change that takes
+// the instance down. AWS Health sends one event (one detail.eventArn) again at each status
+// update (upcoming, open, closed), each time in a new EventBridge envelope: the notice's
+// identity is the event ARN and the instance, so updates are the same notice, and "closed"
+// releases it. A detail that cannot be read never drops the rest: an entity that is not an
+// instance is skipped, and an unreadable start time makes cordon-only notices (no drain can
+// be scheduled without it).
 func parseHealth(body string, e envelope, _ time.Time) (Result, error) {
 	var d struct {
+		EventArn string `json:"eventArn"`
 		Service  string `json:"service"`
 		Category string `json:"eventTypeCategory"`
 		Code     string `json:"eventTypeCode"`
@@ -453,13 +489,19 @@ func parseHealth(body string, e envelope, _ time.Time) (Result, error) {
 	if err := json.Unmarshal(e.Detail, &d); err != nil {
 		return Result{}, fmt.Errorf("%s: detail: %v (body %q)", kindHealth, err, clip(body))
 	}
-	if d.Service != "EC2" || d.Category != "scheduledChange" {
-		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health %s event of service %q (%s) is not an EC2 scheduled change", clip(d.Category), clip(d.Service), clip(d.Code))}, nil
+	if d.Service != "EC2" {
+		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health %s event %s of service %q concerns no EC2 instance", clip(d.Category), clip(d.Code), clip(d.Service))}, nil
+	}
+	if d.Category != "scheduledChange" {
+		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health %s event %s is not an EC2 scheduled change", clip(d.Category), clip(d.Code))}, nil
+	}
+	if why, ok := healthStays[d.Code]; ok {
+		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health scheduled change %s does not take the instance down (%s)", d.Code, why)}, nil
 	}
 	if e.ID == "" {
 		return Result{}, fmt.Errorf("%s: missing id (body %q)", kindHealth, clip(body))
 	}
-	for _, f := range []struct{ name, value string }{{"id", e.ID}, {"detail.eventTypeCode", d.Code}} {
+	for _, f := range []struct{ name, value string }{{"id", e.ID}, {"detail.eventArn", d.EventArn}, {"detail.eventTypeCode", d.Code}} {
 		if n := utf8.RuneCountInString(f.value); n > maxNameLength {
 			return Result{}, fmt.Errorf("%s: %s %q is %d characters long, more than %d (body %q)", kindHealth, f.name, clip(f.value), n, maxNameLength, clip(body))
 		}
@@ -471,24 +513,38 @@ func parseHealth(body string, e envelope, _ time.Time) (Result, error) {
 		return Result{}, fmt.Errorf("%s %s: %d affected entities, more than the %d a message may name (body %q)", kindHealth, e.ID, len(d.Entities), MaxHealthEntities, clip(body))
 	}
 	var r Result
-	// AWS Health sends the event again as it moves on; "closed" means the change is over (done
-	// or canceled): it releases what its notices did, like a completed scheduled event.
+	// The event's name in what is logged: its ARN, else the envelope id.
+	name := d.EventArn
+	fact := notice.Digest(d.EventArn)
+	if d.EventArn == "" {
+		// AWS always states it; without it each update is a notice of its own, and a
+		// "closed" one cannot find what the event did.
+		name, fact = e.ID, e.ID
+		r.Warnings = append(r.Warnings, Warning{Problem: problemEndUnreadable,
+			Detail: fmt.Sprintf("the AWS Health event %s states no detail.eventArn: its notices are named by the envelope id, and its later updates cannot release them", e.ID)})
+	}
+	if d.Code == "" || !healthTakesDown[d.Code] {
+		r.Warnings = append(r.Warnings, Warning{Problem: problemCodeUnknown,
+			Detail: fmt.Sprintf("the AWS Health event %s has detail.eventTypeCode %q, not one Lifeboat knows: taken as a change that takes the instance down", name, clip(d.Code))})
+	}
+	// "closed" means the change is over (done or canceled): it releases what its notices did,
+	// like a completed scheduled event.
 	released := d.Status == "closed"
 	start, startErr := ParseHealthTime(d.Start)
 	cordonOnly := ""
 	switch {
 	case released:
 	case d.Start == "":
-		cordonOnly = "the AWS Health event " + e.ID + " states no detail.startTime"
+		cordonOnly = "the AWS Health event " + name + " states no detail.startTime"
 	case startErr != nil:
-		cordonOnly = fmt.Sprintf("the AWS Health event %s has detail.startTime %v", e.ID, startErr)
+		cordonOnly = fmt.Sprintf("the AWS Health event %s has detail.startTime %v", name, startErr)
 	}
 	if cordonOnly != "" {
 		r.Warnings = append(r.Warnings, Warning{Problem: problemStartUnreadable, Detail: cordonOnly + ": its instances are cordoned, not drained"})
 	}
 	end, endErr := ParseHealthTime(d.End)
 	if d.End != "" && endErr != nil {
-		r.Warnings = append(r.Warnings, Warning{Problem: problemEndUnreadable, Detail: fmt.Sprintf("the AWS Health event %s has detail.endTime %v: ignored", e.ID, endErr)})
+		r.Warnings = append(r.Warnings, Warning{Problem: problemEndUnreadable, Detail: fmt.Sprintf("the AWS Health event %s has detail.endTime %v: ignored", name, endErr)})
 	}
 	when := "at an unreadable time"
 	if !start.IsZero() {
@@ -501,7 +557,7 @@ func parseHealth(body string, e envelope, _ time.Time) (Result, error) {
 			// Told one by one up to a few, then counted.
 			if skipped++; skipped <= maxEntityWarnings {
 				r.Warnings = append(r.Warnings, Warning{Problem: problemEntityNotInstance,
-					Detail: fmt.Sprintf("the AWS Health event %s: detail.affectedEntities[%d].entityValue %q is not an EC2 instance id: skipped", e.ID, i, clip(ent.Value))})
+					Detail: fmt.Sprintf("the AWS Health event %s: detail.affectedEntities[%d].entityValue %q is not an EC2 instance id: skipped", name, i, clip(ent.Value))})
 			}
 			continue
 		}
@@ -509,18 +565,21 @@ func parseHealth(body string, e envelope, _ time.Time) (Result, error) {
 			continue
 		}
 		seen[ent.Value] = true
+		// Earlier releases named the notice by the envelope id: only that very message,
+		// delivered again, still matches a record they wrote (each update has a new id).
 		r.Notices = append(r.Notices, notice.Notice{
-			ID: notice.ID(notice.ScheduledMaintenance, ent.Value, e.ID), Kind: notice.ScheduledMaintenance, Source: notice.SourceQueue,
+			ID: notice.ID(notice.ScheduledMaintenance, ent.Value, fact), LegacyID: notice.ID(notice.ScheduledMaintenance, ent.Value, e.ID),
+			Kind: notice.ScheduledMaintenance, Source: notice.SourceQueue,
 			InstanceID: ent.Value, Deadline: start, StartTime: start, EndTime: end, Action: d.Code, CordonOnly: cordonOnly, Released: released,
 			Description: fmt.Sprintf("AWS Health scheduled change %s %s", d.Code, when),
 		})
 	}
 	if more := skipped - maxEntityWarnings; more > 0 {
 		r.Warnings = append(r.Warnings, Warning{Problem: problemEntityNotInstance,
-			Detail: fmt.Sprintf("the AWS Health event %s: %d more affected entities are not EC2 instance ids: skipped", e.ID, more)})
+			Detail: fmt.Sprintf("the AWS Health event %s: %d more affected entities are not EC2 instance ids: skipped", name, more)})
 	}
 	if len(r.Notices) == 0 {
-		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health event %s (%s) names no EC2 instance", e.ID, d.Code), Warnings: r.Warnings}, nil
+		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health event %s (%s) names no EC2 instance", name, d.Code), Warnings: r.Warnings}, nil
 	}
 	return r, nil
 }

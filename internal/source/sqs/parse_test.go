@@ -58,12 +58,12 @@ func TestParseFixtures(t *testing.T) {
 		}}},
 		// A host among the entities is skipped; RFC 1123 times with an offset and with UT.
 		{file: "health-mixed-entities.json", notices: []wantNotice{{
-			kind: notice.ScheduledMaintenance, instance: "i-0123456789abcdef0", id: "sched-i-0123456789abcdef0-9f2e4c6a-8b1d-4f3e-a5c7-0d2b4f6e8a1c",
+			kind: notice.ScheduledMaintenance, instance: "i-0123456789abcdef0", id: notice.ID(notice.ScheduledMaintenance, "i-0123456789abcdef0", notice.Digest("arn:aws:health:eu-west-1::event/EC2/AWS_EC2_MAINTENANCE_SCHEDULED/AWS_EC2_MAINTENANCE_SCHEDULED_8d2f4b6a1c")),
 			deadline: at("2026-12-01T03:00:00Z"), start: at("2026-12-01T03:00:00Z"), end: at("2026-12-01T06:00:00Z"), action: "AWS_EC2_MAINTENANCE_SCHEDULED",
 		}}, warnings: []string{problemEntityNotInstance}},
 		// A zone name that is not GMT, UT or UTC: cordon only, never dropped.
 		{file: "health-bad-start.json", notices: []wantNotice{{
-			kind: notice.ScheduledMaintenance, instance: "i-0123456789abcdef0", id: "sched-i-0123456789abcdef0-c1d3e5f7-a9b0-4c2d-8e4f-6a8b0c2d4e6f",
+			kind: notice.ScheduledMaintenance, instance: "i-0123456789abcdef0", id: notice.ID(notice.ScheduledMaintenance, "i-0123456789abcdef0", notice.Digest("arn:aws:health:eu-west-1::event/EC2/AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED/AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED_5c7e9a1b3d")),
 			action: "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED", cordonOnly: `detail.startTime "Tue, 1 Dec 2026 04:00:00 CET"`,
 		}}, warnings: []string{problemStartUnreadable}},
 		{file: "spot.json", notices: []wantNotice{{
@@ -108,7 +108,7 @@ func TestParseFixtures(t *testing.T) {
 			var out []wantNotice
 			for _, inst := range []string{"i-0123456789abcdef0", "i-0a1b2c3d4e5f60718", "i-0fedcba9876543210"} {
 				out = append(out, wantNotice{
-					kind: notice.ScheduledMaintenance, instance: inst, id: "sched-" + inst + "-6b8d0f2a-4c6e-4a1b-9d3f-5e7a9c1b3d5f",
+					kind: notice.ScheduledMaintenance, instance: inst, id: notice.ID(notice.ScheduledMaintenance, inst, notice.Digest("arn:aws:health:eu-west-1::event/EC2/AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED/AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED_3f1e5d7c9b")),
 					deadline: at("2026-11-28T09:00:00Z"), start: at("2026-11-28T09:00:00Z"), end: at("2026-11-28T11:00:00Z"),
 					action: "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
 				})
@@ -304,9 +304,10 @@ func TestParseErrors(t *testing.T) {
 
 func TestParseMore(t *testing.T) {
 	// The Health API's time format with a one-digit day, duplicate entities, no end time.
-	body := `{"version":"0","id":"e-42","detail-type":"AWS Health Event","source":"aws.health","time":"2026-11-21T10:00:00Z","detail":{"service":"EC2","eventTypeCategory":"scheduledChange","eventTypeCode":"AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED","startTime":"Wed, 2 Dec 2026 03:00:00 GMT","affectedEntities":[{"entityValue":"i-01234567"},{"entityValue":"i-01234567"}]}}`
+	body := `{"version":"0","id":"e-42","detail-type":"AWS Health Event","source":"aws.health","time":"2026-11-21T10:00:00Z","detail":{"eventArn":"arn:aws:health:us-east-1::event/EC2/AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED/E42","service":"EC2","eventTypeCategory":"scheduledChange","eventTypeCode":"AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED","startTime":"Wed, 2 Dec 2026 03:00:00 GMT","affectedEntities":[{"entityValue":"i-01234567"},{"entityValue":"i-01234567"}]}}`
+	e42 := notice.ID(notice.ScheduledMaintenance, "i-01234567", notice.Digest("arn:aws:health:us-east-1::event/EC2/AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED/E42"))
 	r, err := Parse(body, received)
-	if err != nil || len(r.Notices) != 1 || r.Notices[0].ID != "sched-i-01234567-e-42" ||
+	if err != nil || len(r.Notices) != 1 || r.Notices[0].ID != e42 ||
 		!r.Notices[0].Deadline.Equal(time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)) || !r.Notices[0].EndTime.IsZero() {
 		t.Errorf("%+v %v", r, err)
 	}
@@ -333,7 +334,7 @@ func TestParseMore(t *testing.T) {
 	closed := strings.Replace(body, `"eventTypeCategory":"scheduledChange"`, `"eventTypeCategory":"scheduledChange","statusCode":"closed"`, 1)
 	closed = strings.Replace(closed, "Wed, 2 Dec 2026 03:00:00 GMT", "over", 1)
 	if r, err := Parse(closed, received); err != nil || len(r.Notices) != 1 || !r.Notices[0].Released ||
-		r.Notices[0].ID != "sched-i-01234567-e-42" || r.Notices[0].CordonOnly != "" || len(r.Warnings) != 0 {
+		r.Notices[0].ID != e42 || r.Notices[0].CordonOnly != "" || len(r.Warnings) != 0 {
 		t.Errorf("closed: %+v %v", r, err)
 	}
 	// Entities that are no instances are skipped; with none left the message is ignored.

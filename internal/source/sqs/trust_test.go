@@ -93,7 +93,7 @@ func healthBody(id string, entities []string) string {
 	for i, e := range entities {
 		ents[i] = `{"entityValue":"` + e + `"}`
 	}
-	return `{"version":"0","id":"` + id + `","detail-type":"AWS Health Event","source":"aws.health","account":"` + fixtureAccount + `","time":"2026-11-21T10:00:00Z","detail":{"service":"EC2","eventTypeCategory":"scheduledChange","eventTypeCode":"AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED","startTime":"Wed, 2 Dec 2026 03:00:00 GMT","affectedEntities":[` + strings.Join(ents, ",") + `]}}`
+	return `{"version":"0","id":"` + id + `","detail-type":"AWS Health Event","source":"aws.health","account":"` + fixtureAccount + `","time":"2026-11-21T10:00:00Z","detail":{"eventArn":"arn:aws:health:us-east-1::event/EC2/AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED/` + id + `","service":"EC2","eventTypeCategory":"scheduledChange","eventTypeCode":"AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED","startTime":"Wed, 2 Dec 2026 03:00:00 GMT","affectedEntities":[` + strings.Join(ents, ",") + `]}}`
 }
 
 func manyInstances(n int) []string {
