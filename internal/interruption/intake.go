@@ -167,7 +167,7 @@ func (h *Handler) intakeEdits(n notice.Notice, plan Plan, ended *string, notify,
 	if plan.Drain {
 		phase = PhaseDraining
 	}
-	edits = append(edits, recordEdit(n.ID, phase, n.Deadline), intentEdit(n, h.Origin))
+	edits = append(edits, recordEdit(n.ID, phase, n.Deadline), intentEdit(n, h.Origin, time.Duration(h.cfg.NodeTerminationGracePeriod)*time.Second))
 	if plan.Drain && !h.cfg.DryRun && time.Until(h.drainStart(n)) <= 0 {
 		// The drain follows at once: claim it in this write rather than in one more.
 		edits = append(edits, h.intakeClaimEdit(n))

@@ -390,10 +390,13 @@ func (r Record) matchLegacyID(n notice.Notice) notice.Notice {
 // Has reports whether the notice was already taken into account.
 func (r Record) Has(id string) bool { return slices.Contains(r.Notices, id) }
 
-// intentEdit records the notice's intent, taken from origin. A copy of a recorded notice changes nothing (the
-// first copy's deadline stands: a rebalance's is counted from its receipt), except that a
-// copy with a readable start replaces a cordon-only one, whose drain it then schedules.
-func intentEdit(n notice.Notice, origin string) nodes.Edit {
+// intentEdit records the notice's intent, taken from origin. A copy of a recorded notice
+// changes nothing (the first copy's deadline stands: a rebalance's is counted from its
+// receipt), except that a copy with a readable start replaces a cordon-only one, whose drain
+// it then schedules, and that a restated notice (an AWS Health update) moves its start (see
+// moveStart). grace is NODE_TERMINATION_GRACE_PERIOD: a scheduled drain begins that long
+// before the start.
+func intentEdit(n notice.Notice, origin string, grace time.Duration) nodes.Edit {
 	return editRecord(func(r *Record) {
 		i := slices.IndexFunc(r.Intents, func(i Intent) bool { return i.ID == n.ID })
 		switch {
@@ -401,8 +404,45 @@ func intentEdit(n notice.Notice, origin string) nodes.Edit {
 			r.Intents = append(r.Intents, intentOf(n, origin))
 		case r.Intents[i].CordonOnly != "" && n.CordonOnly == "":
 			r.Intents[i] = intentOf(n, origin)
+		case n.Restated() && n.CordonOnly == "" && !n.Deadline.IsZero():
+			r.moveStart(i, n, grace, time.Now())
 		}
 	})
+}
+
+// moveStart applies an update of the notice recorded as intent i that states another start.
+// While the notice's drain has not begun, the start and deadline move either way (a change
+// postponed or brought forward); once it has begun, only an earlier start counts, and
+// tightens the deadline: pods already evicted are not brought back, and the instance may
+// still go at the earlier time.
+func (r *Record) moveStart(i int, n notice.Notice, grace time.Duration, now time.Time) {
+	old := r.Intents[i]
+	deadline := n.Deadline.UTC().Truncate(time.Second)
+	if deadline.Equal(old.Deadline) {
+		return
+	}
+	begun := r.Owner != nil || r.Phase >= PhaseDrained || slices.Contains(r.Finished, old.ID) ||
+		!now.Before(old.Deadline.Add(-grace))
+	if begun {
+		if deadline.Before(old.Deadline) {
+			r.Intents[i].Deadline, r.Intents[i].Start = deadline, n.StartTime.UTC()
+		}
+		return
+	}
+	moved := intentOf(n, old.Origin)
+	moved.Lifecycle = old.Lifecycle
+	r.Intents[i] = moved
+	// The episode's deadline is the earliest of its notices': recount it without the old one.
+	if !r.Deadline.Equal(old.Deadline) && !r.Deadline.After(deadline) {
+		return
+	}
+	earliest := deadline
+	for _, o := range r.Intents {
+		if o.ID != old.ID && !o.Deadline.IsZero() && !slices.Contains(r.Released, o.ID) && o.Deadline.Before(earliest) {
+			earliest = o.Deadline
+		}
+	}
+	r.Deadline = earliest
 }
 
 // recordEdit adds the notice to the node's record and moves the phase forward (never back),
