@@ -132,9 +132,13 @@ Autoscaler read them.
   reclaim that joins the episode later (a Spot warning after the rebalance recommendation)
   drains the node again for them.
 
-The rest are evicted in tiers, each gone before the next starts: ordinary pods, DaemonSet pods
-(when not ignored), system-cluster-critical and system-node-critical pods, critical DaemonSet
-pods.`
+The rest are evicted in tiers: ordinary pods, DaemonSet pods (when not ignored),
+system-cluster-critical and system-node-critical pods, critical DaemonSet pods. A tier starts
+once every pod of the one before is gone or held by a PodDisruptionBudget (a held pod's
+eviction is retried until the deadline, and reported as held), and in any case no later than
+the deadline minus its own pods' grace period minus 2 s: a misconfigured budget never keeps
+CoreDNS on a node until the instance ends, and pods still leaving within their grace period
+are waited for until then.`
 
 // nextGroup is the group of the setting after s, or "" after the last.
 func nextGroup(all []*Setting, s *Setting) string {

@@ -337,45 +337,85 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 // maxLateRounds bounds the extra rounds for pods that arrive during the drain.
 const maxLateRounds = 3
 
-// evictInTiers evicts candidates (ordered by tier) tier by tier, waiting for each tier's pods
-// to be gone before the next; out holds their outcomes. The pods marked not to disrupt (the
-// last tier) are not held back by the others: each leaves at its own time (evictAtLast).
+// evictInTiers evicts candidates (ordered by tier) tier by tier; out holds their outcomes. A
+// tier starts once every pod of the one before is gone, or no longer holds it back: a
+// disruption budget refused its eviction (its retries go on meanwhile, until the deadline),
+// or the eviction failed. It starts in any case at its latest moment, the one that still
+// leaves its own pods their grace period before the deadline: a budget or a slow pod of an
+// ordinary tier never keeps the critical pods on the node until the instance ends. The pods
+// marked not to disrupt (the last tier) are not held back by the others: each leaves at its
+// own time (evictAtLast). It returns when every pod is gone or has ended its attempts.
 func (d *Drainer) evictInTiers(ctx context.Context, candidates []Candidate, out []PodOutcome, deadline *Deadline, tr *tracker) {
-	last := slices.IndexFunc(candidates, func(c Candidate) bool { return c.Tier == TierDoNotDisrupt })
-	if last >= 0 {
-		var wg sync.WaitGroup
+	var wg sync.WaitGroup
+	tiered := len(candidates)
+	if last := slices.IndexFunc(candidates, func(c Candidate) bool { return c.Tier == TierDoNotDisrupt }); last >= 0 {
 		for i := last; i < len(candidates); i++ {
 			pod, outcome := candidates[i].Pod, &out[i]
 			wg.Go(func() { d.evictAtLast(ctx, pod, outcome, deadline, tr) })
 		}
-		defer wg.Wait()
-		candidates, out = candidates[:last], out[:last]
+		tiered = last
 	}
-	for start := 0; start < len(candidates); {
-		end := start
-		for end < len(candidates) && candidates[end].Tier == candidates[start].Tier {
-			end++
+	for start := 0; start < tiered; {
+		end := tierEnd(candidates[:tiered], start)
+		tier, tierOut := candidates[start:end], out[start:end]
+		wg.Go(func() { d.evictTier(ctx, tier, tierOut, deadline, tr, &wg) })
+		if end < tiered {
+			d.awaitTurn(ctx, tier, candidates[end:tierEnd(candidates[:tiered], end)], deadline, tr)
 		}
-		d.evictTier(ctx, candidates[start:end], out[start:end], deadline, tr)
-		var uids []types.UID
-		for i := start; i < end; i++ {
-			if !out[i].EvictedAt.IsZero() {
-				uids = append(uids, out[i].UID)
-			}
-		}
-		tr.waitAll(ctx, uids)
 		start = end
 	}
+	wg.Wait()
+	var uids []types.UID
+	for i := range out {
+		if !out[i].EvictedAt.IsZero() {
+			uids = append(uids, out[i].UID)
+		}
+	}
+	tr.waitAll(ctx, uids)
+}
+
+// tierEnd is the end of the tier that starts at candidates[start].
+func tierEnd(candidates []Candidate, start int) int {
+	end := start
+	for end < len(candidates) && candidates[end].Tier == candidates[start].Tier {
+		end++
+	}
+	return end
+}
+
+// awaitTurn returns when the next tier may start: every pod of tier is gone or released, or
+// the deadline is so close that next's pods need the rest for their grace period.
+func (d *Drainer) awaitTurn(ctx context.Context, tier, next []Candidate, dl *Deadline, tr *tracker) {
+	longest := int64(0)
+	for _, c := range next {
+		longest = max(longest, d.ownGrace(c.Pod))
+	}
+	// A deadline brought forward brings the latest moment forward too.
+	turnCtx, cancel := dl.Bound(ctx, time.Duration(longest)*time.Second+lastMargin)
+	defer cancel()
+	uids := make([]types.UID, len(tier))
+	for i, c := range tier {
+		uids[i] = c.Pod.UID
+	}
+	if !tr.waitSettled(turnCtx, uids) && ctx.Err() == nil {
+		d.opts.Logger.Info("the next tier starts while pods of this one are still leaving: later, its pods would not have their grace period before the deadline",
+			"node", tier[0].Pod.Spec.NodeName, "tier", tier[0].Tier.String(), "next", next[0].Tier.String())
+	}
+}
+
+// ownGrace is the grace period a pod would be given without a deadline to cut it.
+func (d *Drainer) ownGrace(pod *Pod) int64 {
+	if d.opts.PodGracePeriod >= 0 {
+		return int64(d.opts.PodGracePeriod)
+	}
+	return podGrace(pod)
 }
 
 // evictAtLast evicts a pod marked not to disrupt at the latest moment that still gives it
 // its whole grace period before the deadline (at once when that has passed), then waits for
 // it to be gone. A deadline brought forward brings the moment forward too.
 func (d *Drainer) evictAtLast(ctx context.Context, pod *Pod, out *PodOutcome, dl *Deadline, tr *tracker) {
-	grace := podGrace(pod)
-	if d.opts.PodGracePeriod >= 0 {
-		grace = int64(d.opts.PodGracePeriod)
-	}
+	grace := d.ownGrace(pod)
 	leaveBy := func() time.Time { return dl.Time().Add(-time.Duration(grace)*time.Second - lastMargin) }
 	if wait := time.Until(leaveBy()); wait > 0 {
 		d.opts.Logger.Info("a pod marked not to disrupt leaves last, at the deadline minus its grace period", "pod", out.Pod.String(), "in", wait.Round(time.Second))
@@ -397,7 +437,7 @@ func (d *Drainer) evictAtLast(ctx context.Context, pod *Pod, out *PodOutcome, dl
 		case <-timer.C:
 		}
 	}
-	d.evictOne(ctx, pod, out, dl, tr, nil)
+	d.evictOne(ctx, pod, out, dl, tr, nil, nil)
 	if !out.EvictedAt.IsZero() {
 		tr.waitAll(ctx, []types.UID{out.UID})
 	}
@@ -407,12 +447,12 @@ func (d *Drainer) evictAtLast(ctx context.Context, pod *Pod, out *PodOutcome, dl
 // the eviction request and the kubelet to act.
 const lastMargin = 2 * time.Second
 
-// evictTier evicts one tier's pods with at most Concurrency in flight. A pod's worker starts
-// only once it has one of the process's eviction slots, so the drain waits for them in one
-// goroutine rather than one per pod.
-func (d *Drainer) evictTier(ctx context.Context, tier []Candidate, out []PodOutcome, deadline *Deadline, tr *tracker) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
+// evictTier evicts one tier's pods with at most Concurrency in flight, starting each pod's
+// worker in wg. A pod's worker starts only once it has one of the process's eviction slots,
+// so the drain waits for them in one goroutine rather than one per pod. A pod a disruption
+// budget refuses no longer counts against Concurrency while it retries, and, like a pod
+// whose eviction failed, is released so as not to hold its tier back.
+func (d *Drainer) evictTier(ctx context.Context, tier []Candidate, out []PodOutcome, deadline *Deadline, tr *tracker, wg *sync.WaitGroup) {
 	inFlight := make(chan struct{}, d.opts.Concurrency) // workers always end, so no send blocks forever
 	for i := range tier {
 		inFlight <- struct{}{}
@@ -424,9 +464,18 @@ func (d *Drainer) evictTier(ctx context.Context, tier []Candidate, out []PodOutc
 			}
 			return
 		}
+		uid := tier[i].Pod.UID
+		var once sync.Once
+		free := func() { once.Do(func() { <-inFlight }) }
 		wg.Go(func() {
-			defer func() { <-inFlight }()
-			d.evictOne(ctx, tier[i].Pod, &out[i], deadline, tr, turn)
+			defer free()
+			d.evictOne(ctx, tier[i].Pod, &out[i], deadline, tr, turn, func() {
+				free()
+				tr.release(uid)
+			})
+			if out[i].EvictedAt.IsZero() { // failed, or the deadline came: it is not leaving
+				tr.release(uid)
+			}
 		})
 	}
 }
@@ -436,8 +485,9 @@ func (d *Drainer) evictTier(ctx context.Context, tier []Candidate, out []PodOutc
 // otherwise sleep past the moment to force.
 //
 // Each attempt holds an eviction slot only while it waits for its turn and its answer: turn
-// is one already taken for the first attempt, or nil.
-func (d *Drainer) evictOne(ctx context.Context, pod *Pod, out *PodOutcome, dl *Deadline, tr *tracker, turn func()) {
+// is one already taken for the first attempt, or nil. refused, when set, is called at each
+// refusal by a disruption budget.
+func (d *Drainer) evictOne(ctx context.Context, pod *Pod, out *PodOutcome, dl *Deadline, tr *tracker, turn, refused func()) {
 	log := d.opts.Logger.With("pod", out.Pod.String(), "node", pod.Spec.NodeName)
 	backoff := d.opts.RetryMin
 	var reported *Blocker // what Blocked was told, so that Unblocked is told the same
@@ -491,6 +541,9 @@ func (d *Drainer) evictOne(ctx context.Context, pod *Pod, out *PodOutcome, dl *D
 					d.opts.Observer.Blocked(pod, by)
 				}
 				out.BlockedBy = &by
+				if refused != nil {
+					refused()
+				}
 			}
 			if d.opts.ForceBeforeDeadline > 0 && time.Until(deadline) <= d.opts.ForceBeforeDeadline && blockedByBudget(err) {
 				d.forceDelete(ctx, pod, out, deadline, log, tr)

@@ -82,8 +82,9 @@ const (
 	AnnotationSafeToEvict  = "cluster-autoscaler.kubernetes.io/safe-to-evict" // "false"
 )
 
-// Tier orders evictions: every pod of a tier is gone before the next tier starts, so
-// critical pods (DNS, CNI, log shippers) serve the others until they leave.
+// Tier orders evictions: a tier starts once every pod of the one before is gone or held by a
+// disruption budget, so critical pods (DNS, CNI, log shippers) serve the others until they
+// leave, and by the moment that still leaves its pods their grace period before the deadline.
 type Tier int
 
 const (

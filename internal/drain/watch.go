@@ -25,6 +25,9 @@ type tracker struct {
 	// leaving holds pods whose eviction or deletion this drain had accepted, and when their
 	// grace period lets them end, so a tightened deadline can cut it.
 	leaving map[types.UID]leavingPod
+	// released holds pods that no longer hold their tier back though they are still on the
+	// node: a disruption budget refused their eviction, or it failed.
+	released map[types.UID]bool
 }
 
 type leavingPod struct {
@@ -34,7 +37,7 @@ type leavingPod struct {
 
 func newTracker(uids []types.UID) *tracker {
 	t := &tracker{tracked: map[types.UID]bool{}, gone: map[types.UID]time.Time{}, changed: make(chan struct{}),
-		late: map[types.UID]*Pod{}, leaving: map[types.UID]leavingPod{}}
+		late: map[types.UID]*Pod{}, leaving: map[types.UID]leavingPod{}, released: map[types.UID]bool{}}
 	for _, u := range uids {
 		t.tracked[u] = true
 	}
@@ -89,6 +92,18 @@ func (t *tracker) markGone(uid types.UID, at time.Time) {
 	t.changed = make(chan struct{})
 }
 
+// release records that the pod, though still on the node, no longer holds its tier back.
+func (t *tracker) release(uid types.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.released[uid] {
+		return
+	}
+	t.released[uid] = true
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
 // markAbsent marks every tracked pod missing from a fresh list as gone.
 func (t *tracker) markAbsent(present map[types.UID]bool, at time.Time) {
 	t.mu.Lock()
@@ -129,6 +144,29 @@ func (t *tracker) goneAt(uid types.UID) (time.Time, bool) {
 	defer t.mu.Unlock()
 	at, ok := t.gone[uid]
 	return at, ok
+}
+
+// waitSettled returns when every uid is gone or released (true), or ctx ends.
+func (t *tracker) waitSettled(ctx context.Context, uids []types.UID) (settled bool) {
+	for {
+		t.mu.Lock()
+		left := 0
+		for _, u := range uids {
+			if _, ok := t.gone[u]; !ok && !t.released[u] {
+				left++
+			}
+		}
+		ch := t.changed
+		t.mu.Unlock()
+		if left == 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-ch:
+		}
+	}
 }
 
 // waitAll returns when every uid is gone or ctx ends.
