@@ -117,7 +117,13 @@ A drain evicts every pod on the node except these, which stay (each is counted i
 
 **Marked not to disrupt** means the annotation ` + "`karpenter.sh/do-not-disrupt: \"true\"`" + ` or
 ` + "`cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\"`" + `, as Karpenter and the Cluster
-Autoscaler read them.
+Autoscaler read them. As with Karpenter, ` + "`karpenter.sh/do-not-disrupt`" + ` may also hold a duration
+(` + "`\"30m\"`" + `, ` + "`\"1h30m\"`" + `): the pod is protected until that long after it started (its
+` + "`status.startTime`" + `; a pod not started yet counts from now), and is an ordinary pod after that;
+under a reclaim it leaves when its protection ends, if that comes before its turn at the deadline.
+` + "`\"false\"`" + ` marks nothing. Any other value cannot be read: the pod is protected as if it said
+` + "`\"true\"`" + `, the log says so, and a ` + "`DoNotDisruptUnreadable`" + ` Warning Event on the pod tells its owners,
+once per interruption. ` + "`lifeboat check`" + ` reads the annotation the same way.
 
 - Under a **reclaim** (a Spot or capacity-reservation interruption warning, an Auto Scaling
   termination hook, a scheduled event) the instance goes at the deadline whatever happens.

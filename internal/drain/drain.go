@@ -61,6 +61,13 @@ type Observer interface {
 	Unblocked(pod *Pod, by Blocker, evicted bool)
 }
 
+// MarkObserver is an Observer that also hears of pods whose do-not-disrupt annotation cannot
+// be read: they are taken as marked "true", and their owners should know. A drain tells it
+// once per pod, from the drain's goroutine.
+type MarkObserver interface {
+	UnreadableMark(pod *Pod, why string)
+}
+
 // Blocker is what refuses a pod's eviction.
 type Blocker struct {
 	// Budget is the PodDisruptionBudget's name (in the pod's namespace); empty when the API
@@ -255,6 +262,8 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 	}
 	res.Listed = time.Now()
 	candidates, skipped := Select(pods, d.opts.Policy, terms)
+	told := map[types.UID]bool{}
+	d.reportMarks(node, pods, candidates, skipped, told)
 	res.Skipped = skipped
 	res.Pods = make([]PodOutcome, len(candidates))
 	for i, c := range candidates {
@@ -293,7 +302,9 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 	// Pods that reached the node after the list (bound by a scheduler that decided before the
 	// cordon) are drained too, in a few more rounds at most.
 	for round := 0; round < maxLateRounds && ctx.Err() == nil; round++ {
-		late, lateSkipped := Select(tr.takeLate(), d.opts.Policy, terms)
+		latePods := tr.takeLate()
+		late, lateSkipped := Select(latePods, d.opts.Policy, terms)
+		d.reportMarks(node, latePods, late, lateSkipped, told)
 		// The watch also reports pods the list already skipped whenever they change (a
 		// DaemonSet pod's status, say): they are decided again, but reported once.
 		res.Skipped = reviseSkipped(res.Skipped, lateSkipped, late)
@@ -334,6 +345,32 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 	return res, nil
 }
 
+// reportMarks logs each selected or skipped pod whose do-not-disrupt annotation could not be
+// read, and tells the observer, once per pod of the drain (told).
+func (d *Drainer) reportMarks(node string, pods []*Pod, candidates []Candidate, skipped []Skipped, told map[types.UID]bool) {
+	report := func(uid types.UID, why string) {
+		if why == "" || told[uid] {
+			return
+		}
+		told[uid] = true
+		i := slices.IndexFunc(pods, func(p *Pod) bool { return p.UID == uid })
+		if i < 0 {
+			return
+		}
+		d.opts.Logger.Warn("a pod's do-not-disrupt annotation cannot be read; it is protected as if it said \"true\"",
+			"pod", pods[i].Namespace+"/"+pods[i].Name, "node", node, "why", why)
+		if o, ok := d.opts.Observer.(MarkObserver); ok && !d.opts.DryRun {
+			o.UnreadableMark(pods[i], why)
+		}
+	}
+	for _, c := range candidates {
+		report(c.Pod.UID, c.MarkError)
+	}
+	for _, s := range skipped {
+		report(s.UID, s.MarkError)
+	}
+}
+
 // maxLateRounds bounds the extra rounds for pods that arrive during the drain.
 const maxLateRounds = 3
 
@@ -350,8 +387,8 @@ func (d *Drainer) evictInTiers(ctx context.Context, candidates []Candidate, out 
 	tiered := len(candidates)
 	if last := slices.IndexFunc(candidates, func(c Candidate) bool { return c.Tier == TierDoNotDisrupt }); last >= 0 {
 		for i := last; i < len(candidates); i++ {
-			pod, outcome := candidates[i].Pod, &out[i]
-			wg.Go(func() { d.evictAtLast(ctx, pod, outcome, deadline, tr) })
+			c, outcome := candidates[i], &out[i]
+			wg.Go(func() { d.evictAtLast(ctx, c, outcome, deadline, tr) })
 		}
 		tiered = last
 	}
@@ -412,13 +449,20 @@ func (d *Drainer) ownGrace(pod *Pod) int64 {
 }
 
 // evictAtLast evicts a pod marked not to disrupt at the latest moment that still gives it
-// its whole grace period before the deadline (at once when that has passed), then waits for
-// it to be gone. A deadline brought forward brings the moment forward too.
-func (d *Drainer) evictAtLast(ctx context.Context, pod *Pod, out *PodOutcome, dl *Deadline, tr *tracker) {
-	grace := d.ownGrace(pod)
-	leaveBy := func() time.Time { return dl.Time().Add(-time.Duration(grace)*time.Second - lastMargin) }
+// its whole grace period before the deadline (at once when that has passed), or when its
+// protection ends if that is sooner, then waits for it to be gone. A deadline brought
+// forward brings the moment forward too.
+func (d *Drainer) evictAtLast(ctx context.Context, c Candidate, out *PodOutcome, dl *Deadline, tr *tracker) {
+	pod, grace := c.Pod, d.ownGrace(c.Pod)
+	leaveBy := func() time.Time {
+		at := dl.Time().Add(-time.Duration(grace)*time.Second - lastMargin)
+		if !c.ProtectedUntil.IsZero() && c.ProtectedUntil.Before(at) {
+			return c.ProtectedUntil
+		}
+		return at
+	}
 	if wait := time.Until(leaveBy()); wait > 0 {
-		d.opts.Logger.Info("a pod marked not to disrupt leaves last, at the deadline minus its grace period", "pod", out.Pod.String(), "in", wait.Round(time.Second))
+		d.opts.Logger.Info("a pod marked not to disrupt leaves last, at the deadline minus its grace period or when its protection ends", "pod", out.Pod.String(), "in", wait.Round(time.Second))
 	}
 	for {
 		changed := dl.Changed() // before the time is read, so that no tightening is missed

@@ -57,6 +57,8 @@ type PodVolume struct {
 type PodStatus struct {
 	Phase corev1.PodPhase
 	PodIP string
+	// StartTime is when the kubelet accepted the pod: a do-not-disrupt duration counts from it.
+	StartTime *metav1.Time
 }
 
 // annotationsRead are the only annotations a Pod keeps.
@@ -71,7 +73,7 @@ func NewPod(p *corev1.Pod) *Pod {
 		Spec: PodSpec{NodeName: p.Spec.NodeName, Tolerations: p.Spec.Tolerations, Priority: p.Spec.Priority,
 			PriorityClassName: p.Spec.PriorityClassName, TerminationGracePeriodSeconds: p.Spec.TerminationGracePeriodSeconds,
 			HostNetwork: p.Spec.HostNetwork},
-		Status: PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP},
+		Status: PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, StartTime: p.Status.StartTime},
 	}
 	if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
 		out.OwnerReferences = []metav1.OwnerReference{*ref}
@@ -159,6 +161,7 @@ func (p *Pod) DeepCopy() *Pod {
 	}
 	out.Spec.Priority = clonePointer(p.Spec.Priority)
 	out.Spec.TerminationGracePeriodSeconds = clonePointer(p.Spec.TerminationGracePeriodSeconds)
+	out.Status.StartTime = clonePointer(p.Status.StartTime)
 	return out
 }
 

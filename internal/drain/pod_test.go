@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,7 +63,7 @@ func bigPod() *corev1.Pod {
 				}}}},
 				{Name: "cache", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}},
 			}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7",
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7", StartTime: &metav1.Time{Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)},
 			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}, {Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}},
 	}
 	for i := range 2 {
@@ -103,7 +104,8 @@ func TestNewPodKeepsWhatADrainReads(t *testing.T) {
 	}
 	s := got.Spec
 	if s.NodeName != src.Spec.NodeName || *s.TerminationGracePeriodSeconds != 45 || *s.Priority != 1000 || s.PriorityClassName != "business" ||
-		len(s.Tolerations) != 1 || s.HostNetwork || got.Status.Phase != corev1.PodRunning || got.Status.PodIP != "10.0.0.7" {
+		len(s.Tolerations) != 1 || s.HostNetwork || got.Status.Phase != corev1.PodRunning || got.Status.PodIP != "10.0.0.7" ||
+		got.Status.StartTime == nil || !got.Status.StartTime.Equal(src.Status.StartTime) {
 		t.Errorf("a spec or status field a drain reads was dropped: %+v %+v", s, got.Status)
 	}
 	wantVolumes := []PodVolume{{Name: "data", ClaimName: "data-web"}, {Name: "scratch", EmptyDir: true}, {Name: "cache", Ephemeral: true}}
@@ -121,7 +123,7 @@ func TestNewPodKeepsWhatADrainReads(t *testing.T) {
 		t.Error("a mirror pod's annotation was dropped")
 	}
 	mirror.Annotations = map[string]string{AnnotationSafeToEvict: "false"}
-	if !doNotDisrupt(NewPod(mirror)) {
+	if marked, _, _ := DoNotDisrupt(NewPod(mirror), time.Now()); !marked {
 		t.Error("cluster-autoscaler's safe-to-evict=false was dropped")
 	}
 }

@@ -5,7 +5,9 @@
 package drain
 
 import (
+	"fmt"
 	"slices"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -78,7 +80,7 @@ func (r Reason) Label() string {
 // The annotations by which pod owners ask not to be disrupted, as Karpenter and the Cluster
 // Autoscaler read them.
 const (
-	AnnotationDoNotDisrupt = "karpenter.sh/do-not-disrupt"                    // "true"
+	AnnotationDoNotDisrupt = "karpenter.sh/do-not-disrupt"                    // "true", or a duration from the pod's start
 	AnnotationSafeToEvict  = "cluster-autoscaler.kubernetes.io/safe-to-evict" // "false"
 )
 
@@ -109,6 +111,12 @@ type Candidate struct {
 	// Unmanaged pods have no controller and are not recreated elsewhere. They are evicted
 	// like the rest, as NTH does (kubectl drain --force), and reported.
 	Unmanaged bool
+	// ProtectedUntil is when a pod marked not to disrupt for a duration may leave; zero when
+	// it is marked without an end.
+	ProtectedUntil time.Time
+	// MarkError says why its do-not-disrupt annotation could not be read (it is then taken
+	// as "true").
+	MarkError string
 }
 
 // Skipped is a pod the drain leaves alone, and why.
@@ -116,15 +124,24 @@ type Skipped struct {
 	Pod    types.NamespacedName
 	UID    types.UID
 	Reason Reason
+	// MarkError says why its do-not-disrupt annotation could not be read (it is then taken
+	// as "true").
+	MarkError string
 }
 
 // Select is the one place that decides which pods a drain evicts. Every list source (watch
 // cache, quorum read, informer) goes through it. Candidates come back in tier order.
 func Select(pods []*Pod, p Policy, terms Terms) (evict []Candidate, skipped []Skipped) {
+	now := time.Now()
 	for _, pod := range pods {
 		key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 		owner := controllerOf(pod)
 		fromDaemonSet := owner != nil && owner.Kind == "DaemonSet" && owner.APIVersion == "apps/v1"
+		marked, until, markErr := DoNotDisrupt(pod, now)
+		var markError string
+		if markErr != nil {
+			markError = markErr.Error()
+		}
 		var reason Reason
 		switch {
 		case isMirror(pod):
@@ -141,21 +158,22 @@ func Select(pods []*Pod, p Policy, terms Terms) (evict []Candidate, skipped []Sk
 			reason = ReasonLocalData
 		case toleratesAll(pod, terms.Taints):
 			reason = ReasonTolerates
-		case doNotDisrupt(pod) && !terms.Reclaim:
+		case marked && !terms.Reclaim:
 			reason = ReasonDoNotEvict
 		}
 		if reason != "" {
-			skipped = append(skipped, Skipped{Pod: key, UID: pod.UID, Reason: reason})
+			skipped = append(skipped, Skipped{Pod: key, UID: pod.UID, Reason: reason, MarkError: markError})
 			continue
 		}
-		evict = append(evict, Candidate{Pod: pod, Tier: tierOf(pod, fromDaemonSet), Unmanaged: owner == nil})
+		evict = append(evict, Candidate{Pod: pod, Tier: tierOf(pod, fromDaemonSet, marked), Unmanaged: owner == nil,
+			ProtectedUntil: until, MarkError: markError})
 	}
 	slices.SortStableFunc(evict, func(a, b Candidate) int { return int(a.Tier) - int(b.Tier) })
 	return evict, skipped
 }
 
-func tierOf(pod *Pod, fromDaemonSet bool) Tier {
-	if doNotDisrupt(pod) {
+func tierOf(pod *Pod, fromDaemonSet, doNotDisrupt bool) Tier {
+	if doNotDisrupt {
 		return TierDoNotDisrupt
 	}
 	t := TierWorkload
@@ -177,9 +195,40 @@ func isCritical(pod *Pod) bool {
 	return pod.Spec.Priority != nil && *pod.Spec.Priority >= 2000000000
 }
 
-// doNotDisrupt reports whether the pod's owner asked that it not be disrupted.
-func doNotDisrupt(pod *Pod) bool {
-	return pod.Annotations[AnnotationDoNotDisrupt] == "true" || pod.Annotations[AnnotationSafeToEvict] == "false"
+// DoNotDisrupt reports whether the pod's owners ask, at now, that it not be disrupted, and
+// until when (zero: with no end). It is the one reader of the marks, for the drain and the
+// readiness check alike.
+//
+// karpenter.sh/do-not-disrupt is "true", or a duration ("30m", "1h30m"): the pod is protected
+// until that long after its start (status.startTime; from now for a pod not started yet).
+// "false" marks nothing. Any other value is unreadable: err names it, and the pod is taken
+// as marked "true", since its owners meant to protect it. safe-to-evict "false" marks it too.
+func DoNotDisrupt(pod *Pod, now time.Time) (marked bool, until time.Time, err error) {
+	if pod.Annotations[AnnotationSafeToEvict] == "false" {
+		marked = true
+	}
+	v, ok := pod.Annotations[AnnotationDoNotDisrupt]
+	switch {
+	case !ok || v == "false":
+		return marked, time.Time{}, nil
+	case v == "true":
+		return true, time.Time{}, nil
+	}
+	d, perr := time.ParseDuration(v)
+	if perr != nil || d < 0 {
+		return true, time.Time{}, fmt.Errorf("annotation %s=%q is neither \"true\" nor a duration such as \"30m\"; taken as \"true\"", AnnotationDoNotDisrupt, v)
+	}
+	if marked { // safe-to-evict=false protects it with no end
+		return true, time.Time{}, nil
+	}
+	start := now
+	if pod.Status.StartTime != nil {
+		start = pod.Status.StartTime.Time
+	}
+	if until = start.Add(d); !until.After(now) {
+		return false, time.Time{}, nil
+	}
+	return true, until, nil
 }
 
 // toleratesAll reports whether the pod tolerates every one of the taints (and there are some).

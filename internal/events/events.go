@@ -66,11 +66,12 @@ const (
 	ReasonInstanceCallRefused = "InstanceCallRefused" // a call on an instance the node does not name, or in another group
 	ReasonInvalidRecord       = "InvalidRecord"       // the node's record failed validation: never acted on
 	ReasonDrainNotScheduled   = "DrainNotScheduled"
-	ReasonHandbackWaited      = "HandbackWaited"  // a wait before the hand-back ended in time
-	ReasonHandbackWaitCut     = "HandbackWaitCut" // the deadline cut it short
-	ReasonPodsHeld            = "PodsHeld"        // on the node: pods marked not to disrupt stay, no notice is a reclaim
-	ReasonPodHeld             = "PodHeld"         // on such a pod: the same, told to its owners
-	ReasonEvictionBlocked     = "EvictionBlocked" // on the pod and its node: a disruption budget refuses its eviction
+	ReasonHandbackWaited      = "HandbackWaited"         // a wait before the hand-back ended in time
+	ReasonHandbackWaitCut     = "HandbackWaitCut"        // the deadline cut it short
+	ReasonPodsHeld            = "PodsHeld"               // on the node: pods marked not to disrupt stay, no notice is a reclaim
+	ReasonPodHeld             = "PodHeld"                // on such a pod: the same, told to its owners
+	ReasonEvictionBlocked     = "EvictionBlocked"        // on the pod and its node: a disruption budget refuses its eviction
+	ReasonUnreadableMark      = "DoNotDisruptUnreadable" // on the pod: its do-not-disrupt annotation is taken as "true"
 )
 
 // maxDetail bounds the part of a message that comes from elsewhere (an error, a
@@ -308,6 +309,18 @@ func (r *Recorder) EvictionBlocked(pod Pod, by string) {
 	}
 	r.rec.AnnotatedEventf(pod.reference(), maps.Clone(r.annotations), corev1.EventTypeWarning, ReasonEvictionBlocked, "%s",
 		clip("Lifeboat cannot evict the pod to drain its node: refused by "+by+"; retrying until the node's deadline"))
+}
+
+// UnreadableMark records, on the pod, that its karpenter.sh/do-not-disrupt annotation could
+// not be read (why says what it holds) and is taken as "true". The caller sends one per pod
+// and episode.
+func (r *Recorder) UnreadableMark(pod Pod, why string) {
+	if !r.Enabled() {
+		return
+	}
+	r.rec.AnnotatedEventf(pod.reference(), maps.Clone(r.annotations), corev1.EventTypeWarning, ReasonUnreadableMark, "%s",
+		clip("Lifeboat protects the pod from its node's drains as if it were marked not to disrupt without an end: "+why+
+			". Write \"true\", or a duration from the pod's start such as \"30m\""))
 }
 
 // DrainBlocked records, on the node, a pod its drain cannot evict yet and what refuses. The

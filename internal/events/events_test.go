@@ -220,3 +220,22 @@ func TestAnnotationsAreCopied(t *testing.T) {
 		t.Fatalf("annotation team=%q, want infra", got)
 	}
 }
+
+// An unreadable do-not-disrupt annotation is told on the pod, to its owners, with the value
+// and how to write it.
+func TestUnreadableMarkOnThePod(t *testing.T) {
+	c := &capture{}
+	r := newRecorder(c, Options{})
+	pod := Pod{Namespace: "shop", Name: "web-1", UID: "pod-uid"}
+	r.UnreadableMark(pod, `annotation karpenter.sh/do-not-disrupt="forever" is neither "true" nor a duration such as "30m"; taken as "true"`)
+	if len(c.events) != 1 {
+		t.Fatalf("%d events, want 1", len(c.events))
+	}
+	e := c.events[0]
+	if e.eventType != "Warning" || e.reason != ReasonUnreadableMark || !strings.Contains(e.message, `"forever"`) || !strings.Contains(e.message, `"30m"`) {
+		t.Errorf("got %s %s %q", e.eventType, e.reason, e.message)
+	}
+	if e.ref.Kind != "Pod" || e.ref.Namespace != "shop" || e.ref.Name != "web-1" || e.ref.UID != "pod-uid" {
+		t.Errorf("reference %+v", e.ref)
+	}
+}

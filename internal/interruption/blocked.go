@@ -20,7 +20,43 @@ type blockReporter struct {
 	h             *Handler
 	mu            sync.Mutex
 	lastNodeEvent map[string]time.Time // node -> when its last EvictionBlocked Event went out
+	// marksTold holds the pods (UID and what their annotation says) told of an unreadable
+	// do-not-disrupt annotation, so that the drains of one episode tell each once.
+	marksTold map[string]time.Time
 }
+
+// markToldFor is how long a pod told of an unreadable annotation is not told again: longer
+// than an episode's drains last.
+const markToldFor = 24 * time.Hour
+
+// UnreadableMark tells a pod's owners, once an episode, that its do-not-disrupt annotation
+// cannot be read and protects it as "true".
+func (r *blockReporter) UnreadableMark(pod *drain.Pod, why string) {
+	if r.markDue(string(pod.UID)+"\x00"+why, time.Now()) {
+		r.h.Events.UnreadableMark(events.PodOf(pod), why)
+	}
+}
+
+// markDue reports whether the pod and value in key have not been told of within markToldFor.
+func (r *blockReporter) markDue(key string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.marksTold == nil {
+		r.marksTold = map[string]time.Time{}
+	}
+	for k, at := range r.marksTold { // forget pods long told, so the map stays small
+		if now.Sub(at) > markToldFor {
+			delete(r.marksTold, k)
+		}
+	}
+	if _, told := r.marksTold[key]; told {
+		return false
+	}
+	r.marksTold[key] = now
+	return true
+}
+
+var _ drain.MarkObserver = (*blockReporter)(nil)
 
 func (r *blockReporter) Blocked(pod *drain.Pod, by drain.Blocker) {
 	r.h.Metrics.BlockedPod(blockReason(by), 1)

@@ -280,6 +280,9 @@ func podStatus(ctx context.Context, c drain.Candidate, podLabels map[string]stri
 			}
 			at := deadline.Add(-time.Duration(grace)*time.Second - 2*time.Second)
 			p.Why = fmt.Sprintf("marked not to disrupt: evicted at %s (the deadline minus its %d s grace period)", at.UTC().Format(time.RFC3339), grace)
+			if u := c.ProtectedUntil; !u.IsZero() && u.Before(at) {
+				p.Why = fmt.Sprintf("marked not to disrupt for a while: evicted at %s, when its protection ends", u.UTC().Format(time.RFC3339))
+			}
 		}
 		return p
 	}

@@ -88,13 +88,23 @@ func TestStatus(t *testing.T) {
 		pod("logs-x", name, func(p *corev1.Pod) {
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "DaemonSet", Name: "logs", UID: "u", Controller: ptr.To(true)}}
 		}),
+		pod("warm-0", name, func(p *corev1.Pod) {
+			p.Annotations = map[string]string{drain.AnnotationDoNotDisrupt: "1m"} // from its start, set below
+		}),
 		pod("cart-0", name, nil),
 		pod("lifeboat-0", name, nil), // the owner's own pod (its holder's host name)
 		pod("elsewhere", "quiet", nil),
 	}
 	for _, p := range pods {
-		if _, err := c.Client.CoreV1().Pods("shop").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		created, err := c.Client.CoreV1().Pods("shop").Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
 			t.Fatal(err)
+		}
+		if created.Name == "warm-0" { // started 30 s ago: protected for 30 s more
+			created.Status.StartTime = &metav1.Time{Time: now.Add(-30 * time.Second)}
+			if _, err := c.Client.CoreV1().Pods("shop").UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	pdb, err := c.Client.PolicyV1().PodDisruptionBudgets("shop").Create(ctx, &policyv1.PodDisruptionBudget{
@@ -149,6 +159,8 @@ func TestStatus(t *testing.T) {
 		"shop/web-0": {Name: "shop/web-0", State: status.StateHeld, Why: "PodDisruptionBudget web allows no disruption now (needs 2 healthy pods and has 2)"},
 		"shop/batch-0": {Name: "shop/batch-0", State: status.StateLeavesLast,
 			Why: "marked not to disrupt: evicted at " + deadline.Add(-32*time.Second).UTC().Format(time.RFC3339) + " (the deadline minus its 30 s grace period)"},
+		"shop/warm-0": {Name: "shop/warm-0", State: status.StateLeavesLast,
+			Why: "marked not to disrupt for a while: evicted at " + now.Add(30*time.Second).UTC().Format(time.RFC3339) + ", when its protection ends"},
 		"shop/logs-x":     {Name: "shop/logs-x", State: status.StateStays, Why: string(drain.ReasonDaemonSet)},
 		"shop/cart-0":     {Name: "shop/cart-0", State: status.StateToEvict},
 		"shop/lifeboat-0": {Name: "shop/lifeboat-0", State: status.StateStays, Why: string(drain.ReasonOwnPod)},
@@ -202,7 +214,7 @@ func TestStatus(t *testing.T) {
 	if err := status.Print(&js, report, status.FormatJSON); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(js.Bytes(), &decoded); err != nil || len(decoded.Nodes) != 1 || len(decoded.Nodes[0].Pods) != 5 {
+	if err := json.Unmarshal(js.Bytes(), &decoded); err != nil || len(decoded.Nodes) != 1 || len(decoded.Nodes[0].Pods) != 6 {
 		t.Errorf("JSON does not round-trip (%v): %s", err, js.String())
 	}
 	var yml bytes.Buffer
