@@ -95,7 +95,7 @@ func hook(n *corev1.Node, token string, at time.Time) (string, delivery) {
 	id := interruption.InstanceIDOf(n)
 	body := fmt.Sprintf(`{"Origin":"AutoScalingGroup","Destination":"EC2","Service":"AWS Auto Scaling","Time":"%s","AccountId":"000000000000","RequestId":"r-%s","LifecycleActionToken":"%s","AutoScalingGroupName":"%s","LifecycleHookName":"%s","EC2InstanceId":"%s","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`,
 		at.UTC().Format(time.RFC3339), token, token, asgName, hookName, id)
-	return body, delivery{node: n.Name, notice: notice.ID(notice.ASGTermination, id, token), token: token}
+	return body, delivery{node: n.Name, notice: notice.ID(notice.ASGTermination, id, notice.TokenDigest(token)), token: token}
 }
 
 // send puts messages on the queue, with that many SendMessage calls in flight at once.
@@ -316,14 +316,17 @@ func (q *queues) checkMessages(t testing.TB, nodes map[string]bool) (sent, delet
 	return sent, deletes
 }
 
-// completions counts the CompleteLifecycleAction calls for a token: accepted ones, and ones
-// Auto Scaling refused because the action was over (a tolerated repeat).
+// completions counts the CompleteLifecycleAction calls for a token's action (named by the
+// token, or by its instance as Lifeboat names it): accepted ones, and ones Auto Scaling
+// refused because the action was over (a tolerated repeat).
 type completions struct{ accepted, refused, failed int }
 
 func (q *queues) completions(token string) completions {
 	var c completions
+	instance := q.fake.LifecycleActionInstance(token)
 	for _, call := range q.fake.Calls() {
-		if call.Action != "CompleteLifecycleAction" || call.Params.Get("LifecycleActionToken") != token {
+		byToken := call.Params.Get("LifecycleActionToken")
+		if call.Action != "CompleteLifecycleAction" || !(byToken == token || byToken == "" && call.Params.Get("InstanceId") == instance) {
 			continue
 		}
 		switch call.ErrorCode {
