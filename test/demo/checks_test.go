@@ -143,3 +143,18 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// A pod a disruption budget held may leave after the critical pods: the critical tier does not
+// wait behind a blocked budget.
+func TestCheckCriticalAfterBudgetHeldPod(t *testing.T) {
+	r := handled()
+	held := &r.Cases[0].Evicted[0]
+	held.Refused, held.Evicted, held.Gone = 4, r.Cases[0].Evicted[2].Evicted+time.Second, r.Cases[0].Evicted[2].Evicted+2*time.Second
+	if p := check(r, nil); len(p) != 0 {
+		t.Errorf("a budget-held pod leaving after the critical pod was reported: %v", p)
+	}
+	held.Refused = 0
+	if p := check(r, nil); len(p) == 0 {
+		t.Error("a pod no budget held, evicted after the critical pod, was not reported")
+	}
+}

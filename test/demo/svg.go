@@ -237,7 +237,7 @@ func legend(b *bytes.Buffer, y float64) {
 	item(`<polygon transform="translate(%.1f,%.1f)" points="-6,-6 6,-6 0,6" fill="`+colourNotice+`"/>`, "notice")
 	item(`<rect transform="translate(%.1f,%.1f)" x="-5" y="-5" width="10" height="10" fill="`+colourCordon+`" stroke="#333"/>`, "cordoned")
 	item(`<circle transform="translate(%.1f,%.1f)" r="5" fill="`+tierColours[TierWorkload]+`"/>`, "evicted (workload)")
-	item(`<circle transform="translate(%.1f,%.1f)" r="5" fill="`+tierColours[TierCritical]+`"/>`, "evicted (critical, last)")
+	item(`<circle transform="translate(%.1f,%.1f)" r="5" fill="`+tierColours[TierCritical]+`"/>`, "evicted (critical, after pods no budget holds)")
 	item(`<rect transform="translate(%.1f,%.1f)" x="-2" y="-8" width="4" height="16" fill="`+colourDrained+`"/>`, "drained")
 	item(`<rect transform="translate(%.1f,%.1f)" x="-7" y="-6" width="14" height="12" fill="`+colourHandback+`" stroke="`+colourCompleted+`" stroke-dasharray="3 2"/>`, "hand-back waits")
 	item(`<polygon transform="translate(%.1f,%.1f)" points="0,-7 7,0 0,7 -7,0" fill="`+colourCompleted+`" stroke="#333"/>`, "lifecycle completed")
