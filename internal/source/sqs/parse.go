@@ -218,6 +218,9 @@ func (p Parser) parseEnvelope(body string, receivedAt time.Time) (Result, error)
 		kind, fn = kindSpot, parseSpot
 	case "aws.ec2|EC2 Capacity Reservation Instance Interruption Warning":
 		kind, fn = kindCapacity, parseCapacityReservation
+	case "aws.ec2|EC2 Interruptible Capacity Reservation Allocation Reclamation Completed":
+		// Sent to the reservation's owner once its capacity is back: nothing runs on it any more.
+		return Result{Ignore: true, Reason: "an interruptible Capacity Reservation's reclamation completed: told to the reservation's owner, no instance to act on"}, nil
 	case "aws.ec2|EC2 Instance Rebalance Recommendation":
 		kind, fn = kindRebalance, parseRebalance
 	case "aws.ec2|EC2 Instance State-change Notification":
@@ -249,10 +252,31 @@ func parseSpot(body string, e envelope, at time.Time) (Result, error) {
 	return parseReclaim(body, e, at, kindSpot, notice.SpotInterruption, "Spot interruption")
 }
 
-// parseCapacityReservation reads EC2 reclaiming an instance of a capacity reservation: the
-// same detail and the same two minutes as a Spot warning, a kind of its own.
+// parseCapacityReservation reads EC2 reclaiming an instance of an interruptible capacity
+// reservation: a Spot warning's detail, a kind of its own, and the time the instance is
+// terminated (detail.instance-termination-time) where the event states it. Without it, or when
+// it cannot be read, the two minutes of a Spot warning stand in (with a warning).
 func parseCapacityReservation(body string, e envelope, at time.Time) (Result, error) {
-	return parseReclaim(body, e, at, kindCapacity, notice.CapacityReservationInterruption, "Capacity reservation interruption")
+	r, err := parseReclaim(body, e, at, kindCapacity, notice.CapacityReservationInterruption, "Capacity reservation interruption")
+	if err != nil {
+		return r, err
+	}
+	var d struct {
+		TerminationTime *string `json:"instance-termination-time"`
+	}
+	if json.Unmarshal(e.Detail, &d) != nil || d.TerminationTime == nil {
+		return r, nil
+	}
+	end, err := time.Parse(time.RFC3339, *d.TerminationTime)
+	if err != nil {
+		r.Warnings = append(r.Warnings, Warning{Problem: problemEndUnreadable,
+			Detail: fmt.Sprintf("capacity reservation interruption %s: detail.instance-termination-time %q is not RFC 3339: the deadline is the event's time plus two minutes", e.ID, clip(*d.TerminationTime))})
+		return r, nil
+	}
+	n := &r.Notices[0]
+	n.Deadline, n.StartTime = end, end
+	n.Description = fmt.Sprintf("Capacity reservation interruption: the instance will %s at %s", n.Action, stamp(end))
+	return r, nil
 }
 
 // parseReclaim reads a two-minute warning: detail instance-id and instance-action.

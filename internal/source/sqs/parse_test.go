@@ -56,6 +56,12 @@ func TestParseFixtures(t *testing.T) {
 			kind: notice.CapacityReservationInterruption, instance: "i-0c4a7e1d9b3f52806", id: "capres-i-0c4a7e1d9b3f52806-terminate",
 			deadline: at("2026-11-21T10:32:00Z"), start: at("2026-11-21T10:32:00Z"), action: "terminate",
 		}}},
+		// The termination time the event states is the deadline, not the event time + 2 min.
+		{file: "capacity-reservation-termination-time.json", notices: []wantNotice{{
+			kind: notice.CapacityReservationInterruption, instance: "i-0c4a7e1d9b3f52806", id: "capres-i-0c4a7e1d9b3f52806-terminate",
+			deadline: at("2026-11-21T10:33:30Z"), start: at("2026-11-21T10:33:30Z"), action: "terminate",
+		}}},
+		{file: "capacity-reservation-reclaimed.json", reason: "reclamation completed"},
 		// A host among the entities is skipped; RFC 1123 times with an offset and with UT.
 		{file: "health-mixed-entities.json", notices: []wantNotice{{
 			kind: notice.ScheduledMaintenance, instance: "i-0123456789abcdef0", id: notice.ID(notice.ScheduledMaintenance, "i-0123456789abcdef0", notice.Digest("arn:aws:health:eu-west-1::event/EC2/AWS_EC2_MAINTENANCE_SCHEDULED/AWS_EC2_MAINTENANCE_SCHEDULED_8d2f4b6a1c")),
