@@ -39,10 +39,11 @@ func SpotInterruptionWarning(instance, action string, at time.Time) string {
 }
 
 // CapacityReservationInterruptionWarning is EC2's two-minute warning that it reclaims an
-// instance of a capacity reservation, sent at at.
+// instance of a capacity reservation, sent at at; like AWS's, it states the termination time.
 func CapacityReservationInterruptionWarning(instance, action string, at time.Time) string {
 	return envelope("capres-"+instance, "aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning", at, instanceARN(instance),
-		map[string]string{"instance-id": instance, "instance-action": action})
+		map[string]string{"instance-id": instance, "instance-action": action,
+			"instance-termination-time": at.Add(2 * time.Minute).UTC().Format(time.RFC3339), "azId": "use1-az1"})
 }
 
 // RebalanceRecommendation is EC2's rebalance recommendation for an instance, sent at at.
