@@ -16,34 +16,25 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 
-	"lifeboat.dev/lifeboat/internal/agent"
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
-	"lifeboat.dev/lifeboat/internal/controller"
-	"lifeboat.dev/lifeboat/internal/events"
+	"lifeboat.dev/lifeboat/internal/daemon"
 	"lifeboat.dev/lifeboat/internal/handback/targets"
-	"lifeboat.dev/lifeboat/internal/health"
-	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/logging"
-	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/preflight"
 	"lifeboat.dev/lifeboat/internal/readiness"
 	"lifeboat.dev/lifeboat/internal/source/imds"
 	"lifeboat.dev/lifeboat/internal/status"
 	"lifeboat.dev/lifeboat/internal/version"
-	"lifeboat.dev/lifeboat/internal/webhook"
 	"lifeboat.dev/lifeboat/internal/wiring"
 )
 
@@ -144,166 +135,24 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if sub == "preflight" {
 		return runPreflight(ctx, mode, loaded.Config, stdout, stderr)
 	}
-	for _, w := range loaded.Warnings {
-		logger.Warn(w)
-	}
-	attrs := []any{"version", version.Version, "mode", mode}
-	for _, e := range loaded.Entries() {
-		if e.Origin.Kind != "default" {
-			attrs = append(attrs, e.Env, e.Value)
-		}
-	}
-	logger.Info("starting", attrs...)
-	if soft, err := softMemoryLimit(cgroupMemoryMax, os.LookupEnv); err != nil {
-		logger.Warn("no soft memory limit set", "err", err)
-	} else if soft > 0 {
-		logger.Info("soft memory limit set from the container's", "bytes", soft, "share", memoryLimitShare)
-	}
-
-	// Both ports are taken before anything else, so a clash ends the start here with the
-	// setting to change; a server that failed later would leave probes that never answer.
-	var metricsListener, probesListener net.Listener
-	if c := loaded.Config; c.EnablePrometheusServer {
-		if metricsListener, err = listen("metrics", "PROMETHEUS_SERVER_PORT", "ENABLE_PROMETHEUS_SERVER", c.PrometheusServerBindAddress, c.PrometheusServerPort); err != nil {
-			logger.Error(err.Error())
-			return exitUsage
-		}
-		defer metricsListener.Close()
-	}
-	if c := loaded.Config; c.EnableProbesServer {
-		if probesListener, err = listen("probes", "PROBES_SERVER_PORT", "ENABLE_PROBES_SERVER", c.ProbesServerBindAddress, c.ProbesServerPort); err != nil {
-			logger.Error(err.Error())
-			return exitUsage
-		}
-		defer probesListener.Close()
-	}
-
-	m := metrics.New()
-	base, err := kube.RESTConfig(wiring.Kube(loaded.Config))
-	if err != nil {
-		logger.Error("cannot reach Kubernetes", "err", err)
+	daemon.LogStart(loaded, mode, version.Version, logger)
+	d, err := daemon.New(ctx, loaded.Config, mode, logger)
+	var cerr *daemon.ConfigError
+	switch {
+	case errors.Is(err, daemon.ErrPermissions):
+		return exitFailure // each missing permission is logged
+	case errors.As(err, &cerr):
+		logger.Error(cerr.Error())
 		return exitUsage
-	}
-	// One request budget, sized by the API server's answers, for every client but the Lease's.
-	clients, err := wiring.KubeClients(base, loaded.Config, m)
-	if err != nil {
-		logger.Error("cannot build Kubernetes client", "err", err)
+	case err != nil:
+		logger.Error("not starting", "mode", mode, "err", err)
 		return exitFailure
 	}
-	client := clients.Main
-	sv, err := client.Discovery().ServerVersion()
-	if err != nil {
-		logger.Error("cannot reach the Kubernetes API server", "host", base.Host, "err", err)
+	if err := d.Run(ctx); err != nil {
+		logger.Error(err.Error())
 		return exitFailure
 	}
-	logger.Info("connected to Kubernetes", "host", base.Host, "serverVersion", sv.GitVersion)
-	if !permitted(ctx, client, mode, loaded.Config, logger) {
-		return exitFailure
-	}
-
-	if metricsListener != nil {
-		// The probes' limits, and like them it ends with ctx, or here when run returns.
-		metricsCtx, stopMetrics := context.WithCancel(ctx)
-		defer stopMetrics()
-		go func() {
-			if err := health.Serve(metricsCtx, metricsListener, m.Handler(),
-				health.WithLogger(logger.With("server", metrics.ServerMetrics)), health.WithRefused(m.ConnectionRefused(metrics.ServerMetrics))); err != nil {
-				logger.Error("metrics server stopped", "addr", metricsListener.Addr().String(), "err", err)
-			}
-		}()
-	}
-
-	recorder, stopEvents, err := events.New(clients.Events, wiring.Events(loaded.Config, logger))
-	if err != nil {
-		logger.Error("invalid Kubernetes Events settings", "err", err)
-		return exitUsage
-	}
-	defer stopEvents()
-	hooks, err := webhook.New(wiring.Webhook(loaded.Config), webhook.Options{Logger: logger}) // the handler counts results
-	if err != nil {
-		logger.Error("invalid webhook settings", "err", err)
-		return exitUsage
-	}
-	waits := wiring.Handback(ctx, loaded.Config, mode, client, m, logger)
-	// Cordons go through the budget's urgent lane: in a burst they never queue behind the
-	// evictions of nodes cordoned earlier.
-	wire := func(h *interruption.Handler) {
-		h.Metrics, h.Events, h.Webhook, h.Handback = m, recorder, hooks, waits
-		h.SetCordonClient(clients.Cordon)
-	}
-	serveProbes := func(ready health.Checker) {
-		if probesListener == nil {
-			return
-		}
-		go func() {
-			if err := health.Serve(ctx, probesListener, health.Handler(loaded.Config.ProbesServerEndpoint, ready),
-				health.WithLogger(logger.With("server", metrics.ServerProbes)), health.WithRefused(m.ConnectionRefused(metrics.ServerProbes))); err != nil {
-				logger.Error("probes server stopped", "addr", probesListener.Addr().String(), "err", err)
-			}
-		}()
-	}
-
-	switch mode {
-	case config.ModeAgent:
-		c := loaded.Config
-		a := agent.New(c, client, imds.NewClient(c.MetadataURL, c.MetadataTries, c.AllowIMDSv1), logger)
-		a.Metrics = m
-		wire(a.Handler())
-		serveProbes(a.Healthy)
-		if err := a.Run(ctx); err != nil {
-			logger.Error("agent stopped", "err", err)
-			return exitFailure
-		}
-		logger.Info("agent stopped; unfinished work resumes from the node's record")
-		return exitOK
-	default:
-		ctl, err := controller.NewFromAWS(ctx, loaded.Config, client, logger, m)
-		if err != nil {
-			logger.Error("cannot start the controller", "err", err)
-			return exitFailure
-		}
-		wire(ctl.Handler())
-		ctl.SetLeaseClient(clients.Lease) // outside the budget: renewals never wait behind evictions
-		serveProbes(ctl.Healthy)
-		if err := ctl.RunWithLeaderElection(ctx); err != nil {
-			logger.Error("controller stopped", "err", err)
-			return exitFailure
-		}
-		logger.Info("controller stopped; unfinished messages come back to the next leader")
-		return exitOK
-	}
-}
-
-// permitted checks, with one SelfSubjectAccessReview per permission, that Lifeboat holds every
-// Kubernetes permission the mode needs, and logs each one it lacks: failing at start names
-// the problem, failing mid-drain would leave a node half done.
-func permitted(ctx context.Context, client kubernetes.Interface, mode config.Mode, cfg *config.Config, logger *slog.Logger) bool {
-	ctx, cancel := context.WithTimeout(ctx, preflight.DefaultTimeout)
-	defer cancel()
-	missing, err := preflight.CheckRBAC(ctx, client, preflight.Permissions(mode, cfg))
-	if err != nil {
-		logger.Error("cannot check Kubernetes permissions", "err", err)
-		return false
-	}
-	for _, p := range missing {
-		attrs := []any{"verb", p.Verb, "resource", p.ResourceName()}
-		for _, kv := range [][2]string{{"apiGroup", p.Group}, {"namespace", p.Namespace}, {"name", p.Name}} {
-			if kv[1] != "" {
-				attrs = append(attrs, kv[0], kv[1])
-			}
-		}
-		logger.Error("missing Kubernetes permission", append(attrs, "neededTo", p.Why)...)
-	}
-	if len(missing) > 0 {
-		names := make([]string, len(missing))
-		for i, p := range missing {
-			names[i] = p.String()
-		}
-		logger.Error("not starting: grant the missing Kubernetes permissions (lifeboat preflight shows them all)",
-			"mode", mode, "missing", strings.Join(names, ", "))
-		return false
-	}
-	return true
+	return exitOK
 }
 
 // runPreflight prints the preflight table; exit 1 when a check failed.
@@ -521,14 +370,4 @@ Settings are environment variables or flags (a flag wins; an empty variable coun
 		}
 		fmt.Fprintf(w, "    --%s, %s%s\n        %s\n", s.Flag, s.Env, def, s.Usage)
 	}
-}
-
-// listen opens the port of one of Lifeboat's servers, or says which setting to change.
-func listen(server, portSetting, enableSetting, bindAddress string, port int) (net.Listener, error) {
-	addr := net.JoinHostPort(bindAddress, strconv.Itoa(port))
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("cannot serve %s on %s (%v): set %s to a free port, or %s=false", server, addr, err, portSetting, enableSetting)
-	}
-	return ln, nil
 }

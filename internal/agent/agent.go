@@ -34,13 +34,28 @@ import (
 	"lifeboat.dev/lifeboat/internal/source/imds"
 )
 
-// Agent protects one node.
-type Agent struct {
+// Options are what an Agent works with. Config, Client and IMDS are required.
+type Options struct {
+	Config *config.Config
+	Client kubernetes.Interface
+	// IMDS reads instance metadata (imds.NewClient outside tests).
+	IMDS   imds.Getter
+	Logger *slog.Logger
+	// Metrics counts polls and notices.
+	Metrics *metrics.Metrics
 	// FailingAfter is how long instance metadata must fail before Healthy reports it
 	// (default 30 s).
 	FailingAfter time.Duration
-	// Metrics, when set, counts polls and notices.
-	Metrics *metrics.Metrics
+	// Handler holds the process's parts of the interruption handler (Events, webhook,
+	// hand-back waits, cordon client); the agent adds its own: instance metadata as origin,
+	// and the completion of its instance's termination hook.
+	Handler interruption.Options
+}
+
+// Agent protects one node.
+type Agent struct {
+	failingAfter time.Duration
+	metrics      *metrics.Metrics
 
 	cfg     *config.Config
 	client  kubernetes.Interface
@@ -56,25 +71,26 @@ type Agent struct {
 	// firstRetry is the first pause after a failed reconcile (doubling from there).
 	firstRetry time.Duration
 
-	// With ASG_LIFECYCLE_HOOK_NAME: Auto Scaling, for the hook's timeouts and its completion.
-	asg        cloud.AutoScaling
-	hooks      *cloud.HookTimeoutCache
-	instance   string
-	groupMu    sync.Mutex
-	groupName  string // once groupKnown
-	groupKnown bool
+	// With ASG_LIFECYCLE_HOOK_NAME: Auto Scaling, for the hook's timeouts and its completion
+	// (completeHook, built by Run once the instance is known).
+	completeHook func(ctx context.Context, nodeName string, n notice.Notice) (*interruption.Completed, error)
+	asg          cloud.AutoScaling
+	hooks        *cloud.HookTimeoutCache
+	instance     string
+	groupMu      sync.Mutex
+	groupName    string // once groupKnown
+	groupKnown   bool
 }
 
-// New builds an agent; metadata is read through getter (imds.NewClient outside tests).
-func New(cfg *config.Config, client kubernetes.Interface, getter imds.Getter, logger *slog.Logger) *Agent {
-	a := &Agent{cfg: cfg, client: client, imds: getter, log: logger, handler: interruption.NewHandler(cfg, client, logger), firstRetry: time.Second}
-	a.handler.Origin = string(notice.SourceIMDS)
+// New builds an agent.
+func New(o Options) *Agent {
+	a := &Agent{cfg: o.Config, client: o.Client, imds: o.IMDS, log: o.Logger, metrics: o.Metrics, failingAfter: o.FailingAfter, firstRetry: time.Second}
+	h := o.Handler
+	h.Origin, h.Complete, h.Metrics = string(notice.SourceIMDS), a.completeLifecycle, o.Metrics
+	a.handler = interruption.NewHandler(o.Config, o.Client, o.Logger, h)
 	a.reconcile = a.handler.Reconcile
 	return a
 }
-
-// Handler is the interruption handler, for wiring Events and webhooks.
-func (a *Agent) Handler() *interruption.Handler { return a.handler }
 
 // ErrWrongNode means NODE_NAME names a node of another instance: acting would drain the
 // wrong node, so the agent refuses to start.
@@ -103,7 +119,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("ASG_LIFECYCLE_HOOK_NAME=%q: %w", a.cfg.ASGLifecycleHookName, err)
 		}
-		a.handler.OnDrained = complete
+		a.completeHook = complete
 	}
 	opts := imds.Options{
 		Spot:         a.cfg.EnableSpotInterruptionDraining,
@@ -112,22 +128,21 @@ func (a *Agent) Run(ctx context.Context) error {
 		Lifecycle:    a.cfg.EnableASGLifecycleDraining,
 		Interval:     a.cfg.IMDSPollInterval,
 		DrainBudget:  time.Duration(a.cfg.NodeTerminationGracePeriod) * time.Second,
-		FailingAfter: a.FailingAfter,
+		FailingAfter: a.failingAfter,
 		Logger:       a.log,
 	}
-	if a.Metrics != nil {
-		opts.Observe = a.Metrics.ObserveIMDS
-		opts.Warn = a.Metrics.NoticeWarning
+	if a.metrics != nil {
+		opts.Observe = a.metrics.ObserveIMDS
+		opts.Warn = a.metrics.NoticeWarning
 	}
 	poller := imds.NewPoller(a.imds, instanceID, opts)
 	a.mu.Lock()
 	a.poller = poller
 	a.mu.Unlock()
-	a.handler.Metrics = a.Metrics
-	if a.Metrics != nil {
+	if a.metrics != nil {
 		go func() {
 			for {
-				a.Metrics.SourceHealthy("imds", poller.Healthy() == nil)
+				a.metrics.SourceHealthy("imds", poller.Healthy() == nil)
 				select {
 				case <-ctx.Done():
 					return
@@ -151,7 +166,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		case n := <-notices:
 			a.log.Info("notice received", "notice", n.ID, "kind", n.Kind, "deadline", n.Deadline, "description", n.Description)
-			a.Metrics.Notice(string(n.Kind), string(n.Source))
+			a.metrics.Notice(string(n.Kind), string(n.Source))
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
@@ -268,7 +283,7 @@ func (a *Agent) episodes(ctx context.Context, node *corev1.Node, wake <-chan str
 func (a *Agent) reconcileSafely(ctx context.Context, node *corev1.Node) (after time.Duration, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			a.Metrics.ReconcilePanic()
+			a.metrics.ReconcilePanic()
 			a.log.Error("reconciling the node panicked; retrying it with backoff", "node", node.Name,
 				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			after, err = 0, fmt.Errorf("panic: %v", p)

@@ -73,9 +73,8 @@ func (w *world) start(t testing.TB, env ...string) (a *agent.Agent, stop func() 
 	defaults := []string{"NODE_NAME", w.node, "INSTANCE_METADATA_URL", w.proxy.URL, "IMDS_POLL_INTERVAL", "200ms", "LOG_LEVEL", "debug"}
 	cfg := sandboxtest.Config(t, config.ModeAgent, append(defaults, env...)...)
 	logger := slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	a = agent.New(cfg, w.client, imds.NewClient(cfg.MetadataURL, cfg.MetadataTries, false), logger)
-	a.FailingAfter = 2 * time.Second
-	a.Metrics = w.metrics
+	a = agent.New(agent.Options{Config: cfg, Client: w.client, IMDS: imds.NewClient(cfg.MetadataURL, cfg.MetadataTries, false), Logger: logger,
+		FailingAfter: 2 * time.Second, Metrics: w.metrics})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
@@ -533,7 +532,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		other := newWorld(t, c, nil)
 		w.node = other.node // wrong wiring: this instance's metadata, another node's name
 		cfg := sandboxtest.Config(t, config.ModeAgent, "NODE_NAME", w.node, "INSTANCE_METADATA_URL", w.proxy.URL)
-		a := agent.New(cfg, w.client, imds.NewClient(w.proxy.URL, 3, false), slog.New(slog.NewTextHandler(w.logs, nil)))
+		a := agent.New(agent.Options{Config: cfg, Client: w.client, IMDS: imds.NewClient(w.proxy.URL, 3, false), Logger: slog.New(slog.NewTextHandler(w.logs, nil))})
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		if err := a.Run(ctx); !errors.Is(err, agent.ErrWrongNode) {

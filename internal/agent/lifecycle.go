@@ -27,7 +27,8 @@ func (a *Agent) hookDeadline(ctx context.Context, n notice.Notice) time.Time {
 	timeouts := cloud.AssumedHookTimeouts
 	switch {
 	case a.hooks == nil:
-		log.Warn("ASG_LIFECYCLE_HOOK_NAME is unset, so the termination hook's heartbeat timeout is unknown: pods keep their own grace periods",
+		log.Warn("ASG_LIFECYCLE_HOOK_NAME is unset, so the termination hook's heartbeat timeout is unknown (pods keep their own grace periods) "+
+			"and its lifecycle action is not completed: the instance terminates when the lifecycle hook times out",
 			"assumedHeartbeatTimeout", timeouts.Heartbeat.String())
 	default:
 		group, err := a.group(ctx)
@@ -66,6 +67,15 @@ func (a *Agent) group(ctx context.Context) (string, error) {
 	return g, nil
 }
 
+// completeLifecycle completes the termination hook of a drained node's notice when Run built
+// a completer (ASG_LIFECYCLE_HOOK_NAME); without one the hook is left to its own timeout.
+func (a *Agent) completeLifecycle(ctx context.Context, nodeName string, n notice.Notice) (*interruption.Completed, error) {
+	if a.completeHook == nil {
+		return nil, nil
+	}
+	return a.completeHook(ctx, nodeName, n)
+}
+
 // lifecycleCompleter completes the Auto Scaling termination hook of this instance after its
 // drain. NTH never does this in IMDS mode, so instances wait for the hook's timeout.
 func (a *Agent) lifecycleCompleter(ctx context.Context, instanceID string) (func(context.Context, string, notice.Notice) (*interruption.Completed, error), error) {
@@ -86,7 +96,7 @@ func (a *Agent) lifecycleCompleter(ctx context.Context, instanceID string) (func
 	a.hooks = cloud.NewHookTimeoutCache(asg)
 	hook := a.cfg.ASGLifecycleHookName
 	gate := instancegate.New(instancegate.Options{Nodes: a.client, Groups: asg, UseProviderID: true,
-		LocalInstance: instanceID, Refused: a.Metrics.InstanceCallRefused})
+		LocalInstance: instanceID, Refused: a.metrics.InstanceCallRefused})
 	return func(ctx context.Context, nodeName string, n notice.Notice) (*interruption.Completed, error) {
 		if n.Kind != notice.ASGTermination {
 			return nil, nil

@@ -23,8 +23,7 @@ func TestReconcilePanicIsRetried(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
 	cfg := sandboxtest.Config(t, config.Mode(""), "NODE_NAME", node.Name)
 	logs := &sandboxtest.LogBuffer{}
-	a := New(cfg, fake.NewSimpleClientset(node), nil, slog.New(slog.NewTextHandler(logs, nil)))
-	a.Metrics = metrics.New()
+	a := New(Options{Config: cfg, Client: fake.NewSimpleClientset(node), Logger: slog.New(slog.NewTextHandler(logs, nil)), Metrics: metrics.New()})
 	a.firstRetry = 20 * time.Millisecond
 	var (
 		mu    sync.Mutex
@@ -66,7 +65,7 @@ func TestReconcilePanicIsRetried(t *testing.T) {
 			t.Errorf("retry %d came %s after the one before, want at least %s", i, gap, least)
 		}
 	}
-	families, err := a.Metrics.Registry.Gather()
+	families, err := a.metrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

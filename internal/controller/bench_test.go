@@ -20,9 +20,9 @@ import (
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
+	"lifeboat.dev/lifeboat/internal/daemon"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
-	"lifeboat.dev/lifeboat/internal/wiring"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -166,14 +166,10 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount, targetGr
 	if err != nil {
 		b.Fatal(err)
 	}
-	clients, err := wiring.KubeClients(base, cfg, m)
+	clients, err := daemon.KubeClients(base, cfg, m)
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctl := controller.New(cfg, clients.Main, queue, cloud.NewAWSEC2(awsCfg),
-		cloud.NewAWSAutoScaling(awsCfg), benchLogger(b), m)
-	ctl.Handler().SetCordonClient(clients.Cordon)
-	ctl.SetLeaseClient(client("lifeboat-bench-lease", 5, 10))
 	groups := make([]string, targetGroups)
 	for i := range groups {
 		groups[i] = fake.AddTargetGroup(fakeaws.TargetGroup{Name: fmt.Sprintf("web-%d", i), DeregistrationDelay: benchTargetDelay})
@@ -185,10 +181,12 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount, targetGr
 			}
 		}
 	}
+	handler := interruption.Options{CordonClient: clients.Cordon}
 	if targetGroups > 0 {
-		ctl.Handler().Handback = wiring.Handback(ctx, cfg, config.ModeController, clients.Main,
-			m, slog.New(slog.DiscardHandler))
+		handler.Handback = daemon.Handback(ctx, cfg, config.ModeController, clients.Main, m, slog.New(slog.DiscardHandler))
 	}
+	ctl := controller.New(controller.Options{Config: cfg, Client: clients.Main, LeaseClient: client("lifeboat-bench-lease", 5, 10),
+		Queue: queue, EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: benchLogger(b), Metrics: m, Handler: handler})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- ctl.RunWithLeaderElection(runCtx) }()

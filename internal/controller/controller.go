@@ -18,7 +18,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -49,7 +48,7 @@ const LeaseName = "lifeboat-controller"
 type Controller struct {
 	cfg    *config.Config
 	client kubernetes.Interface
-	// leaseClient renews the Lease; see SetLeaseClient.
+	// leaseClient renews the Lease (Options.LeaseClient).
 	leaseClient kubernetes.Interface
 	queue       sqs.API
 	ec2         cloud.EC2
@@ -61,6 +60,7 @@ type Controller struct {
 	log     *slog.Logger
 	metrics *metrics.Metrics
 	handler *interruption.Handler
+	events  *events.Recorder
 
 	// heartbeatUnit is what HEARTBEAT_INTERVAL and HEARTBEAT_UNTIL count in: a second
 	// (tests shorten it).
@@ -85,9 +85,6 @@ type Controller struct {
 	handleOne func(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, log *slog.Logger) noticeFate
 }
 
-// Handler is the interruption handler, for wiring Events and webhooks.
-func (c *Controller) Handler() *interruption.Handler { return c.handler }
-
 // Healthy is the readiness check: a leader whose queue receives keep failing is not ready; a
 // standby is, since it can take over.
 func (c *Controller) Healthy() error {
@@ -100,36 +97,46 @@ func (c *Controller) Healthy() error {
 	return errors.New("leading but not consuming the queue yet")
 }
 
-// New builds a controller on the given AWS clients (see cloud.LoadAWSConfig).
-func New(cfg *config.Config, client kubernetes.Interface, queue sqs.API, ec2 cloud.EC2, asg cloud.AutoScaling, logger *slog.Logger, m *metrics.Metrics) *Controller {
-	c := &Controller{cfg: cfg, client: client, queue: queue, ec2: ec2, asg: asg, log: logger, metrics: m,
-		handler: interruption.NewHandler(cfg, client, logger), heartbeatUnit: time.Second,
+// Options are what a Controller works with. Config, Client and the three AWS clients are
+// required.
+type Options struct {
+	Config *config.Config
+	// Client makes every Kubernetes request but the Lease's.
+	Client kubernetes.Interface
+	// LeaseClient renews the Lease. With a rate limit of its own, renewals never queue behind
+	// a burst's evictions (a leader that cannot renew in time loses the Lease and cancels
+	// every drain). Default: Client.
+	LeaseClient kubernetes.Interface
+	Queue       sqs.API
+	EC2         cloud.EC2
+	AutoScaling cloud.AutoScaling
+	Logger      *slog.Logger
+	Metrics     *metrics.Metrics
+	// Handler holds the process's parts of the interruption handler (Events, webhook,
+	// hand-back waits, cordon client); the controller adds its own: the queue as origin,
+	// lifecycle completion and heartbeats.
+	Handler interruption.Options
+}
+
+// New builds a controller.
+func New(o Options) *Controller {
+	cfg, m := o.Config, o.Metrics
+	c := &Controller{cfg: cfg, client: o.Client, leaseClient: o.LeaseClient, queue: o.Queue, ec2: o.EC2, asg: o.AutoScaling,
+		log: o.Logger, metrics: m, events: o.Handler.Events, heartbeatUnit: time.Second,
 		starting: make(chan struct{}, max(cfg.Workers, 1)), foreignLogged: cache.NewLRUExpireCache(10000)}
-	c.handler.OnDrained = c.completeLifecycle
-	c.handler.WhileDraining = c.whileDraining
-	c.handler.Origin = "queue " + cfg.QueueURL
-	c.handler.Metrics = m
-	c.gate = instancegate.New(instancegate.Options{Nodes: client, Groups: countedGroups{asg, m}, EC2: countedEC2{ec2, m},
+	if c.leaseClient == nil {
+		c.leaseClient = o.Client
+	}
+	h := o.Handler
+	h.Origin = "queue " + cfg.QueueURL
+	h.Complete, h.KeepAlive, h.Metrics = c.completeLifecycle, c.whileDraining, m
+	c.handler = interruption.NewHandler(cfg, o.Client, o.Logger, h)
+	c.gate = instancegate.New(instancegate.Options{Nodes: o.Client, Groups: countedGroups{o.AutoScaling, m}, EC2: countedEC2{o.EC2, m},
 		UseProviderID: cfg.UseProviderID, Refused: m.InstanceCallRefused})
-	c.hooks = cloud.NewHookTimeoutCache(asg)
+	c.hooks = cloud.NewHookTimeoutCache(o.AutoScaling)
 	c.hooks.Observe = func(err error) { m.AWSCall("DescribeLifecycleHooks", err, nil) }
 	return c
 }
-
-// NewFromAWS builds a controller with aws-sdk-go-v2 clients for the configured region and
-// endpoint.
-func NewFromAWS(ctx context.Context, cfg *config.Config, client kubernetes.Interface, logger *slog.Logger, m *metrics.Metrics) (*Controller, error) {
-	awsCfg, err := cloud.LoadAWSConfig(ctx, cfg.AWSRegion, cfg.AWSEndpoint)
-	if err != nil {
-		return nil, err
-	}
-	return New(cfg, client, awssqs.NewFromConfig(awsCfg), cloud.NewAWSEC2(awsCfg), cloud.NewAWSAutoScaling(awsCfg), logger, m), nil
-}
-
-// SetLeaseClient gives leader election a client of its own, with its own small rate limit,
-// so that Lease renewals never queue behind a burst's evictions (a leader that cannot renew
-// in time loses the Lease and cancels every drain). Call it before RunWithLeaderElection.
-func (c *Controller) SetLeaseClient(client kubernetes.Interface) { c.leaseClient = client }
 
 // RunWithLeaderElection runs the controller while this replica holds the Lease, and stops
 // when it loses it or ctx ends (releasing the Lease, so a standby takes over at once). If the
@@ -142,9 +149,6 @@ func (c *Controller) RunWithLeaderElection(ctx context.Context) error {
 		identity = host + "-" + rand.String(5)
 	}
 	leases := c.leaseClient
-	if leases == nil {
-		leases = c.client
-	}
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, c.cfg.PodNamespace, LeaseName,
 		leases.CoreV1(), leases.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
 	if err != nil {
@@ -217,7 +221,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	episodes, err := newReconciler(nodeInformer, c.handler, c.cfg, c.log)
+	episodes, err := newReconciler(nodeInformer, c.handler, c.cfg, c.metrics, c.log)
 	if err != nil {
 		return err
 	}
@@ -605,7 +609,7 @@ func (c *Controller) handleLaunch(ctx context.Context, resolver *ownership.Resol
 		err := c.gate.Check(ctx, instancegate.Request{Call: instancegate.CallCompleteLifecycleAction, Node: verdict.Node.Name, InstanceID: n.InstanceID, Group: lc.Group})
 		if r, refused := instancegate.IsRefusal(err); refused {
 			log.Error("launch lifecycle action not completed: the instance is not the node's, or not in the hook's group; it will time out", "notice", n.ID, "node", verdict.Node.Name, "err", r)
-			c.handler.Events.InstanceCallRefused(events.NodeOf(verdict.Node), r.Error())
+			c.events.InstanceCallRefused(events.NodeOf(verdict.Node), r.Error())
 			return noticeDone
 		}
 		if err == nil {

@@ -102,7 +102,7 @@ func TestControllerEndToEnd(t *testing.T) {
 	}
 	logs := &sandboxtest.LogBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
-	ctl := controller.New(cfg, kubernetes.NewForConfigOrDie(rc), queue, cloud.NewAWSEC2(awsCfg), cloud.NewAWSAutoScaling(awsCfg), logger, nil)
+	ctl := controller.New(controller.Options{Config: cfg, Client: kubernetes.NewForConfigOrDie(rc), Queue: queue, EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: logger})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- ctl.RunWithLeaderElection(runCtx) }()

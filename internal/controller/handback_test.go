@@ -16,10 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/daemon"
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
-	"lifeboat.dev/lifeboat/internal/wiring"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -107,9 +107,8 @@ func detachWhenGone(t *testing.T, ctx context.Context, w *operateWorld, podIP, i
 // runWithHandback runs a controller whose handler has the waits the configuration turns on,
 // built as the binary builds them.
 func runWithHandback(t *testing.T, ctx context.Context, w *operateWorld, cfg *config.Config, m *metrics.Metrics) {
-	w.run(t, ctx, cfg, "lifeboat", m, func(h *interruption.Handler) {
-		h.Metrics = m
-		h.Handback = wiring.Handback(ctx, cfg, config.ModeController, w.c.Client, m, slog.New(slog.NewTextHandler(w.logs, nil)))
+	w.run(t, ctx, cfg, "lifeboat", m, func(h *interruption.Options) {
+		h.Handback = daemon.Handback(ctx, cfg, config.ModeController, w.c.Client, m, slog.New(slog.NewTextHandler(w.logs, nil)))
 	})
 }
 
@@ -238,9 +237,8 @@ func TestHandBackWaitsSurviveARestart(t *testing.T) {
 		"AWS_REGION", "us-east-1", "AWS_ENDPOINT", w.fake.URL(), "CLUSTER_NAME", "sandbox", "SQS_MSG_VISIBILITY_TIMEOUT_SEC", "5",
 		"EMIT_KUBERNETES_EVENTS", "true")
 	start := func(m *metrics.Metrics) (stop func()) {
-		return startController(t, ctx, w.c, w.awsCfg, w.queue, cfg, "lifeboat", m, w.logs, func(h *interruption.Handler) {
-			h.Metrics = m
-			h.Handback = wiring.Handback(ctx, cfg, config.ModeController, w.c.Client, m, slog.New(slog.NewTextHandler(w.logs, nil)))
+		return startController(t, ctx, w.c, w.awsCfg, w.queue, cfg, "lifeboat", m, w.logs, func(h *interruption.Options) {
+			h.Handback = daemon.Handback(ctx, cfg, config.ModeController, w.c.Client, m, slog.New(slog.NewTextHandler(w.logs, nil)))
 		})
 	}
 	w.send(t, ctx, hookMessage(w.instance, "token-1"))

@@ -131,7 +131,7 @@ func (c *Controller) heartbeats(ctx context.Context, n notice.Notice, lc notice.
 			log.Error("lifecycle heartbeats refused: the node's record names an instance or group that is not the node's own",
 				"instance", r.InstanceID, "nodeInstance", r.NodeInstance, "why", r.Reason)
 			c.metrics.Action(metrics.ActionHeartbeat, metrics.ResultRefused)
-			c.handler.Events.InstanceCallRefused(events.NodeOf(node), r.Error())
+			c.events.InstanceCallRefused(events.NodeOf(node), r.Error())
 			return
 		}
 		if err == nil {

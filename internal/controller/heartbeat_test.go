@@ -40,8 +40,7 @@ func TestHeartbeatsResumeAfterRestart(t *testing.T) {
 		"HEARTBEAT_INTERVAL", "30", "HEARTBEAT_UNTIL", "3600")
 	logs := &sandboxtest.LogBuffer{}
 	start := func() (stop func()) {
-		ctl := controller.New(cfg, kubernetes.NewForConfigOrDie(c.AdminConfig), queue, cloud.NewAWSEC2(awsCfg), cloud.NewAWSAutoScaling(awsCfg),
-			slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), nil)
+		ctl := controller.New(controller.Options{Config: cfg, Client: kubernetes.NewForConfigOrDie(c.AdminConfig), Queue: queue, EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 		controller.SetHeartbeatUnit(ctl, 10*time.Millisecond)
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)

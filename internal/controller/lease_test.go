@@ -33,8 +33,7 @@ func TestFailedWorkLoopReleasesLease(t *testing.T) {
 	cfg := sandboxtest.Config(t, config.Mode(""), "POD_NAME", "leader-0", "NAMESPACE", namespace, "AWS_REGION", "us-east-1")
 	awsCfg := sandboxtest.AWSConfig("http://127.0.0.1:1") // never called
 	logs := &sandboxtest.LogBuffer{}
-	ctl := controller.New(cfg, kubernetes.NewForConfigOrDie(c.AdminConfig), awssqs.NewFromConfig(awsCfg),
-		cloud.NewAWSEC2(awsCfg), cloud.NewAWSAutoScaling(awsCfg), slog.New(slog.NewTextHandler(logs, nil)), nil)
+	ctl := controller.New(controller.Options{Config: cfg, Client: kubernetes.NewForConfigOrDie(c.AdminConfig), Queue: awssqs.NewFromConfig(awsCfg), EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(slog.NewTextHandler(logs, nil))})
 
 	holder := func() string {
 		l, err := c.Client.CoordinationV1().Leases(namespace).Get(ctx, controller.LeaseName, metav1.GetOptions{})

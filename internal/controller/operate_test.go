@@ -90,7 +90,7 @@ func (w *operateWorld) send(t *testing.T, ctx context.Context, bodies ...string)
 }
 
 // run starts a controller as user until the test ends.
-func (w *operateWorld) run(t *testing.T, ctx context.Context, cfg *config.Config, user string, m *metrics.Metrics, wire func(*interruption.Handler)) {
+func (w *operateWorld) run(t *testing.T, ctx context.Context, cfg *config.Config, user string, m *metrics.Metrics, wire func(*interruption.Options)) {
 	t.Helper()
 	startController(t, ctx, w.c, w.awsCfg, w.queue, cfg, user, m, w.logs, wire)
 }
@@ -98,23 +98,23 @@ func (w *operateWorld) run(t *testing.T, ctx context.Context, cfg *config.Config
 // startController runs a controller of the cluster as user, with Events, until the test ends;
 // its log goes to logs and is printed when the test fails.
 func startController(t *testing.T, ctx context.Context, c *sandbox.Cluster, awsCfg aws.Config, queue *awssqs.Client, cfg *config.Config,
-	user string, m *metrics.Metrics, logs *sandboxtest.LogBuffer, wire func(*interruption.Handler)) (stop func()) {
+	user string, m *metrics.Metrics, logs *sandboxtest.LogBuffer, wire func(*interruption.Options)) (stop func()) {
 	t.Helper()
 	rc, err := c.UserConfig(user, "system:masters")
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := kubernetes.NewForConfigOrDie(rc)
-	ctl := controller.New(cfg, client, queue, cloud.NewAWSEC2(awsCfg), cloud.NewAWSAutoScaling(awsCfg),
-		slog.New(slog.NewTextHandler(logs, nil)), m)
 	recorder, stopEvents, err := events.New(client, wiring.Events(cfg, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctl.Handler().Events = recorder
+	handler := interruption.Options{Events: recorder}
 	if wire != nil {
-		wire(ctl.Handler())
+		wire(&handler)
 	}
+	ctl := controller.New(controller.Options{Config: cfg, Client: client, Queue: queue, EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg),
+		Logger: slog.New(slog.NewTextHandler(logs, nil)), Metrics: m, Handler: handler})
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- ctl.Run(runCtx) }()
@@ -187,7 +187,7 @@ func TestOneInterruptionOneWebhook(t *testing.T) {
 	}
 	m := metrics.New()
 	w.send(t, ctx, spotMessage(w.instance), hookMessage(w.instance, "token-1"), stateMessage(w.instance, "shutting-down"))
-	w.run(t, ctx, cfg, "lifeboat", m, func(h *interruption.Handler) { h.Webhook = sender })
+	w.run(t, ctx, cfg, "lifeboat", m, func(h *interruption.Options) { h.Webhook = sender })
 
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 		_, completed, _, _ := w.fake.LifecycleAction("token-1")

@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
-	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
@@ -37,7 +36,7 @@ func TestReconcilePanicIsOneNodes(t *testing.T) {
 		calls = map[string][]time.Time{}
 	)
 	r := &reconciler{
-		handler: &interruption.Handler{Metrics: m},
+		metrics: m,
 		nodes:   nodes,
 		log:     slog.New(slog.NewTextHandler(logs, nil)),
 		queue: workqueue.NewTypedRateLimitingQueue(

@@ -14,6 +14,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/metrics"
 )
 
 // maxDraining bounds the nodes reconciled at once, most of them draining (a drain mostly
@@ -33,6 +34,7 @@ const maxDraining = 1000
 type reconciler struct {
 	handler *interruption.Handler
 	cfg     *config.Config
+	metrics *metrics.Metrics
 	nodes   cache.Indexer
 	queue   workqueue.TypedRateLimitingInterface[string]
 	log     *slog.Logger
@@ -40,9 +42,9 @@ type reconciler struct {
 	reconcile func(ctx context.Context, node *corev1.Node) (time.Duration, error)
 }
 
-func newReconciler(informer cache.SharedIndexInformer, handler *interruption.Handler, cfg *config.Config, log *slog.Logger) (*reconciler, error) {
+func newReconciler(informer cache.SharedIndexInformer, handler *interruption.Handler, cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*reconciler, error) {
 	r := &reconciler{
-		handler: handler, cfg: cfg, nodes: informer.GetIndexer(), log: log,
+		handler: handler, cfg: cfg, nodes: informer.GetIndexer(), metrics: m, log: log,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "lifeboat-node-episodes"}),
@@ -52,7 +54,7 @@ func newReconciler(informer cache.SharedIndexInformer, handler *interruption.Han
 		AddFunc: func(obj any) { r.offer(obj) },
 		UpdateFunc: func(old, obj any) {
 			o, _ := old.(*corev1.Node)
-			if n, ok := obj.(*corev1.Node); ok && interruption.Wakes(o, n, handler.Origin) {
+			if n, ok := obj.(*corev1.Node); ok && interruption.Wakes(o, n, handler.Origin()) {
 				r.offer(n)
 			}
 		},
@@ -72,7 +74,7 @@ func (r *reconciler) offer(obj any) {
 		r.handler.ReportInvalidRecord(n, err) // and never acted on
 		return
 	}
-	if len(rec.Pending(r.cfg, r.handler.Origin)) > 0 || interruption.BootedAgain(n, rec) {
+	if len(rec.Pending(r.cfg, r.handler.Origin())) > 0 || interruption.BootedAgain(n, rec) {
 		r.queue.Add(n.Name)
 	}
 }
@@ -129,7 +131,7 @@ func (r *reconciler) process(ctx context.Context, name string) {
 func (r *reconciler) reconcileSafely(ctx context.Context, node *corev1.Node) (wait time.Duration, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.handler.Metrics.ReconcilePanic()
+			r.metrics.ReconcilePanic()
 			r.log.Error("reconciling the node panicked; retrying it with backoff", "node", node.Name,
 				"retries", r.queue.NumRequeues(node.Name), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			wait, err = 0, panicError{p}

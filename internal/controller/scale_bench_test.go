@@ -37,12 +37,12 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/controller"
+	"lifeboat.dev/lifeboat/internal/daemon"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/kube/pacing"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/version"
-	"lifeboat.dev/lifeboat/internal/wiring"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -243,15 +243,14 @@ func azReclaim(b *testing.B, sc azScale) {
 		b.Fatal(err)
 	}
 	base.UserAgent = version.UserAgent()
-	clients, err := wiring.KubeClients(base, cfg, m) // as cmd/lifeboat builds them
+	clients, err := daemon.KubeClients(base, cfg, m) // as the binary builds them
 	if err != nil {
 		b.Fatal(err)
 	}
 	logs := &azLogCounter{counts: map[string]int{}, samples: map[string]string{}}
-	ctl := controller.New(cfg, clients.Main, awssqs.NewFromConfig(awsCfg), cloud.NewAWSEC2(awsCfg),
-		cloud.NewAWSAutoScaling(awsCfg), slog.New(logs), m)
-	ctl.Handler().SetCordonClient(clients.Cordon)
-	ctl.SetLeaseClient(clients.Lease)
+	ctl := controller.New(controller.Options{Config: cfg, Client: clients.Main, LeaseClient: clients.Lease, Queue: awssqs.NewFromConfig(awsCfg),
+		EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(logs), Metrics: m,
+		Handler: interruption.Options{CordonClient: clients.Cordon}})
 
 	// What the cluster shows, from two watches (the harness keeps no copies of the objects).
 	progress := newAZProgress(w)

@@ -79,7 +79,6 @@ func (w *intakeWorld) runAgent(t *testing.T, ctx context.Context, node *corev1.N
 		"IMDS_POLL_INTERVAL", "200ms", "EMIT_KUBERNETES_EVENTS", "true", "WEBHOOK_URL", hook.server.URL}, settings...)...)
 	client := kubernetes.NewForConfigOrDie(rc)
 	logs := &sandboxtest.LogBuffer{}
-	a := agent.New(cfg, client, imds.NewClient(cfg.MetadataURL, cfg.MetadataTries, false), slog.New(slog.NewTextHandler(logs, nil)))
 	recorder, stopEvents, err := events.New(client, wiring.Events(cfg, nil))
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +87,8 @@ func (w *intakeWorld) runAgent(t *testing.T, ctx context.Context, node *corev1.N
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.Handler().Events, a.Handler().Webhook = recorder, sender
+	a := agent.New(agent.Options{Config: cfg, Client: client, IMDS: imds.NewClient(cfg.MetadataURL, cfg.MetadataTries, false), Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		Handler: interruption.Options{Events: recorder, Webhook: sender}})
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- a.Run(runCtx) }()

@@ -33,7 +33,7 @@ const markToldFor = 24 * time.Hour
 // cannot be read and protects it as "true".
 func (r *blockReporter) UnreadableMark(pod *drain.Pod, why string) {
 	if r.markDue(string(pod.UID)+"\x00"+why, time.Now()) {
-		r.h.Events.UnreadableMark(events.PodOf(pod), why)
+		r.h.events.UnreadableMark(events.PodOf(pod), why)
 	}
 }
 
@@ -59,17 +59,17 @@ func (r *blockReporter) markDue(key string, now time.Time) bool {
 var _ drain.MarkObserver = (*blockReporter)(nil)
 
 func (r *blockReporter) Blocked(pod *drain.Pod, by drain.Blocker) {
-	r.h.Metrics.BlockedPod(blockReason(by), 1)
+	r.h.metrics.BlockedPod(blockReason(by), 1)
 	r.h.log.Warn("eviction refused by a disruption budget; retrying until the deadline", "pod", pod.Namespace+"/"+pod.Name,
 		"node", pod.Spec.NodeName, "budget", by.Budget, "detail", by.Detail)
-	r.h.Events.EvictionBlocked(events.PodOf(pod), by.String())
+	r.h.events.EvictionBlocked(events.PodOf(pod), by.String())
 	if r.nodeEventDue(pod.Spec.NodeName) {
-		r.h.Events.DrainBlocked(events.Node{Name: pod.Spec.NodeName}, pod.Namespace+"/"+pod.Name, by.String())
+		r.h.events.DrainBlocked(events.Node{Name: pod.Spec.NodeName}, pod.Namespace+"/"+pod.Name, by.String())
 	}
 }
 
 func (r *blockReporter) Unblocked(pod *drain.Pod, by drain.Blocker, evicted bool) {
-	r.h.Metrics.BlockedPod(blockReason(by), -1)
+	r.h.metrics.BlockedPod(blockReason(by), -1)
 	if evicted {
 		r.h.log.Info("eviction accepted after a disruption budget refused it", "pod", pod.Namespace+"/"+pod.Name, "node", pod.Spec.NodeName, "budget", by.Budget)
 	}

@@ -60,8 +60,8 @@ func (h *Handler) endEpisode(ctx context.Context, node *corev1.Node, ended func(
 		h.done.forget(previous...)
 		h.log.Info("the node's interruption episode is over: Lifeboat's cordon and taints taken back", "node", node.Name, "why", why, "notices", previous)
 		if !h.cfg.DryRun {
-			h.Metrics.Action(metrics.ActionUncordon, metrics.ResultOK)
-			h.Events.Uncordoned(events.NodeOf(node), "the interruption episode is over: "+why)
+			h.metrics.Action(metrics.ActionUncordon, metrics.ResultOK)
+			h.events.Uncordoned(events.NodeOf(node), "the interruption episode is over: "+why)
 		}
 	}
 	return why, res.Node, nil

@@ -51,9 +51,9 @@ func TestEpisodeEndsBetweenReadAndWrite(t *testing.T) {
 		_ = client.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, nn, "")
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "n1", nil)
 	})
-	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
+	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
 	completed := 0
-	h.OnDrained = func(ctx context.Context, _ string, n notice.Notice) (*Completed, error) { completed++; return nil, nil }
+	h.complete = func(ctx context.Context, _ string, n notice.Notice) (*Completed, error) { completed++; return nil, nil }
 	y := notice.Notice{ID: notice.ID(notice.ASGTermination, inst, ""), Kind: notice.ASGTermination, InstanceID: inst, Deadline: time.Now().Add(time.Hour)}
 	if err := h.Intake(ctx, y, "n1", stale); err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func TestReleaseAfterOperatorUncordon(t *testing.T) {
 		Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + inst}}
 	node.Status.NodeInfo.BootID = "b1"
 	client := fake.NewSimpleClientset(node)
-	h := NewHandler(sandboxtest.Config(t, "", "CORDON_ONLY", "true", "TAINT_NODE", "true", "EXCLUDE_FROM_LOAD_BALANCERS", "true"), client, slog.New(slog.DiscardHandler))
+	h := NewHandler(sandboxtest.Config(t, "", "CORDON_ONLY", "true", "TAINT_NODE", "true", "EXCLUDE_FROM_LOAD_BALANCERS", "true"), client, slog.New(slog.DiscardHandler), Options{})
 	x := notice.Notice{ID: notice.ID(notice.ScheduledMaintenance, inst, "instance-event-x"), Kind: notice.ScheduledMaintenance, InstanceID: inst,
 		Deadline: time.Now().Add(time.Hour), Action: "system-maintenance"}
 	if err := h.Handle(ctx, x, "n1"); err != nil {
@@ -110,9 +110,9 @@ func TestReleasedWhileWaitingForStart(t *testing.T) {
 	node.Status.NodeInfo.BootID = "b1"
 	client := fake.NewSimpleClientset(node)
 	// Drains start NODE_TERMINATION_GRACE_PERIOD before the event (at least 30 s ahead): in 2 s.
-	h := NewHandler(sandboxtest.Config(t, "", "NODE_TERMINATION_GRACE_PERIOD", "29"), client, slog.New(slog.DiscardHandler))
+	h := NewHandler(sandboxtest.Config(t, "", "NODE_TERMINATION_GRACE_PERIOD", "29"), client, slog.New(slog.DiscardHandler), Options{})
 	drained := 0
-	h.OnDrained = func(ctx context.Context, _ string, n notice.Notice) (*Completed, error) { drained++; return nil, nil }
+	h.complete = func(ctx context.Context, _ string, n notice.Notice) (*Completed, error) { drained++; return nil, nil }
 	x := notice.Notice{ID: notice.ID(notice.ScheduledMaintenance, inst, "evt"), Kind: notice.ScheduledMaintenance, Source: notice.SourceQueue,
 		InstanceID: inst, Deadline: time.Now().Add(31 * time.Second), Action: "instance-stop"}
 	done := make(chan error)
@@ -129,7 +129,7 @@ func TestReleasedWhileWaitingForStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, _ = client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-	t.Logf("after the wait: unschedulable %v OnDrained %d record %s", n.Spec.Unschedulable, drained, n.Annotations[AnnotationRecord])
+	t.Logf("after the wait: unschedulable %v completions %d record %s", n.Spec.Unschedulable, drained, n.Annotations[AnnotationRecord])
 	if drained > 0 {
 		t.Errorf("a released notice drained the node")
 	}
@@ -164,7 +164,7 @@ func TestCordonOnlyCopyThenReadableCopyDrains(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1"},
 		Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + inst}}
 	client := fake.NewSimpleClientset(node)
-	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
+	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
 	unreadable := notice.Notice{ID: notice.ID(notice.ScheduledMaintenance, inst, "evt"), Kind: notice.ScheduledMaintenance, Source: notice.SourceQueue,
 		InstanceID: inst, Action: "instance-stop", CordonOnly: `detail.startTime "soon" is not a time`}
 	for range 2 { // a repeat of the unreadable copy changes nothing
@@ -213,9 +213,9 @@ func TestVersionOneRecord(t *testing.T) {
 				Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + inst, Unschedulable: true}}
 			node.Status.NodeInfo.BootID = "b1"
 			client := fake.NewSimpleClientset(node)
-			h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
+			h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
 			var completed []string
-			h.OnDrained = func(ctx context.Context, _ string, n notice.Notice) (*Completed, error) {
+			h.complete = func(ctx context.Context, _ string, n notice.Notice) (*Completed, error) {
 				if n.Lifecycle != nil {
 					completed = append(completed, n.Lifecycle.Group+"/"+n.Lifecycle.Hook)
 				}
@@ -259,7 +259,7 @@ func TestDryRunShowsANoticeOnce(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1"},
 		Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + inst}}
 	client := fake.NewSimpleClientset(node)
-	h := NewHandler(sandboxtest.Config(t, "", "DRY_RUN", "true"), client, slog.New(slog.DiscardHandler))
+	h := NewHandler(sandboxtest.Config(t, "", "DRY_RUN", "true"), client, slog.New(slog.DiscardHandler), Options{})
 	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
 		InstanceID: inst, Deadline: time.Now().Add(2 * time.Minute)}
 	for range 3 {

@@ -24,8 +24,8 @@ import (
 // until the deadline.
 func followingHandler(t *testing.T, ctx context.Context, client kubernetes.Interface, period time.Duration, deadline time.Time) (*Handler, *drain.Deadline) {
 	t.Helper()
-	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
-	h.Origin, h.ownerRenew = queueOrigin, period
+	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
+	h.origin, h.ownerRenew = queueOrigin, period
 	factory := informers.NewSharedInformerFactory(client, 0)
 	informer := factory.Core().V1().Nodes().Informer()
 	if err := h.FollowNodes(informer); err != nil {
@@ -88,8 +88,8 @@ func TestFollowedClaimRenewsOnceContested(t *testing.T) {
 
 	// The agent's rebalance drain (an open notice of another origin) contests the claim, as
 	// its Reconcile does.
-	agent := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
-	agent.Origin = agentOrigin
+	agent := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
+	agent.origin = agentOrigin
 	var agentOwns bool
 	if _, err := agent.writer.Apply(ctx, "n1", nil, "contest", agent.claimEdit(&agentOwns, false)); err != nil || agentOwns {
 		t.Fatalf("the contest: owns %v, err %v", agentOwns, err)

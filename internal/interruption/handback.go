@@ -34,7 +34,7 @@ var waitDone = map[string]string{
 // earlier process's hand-back for this episode waited for (from the node's record): a drain
 // after a restart moves nothing, and would otherwise wait for nothing.
 func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []notice.Notice, deadline *drain.Deadline, done drained, recorded *HandbackRecord, log *slog.Logger) {
-	if len(h.Handback) == 0 || h.cfg.DryRun {
+	if len(h.handback) == 0 || h.cfg.DryRun {
 		return
 	}
 	subject := handback.Subject{Node: node.Name, InstanceID: instanceOf(node, pending), Claims: done.claims, PodIPs: done.podIPs}
@@ -42,7 +42,7 @@ func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []not
 		subject.Claims = union(subject.Claims, recorded.Claims)
 		subject.PodIPs = union(subject.PodIPs, recorded.PodIPs)
 	}
-	waits := h.Handback
+	waits := h.handback
 	if len(subject.Claims)+len(subject.PodIPs) > 0 && !recorded.covers(subject) {
 		waits = h.recordWhenHeld(ctx, node.Name, subject, log)
 	}
@@ -50,7 +50,7 @@ func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []not
 	defer cancel()
 	results := handback.Run(bounded, deadline.Time().Add(-handbackMargin), subject, waits...)
 	for _, r := range results {
-		h.Metrics.HandbackWait(r.Wait, string(r.Outcome), r.Took)
+		h.metrics.HandbackWait(r.Wait, string(r.Outcome), r.Took)
 		what := waitDone[r.Wait]
 		if what == "" {
 			what = r.Wait
@@ -59,7 +59,7 @@ func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []not
 		case handback.Released:
 			if r.Took >= time.Second {
 				log.Info("handback wait over: "+what, "wait", r.Wait, "seconds", r.Took.Seconds())
-				h.Events.HandbackWaited(events.NodeOf(node), what, r.Took)
+				h.events.HandbackWaited(events.NodeOf(node), what, r.Took)
 			} else {
 				log.Debug("handback wait over: nothing held", "wait", r.Wait)
 			}
@@ -69,7 +69,7 @@ func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []not
 			}
 			log.Warn("handback wait cut by the deadline: handing the instance back anyway", "wait", r.Wait, "seconds", r.Took.Seconds(),
 				"held", strings.Join(r.Held, ", "), "err", r.Err)
-			h.Events.HandbackWaitCut(events.NodeOf(node), what, r.Took, r.Held)
+			h.events.HandbackWaitCut(events.NodeOf(node), what, r.Took, r.Held)
 		case handback.Skipped:
 			log.Debug("handback wait skipped", "wait", r.Wait, "err", r.Err)
 		}
@@ -101,8 +101,8 @@ func (h *Handler) recordWhenHeld(ctx context.Context, nodeName string, s handbac
 			}
 		})
 	}
-	out := make([]handback.Wait, len(h.Handback))
-	for i, w := range h.Handback {
+	out := make([]handback.Wait, len(h.handback))
+	for i, w := range h.handback {
 		out[i] = recordingWait{Wait: w, held: record}
 	}
 	return out

@@ -80,44 +80,61 @@ var taintKeys = map[notice.Kind]string{
 	notice.StateChange:                     nodes.TaintASGLifecycle,
 }
 
-// Completed is an Auto Scaling lifecycle action that OnDrained completed.
+// Completed is an Auto Scaling lifecycle action that Options.Complete completed.
 type Completed struct {
 	Hook   string
 	Result string // CONTINUE or ABANDON
 }
 
-// Handler takes notices for nodes of this cluster (Intake) and drives each node's episode
-// from its record (Reconcile).
-type Handler struct {
-	// OnDrained, when set, runs for each notice once its node (nodeName) is drained (for
-	// instance to complete the Auto Scaling lifecycle action), before the drain is recorded
-	// as done. An error leaves the notice unfinished, to be retried, except an
-	// *instancegate.Refusal: the notice is finished without the call, and a Warning Event
-	// says why. A lifecycle action it completed is recorded as an Event on the node.
-	OnDrained func(ctx context.Context, nodeName string, n notice.Notice) (*Completed, error)
-	// WhileDraining, when set, runs when a drain starts, with the notices it serves (for
-	// instance to keep their lifecycle actions alive); the function it returns runs when
-	// they are finished.
-	WhileDraining func(ctx context.Context, node *corev1.Node, notices []notice.Notice) (stop func())
+// Options are what a Handler works with besides the configuration and its client: the mode's
+// parts (where notices come from, how lifecycle actions are completed and kept alive) and the
+// process's (metrics, Events, webhooks, hand-back waits, the cordon client). Each may be left
+// out; a Handler never changes them once built.
+type Options struct {
 	// Origin names where this process takes notices from (the agent's instance metadata, the
 	// controller's queue). Intake stamps it on each intent, and Reconcile drives only the
 	// intents of its own origin (see Record.Pending).
 	Origin string
-	// Metrics, when set, counts actions, drains and evictions.
+	// Complete, when set, runs for each notice once its node (nodeName) is drained (for
+	// instance to complete the Auto Scaling lifecycle action), before the drain is recorded
+	// as done. An error leaves the notice unfinished, to be retried, except an
+	// *instancegate.Refusal: the notice is finished without the call, and a Warning Event
+	// says why. A lifecycle action it completed is recorded as an Event on the node.
+	Complete func(ctx context.Context, nodeName string, n notice.Notice) (*Completed, error)
+	// KeepAlive, when set, runs when a drain starts, with the notices it serves (for instance
+	// to keep their lifecycle actions alive); the function it returns runs when they are
+	// finished.
+	KeepAlive func(ctx context.Context, node *corev1.Node, notices []notice.Notice) (stop func())
+	// Metrics counts actions, drains and evictions.
 	Metrics *metrics.Metrics
-	// Events, when set, records Kubernetes Events on the node.
+	// Events records Kubernetes Events on the node.
 	Events *events.Recorder
-	// Webhook, when set, is told once per node interruption, when its work is done.
+	// Webhook is told once per node interruption, when its work is done.
 	Webhook *webhook.Sender
 	// Handback are the waits between a drained node and the hand-back of its instance (its
-	// volumes detached, its load-balancer targets drained); none by default.
+	// volumes detached, its load-balancer targets drained).
 	Handback []handback.Wait
+	// CordonClient serves the first read and the cordon write of each notice: with a rate
+	// limit of its own, cordons never wait behind other nodes' evictions and records in a
+	// burst. Default: the Handler's client.
+	CordonClient kubernetes.Interface
+}
+
+// Handler takes notices for nodes of this cluster (Intake) and drives each node's episode
+// from its record (Reconcile).
+type Handler struct {
+	origin    string
+	complete  func(ctx context.Context, nodeName string, n notice.Notice) (*Completed, error)
+	keepAlive func(ctx context.Context, node *corev1.Node, notices []notice.Notice) (stop func())
+	metrics   *metrics.Metrics
+	events    *events.Recorder
+	webhook   *webhook.Sender
+	handback  []handback.Wait
 
 	cfg    *config.Config
 	client kubernetes.Interface
 	writer *nodes.Writer
-	// cordonClient and cordonWriter serve the urgent part of a notice (see SetCordonClient);
-	// by default the same as client and writer.
+	// cordonClient and cordonWriter serve the urgent part of a notice (Options.CordonClient).
 	cordonClient kubernetes.Interface
 	cordonWriter *nodes.Writer
 	done         *doneNotices
@@ -143,12 +160,19 @@ type Handler struct {
 }
 
 // NewHandler builds a Handler from the configuration.
-func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logger) *Handler {
+func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logger, o Options) *Handler {
 	w := nodes.NewWriter(client)
 	w.DryRun = c.DryRun
+	cordonClient, cordonWriter := client, w
+	if o.CordonClient != nil {
+		cordonClient, cordonWriter = o.CordonClient, nodes.NewWriter(o.CordonClient)
+		cordonWriter.DryRun = c.DryRun
+	}
 	h := &Handler{
+		origin: o.Origin, complete: o.Complete, keepAlive: o.KeepAlive,
+		metrics: o.Metrics, events: o.Events, webhook: o.Webhook, handback: o.Handback,
 		cfg: c, client: client, writer: w, log: logger,
-		cordonClient: client, cordonWriter: w, done: newDoneNotices(),
+		cordonClient: cordonClient, cordonWriter: cordonWriter, done: newDoneNotices(),
 		draining: map[string]*drain.Deadline{}, owning: map[string]*renewals{}, holder: holderName(), ownerRenew: OwnerRenew,
 		invalidReported: utilcache.NewLRUExpireCache(invalidRecordsKept),
 	}
@@ -164,19 +188,13 @@ func (h *Handler) UseNodePods(p *drain.NodePods) {
 	h.drainer.Store(h.drainer.Load().WithNodePods(p))
 }
 
+// Origin names where this process takes notices from (Options.Origin).
+func (h *Handler) Origin() string { return h.origin }
+
 // holderName is the process's host (in a cluster, its pod's name) and process id.
 func holderName() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s/%d", host, os.Getpid())
-}
-
-// SetCordonClient gives the first read and the cordon write of each notice a client of their
-// own, with its own rate limit, so that in a burst cordons never wait behind other nodes'
-// evictions and records. Call it before handling notices.
-func (h *Handler) SetCordonClient(client kubernetes.Interface) {
-	h.cordonClient = client
-	h.cordonWriter = nodes.NewWriter(client)
-	h.cordonWriter.DryRun = h.cfg.DryRun
 }
 
 // ErrNotOurs means the node does not belong to the notice's instance.

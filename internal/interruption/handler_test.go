@@ -49,14 +49,14 @@ func TestHandlerCoalescing(t *testing.T) {
 
 	t.Run("spot and ASG notices at once: one drain, each completed after it", func(t *testing.T) {
 		node, inst := nodeWithPods(t, 6)
-		h := interruption.NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
 		var completions sync.Map
 		var hookCalls atomic.Int32
-		h.OnDrained = func(ctx context.Context, _ string, n notice.Notice) (*interruption.Completed, error) {
-			hookCalls.Add(1)
-			completions.Store(n.ID, true)
-			return nil, nil
-		}
+		h := interruption.NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), interruption.Options{
+			Complete: func(ctx context.Context, _ string, n notice.Notice) (*interruption.Completed, error) {
+				hookCalls.Add(1)
+				completions.Store(n.ID, true)
+				return nil, nil
+			}})
 		soon := time.Now().Add(2 * time.Minute)
 		ns := []notice.Notice{
 			{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, InstanceID: inst, Deadline: soon},
@@ -115,7 +115,7 @@ func TestHandlerCoalescing(t *testing.T) {
 		// are forced past their budget in the last 28 s: the hook's an hour away, the spot
 		// notice's (at least 30 s, the shortest drain budget) almost at once.
 		h := interruption.NewHandler(sandboxtest.Config(t, "", "NODE_TERMINATION_GRACE_PERIOD", "3600", "FORCE_DELETE_BEFORE_DEADLINE_SECONDS", "28"),
-			client, slog.New(slog.DiscardHandler))
+			client, slog.New(slog.DiscardHandler), interruption.Options{})
 		hook := notice.Notice{ID: notice.ID(notice.ASGTermination, inst, "token"), Kind: notice.ASGTermination, Source: notice.SourceQueue,
 			InstanceID: inst, Deadline: time.Now().Add(time.Hour)}
 		hookDone := make(chan error, 1)
@@ -149,7 +149,7 @@ func TestHandlerCoalescing(t *testing.T) {
 
 	t.Run("a notice days ahead never delays an urgent one", func(t *testing.T) {
 		node, inst := nodeWithPods(t, 3)
-		h := interruption.NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
+		h := interruption.NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), interruption.Options{})
 		ctx, cancel := context.WithCancel(context.Background())
 		scheduledDone := make(chan error, 1)
 		go func() {

@@ -78,10 +78,10 @@ func (h *Handler) Intake(ctx context.Context, n notice.Notice, nodeName string, 
 		return nil
 	}
 	if !rec.Has(n.ID) {
-		h.Events.Notice(events.NodeOf(node), n)
+		h.events.Notice(events.NodeOf(node), n)
 		if n.CordonOnly != "" {
 			log.Warn("notice cordons the node but schedules no drain", "why", n.CordonOnly)
-			h.Events.DrainNotScheduled(events.NodeOf(node), n.ID, n.CordonOnly)
+			h.events.DrainNotScheduled(events.NodeOf(node), n.ID, n.CordonOnly)
 		}
 	}
 	var (
@@ -91,23 +91,20 @@ func (h *Handler) Intake(ctx context.Context, n notice.Notice, nodeName string, 
 	)
 	res, err := h.cordonWriter.Apply(ctx, nodeName, node, "cordon for notice "+n.ID, h.intakeEdits(n, plan, &ended, &notify, &wasSchedulable)...)
 	if err != nil {
-		h.Metrics.Action(metrics.ActionCordon, metrics.ResultError)
-		h.Events.CordonFailed(events.NodeOf(node), n.ID, err)
+		h.metrics.Action(metrics.ActionCordon, metrics.ResultError)
+		h.events.CordonFailed(events.NodeOf(node), n.ID, err)
 		return err
 	}
 	// Later notices for the node only add themselves to its record: one cordon counted.
 	if res.Changed && wasSchedulable && res.Node.Spec.Unschedulable {
-		h.Metrics.Action(metrics.ActionCordon, dryRunOr(h.cfg.DryRun, metrics.ResultOK))
-		h.Events.Cordoned(events.NodeOf(res.Node), n.ID)
+		h.metrics.Action(metrics.ActionCordon, dryRunOr(h.cfg.DryRun, metrics.ResultOK))
+		h.events.Cordoned(events.NodeOf(res.Node), n.ID)
 	} else {
-		h.Metrics.Action(metrics.ActionCordon, metrics.ResultSkipped)
+		h.metrics.Action(metrics.ActionCordon, metrics.ResultSkipped)
 	}
 	log.Info("node cordoned", "changed", res.Changed, "drain", plan.Drain, "deadline", n.Deadline, "dryRun", h.cfg.DryRun)
 	if ended != "" {
 		log.Info("the node's previous interruption episode ended just before this write; this notice opened a new one", "why", ended)
-	}
-	if n.Kind == notice.ASGTermination && n.Source == notice.SourceIMDS && h.OnDrained == nil {
-		log.Warn("the Auto Scaling lifecycle action is not completed from agent mode without ASG_LIFECYCLE_HOOK_NAME: the instance terminates when the lifecycle hook times out")
 	}
 	if !plan.Drain {
 		if notify {
@@ -167,7 +164,7 @@ func (h *Handler) intakeEdits(n notice.Notice, plan Plan, ended *string, notify,
 	if plan.Drain {
 		phase = PhaseDraining
 	}
-	edits = append(edits, recordEdit(n.ID, phase, n.Deadline), intentEdit(n, h.Origin, time.Duration(h.cfg.NodeTerminationGracePeriod)*time.Second))
+	edits = append(edits, recordEdit(n.ID, phase, n.Deadline), intentEdit(n, h.origin, time.Duration(h.cfg.NodeTerminationGracePeriod)*time.Second))
 	if plan.Drain && !h.cfg.DryRun && time.Until(h.drainStart(n)) <= 0 {
 		// The drain follows at once: claim it in this write rather than in one more.
 		edits = append(edits, h.intakeClaimEdit(n))
@@ -241,12 +238,12 @@ func (h *Handler) release(ctx context.Context, n notice.Notice, node *corev1.Nod
 		})
 	}
 	if _, err := h.writer.Apply(ctx, node.Name, node, "release notice "+n.ID, release); err != nil {
-		h.Metrics.Action(metrics.ActionUncordon, metrics.ResultError)
+		h.metrics.Action(metrics.ActionUncordon, metrics.ResultError)
 		return err
 	}
 	if uncordoned {
-		h.Metrics.Action(metrics.ActionUncordon, dryRunOr(h.cfg.DryRun, metrics.ResultOK))
-		h.Events.Uncordoned(events.NodeOf(node), "the scheduled event "+n.ID+" was canceled or completed")
+		h.metrics.Action(metrics.ActionUncordon, dryRunOr(h.cfg.DryRun, metrics.ResultOK))
+		h.events.Uncordoned(events.NodeOf(node), "the scheduled event "+n.ID+" was canceled or completed")
 	}
 	log.Info("scheduled event ended; released the notice", "uncordoned", uncordoned)
 	return nil

@@ -111,7 +111,7 @@ func ownerWait(until time.Time) time.Duration {
 func (h *Handler) claimEdit(claimed *bool, renew bool) nodes.Edit {
 	return editRecord(func(r *Record) {
 		now := time.Now()
-		_, held := r.heldElsewhere(h.Origin, now)
+		_, held := r.heldElsewhere(h.origin, now)
 		if claimed != nil {
 			*claimed = !held
 		}
@@ -121,14 +121,14 @@ func (h *Handler) claimEdit(claimed *bool, renew bool) nodes.Edit {
 			}
 			return
 		}
-		if !renew && r.ownedFresh(h.Origin, h.holder, now) {
+		if !renew && r.ownedFresh(h.origin, h.holder, now) {
 			return
 		}
 		var contested time.Time // a contest stands for this origin's later processes too
-		if r.Owner != nil && r.Owner.Origin == h.Origin {
+		if r.Owner != nil && r.Owner.Origin == h.origin {
 			contested = r.Owner.Contested
 		}
-		r.Owner = &Owner{Origin: h.Origin, Holder: h.holder, Renewed: now.UTC().Truncate(time.Second), Contested: contested}
+		r.Owner = &Owner{Origin: h.origin, Holder: h.holder, Renewed: now.UTC().Truncate(time.Second), Contested: contested}
 	})
 }
 
@@ -140,7 +140,7 @@ func (h *Handler) intakeClaimEdit(n notice.Notice) nodes.Edit {
 	claim := h.claimEdit(nil, false)
 	return func(nd *corev1.Node) {
 		r, _ := ReadRecord(nd)
-		if i, ok := r.intent(n.ID); ok && i.Origin == h.Origin && r.Phase < PhaseDrained {
+		if i, ok := r.intent(n.ID); ok && i.Origin == h.origin && r.Phase < PhaseDrained {
 			claim(nd)
 		}
 	}
@@ -149,7 +149,7 @@ func (h *Handler) intakeClaimEdit(n notice.Notice) nodes.Edit {
 // disownEdit gives up this origin's ownership: its drain is over.
 func (h *Handler) disownEdit() nodes.Edit {
 	return editRecord(func(r *Record) {
-		if r.Owner != nil && r.Owner.Origin == h.Origin {
+		if r.Owner != nil && r.Owner.Origin == h.origin {
 			r.Owner = nil
 		}
 	})
@@ -160,7 +160,7 @@ func (h *Handler) disownEdit() nodes.Edit {
 // whether the claim holds; when another origin owns the episode, the caller waits.
 func (h *Handler) claim(ctx context.Context, node *corev1.Node) (*corev1.Node, bool, error) {
 	rec, _ := ReadRecord(node)
-	if rec.ownedFresh(h.Origin, h.holder, time.Now()) {
+	if rec.ownedFresh(h.origin, h.holder, time.Now()) {
 		return node, true, nil
 	}
 	var claimed bool
@@ -238,7 +238,7 @@ func (h *Handler) keepOwnership(ctx context.Context, node *corev1.Node, log *slo
 	r := &renewals{h: h, ctx: ctx, cancel: cancel, nodeName: node.Name, log: log, always: followed == nil, last: node, heard: time.Now()}
 	// The first renewal is due OwnerRenew after the claim's time, which a fresh claim
 	// left as it was (a drain tried again soon after the last one), or after its contest.
-	if rec, _ := ReadRecord(node); rec.Owner != nil && rec.Owner.Origin == h.Origin {
+	if rec, _ := ReadRecord(node); rec.Owner != nil && rec.Owner.Origin == h.origin {
 		r.heard, r.contested = rec.Owner.heard(), !rec.Owner.Contested.IsZero()
 	}
 	if r.always || r.contested {
@@ -321,7 +321,7 @@ func (r *renewals) follow(n *corev1.Node) {
 	}
 	now := time.Now()
 	switch {
-	case rec.Owner.Origin != r.h.Origin:
+	case rec.Owner.Origin != r.h.origin:
 		r.schedule(now)
 	case !rec.Owner.Contested.IsZero():
 		r.schedule(rec.Owner.heard().Add(r.h.ownerRenew))
@@ -375,13 +375,13 @@ func (r *renewals) renewOnce() (holds, failed bool) {
 	case err != nil:
 		log.Warn("could not renew the claim on the node's drain", "err", err, "since", time.Since(r.heard).Round(time.Second))
 		if (r.always || r.contested) && time.Since(r.heard) >= OwnerLease {
-			h.Metrics.DrainClaim(metrics.ClaimLost)
+			h.metrics.DrainClaim(metrics.ClaimLost)
 			log.Error("the claim on the node's drain lapsed; stopping the drain so another Lifeboat can take it over")
 			return false, true
 		}
 		return true, true
 	case !claimed:
-		h.Metrics.DrainClaim(metrics.ClaimLost)
+		h.metrics.DrainClaim(metrics.ClaimLost)
 		log.Warn("another Lifeboat took over the node's drain; stopping this one")
 		return false, false
 	}
@@ -389,7 +389,7 @@ func (r *renewals) renewOnce() (holds, failed bool) {
 	rec, _ := ReadRecord(res.Node)
 	if o := rec.Owner; o != nil {
 		if o.Renewed.After(r.heard) {
-			h.Metrics.DrainClaim(metrics.ClaimRenewed)
+			h.metrics.DrainClaim(metrics.ClaimRenewed)
 		}
 		r.heard, r.contested = o.heard(), !o.Contested.IsZero()
 	}

@@ -82,8 +82,8 @@ func TestOwnership(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			client := fake.NewSimpleClientset(ownedNode(t, tc.phase, tc.owner, spot))
-			h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
-			h.Origin = queueOrigin
+			h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
+			h.origin = queueOrigin
 			node, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 			wait, err := h.Reconcile(ctx, node)
 			if err != nil {
@@ -130,8 +130,8 @@ func TestIntakeClaims(t *testing.T) {
 		Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + inst}}
 	client := fake.NewSimpleClientset(node)
 	newHandler := func(origin string) *Handler {
-		h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
-		h.Origin = origin
+		h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
+		h.origin = origin
 		return h
 	}
 	agent, controller := newHandler(agentOrigin), newHandler(queueOrigin)
@@ -185,8 +185,8 @@ func TestKeepOwnership(t *testing.T) {
 		InstanceID: inst, Deadline: time.Now().Add(90 * time.Second)}
 	ctx := context.Background()
 	client := fake.NewSimpleClientset(ownedNode(t, PhaseDraining, &Owner{Origin: queueOrigin, Renewed: time.Now().UTC()}, spot))
-	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
-	h.Origin, h.ownerRenew = queueOrigin, 50*time.Millisecond
+	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
+	h.origin, h.ownerRenew = queueOrigin, 50*time.Millisecond
 	running := drain.NewDeadline(time.Now().Add(time.Hour))
 	h.draining["n1"] = running
 	start, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
@@ -263,8 +263,8 @@ func TestRenewalsFollowTheClaimsTime(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewSimpleClientset(ownedNode(t, PhaseDraining, &Owner{Origin: queueOrigin, Renewed: time.Now().Add(-tc.renewed).UTC()}, spot))
-			h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
-			h.Origin, h.ownerRenew = queueOrigin, period
+			h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
+			h.origin, h.ownerRenew = queueOrigin, period
 			node, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 			client.ClearActions()
 			began := time.Now()
@@ -302,8 +302,8 @@ func TestRenewalsFollowTheClaimsTime(t *testing.T) {
 			}
 			return false, nil, nil
 		})
-		h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler))
-		h.Origin, h.ownerRenew = queueOrigin, 50*time.Millisecond
+		h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
+		h.origin, h.ownerRenew = queueOrigin, 50*time.Millisecond
 		node, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 		owning, stop := h.keepOwnership(ctx, node, h.log)
 		defer stop()

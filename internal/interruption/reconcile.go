@@ -48,7 +48,7 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 // episode that is over (the node booted again or was taken back); returns how long until the
 // earliest scheduled start of its pending notices, if that is ahead; drains the node once, by
 // the earliest of their deadlines; and finishes each of them: its lifecycle action completed
-// (OnDrained), the drain recorded, the outcome reported once. An error asks for a retry; a
+// (Options.Complete), the drain recorded, the outcome reported once. An error asks for a retry; a
 // positive duration asks to be called again after it. node is a recent copy (an informer's):
 // a drain is decided on a fresh read, so a stale copy never drains a node twice. One
 // Reconcile at a time works on a node in this process.
@@ -64,15 +64,15 @@ func (h *Handler) Reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		return 0, nil
 	}
 	if EpisodeEnded(node, rec) == "" {
-		pending := rec.Pending(h.cfg, h.Origin)
+		pending := rec.Pending(h.cfg, h.origin)
 		if len(pending) == 0 {
 			return 0, nil
 		}
 		if wait := time.Until(h.drainStart(pending...)); wait > 0 {
 			return wait, nil
 		}
-		if until, waits := rec.waitsForOwner(h.Origin, time.Now()); waits && rec.drainWanted(pending) {
-			h.Metrics.DrainClaim(metrics.ClaimWaited)
+		if until, waits := rec.waitsForOwner(h.origin, time.Now()); waits && rec.drainWanted(pending) {
+			h.metrics.DrainClaim(metrics.ClaimWaited)
 			return ownerWait(until), nil
 		}
 		if h.onlyTerminationsLeft(node, rec, pending) {
@@ -96,13 +96,13 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 	}
 	if EpisodeEnded(node, rec) != "" {
 		// Nothing is drained for an episode that is over: its notices are called off.
-		if pending := rec.Pending(h.cfg, h.Origin); len(pending) > 0 {
+		if pending := rec.Pending(h.cfg, h.origin); len(pending) > 0 {
 			h.log.Info("drain called off: the node's episode is over", "node", node.Name, "why", EpisodeEnded(node, rec), "notices", ids(pending))
 		}
 		_, _, err := h.endEpisode(ctx, node, EpisodeEnded)
 		return 0, err
 	}
-	pending := rec.Pending(h.cfg, h.Origin)
+	pending := rec.Pending(h.cfg, h.origin)
 	if len(pending) == 0 {
 		return 0, nil
 	}
@@ -115,8 +115,8 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		// One Lifeboat drains the node: another origin's owner is waited for (its drain
 		// done, this process only finishes its own notices). A claim nobody contested yet
 		// is contested by the claim below, which then waits.
-		if until, waits := rec.waitsForOwner(h.Origin, time.Now()); waits {
-			h.Metrics.DrainClaim(metrics.ClaimWaited)
+		if until, waits := rec.waitsForOwner(h.origin, time.Now()); waits {
+			h.metrics.DrainClaim(metrics.ClaimWaited)
 			log.Debug("another Lifeboat drains the node; waiting for it", "owner", rec.Owner.Origin, "holder", rec.Owner.Holder)
 			return ownerWait(until), nil
 		}
@@ -125,21 +125,21 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 			return 0, err
 		}
 		if !owned {
-			h.Metrics.DrainClaim(metrics.ClaimWaited)
+			h.metrics.DrainClaim(metrics.ClaimWaited)
 			log.Info("another Lifeboat drains the node; told it this one waits, and waiting for it")
 			return ownerPoll, nil
 		}
 		node = claimed
-		h.Metrics.DrainClaim(metrics.ClaimClaimed)
+		h.metrics.DrainClaim(metrics.ClaimClaimed)
 		stop := func() {}
-		if h.WhileDraining != nil {
-			stop = h.WhileDraining(ctx, node, pending)
+		if h.keepAlive != nil {
+			stop = h.keepAlive(ctx, node, pending)
 		}
 		defer stop()
 		deadline := drain.NewDeadline(drainDeadline(pending...))
 		untrack := h.track(node.Name, deadline)
 		defer untrack()
-		h.Events.DrainStarted(events.NodeOf(node), pending[0].ID, deadline.Time())
+		h.events.DrainStarted(events.NodeOf(node), pending[0].ID, deadline.Time())
 		owning, stopOwning := h.keepOwnership(ctx, node, log)
 		done, err = h.drain(owning, node, deadline, TermsOf(node, pending), log)
 		if err == nil {
@@ -152,7 +152,7 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		switch {
 		case err != nil:
 			if stopped == nil {
-				h.Events.DrainFailed(events.NodeOf(node), pending[0].ID, err)
+				h.events.DrainFailed(events.NodeOf(node), pending[0].ID, err)
 			}
 			return 0, err
 		case stopped != nil:
@@ -340,9 +340,9 @@ func (h *Handler) drain(ctx context.Context, node *corev1.Node, deadline *drain.
 			names[i] = s.Pod.String()
 		}
 		log.Warn("pods marked not to disrupt stay on the node: no notice is a reclaim", "pods", names)
-		h.Events.PodsHeld(events.NodeOf(node), names)
+		h.events.PodsHeld(events.NodeOf(node), names)
 		for _, s := range held {
-			h.Events.PodHeld(events.Pod{Namespace: s.Pod.Namespace, Name: s.Pod.Name, UID: s.UID}, nodeName)
+			h.events.PodHeld(events.Pod{Namespace: s.Pod.Namespace, Name: s.Pod.Name, UID: s.UID}, nodeName)
 		}
 	}
 	if err != nil {
@@ -373,9 +373,9 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, 
 		completed *Completed
 		refused   *instancegate.Refusal
 	)
-	if h.OnDrained != nil && !h.cfg.DryRun {
+	if h.complete != nil && !h.cfg.DryRun {
 		var err error
-		if completed, err = h.OnDrained(ctx, nodeName, n); err != nil {
+		if completed, err = h.complete(ctx, nodeName, n); err != nil {
 			var ok bool
 			if refused, ok = instancegate.IsRefusal(err); !ok {
 				return nil, fmt.Errorf("notice %s: after the drain: %w", n.ID, err)
@@ -401,13 +401,13 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, 
 	}
 	h.done.add(n.ID) // in DRY_RUN too, so a dry run shows each notice once (see Intake)
 	if completed != nil {
-		h.Events.LifecycleCompleted(events.NodeOf(res.Node), completed.Hook, n.InstanceID, completed.Result)
+		h.events.LifecycleCompleted(events.NodeOf(res.Node), completed.Hook, n.InstanceID, completed.Result)
 	}
 	if refused != nil {
-		h.Events.InstanceCallRefused(events.NodeOf(res.Node), refused.Error())
+		h.events.InstanceCallRefused(events.NodeOf(res.Node), refused.Error())
 	}
 	if notify {
-		h.Events.Drained(events.NodeOf(res.Node), n.ID, len(done.evicted), done.took)
+		h.events.Drained(events.NodeOf(res.Node), n.ID, len(done.evicted), done.took)
 		h.notify(ctx, n, res.Node, "drained", done.evicted)
 	}
 	return res.Node, nil
@@ -431,21 +431,21 @@ func claimOutcome(outcome string, claimed *bool) nodes.Edit {
 // notify sends the interruption's webhook. Failures are logged and counted, never retried
 // past the sender's own attempts: the node's work is done either way.
 func (h *Handler) notify(ctx context.Context, n notice.Notice, node *corev1.Node, state string, pods []string) {
-	if !h.Webhook.Enabled() {
+	if !h.webhook.Enabled() {
 		return
 	}
 	if h.cfg.DryRun {
 		h.log.Info("dry run: would send the interruption webhook", "notice", n.ID, "node", node.Name)
-		h.Metrics.Action(metrics.ActionWebhook, metrics.ResultDryRun)
+		h.metrics.Action(metrics.ActionWebhook, metrics.ResultDryRun)
 		return
 	}
-	err := h.Webhook.Send(ctx, webhook.Notification{
+	err := h.webhook.Send(ctx, webhook.Notification{
 		EventID: n.ID, Kind: string(n.Kind), Monitor: string(n.Source), Description: n.Description, State: state,
 		NodeName: node.Name, InstanceID: n.InstanceID, ProviderID: node.Spec.ProviderID,
 		InstanceType: node.Labels[corev1.LabelInstanceTypeStable], StartTime: n.StartTime, EndTime: n.EndTime,
 		Pods: pods, NodeLabels: node.Labels,
 	})
-	h.Metrics.ActionErr(metrics.ActionWebhook, err)
+	h.metrics.ActionErr(metrics.ActionWebhook, err)
 }
 
 // RecordHeartbeat notes on the node that a lifecycle heartbeat was sent for the notice at
@@ -465,18 +465,18 @@ func (h *Handler) RecordHeartbeat(ctx context.Context, nodeName, noticeID string
 // countDrain records a drain's duration, against the time it had until the deadline, and its
 // pods' evictions.
 func (h *Handler) countDrain(res *drain.Result, deadline time.Time, err error) {
-	if h.Metrics == nil || res == nil {
+	if h.metrics == nil || res == nil {
 		return
 	}
 	if res.DryRun {
-		h.Metrics.Action(metrics.ActionDrain, metrics.ResultDryRun)
+		h.metrics.Action(metrics.ActionDrain, metrics.ResultDryRun)
 		return
 	}
 	var allowed time.Duration
 	if !deadline.IsZero() {
 		allowed = deadline.Sub(res.Started)
 	}
-	h.Metrics.Drain(res.Finished.Sub(res.Started), allowed, err)
+	h.metrics.Drain(res.Finished.Sub(res.Started), allowed, err)
 	counts := map[string]int{}
 	for _, p := range res.Pods {
 		switch {
@@ -495,10 +495,10 @@ func (h *Handler) countDrain(res *drain.Result, deadline time.Time, err error) {
 		}
 	}
 	for r, n := range counts {
-		h.Metrics.Evictions(r, n)
+		h.metrics.Evictions(r, n)
 	}
 	for _, s := range res.Skipped {
-		h.Metrics.PodLeft(s.Reason.Label())
+		h.metrics.PodLeft(s.Reason.Label())
 	}
 }
 

@@ -56,7 +56,7 @@ func TestRelease(t *testing.T) {
 
 	t.Run("a release computed from a stale copy never uncordons for another notice", func(t *testing.T) {
 		node, inst := newNode()
-		h := NewHandler(load("CORDON_ONLY", "true", "TAINT_NODE", "true"), c.Client, slog.New(slog.DiscardHandler))
+		h := NewHandler(load("CORDON_ONLY", "true", "TAINT_NODE", "true"), c.Client, slog.New(slog.DiscardHandler), Options{})
 		a := scheduled(inst, "instance-event-a", false)
 		if err := h.Handle(ctx, a, node); err != nil {
 			t.Fatal(err)
@@ -80,7 +80,7 @@ func TestRelease(t *testing.T) {
 
 	t.Run("a node released after a drain is drained again by a later notice", func(t *testing.T) {
 		node, inst := newNode()
-		h := NewHandler(load(), c.Client, slog.New(slog.DiscardHandler))
+		h := NewHandler(load(), c.Client, slog.New(slog.DiscardHandler), Options{})
 		addPods(node, fmt.Sprintf("first-%d", index))
 		if err := h.Handle(ctx, scheduled(inst, "instance-event-b", false), node); err != nil {
 			t.Fatal(err)
@@ -112,7 +112,7 @@ func TestRelease(t *testing.T) {
 			}
 		}
 		setBoot("boot-1")
-		h := NewHandler(load("CORDON_ONLY", "true", "TAINT_NODE", "true"), c.Client, slog.New(slog.DiscardHandler))
+		h := NewHandler(load("CORDON_ONLY", "true", "TAINT_NODE", "true"), c.Client, slog.New(slog.DiscardHandler), Options{})
 		gone, stop := scheduled(inst, "instance-event-gone", false), notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "stop"),
 			Kind: notice.SpotInterruption, InstanceID: inst, Deadline: time.Now().Add(2 * time.Minute), Action: "stop"}
 		for _, n := range []notice.Notice{gone, stop} {
@@ -159,7 +159,7 @@ func TestRelease(t *testing.T) {
 	t.Run("a cordon-only episode escalated to a drain reports the drain once more", func(t *testing.T) {
 		node, inst := newNode()
 		addPods(node, "escalated-0")
-		h := NewHandler(load("ENABLE_REBALANCE_MONITORING", "true"), c.Client, slog.New(slog.DiscardHandler))
+		h := NewHandler(load("ENABLE_REBALANCE_MONITORING", "true"), c.Client, slog.New(slog.DiscardHandler), Options{})
 		rebalance := notice.Notice{ID: notice.ID(notice.Rebalance, inst, ""), Kind: notice.Rebalance, Source: notice.SourceIMDS,
 			InstanceID: inst, Deadline: time.Now().Add(time.Minute)}
 		spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption,

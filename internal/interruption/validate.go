@@ -190,6 +190,6 @@ func (h *Handler) ReportInvalidRecord(node *corev1.Node, err error) {
 	}
 	h.log.Warn("the node's interruption record is unreadable or invalid: it is not acted on, and the next notice for the node starts a fresh one",
 		"node", node.Name, "annotation", AnnotationRecord, "err", err)
-	h.Metrics.InvalidRecord()
-	h.Events.InvalidRecord(events.NodeOf(node), err.Error())
+	h.metrics.InvalidRecord()
+	h.events.InvalidRecord(events.NodeOf(node), err.Error())
 }

@@ -142,11 +142,10 @@ func TestInvalidRecordReportedOnceAndReplaced(t *testing.T) {
 	node := nodeWith(encode(t, bad))
 	client := fake.NewSimpleClientset(node)
 	logs := &sandboxtest.LogBuffer{}
-	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.NewTextHandler(logs, nil)))
 	m := metrics.New()
-	h.Metrics = m
 	called := 0
-	h.OnDrained = func(context.Context, string, notice.Notice) (*Completed, error) { called++; return nil, nil }
+	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.NewTextHandler(logs, nil)), Options{Metrics: m,
+		Complete: func(context.Context, string, notice.Notice) (*Completed, error) { called++; return nil, nil }})
 	for range 3 {
 		if wait, err := h.Reconcile(ctx, node); err != nil || wait != 0 {
 			t.Fatalf("reconcile: %v, %v", wait, err)
