@@ -63,6 +63,21 @@ var ErrHelp = flag.ErrHelp
 // Load parses args (flags only; the sub-command is already removed) and the environment.
 // lookupEnv is os.LookupEnv outside tests.
 func Load(args []string, lookupEnv func(string) (string, bool)) (*Loaded, error) {
+	return load(args, lookupEnv, nil)
+}
+
+// LoadOnly reads only the named settings (by Setting.Env) from the environment; every other
+// setting keeps its default, whatever the environment says. The read-only commands use it, so
+// that a setting they never use cannot stop them.
+func LoadOnly(envs []string, lookupEnv func(string) (string, bool)) (*Loaded, error) {
+	only := map[string]bool{}
+	for _, e := range envs {
+		only[e] = true
+	}
+	return load(nil, lookupEnv, only)
+}
+
+func load(args []string, lookupEnv func(string) (string, bool), only map[string]bool) (*Loaded, error) {
 	c := &Config{}
 	l := &Loaded{Config: c, settings: settings(c), origins: map[string]Origin{}}
 	var problems []string
@@ -77,6 +92,9 @@ func Load(args []string, lookupEnv func(string) (string, bool)) (*Loaded, error)
 
 	// Environment: deprecated aliases first so the current name wins when both are set.
 	for _, s := range l.settings {
+		if only != nil && !only[s.Env] {
+			continue
+		}
 		names := append(append([]string{}, s.Aliases...), s.Env)
 		var used []string
 		for _, name := range names {

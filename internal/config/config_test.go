@@ -529,3 +529,22 @@ func FuzzLoadEnv(f *testing.F) {
 		}
 	})
 }
+
+// LoadOnly reads the named settings and nothing else: another setting's bad value cannot stop
+// it, and keeps its default.
+func TestLoadOnly(t *testing.T) {
+	env := map[string]string{"WORKERS": "abc", "IGNORE_DAEMON_SETS": "false", "CORDON_ONLY": "true"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	l, err := LoadOnly([]string{"IGNORE_DAEMON_SETS"}, lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Config.IgnoreDaemonSets || l.Config.Workers != 10 || l.Config.CordonOnly {
+		t.Errorf("got IgnoreDaemonSets %v, Workers %d, CordonOnly %v; want false, the default 10, the default false",
+			l.Config.IgnoreDaemonSets, l.Config.Workers, l.Config.CordonOnly)
+	}
+	env["IGNORE_DAEMON_SETS"] = "maybe"
+	if _, err := LoadOnly([]string{"IGNORE_DAEMON_SETS"}, lookup); err == nil || !strings.Contains(err.Error(), "IGNORE_DAEMON_SETS") {
+		t.Errorf("a named setting's bad value: %v", err)
+	}
+}
