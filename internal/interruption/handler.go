@@ -112,6 +112,10 @@ type Handler struct {
 	// Handback are the waits between a drained node and the hand-back of its instance (its
 	// volumes detached, its load-balancer targets drained); none by default.
 	Handback []handback.Wait
+	// Retainer, when set, lets a termination hook whose drain cannot finish in time be
+	// abandoned to its group's retention (ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN; see
+	// retain.go).
+	Retainer Retainer
 
 	cfg    *config.Config
 	client kubernetes.Interface
@@ -134,6 +138,9 @@ type Handler struct {
 
 	mu       sync.Mutex
 	draining map[string]*drain.Deadline // the deadline of each drain running in this process
+	// margins hold, for drains that may abandon their hook, how long before the action's
+	// expiry they end (TightenDrain keeps it).
+	margins map[string]time.Duration
 	owning   map[string]*renewals       // the claim of each drain running in this process
 	// invalidReported holds the invalid records already reported (ReportInvalidRecord).
 	invalidReported *utilcache.LRUExpireCache

@@ -83,6 +83,10 @@ func TestReadRecordValidates(t *testing.T) {
 		{"heartbeat notice", func(r *Record) { r.Heartbeat = &Heartbeat{Notice: "../x", Count: 1} }, "heartbeat.notice"},
 		{"negative count", func(r *Record) { r.Heartbeat = &Heartbeat{Notice: r.Notices[0], Count: -1} }, "heartbeat.count"},
 		{"description", func(r *Record) { r.Intents[0].Description = strings.Repeat("d", maxDescription+10) }, "description"},
+		{"retained without a group", func(r *Record) { r.Retained = &Retention{Notices: r.Notices} }, "retained: group"},
+		{"retained in another group", func(r *Record) { r.Retained = &Retention{Group: "other", Notices: r.Notices} }, "not a recorded termination hook"},
+		{"retained notice not recorded", func(r *Record) { r.Retained = &Retention{Group: "workers", Notices: []string{"spot-i-1"}} }, "retained: notices[0]"},
+		{"retained, no notice", func(r *Record) { r.Retained = &Retention{Group: "workers"} }, "retained: notices: 0 entries"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := goodRecord()
