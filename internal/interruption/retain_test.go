@@ -22,7 +22,7 @@ func (s retainsStub) Retains(_ context.Context, group string) (bool, error) {
 	}
 	return r, nil
 }
-func (retainsStub) Abandon(context.Context, string, notice.Notice) error   { return nil }
+func (retainsStub) Abandon(context.Context, string, notice.Notice) error    { return nil }
 func (retainsStub) Terminate(context.Context, string, string, string) error { return nil }
 
 // Which retention applies to a reconcile: a drain may abandon its hook only with the setting,
