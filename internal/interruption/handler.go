@@ -138,10 +138,10 @@ type Handler struct {
 
 	mu       sync.Mutex
 	draining map[string]*drain.Deadline // the deadline of each drain running in this process
+	owning   map[string]*renewals       // the claim of each drain running in this process
 	// margins hold, for drains that may abandon their hook, how long before the action's
 	// expiry they end (TightenDrain keeps it).
 	margins map[string]time.Duration
-	owning  map[string]*renewals // the claim of each drain running in this process
 	// invalidReported holds the invalid records already reported (ReportInvalidRecord).
 	invalidReported *utilcache.LRUExpireCache
 	// followedNodes is the node informer's store once FollowNodes was called; nil when the
