@@ -112,6 +112,7 @@ func New(cfg *config.Config, client kubernetes.Interface, queue sqs.API, ec2 clo
 		UseProviderID: cfg.UseProviderID, Refused: m.InstanceCallRefused})
 	c.hooks = cloud.NewHookTimeoutCache(asg)
 	c.hooks.Observe = func(err error) { m.AWSCall("DescribeLifecycleHooks", err, nil) }
+	c.useRetention(asg)
 	return c
 }
 
