@@ -407,6 +407,20 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+func TestAgentWithAbandonWarns(t *testing.T) {
+	l := mustLoad(t, nil, env("NODE_NAME", "n1", "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN", "true"))
+	if err := l.Validate(ModeAgent); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(l.Warnings, "\n"), "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN has no effect in agent mode") {
+		t.Errorf("no ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN warning in %q", l.Warnings)
+	}
+	l = mustLoad(t, nil, env("ENABLE_SQS_TERMINATION_DRAINING", "true", "QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/123456789012/q", "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN", "true"))
+	if err := l.Validate(ModeController); err != nil || strings.Contains(strings.Join(l.Warnings, "\n"), "ABANDON") {
+		t.Errorf("controller mode: err %v, warnings %q; want no warning about it", err, l.Warnings)
+	}
+}
+
 func TestAgentWithHeartbeatsWarns(t *testing.T) {
 	l := mustLoad(t, nil, env("NODE_NAME", "n1", "HEARTBEAT_INTERVAL", "60"))
 	if err := l.Validate(ModeAgent); err != nil {
