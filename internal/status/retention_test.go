@@ -35,7 +35,9 @@ func TestRetentionStatus(t *testing.T) {
 		{"retained", on, retained(nil), false, RetainedDraining, "ABANDON: done, the group retains the instance"},
 		{"retained, a reclaim joined", on, retained(nil), true, RetainedMoot, "ABANDON: done, the group retains the instance"},
 		{"terminated", on, retained(func(r *interruption.Retention) { r.Terminated = since.Add(time.Hour) }), false, RetainedTerminated, "ABANDON: done, the group retains the instance"},
-		{"stopped", off, retained(func(r *interruption.Retention) { r.Stopped, r.Why = since.Add(24*time.Hour), "RETAINED_DRAIN_TIMEOUT passed" }), false, RetainedStopped, "ABANDON: done, the group retains the instance"},
+		{"stopped", off, retained(func(r *interruption.Retention) {
+			r.Stopped, r.Why = since.Add(24*time.Hour), "RETAINED_DRAIN_TIMEOUT passed"
+		}), false, RetainedStopped, "ABANDON: done, the group retains the instance"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := retainedOf(tc.rec, tc.reclaimed)
