@@ -39,6 +39,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/ownership"
 	"lifeboat.dev/lifeboat/internal/source/sqs"
+	"lifeboat.dev/lifeboat/internal/source/sqs/messages"
 )
 
 // LeaseName is the Lease replicas compete for, in NAMESPACE.
@@ -81,7 +82,7 @@ type Controller struct {
 	foreignMu     sync.Mutex
 
 	// handleOne takes one notice of a message: handleNotice (tests replace it).
-	handleOne func(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, lc *sqs.Lifecycle, log *slog.Logger) noticeFate
+	handleOne func(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, log *slog.Logger) noticeFate
 }
 
 // Handler is the interruption handler, for wiring Events and webhooks.
@@ -407,7 +408,7 @@ const (
 func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Resolver, m sqs.Message) (sqs.Outcome, time.Duration) {
 	log := c.log.With("message", m.ID)
 	res, err := c.parser().Parse(m.Body, time.Now())
-	if errors.Is(err, sqs.ErrForeignAccount) {
+	if errors.Is(err, messages.ErrForeignAccount) {
 		return c.foreignAccount(ctx, m, err, log)
 	}
 	if err != nil {
@@ -432,7 +433,7 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 		c.metrics.Notice(string(n.Kind), string(n.Source))
 	}
 	fates := runNotices(ctx, res.Notices, c.noticeWorkers(), noticeBackoff, func(ctx context.Context, n notice.Notice) noticeFate {
-		return handle(ctx, resolver, n, res.Lifecycle, log)
+		return handle(ctx, resolver, n, log)
 	})
 	outcome, delay, label := messageFate(ctx, fates, m.ReceiveCount)
 	c.metrics.QueueMessage(label)
@@ -446,8 +447,8 @@ func (c *Controller) noticeWorkers() int { return 2 * max(c.cfg.Workers, 1) }
 
 // parser reads this queue's messages: from the queue's own account (named in QUEUE_URL) and
 // QUEUE_ALLOWED_ACCOUNTS; from any account when QUEUE_URL names none.
-func (c *Controller) parser() sqs.Parser {
-	return sqs.Parser{QueueAccount: config.AccountFromQueueURL(c.cfg.QueueURL), AllowedAccounts: c.cfg.QueueAllowedAccounts}
+func (c *Controller) parser() messages.Parser {
+	return messages.Parser{QueueAccount: config.AccountFromQueueURL(c.cfg.QueueURL), AllowedAccounts: c.cfg.QueueAllowedAccounts}
 }
 
 // foreignAccount refuses a message from an AWS account the queue does not accept: none of
@@ -519,9 +520,9 @@ func retryDelay(receiveCount int) time.Duration {
 
 // handleNotice takes one notice of a message: ownership, its deadline, then its record on
 // the Node (interruption.Handler.Intake). The node's reconciler does the rest.
-func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, lc *sqs.Lifecycle, log *slog.Logger) noticeFate {
+func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, log *slog.Logger) noticeFate {
 	if n.Kind == notice.ASGLaunch {
-		return c.handleLaunch(ctx, resolver, n, lc, log)
+		return c.handleLaunch(ctx, resolver, n, log)
 	}
 	release, ok := c.startSlot(ctx)
 	if !ok {
@@ -541,9 +542,8 @@ func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resol
 		}
 		return noticeForeign
 	}
-	if lc != nil && n.Kind == notice.ASGTermination {
-		n.Lifecycle = &notice.Lifecycle{Group: lc.Group, Hook: lc.Hook}
-		n.Deadline = c.hookDeadline(ctx, n, *lc, log)
+	if n.Lifecycle != nil && n.Kind == notice.ASGTermination {
+		n.Deadline = c.hookDeadline(ctx, n, *n.Lifecycle, log)
 	}
 	if n.Deadline.IsZero() && n.CordonOnly == "" {
 		// Rebalance recommendations and state changes: the drain budget from receipt.
@@ -584,7 +584,8 @@ func (c *Controller) foreignLevel(id string) slog.Level {
 // Ready. Until then the message goes back to the queue for a few seconds (holding nothing
 // here), for at most ASG_LAUNCH_READY_TIMEOUT from the hook's time; then the hook is left to
 // its own timeout. An instance that turns out to be another cluster's is never completed.
-func (c *Controller) handleLaunch(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, lc *sqs.Lifecycle, log *slog.Logger) noticeFate {
+func (c *Controller) handleLaunch(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, log *slog.Logger) noticeFate {
+	lc := n.Lifecycle
 	if lc == nil {
 		return noticeDone
 	}

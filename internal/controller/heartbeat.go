@@ -15,7 +15,6 @@ import (
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
-	"lifeboat.dev/lifeboat/internal/source/sqs"
 )
 
 // hookDeadline is when a termination hook's lifecycle action expires: its start plus the
@@ -24,7 +23,7 @@ import (
 // (docs/architecture.md, "Deadlines"). Pods keep their own grace period unless it would end
 // after that. When the timeout cannot be learned, Auto Scaling's default (one hour) stands
 // in, so pods keep their own grace periods, and the log says why.
-func (c *Controller) hookDeadline(ctx context.Context, n notice.Notice, lc sqs.Lifecycle, log *slog.Logger) time.Time {
+func (c *Controller) hookDeadline(ctx context.Context, n notice.Notice, lc notice.Lifecycle, log *slog.Logger) time.Time {
 	start := n.StartTime
 	if start.IsZero() {
 		start = time.Now()

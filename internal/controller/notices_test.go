@@ -41,7 +41,7 @@ func testController(t testing.TB, workers int, handle func(notice.Notice) notice
 	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m := metrics.New()
 	c := New(cfg, fake.NewClientset(), nil, nil, nil, logger, m)
-	c.handleOne = func(_ context.Context, _ *ownership.Resolver, n notice.Notice, _ *sqs.Lifecycle, _ *slog.Logger) noticeFate {
+	c.handleOne = func(_ context.Context, _ *ownership.Resolver, n notice.Notice, _ *slog.Logger) noticeFate {
 		return handle(n)
 	}
 	return c, m, logs

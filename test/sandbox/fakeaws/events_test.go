@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/notice"
-	"lifeboat.dev/lifeboat/internal/source/sqs"
+	"lifeboat.dev/lifeboat/internal/source/sqs/messages"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
@@ -27,7 +27,7 @@ func TestEventsParse(t *testing.T) {
 		{"rebalance", fakeaws.RebalanceRecommendation(a, at), []notice.Kind{notice.Rebalance}, time.Time{}},
 		{"terminate hook", fakeaws.TerminateLifecycleAction("workers", "drain", a, "tok", at), []notice.Kind{notice.ASGTermination}, time.Time{}},
 	}
-	queue := sqs.Parser{QueueAccount: fakeaws.Account}
+	queue := messages.Parser{QueueAccount: fakeaws.Account}
 	for _, tt := range tests {
 		r, err := queue.Parse(tt.body, time.Now())
 		if err != nil || r.Ignore || len(r.Notices) != len(tt.kinds) {
@@ -41,7 +41,7 @@ func TestEventsParse(t *testing.T) {
 		}
 	}
 	// An odd spelling of the start time is written verbatim: the notice only cordons.
-	r, err := sqs.Parse(fakeaws.HealthScheduledChange("h-2", "AWS_EC2_SYSTEM_MAINTENANCE_SCHEDULED", time.Time{}, time.Time{}, "next Tuesday", "", a), time.Now())
+	r, err := messages.Parse(fakeaws.HealthScheduledChange("h-2", "AWS_EC2_SYSTEM_MAINTENANCE_SCHEDULED", time.Time{}, time.Time{}, "next Tuesday", "", a), time.Now())
 	if err != nil || len(r.Notices) != 1 || r.Notices[0].CordonOnly == "" {
 		t.Errorf("odd start time: %+v %v", r, err)
 	}

@@ -1,4 +1,4 @@
-package sqs
+package messages
 
 import (
 	"encoding/json"
@@ -47,8 +47,8 @@ func TestParseFixtures(t *testing.T) {
 	tests := []struct {
 		file      string
 		notices   []wantNotice
-		lifecycle *Lifecycle
-		reason    string // non-empty: the message is ignored, with a reason containing this
+		lifecycle *notice.Lifecycle // of every notice
+		reason    string            // non-empty: the message is ignored, with a reason containing this
 		wantErr   []string
 		warnings  []string // the problems of the result's warnings, in order
 	}{
@@ -89,17 +89,17 @@ func TestParseFixtures(t *testing.T) {
 			kind: notice.ASGTermination, instance: "i-0fedcba9876543210",
 			id:    notice.ID(notice.ASGTermination, "i-0fedcba9876543210", notice.TokenDigest("b4c1e2d3-6f7a-4b8c-9d0e-1f2a3b4c5d6e")),
 			start: at("2026-11-21T12:00:05Z"), action: TransitionTerminating,
-		}}, lifecycle: &Lifecycle{Group: "workers-a", Hook: "lifeboat-drain", Transition: TransitionTerminating}},
+		}}, lifecycle: &notice.Lifecycle{Group: "workers-a", Hook: "lifeboat-drain"}},
 		{file: "asg-launch.json", notices: []wantNotice{{
 			kind: notice.ASGLaunch, instance: "i-0123abcd4567ef890",
 			id:    notice.ID(notice.ASGLaunch, "i-0123abcd4567ef890", notice.TokenDigest("71e8d4c2-0b3f-4a9e-86d5-c2f1e0a9b7d4")),
 			start: at("2026-11-21T12:03:44Z"), action: TransitionLaunching,
-		}}, lifecycle: &Lifecycle{Group: "workers-a", Hook: "lifeboat-launch", Transition: TransitionLaunching}},
+		}}, lifecycle: &notice.Lifecycle{Group: "workers-a", Hook: "lifeboat-launch"}},
 		{file: "asg-hook-direct.json", notices: []wantNotice{{
 			kind: notice.ASGTermination, instance: "i-0badc0ffee1234567",
 			id:    notice.ID(notice.ASGTermination, "i-0badc0ffee1234567", notice.TokenDigest("c9d8e7f6-a5b4-4c3d-9e2f-1a0b9c8d7e6f")),
 			start: at("2026-11-21T12:10:27.914Z"), action: TransitionTerminating,
-		}}, lifecycle: &Lifecycle{Group: "workers-b", Hook: "lifeboat-drain", Transition: TransitionTerminating}},
+		}}, lifecycle: &notice.Lifecycle{Group: "workers-b", Hook: "lifeboat-drain"}},
 		{file: "test-notification.json", reason: "test notification"},
 		{file: "sns-spot.json", notices: []wantNotice{{
 			kind: notice.SpotInterruption, instance: "i-0c0ffee0ddba11123", id: "spot-i-0c0ffee0ddba11123-stop",
@@ -109,7 +109,7 @@ func TestParseFixtures(t *testing.T) {
 			kind: notice.ASGTermination, instance: "i-0badc0ffee1234567",
 			id:    notice.ID(notice.ASGTermination, "i-0badc0ffee1234567", notice.TokenDigest("c9d8e7f6-a5b4-4c3d-9e2f-1a0b9c8d7e6f")),
 			start: at("2026-11-21T12:10:27.914Z"), action: TransitionTerminating,
-		}}, lifecycle: &Lifecycle{Group: "workers-b", Hook: "lifeboat-drain", Transition: TransitionTerminating}},
+		}}, lifecycle: &notice.Lifecycle{Group: "workers-b", Hook: "lifeboat-drain"}},
 		{file: "health-ec2.json", notices: func() []wantNotice {
 			var out []wantNotice
 			for _, inst := range []string{"i-0123456789abcdef0", "i-0a1b2c3d4e5f60718", "i-0fedcba9876543210"} {
@@ -176,11 +176,13 @@ func TestParseFixtures(t *testing.T) {
 			if strings.Join(problems, ",") != strings.Join(tt.warnings, ",") {
 				t.Errorf("warnings %v, want %v", r.Warnings, tt.warnings)
 			}
-			switch {
-			case tt.lifecycle == nil && r.Lifecycle != nil:
-				t.Errorf("unexpected lifecycle %+v", *r.Lifecycle)
-			case tt.lifecycle != nil && (r.Lifecycle == nil || *r.Lifecycle != *tt.lifecycle):
-				t.Errorf("lifecycle %+v, want %+v", r.Lifecycle, *tt.lifecycle)
+			for _, n := range r.Notices {
+				switch {
+				case tt.lifecycle == nil && n.Lifecycle != nil:
+					t.Errorf("unexpected lifecycle %+v", *n.Lifecycle)
+				case tt.lifecycle != nil && (n.Lifecycle == nil || *n.Lifecycle != *tt.lifecycle):
+					t.Errorf("lifecycle %+v, want %+v", n.Lifecycle, *tt.lifecycle)
+				}
 			}
 		})
 	}
@@ -374,7 +376,7 @@ func TestParseMore(t *testing.T) {
 	}
 	// A lifecycle detail without a transition takes it from the detail-type.
 	body = `{"detail-type":"EC2 Instance-launch Lifecycle Action","source":"aws.autoscaling","time":"2026-11-21T10:00:00Z","detail":{"LifecycleActionToken":"tok","AutoScalingGroupName":"g","LifecycleHookName":"h","EC2InstanceId":"i-0123456789abcdef0"}}`
-	if r, err := Parse(body, received); err != nil || r.Notices[0].Kind != notice.ASGLaunch || r.Lifecycle == nil || r.Lifecycle.Transition != TransitionLaunching {
+	if r, err := Parse(body, received); err != nil || r.Notices[0].Kind != notice.ASGLaunch || r.Notices[0].Lifecycle == nil || r.Notices[0].Action != TransitionLaunching {
 		t.Errorf("launch without transition: %+v %v", r, err)
 	}
 }
@@ -413,14 +415,17 @@ func FuzzParse(f *testing.F) {
 		rc, errc := checked.Parse(body, received)
 		switch {
 		case errors.Is(errc, ErrForeignAccount):
-			if rc.Notices != nil || rc.Ignore || rc.Lifecycle != nil {
+			if rc.Notices != nil || rc.Ignore {
 				t.Errorf("refused with a result %+v", rc)
 			}
 		case (errc == nil) != (err == nil) || errc != nil && errc.Error() != err.Error() || len(rc.Notices) != len(r.Notices) || rc.Ignore != r.Ignore:
 			t.Errorf("with the account check: %+v %v; without: %+v %v", rc, errc, r, err)
 		}
-		if r.Lifecycle != nil {
-			for _, v := range []string{r.Lifecycle.Group, r.Lifecycle.Hook} {
+		for _, n := range r.Notices {
+			if n.Lifecycle == nil {
+				continue
+			}
+			for _, v := range []string{n.Lifecycle.Group, n.Lifecycle.Hook} {
 				if utf8.RuneCountInString(v) > 255 {
 					t.Errorf("a name of %d characters accepted", utf8.RuneCountInString(v))
 				}
@@ -435,13 +440,13 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		if err != nil {
-			if r.Notices != nil || r.Ignore || r.Lifecycle != nil || r.Warnings != nil {
+			if r.Notices != nil || r.Ignore || r.Warnings != nil {
 				t.Errorf("error %v with a result %+v", err, r)
 			}
 			return
 		}
 		if r.Ignore {
-			if r.Reason == "" || len(r.Notices) != 0 || r.Lifecycle != nil {
+			if r.Reason == "" || len(r.Notices) != 0 {
 				t.Errorf("ignored result %+v", r)
 			}
 			return
@@ -458,8 +463,8 @@ func FuzzParse(f *testing.F) {
 				t.Errorf("scheduled notice with deadline %v and cordon-only %q", n.Deadline, n.CordonOnly)
 			}
 			asg := n.Kind == notice.ASGTermination || n.Kind == notice.ASGLaunch
-			if asg != (r.Lifecycle != nil) {
-				t.Errorf("notice %s: lifecycle %+v", n.Kind, r.Lifecycle)
+			if asg != (n.Lifecycle != nil) {
+				t.Errorf("notice %s: lifecycle %+v", n.Kind, n.Lifecycle)
 			}
 		}
 		// Identity never depends on when the message is read.

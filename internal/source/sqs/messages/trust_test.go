@@ -1,4 +1,4 @@
-package sqs
+package messages
 
 import (
 	"encoding/json"
@@ -40,7 +40,7 @@ func TestParserAccounts(t *testing.T) {
 				if !errors.Is(err, ErrForeignAccount) {
 					t.Fatalf("%s: %+v %v; want ErrForeignAccount", name, got, err)
 				}
-				if got.Notices != nil || got.Lifecycle != nil || got.Ignore {
+				if got.Notices != nil || got.Ignore {
 					t.Errorf("%s: a result with the refusal: %+v", name, got)
 				}
 				// The reason names both accounts.

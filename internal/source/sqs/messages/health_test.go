@@ -1,4 +1,4 @@
-package sqs
+package messages
 
 import (
 	"strings"

@@ -1,0 +1,194 @@
+package messages
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"lifeboat.dev/lifeboat/internal/notice"
+)
+
+const kindHealth = "health event"
+
+// healthStays are the EC2 scheduled-change codes after which AWS documents the instance as
+// still running, without a stop, a reboot or a retirement: network maintenance only cuts its
+// network for a short while. They are ignored.
+var healthStays = map[string]string{
+	"AWS_EC2_INSTANCE_NETWORK_MAINTENANCE_SCHEDULED":       "network maintenance: the instance keeps running and loses connectivity briefly",
+	"AWS_EC2_DEDICATED_HOST_NETWORK_MAINTENANCE_SCHEDULED": "network maintenance of its Dedicated Host: the instance keeps running and loses connectivity briefly",
+}
+
+// healthTakesDown are the EC2 scheduled-change codes known to stop, reboot, retire or
+// terminate the instance. A code in neither list is taken as one too (the pods leave an
+// instance that may go), with a warning.
+var healthTakesDown = map[string]bool{
+	"AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED":                     true,
+	"AWS_EC2_INSTANCE_RETIREMENT_EXPEDITED":                     true,
+	"AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED":          true,
+	"AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_EXPEDITED":          true,
+	"AWS_EC2_INSTANCE_STOP_SCHEDULED":                           true,
+	"AWS_EC2_INSTANCE_TERMINATION_SCHEDULED":                    true,
+	"AWS_EC2_INSTANCE_REBOOT_MAINTENANCE_SCHEDULED":             true,
+	"AWS_EC2_INSTANCE_REBOOT_FLEXIBLE_MAINTENANCE_SCHEDULED":    true,
+	"AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED":               true,
+	"AWS_EC2_INSTANCE_POWER_MAINTENANCE_SCHEDULED":              true,
+	"AWS_EC2_PERSISTENT_INSTANCE_POWER_MAINTENANCE_SCHEDULED":   true,
+	"AWS_EC2_MAINTENANCE_SCHEDULED":                             true,
+	"AWS_EC2_DEDICATED_HOST_MAINTENANCE_SCHEDULED":              true,
+	"AWS_EC2_DEDICATED_HOST_POWER_MAINTENANCE_SCHEDULED":        true,
+	"AWS_EC2_DEDICATED_HOST_RETIREMENT_SCHEDULED":               true,
+	"AWS_EC2_DEDICATED_HOST_ACCESSREVOKED_RETIREMENT_SCHEDULED": true,
+}
+
+// parseHealth makes one notice per affected instance of an EC2 scheduled change that takes
+// the instance down. AWS Health sends one event (one detail.eventArn) again at each status
+// update (upcoming, open, closed), each time in a new EventBridge envelope: the notice's
+// identity is the event ARN and the instance, so updates are the same notice, and "closed"
+// releases it. A detail that cannot be read never drops the rest: an entity that is not an
+// instance is skipped, and an unreadable start time makes cordon-only notices (no drain can
+// be scheduled without it).
+func parseHealth(body string, e envelope, _ time.Time) (Result, error) {
+	var d struct {
+		EventArn string `json:"eventArn"`
+		Service  string `json:"service"`
+		Category string `json:"eventTypeCategory"`
+		Code     string `json:"eventTypeCode"`
+		Status   string `json:"statusCode"` // upcoming, open, closed
+		Start    string `json:"startTime"`
+		End      string `json:"endTime"`
+		Entities []struct {
+			Value string `json:"entityValue"`
+		} `json:"affectedEntities"`
+	}
+	if err := json.Unmarshal(e.Detail, &d); err != nil {
+		return Result{}, fmt.Errorf("%s: detail: %v (body %q)", kindHealth, err, clip(body))
+	}
+	if d.Service != "EC2" {
+		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health %s event %s of service %q concerns no EC2 instance", clip(d.Category), clip(d.Code), clip(d.Service))}, nil
+	}
+	if d.Category != "scheduledChange" {
+		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health %s event %s is not an EC2 scheduled change", clip(d.Category), clip(d.Code))}, nil
+	}
+	if why, ok := healthStays[d.Code]; ok {
+		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health scheduled change %s does not take the instance down (%s)", d.Code, why)}, nil
+	}
+	if e.ID == "" {
+		return Result{}, fmt.Errorf("%s: missing id (body %q)", kindHealth, clip(body))
+	}
+	for _, f := range []struct{ name, value string }{{"id", e.ID}, {"detail.eventArn", d.EventArn}, {"detail.eventTypeCode", d.Code}} {
+		if n := utf8.RuneCountInString(f.value); n > maxNameLength {
+			return Result{}, fmt.Errorf("%s: %s %q is %d characters long, more than %d (body %q)", kindHealth, f.name, clip(f.value), n, maxNameLength, clip(body))
+		}
+	}
+	if len(d.Entities) == 0 {
+		return Result{}, fmt.Errorf("%s: no detail.affectedEntities (body %q)", kindHealth, clip(body))
+	}
+	if len(d.Entities) > MaxHealthEntities {
+		return Result{}, fmt.Errorf("%s %s: %d affected entities, more than the %d a message may name (body %q)", kindHealth, e.ID, len(d.Entities), MaxHealthEntities, clip(body))
+	}
+	var r Result
+	// The event's name in what is logged: its ARN, else the envelope id.
+	name := d.EventArn
+	fact := notice.Digest(d.EventArn)
+	if d.EventArn == "" {
+		// AWS always states it; without it each update is a notice of its own, and a
+		// "closed" one cannot find what the event did.
+		name, fact = e.ID, e.ID
+		r.Warnings = append(r.Warnings, Warning{Problem: problemEndUnreadable,
+			Detail: fmt.Sprintf("the AWS Health event %s states no detail.eventArn: its notices are named by the envelope id, and its later updates cannot release them", e.ID)})
+	}
+	if d.Code == "" || !healthTakesDown[d.Code] {
+		r.Warnings = append(r.Warnings, Warning{Problem: problemCodeUnknown,
+			Detail: fmt.Sprintf("the AWS Health event %s has detail.eventTypeCode %q, not one Lifeboat knows: taken as a change that takes the instance down", name, clip(d.Code))})
+	}
+	// "closed" means the change is over (done or canceled): it releases what its notices did,
+	// like a completed scheduled event.
+	released := d.Status == "closed"
+	start, startErr := ParseHealthTime(d.Start)
+	cordonOnly := ""
+	switch {
+	case released:
+	case d.Start == "":
+		cordonOnly = "the AWS Health event " + name + " states no detail.startTime"
+	case startErr != nil:
+		cordonOnly = fmt.Sprintf("the AWS Health event %s has detail.startTime %v", name, startErr)
+	}
+	if cordonOnly != "" {
+		r.Warnings = append(r.Warnings, Warning{Problem: problemStartUnreadable, Detail: cordonOnly + ": its instances are cordoned, not drained"})
+	}
+	end, endErr := ParseHealthTime(d.End)
+	if d.End != "" && endErr != nil {
+		r.Warnings = append(r.Warnings, Warning{Problem: problemEndUnreadable, Detail: fmt.Sprintf("the AWS Health event %s has detail.endTime %v: ignored", name, endErr)})
+	}
+	when := "at an unreadable time"
+	if !start.IsZero() {
+		when = "from " + stamp(start)
+	}
+	seen := map[string]bool{}
+	skipped := 0
+	for i, ent := range d.Entities {
+		if !isInstanceID(ent.Value) {
+			// Told one by one up to a few, then counted.
+			if skipped++; skipped <= maxEntityWarnings {
+				r.Warnings = append(r.Warnings, Warning{Problem: problemEntityNotInstance,
+					Detail: fmt.Sprintf("the AWS Health event %s: detail.affectedEntities[%d].entityValue %q is not an EC2 instance id: skipped", name, i, clip(ent.Value))})
+			}
+			continue
+		}
+		if seen[ent.Value] {
+			continue
+		}
+		seen[ent.Value] = true
+		// Earlier releases named the notice by the envelope id: only that very message,
+		// delivered again, still matches a record they wrote (each update has a new id).
+		r.Notices = append(r.Notices, notice.Notice{
+			ID: notice.ID(notice.ScheduledMaintenance, ent.Value, fact), LegacyID: notice.ID(notice.ScheduledMaintenance, ent.Value, e.ID),
+			Kind: notice.ScheduledMaintenance, Source: notice.SourceQueue,
+			InstanceID: ent.Value, Deadline: start, StartTime: start, EndTime: end, Action: d.Code, CordonOnly: cordonOnly, Released: released,
+			Description: fmt.Sprintf("AWS Health scheduled change %s %s", d.Code, when),
+		})
+	}
+	if more := skipped - maxEntityWarnings; more > 0 {
+		r.Warnings = append(r.Warnings, Warning{Problem: problemEntityNotInstance,
+			Detail: fmt.Sprintf("the AWS Health event %s: %d more affected entities are not EC2 instance ids: skipped", name, more)})
+	}
+	if len(r.Notices) == 0 {
+		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health event %s (%s) names no EC2 instance", name, d.Code), Warnings: r.Warnings}, nil
+	}
+	return r, nil
+}
+
+// Health time layouts: RFC 1123 with a zone name (checked below) or a numeric offset. The day
+// may have one digit.
+const (
+	healthTimeNamedZone = "Mon, 2 Jan 2006 15:04:05 MST"
+	healthTimeOffset    = "Mon, 2 Jan 2006 15:04:05 -0700"
+)
+
+// ParseHealthTime reads an AWS Health time: RFC 3339, or RFC 1123 with GMT, UT, UTC or a
+// numeric offset. Other zone names are refused rather than guessed (Go would read an unknown
+// abbreviation as UTC). An empty string is the zero time and no error.
+func ParseHealthTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(healthTimeOffset, s); err == nil {
+		return t, nil
+	}
+	named := s
+	if rest, ok := strings.CutSuffix(s, " UT"); ok {
+		named = rest + " UTC" // Go reads zone names of three letters or more
+	}
+	if t, err := time.Parse(healthTimeNamedZone, named); err == nil {
+		switch zone, _ := t.Zone(); zone {
+		case "GMT", "UT", "UTC":
+			return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is neither RFC 3339 nor RFC 1123 with GMT, UT, UTC or a numeric offset", clip(s))
+}

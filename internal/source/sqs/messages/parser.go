@@ -1,0 +1,185 @@
+package messages
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Parser reads the messages of one queue.
+type Parser struct {
+	// QueueAccount is the AWS account that owns the queue. When set, an EventBridge event
+	// (its account) and an Auto Scaling message (its AccountId) must come from it or from
+	// one of AllowedAccounts, or Parse refuses them with ErrForeignAccount. Empty: the
+	// account is not checked.
+	QueueAccount string
+	// AllowedAccounts are further accounts whose messages are accepted (an event bus that
+	// receives another account's events).
+	AllowedAccounts []string
+}
+
+// Parse reads one queue message without checking the account it comes from (see
+// Parser.Parse).
+func Parse(body string, receivedAt time.Time) (Result, error) {
+	return Parser{}.Parse(body, receivedAt)
+}
+
+// Parse reads one queue message. receivedAt stands in for the event time only when the
+// message states none (it then sets times, never identity): parsing the same message at
+// any moment yields the same notice ids. A message from an account p does not accept fails
+// with an error wrapping ErrForeignAccount.
+func (p Parser) Parse(body string, receivedAt time.Time) (Result, error) {
+	if len(body) > MaxBodyBytes {
+		return Result{}, fmt.Errorf("queue message: %d bytes, more than the %d an SQS message holds (body %q)", len(body), MaxBodyBytes, clip(body))
+	}
+	return p.parse(body, receivedAt, false)
+}
+
+// checkAccount refuses a message from an account the queue does not accept.
+func (p Parser) checkAccount(kind, field, account, body string) error {
+	if p.QueueAccount == "" || account == p.QueueAccount || slices.Contains(p.AllowedAccounts, account) {
+		return nil
+	}
+	also := ""
+	if len(p.AllowedAccounts) > 0 {
+		also = " nor one of the allowed accounts " + strings.Join(p.AllowedAccounts, ", ")
+	}
+	if account == "" {
+		return fmt.Errorf("%s: %w: it names no %s; the queue's account is %s%s (body %q)", kind, ErrForeignAccount, field, p.QueueAccount, also, clip(body))
+	}
+	return fmt.Errorf("%s: %w: %s %q is not the queue's account %s%s (body %q)", kind, ErrForeignAccount, field, clip(account), p.QueueAccount, also, clip(body))
+}
+
+func (p Parser) parse(body string, receivedAt time.Time, wrapped bool) (Result, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(body), &top); err != nil {
+		return Result{}, fmt.Errorf("queue message: not a JSON object: %v (body %q)", err, clip(body))
+	}
+	if top == nil {
+		return Result{}, fmt.Errorf("queue message: not a JSON object (body %q)", clip(body))
+	}
+	// Keys are matched exactly here: encoding/json folds case when filling structs, and the
+	// shapes differ in case only ("time" vs "Time").
+	switch {
+	case has(top, "Type") && has(top, "Message"):
+		if wrapped {
+			return Result{}, fmt.Errorf("SNS notification: nested inside another SNS notification (body %q)", clip(body))
+		}
+		return p.parseSNS(body, receivedAt)
+	case has(top, "detail-type"):
+		return p.parseEnvelope(body, receivedAt)
+	case has(top, "Event") || has(top, "LifecycleTransition"):
+		return p.parseHook(body, receivedAt)
+	}
+	return Result{}, fmt.Errorf("queue message: neither an EventBridge event, an Auto Scaling hook nor an SNS notification (body %q)", clip(body))
+}
+
+func has(m map[string]json.RawMessage, key string) bool {
+	_, ok := m[key]
+	return ok
+}
+
+// parseSNS unwraps one level of SNS.
+func (p Parser) parseSNS(body string, receivedAt time.Time) (Result, error) {
+	var v struct {
+		Type      string `json:"Type"`
+		MessageID string `json:"MessageId"`
+		Message   string `json:"Message"`
+	}
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		return Result{}, fmt.Errorf("SNS notification: %v (body %q)", err, clip(body))
+	}
+	switch v.Type {
+	case "Notification":
+	case "SubscriptionConfirmation", "UnsubscribeConfirmation":
+		return Result{Ignore: true, Reason: "SNS " + v.Type}, nil
+	default:
+		return Result{}, fmt.Errorf("SNS notification: unknown Type %q (body %q)", clip(v.Type), clip(body))
+	}
+	if v.Message == "" {
+		return Result{}, fmt.Errorf("SNS notification %s: empty Message (body %q)", clip(v.MessageID), clip(body))
+	}
+	r, err := p.parse(v.Message, receivedAt, true)
+	if err != nil {
+		return Result{}, fmt.Errorf("SNS notification %s: %w", clip(v.MessageID), err)
+	}
+	return r, nil
+}
+
+// envelope is an EventBridge event.
+type envelope struct {
+	ID         string          `json:"id"`
+	Account    string          `json:"account"`
+	DetailType string          `json:"detail-type"`
+	Source     string          `json:"source"`
+	Time       string          `json:"time"`
+	Resources  []string        `json:"resources"`
+	Detail     json.RawMessage `json:"detail"`
+}
+
+func (p Parser) parseEnvelope(body string, receivedAt time.Time) (Result, error) {
+	var e envelope
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
+		return Result{}, fmt.Errorf("EventBridge event: %v (body %q)", err, clip(body))
+	}
+	if err := p.checkAccount("EventBridge event", "account", e.Account, body); err != nil {
+		return Result{}, err
+	}
+	k, ok := eventKindOf(e.Source, e.DetailType)
+	if !ok {
+		return Result{}, fmt.Errorf("EventBridge event: unknown kind (source %q, detail-type %q) (body %q)", clip(e.Source), clip(e.DetailType), clip(body))
+	}
+	if k.ignored != "" {
+		return Result{Ignore: true, Reason: k.ignored}, nil
+	}
+	kind := k.name
+	if len(e.Detail) == 0 || string(e.Detail) == "null" {
+		return Result{}, fmt.Errorf("%s: missing detail (body %q)", kind, clip(body))
+	}
+	at := receivedAt
+	if e.Time != "" {
+		t, err := time.Parse(time.RFC3339, e.Time)
+		if err != nil {
+			return Result{}, fmt.Errorf("%s: time %q is not RFC 3339 (body %q)", kind, clip(e.Time), clip(body))
+		}
+		at = t
+	}
+	return k.parse(body, e, at)
+}
+
+// eventKind is one kind of EventBridge event: where it comes from, how it is named, and its
+// parser (each in a file of its own).
+type eventKind struct {
+	source      string   // the envelope's source
+	detailTypes []string // the envelope's detail-type values that name it
+	name        string   // how errors name it
+	// parse reads the event's detail; at is its time (the envelope's, else the receipt's).
+	parse func(body string, e envelope, at time.Time) (Result, error)
+	// ignored, when set, says why such an event is well-formed but never acted on.
+	ignored string
+}
+
+// eventKinds are the EventBridge events a queue may carry. A kind not listed is unreadable.
+var eventKinds = []eventKind{
+	{source: "aws.ec2", detailTypes: []string{"EC2 Spot Instance Interruption Warning"}, name: kindSpot, parse: parseSpot},
+	{source: "aws.ec2", detailTypes: []string{"EC2 Capacity Reservation Instance Interruption Warning"}, name: kindCapacity, parse: parseCapacityReservation},
+	{source: "aws.ec2", detailTypes: []string{"EC2 Interruptible Capacity Reservation Allocation Reclamation Completed"},
+		// Sent to the reservation's owner once its capacity is back: nothing runs on it any more.
+		ignored: "an interruptible Capacity Reservation's reclamation completed: told to the reservation's owner, no instance to act on"},
+	{source: "aws.ec2", detailTypes: []string{"EC2 Instance Rebalance Recommendation"}, name: kindRebalance, parse: parseRebalance},
+	{source: "aws.ec2", detailTypes: []string{"EC2 Instance State-change Notification"}, name: kindState, parse: parseStateChange},
+	{source: "aws.autoscaling", detailTypes: []string{detailTypeTerminateAction, detailTypeLaunchAction}, name: kindLifecycle, parse: parseLifecycle},
+	{source: "aws.health", detailTypes: []string{"AWS Health Event"}, name: kindHealth, parse: parseHealth},
+}
+
+// eventKindOf finds the kind of an event by its source and detail-type.
+func eventKindOf(source, detailType string) (eventKind, bool) {
+	for _, k := range eventKinds {
+		if k.source == source && slices.Contains(k.detailTypes, detailType) {
+			return k, true
+		}
+	}
+	return eventKind{}, false
+}
