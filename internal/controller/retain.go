@@ -25,15 +25,16 @@ type retainer struct {
 
 var _ interruption.Retainer = (*retainer)(nil)
 
-// useRetention gives the handler a retainer when ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN
-// is set and the Auto Scaling client can make its calls.
+// useRetention gives the handler a retainer when the Auto Scaling client can make its calls.
+// The handler abandons new hooks only with ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN; a
+// node retained before the setting was turned off is still drained and its instance
+// terminated.
 func (c *Controller) useRetention(asg cloud.AutoScaling) {
-	if !c.cfg.AbandonOnIncompleteDrain {
-		return
-	}
 	api, ok := asg.(cloud.Retention)
 	if !ok {
-		c.log.Warn("ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN is set but the Auto Scaling client cannot abandon actions: termination hooks are completed with CONTINUE")
+		if c.cfg.AbandonOnIncompleteDrain {
+			c.log.Warn("ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN is set but the Auto Scaling client cannot abandon actions: termination hooks are completed with CONTINUE")
+		}
 		return
 	}
 	groups := cloud.NewRetentionCache(api)

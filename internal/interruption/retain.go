@@ -130,6 +130,11 @@ func (h *Handler) retentionOf(ctx context.Context, rec Record, pending []notice.
 				out.hooks = append(out.hooks, n)
 			}
 		}
+		if len(out.hooks) == 0 || h.Retainer == nil {
+			// This process's notices are not the abandoned ones (an agent beside the
+			// controller that abandoned them): it drains for its own, by their deadlines.
+			return retention{}
+		}
 		switch {
 		case reclaimed(pending):
 			out.state = stateMoot

@@ -65,10 +65,14 @@ func TestRetentionOf(t *testing.T) {
 		{"retained, then a reclaim", true, retained(nil), []notice.Notice{hook("kept", -time.Minute), spot}, stateMoot},
 		{"stopped", true, retained(func(r *Retention) { r.Stopped = now }), []notice.Notice{hook("kept", -time.Minute)}, stateStopped},
 		{"terminated", true, retained(func(r *Retention) { r.Terminated = now }), []notice.Notice{hook("kept", -time.Minute)}, stateTerminated},
+		{"retained, none of this process's notices", true, retained(nil), []notice.Notice{rebalance}, stateNone},
+		{"retained, no retainer (the agent)", true, retained(nil), []notice.Notice{hook("kept", -time.Minute)}, stateNone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &Handler{cfg: &config.Config{AbandonOnIncompleteDrain: tc.enabled, RetainedDrainTimeout: time.Hour},
-				Retainer: retainsStub{groups: map[string]bool{"kept": true, "plain": false}}}
+			h := &Handler{cfg: &config.Config{AbandonOnIncompleteDrain: tc.enabled, RetainedDrainTimeout: time.Hour}}
+			if !strings.Contains(tc.name, "no retainer") {
+				h.Retainer = retainsStub{groups: map[string]bool{"kept": true, "plain": false}}
+			}
 			got := h.retentionOf(context.Background(), tc.rec, tc.pending, slog.New(slog.DiscardHandler))
 			if got.state != tc.want {
 				t.Fatalf("state %d, want %d", got.state, tc.want)
