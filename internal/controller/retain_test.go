@@ -20,28 +20,30 @@ import (
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
-// retainedHook is a held hook (see newHeldHook) whose lifecycle action expires 20 s after its
-// message, with ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN set, and group "workers" retaining
+// retainedHook is a held hook (see newHeldHook) whose lifecycle action expires timeout after
+// its message, with ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN set, and group "workers" retaining
 // abandoned instances or not.
 type retainedHook struct {
 	heldHook
-	t      *testing.T
-	ctx    context.Context
-	token  string
-	cfg    *config.Config
-	m      *metrics.Metrics
-	logs   *sandboxtest.LogBuffer
-	cancel context.CancelFunc
-	sent   time.Time // when the hook's message was sent, about
+	t       *testing.T
+	ctx     context.Context
+	token   string
+	cfg     *config.Config
+	m       *metrics.Metrics
+	logs    *sandboxtest.LogBuffer
+	cancel  context.CancelFunc
+	sent    time.Time // when the hook's message was sent, about
+	timeout time.Duration
 }
 
-func newRetainedHook(t *testing.T, retain bool, settings ...string) *retainedHook {
+func newRetainedHook(t *testing.T, retain bool, timeout time.Duration, settings ...string) *retainedHook {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	const token = "3c9a7e1f-0b2d-4c6e-8f1a-2b3c4d5e6f70"
-	sent := time.Now()
-	h := &retainedHook{heldHook: newHeldHook(t, ctx, token), t: t, ctx: ctx, token: token, m: metrics.New(), logs: &sandboxtest.LogBuffer{}, cancel: cancel, sent: sent}
-	h.fake.AddLifecycleHook(fakeaws.LifecycleHook{Name: "drain", AutoScalingGroup: "workers", HeartbeatTimeout: 20})
+	held := newHeldHook(t, ctx, token) // sends the hook's message last
+	h := &retainedHook{heldHook: held, t: t, ctx: ctx, token: token, m: metrics.New(), logs: &sandboxtest.LogBuffer{}, cancel: cancel, sent: time.Now()}
+	h.fake.AddLifecycleHook(fakeaws.LifecycleHook{Name: "drain", AutoScalingGroup: "workers", HeartbeatTimeout: int(timeout.Seconds())})
+	h.timeout = timeout
 	if retain {
 		h.fake.SetRetainOnAbandon("workers", true)
 	}
@@ -125,10 +127,10 @@ func (h *retainedHook) retainedAbandoned() {
 	if r.Group != "workers" || len(r.Notices) != 1 || !r.Terminated.IsZero() {
 		h.t.Errorf("retention %+v, want group workers, the hook's notice, not terminated", r)
 	}
-	// Abandoned shortly before the action's expiry (20 s after the message), not at the first
-	// refusal: the drain had the action's time first.
-	if at := r.Since.Sub(h.sent); at < 7*time.Second || at > 20*time.Second {
-		h.t.Errorf("abandoned %v after the message, want shortly before the action expires 20 s after it", at)
+	// Abandoned shortly before the action's expiry, not at the first refusal: the drain had the
+	// action's time first.
+	if at := r.Since.Sub(h.sent); at < h.timeout-14*time.Second || at > h.timeout+time.Second {
+		h.t.Errorf("abandoned %v after the message, want shortly before the action expires %v after it", at, h.timeout)
 	}
 }
 
@@ -138,7 +140,7 @@ func (h *retainedHook) retainedAbandoned() {
 // budget is lifted and the pod gone, Lifeboat terminates the instance itself, exactly once and
 // without lowering the group's desired capacity, records it, and finishes the notice.
 func TestAbandonedHookRetainedThenTerminated(t *testing.T) {
-	h := newRetainedHook(t, true)
+	h := newRetainedHook(t, true, 18*time.Second)
 	stop := h.start()
 	defer stop()
 	h.retainedAbandoned()
@@ -190,14 +192,14 @@ func TestAbandonedHookRetainedThenTerminated(t *testing.T) {
 // action stays open past its expiry as without the setting, and is completed with CONTINUE
 // once the budget is lifted and the node drained; nothing is terminated by Lifeboat.
 func TestHookWithoutRetentionContinues(t *testing.T) {
-	h := newRetainedHook(t, false)
+	h := newRetainedHook(t, false, 12*time.Second)
 	stop := h.start()
 	defer stop()
 	h.waitFor("the group's policy read", 30*time.Second, func() bool {
 		return h.fake.CallCount("autoscaling", "DescribeAutoScalingGroups") > 0
 	})
-	// Past the action's expiry (20 s after the message) with the pod held.
-	time.Sleep(22 * time.Second)
+	// Past the action's expiry with the pod held.
+	time.Sleep(time.Until(h.sent.Add(h.timeout + 2*time.Second)))
 	if _, completed, _, _ := h.fake.LifecycleAction(h.token); completed {
 		t.Fatalf("the lifecycle action was completed with %s while its pod was held", h.result())
 	}
@@ -223,7 +225,7 @@ func TestHookWithoutRetentionContinues(t *testing.T) {
 // lifted, and then makes no TerminateInstanceInAutoScalingGroup call: the instance gate
 // refuses it, which is reported, and the retention stops.
 func TestRetainedTerminationRefusedByTheGate(t *testing.T) {
-	h := newRetainedHook(t, true)
+	h := newRetainedHook(t, true, 18*time.Second)
 	stop := h.start()
 	h.retainedAbandoned()
 	stop()
@@ -270,7 +272,7 @@ func TestRetainedTerminationRefusedByTheGate(t *testing.T) {
 // reported (Warning Event, metric, log) and left alone: no termination with the pod on it, no
 // further drains.
 func TestRetainedDrainTimeout(t *testing.T) {
-	h := newRetainedHook(t, true, "RETAINED_DRAIN_TIMEOUT", "10s")
+	h := newRetainedHook(t, true, 18*time.Second, "RETAINED_DRAIN_TIMEOUT", "10s")
 	stop := h.start()
 	defer stop()
 	h.retainedAbandoned()
