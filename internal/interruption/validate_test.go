@@ -202,6 +202,7 @@ func FuzzReadRecord(f *testing.F) {
 	f.Add(`{"version":3,"intents":[{"id":"a","kind":"asg-termination","source":"queue","instanceID":"i-1","lifecycle":{"group":"g","hook":"h","token":"t"}}]}`)
 	f.Add(`{"version":99}`)
 	f.Add(`{"phase":"nope"}`)
+	f.Add(`{"version":5,"notices":["asg-term-a"],"phase":"draining","intents":[{"id":"asg-term-a","kind":"asg-termination","source":"queue","instanceID":"i-0123456789abcdef0","lifecycle":{"group":"g","hook":"h"}}],"retained":{"group":"g","notices":["asg-term-a"],"since":"2026-11-28T09:00:00Z","until":"2026-11-29T09:00:00Z"}}`)
 	f.Fuzz(func(t *testing.T, raw string) {
 		node := nodeWith(raw)
 		r, err := ReadRecord(node)
