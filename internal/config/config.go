@@ -284,6 +284,9 @@ func (l *Loaded) Validate(mode Mode) error {
 		if c.HeartbeatInterval != -1 {
 			l.Warnings = append(l.Warnings, "HEARTBEAT_INTERVAL has no effect in agent mode: the agent sends no lifecycle heartbeats, so keep NODE_TERMINATION_GRACE_PERIOD below the lifecycle hook's heartbeat timeout")
 		}
+		if c.AbandonOnIncompleteDrain {
+			l.Warnings = append(l.Warnings, "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN has no effect in agent mode: the agent completes its termination hook with CONTINUE (ASG_LIFECYCLE_HOOK_NAME), and never terminates its own instance; use controller mode to leave incomplete drains to the group's retention")
+		}
 	case ModeController:
 		if c.QueueURL == "" {
 			problems = append(problems, "QUEUE_URL is required in controller mode (ENABLE_SQS_TERMINATION_DRAINING=true)")

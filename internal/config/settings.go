@@ -64,6 +64,8 @@ type Config struct {
 	ASGLaunchReadyTimeout               time.Duration // ASG_LAUNCH_READY_TIMEOUT
 	HeartbeatInterval                   int           // HEARTBEAT_INTERVAL, seconds; -1 = off
 	HeartbeatUntil                      int           // HEARTBEAT_UNTIL, seconds; -1 = default when heartbeats are on
+	AbandonOnIncompleteDrain            bool          // ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN
+	RetainedDrainTimeout                time.Duration // RETAINED_DRAIN_TIMEOUT
 	SQSMsgVisibilityTimeoutSec          int           // SQS_MSG_VISIBILITY_TIMEOUT_SEC
 	QueueAllowedAccounts                []string      // QUEUE_ALLOWED_ACCOUNTS
 
@@ -245,6 +247,15 @@ func settings(c *Config) []*Setting {
 		{Env: "HEARTBEAT_UNTIL", Flag: "heartbeat-until", Default: "-1", Group: groupQueue,
 			value: intValue{p: &c.HeartbeatUntil, min: 60, max: 172800, minusOne: true},
 			Usage: "Stop heartbeats after this many seconds; -1 = 172800 when HEARTBEAT_INTERVAL is set."},
+		{Env: "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN", Flag: "abandon-lifecycle-action-on-incomplete-drain", Default: "false", Group: groupQueue, Lifeboat: true,
+			value: boolValue{&c.AbandonOnIncompleteDrain},
+			Usage: "When a termination hook's drain or hand-back cannot finish before its lifecycle action expires, complete the action with ABANDON instead of letting the instance go with pods or volumes still on it, " +
+				"but only when the Auto Scaling group's instance lifecycle policy retains abandoned instances (TerminateHookAbandon: retain; read with autoscaling:DescribeAutoScalingGroups). " +
+				"Lifeboat then keeps draining the retained instance with no deadline (pods keep their grace periods, nothing is forced) and terminates it itself once it is empty " +
+				"(autoscaling:TerminateInstanceInAutoScalingGroup), for at most RETAINED_DRAIN_TIMEOUT. Groups without that policy, and drains a Spot or capacity-reservation warning joins, complete with CONTINUE as before."},
+		{Env: "RETAINED_DRAIN_TIMEOUT", Flag: "retained-drain-timeout", Default: "24h", Group: groupQueue, Lifeboat: true,
+			value: durationValue{p: &c.RetainedDrainTimeout, min: 10 * time.Second, max: 7 * 24 * time.Hour},
+			Usage: "With ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN: how long Lifeboat keeps draining a retained instance; after that it reports (Warning Event, metric, log) and stops, leaving the instance retained, never terminating it with pods on it."},
 		{Env: "SQS_MSG_VISIBILITY_TIMEOUT_SEC", Flag: "sqs-msg-visibility-timeout-sec", Default: "20", Group: groupQueue,
 			value: intValue{p: &c.SQSMsgVisibilityTimeoutSec, min: 1, max: 119},
 			Usage: "Visibility timeout of received messages; extended while their work is in progress."},

@@ -127,14 +127,14 @@ func New(o Options) *Controller {
 	if c.leaseClient == nil {
 		c.leaseClient = o.Client
 	}
-	h := o.Handler
-	h.Origin = "queue " + cfg.QueueURL
-	h.Complete, h.KeepAlive, h.Metrics = c.completeLifecycle, c.whileDraining, m
-	c.handler = interruption.NewHandler(cfg, o.Client, o.Logger, h)
 	c.gate = instancegate.New(instancegate.Options{Nodes: o.Client, Groups: countedGroups{o.AutoScaling, m}, EC2: countedEC2{o.EC2, m},
 		UseProviderID: cfg.UseProviderID, Refused: m.InstanceCallRefused})
 	c.hooks = cloud.NewHookTimeoutCache(o.AutoScaling)
 	c.hooks.Observe = func(err error) { m.AWSCall("DescribeLifecycleHooks", err, nil) }
+	h := o.Handler
+	h.Origin = "queue " + cfg.QueueURL
+	h.Complete, h.KeepAlive, h.Metrics, h.Retainer = c.completeLifecycle, c.whileDraining, m, c.retention(o.AutoScaling)
+	c.handler = interruption.NewHandler(cfg, o.Client, o.Logger, h)
 	return c
 }
 

@@ -326,7 +326,7 @@ func (r *renewals) follow(n *corev1.Node) {
 	case !rec.Owner.Contested.IsZero():
 		r.schedule(rec.Owner.heard().Add(r.h.ownerRenew))
 	}
-	if pending := rec.Pending(r.h.cfg, ""); len(pending) > 0 && r.h.drainEndsAfter(r.nodeName, drainDeadline(pending...)) {
+	if pending := rec.unabandoned(rec.Pending(r.h.cfg, "")); len(pending) > 0 && r.h.drainEndsAfter(r.nodeName, drainDeadline(pending...)) {
 		r.schedule(now)
 	}
 }
@@ -393,7 +393,7 @@ func (r *renewals) renewOnce() (holds, failed bool) {
 		}
 		r.heard, r.contested = o.heard(), !o.Contested.IsZero()
 	}
-	if pending := rec.Pending(h.cfg, ""); len(pending) > 0 && h.TightenDrain(r.nodeName, drainDeadline(pending...)) {
+	if pending := rec.unabandoned(rec.Pending(h.cfg, "")); len(pending) > 0 && h.TightenDrain(r.nodeName, drainDeadline(pending...)) {
 		log.Info("the drain now ends by an earlier deadline another Lifeboat recorded", "deadline", drainDeadline(pending...))
 	}
 	return true, false

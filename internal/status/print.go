@@ -142,7 +142,10 @@ func printTable(w io.Writer, r *Report, wide bool) error {
 					beat = "1 heartbeat, last " + l.LastBeat.UTC().Format(time.RFC3339)
 				}
 			}
-			fmt.Fprintf(tw, "  lifecycle\t%s/%s\tpending\t%s (notice %s)\n", l.Group, l.Hook, beat, l.Notice)
+			fmt.Fprintf(tw, "  lifecycle\t%s/%s\tpending\t%s (notice %s); if the drain cannot finish in time: %s\n", l.Group, l.Hook, beat, l.Notice, dash(l.OnIncompleteDrain))
+		}
+		if rt := n.Retained; rt != nil {
+			fmt.Fprintf(tw, "  retained\tgroup %s\t%s\tsince %s, until %s%s\n", rt.Group, rt.State, rt.Since.UTC().Format(time.RFC3339), rt.Until.UTC().Format(time.RFC3339), whyOf(rt.Why))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -174,4 +177,11 @@ func timeOrDash(t *time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+func whyOf(why string) string {
+	if why == "" {
+		return ""
+	}
+	return ": " + why
 }

@@ -25,6 +25,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/handback"
 	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/output"
 	"lifeboat.dev/lifeboat/internal/wiring"
 )
@@ -65,6 +66,8 @@ type Node struct {
 	TargetsUnknown string `json:"targetsUnknown,omitempty"`
 	// Lifecycle lists the Auto Scaling lifecycle actions waiting for the node's drain.
 	Lifecycle []Lifecycle `json:"lifecycle,omitempty"`
+	// Retained is set once a termination hook was abandoned to its group's retention.
+	Retained *Retained `json:"retained,omitempty"`
 }
 
 // Owner is the Lifeboat draining the node.
@@ -103,6 +106,10 @@ type Lifecycle struct {
 	Hook       string     `json:"hook"`
 	Heartbeats int        `json:"heartbeats"`
 	LastBeat   *time.Time `json:"lastHeartbeat,omitempty"`
+	// OnIncompleteDrain says how the action is completed if the drain cannot finish before
+	// it expires: CONTINUE, or ABANDON when the group retains abandoned instances
+	// (ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN).
+	OnIncompleteDrain string `json:"onIncompleteDrain"`
 }
 
 // PhaseNone is the phase of a node named to Collect that is in no episode.
@@ -208,6 +215,10 @@ func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Co
 			deadline = p.Deadline
 		}
 	}
+	n.Retained = retainedOf(rec, slices.ContainsFunc(pending, func(p notice.Notice) bool { return p.Kind.Reclaims() && p.Kind != notice.ASGTermination }))
+	if n.Retained != nil && n.Retained.State == RetainedDraining {
+		deadline = n.Retained.Until // the abandoned actions' deadlines no longer bind the drain
+	}
 	if !deadline.IsZero() {
 		n.Deadline = &deadline
 		n.Left = "-"
@@ -244,7 +255,7 @@ func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Co
 		}
 		n.Notices = append(n.Notices, no)
 		if lc := i.Lifecycle; lc != nil && state == "pending" {
-			l := Lifecycle{Notice: i.ID, Group: lc.Group, Hook: lc.Hook}
+			l := Lifecycle{Notice: i.ID, Group: lc.Group, Hook: lc.Hook, OnIncompleteDrain: onIncompleteDrain(cfg, rec, i.ID, lc.Group)}
 			if hb := rec.Heartbeat; hb != nil && hb.Notice == i.ID {
 				last := hb.Last
 				l.Heartbeats, l.LastBeat = hb.Count, &last

@@ -48,6 +48,8 @@ completeLifecycleActionDelaySeconds: COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS
 asgLaunchReadyTimeout: ASG_LAUNCH_READY_TIMEOUT
 heartbeatInterval: HEARTBEAT_INTERVAL
 heartbeatUntil: HEARTBEAT_UNTIL
+abandonLifecycleActionOnIncompleteDrain: ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN
+retainedDrainTimeout: RETAINED_DRAIN_TIMEOUT
 sqsMsgVisibilityTimeoutSec: SQS_MSG_VISIBILITY_TIMEOUT_SEC
 webhookUrl: WEBHOOK_URL
 webhookProxy: WEBHOOK_PROXY
