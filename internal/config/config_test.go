@@ -110,6 +110,7 @@ var samples = map[string][2]string{
 	"WEBHOOK_HEADERS":                         {`{"Authorization":"Bearer x"}`, "<redacted>"},
 	"WEBHOOK_TEMPLATE":                        {`{"text":"{{ .NodeName }}"}`, `{"text":"{{ .NodeName }}"}`},
 	"WEBHOOK_TEMPLATE_FILE":                   {"/etc/lifeboat/template", "/etc/lifeboat/template"},
+	"WEBHOOK_NTH_KINDS":                       {"true", "true"},
 	"JSON_LOGGING":                            {"true", "true"},
 	"LOG_LEVEL":                               {"DEBUG", "debug"},
 	"LOG_FORMAT_VERSION":                      {"2", "2"},
