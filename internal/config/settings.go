@@ -267,7 +267,7 @@ func settings(c *Config) []*Setting {
 			Usage: "Go template of the webhook body."},
 		{Env: "WEBHOOK_TEMPLATE_FILE", Flag: "webhook-template-file", Group: groupWebhook, value: stringValue{&c.WebhookTemplateFile},
 			Usage: "File holding the webhook template; wins over WEBHOOK_TEMPLATE."},
-		{Env: "WEBHOOK_NTH_KINDS", Flag: "webhook-nth-kinds", Default: "false", Group: groupWebhook, value: boolValue{&c.WebhookNTHKinds},
+		{Env: "WEBHOOK_NTH_KINDS", Flag: "webhook-nth-kinds", Default: "false", Group: groupWebhook, Lifeboat: true, value: boolValue{&c.WebhookNTHKinds},
 			Usage: "Give webhook templates NTH's values of .Kind and .Monitor (SPOT_ITN, SQS_MONITOR, ...) instead of Lifeboat's (spot-interruption, queue), for templates written for NTH."},
 
 		// Operating
