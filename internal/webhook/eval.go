@@ -7,8 +7,11 @@ package webhook
 // exported method of every type it links. With Execute linked in, each of the EC2 client's
 // hundreds of operations stayed in the binary: 120 MB instead of 47 MB, and about 18 MiB more
 // resident memory in an idle agent (docs/benchmarks.md). Templates keep text/template's
-// syntax, parser, built-in functions and printing; what they can reach is closed: the fields
-// of Notification, its JSON method, and the time.Time methods listed in timeMethods.
+// syntax, parser, built-in functions and printing, and sprig's functions (sprig.go), which are
+// called through reflect.Value.Call, not looked up by name. Methods a template can reach are
+// closed: Notification's JSON and the time.Time methods listed in timeMethods; other values
+// (what sprig returns: lists, dicts, numbers) are reached as fields of a map, indexed, ranged
+// over, compared and printed as text/template does.
 //
 // The differential fuzz test (FuzzEvaluatorMatchesTextTemplate) holds this evaluator to
 // text/template's output on every template both accept.

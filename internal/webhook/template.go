@@ -65,8 +65,9 @@ var errTooLarge = fmt.Errorf("WEBHOOK_TEMPLATE: rendered body exceeds %d bytes",
 // Template is a parsed webhook template.
 //
 // It is Go template syntax with text/template's built-in functions (print, printf, len,
-// index, eq, ...) and no others, none of which can read files, the environment or the
-// network; a template asking for one (env, readFile, ...) does not parse. A template reaches
+// index, eq, ...) and sprig's hermetic ones (upper, join, default, toJson, ...; sprig.go),
+// none of which can read files, the environment or the network; a template asking for one
+// (env, expandenv, readFile, ...) does not parse, and the error says why. A template reaches
 // the fields of Notification, its JSON method and common time.Time methods (see eval.go).
 // Rendering is bounded in output (MaxBodyBytes) and in work (maxSteps), and a missing map key
 // is an error rather than the text "<no value>" (use {{ index .NodeLabels "key" }} for
