@@ -228,9 +228,16 @@ func TestSprigFunctions(t *testing.T) {
 			t.Errorf("%s: %q, %v; want %q", tc.text, got, err, tc.want)
 		}
 	}
-	for _, text := range []string{`{{ repeat 1000000 "abc" }}`, `{{ until 100000000 }}`, `{{ indent 1000000000 "x" }}`, `{{ seq 1 100000000 }}`} {
-		if _, err := ParseTemplate(text); err == nil || !strings.Contains(err.Error(), "WEBHOOK_TEMPLATE") {
-			t.Errorf("%s: %v, want an error", text, err)
+	for text, want := range map[string]string{
+		`{{ repeat 1000000 "abc" }}`: "would exceed", `{{ until 100000000 }}`: "more than 10000 numbers",
+		`{{ indent 1000000000 "x" }}`: "would exceed", `{{ seq 1 100000000 }}`: "more than 10000 numbers",
+		// Structures that double by sharing themselves: each call is cheap, printing one is not.
+		`{{ $l := list 1 }}{{ range 60 }}{{ $l = list $l $l }}{{ end }}{{ toJson $l }}`:      "error calling list: the result would exceed",
+		`{{ $l := list 1 }}{{ range 60 }}{{ $l = concat $l $l }}{{ end }}{{ len $l }}`:       "error calling concat: the result would exceed",
+		`{{ $d := dict "a" 1 }}{{ range 60 }}{{ $d = dict "x" $d "y" $d }}{{ end }}{{ $d }}`: "error calling dict: the result would exceed",
+	} {
+		if _, err := ParseTemplate(text); err == nil || !strings.Contains(err.Error(), "WEBHOOK_TEMPLATE") || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", text, err, want)
 		}
 	}
 }

@@ -220,7 +220,45 @@ func (e *execution) callGo(dot any, n parse.Node, name string, fn reflect.Value,
 	if err != nil {
 		return nil, e.fail(n, "error calling %s: %v", name, err)
 	}
+	// Lists can hold lists: a few calls that each double a structure, by sharing it, would
+	// make the next toJson or print of it run without end. Results are bounded like bodies.
+	budget := MaxBodyBytes
+	if !fits(out, &budget) {
+		return nil, e.fail(n, "error calling %s: %v", name, errTooLong)
+	}
 	return fromValue(out), nil
+}
+
+// fits reports whether v, counted as its strings' bytes and one per other element, stays
+// within the budget; it stops counting as soon as it does not, so it costs at most the budget.
+func fits(v reflect.Value, budget *int) bool {
+	switch v.Kind() {
+	case reflect.String:
+		*budget -= v.Len()
+	case reflect.Slice, reflect.Array:
+		*budget -= 1
+		for i := 0; i < v.Len() && *budget >= 0; i++ {
+			fits(v.Index(i), budget)
+		}
+	case reflect.Map:
+		*budget -= 1
+		for it := v.MapRange(); it.Next() && *budget >= 0; {
+			fits(it.Key(), budget)
+			fits(it.Value(), budget)
+		}
+	case reflect.Interface, reflect.Pointer:
+		*budget -= 1
+		if !v.IsNil() {
+			fits(v.Elem(), budget)
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField() && *budget >= 0; i++ {
+			fits(v.Field(i), budget)
+		}
+	default:
+		*budget -= 1
+	}
+	return *budget >= 0
 }
 
 func safeCall(fn reflect.Value, args []reflect.Value) (v reflect.Value, err error) {
