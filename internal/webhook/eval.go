@@ -453,7 +453,7 @@ func (e *execution) callFunction(dot any, id *parse.IdentifierNode, args []parse
 	if f, ok := builtins[id.Ident]; ok {
 		return e.call(dot, id, id.Ident, f, args[1:], final)
 	}
-	if fn, ok := extensions[id.Ident]; ok {
+	if fn, ok := extensions()[id.Ident]; ok {
 		return e.callGo(dot, id, id.Ident, fn, args[1:], final)
 	}
 	return nil, e.fail(id, "%q is not a defined function", id.Ident)

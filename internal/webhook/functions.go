@@ -63,8 +63,8 @@ var builtins = map[string]function{
 // functionNames is what the parser accepts as function names: the built-ins and the
 // extensions (sprig's), nothing more.
 func functionNames() map[string]any {
-	names := make(map[string]any, len(builtins)+len(extensions))
-	for name := range extensions {
+	names := make(map[string]any, len(builtins)+len(extensions()))
+	for name := range extensions() {
 		names[name] = true
 	}
 	for name := range builtins {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"sync"
 	"text/template/parse"
 
 	"github.com/Masterminds/sprig/v3"
@@ -35,9 +36,10 @@ var withheld = map[string]string{
 	"slice": "",
 }
 
-// extensions are the sprig functions a template may call, as reflect values, and the names
-// of the ones that sprig's full set has and Lifeboat withholds.
-var extensions, notOffered = func() (map[string]reflect.Value, map[string]bool) {
+// sprigFunctions are the sprig functions a template may call, as reflect values, and the
+// names of the ones that sprig's full set has and Lifeboat withholds. Built on first use: a
+// Lifeboat without a webhook never pays for them.
+var sprigFunctions = sync.OnceValues(func() (map[string]reflect.Value, map[string]bool) {
 	all := sprig.TxtFuncMap()
 	hermetic := sprig.HermeticTxtFuncMap()
 	wrapped := bounded(all)
@@ -58,13 +60,17 @@ var extensions, notOffered = func() (map[string]reflect.Value, map[string]bool) 
 		}
 	}
 	return ext, missing
-}()
+})
+
+func extensions() map[string]reflect.Value { ext, _ := sprigFunctions(); return ext }
+
+func notOffered(name string) bool { _, missing := sprigFunctions(); return missing[name] }
 
 // FuncMap is the functions a webhook template may call besides Go's built-in ones, for
 // rendering with text/template in tests.
 func FuncMap() map[string]any {
-	m := make(map[string]any, len(extensions))
-	for name, fn := range extensions {
+	m := make(map[string]any, len(extensions()))
+	for name, fn := range extensions() {
 		m[name] = fn.Interface()
 	}
 	return m
@@ -76,7 +82,7 @@ var undefinedFunction = regexp.MustCompile(`function "([^"]+)" not defined`)
 // error.
 func explainUndefined(err error) error {
 	m := undefinedFunction.FindStringSubmatch(err.Error())
-	if m == nil || !notOffered[m[1]] {
+	if m == nil || !notOffered(m[1]) {
 		return err
 	}
 	why := withheld[m[1]]
