@@ -470,3 +470,27 @@ func TestChartAdditions(t *testing.T) {
 		}
 	}
 }
+
+// TestNTHImageIsNotRun: NTH's image named in a values file gives way to Lifeboat's; a tag of
+// NTH's image, or a mirror of it, is refused rather than run.
+func TestNTHImageIsNotRun(t *testing.T) {
+	h := newHelm(t)
+	r := h.template(t, "--set", "image.repository=public.ecr.aws/aws-ec2/aws-node-termination-handler")
+	if img := container(t, only[*appsv1.DaemonSet](t, r).Spec.Template.Spec).Image; !strings.HasPrefix(img, "lifeboat.dev/lifeboat:") {
+		t.Errorf("image %s, want Lifeboat's", img)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--set", "image.repository=public.ecr.aws/aws-ec2/aws-node-termination-handler", "--set", "image.tag=v1.25.1"},
+			`image.tag: "v1.25.1" is a tag of NTH's image`},
+		{[]string{"--set", "image.repository=123456789012.dkr.ecr.eu-west-1.amazonaws.com/mirror/aws-node-termination-handler"},
+			"looks like NTH's image"},
+	} {
+		_, err := h.run(append([]string{"template", "lifeboat", chartDir}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error saying %q", tc.args, err, tc.want)
+		}
+	}
+}
