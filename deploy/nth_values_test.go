@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/test/nth"
 )
 
@@ -134,6 +135,17 @@ func TestEveryNTHValueIsMappedOrRefused(t *testing.T) {
 				t.Errorf("nth/keys.yaml: %s maps to %s, which is not one of Lifeboat's values", key, to)
 			}
 		}
+		// A setting keeps NTH's name (its variable's), but for NTH's deprecated spellings.
+		renamed := map[string]string{"checkASGTagBeforeDraining": "checkTagBeforeDraining", "managedAsgTag": "managedTag"}
+		if len(e.To) == 1 && strings.HasPrefix(e.To[0], "config.") {
+			want := key
+			if r, ok := renamed[key]; ok {
+				want = r
+			}
+			if !strings.EqualFold(strings.TrimPrefix(e.To[0], "config."), want) {
+				t.Errorf("nth/keys.yaml: %s maps to %s, a setting of another name", key, e.To[0])
+			}
+		}
 	}
 
 	// Lifeboat's image replaces NTH's: the chart names it in _nth.tpl, and it must be the default.
@@ -206,9 +218,10 @@ func nthTestValue(key string, e nthEntry) (any, string) {
 }
 
 // TestEachNTHValueTakesEffect renders the chart with each NTH key of nth/keys.yaml set to
-// another value than NTH's default, one at a time: a mapped key changes the release (in
-// queue mode for the controller's keys), an ignored one leaves it as it is, a refused one
-// fails naming the key. The table and the templates that apply it cannot drift apart.
+// another value than NTH's default: a key that sets one setting must land in its variable
+// (those are checked together), any other mapped key, alone, changes the release (in queue
+// mode for the controller's keys), an ignored one leaves it as it is, a refused one fails
+// naming the key. The table and the templates that apply it cannot drift apart.
 func TestEachNTHValueTakesEffect(t *testing.T) {
 	if testing.Short() {
 		t.Skip("renders the chart once per NTH key")
@@ -236,13 +249,55 @@ func TestEachNTHValueTakesEffect(t *testing.T) {
 		}
 		bases[name] = out
 	}
-	keys := make([]string, 0, len(table))
-	for k, e := range table {
-		if !e.Same {
-			keys = append(keys, k)
+	// Keys that only set one setting (config.x) no other key sets are checked together, in one
+	// render: each must land in its variable. The others are rendered one at a time.
+	targets := map[string]int{}
+	for _, e := range table {
+		for _, to := range e.To {
+			targets[to]++
 		}
 	}
+	envOfKey := map[string]string{}
+	for _, st := range config.Settings() {
+		envOfKey[chartKey(st.Env)] = st.Env
+	}
+	batch := map[string]any{}
+	wantEnv := map[string]string{}
+	keys := make([]string, 0, len(table))
+	for k, e := range table {
+		if e.Same {
+			continue
+		}
+		if v, want := nthTestValue(k, e); want == "mapped" && len(e.To) == 1 && strings.HasPrefix(e.To[0], "config.") && targets[e.To[0]] == 1 {
+			set(batch, k, v)
+			if f, ok := v.(float64); ok {
+				v = int64(f)
+			}
+			wantEnv[envOfKey[strings.TrimPrefix(e.To[0], "config.")]] = fmt.Sprint(v)
+			continue
+		}
+		keys = append(keys, k)
+	}
 	sort.Strings(keys)
+	t.Run("settings", func(t *testing.T) {
+		out, err := render(batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := decodeAll(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := envOf(t, container(t, only[*appsv1.DaemonSet](t, rendered(objs)).Spec.Template.Spec))
+		for name, want := range wantEnv {
+			if got := env[name].Value; got != want {
+				t.Errorf("%s = %q, want %q", name, got, want)
+			}
+		}
+		if len(wantEnv) < 30 {
+			t.Errorf("only %d settings checked together", len(wantEnv))
+		}
+	})
 	for _, key := range keys {
 		e := table[key]
 		t.Run(key, func(t *testing.T) {
