@@ -131,8 +131,10 @@ DEMO_ARGS ?=
 demo: sandbox
 	$(GO) run ./test/cmd/lifeboat-sandbox $(DEMO_ARGS)
 
-## manifests: render deploy/manifests/ from the Helm chart (a test fails when they differ)
+## manifests: the chart's values.schema.json, then deploy/manifests/ rendered from the chart (tests fail when
+## either is stale)
 manifests: sandbox
+	$(GO) run ./deploy/chartschema/cmd/chart-schema
 	deploy/render-manifests.sh
 
 clean:

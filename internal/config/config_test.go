@@ -127,6 +127,7 @@ var samples = map[string][2]string{
 	"EMIT_KUBERNETES_EVENTS":                       {"true", "true"},
 	"READINESS_REPORT_INTERVAL":                    {"10m", "10m0s"},
 	"KUBERNETES_EVENTS_EXTRA_ANNOTATIONS":          {"team=infra, owner=me", "owner=me,team=infra"},
+	"WEBHOOK_NTH_KINDS":                            {"true", "true"},
 }
 
 func entry(t *testing.T, l *Loaded, name string) Entry {

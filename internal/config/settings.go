@@ -39,6 +39,7 @@ type Config struct {
 	WebhookHeaders      map[string]string // WEBHOOK_HEADERS (secret: may hold tokens)
 	WebhookTemplate     string            // WEBHOOK_TEMPLATE
 	WebhookTemplateFile string            // WEBHOOK_TEMPLATE_FILE
+	WebhookNTHKinds     bool              // WEBHOOK_NTH_KINDS
 
 	EnableSpotInterruptionDraining bool          // ENABLE_SPOT_INTERRUPTION_DRAINING
 	EnableScheduledEventDraining   bool          // ENABLE_SCHEDULED_EVENT_DRAINING
@@ -277,6 +278,8 @@ func settings(c *Config) []*Setting {
 			Usage: "Go template of the webhook body."},
 		{Env: "WEBHOOK_TEMPLATE_FILE", Flag: "webhook-template-file", Group: groupWebhook, value: stringValue{&c.WebhookTemplateFile},
 			Usage: "File holding the webhook template; wins over WEBHOOK_TEMPLATE."},
+		{Env: "WEBHOOK_NTH_KINDS", Flag: "webhook-nth-kinds", Default: "false", Group: groupWebhook, Lifeboat: true, value: boolValue{&c.WebhookNTHKinds},
+			Usage: "Give webhook templates NTH's values of .Kind and .Monitor (SPOT_ITN, SQS_MONITOR, ...) instead of Lifeboat's (spot-interruption, queue), for templates written for NTH."},
 
 		// Operating
 		{Env: "JSON_LOGGING", Flag: "json-logging", Default: "false", Group: groupOperate, value: boolValue{&c.JSONLogging},

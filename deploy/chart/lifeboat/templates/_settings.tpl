@@ -56,6 +56,7 @@ webhookProxy: WEBHOOK_PROXY
 webhookHeaders: WEBHOOK_HEADERS
 webhookTemplate: WEBHOOK_TEMPLATE
 webhookTemplateFile: WEBHOOK_TEMPLATE_FILE
+webhookNthKinds: WEBHOOK_NTH_KINDS
 jsonLogging: JSON_LOGGING
 logLevel: LOG_LEVEL
 logFormatVersion: LOG_FORMAT_VERSION
