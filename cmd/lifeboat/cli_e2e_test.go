@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,24 +27,6 @@ import (
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
-
-// lockedBuffer is written by a command running in another goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // cliWorld is a sandbox cluster seen from an operator's machine: a kubeconfig in
 // $HOME/.kube/config whose current context points nowhere, and a "sandbox" context that works.
@@ -206,12 +187,12 @@ func TestReadOnlyCommandsLikeKubectl(t *testing.T) {
 	})
 	t.Run("status -w prints a node again as its episode changes", func(t *testing.T) {
 		other := w.other
-		out := &lockedBuffer{}
+		out := &sandboxtest.LogBuffer{}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan int, 1)
 		go func() {
 			lookup := func(k string) (string, bool) { return w.home, k == "HOME" }
-			done <- run(ctx, []string{"status", "-w", "--context", "sandbox"}, lookup, out, &lockedBuffer{})
+			done <- run(ctx, []string{"status", "-w", "--context", "sandbox"}, lookup, out, &sandboxtest.LogBuffer{})
 		}()
 		defer func() {
 			cancel()
