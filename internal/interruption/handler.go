@@ -151,9 +151,6 @@ type Handler struct {
 	// ownerRenew is how often a running drain renews its claim (OwnerRenew; tests shorten it).
 	ownerRenew time.Duration
 
-	// reconciling lets one Reconcile at a time work on a node in this process.
-	reconciling keyedMutex
-
 	mu       sync.Mutex
 	draining map[string]*drain.Deadline // the deadline of each drain running in this process
 	owning   map[string]*renewals       // the claim of each drain running in this process
@@ -223,38 +220,4 @@ func dryRunOr(dryRun bool, r string) string {
 		return metrics.ResultDryRun
 	}
 	return r
-}
-
-// keyedMutex is a mutex per key, dropped once nobody holds or waits for it.
-type keyedMutex struct {
-	mu    sync.Mutex
-	locks map[string]*keyedLock
-}
-
-type keyedLock struct {
-	sync.Mutex
-	users int
-}
-
-func (k *keyedMutex) lock(key string) (unlock func()) {
-	k.mu.Lock()
-	if k.locks == nil {
-		k.locks = map[string]*keyedLock{}
-	}
-	l := k.locks[key]
-	if l == nil {
-		l = &keyedLock{}
-		k.locks[key] = l
-	}
-	l.users++
-	k.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		k.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
-	}
 }

@@ -20,30 +20,6 @@ import (
 	"lifeboat.dev/lifeboat/internal/webhook"
 )
 
-// Handle takes the notice (Intake) and then drives the node's episode to its end in the
-// caller (Reconcile, waiting for a scheduled start): for callers that handle one notice at a
-// time and want it done when Handle returns.
-func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) error {
-	if err := h.Intake(ctx, n, nodeName, nil); err != nil || h.cfg.DryRun {
-		return err
-	}
-	for {
-		node, err := h.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("notice %s: read node %s: %w", n.ID, nodeName, err)
-		}
-		wait, err := h.Reconcile(ctx, node)
-		if err != nil || wait <= 0 {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-	}
-}
-
 // Reconcile drives the node's episode from its record as far as it can go now. It ends an
 // episode that is over (the node booted again or was taken back); returns how long until the
 // earliest scheduled start of its pending notices, if that is ahead; drains the node once, by
@@ -79,8 +55,6 @@ func (h *Handler) Reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 			return terminationPoll, nil
 		}
 	}
-	unlock := h.reconciling.lock(node.Name)
-	defer unlock()
 	fresh, err := h.client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 	if err != nil {
 		return 0, fmt.Errorf("read node %s: %w", node.Name, err)
@@ -88,7 +62,7 @@ func (h *Handler) Reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 	return h.reconcile(ctx, keptByDrain(fresh))
 }
 
-// reconcile is Reconcile on a fresh copy of the node, under the node's lock.
+// reconcile is Reconcile on a fresh copy of the node.
 func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Duration, error) {
 	rec, _ := ReadRecord(node)
 	if !rec.Known() {
