@@ -175,8 +175,8 @@ func (h *Handler) claim(ctx context.Context, node *corev1.Node) (*corev1.Node, b
 // drain keeps for the rest of its run, as the next write's hint and its Events' subject: the
 // metadata without managed fields, the spec, and of the status only the boot ID (an episode's
 // end; nothing else of the status is read, and no write sends the status). The merge patch a
-// write computes from it is the same, since no edit touches what is dropped. A thousand drains
-// at once otherwise held 16 MiB of nodes, mostly their status (capacity, conditions).
+// write computes from it is the same, since no edit touches what is dropped. A whole node is
+// mostly its status (capacity, conditions), kept by every drain at once otherwise.
 func keptByDrain(n *corev1.Node) *corev1.Node {
 	trimmed, _ := kube.TrimNode(n)
 	kept := trimmed.(*corev1.Node)

@@ -4,9 +4,8 @@ package webhook
 //
 // Why not text/template's own Execute: it finds methods by name at run time
 // (reflect.Value.MethodByName), and once a binary can do that the linker must keep every
-// exported method of every type it links. With Execute linked in, each of the EC2 client's
-// hundreds of operations stayed in the binary: 120 MB instead of 47 MB, and about 18 MiB more
-// resident memory in an idle agent (docs/benchmarks.md). Templates keep text/template's
+// exported method of every type it links, which more than doubled the binary
+// (docs/design/template-evaluator.md). Templates keep text/template's
 // syntax, parser, built-in functions and printing, and sprig's functions (sprig.go), which are
 // called through reflect.Value.Call, not looked up by name. Methods a template can reach are
 // closed: Notification's JSON and the time.Time methods listed in timeMethods; other values
