@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -95,6 +96,11 @@ func (a *app) runDaemon(ctx context.Context, sub string, args []string) int {
 	if sub == "preflight" {
 		return runPreflight(ctx, mode, loaded.Config, a.stdout, a.stderr)
 	}
+	return start(ctx, loaded, mode, logger)
+}
+
+// start builds the daemon of the mode and runs it until ctx ends.
+func start(ctx context.Context, loaded *config.Loaded, mode config.Mode, logger *slog.Logger) int {
 	daemon.LogStart(loaded, mode, version.Version, logger)
 	d, err := daemon.New(ctx, loaded.Config, mode, logger)
 	var cerr *daemon.ConfigError

@@ -105,29 +105,8 @@ func (a *app) status(ctx context.Context, client kubernetes.Interface, cfg *conf
 // kubectl get -w prints objects: rows without a header for tables, one object per change
 // otherwise.
 func (a *app) watchStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Config, opts status.Options, f output.Format, headerShown bool) error {
-	selector := fields.Everything()
-	if len(opts.Nodes) == 1 {
-		selector = fields.OneTermEqualSelector("metadata.name", opts.Nodes[0])
-	}
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = selector.String()
-			return client.CoreV1().Nodes().List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = selector.String()
-			return client.CoreV1().Nodes().Watch(ctx, o)
-		},
-	}
-	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{FieldSelector: selector.String()})
-	if err != nil {
-		return err
-	}
 	seen := map[string]string{}
-	for _, n := range list.Items {
-		seen[n.Name] = n.Annotations[interruption.AnnotationRecord]
-	}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, lw)
+	w, err := watchNodes(ctx, client, opts.Nodes, seen)
 	if err != nil {
 		return err
 	}
@@ -166,6 +145,33 @@ func (a *app) watchStatus(ctx context.Context, client kubernetes.Interface, cfg 
 			return err
 		}
 	}
+}
+
+// watchNodes lists the nodes (the one named, when one is) into seen, by their episode record,
+// and watches them from there, reconnecting as needed.
+func watchNodes(ctx context.Context, client kubernetes.Interface, names []string, seen map[string]string) (*watchtools.RetryWatcher, error) {
+	selector := fields.Everything()
+	if len(names) == 1 {
+		selector = fields.OneTermEqualSelector("metadata.name", names[0])
+	}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector.String()
+			return client.CoreV1().Nodes().List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector.String()
+			return client.CoreV1().Nodes().Watch(ctx, o)
+		},
+	}
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{FieldSelector: selector.String()})
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range list.Items {
+		seen[n.Name] = n.Annotations[interruption.AnnotationRecord]
+	}
+	return watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, lw)
 }
 
 // printChange prints one node as it is now.
