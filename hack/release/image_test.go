@@ -21,6 +21,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"go.yaml.in/yaml/v3"
 )
@@ -48,7 +49,7 @@ func makeImage(t *testing.T, dir string) string {
 	args := []string{"-s", "--no-print-directory", "-C", root, "image",
 		"BIN=" + filepath.Join(dir, "bin"), "IMAGE_DIR=" + out,
 		"VERSION=" + testVersion, "COMMIT=" + testCommit, "COMMIT_TIME=" + testCommitTime,
-		"IMAGE_TAG=1.2.3-imagetest", "IMAGE_SOURCE=" + testSource, "IMAGE_LICENSES=Apache-2.0"}
+		"IMAGE_SOURCE=" + testSource, "IMAGE_LICENSES=Apache-2.0"}
 	start := time.Now()
 	if b, err := exec.Command("make", args...).CombinedOutput(); err != nil {
 		t.Fatalf("make %s: %v\n%s", strings.Join(args, " "), err, b)
@@ -82,6 +83,18 @@ func TestMakeImage(t *testing.T) {
 	idx, err := readLayoutIndex(first)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The layout names the index as the chart's appVersion would: the release without its v.
+	root, err := layout.ImageIndexFromPath(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm, err := root.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rm.Manifests[0].Annotations[labelRefName], strings.TrimPrefix(testVersion, "v"); got != want {
+		t.Errorf("the layout names the index %q, want %q", got, want)
 	}
 	wantLabels := map[string]string{
 		labelTitle:    "lifeboat",

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -10,12 +11,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
@@ -215,5 +219,60 @@ func TestPush(t *testing.T) {
 		if desc.Digest != want {
 			t.Errorf("%s is %s, want the layout's index %s", ref, desc.Digest, want)
 		}
+	}
+}
+
+// TestSBOMModules: every linked module is listed once, a replaced module as its replacement,
+// under an identifier of its own even where two paths map to the same characters.
+func TestSBOMModules(t *testing.T) {
+	info := &debug.BuildInfo{
+		GoVersion: "go1.26.8",
+		Main:      debug.Module{Path: "lifeboat.dev/lifeboat", Version: "(devel)"},
+		Deps: []*debug.Module{
+			{Path: "example.com/a/b-c", Version: "v1.0.0"},
+			{Path: "example.com/a-b/c", Version: "v2.0.0"},
+			{Path: "example.com/old", Version: "v0.1.0", Replace: &debug.Module{Path: "example.com/fork", Version: "v0.1.1"}},
+		},
+	}
+	spec := imageSpec{version: "v1.2.3", source: testSource}
+	spec.created, _ = time.Parse(time.RFC3339, testCommitTime)
+	out, err := spdxFor(spec, v1.Platform{OS: "linux", Architecture: "arm64"}, info, "00ff")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc spdxDocument
+	if err := json.Unmarshal(out, &doc); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	ids := map[string]bool{}
+	for _, p := range doc.Packages {
+		if ids[p.SPDXID] {
+			t.Errorf("identifier %s used twice", p.SPDXID)
+		}
+		ids[p.SPDXID] = true
+		got[p.Name] = p.VersionInfo
+	}
+	want := map[string]string{
+		"lifeboat.dev/lifeboat": "v1.2.3", "stdlib": "go1.26.8",
+		"example.com/a/b-c": "v1.0.0", "example.com/a-b/c": "v2.0.0", "example.com/fork": "v0.1.1",
+	}
+	if !mapsEqual(got, want) {
+		t.Errorf("packages %v, want %v", got, want)
+	}
+	depends := 0
+	for _, r := range doc.Relationships {
+		if !ids[r.Related] {
+			t.Errorf("relationship %s %s %s names an unknown package", r.Element, r.Type, r.Related)
+		}
+		if r.Type == "DEPENDS_ON" {
+			depends++
+		}
+	}
+	if depends != 4 {
+		t.Errorf("%d DEPENDS_ON relationships, want 4 (stdlib and three modules)", depends)
+	}
+	if doc.CreationInfo.Created != testCreated || !strings.HasSuffix(doc.DocumentNamespace, "/v1.2.3/linux-arm64/00ff") {
+		t.Errorf("created %s namespace %s, want %s and a namespace naming the release, platform and sum", doc.CreationInfo.Created, doc.DocumentNamespace, testCreated)
 	}
 }

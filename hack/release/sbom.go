@@ -122,7 +122,11 @@ func spdxSBOM(s imageSpec, p v1.Platform, binary []byte) ([]byte, error) {
 		return nil, err
 	}
 	digest := sha256.Sum256(binary)
-	sum := hex.EncodeToString(digest[:])
+	return spdxFor(s, p, info, hex.EncodeToString(digest[:]))
+}
+
+// spdxFor writes the SBOM of a binary with build information info and SHA-256 sum.
+func spdxFor(s imageSpec, p v1.Platform, info *debug.BuildInfo, sum string) ([]byte, error) {
 	platform := strings.ReplaceAll(p.String(), "/", "-")
 
 	// The toolchain records no version for the main module of a local build: the stamped
@@ -145,11 +149,17 @@ func spdxSBOM(s imageSpec, p v1.Platform, binary []byte) ([]byte, error) {
 			{main.SPDXID, "DEPENDS_ON", spdxID("Go", "stdlib")},
 		},
 	}
+	ids := map[string]bool{main.SPDXID: true}
 	for _, dep := range info.Deps {
 		if dep.Replace != nil {
 			dep = dep.Replace
 		}
 		p := goPackage("Module", dep.Path, dep.Version)
+		// Identifiers must be unique; two paths can differ only where spdxID replaced a rune.
+		for base, n := p.SPDXID, 2; ids[p.SPDXID]; n++ {
+			p.SPDXID = fmt.Sprintf("%s-%d", base, n)
+		}
+		ids[p.SPDXID] = true
 		doc.Packages = append(doc.Packages, p)
 		doc.Relationships = append(doc.Relationships, spdxRelationship{main.SPDXID, "DEPENDS_ON", p.SPDXID})
 	}
