@@ -531,7 +531,7 @@ func TestChartAdditions(t *testing.T) {
 func TestNTHImageIsNotRun(t *testing.T) {
 	h := newHelm(t)
 	r := h.template(t, "--set", "image.repository=public.ecr.aws/aws-ec2/aws-node-termination-handler")
-	if img := container(t, only[*appsv1.DaemonSet](t, r).Spec.Template.Spec).Image; !strings.HasPrefix(img, "lifeboat.dev/lifeboat:") {
+	if img := container(t, only[*appsv1.DaemonSet](t, r).Spec.Template.Spec).Image; !strings.HasPrefix(img, "ghcr.io/lifeboat-dev/lifeboat:") {
 		t.Errorf("image %s, want Lifeboat's", img)
 	}
 	for _, tc := range []struct {

@@ -6,7 +6,7 @@ included, reads the same values whichever helm renders first.
 */}}
 
 {{/* Lifeboat's image, which replaces NTH's own when a values file names NTH's. */}}
-{{- define "lifeboat.nth.defaultRepository" -}}lifeboat.dev/lifeboat{{- end }}
+{{- define "lifeboat.nth.defaultRepository" -}}ghcr.io/lifeboat-dev/lifeboat{{- end }}
 
 {{/* NTH's image, as its chart's default names it. */}}
 {{- define "lifeboat.nth.repository" -}}public.ecr.aws/aws-ec2/aws-node-termination-handler{{- end }}
