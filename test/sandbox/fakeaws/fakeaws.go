@@ -40,6 +40,9 @@ type Instance struct {
 	// it is reported by DescribeAutoScalingInstances and carries the
 	// aws:autoscaling:groupName tag, as real ASG-launched instances do.
 	AutoScalingGroup string
+	// CapacityReservationID, when set, runs the instance in that capacity reservation (a
+	// Capacity Block): DescribeInstances reports it and filters on it.
+	CapacityReservationID string
 }
 
 // LifecycleHook is an Auto Scaling lifecycle hook. Zero fields get the AWS
@@ -95,6 +98,8 @@ type Server struct {
 	hooks      []LifecycleHook
 	actions    map[string]*lifecycleAction // by token
 	groups     []*targetGroup              // ELBv2, in the order added
+	statuses   map[string]Status           // DescribeInstanceStatus, by instance
+	unhealthy  map[string]int              // SetInstanceHealth Unhealthy calls, by instance
 	calls      []Call
 	faults     []Fault
 	requestSeq int
