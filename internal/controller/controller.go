@@ -343,6 +343,12 @@ func (e countedEC2) DescribeInstances(ctx context.Context, ids []string) (map[st
 	return out, err
 }
 
+func (e countedEC2) DescribeInstanceStatus(ctx context.Context, ids []string) ([]cloud.InstanceStatus, error) {
+	out, err := e.EC2.DescribeInstanceStatus(ctx, ids)
+	e.metrics.AWSCall("DescribeInstanceStatus", err, nil)
+	return out, err
+}
+
 // countedGroups counts DescribeAutoScalingInstances calls in lifeboat_aws_calls_total.
 type countedGroups struct {
 	cloud.AutoScaling
@@ -428,14 +434,27 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 		c.metrics.QueueMessage("ignored")
 		return sqs.Done, 0
 	}
+	notices := res.Notices
+	if len(res.Reservations) > 0 {
+		more, ok := c.reservationNotices(ctx, resolver, res.Reservations, log)
+		if !ok {
+			c.metrics.QueueMessage("retry")
+			return sqs.Retry, retryDelay(m.ReceiveCount)
+		}
+		if notices = append(notices, more...); len(notices) == 0 {
+			log.Info("queue message ignored", "reason", "the capacity reservation runs no instance of this cluster")
+			c.metrics.QueueMessage("ignored")
+			return sqs.Done, 0
+		}
+	}
 	handle := c.handleOne
 	if handle == nil {
 		handle = c.handleNotice
 	}
-	for _, n := range res.Notices {
+	for _, n := range notices {
 		c.metrics.Notice(string(n.Kind), string(n.Source))
 	}
-	fates := runNotices(ctx, res.Notices, c.noticeWorkers(), noticeBackoff, func(ctx context.Context, n notice.Notice) noticeFate {
+	fates := runNotices(ctx, notices, c.noticeWorkers(), noticeBackoff, func(ctx context.Context, n notice.Notice) noticeFate {
 		return handle(ctx, resolver, n, log)
 	})
 	outcome, delay, label := messageFate(ctx, fates, m.ReceiveCount)
