@@ -281,6 +281,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.parser().QueueAccount == "" {
 		c.metrics.ConfigWarning("queue_account_unknown") // config.Validate said so in the log
 	}
+	defer c.startInstanceStatus(ctx, resolver, nodeInformer.GetIndexer())() // before the reconciler stops
 	go reportHealth(ctx, c.metrics, "queue", consumer.Healthy)
 	if every := c.cfg.ReadinessReportInterval; every > 0 {
 		go c.reportReadiness(ctx, every)
@@ -674,6 +675,9 @@ func nodeReady(n *corev1.Node) bool {
 // id, once the gate has confirmed that the instance is the node's own and in the hook's group
 // (a refusal is returned as such: the notice is finished without the call).
 func (c *Controller) completeLifecycle(ctx context.Context, nodeName string, n notice.Notice) (*interruption.Completed, error) {
+	if n.Kind == notice.InstanceImpaired {
+		return c.markUnhealthy(ctx, nodeName, n)
+	}
 	lc := n.Lifecycle
 	if lc == nil {
 		return nil, nil

@@ -47,6 +47,8 @@ type Metrics struct {
 	Registry *prometheus.Registry
 
 	serverRefused *prometheus.CounterVec
+	// instanceStatus: the controller's DescribeInstanceStatus passes (instancestatus.go).
+	instanceStatus *instanceStatusMetrics
 
 	reconcilePanics prometheus.Counter
 
@@ -186,6 +188,7 @@ func New() *Metrics {
 		}),
 	}
 	m.Registry.MustRegister(m.serverRefused)
+	m.instanceStatus = newInstanceStatusMetrics(m.Registry)
 	m.reconcilePanics = newReconcilePanics()
 	m.Registry.MustRegister(m.reconcilePanics)
 	m.Registry.MustRegister(m.refusedCalls, m.badRecords, m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,

@@ -49,6 +49,10 @@ asgLaunchReadyTimeout: ASG_LAUNCH_READY_TIMEOUT
 heartbeatInterval: HEARTBEAT_INTERVAL
 heartbeatUntil: HEARTBEAT_UNTIL
 sqsMsgVisibilityTimeoutSec: SQS_MSG_VISIBILITY_TIMEOUT_SEC
+enableInstanceStatusDraining: ENABLE_INSTANCE_STATUS_DRAINING
+instanceStatusInterval: INSTANCE_STATUS_INTERVAL
+instanceImpairedThreshold: INSTANCE_IMPAIRED_THRESHOLD
+setImpairedInstanceUnhealthy: SET_IMPAIRED_INSTANCE_UNHEALTHY
 webhookUrl: WEBHOOK_URL
 webhookProxy: WEBHOOK_PROXY
 webhookHeaders: WEBHOOK_HEADERS
