@@ -2,6 +2,7 @@ package fakeaws
 
 import (
 	"encoding/xml"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -119,6 +120,9 @@ func (st Status) summary(check, status string, since time.Time) ec2StatusSummary
 // an unknown one fails the call, MaxResults cannot go with ids, and without
 // IncludeAllInstances=true only running instances are reported.
 func (s *Server) ec2DescribeInstanceStatus(p url.Values) (any, error) {
+	if p.Get("DryRun") == "true" {
+		return nil, &apiError{Status: http.StatusPreconditionFailed, Code: "DryRunOperation", Message: "Request would have succeeded, but DryRun flag is set."}
+	}
 	ids := listParam(p, "InstanceId")
 	if len(ids) > 100 {
 		return nil, errorf("InvalidParameterValue", "The maximum number of instance IDs is 100; %d given", len(ids))
