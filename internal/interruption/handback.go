@@ -33,10 +33,14 @@ var waitDone = map[string]string{
 // case: the waits make it safer, they never keep it past its deadline. recorded is what an
 // earlier process's hand-back for this episode waited for (from the node's record): a drain
 // after a restart moves nothing, and would otherwise wait for nothing.
-func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []notice.Notice, deadline *drain.Deadline, done drained, recorded *HandbackRecord, log *slog.Logger) {
+//
+// It reports whether every wait ended with nothing held (a wait that could not be checked
+// counts as nothing held, as it does for the hand-back).
+func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []notice.Notice, deadline *drain.Deadline, done drained, recorded *HandbackRecord, log *slog.Logger) (safe bool) {
 	if len(h.handback) == 0 || h.cfg.DryRun {
-		return
+		return true
 	}
+	safe = true
 	subject := handback.Subject{Node: node.Name, InstanceID: instanceOf(node, pending), Claims: done.claims, PodIPs: done.podIPs}
 	if recorded != nil {
 		subject.Claims = union(subject.Claims, recorded.Claims)
@@ -64,8 +68,9 @@ func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []not
 				log.Debug("handback wait over: nothing held", "wait", r.Wait)
 			}
 		case handback.Cut:
+			safe = false
 			if ctx.Err() != nil {
-				return // stopping (shutdown, or the claim was lost): not the deadline's doing
+				return false // stopping (shutdown, or the claim was lost): not the deadline's doing
 			}
 			log.Warn("handback wait cut by the deadline: handing the instance back anyway", "wait", r.Wait, "seconds", r.Took.Seconds(),
 				"held", strings.Join(r.Held, ", "), "err", r.Err)
@@ -74,6 +79,7 @@ func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []not
 			log.Debug("handback wait skipped", "wait", r.Wait, "err", r.Err)
 		}
 	}
+	return safe
 }
 
 // instanceOf is the node's EC2 instance id: from its notices, or else its provider id.

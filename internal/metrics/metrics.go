@@ -51,6 +51,7 @@ type Metrics struct {
 	instanceStatus *instanceStatusMetrics
 
 	reconcilePanics prometheus.Counter
+	retained        *prometheus.CounterVec
 
 	imdsPolls     *prometheus.CounterVec
 	notices       *prometheus.CounterVec
@@ -191,6 +192,8 @@ func New() *Metrics {
 	m.instanceStatus = newInstanceStatusMetrics(m.Registry)
 	m.reconcilePanics = newReconcilePanics()
 	m.Registry.MustRegister(m.reconcilePanics)
+	m.retained = newRetained()
+	m.Registry.MustRegister(m.retained)
 	m.Registry.MustRegister(m.refusedCalls, m.badRecords, m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
