@@ -33,6 +33,8 @@ type AutoScaling interface {
 	// LifecycleHookTimeouts returns a hook's heartbeat and global timeouts; ErrNoSuchHook
 	// when the group has no such hook.
 	LifecycleHookTimeouts(ctx context.Context, group, hook string) (HookTimeouts, error)
+	// SetUnhealthy marks an instance Unhealthy in its group, so that the group replaces it.
+	SetUnhealthy(ctx context.Context, instanceID string) error
 }
 
 // ErrNoActiveAction means there is no pending action to complete: it was completed already

@@ -23,6 +23,18 @@ type EC2 interface {
 	// DescribeInstances returns the instances among ids that EC2 knows, keyed by id.
 	// Unknown ids are simply absent from the map; they are not an error.
 	DescribeInstances(ctx context.Context, ids []string) (map[string]Instance, error)
+	// InstancesInCapacityReservation returns the instances EC2 runs in a capacity reservation
+	// (a Capacity Block): one DescribeInstances filtered by capacity-reservation-id, paged.
+	InstancesInCapacityReservation(ctx context.Context, reservationID string) ([]Instance, error)
+	// DescribeInstanceStatus returns the status checks and scheduled events of at most
+	// MaxStatusInstances running instances, in one request.
+	DescribeInstanceStatus(ctx context.Context, ids []string) ([]InstanceStatus, error)
+}
+
+// ec2API are the SDK calls AWSEC2 makes.
+type ec2API interface {
+	ec2.DescribeInstancesAPIClient
+	DescribeInstanceStatus(ctx context.Context, in *ec2.DescribeInstanceStatusInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstanceStatusOutput, error)
 }
 
 // MaxFilterValues is how many values EC2 accepts in one DescribeInstances filter.
@@ -34,7 +46,7 @@ const MaxFilterValues = 200
 // unknown id (an instance terminated long ago, a message from another account) fails the
 // whole call with InvalidInstanceID.NotFound, whereas a filter just leaves it out.
 type AWSEC2 struct {
-	client ec2.DescribeInstancesAPIClient
+	client ec2API
 	// PageSize is the MaxResults of each request (5 to 1000); 0 lets EC2 choose.
 	PageSize int32
 }
@@ -69,6 +81,34 @@ func (a *AWSEC2) DescribeInstances(ctx context.Context, ids []string) (map[strin
 					if inst.ID != "" {
 						out[inst.ID] = inst
 					}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// InstancesInCapacityReservation pages through DescribeInstances filtered by the
+// reservation (and by the states an instance that may still run pods is in).
+func (a *AWSEC2) InstancesInCapacityReservation(ctx context.Context, reservationID string) ([]Instance, error) {
+	in := &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("capacity-reservation-id"), Values: []string{reservationID}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping"}},
+	}}
+	if a.PageSize > 0 {
+		in.MaxResults = aws.Int32(a.PageSize)
+	}
+	var out []Instance
+	pages := ec2.NewDescribeInstancesPaginator(a.client, in)
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("EC2 DescribeInstances in capacity reservation %s: %w", reservationID, err)
+		}
+		for _, r := range page.Reservations {
+			for _, i := range r.Instances {
+				if inst := toInstance(i); inst.ID != "" {
+					out = append(out, inst)
 				}
 			}
 		}

@@ -332,6 +332,7 @@ func (l *Loaded) Validate(mode Mode) error {
 			problems = append(problems, fmt.Sprintf("WEBHOOK_TEMPLATE_FILE=%q: %v", c.WebhookTemplateFile, err))
 		}
 	}
+	problems = append(problems, l.validateInstanceStatus(mode)...)
 	if c.EnablePrometheusServer && c.EnableProbesServer && c.PrometheusServerPort == c.ProbesServerPort {
 		problems = append(problems, fmt.Sprintf("PROMETHEUS_SERVER_PORT and PROBES_SERVER_PORT are both %d: choose two ports", c.ProbesServerPort))
 	}

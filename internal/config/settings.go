@@ -69,6 +69,10 @@ type Config struct {
 	RetainedDrainTimeout                time.Duration // RETAINED_DRAIN_TIMEOUT
 	SQSMsgVisibilityTimeoutSec          int           // SQS_MSG_VISIBILITY_TIMEOUT_SEC
 	QueueAllowedAccounts                []string      // QUEUE_ALLOWED_ACCOUNTS
+	EnableInstanceStatusDraining        bool          // ENABLE_INSTANCE_STATUS_DRAINING
+	InstanceStatusInterval              int           // INSTANCE_STATUS_INTERVAL, seconds
+	InstanceImpairedThreshold           int           // INSTANCE_IMPAIRED_THRESHOLD, seconds
+	SetImpairedInstanceUnhealthy        bool          // SET_IMPAIRED_INSTANCE_UNHEALTHY
 
 	JSONLogging      bool   // JSON_LOGGING
 	LogLevel         string // LOG_LEVEL
@@ -263,6 +267,18 @@ func settings(c *Config) []*Setting {
 		{Env: "QUEUE_ALLOWED_ACCOUNTS", Flag: "queue-allowed-accounts", Group: groupQueue, Lifeboat: true,
 			value: accountsValue{&c.QueueAllowedAccounts},
 			Usage: "Comma-separated AWS account ids (12 digits) whose messages are accepted besides those of the queue's own account, named in QUEUE_URL: an event bus that receives another account's events. Any other account's message is refused and, like a notice about another cluster's instance, kept on the queue unless DELETE_SQS_MSG_IF_NODE_NOT_FOUND=true. A QUEUE_URL that names no account (some local SQS servers) turns the check off, with a warning at start."},
+		{Env: "ENABLE_INSTANCE_STATUS_DRAINING", Flag: "enable-instance-status-draining", Default: "false", Group: groupQueue, Lifeboat: true,
+			value: boolValue{&c.EnableInstanceStatusDraining},
+			Usage: "Controller: every INSTANCE_STATUS_INTERVAL, one DescribeInstanceStatus pass over this cluster's running instances (100 a request). An instance whose instance or system status is impaired, or whose attached EBS check failed, for longer than INSTANCE_IMPAIRED_THRESHOLD is cordoned and drained (NODE_TERMINATION_GRACE_PERIOD is the budget); one that recovers sooner is left alone. The scheduled events the call lists (reboots, maintenance, retirement, stop) are taken as instance metadata's are, and one that is no longer listed releases its node. Needs ec2:DescribeInstanceStatus."},
+		{Env: "INSTANCE_STATUS_INTERVAL", Flag: "instance-status-interval", Default: "30", Group: groupQueue, Lifeboat: true,
+			value: intValue{p: &c.InstanceStatusInterval, min: 1, max: 3600},
+			Usage: "Seconds between two DescribeInstanceStatus passes (ENABLE_INSTANCE_STATUS_DRAINING)."},
+		{Env: "INSTANCE_IMPAIRED_THRESHOLD", Flag: "instance-impaired-threshold", Default: "120", Group: groupQueue, Lifeboat: true,
+			value: intValue{p: &c.InstanceImpairedThreshold, min: 0, max: 86400},
+			Usage: "Seconds an instance's status checks must keep failing before its node is drained (ENABLE_INSTANCE_STATUS_DRAINING); counted from the failure time EC2 states, else from the first pass that saw it."},
+		{Env: "SET_IMPAIRED_INSTANCE_UNHEALTHY", Flag: "set-impaired-instance-unhealthy", Default: "false", Group: groupQueue, Lifeboat: true,
+			value: boolValue{&c.SetImpairedInstanceUnhealthy},
+			Usage: "After draining an impaired instance's node (ENABLE_INSTANCE_STATUS_DRAINING), mark the instance Unhealthy in its Auto Scaling group (SetInstanceHealth, respecting the group's grace period) so that the group replaces it; once the node names the instance and Auto Scaling reports it in that group. Needs autoscaling:SetInstanceHealth."},
 
 		// Webhook
 		{Env: "WEBHOOK_URL", Flag: "webhook-url", Group: groupWebhook, Secret: true,

@@ -285,6 +285,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.parser().QueueAccount == "" {
 		c.metrics.ConfigWarning("queue_account_unknown") // config.Validate said so in the log
 	}
+	defer c.startInstanceStatus(ctx, resolver, nodeInformer.GetIndexer())() // before the reconciler stops
 	go c.metrics.ReportSourceHealth(ctx, "queue", consumer.Healthy)
 	if every := c.cfg.ReadinessReportInterval; every > 0 {
 		go c.reportReadiness(ctx, every)
@@ -344,6 +345,12 @@ type countedEC2 struct {
 func (e countedEC2) DescribeInstances(ctx context.Context, ids []string) (map[string]cloud.Instance, error) {
 	out, err := e.EC2.DescribeInstances(ctx, ids)
 	e.metrics.AWSCall("DescribeInstances", err, nil)
+	return out, err
+}
+
+func (e countedEC2) DescribeInstanceStatus(ctx context.Context, ids []string) ([]cloud.InstanceStatus, error) {
+	out, err := e.EC2.DescribeInstanceStatus(ctx, ids)
+	e.metrics.AWSCall("DescribeInstanceStatus", err, nil)
 	return out, err
 }
 
@@ -420,14 +427,27 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 		c.metrics.QueueMessage("ignored")
 		return sqs.Done, 0
 	}
+	notices := res.Notices
+	if len(res.Reservations) > 0 {
+		more, ok := c.reservationNotices(ctx, resolver, res.Reservations, log)
+		if !ok {
+			c.metrics.QueueMessage("retry")
+			return sqs.Retry, retryDelay(m.ReceiveCount)
+		}
+		if notices = append(notices, more...); len(notices) == 0 {
+			log.Info("queue message ignored", "reason", "the capacity reservation runs no instance of this cluster")
+			c.metrics.QueueMessage("ignored")
+			return sqs.Done, 0
+		}
+	}
 	handle := c.handleOne
 	if handle == nil {
 		handle = c.handleNotice
 	}
-	for _, n := range res.Notices {
+	for _, n := range notices {
 		c.metrics.Notice(string(n.Kind), string(n.Source))
 	}
-	fates := runNotices(ctx, res.Notices, c.noticeWorkers(), noticeBackoff, func(ctx context.Context, n notice.Notice) noticeFate {
+	fates := runNotices(ctx, notices, c.noticeWorkers(), noticeBackoff, func(ctx context.Context, n notice.Notice) noticeFate {
 		return handle(ctx, resolver, n, log)
 	})
 	outcome, delay, label := messageFate(ctx, fates, m.ReceiveCount)
@@ -647,6 +667,9 @@ func nodeReady(n *corev1.Node) bool {
 // id, once the gate has confirmed that the instance is the node's own and in the hook's group
 // (a refusal is returned as such: the notice is finished without the call).
 func (c *Controller) completeLifecycle(ctx context.Context, nodeName string, n notice.Notice) (*interruption.Completed, error) {
+	if n.Kind == notice.InstanceImpaired {
+		return c.markUnhealthy(ctx, nodeName, n)
+	}
 	lc := n.Lifecycle
 	if lc == nil {
 		return nil, nil

@@ -55,6 +55,8 @@ const (
 	ReasonASGLaunch               = "ASGLaunch"
 	ReasonStateChange             = "StateChange"
 	ReasonNotice                  = "Notice" // a kind this package does not know yet
+	ReasonCapacityBlock           = "CapacityBlockExpiration"
+	ReasonInstanceImpaired        = "InstanceImpaired"
 
 	ReasonCordon              = "Cordon"
 	ReasonCordonError         = "CordonError"
@@ -366,6 +368,10 @@ func describeKind(k notice.Kind) (reason, what string) {
 		return ReasonASGLaunch, "Auto Scaling launch"
 	case notice.StateChange:
 		return ReasonStateChange, "Instance state change"
+	case notice.CapacityBlockExpiration:
+		return ReasonCapacityBlock, "Capacity Block expiration"
+	case notice.InstanceImpaired:
+		return ReasonInstanceImpaired, "Failing EC2 status checks"
 	}
 	return ReasonNotice, fmt.Sprintf("%q", string(k))
 }

@@ -32,6 +32,9 @@ const (
 	CallCompleteLifecycleAction = "CompleteLifecycleAction"
 	CallLifecycleHeartbeat      = "RecordLifecycleActionHeartbeat"
 	CallTerminateInstance       = "TerminateInstanceInAutoScalingGroup"
+	// CallSetInstanceHealth marks an impaired instance Unhealthy in its group, which then
+	// terminates and replaces it.
+	CallSetInstanceHealth = "SetInstanceHealth"
 )
 
 // Request is one call about to be made for a node's episode.
@@ -193,6 +196,12 @@ func (g *Gate) nodeInstance(ctx context.Context, node *corev1.Node, want string)
 		return want, nil
 	}
 	return "", nil
+}
+
+// GroupOf is the instance's Auto Scaling group ("" when it is in none), as the gate knows it:
+// a call that names no group of its own (SetInstanceHealth) is checked against it.
+func (g *Gate) GroupOf(ctx context.Context, instanceID string) (string, error) {
+	return g.groupOf(ctx, instanceID)
 }
 
 // groupOf asks Auto Scaling once per instance within GroupTTL.

@@ -38,6 +38,15 @@ func (i instances) DescribeInstances(_ context.Context, ids []string) (map[strin
 	return out, nil
 }
 
+// The gate asks EC2 nothing else.
+func (instances) InstancesInCapacityReservation(context.Context, string) ([]cloud.Instance, error) {
+	return nil, errors.New("not asked by the gate")
+}
+
+func (instances) DescribeInstanceStatus(context.Context, []string) ([]cloud.InstanceStatus, error) {
+	return nil, errors.New("not asked by the gate")
+}
+
 func node(name, providerID string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: providerID}}
 }

@@ -78,6 +78,10 @@ var taintKeys = map[notice.Kind]string{
 	notice.Rebalance:                       nodes.TaintRebalance,
 	notice.ASGTermination:                  nodes.TaintASGLifecycle,
 	notice.StateChange:                     nodes.TaintASGLifecycle,
+	// A Capacity Block's end reclaims its instances as a Spot interruption does; a failing
+	// instance is taken out of service as for maintenance.
+	notice.CapacityBlockExpiration: nodes.TaintSpotInterruption,
+	notice.InstanceImpaired:        nodes.TaintScheduledMaintenance,
 }
 
 // Completed is an Auto Scaling lifecycle action that Options.Complete completed.

@@ -207,7 +207,7 @@ func (h *Handler) onlyTerminationsLeft(node *corev1.Node, rec Record, pending []
 // takenAtDeadline reports whether a notice's instance goes at its deadline and nothing
 // Lifeboat does extends it.
 func takenAtDeadline(k notice.Kind) bool {
-	return k == notice.SpotInterruption || k == notice.CapacityReservationInterruption
+	return k == notice.SpotInterruption || k == notice.CapacityReservationInterruption || k == notice.CapacityBlockExpiration
 }
 
 // ids lists the notices' ids, for the log.

@@ -39,7 +39,11 @@ var noticeIDPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 var knownKinds = []notice.Kind{
 	notice.SpotInterruption, notice.CapacityReservationInterruption, notice.ScheduledMaintenance,
 	notice.Rebalance, notice.ASGTermination, notice.StateChange,
+	notice.CapacityBlockExpiration, notice.InstanceImpaired,
 }
+
+// knownSources are the notice sources a record may name.
+var knownSources = []notice.Source{notice.SourceIMDS, notice.SourceQueue, notice.SourceEC2Status}
 
 // validate checks every field of a record read from a Node. nodeInstance is the instance the
 // Node's providerID names ("" when it has none): a record about another instance is a
@@ -136,7 +140,7 @@ func (i Intent) validate(nodeInstance string) error {
 		return fmt.Errorf("id %q is not a notice id", clipValue(i.ID))
 	case !slices.Contains(knownKinds, notice.Kind(i.Kind)):
 		return fmt.Errorf("kind %q is not a notice kind", clipValue(i.Kind))
-	case i.Source != "" && i.Source != string(notice.SourceIMDS) && i.Source != string(notice.SourceQueue):
+	case i.Source != "" && !slices.Contains(knownSources, notice.Source(i.Source)):
 		return fmt.Errorf("source %q is not a notice source", clipValue(i.Source))
 	case !notice.ValidInstanceID(i.InstanceID):
 		return fmt.Errorf("instanceID %q is not an EC2 instance id", clipValue(i.InstanceID))

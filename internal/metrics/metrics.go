@@ -47,6 +47,8 @@ type Metrics struct {
 	Registry *prometheus.Registry
 
 	serverRefused *prometheus.CounterVec
+	// instanceStatus: the controller's DescribeInstanceStatus passes (instancestatus.go).
+	instanceStatus *instanceStatusMetrics
 
 	reconcilePanics prometheus.Counter
 	retained        *prometheus.CounterVec
@@ -187,6 +189,7 @@ func New() *Metrics {
 		}),
 	}
 	m.Registry.MustRegister(m.serverRefused)
+	m.instanceStatus = newInstanceStatusMetrics(m.Registry)
 	m.reconcilePanics = newReconcilePanics()
 	m.Registry.MustRegister(m.reconcilePanics)
 	m.retained = newRetained()

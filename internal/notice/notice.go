@@ -31,12 +31,24 @@ const (
 	ASGLaunch                       Kind = "asg-launch"
 )
 
+const (
+	// CapacityBlockExpiration is a Capacity Block (reserved GPU capacity) about to end: EC2
+	// begins terminating its instances ten minutes after the warning.
+	CapacityBlockExpiration Kind = "capacity-block-expiration"
+	// InstanceImpaired is an instance whose EC2 status checks have failed for longer than
+	// INSTANCE_IMPAIRED_THRESHOLD: it is drained so that its pods run elsewhere.
+	InstanceImpaired Kind = "instance-impaired"
+)
+
 // Source says where a notice came from.
 type Source string
 
 const (
 	SourceIMDS  Source = "imds"
 	SourceQueue Source = "queue"
+	// SourceEC2Status is the controller's DescribeInstanceStatus poll (failing status checks
+	// and the scheduled events EC2 lists for an instance).
+	SourceEC2Status Source = "ec2-status"
 )
 
 // Notice is one announcement about one instance.
@@ -68,9 +80,10 @@ type Notice struct {
 
 // Restated reports whether a later copy of the notice may restate its start: an AWS Health
 // scheduled change is sent again at each status update of one event, and its start may
-// move. Other sources' copies change nothing once recorded.
+// move; so may an event DescribeInstanceStatus lists, when its owner reschedules it. Other
+// sources' copies change nothing once recorded.
 func (n Notice) Restated() bool {
-	return n.Kind == ScheduledMaintenance && n.Source == SourceQueue
+	return n.Kind == ScheduledMaintenance && (n.Source == SourceQueue || n.Source == SourceEC2Status)
 }
 
 // Lifecycle names one pending Auto Scaling lifecycle action of the notice's instance. It is
@@ -126,8 +139,12 @@ func short(k Kind) string {
 		return "spot"
 	case CapacityReservationInterruption:
 		return "capres"
+	case CapacityBlockExpiration:
+		return "capblock"
 	case ScheduledMaintenance:
 		return "sched"
+	case InstanceImpaired:
+		return "impaired"
 	case Rebalance:
 		return "rebalance"
 	case ASGTermination:
@@ -151,19 +168,20 @@ var RebootCodes = map[string]bool{"instance-reboot": true, "system-reboot": true
 // configuration, launch never drains).
 func (k Kind) Drains() bool {
 	switch k {
-	case SpotInterruption, CapacityReservationInterruption, ScheduledMaintenance, ASGTermination, StateChange:
+	case SpotInterruption, CapacityReservationInterruption, CapacityBlockExpiration, ScheduledMaintenance, ASGTermination, StateChange, InstanceImpaired:
 		return true
 	}
 	return false
 }
 
 // Reclaims reports whether the instance is taken away at the notice's deadline whatever
-// happens: a Spot or capacity-reservation warning, a termination hook (at its expiry), a
-// scheduled event (at its start). A rebalance recommendation or a state change is no
-// reclaim: its deadline is a budget Lifeboat sets (NODE_TERMINATION_GRACE_PERIOD).
+// happens: a Spot, capacity-reservation or Capacity Block warning, a termination hook (at its
+// expiry), a scheduled event (at its start). A rebalance recommendation, a state change or an
+// impaired instance is no reclaim: its deadline is a budget Lifeboat sets
+// (NODE_TERMINATION_GRACE_PERIOD).
 func (k Kind) Reclaims() bool {
 	switch k {
-	case SpotInterruption, CapacityReservationInterruption, ScheduledMaintenance, ASGTermination:
+	case SpotInterruption, CapacityReservationInterruption, CapacityBlockExpiration, ScheduledMaintenance, ASGTermination:
 		return true
 	}
 	return false

@@ -22,6 +22,7 @@ import (
 
 // fakeEC2 answers from a fixed set of instances and records every call.
 type fakeEC2 struct {
+	cloud.EC2 // the calls ownership does not make
 	mu        sync.Mutex
 	instances map[string]cloud.Instance
 	err       error

@@ -25,6 +25,7 @@ type (
 	}
 	EC2API interface {
 		DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+		DescribeInstanceStatus(ctx context.Context, in *ec2.DescribeInstanceStatusInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstanceStatusOutput, error)
 	}
 	LoadBalancingAPI interface {
 		DescribeTargetGroups(ctx context.Context, in *elbv2.DescribeTargetGroupsInput, optFns ...func(*elbv2.Options)) (*elbv2.DescribeTargetGroupsOutput, error)
@@ -35,6 +36,7 @@ type (
 		DescribeLifecycleHooks(ctx context.Context, in *autoscaling.DescribeLifecycleHooksInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error)
 		DescribeAutoScalingGroups(ctx context.Context, in *autoscaling.DescribeAutoScalingGroupsInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error)
 		TerminateInstanceInAutoScalingGroup(ctx context.Context, in *autoscaling.TerminateInstanceInAutoScalingGroupInput, optFns ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error)
+		SetInstanceHealth(ctx context.Context, in *autoscaling.SetInstanceHealthInput, optFns ...func(*autoscaling.Options)) (*autoscaling.SetInstanceHealthOutput, error)
 	}
 )
 
@@ -202,12 +204,6 @@ func CheckEC2(ctx context.Context, api EC2API) Row {
 			Fix: "EC2 did not answer the dry run; run preflight again, and check AWS_ENDPOINT"}
 	}
 	return awsRow(action, why, err)
-}
-
-// CheckEC2NotNeeded is the EC2 row when no setting makes the controller call EC2.
-func CheckEC2NotNeeded() Row {
-	return Row{Check: "ec2:DescribeInstances", Status: StatusOK,
-		Detail: "not called: CHECK_TAG_BEFORE_DRAINING=false, CLUSTER_NAME unset and USE_PROVIDER_ID=true"}
 }
 
 // probeGroup names an Auto Scaling group and hook that do not exist, and probeInstance an

@@ -282,6 +282,10 @@ func (e ec2Answer) DescribeInstances(context.Context, *ec2.DescribeInstancesInpu
 	return &ec2.DescribeInstancesOutput{}, e.err
 }
 
+func (e ec2Answer) DescribeInstanceStatus(context.Context, *ec2.DescribeInstanceStatusInput, ...func(*ec2.Options)) (*ec2.DescribeInstanceStatusOutput, error) {
+	return &ec2.DescribeInstanceStatusOutput{}, e.err
+}
+
 func TestCheckEC2Answers(t *testing.T) {
 	tests := []struct {
 		name string

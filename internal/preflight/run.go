@@ -100,7 +100,13 @@ func Run(ctx context.Context, mode config.Mode, cfg *config.Config, env Env) []R
 			if cfg.CheckTagBeforeDraining || cfg.ClusterName != "" || !cfg.UseProviderID {
 				bounded(func(ctx context.Context) { rows = append(rows, CheckEC2(ctx, env.AWS.EC2)) })
 			} else {
-				rows = append(rows, CheckEC2NotNeeded())
+				bounded(func(ctx context.Context) { rows = append(rows, CheckCapacityBlockLookup(ctx, env.AWS.EC2)) })
+			}
+			if cfg.EnableInstanceStatusDraining {
+				bounded(func(ctx context.Context) { rows = append(rows, CheckInstanceStatus(ctx, env.AWS.EC2)) })
+			}
+			if cfg.SetImpairedInstanceUnhealthy {
+				bounded(func(ctx context.Context) { rows = append(rows, CheckSetInstanceHealth(ctx, env.AWS.AutoScaling)) })
 			}
 			bounded(func(ctx context.Context) { rows = append(rows, CheckAutoScaling(ctx, env.AWS.AutoScaling)) })
 			bounded(func(ctx context.Context) { rows = append(rows, CheckGroupLookup(ctx, env.AWS.AutoScaling)) })

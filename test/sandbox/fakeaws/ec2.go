@@ -41,6 +41,8 @@ type ec2Instance struct {
 	StateCode        int      `xml:"instanceState>code"`
 	StateName        string   `xml:"instanceState>name"`
 	Tags             []ec2Tag `xml:"tagSet>item"`
+	// CapacityReservationID is the capacity reservation the instance runs in.
+	CapacityReservationID string `xml:"capacityReservationId,omitempty"`
 }
 
 type ec2Tag struct {
@@ -94,6 +96,8 @@ func ec2InstanceFilter(name string) (func(*Instance) []string, bool) {
 		return one(func(in *Instance) string { return in.State }), true
 	case "instance-type":
 		return one(func(in *Instance) string { return in.InstanceType }), true
+	case "capacity-reservation-id":
+		return one(func(in *Instance) string { return in.CapacityReservationID }), true
 	case "availability-zone":
 		return one(func(in *Instance) string { return in.AvailabilityZone }), true
 	case "tag-key":
@@ -177,13 +181,14 @@ func (s *Server) ec2DescribeInstances(p url.Values) (any, error) {
 
 func toEC2Instance(in *Instance) ec2Instance {
 	out := ec2Instance{
-		InstanceID:       in.ID,
-		InstanceType:     in.InstanceType,
-		PrivateDNSName:   in.PrivateDNSName,
-		PrivateIPAddress: in.PrivateIP,
-		AvailabilityZone: in.AvailabilityZone,
-		StateCode:        stateCodes[in.State],
-		StateName:        in.State,
+		InstanceID:            in.ID,
+		InstanceType:          in.InstanceType,
+		PrivateDNSName:        in.PrivateDNSName,
+		PrivateIPAddress:      in.PrivateIP,
+		AvailabilityZone:      in.AvailabilityZone,
+		StateCode:             stateCodes[in.State],
+		StateName:             in.State,
+		CapacityReservationID: in.CapacityReservationID,
 	}
 	tags := instanceTags(in)
 	for _, k := range slices.Sorted(maps.Keys(tags)) {

@@ -46,3 +46,17 @@ func TestEventsParse(t *testing.T) {
 		t.Errorf("odd start time: %+v %v", r, err)
 	}
 }
+
+// Both spellings of the Capacity Block warning read as one reservation whose instances begin
+// to terminate ten minutes after the warning.
+func TestCapacityBlockWarningParses(t *testing.T) {
+	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	for _, body := range []string{fakeaws.CapacityBlockExpirationWarning("cr-0123456789abcdef0", at),
+		fakeaws.CapacityBlockReservationExpirationWarning("cr-0123456789abcdef0", at)} {
+		r, err := messages.Parser{QueueAccount: fakeaws.Account}.Parse(body, time.Now())
+		if err != nil || len(r.Reservations) != 1 || r.Reservations[0].ID != "cr-0123456789abcdef0" ||
+			!r.Reservations[0].Deadline.Equal(at.Add(10*time.Minute)) || !r.Reservations[0].EndDate.Equal(at.Add(40*time.Minute)) {
+			t.Errorf("%s: %+v %v", body, r, err)
+		}
+	}
+}

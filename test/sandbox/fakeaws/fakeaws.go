@@ -40,6 +40,9 @@ type Instance struct {
 	// it is reported by DescribeAutoScalingInstances and carries the
 	// aws:autoscaling:groupName tag, as real ASG-launched instances do.
 	AutoScalingGroup string
+	// CapacityReservationID, when set, runs the instance in that capacity reservation (a
+	// Capacity Block): DescribeInstances reports it and filters on it.
+	CapacityReservationID string
 }
 
 // LifecycleHook is an Auto Scaling lifecycle hook. Zero fields get the AWS
@@ -97,7 +100,9 @@ type Server struct {
 	// retainOnAbandon holds the groups whose instance lifecycle policy retains an instance
 	// whose termination hook is abandoned (TerminateHookAbandon: retain).
 	retainOnAbandon map[string]bool
-	groups          []*targetGroup // ELBv2, in the order added
+	groups          []*targetGroup    // ELBv2, in the order added
+	statuses        map[string]Status // DescribeInstanceStatus, by instance
+	unhealthy       map[string]int    // SetInstanceHealth Unhealthy calls, by instance
 	calls           []Call
 	faults          []Fault
 	requestSeq      int

@@ -59,6 +59,8 @@ type handler func(s *Server, p url.Values) (any, error)
 var ec2Actions = map[string]handler{
 	"DescribeInstances": (*Server).ec2DescribeInstances,
 	"DescribeTags":      (*Server).ec2DescribeTags,
+	// Status checks and scheduled events: instancestatus.go.
+	"DescribeInstanceStatus": (*Server).ec2DescribeInstanceStatus,
 }
 
 var asgActions = map[string]handler{
@@ -69,6 +71,7 @@ var asgActions = map[string]handler{
 	"DescribeTags":                        (*Server).asgDescribeTags,
 	"CompleteLifecycleAction":             (*Server).asgCompleteLifecycleAction,
 	"RecordLifecycleActionHeartbeat":      (*Server).asgRecordLifecycleActionHeartbeat,
+	"SetInstanceHealth":                   (*Server).asgSetInstanceHealth,
 }
 
 var elbActions = map[string]handler{

@@ -27,6 +27,9 @@ type Result struct {
 	Ignore bool
 	// Reason says why the message was ignored, for the log.
 	Reason string
+	// Reservations are warnings that name a capacity reservation, not its instances (a
+	// Capacity Block's end): the consumer looks up its instances and takes a notice for each.
+	Reservations []Reservation
 	// Warnings are details the parser could not read while it kept the rest of the message:
 	// an affected entity that is not an instance, an unreadable start or end time.
 	Warnings []Warning

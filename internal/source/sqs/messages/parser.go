@@ -72,6 +72,9 @@ func (p Parser) parse(body string, receivedAt time.Time, wrapped bool) (Result, 
 		return p.parseEnvelope(body, receivedAt)
 	case has(top, "Event") || has(top, "LifecycleTransition"):
 		return p.parseHook(body, receivedAt)
+	case has(top, "detail_type"):
+		// The spelling of some of AWS's documentation examples; EventBridge delivers detail-type.
+		return Result{}, fmt.Errorf("queue message: detail_type is not an EventBridge envelope key (EventBridge writes detail-type, and its rules match on it) (body %q)", clip(body))
 	}
 	return Result{}, fmt.Errorf("queue message: neither an EventBridge event, an Auto Scaling hook nor an SNS notification (body %q)", clip(body))
 }
@@ -168,6 +171,8 @@ var eventKinds = []eventKind{
 	{source: "aws.ec2", detailTypes: []string{"EC2 Interruptible Capacity Reservation Allocation Reclamation Completed"},
 		// Sent to the reservation's owner once its capacity is back: nothing runs on it any more.
 		ignored: "an interruptible Capacity Reservation's reclamation completed: told to the reservation's owner, no instance to act on"},
+	// AWS documents both spellings (capacityblock.go).
+	{source: "aws.ec2", detailTypes: []string{"Capacity Block Expiration Warning", "Capacity Block Reservation Expiration Warning"}, name: kindCapacityBlock, parse: parseCapacityBlock},
 	{source: "aws.ec2", detailTypes: []string{"EC2 Instance Rebalance Recommendation"}, name: kindRebalance, parse: parseRebalance},
 	{source: "aws.ec2", detailTypes: []string{"EC2 Instance State-change Notification"}, name: kindState, parse: parseStateChange},
 	{source: "aws.autoscaling", detailTypes: []string{detailTypeTerminateAction, detailTypeLaunchAction}, name: kindLifecycle, parse: parseLifecycle},

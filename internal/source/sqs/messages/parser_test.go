@@ -440,7 +440,7 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		if err != nil {
-			if r.Notices != nil || r.Ignore || r.Warnings != nil {
+			if r.Notices != nil || r.Reservations != nil || r.Ignore || r.Warnings != nil {
 				t.Errorf("error %v with a result %+v", err, r)
 			}
 			return
@@ -451,8 +451,14 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if len(r.Notices) == 0 {
+		if len(r.Notices) == 0 && len(r.Reservations) == 0 {
 			t.Errorf("neither ignored nor any notice: %+v", r)
+		}
+		for _, res := range r.Reservations {
+			// A reservation's notices are as well-formed as any other.
+			if n := res.Notice("i-0123456789abcdef0"); n.ID == "" || len(n.ID) > 63 || n.Deadline.IsZero() || !strings.HasPrefix(res.ID, "cr-") {
+				t.Errorf("reservation %+v gives notice %+v", res, n)
+			}
 		}
 		for _, n := range r.Notices {
 			if n.ID == "" || len(n.ID) > 63 || !strings.HasPrefix(n.InstanceID, "i-") || n.Source != notice.SourceQueue {
