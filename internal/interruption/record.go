@@ -60,7 +60,10 @@ func (p *Phase) UnmarshalText(b []byte) error {
 // Version 5 added Retained: a termination hook abandoned to its group's retention, whose
 // instance Lifeboat terminates once drained; a version-4 binary would complete the abandoned
 // notices (and never terminate the instance), and would drop the field on its next write.
-const RecordVersion = 5
+// Version 6 added the notice kinds capacity-block-expiration and instance-impaired and the
+// source ec2-status: a version-5 binary would find such a record invalid and replace it with
+// the next notice, losing the episode's work.
+const RecordVersion = 6
 
 // Record is what Lifeboat remembers about a node's interruption: its open episode (one
 // stretch of interruption work: the notices, the phase, the deadline, the webhook claim) and

@@ -227,3 +227,26 @@ func FuzzReadRecord(f *testing.F) {
 		}
 	})
 }
+
+// A version-5 record is still read, and the notice kinds and source of version 6 are read in
+// a version-6 record.
+func TestRecordVersion6Kinds(t *testing.T) {
+	old := goodRecord()
+	old.Version = 5
+	if r, err := ReadRecord(nodeWith(encode(t, old))); err != nil || !r.Open() {
+		t.Fatalf("version 5: %+v, %v", r, err)
+	}
+	cur := goodRecord()
+	inst := cur.Intents[0].InstanceID
+	for _, n := range []notice.Notice{
+		{ID: notice.ID(notice.InstanceImpaired, inst, "impaired"), Kind: notice.InstanceImpaired, Source: notice.SourceEC2Status, InstanceID: inst},
+		{ID: notice.ID(notice.CapacityBlockExpiration, inst, "cr-0123456789abcdef0"), Kind: notice.CapacityBlockExpiration, Source: notice.SourceQueue, InstanceID: inst},
+	} {
+		rec := cur
+		rec.Notices = []string{n.ID}
+		rec.Intents = []Intent{{ID: n.ID, Kind: string(n.Kind), Source: string(n.Source), InstanceID: inst, Origin: cur.Intents[0].Origin}}
+		if r, err := ReadRecord(nodeWith(encode(t, rec))); err != nil || r.Version != 6 || r.Intents[0].Kind != string(n.Kind) {
+			t.Errorf("%s: %+v, %v", n.Kind, r, err)
+		}
+	}
+}

@@ -154,23 +154,7 @@ func (p *Poller) Pass(ctx context.Context) ([]notice.Notice, error) {
 			delete(p.impairedSince, s.InstanceID)
 			delete(p.taken, impairedID(s.InstanceID))
 		}
-		for _, e := range s.Events {
-			n, ok := scheduled(s.InstanceID, e)
-			if !ok {
-				p.opts.Logger.Warn("scheduled event without an id skipped", "instance", s.InstanceID, "code", e.Code)
-				continue
-			}
-			current[n.ID] = true
-			if n.Released {
-				if !p.released[n.ID] {
-					out = append(out, n)
-				}
-				continue
-			}
-			if d, ok := p.taken[n.ID]; !ok || !d.Equal(n.Deadline) {
-				out = append(out, n)
-			}
-		}
+		out = append(out, p.eventNotices(s, current)...)
 	}
 	// An event no longer listed for a running instance that was answered is over.
 	for id, n := range p.listed {
@@ -181,8 +165,40 @@ func (p *Poller) Pass(ctx context.Context) ([]notice.Notice, error) {
 			out = append(out, gone)
 		}
 	}
-	// What is remembered of instances answered and no longer running, or no longer the
-	// cluster's, is forgotten.
+	p.forget(ids, answered, running, current)
+	if p.opts.Pass != nil {
+		p.opts.Pass(requests, impaired, err)
+	}
+	return out, err
+}
+
+// eventNotices are the notices of an instance's listed scheduled events not offered yet (or
+// whose deadline moved), and the releases of those marked over; current gains their ids.
+func (p *Poller) eventNotices(s cloud.InstanceStatus, current map[string]bool) []notice.Notice {
+	var out []notice.Notice
+	for _, e := range s.Events {
+		n, ok := scheduled(s.InstanceID, e)
+		if !ok {
+			p.opts.Logger.Warn("scheduled event without an id skipped", "instance", s.InstanceID, "code", e.Code)
+			continue
+		}
+		current[n.ID] = true
+		if n.Released {
+			if !p.released[n.ID] {
+				out = append(out, n)
+			}
+			continue
+		}
+		if d, ok := p.taken[n.ID]; !ok || !d.Equal(n.Deadline) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// forget drops what is remembered of instances answered and no longer running, or no longer
+// the cluster's, and of releases whose events are no longer listed.
+func (p *Poller) forget(ids []string, answered, running, current map[string]bool) {
 	for id := range p.impairedSince {
 		if answered[id] && !running[id] || !slices.Contains(ids, id) {
 			delete(p.impairedSince, id)
@@ -193,10 +209,6 @@ func (p *Poller) Pass(ctx context.Context) ([]notice.Notice, error) {
 			delete(p.released, id)
 		}
 	}
-	if p.opts.Pass != nil {
-		p.opts.Pass(requests, impaired, err)
-	}
-	return out, err
 }
 
 // describe asks about ids in batches. A batch refused for naming instances EC2 no longer
