@@ -143,7 +143,7 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		owning, stopOwning := h.keepOwnership(ctx, node, log)
 		done, err = h.drain(owning, node, deadline, TermsOf(node, pending), log)
 		if err == nil {
-			h.handBack(owning, node, pending, deadline, done, rec.Handback, log)
+			done.notes = h.handBack(owning, node, pending, deadline, done, rec.Handback, log)
 		}
 		// Read before stopOwning, which ends owning too: a claim lost (or a shutdown) during
 		// the drain or the waits leaves the notices to whoever drains the node next.
@@ -156,6 +156,7 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 			}
 			return 0, err
 		case stopped != nil:
+			done.tell()
 			return 0, fmt.Errorf("node %s: stopped before the instance was handed back: %w", node.Name, stopped)
 		}
 	}
@@ -163,8 +164,9 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 	// recomputed from a fresh read.
 	hint := node
 	for _, n := range pending {
-		written, err := h.finish(ctx, n, node.Name, hint, done)
+		written, err := h.finish(ctx, n, node.Name, hint, &done)
 		if err != nil {
+			done.tell()
 			return 0, err
 		}
 		hint = written
@@ -261,7 +263,7 @@ func (h *Handler) dryRunEpisode(ctx context.Context, node *corev1.Node, n notice
 	if err != nil {
 		return err
 	}
-	_, err = h.finish(ctx, n, node.Name, node, done)
+	_, err = h.finish(ctx, n, node.Name, node, &done)
 	return err
 }
 
@@ -293,6 +295,16 @@ type drained struct {
 	claims  []string // the evicted pods' PersistentVolumeClaims
 	podIPs  []string // and their IPs
 	held    []string // pods left because they are marked not to disrupt (see Record.Held)
+	// notes are the hand-back's Events, told once, after the drain's own (see handBack).
+	notes []func()
+}
+
+// tell records the hand-back's Events, once.
+func (d *drained) tell() {
+	for _, note := range d.notes {
+		note()
+	}
+	d.notes = nil
 }
 
 // TermsOf are the terms the pending notices give the node's drain: whether one of them is a
@@ -368,7 +380,7 @@ func (h *Handler) drain(ctx context.Context, node *corev1.Node, deadline *drain.
 // write that first records the drain reports it (Event, webhook). hint, when not nil, is a
 // recent copy of the node; done is this process's drain, if it ran one. It returns the node
 // as written.
-func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, hint *corev1.Node, done drained) (*corev1.Node, error) {
+func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, hint *corev1.Node, done *drained) (*corev1.Node, error) {
 	var (
 		completed *Completed
 		refused   *instancegate.Refusal
@@ -400,6 +412,12 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, 
 		return nil, err
 	}
 	h.done.add(n.ID) // in DRY_RUN too, so a dry run shows each notice once (see Intake)
+	// The node's Events in the order things happened: drained, the hand-back's waits, the
+	// lifecycle action completed.
+	if notify {
+		h.events.Drained(events.NodeOf(res.Node), n.ID, len(done.evicted), done.took)
+	}
+	done.tell()
 	if completed != nil {
 		h.events.LifecycleCompleted(events.NodeOf(res.Node), completed.Hook, n.InstanceID, completed.Result)
 	}
@@ -407,7 +425,6 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, 
 		h.events.InstanceCallRefused(events.NodeOf(res.Node), refused.Error())
 	}
 	if notify {
-		h.events.Drained(events.NodeOf(res.Node), n.ID, len(done.evicted), done.took)
 		h.notify(ctx, n, res.Node, "drained", done.evicted)
 	}
 	return res.Node, nil
