@@ -73,19 +73,32 @@ func createdAt(e corev1.Event) int64 {
 	return int64(n)
 }
 
-// WriteEvents writes Events as the Events section of `kubectl describe` does (type, reason,
-// source, message), with when each was last seen relative to origin instead of its age, and
-// how often it repeated.
-func WriteEvents(w io.Writer, events []corev1.Event, origin time.Time) error {
+// NodeEvent is what `kubectl describe` shows of an Event, with when it was last seen relative
+// to an origin instead of its age.
+type NodeEvent struct {
+	Type, Reason, From, Message string
+	At                          time.Duration
+	Count                       int32
+}
+
+// NodeEventOf is e as `kubectl describe` shows it, last seen At after origin.
+func NodeEventOf(e corev1.Event, origin time.Time) NodeEvent {
+	return NodeEvent{Type: e.Type, Reason: e.Reason, From: e.Source.Component, Message: e.Message,
+		At: lastSeen(e).Sub(origin), Count: max(e.Count, 1)}
+}
+
+// WriteNodeEvents writes Events as the Events section of `kubectl describe` does (type,
+// reason, when, source, message), and how often each repeated.
+func WriteNodeEvents(w io.Writer, events []NodeEvent) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  Type\tReason\tAt\tFrom\tMessage")
 	fmt.Fprintln(tw, "  ----\t------\t--\t----\t-------")
 	for _, e := range events {
-		at := fmt.Sprintf("%+.0fs", lastSeen(e).Sub(origin).Seconds())
+		at := fmt.Sprintf("%+.0fs", e.At.Seconds())
 		if e.Count > 1 {
 			at += fmt.Sprintf(" (x%d)", e.Count)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", e.Type, e.Reason, at, e.Source.Component, e.Message)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", e.Type, e.Reason, at, e.From, e.Message)
 	}
 	return tw.Flush()
 }
