@@ -498,18 +498,21 @@ func (h *Handler) countDrain(res *drain.Result, deadline time.Time, err error) {
 	for _, p := range res.Pods {
 		switch {
 		case p.Forced:
-			counts["forced"]++
+			counts[metrics.EvictionForced]++
 		case !p.EvictedAt.IsZero():
-			counts["evicted"]++
+			counts[metrics.EvictionEvicted]++
 		case p.Error != "":
-			counts["failed"]++
+			counts[metrics.EvictionFailed]++
 		}
-		// Every request but an accepted or failed last one was refused and retried.
-		if p.Forced || (p.EvictedAt.IsZero() && p.Error == "") {
-			counts["refused"] += p.Attempts
-		} else {
-			counts["refused"] += max(p.Attempts-1, 0)
+		// Every request but an accepted or failed last one was refused and retried: by a
+		// disruption budget, or else by throttling or a transient error.
+		refused := p.Attempts
+		if !p.Forced && (!p.EvictedAt.IsZero() || p.Error != "") {
+			refused = max(p.Attempts-1, 0)
 		}
+		budget := min(p.BudgetRefusals, refused)
+		counts[metrics.EvictionRefused] += budget
+		counts[metrics.EvictionRetried] += refused - budget
 	}
 	for r, n := range counts {
 		h.metrics.Evictions(r, n)
