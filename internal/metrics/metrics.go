@@ -74,7 +74,7 @@ type Metrics struct {
 	queueLag      prometheus.Histogram
 	sqsCalls      *prometheus.CounterVec
 	awsCalls      *prometheus.CounterVec
-	leader        prometheus.Gauge
+	leader        *prometheus.GaugeVec // no labels: a vector only so that it has no series until set
 	sourceHealthy *prometheus.GaugeVec
 	configWarn    *prometheus.GaugeVec
 	noticeWarn    *prometheus.CounterVec
@@ -132,9 +132,9 @@ func New() *Metrics {
 		awsCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_aws_calls_total", Help: "EC2, Auto Scaling and Elastic Load Balancing calls by operation and result (ok, error, not_found).",
 		}, []string{"operation", "result"}),
-		leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "lifeboat_leader", Help: "1 while this controller replica holds the leader Lease.",
-		}),
+		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lifeboat_leader", Help: "Controller mode: 1 while this replica holds the leader Lease, 0 while it stands by. Agents elect no leader and have no such series.",
+		}, nil),
 		sourceHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_source_healthy", Help: "1 while the notice source (imds, queue) answers; 0 after a sustained failure.",
 		}, []string{"source"}),
@@ -380,10 +380,11 @@ func (m *Metrics) AWSCall(operation string, err, notFound error) {
 	m.awsCalls.WithLabelValues(operation, r).Inc()
 }
 
-// Leader sets whether this replica leads.
+// Leader sets whether this replica leads; until the first call there is no lifeboat_leader
+// series, so that a sum over replicas counts controllers only.
 func (m *Metrics) Leader(leading bool) {
 	if m != nil {
-		m.leader.Set(b2f(leading))
+		m.leader.WithLabelValues().Set(b2f(leading))
 	}
 }
 

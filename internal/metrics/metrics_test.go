@@ -157,6 +157,44 @@ func TestBuildInfo(t *testing.T) {
 	}
 }
 
+// lifeboat_leader has no series until the controller's election sets it: agents, which elect
+// nothing, do not count as replicas without a leader.
+func TestLeaderOnlyOnceSet(t *testing.T) {
+	m := New()
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "lifeboat_leader" {
+			t.Fatalf("lifeboat_leader has a series before the election: %v", f)
+		}
+	}
+	m.Leader(false)
+	if v, present := gathered(t, m, "lifeboat_leader"); !present || v != 0 {
+		t.Errorf("lifeboat_leader after Leader(false): %v (present %v), want 0", v, present)
+	}
+	m.Leader(true)
+	if v, _ := gathered(t, m, "lifeboat_leader"); v != 1 {
+		t.Errorf("lifeboat_leader after Leader(true): %v, want 1", v)
+	}
+}
+
+// gathered returns the value of a metric without labels, and whether it has a series.
+func gathered(t *testing.T, m *Metrics, name string) (float64, bool) {
+	t.Helper()
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
 // A throttled request counts in both counters; a disruption budget's refusal (a 429 too) only
 // among the requests.
 func TestThrottledCountedApart(t *testing.T) {
