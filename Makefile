@@ -32,7 +32,7 @@ LDFLAGS     := -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Comm
 GO_BUILD    := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 BIN         ?= bin
 
-.PHONY: all build lifeboat sandbox vet test test-long unit fuzz faults bench bench-scale docs demo manifests clean
+.PHONY: all build lifeboat image image-push release-tool sandbox vet test test-long unit fuzz faults bench bench-scale docs demo manifests clean
 
 all: build
 
@@ -43,17 +43,54 @@ build: lifeboat
 lifeboat:
 	$(GO_BUILD) -o $(BIN)/lifeboat ./cmd/lifeboat
 
+## image: the container image for linux/amd64 and linux/arm64 without a container engine: an OCI
+## image layout holding one multi-platform index, in _output/image; two builds of one commit are
+## byte-identical (hack/release, docs/install.md). The first build compiles every package for arm64.
+IMAGE_DIR        ?= _output/image
+IMAGE_PLATFORMS  ?= linux/amd64 linux/arm64
+IMAGE_SOURCE     ?= https://github.com/lifeboat-dev/lifeboat
+IMAGE_LICENSES   ?= Apache-2.0
+# Where releases are pushed: the chart's default image.repository.
+IMAGE_REPOSITORY ?= ghcr.io/lifeboat-dev/lifeboat
+# The chart's default tag is its appVersion: the release without the leading v.
+IMAGE_TAG        ?= $(patsubst v%,%,$(VERSION))
+RELEASE_TOOL     := $(abspath $(BIN))/release
+
+release-tool:
+	cd hack/release && CGO_ENABLED=0 $(GO) build -trimpath -o $(RELEASE_TOOL) .
+
+image: release-tool
+	@set -e; binaries=; for p in $(IMAGE_PLATFORMS); do \
+		out=$(BIN)/image/$${p//\//_}/lifeboat; \
+		echo "GOOS=$${p%%/*} GOARCH=$${p#*/} go build -o $$out ./cmd/lifeboat"; \
+		GOOS=$${p%%/*} GOARCH=$${p#*/} $(GO_BUILD) -o $$out ./cmd/lifeboat; \
+		binaries="$$binaries -binary $$p=$$out"; \
+	done; \
+	$(RELEASE_TOOL) image -out $(IMAGE_DIR) $$binaries -version '$(VERSION)' -revision '$(COMMIT)' \
+		-created '$(COMMIT_TIME)' -source '$(IMAGE_SOURCE)' -licenses '$(IMAGE_LICENSES)' -tag '$(IMAGE_TAG)'
+
+## image-push: push the index make image wrote to IMAGE_REPOSITORY as IMAGE_TAG (and IMAGE_EXTRA_TAGS),
+## with the Docker config file's credentials; prints repository@digest
+IMAGE_EXTRA_TAGS ?=
+image-push: release-tool
+	$(RELEASE_TOOL) push -layout $(IMAGE_DIR) -repository $(IMAGE_REPOSITORY) $(addprefix -tag ,$(IMAGE_TAG) $(IMAGE_EXTRA_TAGS))
+
 ## sandbox: build the pinned sandbox tools (cold: 15-25 min on 2 cores; warm: nothing to do)
 sandbox:
 	@hack/tools.sh >/dev/null
 
 vet:
-	@out=$$(gofmt -l cmd internal test deploy); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l cmd internal test deploy hack); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd hack/release && $(GO) vet ./...
 
-## test: vet, unit and integration tests with the race detector, then a short fuzz of each parser
+## test: vet, unit and integration tests with the race detector, the image and the release workflow
+## (hack/release, its own module), then a short fuzz of each parser
+# hack/release runs without the race detector: it starts no goroutines of its own, and the
+# instrumented gzip compression of its layers would dominate its run.
 test: sandbox vet
 	LIFEBOAT_REQUIRE_SANDBOX=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	cd hack/release && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory fuzz
 
 ## test-long: the agent scenarios at full length (ASG Terminated for 2 minutes, IMDS failing for a minute each way),
@@ -65,6 +102,7 @@ test-long: sandbox
 ## unit: tests that need no sandbox (sandbox tests skip when the tools are not built)
 unit:
 	$(GO) test -race -count=1 -short ./...
+	cd hack/release && $(GO) test -count=1 -short ./...
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadEnv$$' -fuzztime $(FUZZ_TIME) ./internal/config
@@ -131,8 +169,10 @@ DEMO_ARGS ?=
 demo: sandbox
 	$(GO) run ./test/cmd/lifeboat-sandbox $(DEMO_ARGS)
 
-## manifests: render deploy/manifests/ from the Helm chart (a test fails when they differ)
+## manifests: the chart's values.schema.json, then deploy/manifests/ rendered from the chart (tests fail when
+## either is stale)
 manifests: sandbox
+	$(GO) run ./deploy/chartschema/cmd/chart-schema
 	deploy/render-manifests.sh
 
 clean:

@@ -280,13 +280,16 @@ func TestBadValuesFailWithTheirName(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown setting", []string{"--set", "config.wokers=3"}, `setting "wokers" (config / agent.config) is not a Lifeboat setting`},
-		{"unknown setting for one component", []string{"--set", "controller.enabled=true", "--set", "controller.config.qeueUrl=x"}, `"qeueUrl" (config / controller.config) is not a Lifeboat setting`},
+		{"unknown setting", []string{"--set", "config.wokers=3"}, `config: Additional property wokers is not allowed`},
+		{"unknown setting for one component", []string{"--set", "controller.enabled=true", "--set", "controller.config.qeueUrl=x"}, `controller.config: Additional property qeueUrl is not allowed`},
+		{"unknown top-level value", []string{"--set", "queueUrl=x"}, `(root): Additional property queueUrl is not allowed`},
+		{"unknown value of the controller", []string{"--set", "controller.replcas=2"}, `controller: Additional property replcas is not allowed`},
+		{"unknown key in an NTH object", []string{"--set", "serviceAccount.anotations.a=b"}, `serviceAccount: Additional property anotations is not allowed`},
 		{"setting the chart manages", []string{"--set", "agent.config.nodeName=n1"}, `setting "nodeName" is set by the chart`},
 		{"mode setting", []string{"--set", "config.enableSqsTerminationDraining=true"}, `setting "enableSqsTerminationDraining" is set by the chart`},
-		{"map value", []string{"--set-json", `config.webhookHeaders={"a":"b"}`}, `setting "webhookHeaders" (config / agent.config) must be a string, number or boolean`},
-		{"secret reference without key", []string{"--set", "configFromSecret.webhookUrl.name=s"}, "configFromSecret.webhookUrl.key is required"},
-		{"secret reference to unknown setting", []string{"--set", "configFromSecret.webhook.name=s", "--set", "configFromSecret.webhook.key=k"}, "configFromSecret.webhook is not a Lifeboat setting"},
+		{"map value", []string{"--set-json", `config.workers={"a":"b"}`}, `config.workers: Invalid type`},
+		{"secret reference without key", []string{"--set", "configFromSecret.webhookUrl.name=s"}, "configFromSecret.webhookUrl: key is required"},
+		{"secret reference to unknown setting", []string{"--set", "configFromSecret.webhook.name=s", "--set", "configFromSecret.webhook.key=k"}, "configFromSecret: Additional property webhook is not allowed"},
 		{"service account without name", []string{"--set", "agent.serviceAccount.create=false"}, "agent.serviceAccount.name is required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

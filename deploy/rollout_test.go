@@ -162,7 +162,7 @@ func (e *sandboxEnv) run(ctx context.Context, t *testing.T, r rollout) {
 		if err := e.rolloutStatus(ctx, r.kind, name, rolloutTimeout); err != nil {
 			t.Fatalf("%s: rollout did not complete: %v", s.what, err)
 		}
-		e.waitPods(ctx, t, s.what, selector, r.replicas, "lifeboat.dev/lifeboat:"+s.tag, s.logLevel, r.hostNetwork)
+		e.waitPods(ctx, t, s.what, selector, r.replicas, "ghcr.io/lifeboat-dev/lifeboat:"+s.tag, s.logLevel, r.hostNetwork)
 	}
 	e.checkPermissions(ctx, t, r.release+"-lifeboat-"+r.component, r.component == "controller")
 
@@ -176,10 +176,10 @@ func (e *sandboxEnv) run(ctx context.Context, t *testing.T, r rollout) {
 		t.Fatal(err)
 	}
 	if _, err := runTool(ctx, e.kubectl, nil, "--kubeconfig", e.kubeconfig, "-n", namespace, "set", "image",
-		"deployment/"+name, "lifeboat=lifeboat.dev/lifeboat:surge"); err != nil {
+		"deployment/"+name, "lifeboat=ghcr.io/lifeboat-dev/lifeboat:surge"); err != nil {
 		t.Fatal(err)
 	}
-	e.waitPendingOnHostPorts(ctx, t, selector, "lifeboat.dev/lifeboat:surge")
+	e.waitPendingOnHostPorts(ctx, t, selector, "ghcr.io/lifeboat-dev/lifeboat:surge")
 	if err := e.rolloutStatus(ctx, r.kind, name, "10s"); err == nil {
 		t.Fatal("negative control: a surge-first rollout with host ports completed on a single node; the test cannot detect the deadlock it guards against")
 	}
@@ -188,7 +188,7 @@ func (e *sandboxEnv) run(ctx context.Context, t *testing.T, r rollout) {
 	if err := e.rolloutStatus(ctx, r.kind, name, rolloutTimeout); err != nil {
 		t.Fatalf("upgrade after the stuck rollout did not complete: %v", err)
 	}
-	e.waitPods(ctx, t, "upgrade after the stuck rollout", selector, r.replicas, "lifeboat.dev/lifeboat:0.1.2", "debug", r.hostNetwork)
+	e.waitPods(ctx, t, "upgrade after the stuck rollout", selector, r.replicas, "ghcr.io/lifeboat-dev/lifeboat:0.1.2", "debug", r.hostNetwork)
 }
 
 func (e *sandboxEnv) rolloutStatus(ctx context.Context, kind, name, timeout string) error {

@@ -5,10 +5,12 @@ import (
 	"context"
 	"io"
 	"net"
-	"slices"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 func runWith(t *testing.T, args []string, env map[string]string) (int, string, string) {
@@ -42,7 +44,10 @@ func TestConfigCommand(t *testing.T) {
 		{"missing NODE_NAME exits 2", []string{"config"}, nil, 2, nil, []string{"NODE_NAME is required in agent mode"}},
 		{"unknown command exits 2", []string{"drain"}, nil, 2, nil, []string{`unknown command "drain"`}},
 		{"version", []string{"version"}, nil, 0, []string{"lifeboat dev"}, nil},
-		{"help", []string{"--help"}, nil, 0, []string{"Usage: lifeboat", "--enable-sqs-termination-draining, ENABLE_SQS_TERMINATION_DRAINING"}, nil},
+		{"help lists the commands", []string{"--help"}, nil, 0, []string{"Usage:", "lifeboat [command]", "status", "check", "agent", "--context"}, nil},
+		{"a daemon command's help lists the settings", []string{"agent", "--help"}, nil, 0,
+			[]string{"Usage: lifeboat agent", "--enable-sqs-termination-draining, ENABLE_SQS_TERMINATION_DRAINING"}, nil},
+		{"each read-only command has its own help", []string{"status", "--help"}, nil, 0, []string{"lifeboat status [NODE...]", "--watch", "jsonpath"}, nil},
 		{"agent without Kubernetes fails clearly", []string{"agent"}, map[string]string{"NODE_NAME": "n", "ENABLE_PROBES_SERVER": "false"}, 2,
 			nil, []string{"no Kubernetes API configured"}},
 		{"preflight: unknown mode exits 2", []string{"preflight", "drain"}, map[string]string{"NODE_NAME": "n"}, 2,
@@ -119,28 +124,11 @@ func TestTakenPortStopsTheStart(t *testing.T) {
 	}
 }
 
-func TestOutputFlag(t *testing.T) {
-	tests := []struct {
-		args   []string
-		format string
-		rest   []string
-		bad    bool
-	}{
-		{nil, "table", nil, false},
-		{[]string{"-o", "json", "--kubeconfig=/k"}, "json", []string{"--kubeconfig=/k"}, false},
-		{[]string{"--output=yaml"}, "yaml", nil, false},
-		{[]string{"-o"}, "", nil, true},
-		{[]string{"-o", "xml"}, "", nil, true},
-	}
-	for _, tt := range tests {
-		format, rest, err := outputFlag(tt.args)
-		if (err != nil) != tt.bad || format != tt.format || !slices.Equal(rest, tt.rest) {
-			t.Errorf("%q: got %q %q %v", tt.args, format, rest, err)
-		}
-	}
+// An output format a command does not offer is a usage error, naming the formats it does.
+func TestUnknownOutputFormat(t *testing.T) {
 	var stderr bytes.Buffer
 	if code := run(context.Background(), []string{"status", "-o", "xml"}, func(string) (string, bool) { return "", false }, io.Discard, &stderr); code != exitUsage ||
-		!strings.Contains(stderr.String(), `unknown output format "xml"`) {
+		!strings.Contains(stderr.String(), `unknown output format "xml"`) || !strings.Contains(stderr.String(), "jsonpath") {
 		t.Errorf("status -o xml: exit %d, %q", code, stderr.String())
 	}
 }
@@ -160,20 +148,41 @@ func TestStatusLoadBalancersNeedsARegion(t *testing.T) {
 	}
 }
 
-func TestBoolFlag(t *testing.T) {
-	for _, tt := range []struct {
-		args []string
-		set  bool
-		rest []string
-	}{
-		{nil, false, nil},
-		{[]string{"--load-balancers", "-o", "json"}, true, []string{"-o", "json"}},
-		{[]string{"-load-balancers=false", "--kubeconfig=/k"}, false, []string{"--kubeconfig=/k"}},
-		{[]string{"--load-balancers=true"}, true, nil},
-		{[]string{"load-balancers"}, false, []string{"load-balancers"}}, // not a flag
-	} {
-		if set, rest := boolFlag(tt.args, "load-balancers"); set != tt.set || !slices.Equal(rest, tt.rest) {
-			t.Errorf("%q: got %v %q", tt.args, set, rest)
+// The krew manifest template names the plugin's binary for every platform, and every
+// placeholder is one the release fills.
+func TestKrewManifestTemplate(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/krew/lifeboat.yaml.tmpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	filled := map[string]bool{"VERSION": true}
+	for _, p := range []string{"LINUX_AMD64", "LINUX_ARM64", "DARWIN_AMD64", "DARWIN_ARM64"} {
+		filled["URI_"+p], filled["SHA256_"+p] = true, true
+	}
+	text := os.Expand(string(b), func(name string) string {
+		if !filled[name] {
+			t.Errorf("placeholder ${%s} is not one the release fills", name)
+		}
+		return "x-" + strings.ToLower(name)
+	})
+	var m struct {
+		Kind string `json:"kind"`
+		Spec struct {
+			Platforms []struct {
+				URI string `json:"uri"`
+				Bin string `json:"bin"`
+			} `json:"platforms"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal([]byte(text), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Kind != "Plugin" || len(m.Spec.Platforms) != 4 {
+		t.Fatalf("%+v", m)
+	}
+	for _, p := range m.Spec.Platforms {
+		if p.Bin != "kubectl-lifeboat" || !strings.HasPrefix(p.URI, "x-uri_") {
+			t.Errorf("platform %+v", p)
 		}
 	}
 }

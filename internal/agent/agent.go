@@ -139,18 +139,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Lock()
 	a.poller = poller
 	a.mu.Unlock()
-	if a.metrics != nil {
-		go func() {
-			for {
-				a.metrics.SourceHealthy("imds", poller.Healthy() == nil)
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(5 * time.Second):
-				}
-			}
-		}()
-	}
+	go a.metrics.ReportSourceHealth(ctx, "imds", poller.Healthy)
 	a.log.Info("agent watching instance metadata", "node", a.cfg.NodeName, "instance", instanceID, "interval", a.cfg.IMDSPollInterval)
 
 	notices := make(chan notice.Notice)

@@ -10,6 +10,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/instancegate"
 	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/notice"
 )
 
@@ -95,8 +96,10 @@ func (a *Agent) lifecycleCompleter(ctx context.Context, instanceID string) (func
 	a.asg, a.instance = asg, instanceID
 	a.hooks = cloud.NewHookTimeoutCache(asg)
 	hook := a.cfg.ASGLifecycleHookName
-	gate := instancegate.New(instancegate.Options{Nodes: a.client, Groups: asg, UseProviderID: true,
-		LocalInstance: instanceID, Refused: a.metrics.InstanceCallRefused})
+	completer := lifecycle.Completer{AutoScaling: asg, Metrics: a.metrics, Log: a.log,
+		Gate: instancegate.New(instancegate.Options{Nodes: a.client, Groups: asg, UseProviderID: true,
+			LocalInstance: instanceID, Refused: a.metrics.InstanceCallRefused}),
+		Delay: time.Duration(a.cfg.CompleteLifecycleActionDelaySeconds) * time.Second}
 	return func(ctx context.Context, nodeName string, n notice.Notice) (*interruption.Completed, error) {
 		if n.Kind != notice.ASGTermination {
 			return nil, nil
@@ -108,39 +111,22 @@ func (a *Agent) lifecycleCompleter(ctx context.Context, instanceID string) (func
 				NodeInstance: instanceID, Reason: "instance metadata names the node's instance " + instanceID,
 			}
 		}
-		if d := a.cfg.CompleteLifecycleActionDelaySeconds; d > 0 {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(time.Duration(d) * time.Second):
-			}
-		}
-		log := a.log.With("notice", n.ID, "hook", hook, "instance", instanceID)
 		group, err := a.group(ctx)
-		if err == nil && group == "" {
-			log.Warn("the instance is in no Auto Scaling group; nothing to complete")
+		if err != nil && cloud.IsPermanent(err) {
+			a.log.Error("cannot learn the instance's Auto Scaling group; the instance terminates when the hook times out", "notice", n.ID, "err", err)
 			return nil, nil
 		}
-		if err == nil {
-			err = gate.Check(ctx, instancegate.Request{Call: instancegate.CallCompleteLifecycleAction, Node: nodeName, InstanceID: instanceID, Group: group})
-		}
-		if err == nil {
-			err = asg.CompleteLifecycleAction(ctx, cloud.LifecycleAction{Group: group, Hook: hook, InstanceID: instanceID})
-		}
-		if _, refused := instancegate.IsRefusal(err); refused {
-			return nil, err
-		}
-		switch {
-		case err == nil:
-			log.Info("lifecycle action completed", "group", group)
-			return &interruption.Completed{Hook: hook, Result: cloud.ResultContinue}, nil
-		case errors.Is(err, cloud.ErrNoActiveAction):
-			log.Info("no lifecycle action to complete: already completed or timed out", "err", err)
-		case cloud.IsPermanent(err):
-			log.Error("cannot complete the lifecycle action; the instance terminates when the hook times out", "err", err)
-		default:
+		if err != nil {
 			return nil, err // transient: the notice is retried
 		}
-		return nil, nil
+		if group == "" {
+			a.log.Warn("the instance is in no Auto Scaling group; nothing to complete", "notice", n.ID, "hook", hook, "instance", instanceID)
+			return nil, nil
+		}
+		done, err := completer.Complete(ctx, nodeName, cloud.LifecycleAction{Group: group, Hook: hook, InstanceID: instanceID}, n.ID)
+		if !done {
+			return nil, err
+		}
+		return &interruption.Completed{Hook: hook, Result: cloud.ResultContinue}, nil
 	}, nil
 }

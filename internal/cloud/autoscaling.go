@@ -83,10 +83,15 @@ const ResultContinue = "CONTINUE"
 
 // CompleteLifecycleAction completes with CONTINUE.
 func (a *AWSAutoScaling) CompleteLifecycleAction(ctx context.Context, la LifecycleAction) error {
+	return a.completeWith(ctx, la, ResultContinue)
+}
+
+// completeWith completes the action with result (CONTINUE or ABANDON).
+func (a *AWSAutoScaling) completeWith(ctx context.Context, la LifecycleAction, result string) error {
 	in := &autoscaling.CompleteLifecycleActionInput{
 		AutoScalingGroupName:  aws.String(la.Group),
 		LifecycleHookName:     aws.String(la.Hook),
-		LifecycleActionResult: aws.String(ResultContinue),
+		LifecycleActionResult: aws.String(result),
 	}
 	if la.Token != "" {
 		in.LifecycleActionToken = aws.String(la.Token)

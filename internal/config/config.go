@@ -63,6 +63,21 @@ var ErrHelp = flag.ErrHelp
 // Load parses args (flags only; the sub-command is already removed) and the environment.
 // lookupEnv is os.LookupEnv outside tests.
 func Load(args []string, lookupEnv func(string) (string, bool)) (*Loaded, error) {
+	return load(args, lookupEnv, nil)
+}
+
+// LoadOnly reads only the named settings (by Setting.Env) from the environment; every other
+// setting keeps its default, whatever the environment says. The read-only commands use it, so
+// that a setting they never use cannot stop them.
+func LoadOnly(envs []string, lookupEnv func(string) (string, bool)) (*Loaded, error) {
+	only := map[string]bool{}
+	for _, e := range envs {
+		only[e] = true
+	}
+	return load(nil, lookupEnv, only)
+}
+
+func load(args []string, lookupEnv func(string) (string, bool), only map[string]bool) (*Loaded, error) {
 	c := &Config{}
 	l := &Loaded{Config: c, settings: settings(c), origins: map[string]Origin{}}
 	var problems []string
@@ -77,6 +92,9 @@ func Load(args []string, lookupEnv func(string) (string, bool)) (*Loaded, error)
 
 	// Environment: deprecated aliases first so the current name wins when both are set.
 	for _, s := range l.settings {
+		if only != nil && !only[s.Env] {
+			continue
+		}
 		names := append(append([]string{}, s.Aliases...), s.Env)
 		var used []string
 		for _, name := range names {
@@ -265,6 +283,9 @@ func (l *Loaded) Validate(mode Mode) error {
 		}
 		if c.HeartbeatInterval != -1 {
 			l.Warnings = append(l.Warnings, "HEARTBEAT_INTERVAL has no effect in agent mode: the agent sends no lifecycle heartbeats, so keep NODE_TERMINATION_GRACE_PERIOD below the lifecycle hook's heartbeat timeout")
+		}
+		if c.AbandonOnIncompleteDrain {
+			l.Warnings = append(l.Warnings, "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN has no effect in agent mode: the agent completes its termination hook with CONTINUE (ASG_LIFECYCLE_HOOK_NAME), and never terminates its own instance; use controller mode to leave incomplete drains to the group's retention")
 		}
 	case ModeController:
 		if c.QueueURL == "" {

@@ -38,7 +38,7 @@ func TestDefaults(t *testing.T) {
 		EnableSpotInterruptionDraining: true, EnableScheduledEventDraining: true, MetadataTries: 3,
 		CheckTagBeforeDraining: true, ManagedTag: "aws-node-termination-handler/managed",
 		WaitForVolumeDetachment: true, WaitForLoadBalancerTargets: "auto",
-		CompleteLifecycleActionDelaySeconds: -1, HeartbeatInterval: -1, HeartbeatUntil: -1, SQSMsgVisibilityTimeoutSec: 20,
+		CompleteLifecycleActionDelaySeconds: -1, HeartbeatInterval: -1, HeartbeatUntil: -1, RetainedDrainTimeout: 24 * time.Hour, SQSMsgVisibilityTimeoutSec: 20,
 		LogLevel: "info", LogFormatVersion: "1", PrometheusServerPort: 9092, EnableProbesServer: true, ProbesServerPort: 8080, ProbesServerEndpoint: "/healthz", EmitKubernetesEvents: true,
 		KubernetesEventsExtraAnnotations: map[string]string{},
 		webhookHeadersRaw:                `{"Content-type":"application/json"}`,
@@ -58,73 +58,76 @@ func TestDefaults(t *testing.T) {
 
 // samples holds a valid, non-default value for every setting and its canonical printed form.
 var samples = map[string][2]string{
-	"DRY_RUN":                                 {"true", "true"},
-	"NODE_NAME":                               {"ip-10-0-0-1.ec2.internal", "ip-10-0-0-1.ec2.internal"},
-	"POD_NAME":                                {"lifeboat-abc", "lifeboat-abc"},
-	"NAMESPACE":                               {"lifeboat", "lifeboat"},
-	"CLUSTER_NAME":                            {"prod", "prod"},
-	"KUBECONFIG":                              {"/tmp/kubeconfig", "/tmp/kubeconfig"},
-	"KUBERNETES_SERVICE_HOST":                 {"10.0.0.1", "10.0.0.1"},
-	"KUBERNETES_SERVICE_PORT":                 {"6443", "6443"},
-	"KUBE_API_QPS":                            {"12.5", "12.5"},
-	"KUBE_API_BURST":                          {"30", "30"},
-	"USE_APISERVER_CACHE":                     {"false", "false"},
-	"IGNORE_DAEMON_SETS":                      {"false", "false"},
-	"DELETE_LOCAL_DATA":                       {"FALSE", "false"},
-	"POD_TERMINATION_GRACE_PERIOD":            {"30", "30"},
-	"NODE_TERMINATION_GRACE_PERIOD":           {"90", "90"},
-	"CORDON_ONLY":                             {"1", "true"},
-	"TAINT_NODE":                              {"True", "true"},
-	"TAINT_EFFECT":                            {"noexecute", "NoExecute"},
-	"ENABLE_OUT_OF_SERVICE_TAINT":             {"true", "true"},
-	"EXCLUDE_FROM_LOAD_BALANCERS":             {"true", "true"},
-	"UPTIME_FROM_FILE":                        {"/proc/uptime", "/proc/uptime"},
-	"WORKERS":                                 {"3", "3"},
-	"FORCE_DELETE_BEFORE_DEADLINE_SECONDS":    {"15", "15"},
-	"INSTANCE_METADATA_URL":                   {"http://127.0.0.1:1338", "http://127.0.0.1:1338"},
-	"METADATA_TRIES":                          {"5", "5"},
-	"IMDS_POLL_INTERVAL":                      {"1s", "1s"},
-	"ALLOW_IMDSV1":                            {"true", "true"},
-	"ASG_LIFECYCLE_HOOK_NAME":                 {"drain-hook", "drain-hook"},
-	"ENABLE_SPOT_INTERRUPTION_DRAINING":       {"false", "false"},
-	"ENABLE_SCHEDULED_EVENT_DRAINING":         {"false", "false"},
-	"ENABLE_REBALANCE_MONITORING":             {"true", "true"},
-	"ENABLE_REBALANCE_DRAINING":               {"true", "true"},
-	"ENABLE_ASG_LIFECYCLE_DRAINING":           {"true", "true"},
-	"ENABLE_SQS_TERMINATION_DRAINING":         {"true", "true"},
-	"QUEUE_URL":                               {"https://sqs.eu-west-1.amazonaws.com/1/q", "https://sqs.eu-west-1.amazonaws.com/1/q"},
-	"AWS_REGION":                              {"eu-west-1", "eu-west-1"},
-	"QUEUE_ALLOWED_ACCOUNTS":                  {" 444455556666, 777788889999,444455556666 ", "444455556666,777788889999"},
-	"AWS_ENDPOINT":                            {"http://127.0.0.1:4566", "http://127.0.0.1:4566"},
-	"CHECK_TAG_BEFORE_DRAINING":               {"false", "false"},
-	"MANAGED_TAG":                             {"team/managed", "team/managed"},
-	"USE_PROVIDER_ID":                         {"true", "true"},
-	"DELETE_SQS_MSG_IF_NODE_NOT_FOUND":        {"true", "true"},
-	"COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS": {"15", "15"},
-	"HEARTBEAT_INTERVAL":                      {"60", "60"},
-	"ASG_LAUNCH_READY_TIMEOUT":                {"5m", "5m0s"},
-	"HEARTBEAT_UNTIL":                         {"600", "600"},
-	"SQS_MSG_VISIBILITY_TIMEOUT_SEC":          {"60", "60"},
-	"WEBHOOK_URL":                             {"https://hooks.example.com/secret-token", "<redacted>"},
-	"WEBHOOK_PROXY":                           {"http://user:pw@proxy:3128", "<redacted>"},
-	"WEBHOOK_HEADERS":                         {`{"Authorization":"Bearer x"}`, "<redacted>"},
-	"WEBHOOK_TEMPLATE":                        {`{"text":"{{ .NodeName }}"}`, `{"text":"{{ .NodeName }}"}`},
-	"WEBHOOK_TEMPLATE_FILE":                   {"/etc/lifeboat/template", "/etc/lifeboat/template"},
-	"JSON_LOGGING":                            {"true", "true"},
-	"LOG_LEVEL":                               {"DEBUG", "debug"},
-	"LOG_FORMAT_VERSION":                      {"2", "2"},
-	"ENABLE_PROMETHEUS_SERVER":                {"true", "true"},
-	"PROMETHEUS_SERVER_PORT":                  {"9100", "9100"},
-	"ENABLE_PROBES_SERVER":                    {"false", "false"},
-	"PROBES_SERVER_PORT":                      {"8081", "8081"},
-	"WAIT_FOR_VOLUME_DETACHMENT":              {"false", "false"},
-	"WAIT_FOR_LOAD_BALANCER_TARGETS":          {"true", "true"},
-	"PROBES_SERVER_BIND_ADDRESS":              {"127.0.0.1", "127.0.0.1"},
-	"PROMETHEUS_SERVER_BIND_ADDRESS":          {" ::1 ", "::1"},
-	"PROBES_SERVER_ENDPOINT":                  {"/live", "/live"},
-	"EMIT_KUBERNETES_EVENTS":                  {"false", "false"},
-	"READINESS_REPORT_INTERVAL":               {"10m", "10m0s"},
-	"KUBERNETES_EVENTS_EXTRA_ANNOTATIONS":     {"team=infra, owner=me", "owner=me,team=infra"},
+	"DRY_RUN":                                      {"true", "true"},
+	"NODE_NAME":                                    {"ip-10-0-0-1.ec2.internal", "ip-10-0-0-1.ec2.internal"},
+	"POD_NAME":                                     {"lifeboat-abc", "lifeboat-abc"},
+	"NAMESPACE":                                    {"lifeboat", "lifeboat"},
+	"CLUSTER_NAME":                                 {"prod", "prod"},
+	"KUBECONFIG":                                   {"/tmp/kubeconfig", "/tmp/kubeconfig"},
+	"KUBERNETES_SERVICE_HOST":                      {"10.0.0.1", "10.0.0.1"},
+	"KUBERNETES_SERVICE_PORT":                      {"6443", "6443"},
+	"KUBE_API_QPS":                                 {"12.5", "12.5"},
+	"KUBE_API_BURST":                               {"30", "30"},
+	"USE_APISERVER_CACHE":                          {"false", "false"},
+	"IGNORE_DAEMON_SETS":                           {"false", "false"},
+	"DELETE_LOCAL_DATA":                            {"FALSE", "false"},
+	"POD_TERMINATION_GRACE_PERIOD":                 {"30", "30"},
+	"NODE_TERMINATION_GRACE_PERIOD":                {"90", "90"},
+	"CORDON_ONLY":                                  {"1", "true"},
+	"TAINT_NODE":                                   {"True", "true"},
+	"TAINT_EFFECT":                                 {"noexecute", "NoExecute"},
+	"ENABLE_OUT_OF_SERVICE_TAINT":                  {"true", "true"},
+	"EXCLUDE_FROM_LOAD_BALANCERS":                  {"true", "true"},
+	"UPTIME_FROM_FILE":                             {"/proc/uptime", "/proc/uptime"},
+	"WORKERS":                                      {"3", "3"},
+	"FORCE_DELETE_BEFORE_DEADLINE_SECONDS":         {"15", "15"},
+	"INSTANCE_METADATA_URL":                        {"http://127.0.0.1:1338", "http://127.0.0.1:1338"},
+	"METADATA_TRIES":                               {"5", "5"},
+	"IMDS_POLL_INTERVAL":                           {"1s", "1s"},
+	"ALLOW_IMDSV1":                                 {"true", "true"},
+	"ASG_LIFECYCLE_HOOK_NAME":                      {"drain-hook", "drain-hook"},
+	"ENABLE_SPOT_INTERRUPTION_DRAINING":            {"false", "false"},
+	"ENABLE_SCHEDULED_EVENT_DRAINING":              {"false", "false"},
+	"ENABLE_REBALANCE_MONITORING":                  {"true", "true"},
+	"ENABLE_REBALANCE_DRAINING":                    {"true", "true"},
+	"ENABLE_ASG_LIFECYCLE_DRAINING":                {"true", "true"},
+	"ENABLE_SQS_TERMINATION_DRAINING":              {"true", "true"},
+	"QUEUE_URL":                                    {"https://sqs.eu-west-1.amazonaws.com/1/q", "https://sqs.eu-west-1.amazonaws.com/1/q"},
+	"AWS_REGION":                                   {"eu-west-1", "eu-west-1"},
+	"QUEUE_ALLOWED_ACCOUNTS":                       {" 444455556666, 777788889999,444455556666 ", "444455556666,777788889999"},
+	"AWS_ENDPOINT":                                 {"http://127.0.0.1:4566", "http://127.0.0.1:4566"},
+	"CHECK_TAG_BEFORE_DRAINING":                    {"false", "false"},
+	"MANAGED_TAG":                                  {"team/managed", "team/managed"},
+	"USE_PROVIDER_ID":                              {"true", "true"},
+	"DELETE_SQS_MSG_IF_NODE_NOT_FOUND":             {"true", "true"},
+	"COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS":      {"15", "15"},
+	"HEARTBEAT_INTERVAL":                           {"60", "60"},
+	"ASG_LAUNCH_READY_TIMEOUT":                     {"5m", "5m0s"},
+	"HEARTBEAT_UNTIL":                              {"600", "600"},
+	"ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN": {"true", "true"},
+	"RETAINED_DRAIN_TIMEOUT":                       {"6h", "6h0m0s"},
+	"SQS_MSG_VISIBILITY_TIMEOUT_SEC":               {"60", "60"},
+	"WEBHOOK_URL":                                  {"https://hooks.example.com/secret-token", "<redacted>"},
+	"WEBHOOK_PROXY":                                {"http://user:pw@proxy:3128", "<redacted>"},
+	"WEBHOOK_HEADERS":                              {`{"Authorization":"Bearer x"}`, "<redacted>"},
+	"WEBHOOK_TEMPLATE":                             {`{"text":"{{ .NodeName }}"}`, `{"text":"{{ .NodeName }}"}`},
+	"WEBHOOK_TEMPLATE_FILE":                        {"/etc/lifeboat/template", "/etc/lifeboat/template"},
+	"JSON_LOGGING":                                 {"true", "true"},
+	"LOG_LEVEL":                                    {"DEBUG", "debug"},
+	"LOG_FORMAT_VERSION":                           {"2", "2"},
+	"ENABLE_PROMETHEUS_SERVER":                     {"true", "true"},
+	"PROMETHEUS_SERVER_PORT":                       {"9100", "9100"},
+	"ENABLE_PROBES_SERVER":                         {"false", "false"},
+	"PROBES_SERVER_PORT":                           {"8081", "8081"},
+	"WAIT_FOR_VOLUME_DETACHMENT":                   {"false", "false"},
+	"WAIT_FOR_LOAD_BALANCER_TARGETS":               {"true", "true"},
+	"PROBES_SERVER_BIND_ADDRESS":                   {"127.0.0.1", "127.0.0.1"},
+	"PROMETHEUS_SERVER_BIND_ADDRESS":               {" ::1 ", "::1"},
+	"PROBES_SERVER_ENDPOINT":                       {"/live", "/live"},
+	"EMIT_KUBERNETES_EVENTS":                       {"false", "false"},
+	"READINESS_REPORT_INTERVAL":                    {"10m", "10m0s"},
+	"KUBERNETES_EVENTS_EXTRA_ANNOTATIONS":          {"team=infra, owner=me", "owner=me,team=infra"},
+	"WEBHOOK_NTH_KINDS":                            {"true", "true"},
 }
 
 func entry(t *testing.T, l *Loaded, name string) Entry {
@@ -263,6 +266,7 @@ func TestBadValues(t *testing.T) {
 		{"QUEUE_ALLOWED_ACCOUNTS", "444455556666,12345", `QUEUE_ALLOWED_ACCOUNTS="444455556666,12345": "12345" is not an AWS account id (12 digits)`},
 		{"QUEUE_ALLOWED_ACCOUNTS", "arn:aws:iam::444455556666:root", `QUEUE_ALLOWED_ACCOUNTS="arn:aws:iam::444455556666:root": "arn:aws:iam::444455556666:root" is not an AWS account id (12 digits)`},
 		{"AWS_ENDPOINT", "localhost:4566", `AWS_ENDPOINT="localhost:4566": not an absolute http or https URL`},
+		{"RETAINED_DRAIN_TIMEOUT", "1s", `RETAINED_DRAIN_TIMEOUT="1s": out of range (allowed: 10s to 168h0m0s)`},
 		{"HEARTBEAT_INTERVAL", "10", `HEARTBEAT_INTERVAL="10": out of range (allowed: -1 (off) or 30 to 3600)`},
 		{"HEARTBEAT_UNTIL", "200000", `HEARTBEAT_UNTIL="200000": out of range (allowed: -1 (off) or 60 to 172800)`},
 		{"SQS_MSG_VISIBILITY_TIMEOUT_SEC", "120", `SQS_MSG_VISIBILITY_TIMEOUT_SEC="120": out of range (allowed: 1 to 119)`},
@@ -404,6 +408,20 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+func TestAgentWithAbandonWarns(t *testing.T) {
+	l := mustLoad(t, nil, env("NODE_NAME", "n1", "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN", "true"))
+	if err := l.Validate(ModeAgent); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(l.Warnings, "\n"), "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN has no effect in agent mode") {
+		t.Errorf("no ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN warning in %q", l.Warnings)
+	}
+	l = mustLoad(t, nil, env("ENABLE_SQS_TERMINATION_DRAINING", "true", "QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/123456789012/q", "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN", "true"))
+	if err := l.Validate(ModeController); err != nil || strings.Contains(strings.Join(l.Warnings, "\n"), "ABANDON") {
+		t.Errorf("controller mode: err %v, warnings %q; want no warning about it", err, l.Warnings)
+	}
+}
+
 func TestAgentWithHeartbeatsWarns(t *testing.T) {
 	l := mustLoad(t, nil, env("NODE_NAME", "n1", "HEARTBEAT_INTERVAL", "60"))
 	if err := l.Validate(ModeAgent); err != nil {
@@ -528,4 +546,23 @@ func FuzzLoadEnv(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// LoadOnly reads the named settings and nothing else: another setting's bad value cannot stop
+// it, and keeps its default.
+func TestLoadOnly(t *testing.T) {
+	env := map[string]string{"WORKERS": "abc", "IGNORE_DAEMON_SETS": "false", "CORDON_ONLY": "true"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	l, err := LoadOnly([]string{"IGNORE_DAEMON_SETS"}, lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Config.IgnoreDaemonSets || l.Config.Workers != 10 || l.Config.CordonOnly {
+		t.Errorf("got IgnoreDaemonSets %v, Workers %d, CordonOnly %v; want false, the default 10, the default false",
+			l.Config.IgnoreDaemonSets, l.Config.Workers, l.Config.CordonOnly)
+	}
+	env["IGNORE_DAEMON_SETS"] = "maybe"
+	if _, err := LoadOnly([]string{"IGNORE_DAEMON_SETS"}, lookup); err == nil || !strings.Contains(err.Error(), "IGNORE_DAEMON_SETS") {
+		t.Errorf("a named setting's bad value: %v", err)
+	}
 }

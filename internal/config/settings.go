@@ -39,6 +39,7 @@ type Config struct {
 	WebhookHeaders      map[string]string // WEBHOOK_HEADERS (secret: may hold tokens)
 	WebhookTemplate     string            // WEBHOOK_TEMPLATE
 	WebhookTemplateFile string            // WEBHOOK_TEMPLATE_FILE
+	WebhookNTHKinds     bool              // WEBHOOK_NTH_KINDS
 
 	EnableSpotInterruptionDraining bool          // ENABLE_SPOT_INTERRUPTION_DRAINING
 	EnableScheduledEventDraining   bool          // ENABLE_SCHEDULED_EVENT_DRAINING
@@ -64,6 +65,8 @@ type Config struct {
 	ASGLaunchReadyTimeout               time.Duration // ASG_LAUNCH_READY_TIMEOUT
 	HeartbeatInterval                   int           // HEARTBEAT_INTERVAL, seconds; -1 = off
 	HeartbeatUntil                      int           // HEARTBEAT_UNTIL, seconds; -1 = default when heartbeats are on
+	AbandonOnIncompleteDrain            bool          // ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN
+	RetainedDrainTimeout                time.Duration // RETAINED_DRAIN_TIMEOUT
 	SQSMsgVisibilityTimeoutSec          int           // SQS_MSG_VISIBILITY_TIMEOUT_SEC
 	QueueAllowedAccounts                []string      // QUEUE_ALLOWED_ACCOUNTS
 
@@ -245,6 +248,15 @@ func settings(c *Config) []*Setting {
 		{Env: "HEARTBEAT_UNTIL", Flag: "heartbeat-until", Default: "-1", Group: groupQueue,
 			value: intValue{p: &c.HeartbeatUntil, min: 60, max: 172800, minusOne: true},
 			Usage: "Stop heartbeats after this many seconds; -1 = 172800 when HEARTBEAT_INTERVAL is set."},
+		{Env: "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN", Flag: "abandon-lifecycle-action-on-incomplete-drain", Default: "false", Group: groupQueue, Lifeboat: true,
+			value: boolValue{&c.AbandonOnIncompleteDrain},
+			Usage: "When a termination hook's drain or hand-back cannot finish before its lifecycle action expires, complete the action with ABANDON instead of letting the instance go with pods or volumes still on it, " +
+				"but only when the Auto Scaling group's instance lifecycle policy retains abandoned instances (TerminateHookAbandon: retain; read with autoscaling:DescribeAutoScalingGroups). " +
+				"Lifeboat then keeps draining the retained instance with no deadline (pods keep their grace periods, nothing is forced) and terminates it itself once it is empty " +
+				"(autoscaling:TerminateInstanceInAutoScalingGroup), for at most RETAINED_DRAIN_TIMEOUT. Groups without that policy, and drains a Spot or capacity-reservation warning joins, complete with CONTINUE as before."},
+		{Env: "RETAINED_DRAIN_TIMEOUT", Flag: "retained-drain-timeout", Default: "24h", Group: groupQueue, Lifeboat: true,
+			value: durationValue{p: &c.RetainedDrainTimeout, min: 10 * time.Second, max: 7 * 24 * time.Hour},
+			Usage: "With ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN: how long Lifeboat keeps draining a retained instance; after that it reports (Warning Event, metric, log) and stops, leaving the instance retained, never terminating it with pods on it."},
 		{Env: "SQS_MSG_VISIBILITY_TIMEOUT_SEC", Flag: "sqs-msg-visibility-timeout-sec", Default: "20", Group: groupQueue,
 			value: intValue{p: &c.SQSMsgVisibilityTimeoutSec, min: 1, max: 119},
 			Usage: "Visibility timeout of received messages; extended while their work is in progress."},
@@ -266,6 +278,8 @@ func settings(c *Config) []*Setting {
 			Usage: "Go template of the webhook body."},
 		{Env: "WEBHOOK_TEMPLATE_FILE", Flag: "webhook-template-file", Group: groupWebhook, value: stringValue{&c.WebhookTemplateFile},
 			Usage: "File holding the webhook template; wins over WEBHOOK_TEMPLATE."},
+		{Env: "WEBHOOK_NTH_KINDS", Flag: "webhook-nth-kinds", Default: "false", Group: groupWebhook, Lifeboat: true, value: boolValue{&c.WebhookNTHKinds},
+			Usage: "Give webhook templates NTH's values of .Kind and .Monitor (SPOT_ITN, SQS_MONITOR, ...) instead of Lifeboat's (spot-interruption, queue), for templates written for NTH."},
 
 		// Operating
 		{Env: "JSON_LOGGING", Flag: "json-logging", Default: "false", Group: groupOperate, value: boolValue{&c.JSONLogging},

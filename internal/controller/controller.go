@@ -9,7 +9,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"slices"
@@ -34,6 +33,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/instancegate"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/kube"
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/ownership"
@@ -56,11 +56,13 @@ type Controller struct {
 	hooks       *cloud.HookTimeoutCache // termination hooks' timeouts, for their deadlines
 	// gate checks every call that acts on an instance against the Node itself: the record
 	// that asks for it is input any node credential can write.
-	gate    *instancegate.Gate
-	log     *slog.Logger
-	metrics *metrics.Metrics
-	handler *interruption.Handler
-	events  *events.Recorder
+	gate *instancegate.Gate
+	// completer completes termination hooks once their node is drained.
+	completer lifecycle.Completer
+	log       *slog.Logger
+	metrics   *metrics.Metrics
+	handler   *interruption.Handler
+	events    *events.Recorder
 
 	// heartbeatUnit is what HEARTBEAT_INTERVAL and HEARTBEAT_UNTIL count in: a second
 	// (tests shorten it).
@@ -127,14 +129,16 @@ func New(o Options) *Controller {
 	if c.leaseClient == nil {
 		c.leaseClient = o.Client
 	}
-	h := o.Handler
-	h.Origin = "queue " + cfg.QueueURL
-	h.Complete, h.KeepAlive, h.Metrics = c.completeLifecycle, c.whileDraining, m
-	c.handler = interruption.NewHandler(cfg, o.Client, o.Logger, h)
 	c.gate = instancegate.New(instancegate.Options{Nodes: o.Client, Groups: countedGroups{o.AutoScaling, m}, EC2: countedEC2{o.EC2, m},
 		UseProviderID: cfg.UseProviderID, Refused: m.InstanceCallRefused})
+	c.completer = lifecycle.Completer{AutoScaling: o.AutoScaling, Gate: c.gate, Metrics: m, Log: o.Logger,
+		Delay: time.Duration(cfg.CompleteLifecycleActionDelaySeconds) * time.Second}
 	c.hooks = cloud.NewHookTimeoutCache(o.AutoScaling)
 	c.hooks.Observe = func(err error) { m.AWSCall("DescribeLifecycleHooks", err, nil) }
+	h := o.Handler
+	h.Origin = "queue " + cfg.QueueURL
+	h.Complete, h.KeepAlive, h.Metrics, h.Retainer = c.completeLifecycle, c.whileDraining, m, c.retention(o.AutoScaling)
+	c.handler = interruption.NewHandler(cfg, o.Client, o.Logger, h)
 	return c
 }
 
@@ -282,7 +286,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.parser().QueueAccount == "" {
 		c.metrics.ConfigWarning("queue_account_unknown") // config.Validate said so in the log
 	}
-	go reportHealth(ctx, c.metrics, "queue", consumer.Healthy)
+	go c.metrics.ReportSourceHealth(ctx, "queue", consumer.Healthy)
 	if every := c.cfg.ReadinessReportInterval; every > 0 {
 		go c.reportReadiness(ctx, every)
 	}
@@ -365,18 +369,6 @@ func (c *Controller) startSlot(ctx context.Context) (release func(), ok bool) {
 	}
 	var once sync.Once
 	return func() { once.Do(func() { <-c.starting }) }, true
-}
-
-// reportHealth keeps the source's health gauge current until ctx ends.
-func reportHealth(ctx context.Context, m *metrics.Metrics, source string, healthy func() error) {
-	for {
-		m.SourceHealthy(source, healthy() == nil)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(5 * time.Second):
-		}
-	}
 }
 
 func cacheSynced(ctx context.Context, f informers.SharedInformerFactory) bool {
@@ -660,35 +652,9 @@ func (c *Controller) completeLifecycle(ctx context.Context, nodeName string, n n
 	if lc == nil {
 		return nil, nil
 	}
-	if d := c.cfg.CompleteLifecycleActionDelaySeconds; d > 0 {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(time.Duration(d) * time.Second):
-		}
-	}
-	if err := c.gate.Check(ctx, instancegate.Request{Call: instancegate.CallCompleteLifecycleAction, Node: nodeName, InstanceID: n.InstanceID, Group: lc.Group}); err != nil {
-		if _, refused := instancegate.IsRefusal(err); refused {
-			c.metrics.Action(metrics.ActionLifecycleComplete, metrics.ResultRefused)
-		} else if cloud.IsPermanent(err) {
-			c.log.Error("cannot confirm the instance's Auto Scaling group, so the lifecycle action is not completed; it will time out", "notice", n.ID, "err", err)
-			return nil, nil
-		}
+	done, err := c.completer.Complete(ctx, nodeName, cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID}, n.ID)
+	if !done {
 		return nil, err
 	}
-	err := c.asg.CompleteLifecycleAction(ctx, cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID})
-	c.metrics.AWSCall("CompleteLifecycleAction", err, cloud.ErrNoActiveAction)
-	switch {
-	case err == nil:
-		c.metrics.Action(metrics.ActionLifecycleComplete, metrics.ResultOK)
-		c.log.Info("lifecycle action completed", "notice", n.ID, "group", lc.Group, "hook", lc.Hook)
-		return &interruption.Completed{Hook: lc.Hook, Result: cloud.ResultContinue}, nil
-	case errors.Is(err, cloud.ErrNoActiveAction):
-		c.log.Info("no lifecycle action to complete: already completed or timed out", "notice", n.ID)
-	case cloud.IsPermanent(err):
-		c.log.Error("cannot complete the lifecycle action; it will time out", "notice", n.ID, "err", err)
-	default:
-		return nil, fmt.Errorf("complete lifecycle action: %w", err)
-	}
-	return nil, nil
+	return &interruption.Completed{Hook: lc.Hook, Result: cloud.ResultContinue}, nil
 }

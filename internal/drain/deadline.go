@@ -16,12 +16,28 @@ type Deadline struct {
 	changed chan struct{} // closed, and replaced, whenever at moves earlier
 	// onTighten are the functions OnTighten registered, each run whenever at moves earlier.
 	onTighten map[*func()]struct{}
+	// patient is set for a time by which the drain stops trying, not one at which the
+	// instance goes (see NewPatientDeadline).
+	patient bool
 }
 
 // NewDeadline is a deadline at t.
 func NewDeadline(t time.Time) *Deadline {
 	return &Deadline{at: t, changed: make(chan struct{})}
 }
+
+// NewPatientDeadline is a time t by which the drain stops trying, with no instance going at
+// it (an instance kept for the drain): grace periods are not cut to end before it, and no pod
+// is forced past its budget as it nears. Pods still leaving at t are waited for by the next
+// drain.
+func NewPatientDeadline(t time.Time) *Deadline {
+	d := NewDeadline(t)
+	d.patient = true
+	return d
+}
+
+// Patient reports whether the deadline is one of NewPatientDeadline.
+func (d *Deadline) Patient() bool { return d.patient }
 
 // Time is the deadline now.
 func (d *Deadline) Time() time.Time {

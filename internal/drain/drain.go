@@ -560,7 +560,7 @@ func (d *Drainer) evictOne(ctx context.Context, pod *Pod, out *PodOutcome, dl *D
 		eviction := &policyv1.Eviction{
 			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
 			// The UID precondition keeps a same-named replacement pod from being evicted.
-			DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}, GracePeriodSeconds: d.gracePeriod(pod, deadline)},
+			DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}, GracePeriodSeconds: d.gracePeriod(pod, deadline, dl.Patient())},
 		}
 		err := d.evict(ctx, eviction)
 		turn()
@@ -594,7 +594,11 @@ func (d *Drainer) evictOne(ctx context.Context, pod *Pod, out *PodOutcome, dl *D
 					refused()
 				}
 			}
-			if d.opts.ForceBeforeDeadline > 0 && time.Until(deadline) <= d.opts.ForceBeforeDeadline && blockedByBudget(err) {
+			force := d.opts.ForceBeforeDeadline
+			if dl.Patient() {
+				force = 0 // no instance goes at this deadline: nothing to force for
+			}
+			if force > 0 && time.Until(deadline) <= force && blockedByBudget(err) {
 				d.forceDelete(ctx, pod, out, deadline, log, tr)
 				d.catchUp(ctx, tightened, dl, tr)
 				return
@@ -605,7 +609,7 @@ func (d *Drainer) evictOne(ctx context.Context, pod *Pod, out *PodOutcome, dl *D
 				// our bounds.
 				wait = max(wait, min(time.Duration(delay)*time.Second, d.opts.RetryMax))
 			}
-			if untilForce := time.Until(deadline) - d.opts.ForceBeforeDeadline; d.opts.ForceBeforeDeadline > 0 && untilForce > 0 {
+			if untilForce := time.Until(deadline) - force; force > 0 && untilForce > 0 {
 				// Wake up in time to force, rather than sleeping past the moment.
 				wait = min(wait, untilForce)
 			}
@@ -786,13 +790,13 @@ func (d *Drainer) shortenLeaving(ctx context.Context, dl *Deadline, tr *tracker)
 }
 
 // gracePeriod is the grace period to request: the override or the pod's own, cut to end
-// before the deadline. nil keeps the pod's own.
-func (d *Drainer) gracePeriod(pod *Pod, deadline time.Time) *int64 {
+// before the deadline unless it is patient (see NewPatientDeadline). nil keeps the pod's own.
+func (d *Drainer) gracePeriod(pod *Pod, deadline time.Time, patient bool) *int64 {
 	g, explicit := podGrace(pod), false
 	if d.opts.PodGracePeriod >= 0 {
 		g, explicit = int64(d.opts.PodGracePeriod), true
 	}
-	if left := int64(time.Until(deadline).Seconds()) - 1; left < g {
+	if left := int64(time.Until(deadline).Seconds()) - 1; left < g && !patient {
 		g, explicit = max(left, 1), true
 	}
 	if !explicit {

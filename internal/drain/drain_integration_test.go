@@ -291,6 +291,26 @@ func TestPodDisruptionBudgets(t *testing.T) {
 		}
 	})
 
+	t.Run("with the force option but a patient deadline, nothing is forced", func(t *testing.T) {
+		nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		zero := intstr.FromInt32(0)
+		makeGuarded(t, nodes[0].Name, "kept", policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &zero})
+		d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1, ForceBeforeDeadline: 3 * time.Second,
+			RetryMin: 100 * time.Millisecond, RetryMax: 400 * time.Millisecond})
+		res, err := d.DrainUntil(ctx, nodes[0].Name, NewPatientDeadline(time.Now().Add(4*time.Second)), Terms{})
+		if err == nil {
+			t.Fatal("drain reported success with pods still protected")
+		}
+		for _, p := range res.Pods {
+			if p.Forced || !p.EvictedAt.IsZero() {
+				t.Errorf("pod %s: forced %v, evicted %v; want it left to its budget", p.Pod, p.Forced, !p.EvictedAt.IsZero())
+			}
+		}
+	})
+
 	t.Run("without it, the drain reports the blocked pods at the deadline", func(t *testing.T) {
 		nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 3})
 		if err != nil {

@@ -203,20 +203,23 @@ func TestGracePeriodCappedByDeadline(t *testing.T) {
 		override int
 		pod      *corev1.Pod
 		left     time.Duration
+		patient  bool
 		want     int64 // -1 = nil (the pod's own)
 	}{
-		{"pod's own fits", -1, newPod("a", "p", "n", grace(30)), 5 * time.Minute, -1},
-		{"default 30 s fits", -1, newPod("a", "p", "n"), time.Minute, -1},
-		{"pod's own cut to the deadline", -1, newPod("a", "p", "n", grace(600)), 2 * time.Minute, 119},
-		{"override", 10, newPod("a", "p", "n", grace(600)), 2 * time.Minute, 10},
-		{"override cut to the deadline", 300, newPod("a", "p", "n"), 60 * time.Second, 59},
-		{"override zero kept", 0, newPod("a", "p", "n"), time.Minute, 0},
-		{"never below one second when time is up", -1, newPod("a", "p", "n"), 0, 1},
+		{"pod's own fits", -1, newPod("a", "p", "n", grace(30)), 5 * time.Minute, false, -1},
+		{"default 30 s fits", -1, newPod("a", "p", "n"), time.Minute, false, -1},
+		{"pod's own cut to the deadline", -1, newPod("a", "p", "n", grace(600)), 2 * time.Minute, false, 119},
+		{"override", 10, newPod("a", "p", "n", grace(600)), 2 * time.Minute, false, 10},
+		{"override cut to the deadline", 300, newPod("a", "p", "n"), 60 * time.Second, false, 59},
+		{"override zero kept", 0, newPod("a", "p", "n"), time.Minute, false, 0},
+		{"never below one second when time is up", -1, newPod("a", "p", "n"), 0, false, 1},
+		{"patient: the pod's own, past the deadline", -1, newPod("a", "p", "n", grace(600)), 2 * time.Minute, true, -1},
+		{"patient: the override, past the deadline", 300, newPod("a", "p", "n"), 60 * time.Second, true, 300},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := New(nil, Options{PodGracePeriod: tt.override})
-			got := d.gracePeriod(NewPod(tt.pod), time.Now().Add(tt.left+500*time.Millisecond))
+			got := d.gracePeriod(NewPod(tt.pod), time.Now().Add(tt.left+500*time.Millisecond), tt.patient)
 			switch {
 			case tt.want == -1 && got != nil:
 				t.Errorf("got %d, want the pod's own", *got)

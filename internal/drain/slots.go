@@ -13,8 +13,8 @@ import (
 //
 // Why: the request budget paces what reaches the server, but every eviction waiting for its
 // turn used to be a goroutine of its own, parked deep in the HTTP client with the stack that
-// takes. A thousand drains of 20 pods made 15,000 goroutines and 125 MiB of stacks. With the
-// slots, a drain waits here, in one goroutine, and starts a pod's worker only with a slot.
+// takes: an Availability Zone's drains made tens of thousands of goroutines
+// (docs/design/pacing.md). With the slots, a drain waits here, in one goroutine, and starts a pod's worker only with a slot.
 type evictionSlots struct {
 	mu      sync.Mutex
 	free    int

@@ -1,5 +1,5 @@
 // Package instancegate decides whether Lifeboat may make an AWS call that acts on an instance
-// (complete or heartbeat its lifecycle action, and any later call that changes an instance)
+// (complete or heartbeat its lifecycle action, terminate a retained instance)
 // for a node's episode.
 //
 // The episode's record lives in the Node's annotations, which any credential that may write
@@ -31,6 +31,7 @@ import (
 const (
 	CallCompleteLifecycleAction = "CompleteLifecycleAction"
 	CallLifecycleHeartbeat      = "RecordLifecycleActionHeartbeat"
+	CallTerminateInstance       = "TerminateInstanceInAutoScalingGroup"
 )
 
 // Request is one call about to be made for a node's episode.

@@ -35,10 +35,14 @@ var waitDone = map[string]string{
 // safer, they never keep it past its deadline. recorded is what an earlier process's
 // hand-back for this episode waited for (from the node's record): a drain after a restart
 // moves nothing, and would otherwise wait for nothing.
-func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []notice.Notice, deadline *drain.Deadline, done drained, recorded *HandbackRecord, log *slog.Logger) (notes []func()) {
+//
+// It reports whether every wait ended with nothing held (a wait that could not be checked
+// counts as nothing held, as it does for the hand-back).
+func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []notice.Notice, deadline *drain.Deadline, done drained, recorded *HandbackRecord, log *slog.Logger) (notes []func(), safe bool) {
 	if len(h.handback) == 0 || h.cfg.DryRun {
-		return nil
+		return nil, true
 	}
+	safe = true
 	subject := handback.Subject{Node: node.Name, InstanceID: instanceOf(node, pending), Claims: done.claims, PodIPs: done.podIPs}
 	if recorded != nil {
 		subject.Claims = union(subject.Claims, recorded.Claims)
@@ -66,8 +70,9 @@ func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []not
 				log.Debug("handback wait over: nothing held", "wait", r.Wait)
 			}
 		case handback.Cut:
+			safe = false
 			if ctx.Err() != nil {
-				return notes // stopping (shutdown, or the claim was lost): not the deadline's doing
+				return notes, false // stopping (shutdown, or the claim was lost): not the deadline's doing
 			}
 			log.Warn("handback wait cut by the deadline: handing the instance back anyway", "wait", r.Wait, "seconds", r.Took.Seconds(),
 				"held", strings.Join(r.Held, ", "), "err", r.Err)
@@ -76,7 +81,7 @@ func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []not
 			log.Debug("handback wait skipped", "wait", r.Wait, "err", r.Err)
 		}
 	}
-	return notes
+	return notes, safe
 }
 
 // instanceOf is the node's EC2 instance id: from its notices, or else its provider id.

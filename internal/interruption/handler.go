@@ -118,6 +118,10 @@ type Options struct {
 	// limit of its own, cordons never wait behind other nodes' evictions and records in a
 	// burst. Default: the Handler's client.
 	CordonClient kubernetes.Interface
+	// Retainer, when set, lets a termination hook whose drain cannot finish in time be
+	// abandoned to its group's retention (ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN; see
+	// retain.go).
+	Retainer Retainer
 }
 
 // Handler takes notices for nodes of this cluster (Intake) and drives each node's episode
@@ -130,6 +134,7 @@ type Handler struct {
 	events    *events.Recorder
 	webhook   *webhook.Sender
 	handback  []handback.Wait
+	retainer  Retainer
 
 	cfg    *config.Config
 	client kubernetes.Interface
@@ -146,12 +151,12 @@ type Handler struct {
 	// ownerRenew is how often a running drain renews its claim (OwnerRenew; tests shorten it).
 	ownerRenew time.Duration
 
-	// reconciling lets one Reconcile at a time work on a node in this process.
-	reconciling keyedMutex
-
 	mu       sync.Mutex
 	draining map[string]*drain.Deadline // the deadline of each drain running in this process
 	owning   map[string]*renewals       // the claim of each drain running in this process
+	// margins hold, for drains that may abandon their hook, how long before the action's
+	// expiry they end (TightenDrain keeps it).
+	margins map[string]time.Duration
 	// invalidReported holds the invalid records already reported (ReportInvalidRecord).
 	invalidReported *utilcache.LRUExpireCache
 	// followedNodes is the node informer's store once FollowNodes was called; nil when the
@@ -169,7 +174,7 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 		cordonWriter.DryRun = c.DryRun
 	}
 	h := &Handler{
-		origin: o.Origin, complete: o.Complete, keepAlive: o.KeepAlive,
+		origin: o.Origin, complete: o.Complete, keepAlive: o.KeepAlive, retainer: o.Retainer,
 		metrics: o.Metrics, events: o.Events, webhook: o.Webhook, handback: o.Handback,
 		cfg: c, client: client, writer: w, log: logger,
 		cordonClient: cordonClient, cordonWriter: cordonWriter, done: newDoneNotices(),
@@ -215,38 +220,4 @@ func dryRunOr(dryRun bool, r string) string {
 		return metrics.ResultDryRun
 	}
 	return r
-}
-
-// keyedMutex is a mutex per key, dropped once nobody holds or waits for it.
-type keyedMutex struct {
-	mu    sync.Mutex
-	locks map[string]*keyedLock
-}
-
-type keyedLock struct {
-	sync.Mutex
-	users int
-}
-
-func (k *keyedMutex) lock(key string) (unlock func()) {
-	k.mu.Lock()
-	if k.locks == nil {
-		k.locks = map[string]*keyedLock{}
-	}
-	l := k.locks[key]
-	if l == nil {
-		l = &keyedLock{}
-		k.locks[key] = l
-	}
-	l.users++
-	k.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		k.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
-	}
 }

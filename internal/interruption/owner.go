@@ -175,8 +175,8 @@ func (h *Handler) claim(ctx context.Context, node *corev1.Node) (*corev1.Node, b
 // drain keeps for the rest of its run, as the next write's hint and its Events' subject: the
 // metadata without managed fields, the spec, and of the status only the boot ID (an episode's
 // end; nothing else of the status is read, and no write sends the status). The merge patch a
-// write computes from it is the same, since no edit touches what is dropped. A thousand drains
-// at once otherwise held 16 MiB of nodes, mostly their status (capacity, conditions).
+// write computes from it is the same, since no edit touches what is dropped. A whole node is
+// mostly its status (capacity, conditions), kept by every drain at once otherwise.
 func keptByDrain(n *corev1.Node) *corev1.Node {
 	trimmed, _ := kube.TrimNode(n)
 	kept := trimmed.(*corev1.Node)
@@ -326,7 +326,7 @@ func (r *renewals) follow(n *corev1.Node) {
 	case !rec.Owner.Contested.IsZero():
 		r.schedule(rec.Owner.heard().Add(r.h.ownerRenew))
 	}
-	if pending := rec.Pending(r.h.cfg, ""); len(pending) > 0 && r.h.drainEndsAfter(r.nodeName, drainDeadline(pending...)) {
+	if pending := rec.unabandoned(rec.Pending(r.h.cfg, "")); len(pending) > 0 && r.h.drainEndsAfter(r.nodeName, drainDeadline(pending...)) {
 		r.schedule(now)
 	}
 }
@@ -393,7 +393,7 @@ func (r *renewals) renewOnce() (holds, failed bool) {
 		}
 		r.heard, r.contested = o.heard(), !o.Contested.IsZero()
 	}
-	if pending := rec.Pending(h.cfg, ""); len(pending) > 0 && h.TightenDrain(r.nodeName, drainDeadline(pending...)) {
+	if pending := rec.unabandoned(rec.Pending(h.cfg, "")); len(pending) > 0 && h.TightenDrain(r.nodeName, drainDeadline(pending...)) {
 		log.Info("the drain now ends by an earlier deadline another Lifeboat recorded", "deadline", drainDeadline(pending...))
 	}
 	return true, false

@@ -20,30 +20,6 @@ import (
 	"lifeboat.dev/lifeboat/internal/webhook"
 )
 
-// Handle takes the notice (Intake) and then drives the node's episode to its end in the
-// caller (Reconcile, waiting for a scheduled start): for callers that handle one notice at a
-// time and want it done when Handle returns.
-func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) error {
-	if err := h.Intake(ctx, n, nodeName, nil); err != nil || h.cfg.DryRun {
-		return err
-	}
-	for {
-		node, err := h.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("notice %s: read node %s: %w", n.ID, nodeName, err)
-		}
-		wait, err := h.Reconcile(ctx, node)
-		if err != nil || wait <= 0 {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-	}
-}
-
 // Reconcile drives the node's episode from its record as far as it can go now. It ends an
 // episode that is over (the node booted again or was taken back); returns how long until the
 // earliest scheduled start of its pending notices, if that is ahead; drains the node once, by
@@ -65,7 +41,7 @@ func (h *Handler) Reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 	}
 	if EpisodeEnded(node, rec) == "" {
 		pending := rec.Pending(h.cfg, h.origin)
-		if len(pending) == 0 {
+		if len(pending) == 0 || rec.retentionStopped(pending) {
 			return 0, nil
 		}
 		if wait := time.Until(h.drainStart(pending...)); wait > 0 {
@@ -79,8 +55,6 @@ func (h *Handler) Reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 			return terminationPoll, nil
 		}
 	}
-	unlock := h.reconciling.lock(node.Name)
-	defer unlock()
 	fresh, err := h.client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 	if err != nil {
 		return 0, fmt.Errorf("read node %s: %w", node.Name, err)
@@ -88,7 +62,7 @@ func (h *Handler) Reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 	return h.reconcile(ctx, keptByDrain(fresh))
 }
 
-// reconcile is Reconcile on a fresh copy of the node, under the node's lock.
+// reconcile is Reconcile on a fresh copy of the node.
 func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Duration, error) {
 	rec, _ := ReadRecord(node)
 	if !rec.Known() {
@@ -110,8 +84,18 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		return wait, nil
 	}
 	log := h.log.With("node", node.Name, "notices", ids(pending))
+	ret := h.retentionOf(ctx, rec, pending, log)
+	switch {
+	case ret.state == stateStopped:
+		return 0, nil
+	case ret.state == stateRetained && !time.Now().Before(ret.rec.Until):
+		return 0, h.stopRetention(ctx, node, ret, log)
+	}
 	var done drained
-	if rec.drainWanted(pending) {
+	if rec.Retained != nil {
+		done.abandoned = rec.Retained.Notices
+	}
+	if ret.state != stateTerminated && rec.drainWanted(pending) {
 		// One Lifeboat drains the node: another origin's owner is waited for (its drain
 		// done, this process only finishes its own notices). A claim nobody contested yet
 		// is contested by the claim below, which then waits.
@@ -132,23 +116,42 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		node = claimed
 		h.metrics.DrainClaim(metrics.ClaimClaimed)
 		stop := func() {}
-		if h.keepAlive != nil {
-			stop = h.keepAlive(ctx, node, pending)
+		if live := rec.unabandoned(pending); h.keepAlive != nil && len(live) > 0 {
+			stop = h.keepAlive(ctx, node, live) // an abandoned action has no heartbeat to keep
 		}
 		defer stop()
-		deadline := drain.NewDeadline(drainDeadline(pending...))
+		deadline := ret.deadline(rec, pending)
 		untrack := h.track(node.Name, deadline)
 		defer untrack()
-		h.events.DrainStarted(events.NodeOf(node), pending[0].ID, deadline.Time())
+		if ret.state == stateMayAbandon {
+			h.keepMargin(node.Name, abandonMargin)
+		}
+		if ret.state != stateRetained {
+			h.events.DrainStarted(events.NodeOf(node), pending[0].ID, deadline.Time())
+		}
 		owning, stopOwning := h.keepOwnership(ctx, node, log)
-		done, err = h.drain(owning, node, deadline, TermsOf(node, pending), log)
+		abandoned := done.abandoned
+		done, err = h.drain(owning, node, deadline, ret.terms(node, pending), log)
+		done.abandoned = abandoned
+		safe := true
 		if err == nil {
-			done.notes = h.handBack(owning, node, pending, deadline, done, rec.Handback, log)
+			done.notes, safe = h.handBack(owning, node, pending, deadline, done, rec.Handback, log)
 		}
 		// Read before stopOwning, which ends owning too: a claim lost (or a shutdown) during
 		// the drain or the waits leaves the notices to whoever drains the node next.
 		stopped := owning.Err()
 		stopOwning() // before finishing, whose write gives the claim up
+		if stopped == nil && (ret.state == stateMayAbandon || ret.state == stateRetained) {
+			if err != nil && ret.state == stateMayAbandon {
+				h.events.DrainFailed(events.NodeOf(node), pending[0].ID, err)
+			}
+			done.tell() // before what abandoning or a retained instance's end tells
+			wait, finish, aerr := h.afterDrain(ctx, node, ret, deadline, done, err, safe, log)
+			if !finish {
+				return wait, aerr
+			}
+			err = nil // drained (and, when retained, the instance terminated): finish
+		}
 		switch {
 		case err != nil:
 			if stopped == nil {
@@ -272,9 +275,13 @@ func (h *Handler) dryRunEpisode(ctx context.Context, node *corev1.Node, n notice
 // whether a drain was running and its deadline moved.
 func (h *Handler) TightenDrain(node string, t time.Time) bool {
 	h.mu.Lock()
-	d := h.draining[node]
+	d, margin := h.draining[node], h.margins[node]
 	h.mu.Unlock()
-	return d != nil && d.Tighten(t)
+	if d != nil && d.Patient() {
+		// A retained node's round ends at once: the next one drains under the new terms.
+		t = time.Now()
+	}
+	return d != nil && d.Tighten(t.Add(-margin))
 }
 
 // drainEndsAfter reports whether a drain runs on node in this process with a deadline later
@@ -295,6 +302,9 @@ type drained struct {
 	claims  []string // the evicted pods' PersistentVolumeClaims
 	podIPs  []string // and their IPs
 	held    []string // pods left because they are marked not to disrupt (see Record.Held)
+	// abandoned are the notices whose lifecycle actions were completed with ABANDON: none is
+	// completed again.
+	abandoned []string
 	// notes are the hand-back's Events, told once, after the drain's own (see handBack).
 	notes []func()
 }
@@ -330,8 +340,20 @@ func (h *Handler) track(nodeName string, deadline *drain.Deadline) (untrack func
 	return func() {
 		h.mu.Lock()
 		delete(h.draining, nodeName)
+		delete(h.margins, nodeName)
 		h.mu.Unlock()
 	}
+}
+
+// keepMargin makes TightenDrain end the node's running drain margin before the time it is
+// given (a drain that may abandon its hook ends before the action expires).
+func (h *Handler) keepMargin(nodeName string, margin time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.margins == nil {
+		h.margins = map[string]time.Duration{}
+	}
+	h.margins[nodeName] = margin
 }
 
 // drain drains the node by the deadline, which TightenDrain may bring forward meanwhile, under
@@ -385,7 +407,7 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, 
 		completed *Completed
 		refused   *instancegate.Refusal
 	)
-	if h.complete != nil && !h.cfg.DryRun {
+	if h.complete != nil && !h.cfg.DryRun && !slices.Contains(done.abandoned, n.ID) {
 		var err error
 		if completed, err = h.complete(ctx, nodeName, n); err != nil {
 			var ok bool

@@ -57,7 +57,10 @@ func (p *Phase) UnmarshalText(b []byte) error {
 // would drop the contest on its next write.
 // Version 4 keeps no lifecycle action token: actions are completed by instance id, and the
 // token (which completes an action for whoever holds it) is not left readable on the Node.
-const RecordVersion = 4
+// Version 5 added Retained: a termination hook abandoned to its group's retention, whose
+// instance Lifeboat terminates once drained; a version-4 binary would complete the abandoned
+// notices (and never terminate the instance), and would drop the field on its next write.
+const RecordVersion = 5
 
 // Record is what Lifeboat remembers about a node's interruption: its open episode (one
 // stretch of interruption work: the notices, the phase, the deadline, the webhook claim) and
@@ -108,6 +111,9 @@ type Record struct {
 	// something still held, so that a process that takes over after a restart waits for it
 	// too (its own drain finds the node empty and moves nothing).
 	Handback *HandbackRecord `json:"handback,omitempty"`
+	// Retained is set once a termination hook whose drain could not finish in time was
+	// completed with ABANDON and its group retains the instance (see Retention).
+	Retained *Retention `json:"retained,omitempty"`
 }
 
 // HandbackRecord is what a hand-back waits for beyond the instance itself: the evicted pods'

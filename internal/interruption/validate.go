@@ -112,6 +112,11 @@ func (r Record) validate(nodeInstance string) error {
 			}
 		}
 	}
+	if r.Retained != nil {
+		if err := r.Retained.validate(r); err != nil {
+			bad("retained: %w", err)
+		}
+	}
 	pods("held", r.Held, podName("held"))
 	if hb := r.Handback; hb != nil {
 		pods("handback.claims", hb.Claims, podName("handback.claims"))

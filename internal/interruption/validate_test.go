@@ -83,6 +83,10 @@ func TestReadRecordValidates(t *testing.T) {
 		{"heartbeat notice", func(r *Record) { r.Heartbeat = &Heartbeat{Notice: "../x", Count: 1} }, "heartbeat.notice"},
 		{"negative count", func(r *Record) { r.Heartbeat = &Heartbeat{Notice: r.Notices[0], Count: -1} }, "heartbeat.count"},
 		{"description", func(r *Record) { r.Intents[0].Description = strings.Repeat("d", maxDescription+10) }, "description"},
+		{"retained without a group", func(r *Record) { r.Retained = &Retention{Notices: r.Notices} }, "retained: group"},
+		{"retained in another group", func(r *Record) { r.Retained = &Retention{Group: "other", Notices: r.Notices} }, "not a recorded termination hook"},
+		{"retained notice not recorded", func(r *Record) { r.Retained = &Retention{Group: "workers", Notices: []string{"spot-i-1"}} }, "retained: notices[0]"},
+		{"retained, no notice", func(r *Record) { r.Retained = &Retention{Group: "workers"} }, "retained: notices: 0 entries"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := goodRecord()
@@ -197,6 +201,7 @@ func FuzzReadRecord(f *testing.F) {
 	f.Add(`{"version":3,"intents":[{"id":"a","kind":"asg-termination","source":"queue","instanceID":"i-1","lifecycle":{"group":"g","hook":"h","token":"t"}}]}`)
 	f.Add(`{"version":99}`)
 	f.Add(`{"phase":"nope"}`)
+	f.Add(`{"version":5,"notices":["asg-term-a"],"phase":"draining","intents":[{"id":"asg-term-a","kind":"asg-termination","source":"queue","instanceID":"i-0123456789abcdef0","lifecycle":{"group":"g","hook":"h"}}],"retained":{"group":"g","notices":["asg-term-a"],"since":"2026-11-28T09:00:00Z","until":"2026-11-29T09:00:00Z"}}`)
 	f.Fuzz(func(t *testing.T, raw string) {
 		node := nodeWith(raw)
 		r, err := ReadRecord(node)

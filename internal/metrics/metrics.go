@@ -64,6 +64,7 @@ type Metrics struct {
 	serverRefused *prometheus.CounterVec
 
 	reconcilePanics prometheus.Counter
+	retained        *prometheus.CounterVec
 
 	imdsPolls     *prometheus.CounterVec
 	notices       *prometheus.CounterVec
@@ -216,6 +217,8 @@ func New() *Metrics {
 	})
 	buildInfo.Set(1)
 	m.Registry.MustRegister(buildInfo)
+	m.retained = newRetained()
+	m.Registry.MustRegister(m.retained)
 	m.Registry.MustRegister(m.refusedCalls, m.badRecords, m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeThrottled, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

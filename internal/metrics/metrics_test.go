@@ -72,6 +72,9 @@ func exercised() *Metrics {
 	m.Readiness(findings, time.Now(), nil)
 	m.InstanceCallRefused("CompleteLifecycleAction")
 	m.InvalidRecord()
+	for _, e := range []string{RetainedAbandoned, RetainedTerminated, RetainedExpired, RetainedRefused} {
+		m.Retained(e)
+	}
 	return m
 }
 

@@ -105,6 +105,9 @@ func Run(ctx context.Context, mode config.Mode, cfg *config.Config, env Env) []R
 			bounded(func(ctx context.Context) { rows = append(rows, CheckAutoScaling(ctx, env.AWS.AutoScaling)) })
 			bounded(func(ctx context.Context) { rows = append(rows, CheckGroupLookup(ctx, env.AWS.AutoScaling)) })
 			bounded(func(ctx context.Context) { rows = append(rows, CheckLifecycleHooks(ctx, env.AWS.AutoScaling)) })
+			if cfg.AbandonOnIncompleteDrain {
+				bounded(func(ctx context.Context) { rows = append(rows, CheckRetention(ctx, env.AWS.AutoScaling)...) })
+			}
 			if cfg.WaitsForTargets(mode) && env.AWS.LoadBalancing != nil {
 				bounded(func(ctx context.Context) { rows = append(rows, CheckTargetGroups(ctx, env.AWS.LoadBalancing)) })
 			}

@@ -1,60 +1,107 @@
 package status
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"sigs.k8s.io/yaml"
+	"lifeboat.dev/lifeboat/internal/output"
 )
 
 // Formats Print writes.
 const (
-	FormatTable = "table"
-	FormatJSON  = "json"
-	FormatYAML  = "yaml"
+	FormatTable = output.Table
+	FormatWide  = output.Wide
+	FormatName  = output.Name
+	FormatJSON  = output.JSON
+	FormatYAML  = output.YAML
 )
 
+// Formats are the -o values status offers.
+var Formats = []string{output.Table, output.Wide, output.Name, output.JSON, output.YAML, output.JSONPath}
+
 // Print writes the report as a table (one summary line per node, then each node's notices,
-// pods, volumes and lifecycle actions), JSON or YAML.
+// pods, volumes and lifecycle actions; wide adds the owner and the notices' kinds), the nodes'
+// names, JSON or YAML.
 func Print(w io.Writer, r *Report, format string) error {
-	switch format {
-	case FormatJSON:
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
-	case FormatYAML:
-		b, err := yaml.Marshal(r)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
+	f, err := output.Parse(format, Formats...)
+	if err != nil {
 		return err
-	case FormatTable, "":
-		return printTable(w, r)
 	}
-	return fmt.Errorf("unknown output format %q (table, json or yaml)", format)
+	return PrintFormat(w, r, f)
 }
 
-func printTable(w io.Writer, r *Report) error {
+// PrintFormat is Print with a parsed format.
+func PrintFormat(w io.Writer, r *Report, f output.Format) error {
+	switch {
+	case f.Structured():
+		return output.Write(w, r, f)
+	case f.Name == output.Name:
+		for _, n := range r.Nodes {
+			if _, err := fmt.Fprintf(w, "node/%s\n", n.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return printTable(w, r, f.Name == output.Wide)
+}
+
+// PrintRows writes only the summary lines of the report's nodes, without a header: what
+// status -w prints as nodes change.
+func PrintRows(w io.Writer, r *Report, wide bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, n := range r.Nodes {
+		summaryRow(tw, r, n, wide)
+	}
+	return tw.Flush()
+}
+
+// Header is the summary table's header line.
+func Header(wide bool) string {
+	h := "NODE\tINSTANCE\tPHASE\tNOTICES\tDEADLINE\tLEFT\tPODS\tHELD\tVOLUMES\tTARGETS\tLIFECYCLE"
+	if wide {
+		h += "\tOWNER\tKINDS"
+	}
+	return h
+}
+
+func summaryRow(tw io.Writer, r *Report, n Node, wide bool) {
+	held := 0
+	for _, p := range n.Pods {
+		if p.State == StateHeld {
+			held++
+		}
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%d", n.Name, dash(n.Instance), n.Phase, len(n.Notices),
+		timeOrDash(n.Deadline), dash(n.Left), len(n.Pods), held, len(n.Volumes), targetCount(r, n), len(n.Lifecycle))
+	if wide {
+		owner, kinds := "-", []string{}
+		if n.Owner != nil {
+			owner = n.Owner.Origin
+		}
+		for _, no := range n.Notices {
+			if !slices.Contains(kinds, no.Kind) {
+				kinds = append(kinds, no.Kind)
+			}
+		}
+		fmt.Fprintf(tw, "\t%s\t%s", owner, dash(strings.Join(kinds, ",")))
+	}
+	fmt.Fprintln(tw)
+}
+
+func printTable(w io.Writer, r *Report, wide bool) error {
 	if len(r.Nodes) == 0 {
 		_, err := fmt.Fprintln(w, "No node is in an interruption episode.")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tINSTANCE\tPHASE\tNOTICES\tDEADLINE\tLEFT\tPODS\tHELD\tVOLUMES\tTARGETS\tLIFECYCLE")
+	fmt.Fprintln(tw, Header(wide))
 	for _, n := range r.Nodes {
-		held := 0
-		for _, p := range n.Pods {
-			if p.State == StateHeld {
-				held++
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%d\n", n.Name, dash(n.Instance), n.Phase, len(n.Notices),
-			timeOrDash(n.Deadline), dash(n.Left), len(n.Pods), held, len(n.Volumes), targetCount(r, n), len(n.Lifecycle))
+		summaryRow(tw, r, n, wide)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -95,7 +142,10 @@ func printTable(w io.Writer, r *Report) error {
 					beat = "1 heartbeat, last " + l.LastBeat.UTC().Format(time.RFC3339)
 				}
 			}
-			fmt.Fprintf(tw, "  lifecycle\t%s/%s\tpending\t%s (notice %s)\n", l.Group, l.Hook, beat, l.Notice)
+			fmt.Fprintf(tw, "  lifecycle\t%s/%s\tpending\t%s (notice %s); if the drain cannot finish in time: %s\n", l.Group, l.Hook, beat, l.Notice, dash(l.OnIncompleteDrain))
+		}
+		if rt := n.Retained; rt != nil {
+			fmt.Fprintf(tw, "  retained\tgroup %s\t%s\tsince %s, until %s%s\n", rt.Group, rt.State, rt.Since.UTC().Format(time.RFC3339), rt.Until.UTC().Format(time.RFC3339), whyOf(rt.Why))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -127,4 +177,11 @@ func timeOrDash(t *time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+func whyOf(why string) string {
+	if why == "" {
+		return ""
+	}
+	return ": " + why
 }

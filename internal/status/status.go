@@ -25,13 +25,20 @@ import (
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/handback"
 	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/output"
 	"lifeboat.dev/lifeboat/internal/wiring"
 )
 
+// Kind is the kind of a Report in JSON and YAML.
+const Kind = "NodeStatusReport"
+
 // Report is the state of every node in an episode, as read at At.
 type Report struct {
-	At    time.Time `json:"at"`
-	Nodes []Node    `json:"nodes"`
+	APIVersion string    `json:"apiVersion"` // output.APIVersion
+	Kind       string    `json:"kind"`       // Kind
+	At         time.Time `json:"at"`
+	Nodes      []Node    `json:"nodes"`
 	// TargetsRead says whether load-balancer targets were asked for (Options.Targets).
 	TargetsRead bool `json:"targetsRead"`
 }
@@ -42,8 +49,10 @@ type Node struct {
 	Instance string     `json:"instance,omitempty"`
 	Phase    string     `json:"phase"`
 	Deadline *time.Time `json:"deadline,omitempty"`
-	// Left is the time until the deadline ("-" once it passed).
-	Left    string   `json:"left,omitempty"`
+	// SecondsLeft is the time until the deadline, 0 once it passed.
+	SecondsLeft *int64 `json:"secondsLeft,omitempty"`
+	// Left is SecondsLeft for people ("-" once it passed).
+	Left    string   `json:"-"`
 	Owner   *Owner   `json:"owner,omitempty"`
 	Notices []Notice `json:"notices"`
 	// Pods are the pods still on the node, each with why it is there.
@@ -57,6 +66,8 @@ type Node struct {
 	TargetsUnknown string `json:"targetsUnknown,omitempty"`
 	// Lifecycle lists the Auto Scaling lifecycle actions waiting for the node's drain.
 	Lifecycle []Lifecycle `json:"lifecycle,omitempty"`
+	// Retained is set once a termination hook was abandoned to its group's retention.
+	Retained *Retained `json:"retained,omitempty"`
 }
 
 // Owner is the Lifeboat draining the node.
@@ -95,7 +106,14 @@ type Lifecycle struct {
 	Hook       string     `json:"hook"`
 	Heartbeats int        `json:"heartbeats"`
 	LastBeat   *time.Time `json:"lastHeartbeat,omitempty"`
+	// OnIncompleteDrain says how the action is completed if the drain cannot finish before
+	// it expires: CONTINUE, or ABANDON when the group retains abandoned instances
+	// (ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN).
+	OnIncompleteDrain string `json:"onIncompleteDrain"`
 }
+
+// PhaseNone is the phase of a node named to Collect that is in no episode.
+const PhaseNone = "none"
 
 // Pod states.
 const (
@@ -112,26 +130,32 @@ type TargetReader interface {
 	Held(ctx context.Context, s handback.Subject) ([]string, error)
 }
 
-// Options add what Kubernetes does not hold.
+// Options add what Kubernetes does not hold, and choose the nodes.
 type Options struct {
 	// Targets, when set, is asked for each node's load-balancer targets (ELBv2).
 	Targets TargetReader
+	// Nodes, when set, are the only nodes read: each is reported, in an episode or not
+	// (phase "none"). Empty: every node in an episode.
+	Nodes []string
 }
 
 // Collect reads every node's episode. cfg gives the drain's policy (IGNORE_DAEMON_SETS,
 // DELETE_LOCAL_DATA, POD_NAME) and the plans of the notices, as the running Lifeboat has them.
 func Collect(ctx context.Context, client kubernetes.Interface, cfg *config.Config, now time.Time, opts Options) (*Report, error) {
-	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := readNodes(ctx, client, opts.Nodes)
 	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
+		return nil, err
 	}
-	r := &Report{At: now, Nodes: []Node{}, TargetsRead: opts.Targets != nil}
+	r := &Report{APIVersion: output.APIVersion, Kind: Kind, At: now, Nodes: []Node{}, TargetsRead: opts.Targets != nil}
 	budgets := budgetCache{client: client, byNamespace: map[string][]policyv1.PodDisruptionBudget{}}
 	var attachments map[string][]string
-	for i := range list.Items {
-		node := &list.Items[i]
+	for _, node := range nodes {
 		rec, err := interruption.ReadRecord(node)
 		if err != nil || !rec.Open() {
+			if len(opts.Nodes) > 0 { // asked for by name: say it is in no episode
+				r.Nodes = append(r.Nodes, Node{Name: node.Name, Instance: interruption.InstanceIDOf(node), Phase: PhaseNone,
+					Notices: []Notice{}, Pods: []Pod{}})
+			}
 			continue
 		}
 		if attachments == nil {
@@ -155,6 +179,30 @@ func Collect(ctx context.Context, client kubernetes.Interface, cfg *config.Confi
 	return r, nil
 }
 
+// readNodes reads the named nodes, or every node when none is named.
+func readNodes(ctx context.Context, client kubernetes.Interface, names []string) ([]*corev1.Node, error) {
+	if len(names) == 0 {
+		list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("list nodes: %w", err)
+		}
+		nodes := make([]*corev1.Node, len(list.Items))
+		for i := range list.Items {
+			nodes[i] = &list.Items[i]
+		}
+		return nodes, nil
+	}
+	nodes := make([]*corev1.Node, 0, len(names))
+	for _, name := range names {
+		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", name, err)
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes, nil
+}
+
 // nodeStatus reads one node's episode; it also returns the IPs of the pods still on the node
 // (host-network pods excluded), which IP target groups may hold.
 func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Config, node *corev1.Node, rec interruption.Record,
@@ -167,12 +215,19 @@ func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Co
 			deadline = p.Deadline
 		}
 	}
+	n.Retained = retainedOf(rec, slices.ContainsFunc(pending, func(p notice.Notice) bool { return p.Kind.Reclaims() && p.Kind != notice.ASGTermination }))
+	if n.Retained != nil && n.Retained.State == RetainedDraining {
+		deadline = n.Retained.Until // the abandoned actions' deadlines no longer bind the drain
+	}
 	if !deadline.IsZero() {
 		n.Deadline = &deadline
 		n.Left = "-"
+		secs := int64(0)
 		if left := deadline.Sub(now); left > 0 {
 			n.Left = left.Round(time.Second).String()
+			secs = int64(left.Round(time.Second) / time.Second)
 		}
+		n.SecondsLeft = &secs
 	}
 	if o := rec.Owner; o != nil {
 		n.Owner = &Owner{Origin: o.Origin, Holder: o.Holder, Renewed: o.Renewed}
@@ -200,7 +255,7 @@ func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Co
 		}
 		n.Notices = append(n.Notices, no)
 		if lc := i.Lifecycle; lc != nil && state == "pending" {
-			l := Lifecycle{Notice: i.ID, Group: lc.Group, Hook: lc.Hook}
+			l := Lifecycle{Notice: i.ID, Group: lc.Group, Hook: lc.Hook, OnIncompleteDrain: onIncompleteDrain(cfg, rec, i.ID, lc.Group)}
 			if hb := rec.Heartbeat; hb != nil && hb.Notice == i.ID {
 				last := hb.Last
 				l.Heartbeats, l.LastBeat = hb.Count, &last

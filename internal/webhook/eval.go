@@ -4,16 +4,19 @@ package webhook
 //
 // Why not text/template's own Execute: it finds methods by name at run time
 // (reflect.Value.MethodByName), and once a binary can do that the linker must keep every
-// exported method of every type it links. With Execute linked in, each of the EC2 client's
-// hundreds of operations stayed in the binary: 120 MB instead of 47 MB, and about 18 MiB more
-// resident memory in an idle agent (docs/benchmarks.md). Templates keep text/template's
-// syntax, parser, built-in functions and printing; what they can reach is closed: the fields
-// of Notification, its JSON method, and the time.Time methods listed in timeMethods.
+// exported method of every type it links, which more than doubled the binary
+// (docs/design/template-evaluator.md). Templates keep text/template's
+// syntax, parser, built-in functions and printing, and sprig's functions (sprig.go), which are
+// called through reflect.Value.Call, not looked up by name. Methods a template can reach are
+// closed: Notification's JSON and the time.Time methods listed in timeMethods; other values
+// (what sprig returns: lists, dicts, numbers) are reached as fields of a map, indexed, ranged
+// over, compared and printed as text/template does.
 //
 // The differential fuzz test (FuzzEvaluatorMatchesTextTemplate) holds this evaluator to
 // text/template's output on every template both accept.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -124,6 +127,18 @@ func (e *execution) print(n parse.Node, v any) error {
 		_, err := io.WriteString(e.out, "<no value>")
 		return err
 	}
+	// As text/template: a pointer prints as what it points to unless it has its own String
+	// or Error; channels and functions do not print.
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer && !rv.Type().Implements(stringerType) && !rv.Type().Implements(errorType) {
+		if pointee, isNil := indirect(rv); !isNil {
+			v = fromValue(pointee)
+		}
+	}
+	switch rv.Kind() {
+	case reflect.Chan, reflect.Func:
+		return e.fail(n, "can't print %s of type %T", n, v)
+	}
 	if _, err := fmt.Fprint(e.out, v); err != nil {
 		if errors.Is(err, errTooLarge) {
 			return err
@@ -177,31 +192,39 @@ func (e *execution) rangeOver(dot any, r *parse.RangeNode) error {
 			return false, err
 		}
 	}
-	switch v := v.(type) {
-	case []string:
-		for i, s := range v {
-			if more, err := iterate(i, s); !more {
+	val, _ := indirect(reflect.ValueOf(v))
+	switch val.Kind() {
+	case reflect.Array, reflect.Slice:
+		for i := 0; i < val.Len(); i++ {
+			if more, err := iterate(i, fromValue(val.Index(i))); !more {
 				return err
 			}
 		}
-	case map[string]string:
-		for _, k := range slices.Sorted(maps.Keys(v)) {
-			if more, err := iterate(k, v[k]); !more {
+	case reflect.Map:
+		keys, err := sortedKeys(val)
+		if err != nil {
+			return e.fail(r, "%v", err)
+		}
+		for _, k := range keys {
+			if more, err := iterate(fromValue(k), fromValue(val.MapIndex(k))); !more {
 				return err
 			}
 		}
-	case int, int64, uint8:
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		if len(r.Pipe.Decl) > 1 {
 			return e.fail(r, "can't use %v to iterate over more than one variable", v)
 		}
-		n := asInt64(v)
-		for i := int64(0); i < n; i++ {
-			if more, err := iterate(nil, sameIntType(v, i)); !more {
+		for i := range val.Seq() {
+			if more, err := iterate(nil, fromValue(i)); !more {
 				return err
 			}
 		}
-	case nil:
+	case reflect.Invalid:
 	default:
+		if val.Kind() == reflect.Chan || val.Kind() == reflect.Func {
+			return e.fail(r, "range over %s is not available in webhook templates", val.Type())
+		}
 		return e.fail(r, "range can't iterate over %v", v)
 	}
 	e.pop(mark)
@@ -390,15 +413,49 @@ func (e *execution) field(dot, receiver any, n parse.Node, name string, args []p
 	case nil:
 		return nil, e.fail(n, "nil data; no entry for key %q", name)
 	}
+	return e.otherField(receiver, n, name, hasArgs)
+}
+
+// otherField is .name on a value an extension function returned: a map's entry. Methods
+// and struct fields of other types are not offered: finding a method by name at run time is
+// what the evaluator avoids (see the top of this file).
+func (e *execution) otherField(receiver any, n parse.Node, name string, hasArgs bool) (any, error) {
+	rv, isNil := indirect(reflect.ValueOf(receiver))
+	if rv.Kind() == reflect.Map && reflect.TypeFor[string]().AssignableTo(rv.Type().Key()) && rv.Type().NumMethod() == 0 {
+		if hasArgs {
+			return nil, e.fail(n, "%s is not a method but has arguments", name)
+		}
+		v := rv.MapIndex(reflect.ValueOf(name))
+		if !v.IsValid() {
+			if !e.missingKeyZero {
+				return nil, e.fail(n, "map has no entry for key %q", name)
+			}
+			v = reflect.Zero(rv.Type().Elem())
+		}
+		return fromValue(v), nil
+	}
+	if isNil {
+		return nil, e.fail(n, "nil pointer evaluating %T.%s", receiver, name)
+	}
+	if reflect.TypeOf(receiver).NumMethod() > 0 || rv.Kind() == reflect.Struct {
+		return nil, e.fail(n, "field or method %s of %T is not available in webhook templates", name, receiver)
+	}
 	return nil, e.fail(n, "can't evaluate field %s in type %T", name, receiver)
 }
 
+var (
+	stringerType = reflect.TypeFor[fmt.Stringer]()
+	errorType    = reflect.TypeFor[error]()
+)
+
 func (e *execution) callFunction(dot any, id *parse.IdentifierNode, args []parse.Node, final any) (any, error) {
-	f, ok := builtins[id.Ident]
-	if !ok {
-		return nil, e.fail(id, "%q is not a defined function", id.Ident)
+	if f, ok := builtins[id.Ident]; ok {
+		return e.call(dot, id, id.Ident, f, args[1:], final)
 	}
-	return e.call(dot, id, id.Ident, f, args[1:], final)
+	if fn, ok := extensions()[id.Ident]; ok {
+		return e.callGo(dot, id, id.Ident, fn, args[1:], final)
+	}
+	return nil, e.fail(id, "%q is not a defined function", id.Ident)
 }
 
 // call checks the argument count against f, evaluates the arguments and calls f.
@@ -537,25 +594,60 @@ func isHexInt(s string) bool {
 	return len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && !strings.ContainsAny(s, "pP")
 }
 
-// truth is text/template's idea of true: non-zero, non-empty, or any struct.
+// truth is text/template's idea of true: non-zero, non-empty, non-nil, or any struct.
 func truth(v any) bool {
-	switch v := v.(type) {
-	case nil, noFinal:
+	if _, none := v.(noFinal); none {
 		return false
-	case bool:
-		return v
-	case string:
-		return v != ""
-	case int, int64, uint8:
-		return asInt64(v) != 0
-	case float64:
-		return v != 0
-	case complex128:
-		return v != 0
-	case []string:
-		return len(v) > 0
-	case map[string]string:
-		return len(v) > 0
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Invalid:
+		return false
+	case reflect.Array, reflect.Map, reflect.Slice, reflect.String:
+		return rv.Len() > 0
+	case reflect.Bool:
+		return rv.Bool()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return rv.Int() != 0
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return rv.Uint() != 0
+	case reflect.Float32, reflect.Float64:
+		return rv.Float() != 0
+	case reflect.Complex64, reflect.Complex128:
+		return rv.Complex() != 0
+	case reflect.Chan, reflect.Func, reflect.Pointer, reflect.Interface, reflect.UnsafePointer:
+		return !rv.IsNil()
 	}
 	return true
+}
+
+// sortedKeys are a map's keys in the order text/template ranges over them, for the key
+// types a template can meet (strings, numbers, booleans).
+func sortedKeys(m reflect.Value) ([]reflect.Value, error) {
+	keys := m.MapKeys()
+	var compare func(a, b reflect.Value) int
+	switch m.Type().Key().Kind() {
+	case reflect.String:
+		compare = func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) }
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		compare = func(a, b reflect.Value) int { return cmp.Compare(a.Int(), b.Int()) }
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		compare = func(a, b reflect.Value) int { return cmp.Compare(a.Uint(), b.Uint()) }
+	case reflect.Float32, reflect.Float64:
+		compare = func(a, b reflect.Value) int { return cmp.Compare(a.Float(), b.Float()) }
+	case reflect.Bool:
+		compare = func(a, b reflect.Value) int {
+			switch {
+			case a.Bool() == b.Bool():
+				return 0
+			case b.Bool():
+				return -1
+			}
+			return 1
+		}
+	default:
+		return nil, fmt.Errorf("range over a map with %s keys is not available in webhook templates", m.Type().Key())
+	}
+	slices.SortStableFunc(keys, compare)
+	return keys, nil
 }

@@ -60,9 +60,13 @@ var builtins = map[string]function{
 	}},
 }
 
-// functionNames is what the parser accepts as function names: the built-ins, nothing more.
+// functionNames is what the parser accepts as function names: the built-ins and the
+// extensions (sprig's), nothing more.
 func functionNames() map[string]any {
-	names := make(map[string]any, len(builtins))
+	names := make(map[string]any, len(builtins)+len(extensions()))
+	for name := range extensions() {
+		names[name] = true
+	}
 	for name := range builtins {
 		names[name] = true
 	}
@@ -100,75 +104,127 @@ func niladic(f func(time.Time) any) func(time.Time) function {
 	}
 }
 
-func length(a []any) (any, error) {
-	switch v := a[0].(type) {
-	case string:
-		return len(v), nil
-	case []string:
-		return len(v), nil
-	case map[string]string:
-		return len(v), nil
-	case nil:
-		return nil, errors.New("len of nil")
-	}
-	return nil, fmt.Errorf("len of type %T", a[0])
-}
-
-// index is index ITEM KEYS...: an element of a list, a byte of a string or a label value
-// ("" when the label is absent).
-func index(a []any) (any, error) {
-	item := a[0]
-	if item == nil {
-		return nil, errors.New("index of untyped nil")
-	}
-	for _, key := range a[1:] {
-		switch v := item.(type) {
-		case []string:
-			i, err := position(key, len(v)-1)
-			if err != nil {
-				return nil, err
-			}
-			item = v[i]
-		case string:
-			i, err := position(key, len(v)-1)
-			if err != nil {
-				return nil, err
-			}
-			item = v[i]
-		case map[string]string:
-			k, ok := key.(string)
-			if !ok {
-				return nil, fmt.Errorf("value has type %T; should be string", key)
-			}
-			item = v[k]
-		default:
-			return nil, fmt.Errorf("can't index item of type %T", item)
+// indirect follows pointers (and interfaces) to a value; isNil reports a nil on the way.
+func indirect(v reflect.Value) (rv reflect.Value, isNil bool) {
+	for ; v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface; v = v.Elem() {
+		if v.IsNil() {
+			return v, true
 		}
 	}
-	return item, nil
+	return v, false
 }
 
-// slice is slice ITEM [LOW [HIGH [MAX]]] on a string or a list, with Go's bounds.
+func length(a []any) (any, error) {
+	if a[0] == nil {
+		return nil, errors.New("len of nil")
+	}
+	v, isNil := indirect(reflect.ValueOf(a[0]))
+	if isNil {
+		return nil, errors.New("len of nil pointer")
+	}
+	switch v.Kind() {
+	case reflect.Array, reflect.Chan, reflect.Map, reflect.Slice, reflect.String:
+		return v.Len(), nil
+	}
+	return nil, fmt.Errorf("len of type %s", v.Type())
+}
+
+// index is index ITEM KEYS...: an element of a list or array, a byte of a string, or a map's
+// value (the zero value when the key is absent).
+func index(a []any) (any, error) {
+	if a[0] == nil {
+		return nil, errors.New("index of untyped nil")
+	}
+	item := reflect.ValueOf(a[0])
+	for _, key := range a[1:] {
+		var isNil bool
+		if item, isNil = indirect(item); isNil {
+			return nil, errors.New("index of nil pointer")
+		}
+		switch item.Kind() {
+		case reflect.Array, reflect.Slice, reflect.String:
+			i, err := position(key, item.Len())
+			if err != nil {
+				return nil, err
+			}
+			item = item.Index(i)
+		case reflect.Map:
+			k, err := mapKey(key, item.Type().Key())
+			if err != nil {
+				return nil, err
+			}
+			if v := item.MapIndex(k); v.IsValid() {
+				item = v
+			} else {
+				item = reflect.Zero(item.Type().Elem())
+			}
+		default:
+			return nil, fmt.Errorf("can't index item of type %s", item.Type())
+		}
+	}
+	return fromValue(item), nil
+}
+
+// mapKey converts an index argument to a map's key type: assignable, or one integer type to
+// another.
+func mapKey(key any, typ reflect.Type) (reflect.Value, error) {
+	v := reflect.ValueOf(key)
+	if !v.IsValid() {
+		if !canBeNil(typ) {
+			return v, fmt.Errorf("value is nil; should be of type %s", typ)
+		}
+		return reflect.Zero(typ), nil
+	}
+	if v.Type().AssignableTo(typ) {
+		return v, nil
+	}
+	if intLike(v.Kind()) && intLike(typ.Kind()) && v.Type().ConvertibleTo(typ) {
+		return v.Convert(typ), nil
+	}
+	return v, fmt.Errorf("value has type %s; should be %s", v.Type(), typ)
+}
+
+func intLike(k reflect.Kind) bool {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return true
+	}
+	return false
+}
+
+// slice is slice ITEM [LOW [HIGH [MAX]]] on a string, list or array, with Go's bounds.
 func slice(a []any) (any, error) {
+	if a[0] == nil {
+		return nil, errors.New("slice of untyped nil")
+	}
+	item, isNil := indirect(reflect.ValueOf(a[0]))
+	if isNil {
+		return nil, errors.New("slice of nil pointer")
+	}
 	indexes := a[1:]
 	if len(indexes) > 3 {
 		return nil, fmt.Errorf("too many slice indexes: %d", len(indexes))
 	}
-	var length, capacity int
-	switch v := a[0].(type) {
-	case string:
+	var capacity int
+	switch item.Kind() {
+	case reflect.String:
 		if len(indexes) == 3 {
 			return nil, errors.New("cannot 3-index slice a string")
 		}
-		length, capacity = len(v), len(v)
-	case []string:
-		length, capacity = len(v), cap(v)
-	case nil:
-		return nil, errors.New("slice of untyped nil")
+		capacity = item.Len()
+	case reflect.Array, reflect.Slice:
+		capacity = item.Cap()
 	default:
-		return nil, fmt.Errorf("can't slice item of type %T", a[0])
+		return nil, fmt.Errorf("can't slice item of type %s", item.Type())
 	}
-	bounds := [3]int{0, length, capacity}
+	if item.Kind() == reflect.Array && !item.CanAddr() {
+		// An array held by value cannot be sliced in place; a copy can.
+		c := reflect.New(item.Type()).Elem()
+		c.Set(item)
+		item = c
+	}
+	bounds := [3]int{0, item.Len(), capacity}
 	for i, x := range indexes {
 		var err error
 		if bounds[i], err = position(x, capacity); err != nil {
@@ -178,26 +234,30 @@ func slice(a []any) (any, error) {
 	if bounds[0] > bounds[1] {
 		return nil, fmt.Errorf("invalid slice index: %d > %d", bounds[0], bounds[1])
 	}
+	if len(indexes) < 3 {
+		return fromValue(item.Slice(bounds[0], bounds[1])), nil
+	}
 	if bounds[1] > bounds[2] {
 		return nil, fmt.Errorf("invalid slice index: %d > %d", bounds[1], bounds[2])
 	}
-	if s, ok := a[0].(string); ok {
-		return s[bounds[0]:bounds[1]], nil
-	}
-	return a[0].([]string)[bounds[0]:bounds[1]:bounds[2]], nil
+	return fromValue(item.Slice3(bounds[0], bounds[1], bounds[2])), nil
 }
 
 // position converts an index argument to an int in [0, last].
 func position(x any, last int) (int, error) {
+	v := reflect.ValueOf(x)
+	var i int64
 	switch kindOf(x) {
-	case intKind, uintKind:
+	case intKind:
+		i = v.Int()
+	case uintKind:
+		i = int64(v.Uint())
 	case invalidKind:
 		return 0, errors.New("cannot index slice/array with nil")
 	default:
 		return 0, fmt.Errorf("cannot index slice/array with type %T", x)
 	}
-	i := asInt64(x)
-	if i < 0 || i > int64(last) {
+	if i < 0 || int(i) < 0 || int(i) > last {
 		return 0, fmt.Errorf("index out of range: %d", i)
 	}
 	return int(i), nil
@@ -218,46 +278,23 @@ const (
 )
 
 func kindOf(v any) basicKind {
-	switch v.(type) {
-	case nil:
+	switch reflect.ValueOf(v).Kind() {
+	case reflect.Invalid:
 		return invalidKind
-	case bool:
+	case reflect.Bool:
 		return boolKind
-	case int, int64:
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		return intKind
-	case uint8:
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		return uintKind
-	case float64:
+	case reflect.Float32, reflect.Float64:
 		return floatKind
-	case complex128:
+	case reflect.Complex64, reflect.Complex128:
 		return complexKind
-	case string:
+	case reflect.String:
 		return stringKind
 	}
 	return otherKind
-}
-
-func asInt64(v any) int64 {
-	switch v := v.(type) {
-	case int:
-		return int64(v)
-	case int64:
-		return v
-	case uint8:
-		return int64(v)
-	}
-	return 0
-}
-
-// sameIntType is i with the integer type of like: ranging over an int64 yields int64s.
-func sameIntType(like any, i int64) any {
-	switch like.(type) {
-	case int64:
-		return i
-	case uint8:
-		return uint8(i)
-	}
-	return int(i)
 }
 
 var (
@@ -279,41 +316,55 @@ func eq(a []any) (any, error) {
 
 func equal(a, b any) (bool, error) {
 	ka, kb := kindOf(a), kindOf(b)
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
 	if ka != kb {
 		switch {
-		case ka == intKind && kb == uintKind, ka == uintKind && kb == intKind:
-			return asInt64(a) == asInt64(b), nil // a uint8 always fits
-		case a == nil || b == nil:
-			return isNilCollection(a) || isNilCollection(b), nil // nil equals a nil list or map
+		case ka == intKind && kb == uintKind:
+			return va.Int() >= 0 && uint64(va.Int()) == vb.Uint(), nil
+		case ka == uintKind && kb == intKind:
+			return vb.Int() >= 0 && va.Uint() == uint64(vb.Int()), nil
+		case va.IsValid() && vb.IsValid():
+			return false, errIncompatible
 		}
-		return false, errIncompatible
+		// nil against a value of another kind: equal only to a nil list, map or pointer.
+		if ka != otherKind && kb != otherKind {
+			return false, nil
+		}
 	}
 	switch ka {
-	case intKind, uintKind:
-		return asInt64(a) == asInt64(b), nil
-	case otherKind:
-		// As text/template: values of one kind compare (two structs of different types are
-		// simply unequal), provided the second is of a comparable type.
-		ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
-		if ta.Kind() != tb.Kind() {
-			return false, fmt.Errorf("non-comparable types %T and %T", a, b)
-		}
-		if isNilCollection(a) || isNilCollection(b) {
-			return isNilCollection(a) == isNilCollection(b), nil
-		}
-		if !tb.Comparable() {
-			return false, fmt.Errorf("non-comparable type %T", b)
-		}
+	case boolKind:
+		return va.Bool() == vb.Bool(), nil
+	case intKind:
+		return va.Int() == vb.Int(), nil
+	case uintKind:
+		return va.Uint() == vb.Uint(), nil
+	case floatKind:
+		return va.Float() == vb.Float(), nil
+	case complexKind:
+		return va.Complex() == vb.Complex(), nil
+	case stringKind:
+		return va.String() == vb.String(), nil
+	}
+	if va.IsValid() && vb.IsValid() && va.Kind() != vb.Kind() {
+		return false, fmt.Errorf("non-comparable types %T and %T", a, b)
+	}
+	if isNil(va) || isNil(vb) {
+		return isNil(va) == isNil(vb), nil
+	}
+	if !vb.Type().Comparable() {
+		return false, fmt.Errorf("non-comparable type %T", b)
 	}
 	return a == b, nil
 }
 
-func isNilCollection(v any) bool {
-	switch v := v.(type) {
-	case []string:
-		return v == nil
-	case map[string]string:
-		return v == nil
+// isNil reports no value, or a nil list, map, pointer, channel or function.
+func isNil(v reflect.Value) bool {
+	if !v.IsValid() {
+		return true
+	}
+	switch v.Kind() {
+	case reflect.Chan, reflect.Func, reflect.Interface, reflect.Map, reflect.Pointer, reflect.Slice:
+		return v.IsNil()
 	}
 	return false
 }
@@ -325,19 +376,25 @@ func less(a, b any) (bool, error) {
 			return false, errNotOrdered
 		}
 	}
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
 	if ka != kb {
-		if (ka == intKind || ka == uintKind) && (kb == intKind || kb == uintKind) {
-			return asInt64(a) < asInt64(b), nil
+		switch {
+		case ka == intKind && kb == uintKind:
+			return va.Int() < 0 || uint64(va.Int()) < vb.Uint(), nil
+		case ka == uintKind && kb == intKind:
+			return vb.Int() >= 0 && va.Uint() < uint64(vb.Int()), nil
 		}
 		return false, errIncompatible
 	}
 	switch ka {
-	case intKind, uintKind:
-		return asInt64(a) < asInt64(b), nil
+	case intKind:
+		return va.Int() < vb.Int(), nil
+	case uintKind:
+		return va.Uint() < vb.Uint(), nil
 	case floatKind:
-		return a.(float64) < b.(float64), nil
+		return va.Float() < vb.Float(), nil
 	}
-	return a.(string) < b.(string), nil
+	return va.String() < vb.String(), nil
 }
 
 func lessOrEqual(a, b any) (bool, error) {

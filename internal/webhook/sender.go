@@ -37,6 +37,8 @@ type Settings struct {
 	Template string
 	// TemplateFile is WEBHOOK_TEMPLATE_FILE, named in errors about the template.
 	TemplateFile string
+	// NTHKinds is WEBHOOK_NTH_KINDS: templates see NTH's values of Kind and Monitor.
+	NTHKinds bool
 }
 
 // DefaultTemplate is the message a user gets when they set only WEBHOOK_URL: a Slack-style
@@ -103,6 +105,7 @@ type Sender struct {
 	url      string
 	headers  http.Header
 	template *Template
+	nthKinds bool
 	client   *http.Client
 	redact   *strings.Replacer
 	opts     Options
@@ -182,6 +185,7 @@ func New(cfg Settings, opts Options) (*Sender, error) {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	s.url = u.String()
+	s.nthKinds = cfg.NTHKinds
 	s.redact = newRedactor(secrets)
 	return s, nil
 }
@@ -197,6 +201,10 @@ func (s *Sender) Enabled() bool { return s != nil && s.url != "" }
 func (s *Sender) Send(ctx context.Context, n Notification) error {
 	if !s.Enabled() {
 		return nil
+	}
+	n = withPlacement(n)
+	if s.nthKinds {
+		n = asNTH(n)
 	}
 	body, err := s.template.Render(n)
 	if err != nil {

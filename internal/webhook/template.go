@@ -23,10 +23,14 @@ type Notification struct {
 	ProviderID           string
 	InstanceType         string
 	AutoScalingGroupName string
-	StartTime            time.Time
-	EndTime              time.Time
-	Pods                 []string
-	NodeLabels           map[string]string
+	// AvailabilityZone and Region come from ProviderID when not given (NTH took them from
+	// instance metadata).
+	AvailabilityZone string
+	Region           string
+	StartTime        time.Time
+	EndTime          time.Time
+	Pods             []string
+	NodeLabels       map[string]string
 }
 
 // JSON encodes v as JSON, for templates that build a JSON body: {{ .JSON .Description }}
@@ -61,8 +65,9 @@ var errTooLarge = fmt.Errorf("WEBHOOK_TEMPLATE: rendered body exceeds %d bytes",
 // Template is a parsed webhook template.
 //
 // It is Go template syntax with text/template's built-in functions (print, printf, len,
-// index, eq, ...) and no others, none of which can read files, the environment or the
-// network; a template asking for one (env, readFile, ...) does not parse. A template reaches
+// index, eq, ...) and sprig's hermetic ones (upper, join, default, toJson, ...; sprig.go),
+// none of which can read files, the environment or the network; a template asking for one
+// (env, expandenv, readFile, ...) does not parse, and the error says why. A template reaches
 // the fields of Notification, its JSON method and common time.Time methods (see eval.go).
 // Rendering is bounded in output (MaxBodyBytes) and in work (maxSteps), and a missing map key
 // is an error rather than the text "<no value>" (use {{ index .NodeLabels "key" }} for
@@ -82,7 +87,7 @@ const templateName = "WEBHOOK_TEMPLATE"
 func ParseTemplate(text string) (*Template, error) {
 	trees, err := parse.Parse(templateName, text, "", "", functionNames())
 	if err != nil {
-		return nil, fmt.Errorf("WEBHOOK_TEMPLATE: not a valid Go template: %w", err)
+		return nil, fmt.Errorf("WEBHOOK_TEMPLATE: not a valid Go template: %w", explainUndefined(err))
 	}
 	if err := limitNesting(trees); err != nil {
 		return nil, err
@@ -228,6 +233,8 @@ func sampleNotification() Notification {
 		ProviderID:           "aws:///us-east-1a/i-0123456789abcdef0",
 		InstanceType:         "m5.large",
 		AutoScalingGroupName: "sample-asg",
+		AvailabilityZone:     "us-east-1a",
+		Region:               "us-east-1",
 		StartTime:            start,
 		EndTime:              start.Add(2 * time.Minute),
 		Pods:                 []string{"default/sample-0", "default/sample-1"},

@@ -158,7 +158,7 @@ func TestParseTemplateRejects(t *testing.T) {
 		name, text, want string
 	}{
 		{"syntax", `{{ .Kind `, "not a valid Go template"},
-		{"environment", `{{ env "HOME" }}`, `function "env" not defined`},
+		{"environment", `{{ env "HOME" }}`, `function "env" is not available in webhook templates`},
 		{"environment (sprig spelling)", `{{ getenv "HOME" }}`, `function "getenv" not defined`},
 		{"file", `{{ readFile "/etc/passwd" }}`, `function "readFile" not defined`},
 		{"include", `{{ include "/etc/passwd" . }}`, `function "include" not defined`},

@@ -45,7 +45,7 @@ func Events(c *config.Config, logger *slog.Logger) events.Options {
 // Webhook is the webhook's settings.
 func Webhook(c *config.Config) webhook.Settings {
 	return webhook.Settings{URL: c.WebhookURL, Proxy: c.WebhookProxy, Headers: c.WebhookHeaders,
-		Template: c.WebhookTemplate, TemplateFile: c.WebhookTemplateFile}
+		Template: c.WebhookTemplate, TemplateFile: c.WebhookTemplateFile, NTHKinds: c.WebhookNTHKinds}
 }
 
 // readOnlyQPS is the rate of the read-only commands (status, check, preflight) when

@@ -5,14 +5,12 @@
 // or when answers show a queue at the server longer than a small share of the bound.
 //
 // Why requests in flight rather than a rate: what a server gets through is what it has in
-// hand divided by how long each takes, and that time differs by kind (a node patch 10 ms, an
-// eviction 100 ms: its list of the namespace's disruption budgets waits for the API server's
-// watch cache, which catches up on etcd's progress notifications, asked for every 100 ms)
-// and grows with the server's load. A bound on requests in
-// flight keeps the server's own queue short whatever the mix, and throughput follows the
-// server's pace by itself; a rate must be guessed, and a rate a little too high piles requests
-// up at the server until API Priority and Fairness rejects them. Measured in an AZ-scale burst,
-// a rate that halved on each 429 swung between 11 and 559 requests/s.
+// hand divided by how long each takes, and that time differs by kind (an eviction takes far
+// longer than a node patch) and grows with the server's load. A bound on requests in flight
+// keeps the server's own queue short whatever the mix, and throughput follows the server's
+// pace by itself; a rate must be guessed, and a rate a little too high piles requests up at
+// the server until API Priority and Fairness rejects them. The measurements behind this
+// package's constants are in docs/design/pacing.md.
 //
 // The budget is enforced in the clients' transport (Transport), where a request's end is seen;
 // client-go's own rate limiter is switched off for these clients. KUBE_API_QPS, when set,
@@ -68,14 +66,9 @@ const (
 )
 
 // Defaults for Options left zero. The start is the concurrency at which the AZ benchmark's
-// calibration found the sandbox's API server at its best for evictions: in ten-second steps,
-// 64 in flight had 1-35 % more evictions answered than 32, but the p99 answer took 0.5-0.8 s
-// against 0.3 s, and their pods went at 69-117/s against 104-121/s (the deletions evictions
-// cause fell behind). The ceiling is about
-// what the chart's priority level may hold with borrowing, and a fifth of the seats a
-// kube-apiserver has in all by default (400 + 200 in flight): more of Lifeboat's requests at
-// once only queue at the server. With 512 the AZ benchmark's bound climbed there, and the
-// server's queue timed out hundreds of them.
+// calibration found the API server at its best for evictions; the ceiling is about what the
+// chart's priority level may hold with borrowing: more of Lifeboat's requests at once only
+// queue at the server (docs/design/pacing.md).
 const (
 	DefaultStart    = 32
 	DefaultCeiling  = 128
@@ -86,8 +79,8 @@ const (
 )
 
 // urgentShare: while cordons are in flight or waiting, the ordinary and background lanes keep
-// to this fraction of the bound. Measured on the sandbox, a node patch took 50 ms with few
-// evictions alongside and 240 ms (p90 690 ms) with many, so cordons alone did not keep ahead.
+// to this fraction of the bound: a node patch slows several times over behind many
+// evictions, so cordons alone did not keep ahead.
 const urgentShare = 8
 
 // Options size the budget.
@@ -433,17 +426,14 @@ func (b *Budget) report(c *change) {
 // and beyond that only queues them: in flight N + q, it answers no faster than at N, and each
 // answer takes q/N longer. So the bound is kept where a few requests queue, enough that the
 // server never waits for work: lowered by half the excess when the queue is over a quarter of
-// the bound, raised while requests wait for it and the queue is under an eighth. Measured in
-// the AZ benchmark's calibration, evictions and the deletions they cause went at 126/s with
-// 16 in flight, 145/s with 32 (answers a fifth slower than idle) and 120/s with 64: a bound
-// that stops only when answers become far slower sits at its ceiling with most of it queued
-// at the server.
+// the bound, raised while requests wait for it and the queue is under an eighth: a bound that
+// stops only when answers become far slower sits at its ceiling with most of it queued at the
+// server.
 //
 // A queue lowers the bound to its start at most; only 429s take it further. Answers are
-// slower when others load the server too (in the AZ benchmark, kwok deleting the evicted pods
-// as fast as they come), and fewer requests of Lifeboat's do not make others' go faster: a
-// bound that followed the queue all the way down sat at 7 in flight, at a third of the
-// calibrated rate. A baseline measured on a quieter server than today's makes every answer
+// slower when others load the server too, and fewer requests of Lifeboat's do not make
+// others' go faster: a bound that followed the queue all the way down starved the drains
+// (docs/design/pacing.md). A baseline measured on a quieter server than today's makes every answer
 // look queued until its window passes, too. API Priority and Fairness says when Lifeboat's
 // share is full, with a 429.
 func (b *Budget) reconsiderLocked(now time.Time) *change {
@@ -489,9 +479,9 @@ func (b *Budget) reconsiderLocked(now time.Time) *change {
 // usedToRaise is the share of the bound that must have been in flight, on average over the
 // interval, for its answers to justify a raise. Answers with fewer requests at the server say
 // nothing of what the whole bound would do to it: while cordons keep the other lanes to a
-// share of the bound, evictions waited and were answered fast, and the AZ benchmark's bound
-// climbed from 32 to its ceiling of 128 before the last cordon; the 128 evictions then sent at
-// once made the API server close five node watches as too slow.
+// share of the bound, evictions wait and are answered fast, and a bound raised on that alone
+// reached its ceiling before the last cordon, then sent so many evictions at once that the
+// API server closed node watches as too slow.
 const usedToRaise = 0.75
 
 // quietAfterThrottle is how many intervals after a 429 the bound does not rise: API Priority

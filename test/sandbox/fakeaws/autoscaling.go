@@ -2,9 +2,12 @@ package fakeaws
 
 import (
 	"encoding/xml"
+	"fmt"
 	"maps"
 	"net/url"
 	"slices"
+	"strconv"
+	"time"
 )
 
 type asgDescribeInstancesResult struct {
@@ -96,12 +99,21 @@ func (s *Server) lifecycleState(in *Instance) string {
 			act = a
 		}
 	}
+	switch in.State {
+	case "shutting-down":
+		return "Terminating"
+	case "terminated":
+		return "Terminated"
+	}
 	if act != nil {
 		phase := "Terminating"
 		for _, h := range s.hooks {
 			if h.Name == act.hook && h.AutoScalingGroup == act.group && h.Transition == "autoscaling:EC2_INSTANCE_LAUNCHING" {
 				phase = "Pending"
 			}
+		}
+		if act.completed && act.result == "ABANDON" && phase == "Terminating" && s.retainOnAbandon[act.group] {
+			return "Terminating:Retained"
 		}
 		if act.completed {
 			return phase + ":Proceed"
@@ -202,6 +214,12 @@ func (s *Server) asgCompleteLifecycleAction(p url.Values) (any, error) {
 		return nil, err
 	}
 	a.completed, a.result = true, result
+	if result == "ABANDON" && !s.retainOnAbandon[a.group] && s.terminating(a) {
+		// Without a policy that retains it, an abandoned termination goes on at once.
+		if i := s.instanceIndex(a.instanceID); i >= 0 {
+			s.instances[i].State = "terminated"
+		}
+	}
 	return &asgCompleteResult{}, nil
 }
 
@@ -241,4 +259,164 @@ func (s *Server) activeAction(p url.Values) (*lifecycleAction, error) {
 		return nil, errorf("ValidationError", "No active Lifecycle Action found with instance ID %s", id)
 	}
 	return nil, errorf("ValidationError", "Either LifecycleActionToken or InstanceId must be specified")
+}
+
+// terminating reports whether the action is for a termination hook (hooks default to one).
+// The caller holds s.mu.
+func (s *Server) terminating(a *lifecycleAction) bool {
+	for _, h := range s.hooks {
+		if h.Name == a.hook && h.AutoScalingGroup == a.group {
+			return h.Transition == "autoscaling:EC2_INSTANCE_TERMINATING"
+		}
+	}
+	return true
+}
+
+// SetRetainOnAbandon sets the group's instance lifecycle policy: with retain, an instance
+// whose termination hook is completed with ABANDON stays in the Terminating:Retained state
+// until TerminateInstanceInAutoScalingGroup; without, it is terminated at once.
+func (s *Server) SetRetainOnAbandon(group string, retain bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.retainOnAbandon[group] = retain
+}
+
+// InstanceState returns the instance's EC2 state and Auto Scaling lifecycle state ("" when
+// it is in no group); ok is false for an unknown instance.
+func (s *Server) InstanceState(id string) (ec2State, lifecycleState string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.instanceIndex(id)
+	if i < 0 {
+		return "", "", false
+	}
+	in := s.instances[i]
+	if in.AutoScalingGroup != "" {
+		lifecycleState = s.lifecycleState(in)
+	}
+	return in.State, lifecycleState, true
+}
+
+type asgDescribeGroupsResult struct {
+	XMLName   xml.Name   `xml:"DescribeAutoScalingGroupsResult"`
+	Groups    []asgGroup `xml:"AutoScalingGroups>member"`
+	NextToken string     `xml:"NextToken,omitempty"`
+}
+
+type asgGroup struct {
+	AutoScalingGroupName string             `xml:"AutoScalingGroupName"`
+	MinSize              int                `xml:"MinSize"`
+	MaxSize              int                `xml:"MaxSize"`
+	DesiredCapacity      int                `xml:"DesiredCapacity"`
+	Instances            []asgGroupInstance `xml:"Instances>member"`
+	// Only a group with a policy states one, as AWS does.
+	Policy *asgLifecyclePolicy `xml:"InstanceLifecyclePolicy,omitempty"`
+}
+
+type asgGroupInstance struct {
+	InstanceID       string `xml:"InstanceId"`
+	AvailabilityZone string `xml:"AvailabilityZone"`
+	LifecycleState   string `xml:"LifecycleState"`
+	HealthStatus     string `xml:"HealthStatus"`
+}
+
+type asgLifecyclePolicy struct {
+	TerminateHookAbandon string `xml:"RetentionTriggers>TerminateHookAbandon"`
+}
+
+var asgGroupPaging = paging{"MaxRecords", "NextToken", 1, 100, 50, "ValidationError", "InvalidNextToken"}
+
+func (s *Server) asgDescribeAutoScalingGroups(p url.Values) (any, error) {
+	names := listParam(p, "AutoScalingGroupNames.member")
+	s.mu.Lock()
+	var groups []string
+	add := func(g string) {
+		if g != "" && !slices.Contains(groups, g) && (len(names) == 0 || slices.Contains(names, g)) {
+			groups = append(groups, g)
+		}
+	}
+	for _, in := range s.instances {
+		add(in.AutoScalingGroup)
+	}
+	for _, h := range s.hooks {
+		add(h.AutoScalingGroup)
+	}
+	for _, g := range slices.Sorted(maps.Keys(s.groupTags)) {
+		add(g)
+	}
+	for _, g := range slices.Sorted(maps.Keys(s.retainOnAbandon)) {
+		add(g)
+	}
+	var out []asgGroup
+	for _, g := range groups {
+		group := asgGroup{AutoScalingGroupName: g}
+		for _, in := range s.instances {
+			if in.AutoScalingGroup != g {
+				continue
+			}
+			state := s.lifecycleState(in)
+			group.Instances = append(group.Instances, asgGroupInstance{InstanceID: in.ID, AvailabilityZone: in.AvailabilityZone,
+				LifecycleState: state, HealthStatus: "Healthy"})
+			if state == "InService" {
+				group.DesiredCapacity++
+			}
+		}
+		group.MaxSize = max(len(group.Instances), 1)
+		if retain, set := s.retainOnAbandon[g]; set {
+			action := "terminate"
+			if retain {
+				action = "retain"
+			}
+			group.Policy = &asgLifecyclePolicy{TerminateHookAbandon: action}
+		}
+		out = append(out, group)
+	}
+	s.mu.Unlock()
+	start, end, next, err := asgGroupPaging.page(p, len(out))
+	if err != nil {
+		return nil, err
+	}
+	return &asgDescribeGroupsResult{Groups: out[start:end], NextToken: next}, nil
+}
+
+type asgTerminateResult struct {
+	XMLName  xml.Name    `xml:"TerminateInstanceInAutoScalingGroupResult"`
+	Activity asgActivity `xml:"Activity"`
+}
+
+type asgActivity struct {
+	ActivityID           string `xml:"ActivityId"`
+	AutoScalingGroupName string `xml:"AutoScalingGroupName"`
+	Description          string `xml:"Description"`
+	Cause                string `xml:"Cause"`
+	StartTime            string `xml:"StartTime"`
+	StatusCode           string `xml:"StatusCode"`
+	Progress             int    `xml:"Progress"`
+}
+
+// asgTerminateInstanceInAutoScalingGroup terminates a member of a group: its EC2 state
+// becomes shutting-down at once (terminated for the fake's purposes).
+func (s *Server) asgTerminateInstanceInAutoScalingGroup(p url.Values) (any, error) {
+	id := p.Get("InstanceId")
+	decrement := p.Get("ShouldDecrementDesiredCapacity")
+	if id == "" || decrement == "" {
+		return nil, errorf("ValidationError", "InstanceId and ShouldDecrementDesiredCapacity are required")
+	}
+	if _, err := strconv.ParseBool(decrement); err != nil {
+		return nil, errorf("ValidationError", "ShouldDecrementDesiredCapacity %q is not a boolean", decrement)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.instanceIndex(id)
+	if i < 0 || s.instances[i].AutoScalingGroup == "" || s.instances[i].State == "terminated" {
+		return nil, errorf("ValidationError", "Instance Id not found - No managed instance found for instance ID: %s", id)
+	}
+	in := s.instances[i]
+	in.State = "terminated"
+	s.activities++
+	return &asgTerminateResult{Activity: asgActivity{
+		ActivityID: fmt.Sprintf("00000000-0000-4000-a000-%012d", s.activities), AutoScalingGroupName: in.AutoScalingGroup,
+		Description: "Terminating EC2 instance: " + id, Cause: "instance " + id + " was taken out of service in response to a user request",
+		StartTime: time.Now().UTC().Format(time.RFC3339), StatusCode: "InProgress",
+	}}, nil
 }

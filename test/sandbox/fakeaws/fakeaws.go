@@ -89,18 +89,22 @@ type Server struct {
 	proxy      *httputil.ReverseProxy // nil if no SQS backend
 	backendErr error                  // set if Options.SQSBackend is invalid
 
-	mu         sync.Mutex
-	instances  []*Instance // insertion order, which is the order EC2 reports
-	groupTags  map[string]map[string]string
-	hooks      []LifecycleHook
-	actions    map[string]*lifecycleAction // by token
-	groups     []*targetGroup              // ELBv2, in the order added
-	calls      []Call
-	faults     []Fault
-	requestSeq int
-	onCall     func(Call)
-	srv        *http.Server
-	url        string
+	mu        sync.Mutex
+	instances []*Instance // insertion order, which is the order EC2 reports
+	groupTags map[string]map[string]string
+	hooks     []LifecycleHook
+	actions   map[string]*lifecycleAction // by token
+	// retainOnAbandon holds the groups whose instance lifecycle policy retains an instance
+	// whose termination hook is abandoned (TerminateHookAbandon: retain).
+	retainOnAbandon map[string]bool
+	groups          []*targetGroup // ELBv2, in the order added
+	calls           []Call
+	faults          []Fault
+	requestSeq      int
+	activities      int // scaling activities started (TerminateInstanceInAutoScalingGroup)
+	onCall          func(Call)
+	srv             *http.Server
+	url             string
 }
 
 type lifecycleAction struct {
@@ -114,8 +118,9 @@ type lifecycleAction struct {
 // or it is mounted as an http.Handler.
 func New(opts Options) *Server {
 	s := &Server{
-		groupTags: map[string]map[string]string{},
-		actions:   map[string]*lifecycleAction{},
+		groupTags:       map[string]map[string]string{},
+		actions:         map[string]*lifecycleAction{},
+		retainOnAbandon: map[string]bool{},
 	}
 	if opts.SQSBackend != "" {
 		s.proxy, s.backendErr = newSQSProxy(opts.SQSBackend)

@@ -62,11 +62,13 @@ var ec2Actions = map[string]handler{
 }
 
 var asgActions = map[string]handler{
-	"DescribeAutoScalingInstances":   (*Server).asgDescribeAutoScalingInstances,
-	"DescribeLifecycleHooks":         (*Server).asgDescribeLifecycleHooks,
-	"DescribeTags":                   (*Server).asgDescribeTags,
-	"CompleteLifecycleAction":        (*Server).asgCompleteLifecycleAction,
-	"RecordLifecycleActionHeartbeat": (*Server).asgRecordLifecycleActionHeartbeat,
+	"DescribeAutoScalingInstances":        (*Server).asgDescribeAutoScalingInstances,
+	"DescribeAutoScalingGroups":           (*Server).asgDescribeAutoScalingGroups,
+	"TerminateInstanceInAutoScalingGroup": (*Server).asgTerminateInstanceInAutoScalingGroup,
+	"DescribeLifecycleHooks":              (*Server).asgDescribeLifecycleHooks,
+	"DescribeTags":                        (*Server).asgDescribeTags,
+	"CompleteLifecycleAction":             (*Server).asgCompleteLifecycleAction,
+	"RecordLifecycleActionHeartbeat":      (*Server).asgRecordLifecycleActionHeartbeat,
 }
 
 var elbActions = map[string]handler{

@@ -67,8 +67,17 @@ loop rather than sprig's merge, which would let a false or 0 override lose to th
 {{- $cfg := dict }}
 {{- range $k, $v := .root.Values.config }}{{ $_ := set $cfg $k $v }}{{ end }}
 {{- range $k, $v := (index .root.Values .component).config }}{{ $_ := set $cfg $k $v }}{{ end }}
+{{- with .root.Values.webhookTemplateConfigMap.name }}
+{{- if get $cfg "webhookTemplateFile" }}
+{{- fail "webhookTemplateConfigMap and config.webhookTemplateFile both name the webhook template: keep one" }}
+{{- end }}
+{{- $_ := set $cfg "webhookTemplateFile" (printf "%s/%s" (include "lifeboat.webhookTemplateDir" $) $.root.Values.webhookTemplateConfigMap.key) }}
+{{- end }}
 {{- toYaml $cfg }}
 {{- end }}
+
+{{/* Where the webhook template's ConfigMap is mounted. */}}
+{{- define "lifeboat.webhookTemplateDir" -}}/etc/lifeboat/webhook-template{{- end }}
 
 {{/*
 A setting's value as the binary reads it. YAML numbers arrive as float64, which would print
@@ -203,4 +212,21 @@ not 0): the reader ClusterRole is then rendered and bound to the controller.
 {{- $every := include "lifeboat.settingValue" (get $cfg "readinessReportInterval") | trim }}
 {{- if not (has $every (list "" "0" "0s")) }}true{{ end }}
 {{- end }}
+{{- end }}
+
+{{/*
+A workload's rollout strategy: the one given, else the chart's. On the host network a surge
+pod would wait for the old pod's ports forever, so a maxSurge above 0 is refused there.
+(dict "strategy" $given "hostNetwork" $bool "key" "agent.updateStrategy" "default" $chartDefault
+"surgeDefault" Kubernetes' maxSurge when the strategy names none)
+*/}}
+{{- define "lifeboat.updateStrategy" -}}
+{{- $s := .strategy | default .default }}
+{{- if and .hostNetwork $s.rollingUpdate }}
+{{- $surge := toString (hasKey $s.rollingUpdate "maxSurge" | ternary $s.rollingUpdate.maxSurge .surgeDefault) }}
+{{- if not (has $surge (list "0" "0%")) }}
+{{- fail (printf "%s: maxSurge %s with hostNetwork: the new pod would wait for the old pod's host ports forever; use maxSurge 0" .key $surge) }}
+{{- end }}
+{{- end }}
+{{- toYaml $s }}
 {{- end }}

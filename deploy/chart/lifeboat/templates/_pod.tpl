@@ -22,7 +22,13 @@ spec:
   {{- if $values.hostNetwork }}
   hostNetwork: true
   # Cluster DNS still answers first although the pod uses the host's network.
-  dnsPolicy: ClusterFirstWithHostNet
+  dnsPolicy: {{ $values.dnsPolicy | default "ClusterFirstWithHostNet" }}
+  {{- else if $values.dnsPolicy }}
+  dnsPolicy: {{ $values.dnsPolicy }}
+  {{- end }}
+  {{- with $values.dnsConfig }}
+  dnsConfig:
+    {{- toYaml . | nindent 4 }}
   {{- end }}
   terminationGracePeriodSeconds: {{ $values.terminationGracePeriodSeconds }}
   securityContext:
@@ -47,13 +53,31 @@ spec:
       resources:
         {{- toYaml . | nindent 8 }}
       {{- end }}
-      {{- with $values.extraVolumeMounts }}
+      {{- $template := $root.Values.webhookTemplateConfigMap }}
+      {{- if or $values.extraVolumeMounts $template.name }}
       volumeMounts:
+        {{- if $template.name }}
+        - name: webhook-template
+          mountPath: {{ include "lifeboat.webhookTemplateDir" . }}
+          readOnly: true
+        {{- end }}
+        {{- with $values.extraVolumeMounts }}
         {{- toYaml . | nindent 8 }}
+        {{- end }}
       {{- end }}
-  {{- with $values.extraVolumes }}
+  {{- if or $values.extraVolumes $template.name }}
   volumes:
+    {{- if $template.name }}
+    - name: webhook-template
+      configMap:
+        name: {{ $template.name }}
+        items:
+          - key: {{ required "webhookTemplateConfigMap.key is required with webhookTemplateConfigMap.name" $template.key }}
+            path: {{ $template.key }}
+    {{- end }}
+    {{- with $values.extraVolumes }}
     {{- toYaml . | nindent 4 }}
+    {{- end }}
   {{- end }}
   {{- with $values.nodeSelector }}
   nodeSelector:
@@ -61,6 +85,10 @@ spec:
   {{- end }}
   {{- with $values.tolerations }}
   tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $values.topologySpreadConstraints }}
+  topologySpreadConstraints:
     {{- toYaml . | nindent 4 }}
   {{- end }}
   {{- if $values.affinity }}

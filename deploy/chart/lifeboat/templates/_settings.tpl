@@ -48,12 +48,15 @@ completeLifecycleActionDelaySeconds: COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS
 asgLaunchReadyTimeout: ASG_LAUNCH_READY_TIMEOUT
 heartbeatInterval: HEARTBEAT_INTERVAL
 heartbeatUntil: HEARTBEAT_UNTIL
+abandonLifecycleActionOnIncompleteDrain: ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN
+retainedDrainTimeout: RETAINED_DRAIN_TIMEOUT
 sqsMsgVisibilityTimeoutSec: SQS_MSG_VISIBILITY_TIMEOUT_SEC
 webhookUrl: WEBHOOK_URL
 webhookProxy: WEBHOOK_PROXY
 webhookHeaders: WEBHOOK_HEADERS
 webhookTemplate: WEBHOOK_TEMPLATE
 webhookTemplateFile: WEBHOOK_TEMPLATE_FILE
+webhookNthKinds: WEBHOOK_NTH_KINDS
 jsonLogging: JSON_LOGGING
 logLevel: LOG_LEVEL
 logFormatVersion: LOG_FORMAT_VERSION

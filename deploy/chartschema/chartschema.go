@@ -1,0 +1,157 @@
+// Package chartschema writes the chart's values.schema.json from its values.yaml and the NTH
+// keys it takes (nth/keys.yaml): every object the chart defines refuses keys it does not know,
+// so a typo fails the install naming the key, while NTH's keys pass on to the templates, which
+// map or refuse each with a message of its own.
+package chartschema
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// freeForm are the objects whose keys are the user's (Kubernetes fields, labels), though
+// values.yaml gives them keys. Empty objects in values.yaml are free-form too, except those
+// keyed like config.
+var freeForm = map[string]bool{
+	"podSecurityContext": true, "securityContext": true, "dashboard.labels": true,
+	"agent.nodeSelector": true, "agent.affinity": true, "agent.resources": true,
+	"agent.livenessProbe": true, "agent.readinessProbe": true,
+	"controller.nodeSelector": true, "controller.resources": true,
+	"controller.livenessProbe": true, "controller.readinessProbe": true,
+}
+
+// keyedLikeConfig are the objects whose keys are Lifeboat's settings.
+var keyedLikeConfig = map[string]bool{"agent.config": true, "controller.config": true, "configFromSecret": true}
+
+// setByTheChart are settings the chart sets itself; the schema lets them through so that the
+// templates refuse them with the reason.
+var setByTheChart = []string{"nodeName", "podName", "namespace", "enableSqsTerminationDraining"}
+
+// Generate returns the schema for a chart with these values.yaml and nth/keys.yaml.
+func Generate(valuesYAML, nthKeysYAML []byte) ([]byte, error) {
+	var values map[string]any
+	if err := yaml.Unmarshal(valuesYAML, &values); err != nil {
+		return nil, fmt.Errorf("values.yaml: %w", err)
+	}
+	var nth map[string]map[string]any
+	if err := yaml.Unmarshal(nthKeysYAML, &nth); err != nil {
+		return nil, fmt.Errorf("nth/keys.yaml: %w", err)
+	}
+	config, _ := values["config"].(map[string]any)
+	if config == nil {
+		return nil, fmt.Errorf("values.yaml has no config")
+	}
+	root := objectSchema("", values, config)
+	for _, path := range []string{"config", "agent.config", "controller.config"} {
+		for _, k := range setByTheChart {
+			admit(root, append(strings.Split(path, "."), k))
+		}
+	}
+	root["$schema"] = "http://json-schema.org/draft-07/schema#"
+	root["title"] = "Lifeboat chart values (and aws-node-termination-handler's, which the chart maps or refuses)"
+
+	keys := make([]string, 0, len(nth))
+	for k := range nth {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		admit(root, strings.Split(key, "."))
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(root); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func objectSchema(path string, m map[string]any, config map[string]any) map[string]any {
+	switch {
+	case keyedLikeConfig[path]:
+		props := map[string]any{}
+		for k := range config {
+			if path == "configFromSecret" {
+				props[k] = map[string]any{
+					"type":                 "object",
+					"additionalProperties": false,
+					"required":             []string{"name", "key"},
+					"properties":           map[string]any{"name": map[string]any{"type": "string"}, "key": map[string]any{"type": "string"}},
+				}
+			} else {
+				props[k] = scalar()
+			}
+		}
+		return map[string]any{"type": "object", "additionalProperties": false, "properties": props}
+	case freeForm[path] || len(m) == 0:
+		return map[string]any{"type": "object"}
+	}
+	props := map[string]any{}
+	for k, v := range m {
+		props[k] = valueSchema(join(path, k), v, config)
+	}
+	return map[string]any{"type": "object", "additionalProperties": false, "properties": props}
+}
+
+func valueSchema(path string, v any, config map[string]any) map[string]any {
+	switch v := v.(type) {
+	case map[string]any:
+		return objectSchema(path, v, config)
+	case []any:
+		return map[string]any{"type": "array"}
+	case bool:
+		if strings.HasPrefix(path, "config.") {
+			return scalar()
+		}
+		return map[string]any{"type": "boolean"}
+	}
+	if strings.HasPrefix(path, "config.") {
+		return scalar()
+	}
+	return map[string]any{}
+}
+
+// scalar is a setting's value: the binary parses it, so any string, number or boolean.
+func scalar() map[string]any {
+	return map[string]any{"type": []string{"string", "number", "boolean", "null"}}
+}
+
+// admit lets an NTH key through: its leaf takes any value (the templates check it), and an
+// object only NTH has refuses the keys NTH's does not have.
+func admit(schema map[string]any, parts []string) {
+	if schema["type"] != "object" || schema["properties"] == nil {
+		if schema["type"] == "object" && schema["additionalProperties"] == nil {
+			return // free-form: anything goes already
+		}
+		schema["type"] = "object"
+		schema["additionalProperties"] = false
+		schema["properties"] = map[string]any{}
+	}
+	props := schema["properties"].(map[string]any)
+	child, ok := props[parts[0]].(map[string]any)
+	if len(parts) == 1 {
+		if !ok {
+			props[parts[0]] = map[string]any{}
+		}
+		return
+	}
+	if !ok {
+		child = map[string]any{}
+		props[parts[0]] = child
+	}
+	admit(child, parts[1:])
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
