@@ -36,7 +36,7 @@ type prometheusRule struct {
 func renderRule(t *testing.T, h helm, args ...string) prometheusRule {
 	t.Helper()
 	out, err := h.run(append([]string{"template", "lifeboat", chartDir, "--namespace", "kube-system",
-		"--show-only", "templates/prometheusrule.yaml"}, args...)...)
+		"--api-versions", "monitoring.coreos.com/v1/PrometheusRule", "--show-only", "templates/prometheusrule.yaml"}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,8 @@ func renderRule(t *testing.T, h helm, args ...string) prometheusRule {
 // an operator must hear of (a drain cut by its deadline, pods held at the deadline, lifecycle
 // completions failing, queue receives failing, no leader); every expression parses as PromQL
 // and selects only metrics and labels Lifeboat registers; every alert has a severity, the
-// chart's extra labels, a summary and a description; `for` durations parse. Off by default.
+// chart's extra labels, a summary and a description; `for` durations parse. Off by default,
+// and not rendered where the cluster has no PrometheusRule kind.
 func TestPrometheusRule(t *testing.T) {
 	h := newHelm(t)
 	r := renderRule(t, h, "--set", "prometheusRule.enabled=true", "--set", "prometheusRule.noLeaderFor=7m",
@@ -100,5 +101,14 @@ func TestPrometheusRule(t *testing.T) {
 	}
 	if strings.Contains(out, "kind: PrometheusRule") {
 		t.Error("a PrometheusRule is rendered by default; it must be asked for")
+	}
+	// Where the cluster has no PrometheusRule kind, none (TestNTHValuesFilesInstall checks that
+	// the notes say so).
+	out, err = h.run("template", "lifeboat", chartDir, "--namespace", "kube-system", "--set", "prometheusRule.enabled=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "kind: PrometheusRule") {
+		t.Error("a PrometheusRule is rendered for a cluster that has no such kind")
 	}
 }
