@@ -25,31 +25,23 @@ func (a *Agent) hookDeadline(ctx context.Context, n notice.Notice) time.Time {
 		start = time.Now()
 	}
 	log := a.log.With("notice", n.ID)
-	timeouts := cloud.AssumedHookTimeouts
-	switch {
-	case a.hooks == nil:
+	assumed := cloud.AssumedHookTimeouts
+	if a.hooks == nil {
 		log.Warn("ASG_LIFECYCLE_HOOK_NAME is unset, so the termination hook's heartbeat timeout is unknown (pods keep their own grace periods) "+
 			"and its lifecycle action is not completed: the instance terminates when the lifecycle hook times out",
-			"assumedHeartbeatTimeout", timeouts.Heartbeat.String())
-	default:
-		group, err := a.group(ctx)
-		if err == nil && group == "" {
-			err = errors.New("the instance is in no Auto Scaling group")
-		}
-		var t cloud.HookTimeouts
-		if err == nil {
-			t, _, err = a.hooks.Timeouts(ctx, group, a.cfg.ASGLifecycleHookName)
-		}
-		if err != nil {
-			log.Warn("the termination hook's heartbeat timeout is unknown: pods keep their own grace periods",
-				"hook", a.cfg.ASGLifecycleHookName, "assumedHeartbeatTimeout", timeouts.Heartbeat.String(), "err", err)
-		} else {
-			timeouts = t
-			log.Info("lifecycle hook timeouts", "group", group, "hook", a.cfg.ASGLifecycleHookName,
-				"heartbeatTimeout", t.Heartbeat.String(), "globalTimeout", t.Global.String())
-		}
+			"assumedHeartbeatTimeout", assumed.Heartbeat.String())
+		return assumed.Deadline(start, cloud.Heartbeats{})
 	}
-	return timeouts.Deadline(start, cloud.Heartbeats{})
+	group, err := a.group(ctx)
+	if err == nil && group == "" {
+		err = errors.New("the instance is in no Auto Scaling group")
+	}
+	if err != nil {
+		log.Warn("the termination hook's heartbeat timeout is unknown: pods keep their own grace periods",
+			"hook", a.cfg.ASGLifecycleHookName, "assumedHeartbeatTimeout", assumed.Heartbeat.String(), "err", err)
+		return assumed.Deadline(start, cloud.Heartbeats{})
+	}
+	return lifecycle.Deadline(ctx, a.hooks, group, a.cfg.ASGLifecycleHookName, start, cloud.Heartbeats{}, log)
 }
 
 // group is this instance's Auto Scaling group, asked once (an instance never changes group

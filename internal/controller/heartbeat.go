@@ -13,36 +13,19 @@ import (
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/instancegate"
 	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
 )
 
-// hookDeadline is when a termination hook's lifecycle action expires: its start plus the
-// hook's heartbeat timeout (DescribeLifecycleHooks, cached per hook), carried on by the
-// heartbeats this controller sends, never past the hook's global timeout or HEARTBEAT_UNTIL
-// (docs/architecture.md, "Deadlines"). Pods keep their own grace period unless it would end
-// after that. When the timeout cannot be learned, Auto Scaling's default (one hour) stands
-// in, so pods keep their own grace periods, and the log says why.
+// hookDeadline is when a termination hook's lifecycle action expires, carried on by the
+// heartbeats this controller sends (HEARTBEAT_INTERVAL, HEARTBEAT_UNTIL).
 func (c *Controller) hookDeadline(ctx context.Context, n notice.Notice, lc notice.Lifecycle, log *slog.Logger) time.Time {
 	start := n.StartTime
 	if start.IsZero() {
 		start = time.Now()
 	}
-	timeouts, first, err := c.hooks.Timeouts(ctx, lc.Group, lc.Hook)
-	switch {
-	case err != nil && (first || !(cloud.IsPermanent(err) || errors.Is(err, cloud.ErrNoSuchHook))):
-		log.Warn("the lifecycle hook's heartbeat timeout is unknown: pods keep their own grace periods, and the drain is bounded by Auto Scaling's default timeout",
-			"notice", n.ID, "group", lc.Group, "hook", lc.Hook, "assumedHeartbeatTimeout", cloud.AssumedHookTimeouts.Heartbeat.String(), "err", err)
-		timeouts = cloud.AssumedHookTimeouts
-	case err != nil:
-		timeouts = cloud.AssumedHookTimeouts
-	case first:
-		log.Info("lifecycle hook timeouts", "group", lc.Group, "hook", lc.Hook,
-			"heartbeatTimeout", timeouts.Heartbeat.String(), "globalTimeout", timeouts.Global.String())
-	}
-	deadline := timeouts.Deadline(start, c.heartbeatPolicy())
-	log.Debug("lifecycle action deadline", "notice", n.ID, "start", start, "deadline", deadline)
-	return deadline
+	return lifecycle.Deadline(ctx, c.hooks, lc.Group, lc.Hook, start, c.heartbeatPolicy(), log.With("notice", n.ID))
 }
 
 // heartbeatPolicy is HEARTBEAT_INTERVAL and HEARTBEAT_UNTIL; no heartbeats in dry-run.
