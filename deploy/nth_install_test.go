@@ -41,6 +41,8 @@ serviceMonitor:
   create: true
   labels:
     release: kube-prometheus-stack
+prometheusRule:
+  enabled: true
 resources:
   requests: {cpu: 50m, memory: 64Mi}
 `
@@ -199,8 +201,9 @@ func TestNTHValuesFilesInstall(t *testing.T) {
 		for _, want := range []string{
 			"queueURL -> config.queueUrl", "enableSqsTerminationDraining -> controller.enabled = true, agent.enabled = false",
 			"serviceAccount.annotations -> controller.serviceAccount.annotations",
-			// The sandbox has no Prometheus Operator CRDs: the notes say no ServiceMonitor was installed.
-			"no ServiceMonitor was installed",
+			// The sandbox has no Prometheus Operator CRDs: the notes say no ServiceMonitor and no
+			// alert rules were installed.
+			"no ServiceMonitor was installed", "no alert rules were installed",
 		} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the notes do not say %q:\n%s", want, out)

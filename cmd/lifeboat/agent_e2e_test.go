@@ -113,7 +113,7 @@ func TestAgentBinaryEndToEnd(t *testing.T) {
 	if pods, _ := c.Client.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{}); len(pods.Items) != 0 {
 		t.Errorf("%d pods left", len(pods.Items))
 	}
-	if _, body := get(metricsPort, "/metrics"); !strings.Contains(body, `lifeboat_notices_total{kind="spot-interruption",source="imds"} 1`) ||
+	if _, body := get(metricsPort, "/metrics"); !strings.Contains(body, `lifeboat_notices_total{kind="spot_interruption",source="imds"} 1`) ||
 		!strings.Contains(body, `lifeboat_imds_polls_total{path="spot/instance-action",result="ok"}`) {
 		t.Errorf("metrics lack the notice and poll counters:\n%s", body)
 	}

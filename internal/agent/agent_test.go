@@ -421,7 +421,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		if failed < 2 || ok < 2 {
 			t.Errorf("lifeboat_imds_polls_total for the spot path: %v errors, %v ok; want both counted", failed, ok)
 		}
-		if n := w.metrics.Value("lifeboat_notices_total", "kind", "spot-interruption", "source", "imds"); n != 1 {
+		if n := w.metrics.Value("lifeboat_notices_total", "kind", "spot_interruption", "source", "imds"); n != 1 {
 			t.Errorf("lifeboat_notices_total = %v, want 1", n)
 		}
 		logs := w.logs.String()

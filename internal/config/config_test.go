@@ -40,7 +40,7 @@ func TestDefaults(t *testing.T) {
 		WaitForVolumeDetachment: true, WaitForLoadBalancerTargets: "auto",
 		CompleteLifecycleActionDelaySeconds: -1, HeartbeatInterval: -1, HeartbeatUntil: -1, RetainedDrainTimeout: 24 * time.Hour, SQSMsgVisibilityTimeoutSec: 20,
 		InstanceStatusInterval: 30, InstanceImpairedThreshold: 120,
-		LogLevel: "info", LogFormatVersion: "1", PrometheusServerPort: 9092, EnableProbesServer: true, ProbesServerPort: 8080, ProbesServerEndpoint: "/healthz",
+		LogLevel: "info", LogFormatVersion: "1", PrometheusServerPort: 9092, EnableProbesServer: true, ProbesServerPort: 8080, ProbesServerEndpoint: "/healthz", EmitKubernetesEvents: true,
 		KubernetesEventsExtraAnnotations: map[string]string{},
 		webhookHeadersRaw:                `{"Content-type":"application/json"}`,
 	}
@@ -129,7 +129,7 @@ var samples = map[string][2]string{
 	"PROBES_SERVER_BIND_ADDRESS":                   {"127.0.0.1", "127.0.0.1"},
 	"PROMETHEUS_SERVER_BIND_ADDRESS":               {" ::1 ", "::1"},
 	"PROBES_SERVER_ENDPOINT":                       {"/live", "/live"},
-	"EMIT_KUBERNETES_EVENTS":                       {"true", "true"},
+	"EMIT_KUBERNETES_EVENTS":                       {"false", "false"},
 	"READINESS_REPORT_INTERVAL":                    {"10m", "10m0s"},
 	"KUBERNETES_EVENTS_EXTRA_ANNOTATIONS":          {"team=infra, owner=me", "owner=me,team=infra"},
 	"WEBHOOK_NTH_KINDS":                            {"true", "true"},

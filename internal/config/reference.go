@@ -107,13 +107,13 @@ A drain evicts every pod on the node except these, which stay (each is counted i
 | pod | rule | reason label |
 | --- | --- | --- |
 | mirror pods of static pods | the kubelet owns them | ` + "`mirror`" + ` |
-| Lifeboat's own pod (POD_NAME in NAMESPACE) | it must finish the job | ` + "`own-pod`" + ` |
+| Lifeboat's own pod (POD_NAME in NAMESPACE) | it must finish the job | ` + "`own_pod`" + ` |
 | Succeeded or Failed pods | nothing to stop | ` + "`finished`" + ` |
 | pods already terminating | already leaving; the drain waits for them | ` + "`terminating`" + ` |
 | DaemonSet pods, with IGNORE_DAEMON_SETS=true | they would come straight back | ` + "`daemonset`" + ` |
-| pods with an emptyDir volume, with DELETE_LOCAL_DATA=false | their data would be lost | ` + "`local-data`" + ` |
-| pods that tolerate every interruption taint on the node (TAINT_NODE=true; a toleration with ` + "`operator: Exists`" + ` and no key tolerates them all) | evicted, they would be scheduled straight back | ` + "`tolerates-taint`" + ` |
-| pods marked not to disrupt, when no notice of the node is a reclaim (below) | their owners asked; the node is not being taken away | ` + "`do-not-disrupt`" + ` |
+| pods with an emptyDir volume, with DELETE_LOCAL_DATA=false | their data would be lost | ` + "`local_data`" + ` |
+| pods that tolerate every interruption taint on the node (TAINT_NODE=true; a toleration with ` + "`operator: Exists`" + ` and no key tolerates them all) | evicted, they would be scheduled straight back | ` + "`tolerates_taint`" + ` |
+| pods marked not to disrupt, when no notice of the node is a reclaim (below) | their owners asked; the node is not being taken away | ` + "`do_not_disrupt`" + ` |
 
 **Marked not to disrupt** means the annotation ` + "`karpenter.sh/do-not-disrupt: \"true\"`" + ` or
 ` + "`cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\"`" + `, as Karpenter and the Cluster

@@ -147,6 +147,7 @@ func New(o Options) *Controller {
 // work loop (Run) ends by itself while leading, it releases the Lease too and returns Run's
 // error, rather than keep renewing a Lease for a leader that does nothing.
 func (c *Controller) RunWithLeaderElection(ctx context.Context) error {
+	c.metrics.Leader(false) // a standby says so from the start
 	identity := c.cfg.PodName
 	if identity == "" {
 		host, _ := os.Hostname()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -177,6 +178,22 @@ func TestHandBackWhenSafe(t *testing.T) {
 	}
 	if got := w.nodeEvents(t, ctx); got[events.ReasonHandbackWaited] != 2 || got[events.ReasonHandbackWaitCut] != 0 {
 		t.Errorf("Events: %v; want 2 %s (volumes, targets) and no %s", got, events.ReasonHandbackWaited, events.ReasonHandbackWaitCut)
+	}
+	// `kubectl describe node` tells the episode in the order it happened.
+	story, err := sandbox.NodeEvents(ctx, w.c.Client, w.node.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, e := range story {
+		if e.Source.Component == events.Component {
+			reasons = append(reasons, e.Reason)
+		}
+	}
+	want := []string{events.ReasonASGLifecycle, events.ReasonCordon, events.ReasonDrainStarted, events.ReasonDrained,
+		events.ReasonHandbackWaited, events.ReasonHandbackWaited, events.ReasonLifecycleCompleted}
+	if !slices.Equal(reasons, want) {
+		t.Errorf("the node's Events, oldest first: %v; want %v", reasons, want)
 	}
 }
 

@@ -341,7 +341,7 @@ func TestDeadlinePerKind(t *testing.T) {
 	if !w.nodeEventReasons(t, ctx, capres)[events.ReasonCapacityReservation] {
 		t.Errorf("no %s Event", events.ReasonCapacityReservation)
 	}
-	if v := w.metrics.Value("lifeboat_notices_total", "kind", "capacity-reservation-interruption"); v != 1 {
+	if v := w.metrics.Value("lifeboat_notices_total", "kind", "capacity_reservation_interruption"); v != 1 {
 		t.Errorf("lifeboat_notices_total{kind=capacity-reservation-interruption} = %v", v)
 	}
 }

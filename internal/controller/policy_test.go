@@ -105,7 +105,7 @@ func TestPodPolicies(t *testing.T) {
 	if w.eventCount(t, ctx, rebalanced, events.ReasonPodsHeld) != 1 {
 		t.Errorf("no %s Event on the node", events.ReasonPodsHeld)
 	}
-	if v := w.metrics.Value("lifeboat_drain_pods_left_total", "reason", "do-not-disrupt"); v != 1 {
+	if v := w.metrics.Value("lifeboat_drain_pods_left_total", "reason", "do_not_disrupt"); v != 1 {
 		t.Errorf("lifeboat_drain_pods_left_total{reason=do-not-disrupt} = %v, want 1", v)
 	}
 	if msg := w.podEvent(t, ctx, pinned, events.ReasonPodHeld); !strings.Contains(msg, rebalanced.Name) || !strings.Contains(msg, "marked not to disrupt") {
@@ -152,14 +152,14 @@ func TestPodPolicies(t *testing.T) {
 	if v := w.metrics.Value("lifeboat_episode_pods_held"); v != 0 {
 		t.Errorf("lifeboat_episode_pods_held = %v after the reclaim's drain, want 0", v)
 	}
-	if v := w.metrics.Value("lifeboat_drain_deadline_share"); v < 3 {
-		t.Errorf("lifeboat_drain_deadline_share observed %v drains, want the three", v)
+	if v := w.metrics.Value("lifeboat_drain_deadline_used_ratio"); v < 3 {
+		t.Errorf("lifeboat_drain_deadline_used_ratio observed %v drains, want the three", v)
 	}
 	if !w.untouched(ctx, watcher) {
 		t.Error("the pod tolerating the Spot taint was evicted")
 	}
-	if v := w.metrics.Value("lifeboat_drain_pods_left_total", "reason", "tolerates-taint"); v != 1 {
-		t.Errorf("lifeboat_drain_pods_left_total{reason=tolerates-taint} = %v, want 1", v)
+	if v := w.metrics.Value("lifeboat_drain_pods_left_total", "reason", "tolerates_taint"); v != 1 {
+		t.Errorf("lifeboat_drain_pods_left_total{reason=tolerates_taint} = %v, want 1", v)
 	}
 }
 
@@ -193,15 +193,15 @@ func TestBlockedPodReported(t *testing.T) {
 	if !strings.Contains(eventOn("", n.Name), "shop/ledger-0") {
 		t.Errorf("the node's Event %q does not name the pod", eventOn("", n.Name))
 	}
-	if v := w.metrics.Value("lifeboat_drain_blocked_pods", "reason", "disruption-budget"); v != 1 {
-		t.Errorf("lifeboat_drain_blocked_pods{reason=disruption-budget} = %v while held, want 1", v)
+	if v := w.metrics.Value("lifeboat_drain_blocked_pods", "reason", "disruption_budget"); v != 1 {
+		t.Errorf("lifeboat_drain_blocked_pods{reason=disruption_budget} = %v while held, want 1", v)
 	}
 	lift()
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		return w.podsOn(t, ctx, n) == 0 && w.metrics.Value("lifeboat_drain_blocked_pods", "reason", "disruption-budget") == 0, nil
+		return w.podsOn(t, ctx, n) == 0 && w.metrics.Value("lifeboat_drain_blocked_pods", "reason", "disruption_budget") == 0, nil
 	})
 	if err != nil {
-		t.Errorf("after the budget was lifted: %d pods on the node, blocked gauge %v", w.podsOn(t, ctx, n), w.metrics.Value("lifeboat_drain_blocked_pods", "reason", "disruption-budget"))
+		t.Errorf("after the budget was lifted: %d pods on the node, blocked gauge %v", w.podsOn(t, ctx, n), w.metrics.Value("lifeboat_drain_blocked_pods", "reason", "disruption_budget"))
 	}
 }
 
@@ -220,10 +220,10 @@ func TestReadinessReport(t *testing.T) {
 		t.Fatalf("the readiness check did not run: %v", err)
 	}
 	// The world's app pod (300 s) and slow-0 (600 s).
-	if v := w.metrics.Value("lifeboat_readiness_findings", "namespace", "shop", "reason", "grace-period-above-warning"); v != 2 {
-		t.Errorf("lifeboat_readiness_findings{shop, grace-period-above-warning} = %v, want 2", v)
+	if v := w.metrics.Value("lifeboat_readiness_findings", "namespace", "shop", "reason", "grace_period_above_warning"); v != 2 {
+		t.Errorf("lifeboat_readiness_findings{shop, grace_period_above_warning} = %v, want 2", v)
 	}
-	if v := w.metrics.Value("lifeboat_readiness_findings", "namespace", "shop", "reason", "unmanaged-pod"); v < 1 {
-		t.Errorf("lifeboat_readiness_findings{shop, unmanaged-pod} = %v, want the pods without a controller", v)
+	if v := w.metrics.Value("lifeboat_readiness_findings", "namespace", "shop", "reason", "unmanaged_pod"); v < 1 {
+		t.Errorf("lifeboat_readiness_findings{shop, unmanaged_pod} = %v, want the pods without a controller", v)
 	}
 }

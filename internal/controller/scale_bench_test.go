@@ -748,7 +748,7 @@ type azCodes struct {
 	codes map[string]int
 }
 
-func (a *azCodes) KubeRequest(_, _, _, code string, _ time.Duration) {
+func (a *azCodes) KubeRequest(_, _, _, code string, _ bool, _ time.Duration) {
 	a.mu.Lock()
 	a.codes[code]++
 	a.mu.Unlock()

@@ -155,6 +155,10 @@ func TestBudgetYieldsToASmallPriorityLevel(t *testing.T) {
 	if refused == 0 {
 		t.Fatal("the small priority level refused nothing: the test's burst did not reach its limit, so it shows nothing")
 	}
+	// API Priority and Fairness's refusals are throttling, every one of them.
+	if throttled := m.Value("lifeboat_kube_requests_throttled_total"); throttled != refused {
+		t.Errorf("lifeboat_kube_requests_throttled_total = %.0f, want every 429 (%.0f)", throttled, refused)
+	}
 	if failed.Load() > 0 {
 		t.Errorf("%d of %d patches failed: errors piled up instead of the budget slowing down", failed.Load(), patches)
 	}

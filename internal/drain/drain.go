@@ -134,6 +134,10 @@ type PodOutcome struct {
 	Error     string    // why it is still on the node, if it is
 	// BlockedBy is what last refused its eviction, if a disruption budget did.
 	BlockedBy *Blocker
+	// BudgetRefusals counts the requests a disruption budget refused (the eviction API's 429
+	// naming one, or its 500 when several select the pod); the other refused requests were
+	// throttled or met a transient error.
+	BudgetRefusals int
 	// IP is the pod's own IP as it was listed (empty for host-network pods, which share the
 	// node's); load balancers with IP targets hold it until they deregister it.
 	IP string
@@ -579,6 +583,7 @@ func (d *Drainer) evictOne(ctx context.Context, pod *Pod, out *PodOutcome, dl *D
 			return
 		case blockedByBudget(err), retriable(err):
 			if blockedByBudget(err) {
+				out.BudgetRefusals++
 				by := blockerOf(err)
 				if reported == nil && d.opts.Observer != nil {
 					reported = &by

@@ -12,12 +12,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
+	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
@@ -232,7 +235,16 @@ func TestPodDisruptionBudgets(t *testing.T) {
 			}
 		}()
 		seen := &observed{}
-		d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1, RetryMin: 100 * time.Millisecond, RetryMax: 400 * time.Millisecond,
+		// Instrumented and on protobuf, as Lifeboat's clients are: the budget's 429s are told
+		// apart from throttling.
+		rc := rest.CopyConfig(c.AdminConfig)
+		rc.ContentType, rc.AcceptContentTypes = runtime.ContentTypeProtobuf, runtime.ContentTypeProtobuf+","+runtime.ContentTypeJSON
+		heard := &heardCodes{}
+		client, err := kube.NewClientset(kube.Instrumented(rc, "main", heard))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := New(client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1, RetryMin: 100 * time.Millisecond, RetryMax: 400 * time.Millisecond,
 			Observer: seen})
 		start := time.Now()
 		res, err := d.Drain(ctx, nodes[0].Name, time.Now().Add(time.Minute))
@@ -243,6 +255,12 @@ func TestPodDisruptionBudgets(t *testing.T) {
 			if p.Attempts < 2 || p.Forced || p.EvictedAt.Sub(start) < 2*time.Second {
 				t.Errorf("pod %s: %d attempts, forced %v, evicted after %v; want refused first, then evicted once allowed", p.Pod, p.Attempts, p.Forced, p.EvictedAt.Sub(start))
 			}
+			if p.BudgetRefusals != p.Attempts-1 {
+				t.Errorf("pod %s: %d of %d attempts counted refused by the budget, want all but the last", p.Pod, p.BudgetRefusals, p.Attempts)
+			}
+		}
+		if refusals, throttled := heard.counts(); refusals == 0 || throttled != 0 {
+			t.Errorf("the client's observer heard %d evictions answered 429 and %d requests throttled; want the budget's refusals, none throttled", refusals, throttled)
 		}
 		// Each pod is reported blocked once, naming the budget and its numbers, then released.
 		want := []string{"blocked db-0 by db: needs 2 healthy pods and has 2 currently", "blocked db-1 by db: needs 2 healthy pods and has 2 currently",
@@ -312,6 +330,30 @@ func TestPodDisruptionBudgets(t *testing.T) {
 			t.Errorf("the drain's error does not name the budget: %v", err)
 		}
 	})
+}
+
+// heardCodes is a kube.RequestObserver that counts evictions answered 429 and requests
+// throttled.
+type heardCodes struct {
+	mu                  sync.Mutex
+	refusals, throttled int
+}
+
+func (h *heardCodes) KubeRequest(_, _, resource, code string, throttled bool, _ time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if resource == "pods/eviction" && code == "429" {
+		h.refusals++
+	}
+	if throttled {
+		h.throttled++
+	}
+}
+
+func (h *heardCodes) counts() (refusals, throttled int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.refusals, h.throttled
 }
 
 // observed is an Observer that notes what it hears.

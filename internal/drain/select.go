@@ -54,13 +54,13 @@ const (
 	ReasonDoNotEvict  Reason = "marked not to disrupt (" + AnnotationDoNotDisrupt + " or " + AnnotationSafeToEvict + "=false), and the notice is no reclaim"
 )
 
-// Label is the reason's short name, for metrics.
+// Label is the reason's short name, for metrics: snake_case, as Prometheus label values are.
 func (r Reason) Label() string {
 	switch r {
 	case ReasonMirror:
 		return "mirror"
 	case ReasonOwnPod:
-		return "own-pod"
+		return "own_pod"
 	case ReasonFinished:
 		return "finished"
 	case ReasonTerminating:
@@ -68,11 +68,11 @@ func (r Reason) Label() string {
 	case ReasonDaemonSet:
 		return "daemonset"
 	case ReasonLocalData:
-		return "local-data"
+		return "local_data"
 	case ReasonTolerates:
-		return "tolerates-taint"
+		return "tolerates_taint"
 	case ReasonDoNotEvict:
-		return "do-not-disrupt"
+		return "do_not_disrupt"
 	}
 	return "other"
 }

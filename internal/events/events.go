@@ -187,8 +187,9 @@ func (r *Recorder) Notice(node Node, n notice.Notice) {
 	case !n.Deadline.IsZero():
 		msg += ", deadline " + n.Deadline.UTC().Format(time.RFC3339)
 	}
-	if n.Description != "" {
-		msg += ": " + clip(n.Description)
+	// A description that starts by naming the kind again says it once.
+	if d := strings.TrimPrefix(n.Description, what+": "); d != "" {
+		msg += ": " + clip(d)
 	}
 	if r.dryRun {
 		msg += " (dry run: nothing will be changed)"

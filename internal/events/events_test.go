@@ -116,6 +116,10 @@ func TestNotice(t *testing.T) {
 			"Scheduled maintenance notice x-i-1 for instance i-1, deadline 2025-06-07T08:09:10Z: system-reboot: hardware maintenance"},
 		{"scheduled, released", func(n *notice.Notice) { n.Kind, n.Released = notice.ScheduledMaintenance, true }, false, "ScheduledEvent",
 			"Scheduled maintenance notice x-i-1 for instance i-1: the event was canceled or has completed"},
+		{"spot, with a description naming the kind again", func(n *notice.Notice) {
+			n.Kind, n.Description = notice.SpotInterruption, "Spot interruption: the instance will terminate at 2025-06-07T08:09:10Z"
+		}, false, "SpotInterruption",
+			"Spot interruption notice x-i-1 for instance i-1, deadline 2025-06-07T08:09:10Z: the instance will terminate at 2025-06-07T08:09:10Z"},
 		{"rebalance", func(n *notice.Notice) { n.Kind = notice.Rebalance }, false, "RebalanceRecommendation",
 			"Rebalance recommendation notice x-i-1 for instance i-1, deadline 2025-06-07T08:09:10Z"},
 		{"ASG termination", func(n *notice.Notice) { n.Kind = notice.ASGTermination }, false, "ASGLifecycle",

@@ -95,7 +95,7 @@ func (r *blockReporter) nodeEventDue(node string) bool {
 // blockReason is the gauge's label for what holds a pod.
 func blockReason(by drain.Blocker) string {
 	if by.Budget == "" {
-		return "several-disruption-budgets"
+		return "several_disruption_budgets"
 	}
-	return "disruption-budget"
+	return "disruption_budget"
 }

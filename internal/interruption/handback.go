@@ -28,17 +28,19 @@ var waitDone = map[string]string{
 
 // handBack runs the waits between a drained node and the hand-back of its instance (its
 // lifecycle action completed), by the deadline, which may still move earlier. Each wait that
-// took time, was cut short by the deadline or could not be checked is logged, counted and,
-// when it matters to an operator, recorded as an Event. The instance is handed back in any
-// case: the waits make it safer, they never keep it past its deadline. recorded is what an
-// earlier process's hand-back for this episode waited for (from the node's record): a drain
-// after a restart moves nothing, and would otherwise wait for nothing.
+// took time, was cut short by the deadline or could not be checked is logged and counted at
+// once; the Events for those that matter to an operator are returned, to be recorded after
+// the drain's own Event and before the lifecycle completion's, so that the node's Events read
+// in the order things happened. The instance is handed back in any case: the waits make it
+// safer, they never keep it past its deadline. recorded is what an earlier process's
+// hand-back for this episode waited for (from the node's record): a drain after a restart
+// moves nothing, and would otherwise wait for nothing.
 //
 // It reports whether every wait ended with nothing held (a wait that could not be checked
 // counts as nothing held, as it does for the hand-back).
-func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []notice.Notice, deadline *drain.Deadline, done drained, recorded *HandbackRecord, log *slog.Logger) (safe bool) {
+func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []notice.Notice, deadline *drain.Deadline, done drained, recorded *HandbackRecord, log *slog.Logger) (notes []func(), safe bool) {
 	if len(h.handback) == 0 || h.cfg.DryRun {
-		return true
+		return nil, true
 	}
 	safe = true
 	subject := handback.Subject{Node: node.Name, InstanceID: instanceOf(node, pending), Claims: done.claims, PodIPs: done.podIPs}
@@ -63,23 +65,23 @@ func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []not
 		case handback.Released:
 			if r.Took >= time.Second {
 				log.Info("handback wait over: "+what, "wait", r.Wait, "seconds", r.Took.Seconds())
-				h.events.HandbackWaited(events.NodeOf(node), what, r.Took)
+				notes = append(notes, func() { h.events.HandbackWaited(events.NodeOf(node), what, r.Took) })
 			} else {
 				log.Debug("handback wait over: nothing held", "wait", r.Wait)
 			}
 		case handback.Cut:
 			safe = false
 			if ctx.Err() != nil {
-				return false // stopping (shutdown, or the claim was lost): not the deadline's doing
+				return notes, false // stopping (shutdown, or the claim was lost): not the deadline's doing
 			}
 			log.Warn("handback wait cut by the deadline: handing the instance back anyway", "wait", r.Wait, "seconds", r.Took.Seconds(),
 				"held", strings.Join(r.Held, ", "), "err", r.Err)
-			h.events.HandbackWaitCut(events.NodeOf(node), what, r.Took, r.Held)
+			notes = append(notes, func() { h.events.HandbackWaitCut(events.NodeOf(node), what, r.Took, r.Held) })
 		case handback.Skipped:
 			log.Debug("handback wait skipped", "wait", r.Wait, "err", r.Err)
 		}
 	}
-	return safe
+	return notes, safe
 }
 
 // instanceOf is the node's EC2 instance id: from its notices, or else its provider id.

@@ -135,7 +135,7 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		done.abandoned = abandoned
 		safe := true
 		if err == nil {
-			safe = h.handBack(owning, node, pending, deadline, done, rec.Handback, log)
+			done.notes, safe = h.handBack(owning, node, pending, deadline, done, rec.Handback, log)
 		}
 		// Read before stopOwning, which ends owning too: a claim lost (or a shutdown) during
 		// the drain or the waits leaves the notices to whoever drains the node next.
@@ -145,6 +145,7 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 			if err != nil && ret.state == stateMayAbandon {
 				h.events.DrainFailed(events.NodeOf(node), pending[0].ID, err)
 			}
+			done.tell() // before what abandoning or a retained instance's end tells
 			wait, finish, aerr := h.afterDrain(ctx, node, ret, deadline, done, err, safe, log)
 			if !finish {
 				return wait, aerr
@@ -158,6 +159,7 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 			}
 			return 0, err
 		case stopped != nil:
+			done.tell()
 			return 0, fmt.Errorf("node %s: stopped before the instance was handed back: %w", node.Name, stopped)
 		}
 	}
@@ -165,8 +167,9 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 	// recomputed from a fresh read.
 	hint := node
 	for _, n := range pending {
-		written, err := h.finish(ctx, n, node.Name, hint, done)
+		written, err := h.finish(ctx, n, node.Name, hint, &done)
 		if err != nil {
+			done.tell()
 			return 0, err
 		}
 		hint = written
@@ -263,7 +266,7 @@ func (h *Handler) dryRunEpisode(ctx context.Context, node *corev1.Node, n notice
 	if err != nil {
 		return err
 	}
-	_, err = h.finish(ctx, n, node.Name, node, done)
+	_, err = h.finish(ctx, n, node.Name, node, &done)
 	return err
 }
 
@@ -302,6 +305,16 @@ type drained struct {
 	// abandoned are the notices whose lifecycle actions were completed with ABANDON: none is
 	// completed again.
 	abandoned []string
+	// notes are the hand-back's Events, told once, after the drain's own (see handBack).
+	notes []func()
+}
+
+// tell records the hand-back's Events, once.
+func (d *drained) tell() {
+	for _, note := range d.notes {
+		note()
+	}
+	d.notes = nil
 }
 
 // TermsOf are the terms the pending notices give the node's drain: whether one of them is a
@@ -389,7 +402,7 @@ func (h *Handler) drain(ctx context.Context, node *corev1.Node, deadline *drain.
 // write that first records the drain reports it (Event, webhook). hint, when not nil, is a
 // recent copy of the node; done is this process's drain, if it ran one. It returns the node
 // as written.
-func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, hint *corev1.Node, done drained) (*corev1.Node, error) {
+func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, hint *corev1.Node, done *drained) (*corev1.Node, error) {
 	var (
 		completed *Completed
 		refused   *instancegate.Refusal
@@ -421,6 +434,12 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, 
 		return nil, err
 	}
 	h.done.add(n.ID) // in DRY_RUN too, so a dry run shows each notice once (see Intake)
+	// The node's Events in the order things happened: drained, the hand-back's waits, the
+	// lifecycle action completed.
+	if notify {
+		h.events.Drained(events.NodeOf(res.Node), n.ID, len(done.evicted), done.took)
+	}
+	done.tell()
 	if completed != nil {
 		h.events.LifecycleCompleted(events.NodeOf(res.Node), completed.Hook, n.InstanceID, completed.Result)
 	}
@@ -428,7 +447,6 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, 
 		h.events.InstanceCallRefused(events.NodeOf(res.Node), refused.Error())
 	}
 	if notify {
-		h.events.Drained(events.NodeOf(res.Node), n.ID, len(done.evicted), done.took)
 		h.notify(ctx, n, res.Node, "drained", done.evicted)
 	}
 	return res.Node, nil
@@ -502,18 +520,21 @@ func (h *Handler) countDrain(res *drain.Result, deadline time.Time, err error) {
 	for _, p := range res.Pods {
 		switch {
 		case p.Forced:
-			counts["forced"]++
+			counts[metrics.EvictionForced]++
 		case !p.EvictedAt.IsZero():
-			counts["evicted"]++
+			counts[metrics.EvictionEvicted]++
 		case p.Error != "":
-			counts["failed"]++
+			counts[metrics.EvictionFailed]++
 		}
-		// Every request but an accepted or failed last one was refused and retried.
-		if p.Forced || (p.EvictedAt.IsZero() && p.Error == "") {
-			counts["refused"] += p.Attempts
-		} else {
-			counts["refused"] += max(p.Attempts-1, 0)
+		// Every request but an accepted or failed last one was refused and retried: by a
+		// disruption budget, or else by throttling or a transient error.
+		refused := p.Attempts
+		if !p.Forced && (!p.EvictedAt.IsZero() || p.Error != "") {
+			refused = max(p.Attempts-1, 0)
 		}
+		budget := min(p.BudgetRefusals, refused)
+		counts[metrics.EvictionRefused] += budget
+		counts[metrics.EvictionRetried] += refused - budget
 	}
 	for r, n := range counts {
 		h.metrics.Evictions(r, n)

@@ -1,27 +1,34 @@
 package kube
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
 
 // RequestObserver is told of every request a client sends: which client (main, cordon, lease),
 // the Kubernetes verb, the resource ("pods/eviction" for a subresource, "-" for paths outside
-// the resource API), the HTTP status code ("error" when no answer came) and how long it took.
+// the resource API), the HTTP status code ("error" when no answer came), whether the server
+// throttled it (a 429 that is not a disruption budget's refusal of an eviction) and how long
+// it took.
 type RequestObserver interface {
-	KubeRequest(client, verb, resource, code string, took time.Duration)
+	KubeRequest(client, verb, resource, code string, throttled bool, took time.Duration)
 }
 
 // Observers tells each of its members of every request.
 type Observers []RequestObserver
 
-func (o Observers) KubeRequest(client, verb, resource, code string, took time.Duration) {
+func (o Observers) KubeRequest(client, verb, resource, code string, throttled bool, took time.Duration) {
 	for _, each := range o {
-		each.KubeRequest(client, verb, resource, code, took)
+		each.KubeRequest(client, verb, resource, code, throttled, took)
 	}
 }
 
@@ -52,8 +59,42 @@ func (t *observedTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		code = strconv.Itoa(resp.StatusCode)
 	}
 	verb, resource := RequestKind(req.Method, req.URL.Path, req.URL.Query().Get("watch"))
-	t.observe.KubeRequest(t.client, verb, resource, code, time.Since(start))
+	throttled := err == nil && resp.StatusCode == http.StatusTooManyRequests && !(resource == "pods/eviction" && budgetRefusal(resp))
+	t.observe.KubeRequest(t.client, verb, resource, code, throttled, time.Since(start))
 	return resp, err
+}
+
+// maxStatusBody bounds how much of a refused eviction's answer is read to tell why: a Status
+// is far smaller.
+const maxStatusBody = 64 << 10
+
+// budgetRefusal reports whether a 429 answer to an eviction is a disruption budget's refusal:
+// a Status (JSON or protobuf, as negotiated) with the DisruptionBudget cause. API Priority and
+// Fairness and the in-flight limit answer 429 in plain text. The body is read and put back
+// for the client, which decodes it again.
+func budgetRefusal(resp *http.Response) bool {
+	if resp.Body == nil {
+		return false
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxStatusBody))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
+	if err != nil {
+		return false
+	}
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+	status, ok := obj.(*metav1.Status)
+	if err != nil || !ok || status.Details == nil {
+		return false
+	}
+	for _, c := range status.Details.Causes {
+		if c.Type == policyv1.DisruptionBudgetCause {
+			return true
+		}
+	}
+	return false
 }
 
 // RequestKind names a request as the API server's audit log would: the verb (get, list,

@@ -53,7 +53,7 @@ type recorder struct {
 	seen []recorded
 }
 
-func (r *recorder) KubeRequest(client, verb, resource, code string, _ time.Duration) {
+func (r *recorder) KubeRequest(client, verb, resource, code string, _ bool, _ time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seen = append(r.seen, recorded{client, verb, resource, code})

@@ -1,17 +1,23 @@
 // Package metrics holds Lifeboat's Prometheus metrics on a registry of its own (no global
 // state, so tests and several instances in one process do not collide). Labels are bounded:
-// never a node name, instance id or notice id. Every method is safe on a nil *Metrics, which
-// counts nothing, so callers need no checks.
+// never a node name, instance id or notice id. Names and label values follow Prometheus's
+// conventions (base units, _total counters, _ratio ratios, snake_case values; a test runs
+// promlint over the registry). Every method is safe on a nil *Metrics, which counts nothing,
+// so callers need no checks.
 package metrics
 
 import (
 	"errors"
 	"net/http"
+	"runtime"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"lifeboat.dev/lifeboat/internal/version"
 )
 
 // Results used as label values.
@@ -30,6 +36,15 @@ const (
 	ClaimRenewed = "renewed"
 	ClaimWaited  = "waited"
 	ClaimLost    = "lost"
+)
+
+// Results of eviction requests, counted by lifeboat_evictions_total.
+const (
+	EvictionEvicted = "evicted" // the pod's eviction was accepted
+	EvictionForced  = "forced"  // deleted past its disruption budget near the deadline
+	EvictionFailed  = "failed"  // the drain gave up on the pod
+	EvictionRefused = "refused" // a request a disruption budget refused; retried
+	EvictionRetried = "retried" // a request throttled or met by a transient error; retried
 )
 
 // Actions counted by lifeboat_actions_total.
@@ -62,7 +77,7 @@ type Metrics struct {
 	queueLag      prometheus.Histogram
 	sqsCalls      *prometheus.CounterVec
 	awsCalls      *prometheus.CounterVec
-	leader        prometheus.Gauge
+	leader        *prometheus.GaugeVec // no labels: a vector only so that it has no series until set
 	sourceHealthy *prometheus.GaugeVec
 	configWarn    *prometheus.GaugeVec
 	noticeWarn    *prometheus.CounterVec
@@ -72,6 +87,7 @@ type Metrics struct {
 	blockedPods   *prometheus.GaugeVec
 	drainShare    prometheus.Histogram
 	kubeRequests  *prometheus.CounterVec
+	kubeThrottled *prometheus.CounterVec
 	kubeLatency   *prometheus.HistogramVec
 	episodes      *episodeCollector
 	budget        *budgetCollector
@@ -91,7 +107,7 @@ func New() *Metrics {
 			Name: "lifeboat_imds_polls_total", Help: "Instance-metadata polls by path and result (ok, error).",
 		}, []string{"path", "result"}),
 		notices: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lifeboat_notices_total", Help: "Notices received, by kind and source (imds, queue); repeats included.",
+			Name: "lifeboat_notices_total", Help: "Notices received, by kind (spot_interruption, asg_termination, ...) and source (imds, queue); repeats included.",
 		}, []string{"kind", "source"}),
 		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_actions_total",
@@ -103,7 +119,7 @@ func New() *Metrics {
 		}, []string{"result"}),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_evictions_total",
-			Help: "Eviction requests by result: evicted, refused (a PodDisruptionBudget or a transient error; retried), forced (deleted near the deadline), failed.",
+			Help: "Evictions by result: pods evicted, forced (deleted past their PodDisruptionBudget near the deadline) and failed; requests refused (by a PodDisruptionBudget) and retried (throttled, or a transient error), each retried.",
 		}, []string{"result"}),
 		queueMessages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_queue_messages_total",
@@ -119,9 +135,9 @@ func New() *Metrics {
 		awsCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_aws_calls_total", Help: "EC2, Auto Scaling and Elastic Load Balancing calls by operation and result (ok, error, not_found).",
 		}, []string{"operation", "result"}),
-		leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "lifeboat_leader", Help: "1 while this controller replica holds the leader Lease.",
-		}),
+		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lifeboat_leader", Help: "Controller mode: 1 while this replica holds the leader Lease, 0 while it stands by. Agents elect no leader and have no such series.",
+		}, nil),
 		sourceHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_source_healthy", Help: "1 while the notice source (imds, queue) answers; 0 after a sustained failure.",
 		}, []string{"source"}),
@@ -146,22 +162,27 @@ func New() *Metrics {
 		}, []string{"wait", "outcome"}),
 		podsLeft: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_drain_pods_left_total",
-			Help: "Pods a drain left on its node, by reason: do-not-disrupt (marked not to disrupt, under a notice that is no reclaim), " +
-				"tolerates-taint, local-data (emptyDir with DELETE_LOCAL_DATA=false), daemonset, mirror, own-pod, finished, terminating.",
+			Help: "Pods a drain left on its node, by reason: do_not_disrupt (marked not to disrupt, under a notice that is no reclaim), " +
+				"tolerates_taint, local_data (emptyDir with DELETE_LOCAL_DATA=false), daemonset, mirror, own_pod, finished, terminating.",
 		}, []string{"reason"}),
 		blockedPods: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_drain_blocked_pods",
-			Help: "Pods whose eviction is being refused right now, by reason: disruption-budget (a PodDisruptionBudget allows no disruption), several-disruption-budgets (more than one selects the pod).",
+			Help: "Pods whose eviction is being refused right now, by reason: disruption_budget (a PodDisruptionBudget allows no disruption), several_disruption_budgets (more than one selects the pod).",
 		}, []string{"reason"}),
 		drainShare: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "lifeboat_drain_deadline_share",
+			Name:    "lifeboat_drain_deadline_used_ratio",
 			Help:    "How much of the time it had a finished drain used: its duration over the time from its start to the deadline (1 = it ended at the deadline).",
 			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 1, 1.25},
 		}),
 		kubeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_kube_requests_total",
-			Help: "Kubernetes API requests by client (main; cordon: the controller's cordons; events: Kubernetes Events; lease: its leader Lease), verb, resource and HTTP code (429: throttled by API Priority and Fairness; error: no answer).",
+			Help: "Kubernetes API requests by client (main; cordon: the controller's cordons; events: Kubernetes Events; lease: its leader Lease), verb, resource and HTTP status code (error: no answer). " +
+				"A 429 is either throttling (lifeboat_kube_requests_throttled_total) or, on pods/eviction, a PodDisruptionBudget's refusal (lifeboat_evictions_total{result=\"refused\"}).",
 		}, []string{"client", "verb", "resource", "code"}),
+		kubeThrottled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lifeboat_kube_requests_throttled_total",
+			Help: "Kubernetes API requests the API server refused with 429 to shed load (API Priority and Fairness, or its in-flight limit), by client, verb and resource; a PodDisruptionBudget's refusal of an eviction is not counted here.",
+		}, []string{"client", "verb", "resource"}),
 		kubeLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "lifeboat_kube_request_duration_seconds", Help: "Kubernetes API request latency by verb (watches excluded).",
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
@@ -174,7 +195,7 @@ func New() *Metrics {
 		}, []string{"reason"}),
 		readiness: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_readiness_findings",
-			Help: "Controller with READINESS_REPORT_INTERVAL: workloads that could not leave a node within a Spot warning, by namespace and reason, as the last `lifeboat check` run found.",
+			Help: "Controller with READINESS_REPORT_INTERVAL: workloads that could not leave a node within a Spot warning, by namespace and reason (as `lifeboat check` names it, in snake_case), as the last periodic check found.",
 		}, []string{"namespace", "reason"}),
 		readinessRun: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_readiness_last_run_timestamp_seconds", Help: "When the periodic readiness check last ran, by result (ok, error).",
@@ -192,13 +213,29 @@ func New() *Metrics {
 	m.instanceStatus = newInstanceStatusMetrics(m.Registry)
 	m.reconcilePanics = newReconcilePanics()
 	m.Registry.MustRegister(m.reconcilePanics)
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "lifeboat_build_info",
+		Help:        "Always 1: the running build's version, commit and Go version, as `lifeboat version` reports them. Present from start, for dashboards' variables and for joins.",
+		ConstLabels: prometheus.Labels{"version": version.Version, "commit": commit(), "goversion": runtime.Version()},
+	})
+	buildInfo.Set(1)
+	m.Registry.MustRegister(buildInfo)
 	m.retained = newRetained()
 	m.Registry.MustRegister(m.retained)
-	m.Registry.MustRegister(m.refusedCalls, m.badRecords, m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
+	m.Registry.MustRegister(m.refusedCalls, m.badRecords, m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeThrottled, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+func commit() string {
+	c, _ := version.Build()
+	return c
+}
+
+// labelValue is a value in snake_case, as Prometheus label values are: the names Lifeboat
+// uses elsewhere (notice kinds, readiness reasons) are kebab-case.
+func labelValue(s string) string { return strings.ReplaceAll(s, "-", "_") }
 
 func result(err error) string {
 	if err != nil {
@@ -240,7 +277,7 @@ func (m *Metrics) ObserveSQS(event string, err error) {
 // Notice counts a notice received.
 func (m *Metrics) Notice(kind, source string) {
 	if m != nil {
-		m.notices.WithLabelValues(kind, source).Inc()
+		m.notices.WithLabelValues(labelValue(kind), labelValue(source)).Inc()
 	}
 }
 
@@ -281,22 +318,26 @@ func (m *Metrics) Readiness(workloads map[ReadinessKey]int, at time.Time, err er
 	}
 	m.readiness.Reset()
 	for k, n := range workloads {
-		m.readiness.WithLabelValues(k.Namespace, k.Reason).Set(float64(n))
+		m.readiness.WithLabelValues(k.Namespace, labelValue(k.Reason)).Set(float64(n))
 	}
 }
 
-// KubeRequest counts one Kubernetes API request; it fits kube.RequestObserver.
-func (m *Metrics) KubeRequest(client, verb, resource, code string, took time.Duration) {
+// KubeRequest counts one Kubernetes API request, and apart those the server throttled; it
+// fits kube.RequestObserver.
+func (m *Metrics) KubeRequest(client, verb, resource, code string, throttled bool, took time.Duration) {
 	if m == nil {
 		return
 	}
 	m.kubeRequests.WithLabelValues(client, verb, resource, code).Inc()
+	if throttled {
+		m.kubeThrottled.WithLabelValues(client, verb, resource).Inc()
+	}
 	if verb != "watch" {
 		m.kubeLatency.WithLabelValues(verb).Observe(took.Seconds())
 	}
 }
 
-// Evictions adds n eviction requests with the given result (evicted, refused, forced, failed).
+// Evictions adds n to the evictions of a result (EvictionEvicted, ...).
 func (m *Metrics) Evictions(result string, n int) {
 	if m != nil && n > 0 {
 		m.evictions.WithLabelValues(result).Add(float64(n))
@@ -345,10 +386,11 @@ func (m *Metrics) AWSCall(operation string, err, notFound error) {
 	m.awsCalls.WithLabelValues(operation, r).Inc()
 }
 
-// Leader sets whether this replica leads.
+// Leader sets whether this replica leads; until the first call there is no lifeboat_leader
+// series, so that a sum over replicas counts controllers only.
 func (m *Metrics) Leader(leading bool) {
 	if m != nil {
-		m.leader.Set(b2f(leading))
+		m.leader.WithLabelValues().Set(b2f(leading))
 	}
 }
 

@@ -32,6 +32,9 @@ func permissionStrings(perms []Permission) []string {
 func TestPermissions(t *testing.T) {
 	// delete pods always: a drain whose deadline moves earlier cuts the grace of leaving pods.
 	agentBase := []string{"get nodes", "patch nodes", "list pods", "watch pods", "create pods/eviction", "delete pods", "get persistentvolumeclaims", "list volumeattachments.storage.k8s.io", "watch volumeattachments.storage.k8s.io"}
+	controllerBase := []string{"get nodes", "patch nodes", "list nodes", "watch nodes", "list pods", "watch pods", "create pods/eviction", "delete pods",
+		"get persistentvolumeclaims", "list volumeattachments.storage.k8s.io", "watch volumeattachments.storage.k8s.io"}
+	events := []string{"create events", "patch events"} // EMIT_KUBERNETES_EVENTS, on by default
 	leases := func(ns string) []string {
 		return []string{
 			"get leases.coordination.k8s.io lifeboat-controller in " + ns,
@@ -46,18 +49,17 @@ func TestPermissions(t *testing.T) {
 		env  []string
 		want []string
 	}{
-		{"agent defaults", config.ModeAgent, []string{"NODE_NAME", "n"}, agentBase},
-		{"agent: force delete and events", config.ModeAgent,
-			[]string{"NODE_NAME", "n", "FORCE_DELETE_BEFORE_DEADLINE_SECONDS", "20", "EMIT_KUBERNETES_EVENTS", "true"},
-			append(slices.Clone(agentBase), "create events", "patch events")},
-		{"agent: DRY_RUN keeps every permission", config.ModeAgent, []string{"NODE_NAME", "n", "DRY_RUN", "true"}, agentBase},
-		{"agent: no volume wait, no volume reads", config.ModeAgent, []string{"NODE_NAME", "n", "WAIT_FOR_VOLUME_DETACHMENT", "false"}, agentBase[:6]},
+		{"agent defaults: Events on", config.ModeAgent, []string{"NODE_NAME", "n"}, slices.Concat(agentBase, events)},
+		{"agent: force delete, Events off", config.ModeAgent,
+			[]string{"NODE_NAME", "n", "FORCE_DELETE_BEFORE_DEADLINE_SECONDS", "20", "EMIT_KUBERNETES_EVENTS", "false"}, agentBase},
+		{"agent: DRY_RUN keeps every permission", config.ModeAgent, []string{"NODE_NAME", "n", "DRY_RUN", "true"}, slices.Concat(agentBase, events)},
+		{"agent: no volume wait, no volume reads", config.ModeAgent, []string{"NODE_NAME", "n", "WAIT_FOR_VOLUME_DETACHMENT", "false"},
+			slices.Concat(agentBase[:6], events)},
 		{"controller defaults: Lease in kube-system", config.ModeController, controllerEnv,
-			slices.Concat([]string{"get nodes", "patch nodes", "list nodes", "watch nodes", "list pods", "watch pods", "create pods/eviction", "delete pods", "get persistentvolumeclaims", "list volumeattachments.storage.k8s.io", "watch volumeattachments.storage.k8s.io"}, leases("kube-system"))},
-		{"controller: NAMESPACE moves the Lease; events", config.ModeController,
-			append(slices.Clone(controllerEnv), "NAMESPACE", "lifeboat", "EMIT_KUBERNETES_EVENTS", "true"),
-			slices.Concat([]string{"get nodes", "patch nodes", "list nodes", "watch nodes", "list pods", "watch pods", "create pods/eviction",
-				"delete pods", "get persistentvolumeclaims", "list volumeattachments.storage.k8s.io", "watch volumeattachments.storage.k8s.io", "create events", "patch events"}, leases("lifeboat"))},
+			slices.Concat(controllerBase, events, leases("kube-system"))},
+		{"controller: NAMESPACE moves the Lease; Events off", config.ModeController,
+			append(slices.Clone(controllerEnv), "NAMESPACE", "lifeboat", "EMIT_KUBERNETES_EVENTS", "false"),
+			slices.Concat(controllerBase, leases("lifeboat"))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

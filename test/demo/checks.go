@@ -92,6 +92,7 @@ func check(r *Result, procs []*process) []string {
 		if c.Handback != nil {
 			problems = append(problems, checkHandback(name, c)...)
 		}
+		problems = append(problems, checkEvents(name, c)...)
 	}
 	problems = append(problems, checkBudgets(r)...)
 	f := r.Foreign

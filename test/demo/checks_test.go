@@ -1,9 +1,13 @@
 package demo
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"lifeboat.dev/lifeboat/internal/events"
+	"lifeboat.dev/lifeboat/test/sandbox"
 )
 
 // handled is a result in which every case went as promised.
@@ -22,7 +26,7 @@ func handled() *Result {
 	}
 	blocked := []BlockedPod{{Pod: "shop/checkout-1", Budget: "checkout", Why: "shop/checkout-1 by PodDisruptionBudget checkout (needs 3 healthy pods and has 3)",
 		Blocked: s / 2, Released: 4 * s}}
-	return &Result{
+	r := &Result{
 		MidDrain: MidDrainStatus{Ran: true, At: s, Output: "NODE ...\nb ...", Listed: true, Held: map[string]string{"shop/checkout-1": "checkout"}},
 		Relaxed:  &Relaxation{At: 3 * s, Budget: "checkout", Change: "minAvailable 3 → 1"},
 		Cases: []Case{
@@ -36,6 +40,20 @@ func handled() *Result {
 		Quiet:         Quiet{Node: "c"},
 		CompleteCalls: 1,
 	}
+	for i := range r.Cases {
+		r.Cases[i].Events = told(r.Cases[i])
+	}
+	return r
+}
+
+// told is the case's node Events as Lifeboat promises them: its story, in order, with an Event
+// of another component first.
+func told(c Case) []sandbox.NodeEvent {
+	evs := []sandbox.NodeEvent{{Type: "Normal", Reason: "RegisteredNode", From: "node-controller", Message: "Node registered"}}
+	for i, reason := range story(c) {
+		evs = append(evs, sandbox.NodeEvent{Type: "Normal", Reason: reason, From: events.Component, Message: reason + " message", At: time.Duration(i) * time.Second})
+	}
+	return evs
 }
 
 // handedBack is node B's hand-back as promised: the instance drained from its target group
@@ -125,6 +143,22 @@ func TestCheck(t *testing.T) {
 		{"status failed", func(r *Result) {
 			r.MidDrain.Err, r.MidDrain.Listed = "signal: killed", false
 		}, "lifeboat status mid-drain failed: signal: killed"},
+		{"no Events on a node", func(r *Result) { r.Cases[0].Events = nil }, "A: no Events on the node"},
+		{"drained Event missing", func(r *Result) {
+			r.Cases[1].Events = slices.DeleteFunc(r.Cases[1].Events, func(e sandbox.NodeEvent) bool { return e.Reason == events.ReasonDrained })
+		}, "node B: its Events, oldest first, lack CordonAndDrain"},
+		{"lifecycle completion told before the drain", func(r *Result) {
+			evs := r.Cases[1].Events
+			last := evs[len(evs)-1]
+			r.Cases[1].Events = append([]sandbox.NodeEvent{last}, evs[:len(evs)-1]...)
+		}, "lack LifecycleActionCompleted in the order ASGLifecycle, Cordon, DrainStarted, CordonAndDrain, HandbackWaited, LifecycleActionCompleted"},
+		{"another component's Event in the story's place", func(r *Result) {
+			for i := range r.Cases[0].Events {
+				if r.Cases[0].Events[i].Reason == events.ReasonCordon {
+					r.Cases[0].Events[i].From = "kubectl"
+				}
+			}
+		}, "node A: its Events, oldest first, lack Cordon"},
 		{"status listed no node", func(r *Result) {
 			r.MidDrain.Output, r.MidDrain.Listed = "No node is in an interruption episode.", false
 		}, "listed no node"},

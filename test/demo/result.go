@@ -66,6 +66,8 @@ type Case struct {
 	DrainLog           string // the handler's "drain finished" line, shortened
 	// Handback is what the node held besides its pods (node B only; nil otherwise).
 	Handback *Handback
+	// Events are the node's Events as `kubectl describe node` lists them, oldest first.
+	Events []sandbox.NodeEvent
 }
 
 // Handback is what stood between a drained node and the hand-back of its instance: its place
@@ -236,6 +238,9 @@ func summarize(ctx context.Context, e *env, o observed, midDrain MidDrainStatus,
 			}
 		}
 		if c.Left, err = leftOnNode(ctx, e, l.node); err != nil {
+			return nil, err
+		}
+		if c.Events, err = nodeEventsOf(ctx, e, l.node, o.start.Truncate(time.Second), story(c), 5*time.Second); err != nil {
 			return nil, err
 		}
 		if d := o.drainLogs[l.name]; d != nil {

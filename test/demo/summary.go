@@ -72,6 +72,9 @@ func writeSummary(out io.Writer, path string, r *Result) error {
 		}
 		tw.Flush()
 	}
+	for _, c := range r.Cases {
+		writeEvents(&b, c)
+	}
 
 	fmt.Fprintf(&b, "\nRefused as foreign: %s (%s)\n  reason (controller log): %s\n", f.InstanceID, at(f.Refused), orDash(f.Reason))
 	fmt.Fprintf(&b, "  CompleteLifecycleAction calls for it: %d; its lifecycle action completed: %v\n", f.CompleteCalls, f.ActionCompleted)

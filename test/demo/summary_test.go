@@ -21,6 +21,8 @@ func TestSummaryHandback(t *testing.T) {
 		"volume  pv-db-0 of shop/db-0 (VolumeAttachment csi-db-0): pod gone +3.0s, detached +5.0s",
 		"the controller waited 6.0s for load-balancer targets to drain; under a second for volumes to detach",
 		"lifecycle action completed +11.0s, after both",
+		"kubectl describe node  (node B), its Events, oldest first",
+		"  Normal  LifecycleActionCompleted  +5s  lifeboat         LifecycleActionCompleted message",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())

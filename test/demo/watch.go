@@ -444,7 +444,7 @@ type refusal struct {
 func (w *watcher) snapshot() observed {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	o := observed{events: slices.Clone(w.events), before: map[string][]podInfo{}, skipped: map[string]string{}, drainLogs: map[string]map[string]any{},
+	o := observed{start: w.start, events: slices.Clone(w.events), before: map[string][]podInfo{}, skipped: map[string]string{}, drainLogs: map[string]map[string]any{},
 		refusals: map[string]refusal{}, waits: map[string][]HandbackWait{}}
 	for k, v := range w.before {
 		o.before[k] = slices.Clone(v)
@@ -470,6 +470,7 @@ func (w *watcher) snapshot() observed {
 
 // observed is a copy of what the watcher saw.
 type observed struct {
+	start     time.Time // when the notices were injected
 	events    []Event
 	before    map[string][]podInfo
 	skipped   map[string]string

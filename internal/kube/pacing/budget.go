@@ -355,39 +355,41 @@ func (b *Budget) tick() {
 	b.report(change)
 }
 
-// KubeRequest takes in one answer (it fits kube.RequestObserver): 429s and 503s are the API
-// server asking for less; every other answer's latency is compared with what its kind of
-// request (verb and resource, with the same code) takes on an idle server. Watches and lists
-// are left out: a watch is open for minutes, and a list takes as long as its result is large.
-func (b *Budget) KubeRequest(_, verb, resource, code string, took time.Duration) {
+// KubeRequest takes in one answer (it fits kube.RequestObserver): a throttling 429 and a 503
+// are the API server asking for less; every other answer's latency is compared with what its
+// kind of request (verb and resource, with the same code) takes on an idle server. A
+// disruption budget's refusal of an eviction is a 429 too, but says nothing of the server's
+// load: it is an answer like the others. Watches and lists are left out: a watch is open for
+// minutes, and a list takes as long as its result is large.
+func (b *Budget) KubeRequest(_, verb, resource, code string, throttled bool, took time.Duration) {
 	if verb == "watch" || verb == "list" || b.opts.Fixed {
 		return
 	}
-	var throttled *change
+	var halved *change
 	b.mu.Lock()
 	defer func() {
 		change := b.reconsiderLocked(time.Now())
 		b.mu.Unlock()
-		b.report(throttled)
+		b.report(halved)
 		b.report(change)
 	}()
-	switch code {
-	case "429", "503":
+	switch {
+	case throttled || code == "503":
 		// At once, not at the next interval: a refusal is answered in a millisecond, so
 		// until the bound comes down each refused request's turn goes straight to another
 		// that the server refuses too. Not more often than throttleSpacing: the requests
 		// already at the server when it first refused are refused together.
 		if now := time.Now(); now.Sub(b.lastThrottled) >= throttleSpacing {
 			b.limit, b.pushed, b.lastThrottled = max(b.limit/2, float64(b.opts.Floor)), true, now
-			throttled = &change{b.limit, ReasonThrottled}
+			halved = &change{b.limit, ReasonThrottled}
 		}
 		return
-	case "error": // no answer: says nothing about the server's pace
+	case code == "error": // no answer: says nothing about the server's pace
 		return
 	}
-	// The answer's code is part of its kind: an eviction refused (a disruption budget, 429
-	// aside) or of a pod already gone is answered far sooner than one accepted, and taken as
-	// the baseline would make every accepted one look queued.
+	// The answer's code is part of its kind: an eviction refused (by a disruption budget) or
+	// of a pod already gone is answered far sooner than one accepted, and taken as the
+	// baseline would make every accepted one look queued.
 	key := verb + " " + resource + " " + code
 	k := b.kinds[key]
 	if k == nil {

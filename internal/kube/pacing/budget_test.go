@@ -256,14 +256,23 @@ type answering struct {
 
 // interval lets the budget hear n answers of kind (verb and resource), then reconsider: the
 // first event after an interval (here an answer that never came back, which counts for
-// nothing) does it.
+// nothing) does it. A 429 is the server's throttling.
 func (a answering) interval(kind, code string, took time.Duration, n int) {
+	a.answers(kind, code, code == "429", took, n)
+}
+
+// budgetRefusals is interval with n 429s that are a disruption budget's refusals of evictions.
+func (a answering) budgetRefusals(took time.Duration, n int) {
+	a.answers("create pods/eviction", "429", false, took, n)
+}
+
+func (a answering) answers(kind, code string, throttled bool, took time.Duration, n int) {
 	verb, resource, _ := strings.Cut(kind, " ")
 	for range n {
-		a.b.KubeRequest("main", verb, resource, code, took)
+		a.b.KubeRequest("main", verb, resource, code, throttled, took)
 	}
 	time.Sleep(a.b.opts.Interval)
-	a.b.KubeRequest("main", "get", "nodes", "error", 0)
+	a.b.KubeRequest("main", "get", "nodes", "error", false, 0)
 }
 
 func (a answering) expect(limit float64, reason string) {
@@ -305,6 +314,10 @@ func TestBoundFollowsTheServersAnswers(t *testing.T) {
 		// Too few answers to judge, however fast: no raise.
 		b.limit = 90
 		a.interval(eviction, "201", 100*time.Millisecond, minSamples-1)
+		a.expect(90, ReasonDemand)
+		// A disruption budget's refusals are 429s too, but the server is not throttling: the
+		// bound holds.
+		a.budgetRefusals(2*time.Millisecond, 10)
 		a.expect(90, ReasonDemand)
 		// A 429 halves it.
 		a.interval(eviction, "429", 5*time.Millisecond, 1)
@@ -370,7 +383,7 @@ func TestBoundRisesOnlyWhenItIsUsed(t *testing.T) {
 						return
 					}
 					time.Sleep(100 * time.Millisecond)
-					b.KubeRequest("main", "create", "pods/eviction", "201", 100*time.Millisecond)
+					b.KubeRequest("main", "create", "pods/eviction", "201", false, 100*time.Millisecond)
 					done()
 				}
 			})
@@ -436,7 +449,7 @@ func TestFixedBoundIgnoresTheAnswers(t *testing.T) {
 		b := New(Options{Start: 50, Fixed: true, Interval: time.Second})
 		for range 5 {
 			time.Sleep(time.Second)
-			b.KubeRequest("main", "patch", "nodes", "429", time.Millisecond)
+			b.KubeRequest("main", "patch", "nodes", "429", true, time.Millisecond)
 		}
 		if got := b.Limit(); got != 50 {
 			t.Errorf("bound %g, want the fixed 50", got)
