@@ -139,17 +139,8 @@ func (s *Server) ec2DescribeInstances(p url.Values) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Like EC2, an unknown ID fails the whole call rather than being skipped.
-	var missing []string
-	for _, id := range ids {
-		if s.instanceIndex(id) < 0 {
-			missing = append(missing, id)
-		}
-	}
-	switch {
-	case len(missing) == 1:
-		return nil, errorf("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist", missing[0])
-	case len(missing) > 1:
-		return nil, errorf("InvalidInstanceID.NotFound", "The instance IDs '%s' do not exist", strings.Join(missing, ", "))
+	if err := s.unknownInstances(ids); err != nil {
+		return nil, err
 	}
 
 	var selected []*Instance
@@ -231,4 +222,22 @@ func (s *Server) ec2DescribeTags(p url.Values) (any, error) {
 		return nil, err
 	}
 	return &ec2DescribeTagsResponse{Tags: selected[start:end], NextToken: next}, nil
+}
+
+// unknownInstances fails, as EC2 does, a call naming any instance it does not know: the whole
+// call, not just those. The caller holds s.mu.
+func (s *Server) unknownInstances(ids []string) error {
+	var missing []string
+	for _, id := range ids {
+		if s.instanceIndex(id) < 0 {
+			missing = append(missing, id)
+		}
+	}
+	switch {
+	case len(missing) == 1:
+		return errorf("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist", missing[0])
+	case len(missing) > 1:
+		return errorf("InvalidInstanceID.NotFound", "The instance IDs '%s' do not exist", strings.Join(missing, ", "))
+	}
+	return nil
 }

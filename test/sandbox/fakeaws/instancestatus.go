@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -133,17 +132,8 @@ func (s *Server) ec2DescribeInstanceStatus(p url.Values) (any, error) {
 	all := p.Get("IncludeAllInstances") == "true"
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var missing []string
-	for _, id := range ids {
-		if s.instanceIndex(id) < 0 {
-			missing = append(missing, id)
-		}
-	}
-	switch {
-	case len(missing) == 1:
-		return nil, errorf("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist", missing[0])
-	case len(missing) > 1:
-		return nil, errorf("InvalidInstanceID.NotFound", "The instance IDs '%s' do not exist", strings.Join(missing, ", "))
+	if err := s.unknownInstances(ids); err != nil {
+		return nil, err
 	}
 	var selected []*Instance
 	for _, in := range s.instances {
