@@ -32,8 +32,7 @@ func (a *app) daemonCommands() []*cobra.Command {
 		a.daemonCommand("agent", "Protect this node (NODE_NAME) using instance metadata notices (a DaemonSet)"),
 		a.daemonCommand("controller", "Protect every node of the cluster using notices from an SQS queue (a Deployment)"),
 		a.daemonCommand("config", "Print the effective configuration and where each value came from"),
-		a.daemonCommand("preflight", "Check Kubernetes permissions, the notice source and identity settings; exit 1 if any check failed.\n"+
-			"The mode is the argument after it (agent or controller), else chosen as with no command"),
+		a.daemonCommand("preflight", "Check permissions, the notice source and identity settings of a mode; exit 1 if any check failed"),
 	}
 }
 
