@@ -147,6 +147,9 @@ func index(a []any) (any, error) {
 			if err != nil {
 				return nil, err
 			}
+			if i == item.Len() { // position allows the length itself, for slice's bounds
+				return nil, fmt.Errorf("index out of range: %d", i)
+			}
 			item = item.Index(i)
 		case reflect.Map:
 			k, err := mapKey(key, item.Type().Key())

@@ -110,7 +110,14 @@ func (t *Template) Render(n Notification) ([]byte, error) {
 	return b, err
 }
 
-func (t *Template) render(n Notification, missingKeyZero bool) ([]byte, error) {
+func (t *Template) render(n Notification, missingKeyZero bool) (_ []byte, err error) {
+	// A fault in the evaluator fails this webhook, never the process that drains the nodes.
+	// (The differential fuzz test calls execute itself, so that it still sees such faults.)
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the template could not be rendered: %v", r)
+		}
+	}()
 	out := &boundedBuffer{max: MaxBodyBytes}
 	if err := execute(t.trees, templateName, out, n, missingKeyZero); err != nil {
 		if errors.Is(err, errTooLarge) {

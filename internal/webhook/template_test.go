@@ -287,3 +287,15 @@ func TestNestingWithinTheLimitRenders(t *testing.T) {
 		}
 	}
 }
+
+// An index at a list's length is an error, as in text/template, not a fault: a template that
+// indexes the data it is given must never stop the process.
+func TestIndexAtLengthIsAnError(t *testing.T) {
+	tmpl, err := ParseTemplate(`{{index .Pods 0}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tmpl.Render(Notification{}); err == nil || !strings.Contains(err.Error(), "index out of range: 0") {
+		t.Errorf("index of an empty list: %v", err)
+	}
+}
