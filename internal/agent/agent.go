@@ -29,6 +29,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/source/imds"
@@ -71,22 +72,18 @@ type Agent struct {
 	// firstRetry is the first pause after a failed reconcile (doubling from there).
 	firstRetry time.Duration
 
-	// With ASG_LIFECYCLE_HOOK_NAME: Auto Scaling, for the hook's timeouts and its completion
-	// (completeHook, built by Run once the instance is known).
-	completeHook func(ctx context.Context, nodeName string, n notice.Notice) (*interruption.Completed, error)
-	asg          cloud.AutoScaling
-	hooks        *cloud.HookTimeoutCache
-	instance     string
-	groupMu      sync.Mutex
-	groupName    string // once groupKnown
-	groupKnown   bool
+	// With ASG_LIFECYCLE_HOOK_NAME: the instance's group and its hook's timeouts, and the
+	// hook's completion, all set up by Run once the instance is known.
+	group *lifecycle.InstanceGroup
+	hooks *cloud.HookTimeoutCache
+	hook  lifecycle.OwnHook
 }
 
 // New builds an agent.
 func New(o Options) *Agent {
 	a := &Agent{cfg: o.Config, client: o.Client, imds: o.IMDS, log: o.Logger, metrics: o.Metrics, failingAfter: o.FailingAfter, firstRetry: time.Second}
 	h := o.Handler
-	h.Origin, h.Complete, h.Metrics = string(notice.SourceIMDS), a.completeLifecycle, o.Metrics
+	h.Origin, h.Completer, h.Metrics = string(notice.SourceIMDS), &a.hook, o.Metrics
 	a.handler = interruption.NewHandler(o.Config, o.Client, o.Logger, h)
 	a.reconcile = a.handler.Reconcile
 	return a
@@ -115,11 +112,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.log.Error("ending the interruption episode of a node that booted again failed", "err", err)
 	}
 	if a.cfg.ASGLifecycleHookName != "" && a.cfg.EnableASGLifecycleDraining {
-		complete, err := a.lifecycleCompleter(ctx, instanceID)
-		if err != nil {
+		if err := a.useLifecycleHook(ctx, instanceID); err != nil {
 			return fmt.Errorf("ASG_LIFECYCLE_HOOK_NAME=%q: %w", a.cfg.ASGLifecycleHookName, err)
 		}
-		a.completeHook = complete
 	}
 	opts := imds.Options{
 		Spot:         a.cfg.EnableSpotInterruptionDraining,

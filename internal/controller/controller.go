@@ -35,6 +35,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/ownership"
 	"lifeboat.dev/lifeboat/internal/record"
@@ -65,9 +66,8 @@ type Controller struct {
 	handler   *interruption.Handler
 	events    *events.Recorder
 
-	// heartbeatUnit is what HEARTBEAT_INTERVAL and HEARTBEAT_UNTIL count in: a second
-	// (tests shorten it).
-	heartbeatUnit time.Duration
+	// heartbeats keep the termination hooks of running drains alive (HEARTBEAT_INTERVAL).
+	heartbeats *lifecycle.Heartbeats
 
 	// starting bounds notices between receipt and their ownership and deadline being known
 	// (WORKERS): the EC2 and Auto Scaling lookups in flight at once.
@@ -125,7 +125,7 @@ type Options struct {
 func New(o Options) *Controller {
 	cfg, m := o.Config, o.Metrics
 	c := &Controller{cfg: cfg, client: o.Client, leaseClient: o.LeaseClient, queue: o.Queue, ec2: o.EC2, asg: o.AutoScaling,
-		log: o.Logger, metrics: m, events: o.Handler.Events, heartbeatUnit: time.Second,
+		log: o.Logger, metrics: m, events: o.Handler.Events,
 		starting: make(chan struct{}, max(cfg.Workers, 1)), foreignLogged: cache.NewLRUExpireCache(10000)}
 	if c.leaseClient == nil {
 		c.leaseClient = o.Client
@@ -136,9 +136,14 @@ func New(o Options) *Controller {
 		Delay: time.Duration(cfg.CompleteLifecycleActionDelaySeconds) * time.Second}
 	c.hooks = cloud.NewHookTimeoutCache(o.AutoScaling)
 	c.hooks.Observe = func(err error) { m.AWSCall("DescribeLifecycleHooks", err, nil) }
+	c.heartbeats = &lifecycle.Heartbeats{AutoScaling: o.AutoScaling, Hooks: c.hooks, Gate: c.gate, Nodes: nodes.NewWriter(o.Client),
+		Metrics: m, Events: o.Handler.Events, Log: o.Logger, Policy: heartbeatPolicy(cfg, time.Second)}
 	h := o.Handler
-	h.Origin = "queue " + cfg.QueueURL
-	h.Complete, h.KeepAlive, h.Metrics, h.Retainer = c.completeLifecycle, c.whileDraining, m, c.retention(o.AutoScaling)
+	h.Origin, h.Metrics, h.KeepAlive = "queue "+cfg.QueueURL, m, c.heartbeats
+	h.Completer = lifecycle.QueueNotices{Completer: c.completer, MarkUnhealthy: cfg.SetImpairedInstanceUnhealthy && !cfg.DryRun}
+	if r := lifecycle.NewRetainer(o.AutoScaling, c.gate, m, o.Logger, cfg.AbandonOnIncompleteDrain, cfg.RetainedDrainTimeout); r != nil {
+		h.Retainer = r
+	}
 	c.handler = interruption.NewHandler(cfg, o.Client, o.Logger, h)
 	return c
 }
@@ -663,22 +668,4 @@ func nodeReady(n *corev1.Node) bool {
 		}
 	}
 	return false
-}
-
-// completeLifecycle completes the Auto Scaling hook of a drained node's notice, by instance
-// id, once the gate has confirmed that the instance is the node's own and in the hook's group
-// (a refusal is returned as such: the notice is finished without the call).
-func (c *Controller) completeLifecycle(ctx context.Context, nodeName string, n notice.Notice) (*interruption.Completed, error) {
-	if n.Kind == notice.InstanceImpaired {
-		return c.markUnhealthy(ctx, nodeName, n)
-	}
-	lc := n.Lifecycle
-	if lc == nil {
-		return nil, nil
-	}
-	done, err := c.completer.Complete(ctx, nodeName, cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID}, n.ID)
-	if !done {
-		return nil, err
-	}
-	return &interruption.Completed{Hook: lc.Hook, Result: cloud.ResultContinue}, nil
 }

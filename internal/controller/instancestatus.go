@@ -7,10 +7,6 @@ import (
 
 	"k8s.io/client-go/tools/cache"
 
-	"lifeboat.dev/lifeboat/internal/cloud"
-	"lifeboat.dev/lifeboat/internal/instancegate"
-	"lifeboat.dev/lifeboat/internal/interruption"
-	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/ownership"
 	"lifeboat.dev/lifeboat/internal/source/ec2status"
@@ -63,47 +59,4 @@ func (c *Controller) takeStatusNotices(ctx context.Context, resolver *ownership.
 		taken[i] = f == noticeDone || f == noticeForeign
 	}
 	return taken
-}
-
-// markUnhealthy runs once an impaired instance's node is drained: with
-// SET_IMPAIRED_INSTANCE_UNHEALTHY it marks the instance Unhealthy in its Auto Scaling group,
-// which replaces it, once the gate has confirmed that the node names the instance and that
-// Auto Scaling reports it in that group. An instance in no group is left drained (nothing
-// would replace it).
-func (c *Controller) markUnhealthy(ctx context.Context, nodeName string, n notice.Notice) (*interruption.Completed, error) {
-	if !c.cfg.SetImpairedInstanceUnhealthy || c.cfg.DryRun {
-		return nil, nil
-	}
-	group, err := c.gate.GroupOf(ctx, n.InstanceID)
-	switch {
-	case err != nil && cloud.IsPermanent(err):
-		c.log.Error("cannot learn the impaired instance's Auto Scaling group, so it is not marked Unhealthy", "notice", n.ID, "err", err)
-		c.metrics.Action(metrics.ActionMarkUnhealthy, metrics.ResultError)
-		return nil, nil
-	case err != nil:
-		return nil, err
-	case group == "":
-		c.log.Info("the impaired instance is in no Auto Scaling group: nothing replaces it, its node stays drained", "notice", n.ID, "node", nodeName)
-		c.metrics.Action(metrics.ActionMarkUnhealthy, metrics.ResultSkipped)
-		return nil, nil
-	}
-	if err := c.gate.Check(ctx, instancegate.Request{Call: instancegate.CallSetInstanceHealth, Node: nodeName, InstanceID: n.InstanceID, Group: group}); err != nil {
-		if _, refused := instancegate.IsRefusal(err); refused {
-			c.metrics.Action(metrics.ActionMarkUnhealthy, metrics.ResultRefused)
-		}
-		return nil, err
-	}
-	err = c.asg.SetUnhealthy(ctx, n.InstanceID)
-	c.metrics.AWSCall("SetInstanceHealth", err, nil)
-	switch {
-	case err == nil:
-		c.metrics.Action(metrics.ActionMarkUnhealthy, metrics.ResultOK)
-		c.log.Info("impaired instance marked Unhealthy: its Auto Scaling group replaces it", "notice", n.ID, "node", nodeName, "group", group)
-	case cloud.IsPermanent(err):
-		c.metrics.Action(metrics.ActionMarkUnhealthy, metrics.ResultError)
-		c.log.Error("cannot mark the impaired instance Unhealthy; its node stays drained", "notice", n.ID, "err", err)
-	default:
-		return nil, err
-	}
-	return nil, nil
 }

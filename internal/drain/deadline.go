@@ -19,6 +19,8 @@ type Deadline struct {
 	// patient is set for a time by which the drain stops trying, not one at which the
 	// instance goes (see NewPatientDeadline).
 	patient bool
+	// margin is kept before the time an instance now goes (see EndBefore).
+	margin time.Duration
 }
 
 // NewDeadline is a deadline at t.
@@ -60,6 +62,28 @@ func (d *Deadline) Tighten(t time.Time) bool {
 		go (*f)()
 	}
 	return true
+}
+
+// EndBefore makes the drain end margin before any time InstanceGoesAt is given: a drain that
+// must hand its instance back while its lifecycle action is still open.
+func (d *Deadline) EndBefore(margin time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.margin = margin
+}
+
+// InstanceGoesAt brings the drain forward for an instance that now goes at t (a more urgent
+// notice, or a lifecycle action that can no longer be kept alive): to t, less the margin of
+// EndBefore. A patient deadline's round ends at once, so that the next round drains under the
+// new terms. It reports whether the deadline moved.
+func (d *Deadline) InstanceGoesAt(t time.Time) bool {
+	d.mu.Lock()
+	margin := d.margin
+	d.mu.Unlock()
+	if d.patient {
+		t = time.Now()
+	}
+	return d.Tighten(t.Add(-margin))
 }
 
 // OnTighten runs f in a goroutine of its own each time the deadline moves earlier, until

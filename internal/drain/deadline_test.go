@@ -122,3 +122,21 @@ func TestOnTightenFollowsUntilStopped(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// An instance that now goes earlier brings the drain forward, less the margin a drain that
+// must end before its action expires keeps; a patient round ends at once.
+func TestInstanceGoesAt(t *testing.T) {
+	now := time.Now()
+	d := NewDeadline(now.Add(time.Hour))
+	d.EndBefore(10 * time.Second)
+	if !d.InstanceGoesAt(now.Add(time.Minute)) || !d.Time().Equal(now.Add(50*time.Second)) {
+		t.Errorf("deadline %v, want the new time less the margin %v", d.Time(), now.Add(50*time.Second))
+	}
+	if d.InstanceGoesAt(now.Add(2 * time.Minute)) {
+		t.Error("a later time moved the deadline")
+	}
+	patient := NewPatientDeadline(now.Add(time.Hour))
+	if !patient.InstanceGoesAt(now.Add(30*time.Minute)) || patient.Time().After(time.Now()) {
+		t.Errorf("a patient round ends at %v, want now", patient.Time())
+	}
+}

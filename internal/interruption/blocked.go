@@ -1,11 +1,13 @@
 package interruption
 
 import (
+	"log/slog"
 	"sync"
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/events"
+	"lifeboat.dev/lifeboat/internal/metrics"
 )
 
 // nodeBlockedEvery spaces the Events on a node that say which pod holds its drain: a drain
@@ -17,7 +19,9 @@ const nodeBlockedEvery = 30 * time.Second
 // every nodeBlockedEvery), a log line, and the lifeboat_drain_blocked_pods gauge while the
 // pod is held. It is the drainer's Observer.
 type blockReporter struct {
-	h             *Handler
+	events        *events.Recorder
+	metrics       *metrics.Metrics
+	log           *slog.Logger
 	mu            sync.Mutex
 	lastNodeEvent map[string]time.Time // node -> when its last EvictionBlocked Event went out
 	// marksTold holds the pods (UID and what their annotation says) told of an unreadable
@@ -33,7 +37,7 @@ const markToldFor = 24 * time.Hour
 // cannot be read and protects it as "true".
 func (r *blockReporter) UnreadableMark(pod *drain.Pod, why string) {
 	if r.markDue(string(pod.UID)+"\x00"+why, time.Now()) {
-		r.h.events.UnreadableMark(events.PodOf(pod), why)
+		r.events.UnreadableMark(events.PodOf(pod), why)
 	}
 }
 
@@ -59,19 +63,19 @@ func (r *blockReporter) markDue(key string, now time.Time) bool {
 var _ drain.MarkObserver = (*blockReporter)(nil)
 
 func (r *blockReporter) Blocked(pod *drain.Pod, by drain.Blocker) {
-	r.h.metrics.BlockedPod(blockReason(by), 1)
-	r.h.log.Warn("eviction refused by a disruption budget; retrying until the deadline", "pod", pod.Namespace+"/"+pod.Name,
+	r.metrics.BlockedPod(blockReason(by), 1)
+	r.log.Warn("eviction refused by a disruption budget; retrying until the deadline", "pod", pod.Namespace+"/"+pod.Name,
 		"node", pod.Spec.NodeName, "budget", by.Budget, "detail", by.Detail)
-	r.h.events.EvictionBlocked(events.PodOf(pod), by.String())
+	r.events.EvictionBlocked(events.PodOf(pod), by.String())
 	if r.nodeEventDue(pod.Spec.NodeName) {
-		r.h.events.DrainBlocked(events.Node{Name: pod.Spec.NodeName}, pod.Namespace+"/"+pod.Name, by.String())
+		r.events.DrainBlocked(events.Node{Name: pod.Spec.NodeName}, pod.Namespace+"/"+pod.Name, by.String())
 	}
 }
 
 func (r *blockReporter) Unblocked(pod *drain.Pod, by drain.Blocker, evicted bool) {
-	r.h.metrics.BlockedPod(blockReason(by), -1)
+	r.metrics.BlockedPod(blockReason(by), -1)
 	if evicted {
-		r.h.log.Info("eviction accepted after a disruption budget refused it", "pod", pod.Namespace+"/"+pod.Name, "node", pod.Spec.NodeName, "budget", by.Budget)
+		r.log.Info("eviction accepted after a disruption budget refused it", "pod", pod.Namespace+"/"+pod.Name, "node", pod.Spec.NodeName, "budget", by.Budget)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
@@ -53,7 +54,10 @@ func TestEpisodeEndsBetweenReadAndWrite(t *testing.T) {
 	})
 	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
 	completed := 0
-	h.complete = func(ctx context.Context, _ string, n notice.Notice) (*Completed, error) { completed++; return nil, nil }
+	h.completion.completer = CompleteFunc(func(ctx context.Context, _ string, n notice.Notice) (*lifecycle.Completed, error) {
+		completed++
+		return nil, nil
+	})
 	y := notice.Notice{ID: notice.ID(notice.ASGTermination, inst, ""), Kind: notice.ASGTermination, InstanceID: inst, Deadline: time.Now().Add(time.Hour)}
 	if err := h.Intake(ctx, y, "n1", stale); err != nil {
 		t.Fatal(err)
@@ -112,7 +116,10 @@ func TestReleasedWhileWaitingForStart(t *testing.T) {
 	// Drains start NODE_TERMINATION_GRACE_PERIOD before the event (at least 30 s ahead): in 2 s.
 	h := NewHandler(sandboxtest.Config(t, "", "NODE_TERMINATION_GRACE_PERIOD", "29"), client, slog.New(slog.DiscardHandler), Options{})
 	drained := 0
-	h.complete = func(ctx context.Context, _ string, n notice.Notice) (*Completed, error) { drained++; return nil, nil }
+	h.completion.completer = CompleteFunc(func(ctx context.Context, _ string, n notice.Notice) (*lifecycle.Completed, error) {
+		drained++
+		return nil, nil
+	})
 	x := notice.Notice{ID: notice.ID(notice.ScheduledMaintenance, inst, "evt"), Kind: notice.ScheduledMaintenance, Source: notice.SourceQueue,
 		InstanceID: inst, Deadline: time.Now().Add(31 * time.Second), Action: "instance-stop"}
 	done := make(chan error)
@@ -196,12 +203,12 @@ func TestVersionOneRecord(t *testing.T) {
 			client := fake.NewSimpleClientset(node)
 			h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
 			var completed []string
-			h.complete = func(ctx context.Context, _ string, n notice.Notice) (*Completed, error) {
+			h.completion.completer = CompleteFunc(func(ctx context.Context, _ string, n notice.Notice) (*lifecycle.Completed, error) {
 				if n.Lifecycle != nil {
 					completed = append(completed, n.Lifecycle.Group+"/"+n.Lifecycle.Hook)
 				}
 				return nil, nil
-			}
+			})
 			for _, n := range tc.handle {
 				if err := h.Handle(ctx, n, "n1"); err != nil {
 					t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/notice"
 )
 
@@ -46,4 +47,11 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice, nodeName string) 
 		case <-time.After(wait):
 		}
 	}
+}
+
+// CompleteFunc is a NoticeCompleter made of a function.
+type CompleteFunc func(ctx context.Context, nodeName string, n notice.Notice) (*lifecycle.Completed, error)
+
+func (f CompleteFunc) Complete(ctx context.Context, nodeName string, n notice.Notice) (*lifecycle.Completed, error) {
+	return f(ctx, nodeName, n)
 }

@@ -25,8 +25,8 @@ import (
 // until the deadline.
 func followingHandler(t *testing.T, ctx context.Context, client kubernetes.Interface, period time.Duration, deadline time.Time) (*Handler, *drain.Deadline) {
 	t.Helper()
-	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
-	h.origin, h.ownerRenew = queueOrigin, period
+	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{Origin: queueOrigin})
+	h.claims.renewEvery = period
 	factory := informers.NewSharedInformerFactory(client, 0)
 	informer := factory.Core().V1().Nodes().Informer()
 	if err := h.FollowNodes(informer); err != nil {
@@ -38,7 +38,7 @@ func followingHandler(t *testing.T, ctx context.Context, client kubernetes.Inter
 		t.Fatal("the node informer did not sync")
 	}
 	running := drain.NewDeadline(deadline)
-	t.Cleanup(h.track("n1", running))
+	t.Cleanup(h.drains.track("n1", running))
 	return h, running
 }
 
@@ -79,7 +79,7 @@ func TestFollowedClaimRenewsOnceContested(t *testing.T) {
 	h, running := followingHandler(t, ctx, client, period, spot.Deadline.UTC().Truncate(time.Second))
 	start, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 	client.ClearActions()
-	owning, stop := h.keepOwnership(ctx, start, h.log)
+	owning, stop := h.claims.keep(ctx, start, running, h.log)
 	defer stop()
 
 	time.Sleep(5 * period)
@@ -89,10 +89,9 @@ func TestFollowedClaimRenewsOnceContested(t *testing.T) {
 
 	// The agent's rebalance drain (an open notice of another origin) contests the claim, as
 	// its Reconcile does.
-	agent := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
-	agent.origin = agentOrigin
+	agent := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{Origin: agentOrigin})
 	var agentOwns bool
-	if _, err := agent.writer.Apply(ctx, "n1", nil, "contest", agent.claimEdit(&agentOwns, false)); err != nil || agentOwns {
+	if _, err := agent.claims.writer.Apply(ctx, "n1", nil, "contest", agent.claims.edit(&agentOwns, false)); err != nil || agentOwns {
 		t.Fatalf("the contest: owns %v, err %v", agentOwns, err)
 	}
 	contested := ownerOf(t, ctx, client).Contested
@@ -139,16 +138,16 @@ func TestFollowedClaimFindsAnEarlierContest(t *testing.T) {
 	defer cancel()
 	client := fake.NewSimpleClientset(ownedNode(t, record.PhaseDraining, &record.Owner{Origin: queueOrigin, Holder: holderName(), Renewed: time.Now().UTC()}, spot))
 	const period = 100 * time.Millisecond
-	h, _ := followingHandler(t, ctx, client, period, spot.Deadline.UTC().Truncate(time.Second))
+	h, running := followingHandler(t, ctx, client, period, spot.Deadline.UTC().Truncate(time.Second))
 	claim, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{}) // as the claim wrote it
 	rewrite(t, ctx, client, func(r *record.Record) { r.Owner.Contested = time.Now().UTC().Truncate(time.Second) })
 	waitFor(t, func() bool {
-		n, _, _ := h.followedNodes.GetByKey("n1")
+		n, _, _ := h.claims.followed.GetByKey("n1")
 		r, _ := record.Read(n.(*corev1.Node))
 		return !r.Owner.Contested.IsZero()
 	})
 	client.ClearActions()
-	owning, stop := h.keepOwnership(ctx, claim, h.log)
+	owning, stop := h.claims.keep(ctx, claim, running, h.log)
 	defer stop()
 	waitFor(t, func() bool { return countVerb(client.Actions(), "patch") >= 2 })
 	if owning.Err() != nil {

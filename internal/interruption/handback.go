@@ -10,9 +10,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/handback"
+	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
 )
@@ -21,13 +24,23 @@ import (
 // the lifecycle action is completed while it is still open.
 const handbackMargin = 5 * time.Second
 
+// handBacks is the hand-back phase: the waits between a drained node and the hand-back of
+// its instance (its volumes detached, its load-balancer targets drained).
+type handBacks struct {
+	waits   []handback.Wait
+	cfg     *config.Config
+	writer  *nodes.Writer
+	metrics *metrics.Metrics
+	events  *events.Recorder
+}
+
 // waitDone says, for the Event, what a wait that ended in time waited for.
 var waitDone = map[string]string{
 	"volumes": "volumes detached",
 	"targets": "load-balancer targets drained",
 }
 
-// handBack runs the waits between a drained node and the hand-back of its instance (its
+// run runs the waits between a drained node and the hand-back of its instance (its
 // lifecycle action completed), by the deadline, which may still move earlier. Each wait that
 // took time, was cut short by the deadline or could not be checked is logged and counted at
 // once; the Events for those that matter to an operator are returned, to be recorded after
@@ -39,8 +52,8 @@ var waitDone = map[string]string{
 //
 // It reports whether every wait ended with nothing held (a wait that could not be checked
 // counts as nothing held, as it does for the hand-back).
-func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []notice.Notice, deadline *drain.Deadline, done drained, recorded *record.Handback, log *slog.Logger) (notes []func(), safe bool) {
-	if len(h.handback) == 0 || h.cfg.DryRun {
+func (b *handBacks) run(ctx context.Context, node *corev1.Node, pending []notice.Notice, deadline *drain.Deadline, done drained, recorded *record.Handback, log *slog.Logger) (notes []func(), safe bool) {
+	if len(b.waits) == 0 || b.cfg.DryRun {
 		return nil, true
 	}
 	safe = true
@@ -49,15 +62,15 @@ func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []not
 		subject.Claims = union(subject.Claims, recorded.Claims)
 		subject.PodIPs = union(subject.PodIPs, recorded.PodIPs)
 	}
-	waits := h.handback
+	waits := b.waits
 	if len(subject.Claims)+len(subject.PodIPs) > 0 && !covers(recorded, subject) {
-		waits = h.recordWhenHeld(ctx, node.Name, subject, log)
+		waits = b.recordWhenHeld(ctx, node.Name, subject, log)
 	}
 	bounded, cancel := deadline.Bound(ctx, handbackMargin)
 	defer cancel()
 	results := handback.Run(bounded, deadline.Time().Add(-handbackMargin), subject, waits...)
 	for _, r := range results {
-		h.metrics.HandbackWait(r.Wait, string(r.Outcome), r.Took)
+		b.metrics.HandbackWait(r.Wait, string(r.Outcome), r.Took)
 		what := waitDone[r.Wait]
 		if what == "" {
 			what = r.Wait
@@ -66,7 +79,7 @@ func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []not
 		case handback.Released:
 			if r.Took >= time.Second {
 				log.Info("handback wait over: "+what, "wait", r.Wait, "seconds", r.Took.Seconds())
-				notes = append(notes, func() { h.events.HandbackWaited(events.NodeOf(node), what, r.Took) })
+				notes = append(notes, func() { b.events.HandbackWaited(events.NodeOf(node), what, r.Took) })
 			} else {
 				log.Debug("handback wait over: nothing held", "wait", r.Wait)
 			}
@@ -77,7 +90,7 @@ func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []not
 			}
 			log.Warn("handback wait cut by the deadline: handing the instance back anyway", "wait", r.Wait, "seconds", r.Took.Seconds(),
 				"held", strings.Join(r.Held, ", "), "err", r.Err)
-			notes = append(notes, func() { h.events.HandbackWaitCut(events.NodeOf(node), what, r.Took, r.Held) })
+			notes = append(notes, func() { b.events.HandbackWaitCut(events.NodeOf(node), what, r.Took, r.Held) })
 		case handback.Skipped:
 			log.Debug("handback wait skipped", "wait", r.Wait, "err", r.Err)
 		}
@@ -100,19 +113,19 @@ func instanceOf(node *corev1.Node, pending []notice.Notice) string {
 // drain knows of (a volume, a pod's IP: not the instance, which a restarted process knows by
 // itself) records the subject's claims and IPs on the node: one write, and none in the
 // common case.
-func (h *Handler) recordWhenHeld(ctx context.Context, nodeName string, s handback.Subject, log *slog.Logger) []handback.Wait {
+func (b *handBacks) recordWhenHeld(ctx context.Context, nodeName string, s handback.Subject, log *slog.Logger) []handback.Wait {
 	var once sync.Once
-	record := func() {
+	note := func() {
 		once.Do(func() {
 			edit := record.Edit(func(r *record.Record) { r.Handback = &record.Handback{Claims: s.Claims, PodIPs: s.PodIPs} })
-			if _, err := h.writer.Apply(ctx, nodeName, nil, "record what the hand-back waits for", edit); err != nil && ctx.Err() == nil {
+			if _, err := b.writer.Apply(ctx, nodeName, nil, "record what the hand-back waits for", edit); err != nil && ctx.Err() == nil {
 				log.Warn("could not record what the hand-back waits for; a restart now would not wait for it", "err", err)
 			}
 		})
 	}
-	out := make([]handback.Wait, len(h.handback))
-	for i, w := range h.handback {
-		out[i] = recordingWait{Wait: w, held: record}
+	out := make([]handback.Wait, len(b.waits))
+	for i, w := range b.waits {
+		out[i] = recordingWait{Wait: w, held: note}
 	}
 	return out
 }

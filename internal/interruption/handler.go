@@ -13,8 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,7 +29,6 @@ import (
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/ownership"
 	"lifeboat.dev/lifeboat/internal/webhook"
-	"lifeboat.dev/lifeboat/internal/wiring"
 )
 
 // Plan is what to do for one notice.
@@ -84,10 +81,11 @@ var taintKeys = map[notice.Kind]string{
 	notice.InstanceImpaired:        nodes.TaintScheduledMaintenance,
 }
 
-// Completed is an Auto Scaling lifecycle action that Options.Complete completed.
-type Completed struct {
-	Hook   string
-	Result string // CONTINUE or ABANDON
+// KeepAlive keeps the lifecycle actions of a drain's notices alive while it runs, and brings
+// the drain's deadline to an action's expiry when it can no longer be kept (see
+// lifecycle.Heartbeats). The function it returns stops it.
+type KeepAlive interface {
+	Start(ctx context.Context, node *corev1.Node, notices []notice.Notice, deadline *drain.Deadline) (stop func())
 }
 
 // Options are what a Handler works with besides the configuration and its client: the mode's
@@ -99,16 +97,12 @@ type Options struct {
 	// controller's queue). Intake stamps it on each intent, and Reconcile drives only the
 	// intents of its own origin (see Pending).
 	Origin string
-	// Complete, when set, runs for each notice once its node (nodeName) is drained (for
-	// instance to complete the Auto Scaling lifecycle action), before the drain is recorded
-	// as done. An error leaves the notice unfinished, to be retried, except an
-	// *instancegate.Refusal: the notice is finished without the call, and a Warning Event
-	// says why. A lifecycle action it completed is recorded as an Event on the node.
-	Complete func(ctx context.Context, nodeName string, n notice.Notice) (*Completed, error)
-	// KeepAlive, when set, runs when a drain starts, with the notices it serves (for instance
-	// to keep their lifecycle actions alive); the function it returns runs when they are
-	// finished.
-	KeepAlive func(ctx context.Context, node *corev1.Node, notices []notice.Notice) (stop func())
+	// Completer, when set, completes each notice once its node is drained, before the notice
+	// is recorded as finished. A lifecycle action it completed is recorded as an Event on the
+	// node.
+	Completer NoticeCompleter
+	// KeepAlive, when set, runs while a drain runs, with the notices it serves.
+	KeepAlive KeepAlive
 	// Metrics counts actions, drains and evictions.
 	Metrics *metrics.Metrics
 	// Events records Kubernetes Events on the node.
@@ -129,43 +123,25 @@ type Options struct {
 }
 
 // Handler takes notices for nodes of this cluster (Intake) and drives each node's episode
-// from its record (Reconcile).
+// from its record (Reconcile) through its phases, each a unit of its own: intake, claim,
+// drain, hand-back, retention, completion and report, and the end of the episode.
 type Handler struct {
-	origin    string
-	complete  func(ctx context.Context, nodeName string, n notice.Notice) (*Completed, error)
-	keepAlive func(ctx context.Context, node *corev1.Node, notices []notice.Notice) (stop func())
-	metrics   *metrics.Metrics
-	events    *events.Recorder
-	webhook   *webhook.Sender
-	handback  []handback.Wait
-	retainer  Retainer
-
 	cfg    *config.Config
 	client kubernetes.Interface
-	writer *nodes.Writer
-	// cordonClient and cordonWriter serve the urgent part of a notice (Options.CordonClient).
-	cordonClient kubernetes.Interface
-	cordonWriter *nodes.Writer
-	done         *doneNotices
-	drainer      atomic.Pointer[drain.Drainer]
-	log          *slog.Logger
-
-	// holder names this process in the record's Owner, for people reading it.
-	holder string
-	// ownerRenew is how often a running drain renews its claim (OwnerRenew; tests shorten it).
-	ownerRenew time.Duration
-
-	mu       sync.Mutex
-	draining map[string]*drain.Deadline // the deadline of each drain running in this process
-	owning   map[string]*renewals       // the claim of each drain running in this process
-	// margins hold, for drains that may abandon their hook, how long before the action's
-	// expiry they end (TightenDrain keeps it).
-	margins map[string]time.Duration
-	// invalidReported holds the invalid records already reported (ReportInvalidRecord).
-	invalidReported *utilcache.LRUExpireCache
-	// followedNodes is the node informer's store once FollowNodes was called; nil when the
-	// process does not follow the nodes' updates.
-	followedNodes cache.Store
+	log    *slog.Logger
+	origin string
+	// The process's parts the sequence of phases uses itself.
+	metrics    *metrics.Metrics
+	events     *events.Recorder
+	keepAlive  KeepAlive
+	intake     *intake
+	ends       *ends
+	claims     *claims
+	drains     *drains
+	handBacks  *handBacks
+	retentions *retentions
+	completion *completions
+	invalid    *invalidRecords
 }
 
 // NewHandler builds a Handler from the configuration.
@@ -177,28 +153,52 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 		cordonClient, cordonWriter = o.CordonClient, nodes.NewWriter(o.CordonClient)
 		cordonWriter.DryRun = c.DryRun
 	}
-	h := &Handler{
-		origin: o.Origin, complete: o.Complete, keepAlive: o.KeepAlive, retainer: o.Retainer,
-		metrics: o.Metrics, events: o.Events, webhook: o.Webhook, handback: o.Handback,
-		cfg: c, client: client, writer: w, log: logger,
-		cordonClient: cordonClient, cordonWriter: cordonWriter, done: newDoneNotices(),
-		draining: map[string]*drain.Deadline{}, owning: map[string]*renewals{}, holder: holderName(), ownerRenew: OwnerRenew,
-		invalidReported: utilcache.NewLRUExpireCache(invalidRecordsKept),
-	}
-	opts := wiring.Drain(c, client, logger)
-	opts.Observer = &blockReporter{h: h, lastNodeEvent: map[string]time.Time{}}
-	h.drainer.Store(drain.New(client, opts))
+	done := newDoneNotices()
+	h := &Handler{cfg: c, client: client, log: logger, origin: o.Origin, metrics: o.Metrics, events: o.Events, keepAlive: o.KeepAlive}
+	h.invalid = &invalidRecords{reported: utilcache.NewLRUExpireCache(invalidRecordsKept), log: logger, metrics: o.Metrics, events: o.Events}
+	h.drains = newDrains(c, client, o.Metrics, o.Events, logger)
+	h.claims = &claims{origin: o.Origin, holder: holderName(), renewEvery: OwnerRenew, cfg: c, writer: w, metrics: o.Metrics, owning: map[string]*renewals{}}
+	h.ends = &ends{cfg: c, writer: w, done: done, events: o.Events, metrics: o.Metrics, log: logger}
+	reports := &reports{webhook: o.Webhook, cfg: c, metrics: o.Metrics, log: logger}
+	h.intake = &intake{cfg: c, origin: o.Origin, log: logger, cordonClient: cordonClient, cordonWriter: cordonWriter, done: done,
+		metrics: o.Metrics, events: o.Events, claims: h.claims, drains: h.drains, ends: h.ends, reports: reports, invalid: h.invalid}
+	h.handBacks = &handBacks{waits: o.Handback, cfg: c, writer: w, metrics: o.Metrics, events: o.Events}
+	h.retentions = &retentions{retainer: o.Retainer, cfg: c, writer: w, events: o.Events, metrics: o.Metrics, drains: h.drains}
+	h.completion = &completions{completer: o.Completer, cfg: c, writer: w, done: done, events: o.Events, log: logger, claims: h.claims, reports: reports}
 	return h
 }
 
 // UseNodePods makes the drains that start from now on list and follow their pods from one
 // shared pod informer (nil: each lists and watches its node's pods itself, the default).
-func (h *Handler) UseNodePods(p *drain.NodePods) {
-	h.drainer.Store(h.drainer.Load().WithNodePods(p))
+func (h *Handler) UseNodePods(p *drain.NodePods) { h.drains.useNodePods(p) }
+
+// FollowNodes has the claims of the drains this process runs follow the informer's updates
+// of their nodes instead of renewing all along (see claims.follow). Call it before the
+// informer starts.
+func (h *Handler) FollowNodes(informer cache.SharedIndexInformer) error {
+	return h.claims.follow(informer)
 }
 
 // Origin names where this process takes notices from (Options.Origin).
 func (h *Handler) Origin() string { return h.origin }
+
+// ReportInvalidRecord says, once per node and record content, that the node's record could
+// not be read or failed validation (err, from record.Read): a log line, a metric and a Warning
+// Event. Nothing of such a record is acted on; the next notice for the node starts a fresh one.
+func (h *Handler) ReportInvalidRecord(node *corev1.Node, err error) { h.invalid.report(node, err) }
+
+// EndBootedEpisode closes the node's episode if the instance has booted again since it
+// opened (see ends.booted). It reports whether it ended the episode.
+func (h *Handler) EndBootedEpisode(ctx context.Context, node *corev1.Node) (bool, error) {
+	return h.ends.booted(ctx, node)
+}
+
+// ReleaseAfterReboot uncordons a node that has been through its scheduled reboot: it booted
+// after the record's RebootAfter (see ends.afterReboot). It reports whether it released the
+// node.
+func (h *Handler) ReleaseAfterReboot(ctx context.Context, node *corev1.Node, bootTime time.Time) (bool, error) {
+	return h.ends.afterReboot(ctx, node, bootTime)
+}
 
 // holderName is the process's host (in a cluster, its pod's name) and process id.
 func holderName() string {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox"
@@ -53,11 +54,11 @@ func TestHandlerCoalescing(t *testing.T) {
 		var completions sync.Map
 		var hookCalls atomic.Int32
 		h := interruption.NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), interruption.Options{
-			Complete: func(ctx context.Context, _ string, n notice.Notice) (*interruption.Completed, error) {
+			Completer: interruption.CompleteFunc(func(ctx context.Context, _ string, n notice.Notice) (*lifecycle.Completed, error) {
 				hookCalls.Add(1)
 				completions.Store(n.ID, true)
 				return nil, nil
-			}})
+			})})
 		soon := time.Now().Add(2 * time.Minute)
 		ns := []notice.Notice{
 			{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, InstanceID: inst, Deadline: soon},

@@ -9,12 +9,34 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
 )
+
+// claims is the claim phase: one Lifeboat drains a node. A drain claims the episode first,
+// keeps its claim while it runs (renewed, or followed through the node informer), and gives
+// it up in the write that finishes its notices.
+type claims struct {
+	origin string
+	// holder names this process in the record's Owner, for people reading it.
+	holder string
+	// renewEvery is how often a contested drain renews its claim (OwnerRenew; tests shorten it).
+	renewEvery time.Duration
+	cfg        *config.Config
+	writer     *nodes.Writer
+	metrics    *metrics.Metrics
+
+	mu     sync.Mutex
+	owning map[string]*renewals // the claim of each drain running in this process
+	// followed is the node informer's store once follow was called; nil when the process
+	// does not follow the nodes' updates.
+	followed cache.Store
+}
 
 // Ownership timing: a contested drain renews every OwnerRenew and is taken over when not
 // renewed for OwnerLease after the later of its last renewal and the contest. A renewal that
@@ -32,7 +54,7 @@ const (
 // heldElsewhere reports until when another origin's owner holds the episode, if it does. An
 // owner none of whose notices is still open holds nothing: it has no drain to run. A claim
 // nobody contested yet holds for a whole lease from now: the owner may not have renewed since
-// it claimed, and it is told to by the contest the caller's claim writes (claimEdit).
+// it claimed, and it is told to by the contest the caller's claim writes (edit).
 func heldElsewhere(r record.Record, origin string, now time.Time) (time.Time, bool) {
 	if r.Owner == nil || r.Owner.Origin == origin || !r.OpenFrom(r.Owner.Origin) {
 		return time.Time{}, false
@@ -65,16 +87,16 @@ func ownerWait(until time.Time) time.Duration {
 	return min(max(time.Until(until), time.Second), ownerPoll)
 }
 
-// claimEdit makes this process the episode's owner, renewing the time, unless another
+// edit makes this process the episode's owner, renewing the time, unless another
 // origin holds it; a claim of another origin nobody contested yet is contested instead. A
 // claim of this origin's that is fresh (ownedFresh) is left as it is (copies of a notice
 // write nothing), unless renew says to write the time anyway (the running drain's
 // renewals). It sets *claimed (when not nil) to whether the node is ours after the edit; it
 // is decided on the node being written, so a retry after a conflict decides afresh.
-func (h *Handler) claimEdit(claimed *bool, renew bool) nodes.Edit {
+func (c *claims) edit(claimed *bool, renew bool) nodes.Edit {
 	return record.Edit(func(r *record.Record) {
 		now := time.Now()
-		_, held := heldElsewhere(*r, h.origin, now)
+		_, held := heldElsewhere(*r, c.origin, now)
 		if claimed != nil {
 			*claimed = !held
 		}
@@ -84,50 +106,72 @@ func (h *Handler) claimEdit(claimed *bool, renew bool) nodes.Edit {
 			}
 			return
 		}
-		if !renew && ownedFresh(*r, h.origin, h.holder, now) {
+		if !renew && ownedFresh(*r, c.origin, c.holder, now) {
 			return
 		}
 		var contested time.Time // a contest stands for this origin's later processes too
-		if r.Owner != nil && r.Owner.Origin == h.origin {
+		if r.Owner != nil && r.Owner.Origin == c.origin {
 			contested = r.Owner.Contested
 		}
-		r.Owner = &record.Owner{Origin: h.origin, Holder: h.holder, Renewed: now.UTC().Truncate(time.Second), Contested: contested}
+		r.Owner = &record.Owner{Origin: c.origin, Holder: c.holder, Renewed: now.UTC().Truncate(time.Second), Contested: contested}
 	})
 }
 
-// intakeClaimEdit is claimEdit in the write that takes the notice n, whose drain follows at
+// intakeEdit is edit in the write that takes the notice n, whose drain follows at
 // once: it claims only while the node is not drained yet and the notice's intent is this
 // origin's (a copy of a notice another origin took first, or one taken after the drain, has
 // no drain of this process's to claim for).
-func (h *Handler) intakeClaimEdit(n notice.Notice) nodes.Edit {
-	claim := h.claimEdit(nil, false)
+func (c *claims) intakeEdit(n notice.Notice) nodes.Edit {
+	claim := c.edit(nil, false)
 	return func(nd *corev1.Node) {
 		r, _ := record.Read(nd)
-		if i, ok := r.Intent(n.ID); ok && i.Origin == h.origin && r.Phase < record.PhaseDrained {
+		if i, ok := r.Intent(n.ID); ok && i.Origin == c.origin && r.Phase < record.PhaseDrained {
 			claim(nd)
 		}
 	}
 }
 
 // disownEdit gives up this origin's ownership: its drain is over.
-func (h *Handler) disownEdit() nodes.Edit {
+func (c *claims) disownEdit() nodes.Edit {
 	return record.Edit(func(r *record.Record) {
-		if r.Owner != nil && r.Owner.Origin == h.origin {
+		if r.Owner != nil && r.Owner.Origin == c.origin {
 			r.Owner = nil
 		}
 	})
 }
 
-// claim makes this process the owner of the node's episode before it drains, writing only
+// take claims the node's episode (rec, as read on node) for this process's drain. It returns
+// the node as written, or nil and how long to wait when another Lifeboat drains it (told that
+// this one waits, when nobody had contested its claim yet).
+func (c *claims) take(ctx context.Context, node *corev1.Node, rec record.Record, log *slog.Logger) (*corev1.Node, time.Duration, error) {
+	if until, waits := waitsForOwner(rec, c.origin, time.Now()); waits {
+		c.metrics.DrainClaim(metrics.ClaimWaited)
+		log.Debug("another Lifeboat drains the node; waiting for it", "owner", rec.Owner.Origin, "holder", rec.Owner.Holder)
+		return nil, ownerWait(until), nil
+	}
+	claimed, owned, err := c.write(ctx, node)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !owned {
+		c.metrics.DrainClaim(metrics.ClaimWaited)
+		log.Info("another Lifeboat drains the node; told it this one waits, and waiting for it")
+		return nil, ownerPoll, nil
+	}
+	c.metrics.DrainClaim(metrics.ClaimClaimed)
+	return claimed, 0, nil
+}
+
+// write makes this process the owner of the node's episode before it drains, writing only
 // when the record does not already say so freshly. It returns the node as written and
-// whether the claim holds; when another origin owns the episode, the caller waits.
-func (h *Handler) claim(ctx context.Context, node *corev1.Node) (*corev1.Node, bool, error) {
+// whether the claim holds.
+func (c *claims) write(ctx context.Context, node *corev1.Node) (*corev1.Node, bool, error) {
 	rec, _ := record.Read(node)
-	if ownedFresh(rec, h.origin, h.holder, time.Now()) {
+	if ownedFresh(rec, c.origin, c.holder, time.Now()) {
 		return node, true, nil
 	}
 	var claimed bool
-	res, err := h.writer.Apply(ctx, node.Name, node, "claim the node's drain", h.claimEdit(&claimed, false))
+	res, err := c.writer.Apply(ctx, node.Name, node, "claim the node's drain", c.edit(&claimed, false))
 	if err != nil {
 		return nil, false, err
 	}
@@ -147,7 +191,7 @@ func keptByDrain(n *corev1.Node) *corev1.Node {
 	return kept
 }
 
-// FollowNodes has the claims of the drains this process runs follow the informer's updates
+// follow has the claims of the drains this process runs follow the informer's updates
 // of their nodes, instead of being renewed every OwnerRenew whether or not anyone waits: a
 // drain then renews only once another origin contests its claim (its renewals come at the
 // same pace from then on), and it brings itself forward to an earlier deadline another
@@ -155,80 +199,82 @@ func keptByDrain(n *corev1.Node) *corev1.Node {
 // keeps a thousand drains running for minutes, and each renewal is a write every node watcher
 // receives. Call it before the informer starts; without it (the agent, which reads its one
 // node without a watch) drains renew all along.
-func (h *Handler) FollowNodes(informer cache.SharedIndexInformer) error {
+func (c *claims) follow(informer cache.SharedIndexInformer) error {
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) {
 			if n, ok := obj.(*corev1.Node); ok {
-				h.observe(n)
+				c.observe(n)
 			}
 		},
 	})
 	if err != nil {
 		return err
 	}
-	h.mu.Lock()
-	h.followedNodes = informer.GetStore()
-	h.mu.Unlock()
+	c.mu.Lock()
+	c.followed = informer.GetStore()
+	c.mu.Unlock()
 	return nil
 }
 
 // observe hands an informer's update of a node to the claim of the drain running on it, if
 // any.
-func (h *Handler) observe(n *corev1.Node) {
-	h.mu.Lock()
-	r := h.owning[n.Name]
-	h.mu.Unlock()
+func (c *claims) observe(n *corev1.Node) {
+	c.mu.Lock()
+	r := c.owning[n.Name]
+	c.mu.Unlock()
 	if r != nil {
 		r.follow(n)
 	}
 }
 
-// keepOwnership keeps the drain's claim while the drain runs, and brings the drain forward
+// keep keeps the drain's claim while the drain runs, and brings the drain forward
 // when another Lifeboat recorded an earlier deadline for the node meanwhile. The claim is
-// renewed every OwnerRenew (h.ownerRenew; a failed renewal every ownerRetry): from the start
+// renewed every OwnerRenew (renewEvery; a failed renewal every ownerRetry): from the start
 // when this process does not follow the node's updates, else once another origin contests
-// it (FollowNodes). The returned context ends when the claim is lost (another origin took
+// it (follow). The returned context ends when the claim is lost (another origin took
 // over, or no renewal got through for OwnerLease while it counted): the drain stops rather
 // than run twice. node is the node as claimed: each renewal patches from the node the last
 // one wrote, so that a renewal costs one request unless someone else wrote the node since (a
 // conflict re-reads it). Between renewals nothing waits: a timer starts each one (a thousand
 // drains at once would otherwise park a thousand goroutines).
-func (h *Handler) keepOwnership(ctx context.Context, node *corev1.Node, log *slog.Logger) (context.Context, func()) {
+func (c *claims) keep(ctx context.Context, node *corev1.Node, deadline *drain.Deadline, log *slog.Logger) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	h.mu.Lock()
-	followed := h.followedNodes
-	h.mu.Unlock()
-	r := &renewals{h: h, ctx: ctx, cancel: cancel, nodeName: node.Name, log: log, always: followed == nil, last: node, heard: time.Now()}
+	c.mu.Lock()
+	followed := c.followed
+	c.mu.Unlock()
+	r := &renewals{c: c, deadline: deadline, ctx: ctx, cancel: cancel, nodeName: node.Name, log: log, always: followed == nil, last: node, heard: time.Now()}
 	// The first renewal is due OwnerRenew after the claim's time, which a fresh claim
 	// left as it was (a drain tried again soon after the last one), or after its contest.
-	if rec, _ := record.Read(node); rec.Owner != nil && rec.Owner.Origin == h.origin {
+	if rec, _ := record.Read(node); rec.Owner != nil && rec.Owner.Origin == c.origin {
 		r.heard, r.contested = rec.Owner.Heard(), !rec.Owner.Contested.IsZero()
 	}
 	if r.always || r.contested {
-		r.schedule(r.heard.Add(h.ownerRenew))
+		r.schedule(r.heard.Add(c.renewEvery))
 	}
 	if followed != nil {
-		h.mu.Lock()
-		h.owning[node.Name] = r
-		h.mu.Unlock()
+		c.mu.Lock()
+		c.owning[node.Name] = r
+		c.mu.Unlock()
 		// An update delivered before the line above is in the store already.
 		if obj, ok, _ := followed.GetByKey(node.Name); ok {
 			r.follow(obj.(*corev1.Node))
 		}
 	}
 	return ctx, func() {
-		h.mu.Lock()
-		if h.owning[node.Name] == r {
-			delete(h.owning, node.Name)
+		c.mu.Lock()
+		if c.owning[node.Name] == r {
+			delete(c.owning, node.Name)
 		}
-		h.mu.Unlock()
+		c.mu.Unlock()
 		r.stop()
 	}
 }
 
-// renewals are one drain's claim renewals (keepOwnership).
+// renewals are one drain's claim renewals (keep).
 type renewals struct {
-	h        *Handler
+	c *claims
+	// deadline is the drain's: an earlier deadline another origin recorded brings it forward.
+	deadline *drain.Deadline
 	ctx      context.Context
 	cancel   context.CancelFunc
 	nodeName string
@@ -284,12 +330,12 @@ func (r *renewals) follow(n *corev1.Node) {
 	}
 	now := time.Now()
 	switch {
-	case rec.Owner.Origin != r.h.origin:
+	case rec.Owner.Origin != r.c.origin:
 		r.schedule(now)
 	case !rec.Owner.Contested.IsZero():
-		r.schedule(rec.Owner.Heard().Add(r.h.ownerRenew))
+		r.schedule(rec.Owner.Heard().Add(r.c.renewEvery))
 	}
-	if pending := unabandoned(rec, Pending(rec, r.h.cfg, "")); len(pending) > 0 && r.h.drainEndsAfter(r.nodeName, drainDeadline(pending...)) {
+	if pending := unabandoned(rec, Pending(rec, r.c.cfg, "")); len(pending) > 0 && drainDeadline(pending...).Before(r.deadline.Time()) {
 		r.schedule(now)
 	}
 }
@@ -317,9 +363,9 @@ func (r *renewals) renew() {
 	case !holds:
 		r.cancel()
 	case failed:
-		r.schedule(time.Now().Add(min(ownerRetry, r.h.ownerRenew)))
+		r.schedule(time.Now().Add(min(ownerRetry, r.c.renewEvery)))
 	case r.always || r.contested:
-		r.schedule(started.Add(r.h.ownerRenew)) // the renewal's own time is part of the period
+		r.schedule(started.Add(r.c.renewEvery)) // the renewal's own time is part of the period
 	}
 }
 
@@ -329,22 +375,22 @@ func (r *renewals) renew() {
 // contests is not rewritten: the write (or, with nothing to write, the fresh read) only
 // checks it.
 func (r *renewals) renewOnce() (holds, failed bool) {
-	h, log := r.h, r.log
+	c, log := r.c, r.log
 	var claimed bool
-	res, err := h.writer.Apply(r.ctx, r.nodeName, r.last, "renew the node's drain", h.claimEdit(&claimed, r.always || r.contested))
+	res, err := c.writer.Apply(r.ctx, r.nodeName, r.last, "renew the node's drain", c.edit(&claimed, r.always || r.contested))
 	switch {
 	case r.ctx.Err() != nil:
 		return false, false
 	case err != nil:
 		log.Warn("could not renew the claim on the node's drain", "err", err, "since", time.Since(r.heard).Round(time.Second))
 		if (r.always || r.contested) && time.Since(r.heard) >= OwnerLease {
-			h.metrics.DrainClaim(metrics.ClaimLost)
+			c.metrics.DrainClaim(metrics.ClaimLost)
 			log.Error("the claim on the node's drain lapsed; stopping the drain so another Lifeboat can take it over")
 			return false, true
 		}
 		return true, true
 	case !claimed:
-		h.metrics.DrainClaim(metrics.ClaimLost)
+		c.metrics.DrainClaim(metrics.ClaimLost)
 		log.Warn("another Lifeboat took over the node's drain; stopping this one")
 		return false, false
 	}
@@ -352,11 +398,11 @@ func (r *renewals) renewOnce() (holds, failed bool) {
 	rec, _ := record.Read(res.Node)
 	if o := rec.Owner; o != nil {
 		if o.Renewed.After(r.heard) {
-			h.metrics.DrainClaim(metrics.ClaimRenewed)
+			c.metrics.DrainClaim(metrics.ClaimRenewed)
 		}
 		r.heard, r.contested = o.Heard(), !o.Contested.IsZero()
 	}
-	if pending := unabandoned(rec, Pending(rec, h.cfg, "")); len(pending) > 0 && h.TightenDrain(r.nodeName, drainDeadline(pending...)) {
+	if pending := unabandoned(rec, Pending(rec, c.cfg, "")); len(pending) > 0 && r.deadline.InstanceGoesAt(drainDeadline(pending...)) {
 		log.Info("the drain now ends by an earlier deadline another Lifeboat recorded", "deadline", drainDeadline(pending...))
 	}
 	return true, false

@@ -83,8 +83,7 @@ func TestOwnership(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			client := fake.NewSimpleClientset(ownedNode(t, tc.phase, tc.owner, spot))
-			h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
-			h.origin = queueOrigin
+			h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{Origin: queueOrigin})
 			node, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 			wait, err := h.Reconcile(ctx, node)
 			if err != nil {
@@ -131,9 +130,7 @@ func TestIntakeClaims(t *testing.T) {
 		Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + inst}}
 	client := fake.NewSimpleClientset(node)
 	newHandler := func(origin string) *Handler {
-		h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
-		h.origin = origin
-		return h
+		return NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{Origin: origin})
 	}
 	agent, controller := newHandler(agentOrigin), newHandler(queueOrigin)
 	owner := func() *record.Owner {
@@ -186,13 +183,12 @@ func TestKeepOwnership(t *testing.T) {
 		InstanceID: inst, Deadline: time.Now().Add(90 * time.Second)}
 	ctx := context.Background()
 	client := fake.NewSimpleClientset(ownedNode(t, record.PhaseDraining, &record.Owner{Origin: queueOrigin, Renewed: time.Now().UTC()}, spot))
-	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
-	h.origin, h.ownerRenew = queueOrigin, 50*time.Millisecond
+	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{Origin: queueOrigin})
+	h.claims.renewEvery = 50 * time.Millisecond
 	running := drain.NewDeadline(time.Now().Add(time.Hour))
-	h.draining["n1"] = running
 	start, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 	client.ClearActions()
-	owning, stop := h.keepOwnership(ctx, start, h.log)
+	owning, stop := h.claims.keep(ctx, start, running, h.log)
 	defer stop()
 
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
@@ -264,12 +260,12 @@ func TestRenewalsFollowTheClaimsTime(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewSimpleClientset(ownedNode(t, record.PhaseDraining, &record.Owner{Origin: queueOrigin, Renewed: time.Now().Add(-tc.renewed).UTC()}, spot))
-			h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
-			h.origin, h.ownerRenew = queueOrigin, period
+			h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{Origin: queueOrigin})
+			h.claims.renewEvery = period
 			node, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 			client.ClearActions()
 			began := time.Now()
-			owning, stop := h.keepOwnership(ctx, node, h.log)
+			owning, stop := h.claims.keep(ctx, node, drain.NewDeadline(time.Now().Add(time.Hour)), h.log)
 			defer stop()
 			var first time.Duration
 			err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
@@ -303,10 +299,10 @@ func TestRenewalsFollowTheClaimsTime(t *testing.T) {
 			}
 			return false, nil, nil
 		})
-		h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
-		h.origin, h.ownerRenew = queueOrigin, 50*time.Millisecond
+		h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{Origin: queueOrigin})
+		h.claims.renewEvery = 50 * time.Millisecond
 		node, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-		owning, stop := h.keepOwnership(ctx, node, h.log)
+		owning, stop := h.claims.keep(ctx, node, drain.NewDeadline(time.Now().Add(time.Hour)), h.log)
 		defer stop()
 		// Two failed patches, then one that gets through.
 		err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {

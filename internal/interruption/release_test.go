@@ -69,7 +69,7 @@ func TestRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 		a.Released = true
-		if err := h.release(ctx, a, stale, staleRec, slog.New(slog.DiscardHandler)); err != nil {
+		if err := h.ends.release(ctx, a, stale, staleRec, slog.New(slog.DiscardHandler)); err != nil {
 			t.Fatal(err)
 		}
 		n := get(node)

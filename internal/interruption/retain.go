@@ -11,10 +11,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/instancegate"
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
 )
@@ -38,14 +41,26 @@ type Retainer interface {
 	// termination hook is abandoned. An error counts as no: the hook is completed as usual.
 	Retains(ctx context.Context, group string) (bool, error)
 	// Abandon completes the notice's lifecycle action with ABANDON (an error wrapping
-	// ErrActionOver when it is over already).
+	// lifecycle.ErrActionOver when it is over already).
 	Abandon(ctx context.Context, nodeName string, n notice.Notice) error
 	// Terminate terminates the retained instance of the node, in group, without lowering the
 	// group's desired capacity.
 	Terminate(ctx context.Context, nodeName, instanceID, group string) error
 }
 
-// record.Retention timing. A drain that may abandon its hook ends abandonMargin before the
+// retentions decide and carry out what ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN asks of
+// an episode: whether its drain may abandon its hooks, abandoning them, and the retained
+// instance's end.
+type retentions struct {
+	retainer Retainer
+	cfg      *config.Config
+	writer   *nodes.Writer
+	events   *events.Recorder
+	metrics  *metrics.Metrics
+	drains   *drains
+}
+
+// Retention timing. A drain that may abandon its hook ends abandonMargin before the
 // action's expiry, so that the ABANDON lands while the action is open; it is abandoned once
 // that moment is closer than abandonSlack. A retained node is drained in rounds of
 // retainedRound (pods still leaving at a round's end are waited for by the next) and looked
@@ -96,9 +111,9 @@ func unabandoned(r record.Record, pending []notice.Notice) []notice.Notice {
 	return slices.DeleteFunc(slices.Clone(pending), func(n notice.Notice) bool { return r.Abandoned(n.ID) })
 }
 
-// retentionOf decides the retention of the node's episode. Only the decision whether a drain
+// of decides the retention of the node's episode. Only the decision whether a drain
 // may abandon asks Auto Scaling (DescribeAutoScalingGroups, cached per group).
-func (h *Handler) retentionOf(ctx context.Context, rec record.Record, pending []notice.Notice, log *slog.Logger) retention {
+func (t *retentions) of(ctx context.Context, rec record.Record, pending []notice.Notice, log *slog.Logger) retention {
 	if ret := rec.Retained; ret != nil {
 		out := retention{rec: ret, group: ret.Group}
 		for _, n := range pending {
@@ -106,7 +121,7 @@ func (h *Handler) retentionOf(ctx context.Context, rec record.Record, pending []
 				out.hooks = append(out.hooks, n)
 			}
 		}
-		if len(out.hooks) == 0 || h.retainer == nil {
+		if len(out.hooks) == 0 || t.retainer == nil {
 			// This process's notices are not the abandoned ones (an agent beside the
 			// controller that abandoned them): it drains for its own, by their deadlines.
 			return retention{}
@@ -123,7 +138,7 @@ func (h *Handler) retentionOf(ctx context.Context, rec record.Record, pending []
 		}
 		return out
 	}
-	if h.retainer == nil || !h.cfg.AbandonOnIncompleteDrain || h.cfg.DryRun || reclaimed(pending) {
+	if t.retainer == nil || !t.cfg.AbandonOnIncompleteDrain || t.cfg.DryRun || reclaimed(pending) {
 		return retention{}
 	}
 	out := retention{state: stateMayAbandon}
@@ -146,7 +161,7 @@ func (h *Handler) retentionOf(ctx context.Context, rec record.Record, pending []
 	if len(out.hooks) == 0 || time.Until(expiry) <= abandonSlack {
 		return retention{}
 	}
-	retains, err := h.retainer.Retains(ctx, out.group)
+	retains, err := t.retainer.Retains(ctx, out.group)
 	if err != nil || !retains {
 		return retention{}
 	}
@@ -190,7 +205,7 @@ func minTime(a, b time.Time) time.Time {
 // afterDrain decides, for a drain under the retention that has ended (err is the drain's,
 // safe says whether the hand-back's waits all ended with nothing held), whether the episode
 // goes on to finish its notices (finish), or what Reconcile returns instead.
-func (h *Handler) afterDrain(ctx context.Context, node *corev1.Node, r retention, deadline *drain.Deadline, done drained, err error, safe bool, log *slog.Logger) (wait time.Duration, finish bool, _ error) {
+func (t *retentions) afterDrain(ctx context.Context, node *corev1.Node, r retention, deadline *drain.Deadline, done drained, err error, safe bool, log *slog.Logger) (wait time.Duration, finish bool, _ error) {
 	complete := err == nil && len(done.held) == 0 && safe
 	switch r.state {
 	case stateMayAbandon:
@@ -207,13 +222,13 @@ func (h *Handler) afterDrain(ctx context.Context, node *corev1.Node, r retention
 			// Pods marked not to disrupt stay for now: look again before the action expires.
 			return max(min(retainedPoll, time.Until(at)-abandonSlack), time.Second), false, nil
 		}
-		return h.abandon(ctx, node, r, why(err, done, safe), log)
+		return t.abandon(ctx, node, r, why(err, done, safe), log)
 	case stateRetained:
 		if !complete {
 			log.Debug("the retained node is not empty yet; draining it again", "held", done.held, "err", err)
 			return min(retainedPoll, max(time.Until(r.rec.Until), time.Second)), false, nil
 		}
-		return h.terminateRetained(ctx, node, r, log)
+		return t.terminate(ctx, node, r, log)
 	}
 	if err != nil {
 		return 0, false, err
@@ -239,21 +254,21 @@ func why(err error, done drained, safe bool) string {
 // abandon completes the hooks' lifecycle actions with ABANDON and records the retention. An
 // action already over (the hook's own timeout came first) leaves the episode as it would be
 // without the setting; so does a refusal by the instance gate, which is reported.
-func (h *Handler) abandon(ctx context.Context, node *corev1.Node, r retention, why string, log *slog.Logger) (time.Duration, bool, error) {
+func (t *retentions) abandon(ctx context.Context, node *corev1.Node, r retention, why string, log *slog.Logger) (time.Duration, bool, error) {
 	var ids []string
 	for _, n := range r.hooks {
-		err := h.retainer.Abandon(ctx, node.Name, n)
+		err := t.retainer.Abandon(ctx, node.Name, n)
 		for try := 1; err != nil && !isFinal(err) && try < 3 && time.Until(n.Deadline) > time.Second; try++ {
 			select {
 			case <-ctx.Done():
 				return 0, false, ctx.Err()
 			case <-time.After(500 * time.Millisecond):
 			}
-			err = h.retainer.Abandon(ctx, node.Name, n)
+			err = t.retainer.Abandon(ctx, node.Name, n)
 		}
 		if refused, ok := instancegate.IsRefusal(err); ok {
 			log.Error("lifecycle action not abandoned: the node's record names an instance or group that is not the node's own", "notice", n.ID, "why", refused.Reason)
-			h.events.InstanceCallRefused(events.NodeOf(node), refused.Error())
+			t.events.InstanceCallRefused(events.NodeOf(node), refused.Error())
 			continue
 		}
 		if err != nil {
@@ -261,44 +276,40 @@ func (h *Handler) abandon(ctx context.Context, node *corev1.Node, r retention, w
 			continue
 		}
 		ids = append(ids, n.ID)
-		h.events.LifecycleCompleted(events.NodeOf(node), n.Lifecycle.Hook, n.InstanceID, "ABANDON")
+		t.events.LifecycleCompleted(events.NodeOf(node), n.Lifecycle.Hook, n.InstanceID, "ABANDON")
 	}
 	if len(ids) == 0 {
 		return 0, false, fmt.Errorf("node %s: the drain could not finish before the lifecycle action expired (%s), and it was not abandoned", node.Name, why)
 	}
 	now := time.Now().UTC().Truncate(time.Second)
-	ret := &record.Retention{Group: r.group, Notices: ids, Since: now, Until: now.Add(h.cfg.RetainedDrainTimeout)}
+	ret := &record.Retention{Group: r.group, Notices: ids, Since: now, Until: now.Add(t.cfg.RetainedDrainTimeout)}
 	edit := record.Edit(func(rec *record.Record) {
 		if rec.Retained == nil {
 			rec.Retained = ret
 		}
 	})
-	if _, err := h.writer.Apply(ctx, node.Name, nil, "record the retained instance", edit); err != nil {
+	if _, err := t.writer.Apply(ctx, node.Name, nil, "record the retained instance", edit); err != nil {
 		// The actions are abandoned; the next reconcile finds no retention recorded, and the
 		// drain goes on by the actions' (past) deadlines as without the setting.
 		return 0, false, fmt.Errorf("node %s: lifecycle actions abandoned but not recorded: %w", node.Name, err)
 	}
-	h.metrics.Retained(metrics.RetainedAbandoned)
+	t.metrics.Retained(metrics.RetainedAbandoned)
 	log.Warn("the drain could not finish before the lifecycle action expired: completed it with ABANDON; the group retains the instance, and Lifeboat goes on draining it and terminates it once empty",
 		"group", r.group, "notices", ids, "why", why, "until", ret.Until)
-	h.events.InstanceRetained(events.NodeOf(node), r.hooks[0].Lifecycle.Hook, r.group, why, ret.Until)
+	t.events.InstanceRetained(events.NodeOf(node), r.hooks[0].Lifecycle.Hook, r.group, why, ret.Until)
 	return time.Second, false, nil
 }
 
 // isFinal reports errors a retry cannot change: a refusal, or an action that is over.
 func isFinal(err error) bool {
 	_, refused := instancegate.IsRefusal(err)
-	return refused || errors.Is(err, ErrActionOver)
+	return refused || errors.Is(err, lifecycle.ErrActionOver)
 }
 
-// ErrActionOver is what a Retainer's Abandon returns (wrapped) for an action already
-// completed or expired.
-var ErrActionOver = errors.New("the lifecycle action is over")
-
-// terminateRetained terminates the drained, retained instance: the termination is claimed on
+// terminate terminates the drained, retained instance: the termination is claimed on
 // the Node first, so that at most one call is made for the episode (a transient failure gives
 // the claim back, to be tried again), then the notices are finished.
-func (h *Handler) terminateRetained(ctx context.Context, node *corev1.Node, r retention, log *slog.Logger) (time.Duration, bool, error) {
+func (t *retentions) terminate(ctx context.Context, node *corev1.Node, r retention, log *slog.Logger) (time.Duration, bool, error) {
 	instance := instanceOf(node, r.hooks)
 	var claimed bool
 	claim := record.Edit(func(rec *record.Record) {
@@ -307,24 +318,24 @@ func (h *Handler) terminateRetained(ctx context.Context, node *corev1.Node, r re
 			rec.Retained.Terminated = time.Now().UTC().Truncate(time.Second)
 		}
 	})
-	if _, err := h.writer.Apply(ctx, node.Name, nil, "claim the retained instance's termination", claim); err != nil {
+	if _, err := t.writer.Apply(ctx, node.Name, nil, "claim the retained instance's termination", claim); err != nil {
 		return 0, false, err
 	}
 	if !claimed {
 		return 0, true, nil // claimed already (by an earlier attempt), or stopped
 	}
-	err := h.retainer.Terminate(ctx, node.Name, instance, r.group)
+	err := t.retainer.Terminate(ctx, node.Name, instance, r.group)
 	if refused, ok := instancegate.IsRefusal(err); ok {
 		log.Error("retained instance not terminated: the node's record names an instance or group that is not the node's own; it stays retained",
 			"instance", refused.InstanceID, "nodeInstance", refused.NodeInstance, "group", refused.Group, "why", refused.Reason)
-		h.events.InstanceCallRefused(events.NodeOf(node), refused.Error())
-		h.metrics.Retained(metrics.RetainedRefused)
+		t.events.InstanceCallRefused(events.NodeOf(node), refused.Error())
+		t.metrics.Retained(metrics.RetainedRefused)
 		stop := record.Edit(func(rec *record.Record) {
 			if rec.Retained != nil {
 				rec.Retained.Terminated, rec.Retained.Stopped, rec.Retained.Why = time.Time{}, time.Now().UTC().Truncate(time.Second), "termination refused: "+refused.Reason
 			}
 		})
-		_, werr := h.writer.Apply(ctx, node.Name, nil, "record the refused termination", stop)
+		_, werr := t.writer.Apply(ctx, node.Name, nil, "record the refused termination", stop)
 		return 0, false, werr
 	}
 	if err != nil {
@@ -333,22 +344,22 @@ func (h *Handler) terminateRetained(ctx context.Context, node *corev1.Node, r re
 				rec.Retained.Terminated = time.Time{}
 			}
 		})
-		if _, werr := h.writer.Apply(ctx, node.Name, nil, "give back the claim on the retained instance's termination", release); werr != nil {
+		if _, werr := t.writer.Apply(ctx, node.Name, nil, "give back the claim on the retained instance's termination", release); werr != nil {
 			log.Error("the termination failed and its claim could not be given back: the instance stays retained", "err", err, "writeErr", werr)
 		}
 		return 0, false, fmt.Errorf("terminate retained instance %s: %w", instance, err)
 	}
-	h.metrics.Retained(metrics.RetainedTerminated)
+	t.metrics.Retained(metrics.RetainedTerminated)
 	log.Info("the retained node is drained: terminated its instance", "instance", instance, "group", r.group, "retainedFor", time.Since(r.rec.Since).Round(time.Second))
-	h.events.RetainedTerminated(events.NodeOf(node), instance, r.group, time.Since(r.rec.Since))
+	t.events.RetainedTerminated(events.NodeOf(node), instance, r.group, time.Since(r.rec.Since))
 	return 0, true, nil
 }
 
-// stopRetention reports that RETAINED_DRAIN_TIMEOUT passed with the node not empty, and
+// stop reports that RETAINED_DRAIN_TIMEOUT passed with the node not empty, and
 // records that Lifeboat stopped: the instance stays retained, with its pods.
-func (h *Handler) stopRetention(ctx context.Context, node *corev1.Node, r retention, log *slog.Logger) error {
+func (t *retentions) stop(ctx context.Context, node *corev1.Node, r retention, log *slog.Logger) error {
 	left := "pods still on it"
-	if l, ok := h.drainer.Load().Outstanding(node.Name, r.terms(node, nil)); ok {
+	if l, ok := t.drains.drainer.Load().Outstanding(node.Name, r.terms(node, nil)); ok {
 		left = fmt.Sprintf("%d pods to evict, %d terminating", l.Evict, l.Terminating)
 	}
 	var stopped bool
@@ -357,14 +368,14 @@ func (h *Handler) stopRetention(ctx context.Context, node *corev1.Node, r retent
 			rec.Retained.Stopped, rec.Retained.Why = time.Now().UTC().Truncate(time.Second), "RETAINED_DRAIN_TIMEOUT passed: "+left
 		}
 	})
-	if _, err := h.writer.Apply(ctx, node.Name, nil, "record that the retained drain stopped", edit); err != nil || !stopped {
+	if _, err := t.writer.Apply(ctx, node.Name, nil, "record that the retained drain stopped", edit); err != nil || !stopped {
 		return err
 	}
 	instance := instanceOf(node, r.hooks)
-	h.metrics.Retained(metrics.RetainedExpired)
+	t.metrics.Retained(metrics.RetainedExpired)
 	log.Error("RETAINED_DRAIN_TIMEOUT passed and the retained node is not empty: Lifeboat stops; the instance stays retained until it is terminated by hand or the node is uncordoned",
 		"instance", instance, "group", r.group, "since", r.rec.Since, "left", left)
-	h.events.RetentionExpired(events.NodeOf(node), instance, r.group, left)
+	t.events.RetentionExpired(events.NodeOf(node), instance, r.group, left)
 	return nil
 }
 

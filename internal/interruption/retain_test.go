@@ -71,11 +71,11 @@ func TestRetentionOf(t *testing.T) {
 		{"retained, no retainer (the agent)", true, retained(nil), []notice.Notice{hook("kept", -time.Minute)}, stateNone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &Handler{cfg: &config.Config{AbandonOnIncompleteDrain: tc.enabled, RetainedDrainTimeout: time.Hour}}
+			r := &retentions{cfg: &config.Config{AbandonOnIncompleteDrain: tc.enabled, RetainedDrainTimeout: time.Hour}}
 			if !strings.Contains(tc.name, "no retainer") {
-				h.retainer = retainsStub{groups: map[string]bool{"kept": true, "plain": false}}
+				r.retainer = retainsStub{groups: map[string]bool{"kept": true, "plain": false}}
 			}
-			got := h.retentionOf(context.Background(), tc.rec, tc.pending, slog.New(slog.DiscardHandler))
+			got := r.of(context.Background(), tc.rec, tc.pending, slog.New(slog.DiscardHandler))
 			if got.state != tc.want {
 				t.Fatalf("state %d, want %d", got.state, tc.want)
 			}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
@@ -29,7 +30,7 @@ func TestInvalidRecordReportedOnceAndReplaced(t *testing.T) {
 	m := metrics.New()
 	called := 0
 	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.NewTextHandler(logs, nil)), Options{Metrics: m,
-		Complete: func(context.Context, string, notice.Notice) (*Completed, error) { called++; return nil, nil }})
+		Completer: CompleteFunc(func(context.Context, string, notice.Notice) (*lifecycle.Completed, error) { called++; return nil, nil })})
 	for range 3 {
 		if wait, err := h.Reconcile(ctx, node); err != nil || wait != 0 {
 			t.Fatalf("reconcile: %v, %v", wait, err)

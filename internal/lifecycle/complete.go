@@ -1,7 +1,11 @@
-// Package lifecycle completes the Auto Scaling termination hook of a drained node's notice,
-// the same way in both modes: after COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS, only once the
-// instance gate has confirmed that the instance is the node's own and in the hook's group, by
-// instance id, with one reading of Auto Scaling's answers.
+// Package lifecycle makes the Auto Scaling calls an episode needs for its node's instance,
+// each only once the instance gate has confirmed that the instance is the node's own and in
+// the hook's group: completing a drained notice's termination hook (after
+// COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS, by instance id, with one reading of Auto Scaling's
+// answers; QueueNotices for the controller, OwnHook for the agent), keeping hooks alive while
+// their node drains (Heartbeats), abandoning them to a group's retention and terminating the
+// retained instance (Retainer), and marking an impaired instance Unhealthy. The episode's
+// phases call these through narrow interfaces; the mode only chooses which.
 package lifecycle
 
 import (
