@@ -1,8 +1,10 @@
 package docs
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -127,5 +129,57 @@ func TestReadmeIsShort(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("README.md does not mention %s", want)
 		}
+	}
+}
+
+// docPath is a path into docs/ as code, scripts and chart files name it in their comments.
+var docPath = regexp.MustCompile(`\bdocs/[A-Za-z0-9_./-]*\.md\b`)
+
+// TestCodeNamesExistingDocs: every docs/….md path named in the code, the scripts, the Makefile
+// and the chart exists, so a moved page leaves no comment pointing nowhere.
+func TestCodeNamesExistingDocs(t *testing.T) {
+	named := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			// This package's own tests name made-up pages on purpose.
+			if strings.HasPrefix(d.Name(), ".") && rel != "." || d.Name() == "_output" || d.Name() == "docs" || rel == "test/docs" || d.Name() == "bin" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(path) {
+		case ".go", ".sh", ".yaml", ".yml", ".txt", ".tpl", ".json":
+		default:
+			if d.Name() != "Makefile" {
+				return nil
+			}
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, p := range docPath.FindAllString(line, -1) {
+				named++
+				if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(p))); err != nil {
+					t.Errorf("%s:%d names %s, which does not exist", rel, i+1, p)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if named == 0 {
+		t.Error("no docs/….md path found in the code; the walk no longer looks where they are")
 	}
 }
