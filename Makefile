@@ -110,7 +110,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParsers$$' -fuzztime $(FUZZ_TIME) ./internal/source/imds
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_TIME) ./internal/source/sqs/messages
 	$(GO) test -run '^$$' -fuzz '^FuzzInstanceIDFromProviderID$$' -fuzztime $(FUZZ_TIME) ./internal/ownership
-	$(GO) test -run '^$$' -fuzz '^FuzzReadRecord$$' -fuzztime $(FUZZ_TIME) ./internal/interruption
+	$(GO) test -run '^$$' -fuzz '^FuzzReadRecord$$' -fuzztime $(FUZZ_TIME) ./internal/record
 	$(GO) test -run '^$$' -fuzz '^FuzzTemplate$$' -fuzztime $(FUZZ_TIME) ./internal/webhook
 	$(GO) test -run '^$$' -fuzz '^FuzzEvaluatorMatchesTextTemplate$$' -fuzztime $(FUZZ_TIME) ./internal/webhook
 

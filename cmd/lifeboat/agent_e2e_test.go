@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
@@ -104,8 +105,8 @@ func TestAgentBinaryEndToEnd(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		r, _ := interruption.ReadRecord(n)
-		return r.Phase == interruption.PhaseDrained, nil
+		r, _ := record.Read(n)
+		return r.Phase == record.PhaseDrained, nil
 	})
 	if err != nil {
 		t.Fatal("node never drained")

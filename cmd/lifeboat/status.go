@@ -20,8 +20,8 @@ import (
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/handback/targets"
-	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/output"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/internal/status"
 )
 
@@ -133,7 +133,7 @@ func (a *app) watchStatus(ctx context.Context, client kubernetes.Interface, cfg 
 		if !ok || (len(named) > 0 && !named[node.Name]) {
 			continue
 		}
-		record := node.Annotations[interruption.AnnotationRecord]
+		record := node.Annotations[record.Annotation]
 		if ev.Type == watch.Deleted {
 			record = "(deleted)"
 		}
@@ -169,7 +169,7 @@ func watchNodes(ctx context.Context, client kubernetes.Interface, names []string
 		return nil, err
 	}
 	for _, n := range list.Items {
-		seen[n.Name] = n.Annotations[interruption.AnnotationRecord]
+		seen[n.Name] = n.Annotations[record.Annotation]
 	}
 	return watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, lw)
 }

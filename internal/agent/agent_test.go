@@ -24,6 +24,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/internal/source/imds"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
@@ -126,22 +127,22 @@ func replicaSetPods(ns, prefix string, n int) []*corev1.Pod {
 	return out
 }
 
-func (w *world) record(t testing.TB) (interruption.Record, *corev1.Node) {
+func (w *world) record(t testing.TB) (record.Record, *corev1.Node) {
 	t.Helper()
 	n, err := w.c.Client.CoreV1().Nodes().Get(context.Background(), w.node, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := interruption.ReadRecord(n)
+	r, err := record.Read(n)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r, n
 }
 
-func (w *world) waitPhase(t testing.TB, phase interruption.Phase, timeout time.Duration) interruption.Record {
+func (w *world) waitPhase(t testing.TB, phase record.Phase, timeout time.Duration) record.Record {
 	t.Helper()
-	var r interruption.Record
+	var r record.Record
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		r, _ = w.record(t)
 		return r.Phase >= phase, nil
@@ -218,7 +219,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		w.addPods(t, ds)
 		w.start(t, "TAINT_NODE", "true", "EXCLUDE_FROM_LOAD_BALANCERS", "true")
 
-		r := w.waitPhase(t, interruption.PhaseDrained, 30*time.Second)
+		r := w.waitPhase(t, record.PhaseDrained, 30*time.Second)
 		wantID := "spot-" + w.instance + "-terminate"
 		if len(r.Notices) != 1 || r.Notices[0] != wantID {
 			t.Errorf("record notices %v, want [%s]", r.Notices, wantID)
@@ -239,7 +240,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		if left := podsLeft(t, w); len(left) != 1 || left[0] != "logs-x" {
 			t.Errorf("pods left %v, want only the DaemonSet pod", left)
 		}
-		if _, other := bystander.record(t); other.Spec.Unschedulable || len(other.Annotations[interruption.AnnotationRecord]) > 0 {
+		if _, other := bystander.record(t); other.Spec.Unschedulable || len(other.Annotations[record.Annotation]) > 0 {
 			t.Error("a node without an agent was touched")
 		}
 	})
@@ -248,7 +249,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		w := newWorld(t, c, []string{"asglifecycle", "--asg-termination-delay-sec", "0"})
 		w.addPods(t, replicaSetPods("shop", "api", 10)...)
 		w.start(t, "ENABLE_ASG_LIFECYCLE_DRAINING", "true")
-		w.waitPhase(t, interruption.PhaseDrained, 30*time.Second)
+		w.waitPhase(t, record.PhaseDrained, 30*time.Second)
 		time.Sleep(longRun()) // IMDS keeps saying Terminated all along
 		ev := w.evictionsByPod(t)
 		if len(ev) != 10 {
@@ -281,7 +282,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		w.addPods(t, replicaSetPods("shop", "worker", 4)...)
 		env := []string{"ENABLE_ASG_LIFECYCLE_DRAINING", "true", "ASG_LIFECYCLE_HOOK_NAME", "drain", "AWS_ENDPOINT", fake.URL(), "AWS_REGION", "us-east-1"}
 		_, stop := w.start(t, env...)
-		w.waitPhase(t, interruption.PhaseDrained, 30*time.Second)
+		w.waitPhase(t, record.PhaseDrained, 30*time.Second)
 		result, completed, _, _ := fake.LifecycleAction("token-1")
 		if !completed || result != "CONTINUE" {
 			t.Fatalf("lifecycle action completed=%v result=%q", completed, result)
@@ -324,7 +325,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		w := newWorld(t, c, []string{"spot", "-a", "terminate"}) // no -t: the mock restates the time each time
 		w.addPods(t, replicaSetPods("shop", "cart", 5)...)
 		w.start(t)
-		r := w.waitPhase(t, interruption.PhaseDrained, 30*time.Second)
+		r := w.waitPhase(t, record.PhaseDrained, 30*time.Second)
 		time.Sleep(3 * time.Second)
 		if r, _ = w.record(t); len(r.Notices) != 1 {
 			t.Errorf("record lists %d notices: %v", len(r.Notices), r.Notices)
@@ -361,7 +362,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
-		if r, _ := w.record(t); r.Phase != interruption.PhaseDraining {
+		if r, _ := w.record(t); r.Phase != record.PhaseDraining {
 			t.Fatalf("after the stop the record says %s, want draining", r.Phase)
 		}
 		w.start(t)
@@ -372,7 +373,7 @@ func TestAgentEndToEnd(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		w.waitPhase(t, interruption.PhaseDrained, 30*time.Second)
+		w.waitPhase(t, record.PhaseDrained, 30*time.Second)
 		ev := w.evictionsByPod(t)
 		if len(ev) != 5 {
 			t.Errorf("evicted %v, want all 5 pods", ev)
@@ -415,7 +416,7 @@ func TestAgentEndToEnd(t *testing.T) {
 			waitHealthy(true)
 		}
 		w.proxy.Show(spotPath)
-		w.waitPhase(t, interruption.PhaseDrained, 30*time.Second)
+		w.waitPhase(t, record.PhaseDrained, 30*time.Second)
 		failed := w.metrics.Value("lifeboat_imds_polls_total", "path", imds.PathSpot, "result", "error")
 		ok := w.metrics.Value("lifeboat_imds_polls_total", "path", imds.PathSpot, "result", "ok")
 		if failed < 2 || ok < 2 {
@@ -440,7 +441,7 @@ func TestAgentEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, stop := w.start(t, "TAINT_NODE", "true", "UPTIME_FROM_FILE", uptime)
-		r := w.waitPhase(t, interruption.PhaseDrained, 30*time.Second)
+		r := w.waitPhase(t, record.PhaseDrained, 30*time.Second)
 		if r.RebootAfter.IsZero() || len(r.Notices) != 1 || !strings.HasPrefix(r.Notices[0], "sched-"+w.instance) {
 			t.Fatalf("record %+v", r)
 		}
@@ -486,7 +487,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		active := []string{"events", "--code", "system-maintenance", "--state", "active", "--not-before", inTwoMinutes()}
 		w := newWorld(t, c, active)
 		w.start(t, "CORDON_ONLY", "true", "TAINT_NODE", "true")
-		w.waitPhase(t, interruption.PhaseCordoned, 30*time.Second)
+		w.waitPhase(t, record.PhaseCordoned, 30*time.Second)
 		canceled := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: w.instance, Args: []string{"events", "--code", "system-maintenance", "--state", "canceled", "--not-before", inTwoMinutes()}})
 		if err := w.proxy.SetTarget(canceled.URL); err != nil {
 			t.Fatal(err)
@@ -517,9 +518,9 @@ func TestAgentEndToEnd(t *testing.T) {
 		w := newWorld(t, c, nil) // the root command serves a rebalance recommendation
 		w.addPods(t, replicaSetPods("shop", "queue", 2)...)
 		w.start(t, "ENABLE_REBALANCE_MONITORING", "true", "ENABLE_SPOT_INTERRUPTION_DRAINING", "false", "ENABLE_SCHEDULED_EVENT_DRAINING", "false", "TAINT_NODE", "true")
-		r := w.waitPhase(t, interruption.PhaseCordoned, 30*time.Second)
+		r := w.waitPhase(t, record.PhaseCordoned, 30*time.Second)
 		time.Sleep(2 * time.Second)
-		if r, _ = w.record(t); r.Phase != interruption.PhaseCordoned || r.Notices[0] != "rebalance-"+w.instance {
+		if r, _ = w.record(t); r.Phase != record.PhaseCordoned || r.Notices[0] != "rebalance-"+w.instance {
 			t.Errorf("record %+v, want cordoned for the rebalance notice", r)
 		}
 		if left := podsLeft(t, w); len(left) != 2 {

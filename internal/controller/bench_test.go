@@ -23,6 +23,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/daemon"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -221,14 +222,14 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount, targetGr
 			if !want[n.Name] {
 				continue
 			}
-			r, _ := interruption.ReadRecord(n)
+			r, _ := record.Read(n)
 			if n.Spec.Unschedulable {
 				cordoned++
 			}
-			if r.Phase == interruption.PhaseDrained {
+			if r.Phase == record.PhaseDrained {
 				drained++
 			}
-			if len(r.Intents) > 0 && r.Phase == interruption.PhaseDraining {
+			if len(r.Intents) > 0 && r.Phase == record.PhaseDraining {
 				scheduled++
 			}
 		}

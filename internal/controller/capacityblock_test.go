@@ -10,6 +10,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
@@ -37,7 +38,7 @@ func TestCapacityBlockDrainsItsInstances(t *testing.T) {
 	for _, n := range inBlock {
 		id := notice.ID(notice.CapacityBlockExpiration, interruption.InstanceIDOf(n), block)
 		w.waitDrained(t, ctx, n, id)
-		r, _ := interruption.ReadRecord(w.node(t, ctx, n))
+		r, _ := record.Read(w.node(t, ctx, n))
 		if want := warned.Add(10 * time.Minute); !r.Deadline.Equal(want) {
 			t.Errorf("%s: deadline %v, want the warning + 10 min (%v)", n.Name, r.Deadline, want)
 		}
@@ -57,7 +58,7 @@ func TestCapacityBlockDrainsItsInstances(t *testing.T) {
 	}
 	for _, n := range []*corev1.Node{elsewhere, plain} {
 		got := w.node(t, ctx, n)
-		if got.Spec.Unschedulable || w.podsOn(t, ctx, n) != 1 || got.Annotations[interruption.AnnotationRecord] != "" {
+		if got.Spec.Unschedulable || w.podsOn(t, ctx, n) != 1 || got.Annotations[record.Annotation] != "" {
 			t.Errorf("%s, not in the block, was touched: unschedulable %v, %d pods", n.Name, got.Spec.Unschedulable, w.podsOn(t, ctx, n))
 		}
 	}

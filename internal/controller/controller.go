@@ -37,6 +37,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/ownership"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/internal/source/sqs"
 	"lifeboat.dev/lifeboat/internal/source/sqs/messages"
 )
@@ -253,7 +254,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	// The episode gauges, counted from the informer's Nodes while this replica leads.
 	c.metrics.CountEpisodes(func() (metrics.Episodes, bool) {
-		return interruption.CountEpisodes(nodeInformer.GetStore().List()), true
+		return record.CountEpisodes(nodeInformer.GetStore().List()), true
 	})
 	defer c.metrics.CountEpisodes(nil)
 	// The reconciler stops (and its drains with it) only after intake has: a notice recorded

@@ -19,6 +19,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -120,8 +121,8 @@ func TestControllerEndToEnd(t *testing.T) {
 			if err != nil {
 				return false, err
 			}
-			r, _ := interruption.ReadRecord(got)
-			return r.Phase == interruption.PhaseDrained, nil
+			r, _ := record.Read(got)
+			return r.Phase == record.PhaseDrained, nil
 		}
 	}
 	for _, n := range []*corev1.Node{spotNode, hookNode} {

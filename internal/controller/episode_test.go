@@ -16,6 +16,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
@@ -56,11 +57,11 @@ func (w *intakeWorld) addPods(t *testing.T, ctx context.Context, n *corev1.Node,
 func (w *intakeWorld) waitDrained(t *testing.T, ctx context.Context, n *corev1.Node, noticeID string) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		r, _ := interruption.ReadRecord(w.node(t, ctx, n))
-		return r.Phase == interruption.PhaseDrained && r.Done(noticeID, true) && w.podsOn(t, ctx, n) == 0, nil
+		r, _ := record.Read(w.node(t, ctx, n))
+		return r.Phase == record.PhaseDrained && r.Done(noticeID, true) && w.podsOn(t, ctx, n) == 0, nil
 	})
 	if err != nil {
-		r, _ := interruption.ReadRecord(w.node(t, ctx, n))
+		r, _ := record.Read(w.node(t, ctx, n))
 		t.Fatalf("%s: not drained for %s: record %+v, %d pods left", n.Name, noticeID, r, w.podsOn(t, ctx, n))
 	}
 }
@@ -94,7 +95,7 @@ func TestEpisodes(t *testing.T) {
 	w.updateNode(t, ctx, stopped, true, func(n *corev1.Node) { n.Status.NodeInfo.BootID = "boot-1" })
 	// A newer release of Lifeboat is at work on this node.
 	w.updateNode(t, ctx, newer, false, func(n *corev1.Node) {
-		n.Annotations[interruption.AnnotationRecord] = `{"version":99,"phase":"draining","notices":["from-the-future"]}`
+		n.Annotations[record.Annotation] = `{"version":99,"phase":"draining","notices":["from-the-future"]}`
 	})
 	w.run(t, ctx, "EMIT_KUBERNETES_EVENTS", "true")
 
@@ -117,8 +118,8 @@ func TestEpisodes(t *testing.T) {
 	// The instance runs again: the controller gives its node back without waiting for a notice.
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		got := w.node(t, ctx, stopped)
-		r, _ := interruption.ReadRecord(got)
-		return !got.Spec.Unschedulable && r.Phase == interruption.PhaseNone, nil
+		r, _ := record.Read(got)
+		return !got.Spec.Unschedulable && r.Phase == record.PhaseNone, nil
 	})
 	if err != nil {
 		t.Errorf("%s: not given back after its instance booted again", stopped.Name)
@@ -147,9 +148,9 @@ func TestEpisodes(t *testing.T) {
 		t.Errorf("%s: the hook was completed with %d new pods still on the node", hookAfterUncordon.Name, left)
 	}
 	w.waitDrained(t, ctx, stopped, stopNotice)
-	r, _ := interruption.ReadRecord(w.node(t, ctx, stopped))
-	if r.BootID != "boot-2" || r.Version != interruption.RecordVersion {
-		t.Errorf("%s: the new episode's record %+v, want boot-2 and version %d", stopped.Name, r, interruption.RecordVersion)
+	r, _ := record.Read(w.node(t, ctx, stopped))
+	if r.BootID != "boot-2" || r.Version != record.Version {
+		t.Errorf("%s: the new episode's record %+v, want boot-2 and version %d", stopped.Name, r, record.Version)
 	}
 	// Each episode reported its own drain.
 	for _, n := range []*corev1.Node{spotAfterUncordon, hookAfterUncordon, stopped} {
@@ -163,8 +164,8 @@ func TestEpisodes(t *testing.T) {
 	if got.Spec.Unschedulable || w.podsOn(t, ctx, newer) != 1 {
 		t.Errorf("%s: a record of a newer schema was acted on: unschedulable %v", newer.Name, got.Spec.Unschedulable)
 	}
-	if !strings.Contains(got.Annotations[interruption.AnnotationRecord], `"version":99`) {
-		t.Errorf("%s: the newer record was rewritten: %s", newer.Name, got.Annotations[interruption.AnnotationRecord])
+	if !strings.Contains(got.Annotations[record.Annotation], `"version":99`) {
+		t.Errorf("%s: the newer record was rewritten: %s", newer.Name, got.Annotations[record.Annotation])
 	}
 	if !strings.Contains(w.logs.String(), "newer schema") {
 		t.Error("no log line about the newer record")
@@ -194,8 +195,8 @@ func TestScheduledRebootNotRedone(t *testing.T) {
 	w.updateNode(t, ctx, n, true, func(n *corev1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		got := w.node(t, ctx, n)
-		rec, _ := interruption.ReadRecord(got)
-		return !got.Spec.Unschedulable && rec.Phase == interruption.PhaseNone, nil
+		rec, _ := record.Read(got)
+		return !got.Spec.Unschedulable && rec.Phase == record.PhaseNone, nil
 	})
 	if err != nil {
 		t.Fatalf("%s: not given back after the reboot", n.Name)
@@ -220,7 +221,7 @@ func TestScheduledRebootNotRedone(t *testing.T) {
 	if got := w.eventCount(t, ctx, n, events.ReasonDrainStarted); got != 1 {
 		t.Errorf("%s: %d drains started, want 1", n.Name, got)
 	}
-	rec, _ := interruption.ReadRecord(got)
+	rec, _ := record.Read(got)
 	if !slices.Contains(rec.Released, r) {
 		t.Errorf("%s: record %+v, want the event's notice released", n.Name, rec)
 	}
@@ -231,7 +232,7 @@ func (w *intakeWorld) waitRecordedNotice(t *testing.T, ctx context.Context, n *c
 	t.Helper()
 	var id string
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		r, _ := interruption.ReadRecord(w.node(t, ctx, n))
+		r, _ := record.Read(w.node(t, ctx, n))
 		if len(r.Notices) > 0 {
 			id = r.Notices[0]
 		}

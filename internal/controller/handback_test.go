@@ -21,6 +21,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -260,12 +261,12 @@ func TestHandBackWaitsSurviveARestart(t *testing.T) {
 	}
 	w.send(t, ctx, hookMessage(w.instance, "token-1"))
 	stopFirst := start(metrics.New())
-	recorded := func() *interruption.HandbackRecord {
+	recorded := func() *record.Handback {
 		n, err := w.c.Client.CoreV1().Nodes().Get(ctx, w.node.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, _ := interruption.ReadRecord(n)
+		r, _ := record.Read(n)
 		return r.Handback
 	}
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {

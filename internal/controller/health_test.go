@@ -12,6 +12,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
@@ -69,7 +70,7 @@ func TestHealthUpdatesJoinOneNotice(t *testing.T) {
 	// The next status update of each event, in new envelopes; the retirement moved a day later.
 	w.send(t, ctx, update(t, retirement, "envelope-retire-open", "open", moved), update(t, rebootMsg, "envelope-reboot-open", "open", time.Time{}))
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
-		r, _ := interruption.ReadRecord(w.node(t, ctx, alone))
+		r, _ := record.Read(w.node(t, ctx, alone))
 		for _, i := range r.Intents {
 			if i.ID == notice && i.Deadline.Equal(moved) {
 				return w.queueLength(t, ctx) == 0, nil
@@ -78,7 +79,7 @@ func TestHealthUpdatesJoinOneNotice(t *testing.T) {
 		return false, nil
 	})
 	if err != nil {
-		r, _ := interruption.ReadRecord(w.node(t, ctx, alone))
+		r, _ := record.Read(w.node(t, ctx, alone))
 		t.Fatalf("%s: the update did not move the notice's start to %v: record %+v", alone.Name, moved, r)
 	}
 	time.Sleep(2 * time.Second) // the reboot's update, had it been a notice of its own, would drain now
@@ -87,7 +88,7 @@ func TestHealthUpdatesJoinOneNotice(t *testing.T) {
 		cordons               int32
 		notices, drains, pods int
 	}{{alone, 1, 1, 0, 1}, {twoEvents, 1, 2, 0, 1}, {reboot, 1, 1, 1, 0}} {
-		if r, _ := interruption.ReadRecord(w.node(t, ctx, n.node)); len(r.Notices) != n.notices {
+		if r, _ := record.Read(w.node(t, ctx, n.node)); len(r.Notices) != n.notices {
 			t.Errorf("%s: notices %v, want %d (an update is the same notice)", n.node.Name, r.Notices, n.notices)
 		}
 		if got := w.eventCount(t, ctx, n.node, events.ReasonCordon); got != n.cordons {
@@ -120,7 +121,7 @@ func TestHealthUpdatesJoinOneNotice(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	got := w.node(t, ctx, twoEvents)
-	r, _ := interruption.ReadRecord(got)
+	r, _ := record.Read(got)
 	if !got.Spec.Unschedulable || len(r.Released) != 1 || r.Released[0] == "" {
 		t.Errorf("%s: unschedulable %v, released %v; want still cordoned for its other open event, the retirement's notice released",
 			twoEvents.Name, got.Spec.Unschedulable, r.Released)

@@ -12,10 +12,10 @@ import (
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/instancegate"
-	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
 )
 
 // hookDeadline is when a termination hook's lifecycle action expires, carried on by the
@@ -91,7 +91,7 @@ func (c *Controller) heartbeats(ctx context.Context, n notice.Notice, lc notice.
 	// last schedules the next heartbeat (a failure brings it forward); lastSent is the last
 	// one Auto Scaling accepted, from which the action's expiry counts.
 	last := began
-	if rec, err := interruption.ReadRecord(node); err == nil && rec.Heartbeat != nil && rec.Heartbeat.Notice == n.ID {
+	if rec, err := record.Read(node); err == nil && rec.Heartbeat != nil && rec.Heartbeat.Notice == n.ID {
 		last = rec.Heartbeat.Last
 		log.Info("resuming lifecycle heartbeats", "sent", rec.Heartbeat.Count, "last", last)
 	}

@@ -17,7 +17,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -64,12 +64,12 @@ func TestHeartbeatsResumeAfterRestart(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
-	record := func() interruption.Record {
+	readRecord := func() record.Record {
 		got, err := c.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := interruption.ReadRecord(got)
+		r, err := record.Read(got)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,8 +79,8 @@ func TestHeartbeatsResumeAfterRestart(t *testing.T) {
 	stop := start()
 	waitFor("three heartbeats from the first controller", 30*time.Second, func() bool { return heartbeats() >= 3 })
 	stop()
-	before := record()
-	if before.Heartbeat == nil || before.Heartbeat.Count < 2 || before.Phase != interruption.PhaseDraining {
+	before := readRecord()
+	if before.Heartbeat == nil || before.Heartbeat.Count < 2 || before.Phase != record.PhaseDraining {
 		t.Fatalf("record after the first controller: %+v, want phase draining and the heartbeats counted", before)
 	}
 	sentBefore := heartbeats()
@@ -88,7 +88,7 @@ func TestHeartbeatsResumeAfterRestart(t *testing.T) {
 	stop = start()
 	defer func() { stop() }()
 	waitFor("heartbeats from the second controller", 30*time.Second, func() bool { return heartbeats() >= sentBefore+2 })
-	if r := record(); r.Heartbeat == nil || r.Heartbeat.Count <= before.Heartbeat.Count {
+	if r := readRecord(); r.Heartbeat == nil || r.Heartbeat.Count <= before.Heartbeat.Count {
 		t.Errorf("the record's heartbeat count went from %d to %+v: the second controller started over", before.Heartbeat.Count, r.Heartbeat)
 	}
 	if !strings.Contains(logs.String(), "resuming lifecycle heartbeats") {

@@ -10,6 +10,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
@@ -61,7 +62,7 @@ func TestImpairedInstanceDrained(t *testing.T) {
 	}
 	for _, n := range w.nodes[1:] {
 		got := w.node(t, ctx, n)
-		if got.Spec.Unschedulable || w.podsOn(t, ctx, n) != 1 || got.Annotations[interruption.AnnotationRecord] != "" {
+		if got.Spec.Unschedulable || w.podsOn(t, ctx, n) != 1 || got.Annotations[record.Annotation] != "" {
 			t.Errorf("%s was touched: unschedulable %v, %d pods", n.Name, got.Spec.Unschedulable, w.podsOn(t, ctx, n))
 		}
 	}
@@ -110,7 +111,7 @@ func TestScheduledEventFromInstanceStatus(t *testing.T) {
 
 	sched := notice.ID(notice.ScheduledMaintenance, instance, event.ID)
 	w.waitDrained(t, ctx, n, sched)
-	r, _ := interruption.ReadRecord(w.node(t, ctx, n))
+	r, _ := record.Read(w.node(t, ctx, n))
 	if len(r.Notices) != 2 || !r.Has(sched) {
 		t.Errorf("record notices %v, want the listed event's and the Health event's", r.Notices)
 	}
@@ -124,11 +125,11 @@ func TestScheduledEventFromInstanceStatus(t *testing.T) {
 	// The event leaves the list: its notice is released, the Health one keeps the node.
 	w.fake.SetInstanceStatus(instance, fakeaws.Status{})
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		r, _ := interruption.ReadRecord(w.node(t, ctx, n))
+		r, _ := record.Read(w.node(t, ctx, n))
 		return slices.Contains(r.Released, sched), nil
 	})
 	if err != nil {
-		r, _ := interruption.ReadRecord(w.node(t, ctx, n))
+		r, _ := record.Read(w.node(t, ctx, n))
 		t.Fatalf("the event no longer listed was not released: %+v", r)
 	}
 	if !w.node(t, ctx, n).Spec.Unschedulable {
@@ -141,7 +142,7 @@ func TestScheduledEventFromInstanceStatus(t *testing.T) {
 	if err != nil {
 		t.Errorf("the node was not given back once both notices were released")
 	}
-	if got := w.node(t, ctx, other); got.Spec.Unschedulable || got.Annotations[interruption.AnnotationRecord] != "" {
+	if got := w.node(t, ctx, other); got.Spec.Unschedulable || got.Annotations[record.Annotation] != "" {
 		t.Errorf("%s, with no event, was touched", other.Name)
 	}
 }

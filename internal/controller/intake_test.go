@@ -20,6 +20,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -117,9 +118,9 @@ func (w *intakeWorld) podsOn(t *testing.T, ctx context.Context, n *corev1.Node) 
 	return len(list.Items)
 }
 
-func (w *intakeWorld) phase(t *testing.T, ctx context.Context, n *corev1.Node) interruption.Phase {
+func (w *intakeWorld) phase(t *testing.T, ctx context.Context, n *corev1.Node) record.Phase {
 	t.Helper()
-	r, _ := interruption.ReadRecord(w.node(t, ctx, n))
+	r, _ := record.Read(w.node(t, ctx, n))
 	return r.Phase
 }
 
@@ -181,7 +182,7 @@ func TestHealthEventNoticesStandAlone(t *testing.T) {
 	// The first event's nodes drain on their schedule, each on its own.
 	for _, n := range soon {
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 40*time.Second, true, func(ctx context.Context) (bool, error) {
-			return w.phase(t, ctx, n) == interruption.PhaseDrained && w.podsOn(t, ctx, n) == 0, nil
+			return w.phase(t, ctx, n) == record.PhaseDrained && w.podsOn(t, ctx, n) == 0, nil
 		})
 		if err != nil {
 			t.Fatalf("%s was not drained for its event", n.Name)
@@ -190,8 +191,8 @@ func TestHealthEventNoticesStandAlone(t *testing.T) {
 	// The event three days ahead: cordoned and tainted, its pods still running.
 	for _, n := range later {
 		got := w.node(t, ctx, n)
-		r, _ := interruption.ReadRecord(got)
-		if r.Phase == interruption.PhaseDrained || w.podsOn(t, ctx, n) != 1 {
+		r, _ := record.Read(got)
+		if r.Phase == record.PhaseDrained || w.podsOn(t, ctx, n) != 1 {
 			t.Errorf("%s drained three days early: phase %s", n.Name, r.Phase)
 		}
 		if !hasTaint(got, nodes.TaintScheduledMaintenance) {
@@ -199,7 +200,7 @@ func TestHealthEventNoticesStandAlone(t *testing.T) {
 		}
 	}
 	// The unreadable start: cordoned, never drained, and said so.
-	if w.podsOn(t, ctx, unreadable) != 1 || w.phase(t, ctx, unreadable) == interruption.PhaseDrained {
+	if w.podsOn(t, ctx, unreadable) != 1 || w.phase(t, ctx, unreadable) == record.PhaseDrained {
 		t.Errorf("%s, whose event start cannot be read, was drained", unreadable.Name)
 	}
 	if !w.nodeEventReasons(t, ctx, unreadable)[events.ReasonDrainNotScheduled] {
@@ -304,7 +305,7 @@ func TestDeadlinePerKind(t *testing.T) {
 
 	for _, n := range w.nodes {
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 45*time.Second, true, func(ctx context.Context) (bool, error) {
-			return w.phase(t, ctx, n) == interruption.PhaseDrained && w.podsOn(t, ctx, n) == 0, nil
+			return w.phase(t, ctx, n) == record.PhaseDrained && w.podsOn(t, ctx, n) == 0, nil
 		})
 		if err != nil {
 			t.Fatalf("%s was not drained", n.Name)

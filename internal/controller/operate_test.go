@@ -27,6 +27,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/internal/webhook"
 	"lifeboat.dev/lifeboat/internal/wiring"
 	"lifeboat.dev/lifeboat/test/sandbox"
@@ -307,7 +308,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Spec.Unschedulable || len(got.Spec.Taints) != 0 || got.Annotations[interruption.AnnotationRecord] != "" {
+	if got.Spec.Unschedulable || len(got.Spec.Taints) != 0 || got.Annotations[record.Annotation] != "" {
 		t.Errorf("the node changed in a dry run: %+v %v", got.Spec, got.Annotations)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
@@ -89,17 +90,17 @@ func TestPodPolicies(t *testing.T) {
 	// A rebalance recommendation: everything leaves but the pinned pod.
 	w.send(t, ctx, fakeaws.RebalanceRecommendation(interruption.InstanceIDOf(rebalanced), time.Now()))
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		r, _ := interruption.ReadRecord(w.node(t, ctx, rebalanced))
-		return r.Phase == interruption.PhaseDrained && len(r.Finished) == 1 && w.podsOn(t, ctx, rebalanced) == 1, nil
+		r, _ := record.Read(w.node(t, ctx, rebalanced))
+		return r.Phase == record.PhaseDrained && len(r.Finished) == 1 && w.podsOn(t, ctx, rebalanced) == 1, nil
 	})
 	if err != nil {
-		r, _ := interruption.ReadRecord(w.node(t, ctx, rebalanced))
+		r, _ := record.Read(w.node(t, ctx, rebalanced))
 		t.Fatalf("the rebalance drain did not finish with one pod left: record %+v, %d pods", r, w.podsOn(t, ctx, rebalanced))
 	}
 	if !w.untouched(ctx, pinned) {
 		t.Fatal("the pod marked not to disrupt was evicted under a rebalance recommendation")
 	}
-	if r, _ := interruption.ReadRecord(w.node(t, ctx, rebalanced)); !slices.Equal(r.Held, []string{"shop/" + pinned}) {
+	if r, _ := record.Read(w.node(t, ctx, rebalanced)); !slices.Equal(r.Held, []string{"shop/" + pinned}) {
 		t.Errorf("record holds %v, want the pinned pod", r.Held)
 	}
 	if w.eventCount(t, ctx, rebalanced, events.ReasonPodsHeld) != 1 {
@@ -130,8 +131,8 @@ func TestPodPolicies(t *testing.T) {
 				leftAt[name] = time.Now()
 			}
 		}
-		r1, _ := interruption.ReadRecord(w.node(t, ctx, rebalanced))
-		r2, _ := interruption.ReadRecord(w.node(t, ctx, tolerant))
+		r1, _ := record.Read(w.node(t, ctx, rebalanced))
+		r2, _ := record.Read(w.node(t, ctx, tolerant))
 		return len(r1.Finished) == 2 && len(r2.Finished) == 1, nil
 	})
 	if err != nil {
@@ -146,7 +147,7 @@ func TestPodPolicies(t *testing.T) {
 	if at := leftAt["app-"+tolerant.Name].Sub(sent); at > 10*time.Second {
 		t.Errorf("the ordinary pod left %v after the Spot warning; want at once", at)
 	}
-	if r, _ := interruption.ReadRecord(w.node(t, ctx, rebalanced)); len(r.Held) != 0 {
+	if r, _ := record.Read(w.node(t, ctx, rebalanced)); len(r.Held) != 0 {
 		t.Errorf("record still holds %v after the reclaim's drain", r.Held)
 	}
 	if v := w.metrics.Value("lifeboat_episode_pods_held"); v != 0 {

@@ -15,6 +15,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/record"
 )
 
 // maxDraining bounds the nodes reconciled at once, most of them draining (a drain mostly
@@ -66,15 +67,15 @@ func newReconciler(informer cache.SharedIndexInformer, handler *interruption.Han
 // instance booted again (given back, without waiting for a next notice).
 func (r *reconciler) offer(obj any) {
 	n, ok := obj.(*corev1.Node)
-	if !ok || n.Annotations[interruption.AnnotationRecord] == "" {
+	if !ok || n.Annotations[record.Annotation] == "" {
 		return
 	}
-	rec, err := interruption.ReadRecord(n)
+	rec, err := record.Read(n)
 	if err != nil {
 		r.handler.ReportInvalidRecord(n, err) // and never acted on
 		return
 	}
-	if len(rec.Pending(r.cfg, r.handler.Origin())) > 0 || interruption.BootedAgain(n, rec) {
+	if len(interruption.Pending(rec, r.cfg, r.handler.Origin())) > 0 || record.BootedAgain(n, rec) {
 		r.queue.Add(n.Name)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
@@ -88,8 +89,8 @@ func TestRestartResumesPendingEpisodes(t *testing.T) {
 	first()
 	t.Logf("%d episodes recorded and the queue emptied %.1f s before the drains are due; controller stopped", count, drainDue.Sub(recorded).Seconds())
 	for _, n := range w.nodes {
-		r, _ := interruption.ReadRecord(w.node(t, ctx, n))
-		if pods := w.podsOn(t, ctx, n); pods != 1 || len(r.Intents) != 1 || r.Phase != interruption.PhaseDraining {
+		r, _ := record.Read(w.node(t, ctx, n))
+		if pods := w.podsOn(t, ctx, n); pods != 1 || len(r.Intents) != 1 || r.Phase != record.PhaseDraining {
 			t.Fatalf("%s before its drain is due: %d pods (want 1), record %+v", n.Name, pods, r)
 		}
 	}
@@ -102,7 +103,7 @@ func TestRestartResumesPendingEpisodes(t *testing.T) {
 			if _, ok := drained[n.Name]; ok {
 				continue
 			}
-			if w.phase(t, ctx, n) == interruption.PhaseDrained && w.podsOn(t, ctx, n) == 0 {
+			if w.phase(t, ctx, n) == record.PhaseDrained && w.podsOn(t, ctx, n) == 0 {
 				drained[n.Name] = time.Now()
 			}
 		}

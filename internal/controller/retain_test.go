@@ -14,8 +14,8 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/events"
-	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
@@ -65,13 +65,13 @@ func (h *retainedHook) waitFor(what string, timeout time.Duration, cond func() b
 	}
 }
 
-func (h *retainedHook) record() interruption.Record {
+func (h *retainedHook) record() record.Record {
 	h.t.Helper()
 	n, err := h.c.Client.CoreV1().Nodes().Get(h.ctx, h.node.Name, metav1.GetOptions{})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	r, err := interruption.ReadRecord(n)
+	r, err := record.Read(n)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestAbandonedHookRetainedThenTerminated(t *testing.T) {
 	}
 	h.waitFor("the notice finished", 15*time.Second, func() bool {
 		r := h.record()
-		return r.Phase == interruption.PhaseDrained && len(r.Finished) == 1
+		return r.Phase == record.PhaseDrained && len(r.Finished) == 1
 	})
 	if r := h.record().Retained; r == nil || r.Terminated.IsZero() {
 		t.Errorf("retention %+v, want the termination recorded", r)
@@ -231,8 +231,8 @@ func TestRetainedTerminationRefusedByTheGate(t *testing.T) {
 	stop()
 
 	forge := func(n *corev1.Node) {
-		raw := n.Annotations[interruption.AnnotationRecord]
-		n.Annotations[interruption.AnnotationRecord] = strings.ReplaceAll(raw, `"workers"`, `"elsewhere"`)
+		raw := n.Annotations[record.Annotation]
+		n.Annotations[record.Annotation] = strings.ReplaceAll(raw, `"workers"`, `"elsewhere"`)
 	}
 	n, err := h.c.Client.CoreV1().Nodes().Get(h.ctx, h.node.Name, metav1.GetOptions{})
 	if err != nil {

@@ -42,6 +42,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/kube/pacing"
 	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/internal/version"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
@@ -1000,14 +1001,14 @@ type azProgress struct {
 	nodes, pods                           map[string]int
 	cordoned, drained, accepted, gone     []time.Time
 	nCordoned, nDrained, nAccepted, nGone int
-	phase                                 []interruption.Phase // of each node's record
+	phase                                 []record.Phase // of each node's record
 	draining, peakDraining                int
 	watchErr                              error
 }
 
 func newAZProgress(w *azWorld) *azProgress {
 	p := &azProgress{nodes: map[string]int{}, pods: map[string]int{},
-		cordoned: make([]time.Time, len(w.notice)), drained: make([]time.Time, len(w.notice)), phase: make([]interruption.Phase, len(w.notice)),
+		cordoned: make([]time.Time, len(w.notice)), drained: make([]time.Time, len(w.notice)), phase: make([]record.Phase, len(w.notice)),
 		accepted: make([]time.Time, len(w.workload)), gone: make([]time.Time, len(w.workload))}
 	for i, n := range w.notice {
 		p.nodes[n.Name] = i
@@ -1076,16 +1077,16 @@ func (p *azProgress) watch(ctx context.Context, client kubernetes.Interface, met
 			p.cordoned[i] = at
 			p.nCordoned++
 		}
-		r, _ := interruption.ReadRecord(n)
-		if r.Phase == interruption.PhaseDrained && p.drained[i].IsZero() {
+		r, _ := record.Read(n)
+		if r.Phase == record.PhaseDrained && p.drained[i].IsZero() {
 			p.drained[i] = at
 			p.nDrained++
 		}
 		if was := p.phase[i]; was != r.Phase {
-			if was == interruption.PhaseDraining {
+			if was == record.PhaseDraining {
 				p.draining--
 			}
-			if r.Phase == interruption.PhaseDraining {
+			if r.Phase == record.PhaseDraining {
 				p.draining++
 				p.peakDraining = max(p.peakDraining, p.draining)
 			}

@@ -13,6 +13,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
@@ -52,7 +53,7 @@ func TestPastDeadlineOnlyTerminatingPodsLeft(t *testing.T) {
 	if got := w.eventCount(t, ctx, n, events.ReasonDrainError); got != 1 {
 		t.Errorf("%d drain failures, want the one at the deadline", got)
 	}
-	if p := w.phase(t, ctx, n); p != interruption.PhaseDraining {
+	if p := w.phase(t, ctx, n); p != record.PhaseDraining {
 		t.Errorf("phase %v while the pod terminates, want draining", p)
 	}
 

@@ -27,6 +27,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/internal/source/imds"
 	"lifeboat.dev/lifeboat/internal/webhook"
 	"lifeboat.dev/lifeboat/internal/wiring"
@@ -151,7 +152,7 @@ func TestAgentAndControllerOnOneCluster(t *testing.T) {
 
 	// The agent's rebalance drain is under way on the held node; then the Spot warning comes.
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		r, _ := interruption.ReadRecord(w.node(t, ctx, held))
+		r, _ := record.Read(w.node(t, ctx, held))
 		return r.Owner != nil && r.Owner.Origin == string(notice.SourceIMDS) && w.eventCount(t, ctx, held, events.ReasonDrainStarted) == 1, nil
 	})
 	if err != nil {
@@ -163,7 +164,7 @@ func TestAgentAndControllerOnOneCluster(t *testing.T) {
 		return w.metrics.Value("lifeboat_drain_claims_total", "event", metrics.ClaimWaited) > 0, nil
 	})
 	if err != nil {
-		r, _ := interruption.ReadRecord(w.node(t, ctx, held))
+		r, _ := record.Read(w.node(t, ctx, held))
 		t.Fatalf("the controller did not wait for the agent's drain: record %+v", r)
 	}
 	if got := w.eventCount(t, ctx, held, events.ReasonDrainStarted); got != 1 {
@@ -178,7 +179,7 @@ func TestAgentAndControllerOnOneCluster(t *testing.T) {
 	w.waitDrained(t, ctx, held, notice.ID(notice.Rebalance, id(held), ""))
 	time.Sleep(2 * time.Second) // a second drain or webhook would show by now
 	for _, n := range w.nodes {
-		r, _ := interruption.ReadRecord(w.node(t, ctx, n))
+		r, _ := record.Read(w.node(t, ctx, n))
 		if r.Owner != nil {
 			t.Errorf("%s: the claim outlived the drain: %+v", n.Name, r.Owner)
 		}
@@ -192,11 +193,11 @@ func TestAgentAndControllerOnOneCluster(t *testing.T) {
 			t.Errorf("%s: %d webhook notifications, want 1", n.Name, got)
 		}
 	}
-	r, _ := interruption.ReadRecord(w.node(t, ctx, same))
+	r, _ := record.Read(w.node(t, ctx, same))
 	if len(r.Intents) != 1 {
 		t.Errorf("%s: intents %+v, want the one Spot notice", same.Name, r.Intents)
 	}
-	r, _ = interruption.ReadRecord(w.node(t, ctx, held))
+	r, _ = record.Read(w.node(t, ctx, held))
 	origins := []string{}
 	for _, i := range r.Intents {
 		origins = append(origins, i.Origin)
@@ -223,18 +224,18 @@ func TestControllerRenewsOnlyOnceAnAgentWaits(t *testing.T) {
 	// A queue's rebalance recommendation drains by NODE_TERMINATION_GRACE_PERIOD: ten minutes.
 	w.run(t, ctx, "WEBHOOK_URL", hook.server.URL, "NODE_TERMINATION_GRACE_PERIOD", "600")
 	w.send(t, ctx, fakeaws.RebalanceRecommendation(id, time.Now()))
-	record := func() interruption.Record {
-		r, _ := interruption.ReadRecord(w.node(t, ctx, held))
+	readRecord := func() record.Record {
+		r, _ := record.Read(w.node(t, ctx, held))
 		return r
 	}
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		r := record()
+		r := readRecord()
 		return r.Owner != nil && strings.HasPrefix(r.Owner.Origin, "queue ") && w.eventCount(t, ctx, held, events.ReasonDrainStarted) == 1, nil
 	})
 	if err != nil {
-		t.Fatalf("the controller did not start draining: record %+v", record())
+		t.Fatalf("the controller did not start draining: record %+v", readRecord())
 	}
-	claimed := record().Owner.Renewed
+	claimed := readRecord().Owner.Renewed
 	time.Sleep(3 * time.Second)
 	if got := w.metrics.Value("lifeboat_drain_claims_total", "event", metrics.ClaimRenewed); got != 0 {
 		t.Errorf("%v renewals while nobody waited for the drain, want none", got)
@@ -245,17 +246,17 @@ func TestControllerRenewsOnlyOnceAnAgentWaits(t *testing.T) {
 	inFifteenMinutes := time.Now().Add(15 * time.Minute).UTC().Format(time.RFC3339)
 	w.runAgent(t, ctx, held, []string{"spot", "-a", "terminate", "-t", inFifteenMinutes}, hook)
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		o := record().Owner
+		o := readRecord().Owner
 		return o != nil && !o.Contested.IsZero(), nil
 	})
 	if err != nil {
-		t.Fatalf("the agent did not contest the controller's claim: record %+v", record())
+		t.Fatalf("the agent did not contest the controller's claim: record %+v", readRecord())
 	}
-	contested := record().Owner.Contested
+	contested := readRecord().Owner.Contested
 	// Past the lease from the contest: had the controller not renewed, the agent would
 	// have taken over and started a second drain.
 	time.Sleep(time.Until(contested.Add(interruption.OwnerLease + 8*time.Second)))
-	o := record().Owner
+	o := readRecord().Owner
 	switch {
 	case o == nil || !strings.HasPrefix(o.Origin, "queue "):
 		t.Errorf("the controller's claim was taken over: %+v", o)
@@ -275,7 +276,7 @@ func TestControllerRenewsOnlyOnceAnAgentWaits(t *testing.T) {
 	w.waitDrained(t, ctx, held, notice.ID(notice.Rebalance, id, ""))
 	w.waitDrained(t, ctx, held, notice.ID(notice.SpotInterruption, id, "terminate"))
 	time.Sleep(2 * time.Second) // a second drain or webhook would show by now
-	if r := record(); r.Owner != nil {
+	if r := readRecord(); r.Owner != nil {
 		t.Errorf("the claim outlived the drain: %+v", r.Owner)
 	}
 	if got := w.eventCount(t, ctx, held, events.ReasonDrainStarted); got != 1 {

@@ -16,9 +16,9 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/events"
-	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/ownership"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -75,8 +75,8 @@ func TestForgedRecordCompletesNoOtherInstance(t *testing.T) {
 		return n
 	}
 	waitFor("the victim's drain to start", func() bool {
-		r, _ := interruption.ReadRecord(node(victim.Name))
-		return r.Phase == interruption.PhaseDraining && len(r.Intents) == 1
+		r, _ := record.Read(node(victim.Name))
+		return r.Phase == record.PhaseDraining && len(r.Intents) == 1
 	})
 
 	// The attacker writes with its own node's credential (the Node authorizer lets a kubelet
@@ -86,24 +86,24 @@ func TestForgedRecordCompletesNoOtherInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	asAttacker := kubernetes.NewForConfigOrDie(rc)
-	forge := func(record string) {
+	forge := func(raw string) {
 		t.Helper()
 		patch, _ := json.Marshal(map[string]any{
-			"metadata": map[string]any{"annotations": map[string]string{interruption.AnnotationRecord: record}},
+			"metadata": map[string]any{"annotations": map[string]string{record.Annotation: raw}},
 			"spec":     map[string]any{"unschedulable": true},
 		})
 		if _, err := asAttacker.CoreV1().Nodes().Patch(ctx, attacker.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatalf("the attacker's node credential could not write its own Node: %v", err)
 		}
 	}
-	stolen := node(victim.Name).Annotations[interruption.AnnotationRecord]
+	stolen := node(victim.Name).Annotations[record.Annotation]
 	forge(stolen)
 	waitFor("a Warning Event on the attacker's node about its record", func() bool {
 		return nodeEventReasons(t, ctx, c, attacker.Name)[events.ReasonInvalidRecord] > 0
 	})
 
 	// Its own instance, in a group it is not in.
-	var own interruption.Record
+	var own record.Record
 	if err := json.Unmarshal([]byte(stolen), &own); err != nil {
 		t.Fatal(err)
 	}

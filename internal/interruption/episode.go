@@ -7,6 +7,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/record"
 )
 
 // EndBootedEpisode closes the node's episode if the instance has booted again since it
@@ -14,9 +15,9 @@ import (
 // runs, so Lifeboat takes back its own cordon, taints and labels; a new interruption comes as
 // a new notice. It reports whether it ended the episode.
 func (h *Handler) EndBootedEpisode(ctx context.Context, node *corev1.Node) (bool, error) {
-	booted := func(n *corev1.Node, r Record) string {
-		if BootedAgain(n, r) {
-			return EpisodeEnded(n, r)
+	booted := func(n *corev1.Node, r record.Record) string {
+		if record.BootedAgain(n, r) {
+			return record.EpisodeEnded(n, r)
 		}
 		return ""
 	}
@@ -29,8 +30,8 @@ func (h *Handler) EndBootedEpisode(ctx context.Context, node *corev1.Node) (bool
 // operator who uncordoned the node took it back; an instance that booted again runs), and the
 // record keeps only what outlives episodes (see nextEpisode). It returns why the episode
 // ended ("" when it had not) and the node as written.
-func (h *Handler) endEpisode(ctx context.Context, node *corev1.Node, ended func(*corev1.Node, Record) string) (string, *corev1.Node, error) {
-	if rec, err := ReadRecord(node); err != nil || !rec.Known() || ended(node, rec) == "" {
+func (h *Handler) endEpisode(ctx context.Context, node *corev1.Node, ended func(*corev1.Node, record.Record) string) (string, *corev1.Node, error) {
+	if rec, err := record.Read(node); err != nil || !rec.Known() || ended(node, rec) == "" {
 		return "", nil, nil
 	}
 	var (
@@ -38,7 +39,7 @@ func (h *Handler) endEpisode(ctx context.Context, node *corev1.Node, ended func(
 		previous []string
 	)
 	edit := func(nd *corev1.Node) {
-		r, _ := ReadRecord(nd)
+		r, _ := record.Read(nd)
 		if !r.Known() {
 			why = ""
 			return
@@ -50,7 +51,7 @@ func (h *Handler) endEpisode(ctx context.Context, node *corev1.Node, ended func(
 		for _, e := range h.undo(r) {
 			e(nd)
 		}
-		writeRecord(nd, r.nextEpisode(bootedAgain(nd, r)))
+		record.Write(nd, r.NextEpisode(record.BootedAgain(nd, r)))
 	}
 	res, err := h.writer.Apply(ctx, node.Name, node, "end the node's interruption episode", edit)
 	if err != nil {

@@ -3,7 +3,6 @@ package interruption
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
@@ -30,11 +30,11 @@ func TestEpisodeEndsBetweenReadAndWrite(t *testing.T) {
 	ctx := context.Background()
 	inst := "i-0123456789abcdef0"
 	x := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, InstanceID: inst}
-	rec := Record{Version: 1, BootID: "b1", Notices: []string{x.ID}, Finished: []string{x.ID}, Phase: PhaseDrained, Reported: []string{OutcomeDrained}}
+	rec := record.Record{Version: 1, BootID: "b1", Notices: []string{x.ID}, Finished: []string{x.ID}, Phase: record.PhaseDrained, Reported: []string{record.OutcomeDrained}}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1", Annotations: map[string]string{}},
 		Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + inst, Unschedulable: true}}
 	node.Status.NodeInfo.BootID = "b1"
-	writeRecord(node, rec)
+	record.Write(node, rec)
 	client := fake.NewSimpleClientset(node.DeepCopy())
 	stale := node.DeepCopy()
 	first := true
@@ -64,8 +64,8 @@ func TestEpisodeEndsBetweenReadAndWrite(t *testing.T) {
 	}
 	lists := podLists(client)
 	got, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-	r, _ := ReadRecord(got)
-	if completed != 1 || lists != 1 || r.Phase != PhaseDrained || !got.Spec.Unschedulable {
+	r, _ := record.Read(got)
+	if completed != 1 || lists != 1 || r.Phase != record.PhaseDrained || !got.Spec.Unschedulable {
 		t.Errorf("%d completions after %d pod lists (want a drain, then one completion); unschedulable %v, record %+v",
 			completed, lists, got.Spec.Unschedulable, r)
 	}
@@ -94,7 +94,7 @@ func TestReleaseAfterOperatorUncordon(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, _ = client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-	t.Logf("taints %v labels %v record %s", n.Spec.Taints, n.Labels, n.Annotations[AnnotationRecord])
+	t.Logf("taints %v labels %v record %s", n.Spec.Taints, n.Labels, n.Annotations[record.Annotation])
 	if len(n.Spec.Taints) > 0 || n.Labels[nodes.LabelExcludeFromLoadBalancers] != "" {
 		t.Errorf("released event left Lifeboat's taint or label behind")
 	}
@@ -124,37 +124,18 @@ func TestReleasedWhileWaitingForStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-	t.Logf("after release: unschedulable %v record %s", n.Spec.Unschedulable, n.Annotations[AnnotationRecord])
+	t.Logf("after release: unschedulable %v record %s", n.Spec.Unschedulable, n.Annotations[record.Annotation])
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	n, _ = client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-	t.Logf("after the wait: unschedulable %v completions %d record %s", n.Spec.Unschedulable, drained, n.Annotations[AnnotationRecord])
+	t.Logf("after the wait: unschedulable %v completions %d record %s", n.Spec.Unschedulable, drained, n.Annotations[record.Annotation])
 	if drained > 0 {
 		t.Errorf("a released notice drained the node")
 	}
 }
 
 // An episode that ends by a new boot releases its scheduled events (they happened), not its
-// Spot notices (the next one is a new interruption).
-func TestNextEpisode(t *testing.T) {
-	sched := notice.ID(notice.ScheduledMaintenance, "i-0123456789abcdef0", "instance-event-1")
-	spot := notice.ID(notice.SpotInterruption, "i-0123456789abcdef0", "stop")
-	old := notice.ID(notice.ScheduledMaintenance, "i-0123456789abcdef0", "instance-event-0")
-	r := Record{Version: 1, BootID: "b1", Notices: []string{sched, spot}, Phase: PhaseDrained, Released: []string{old}, Reported: []string{OutcomeDrained}}
-	booted := r.nextEpisode(true)
-	if !slices.Equal(booted.Released, []string{old, sched}) || len(booted.Notices) != 0 || booted.Phase != PhaseNone || booted.Reported != nil {
-		t.Errorf("after a new boot: %+v", booted)
-	}
-	taken := r.nextEpisode(false)
-	if !slices.Equal(taken.Released, []string{old}) || len(taken.Notices) != 0 {
-		t.Errorf("after an operator's uncordon: %+v", taken)
-	}
-	if &r.Released[0] == &booted.Released[0] {
-		t.Error("the next episode shares the old record's released list")
-	}
-}
-
 // A copy of a scheduled notice whose start could not be read only cordons; a later copy of
 // the same notice with a readable start schedules its drain (this process must not remember
 // the first as done).
@@ -181,7 +162,7 @@ func TestCordonOnlyCopyThenReadableCopyDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-	if r, _ := ReadRecord(n); r.Phase != PhaseDrained || !r.Done(readable.ID, true) {
+	if r, _ := record.Read(n); r.Phase != record.PhaseDrained || !r.Done(readable.ID, true) {
 		t.Errorf("the readable copy did not drain: record %+v", r)
 	}
 }
@@ -209,7 +190,7 @@ func TestVersionOneRecord(t *testing.T) {
 			[]notice.Notice{spot, hook}, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1", Annotations: map[string]string{AnnotationRecord: tc.record}},
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1", Annotations: map[string]string{record.Annotation: tc.record}},
 				Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + inst, Unschedulable: true}}
 			node.Status.NodeInfo.BootID = "b1"
 			client := fake.NewSimpleClientset(node)
@@ -228,11 +209,11 @@ func TestVersionOneRecord(t *testing.T) {
 			}
 			lists := podLists(client)
 			got, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-			r, _ := ReadRecord(got)
+			r, _ := record.Read(got)
 			if lists != tc.wantLists || len(completed) != tc.wantCompletion {
 				t.Errorf("%d pod lists, %d completions; want %d and %d; record %+v", lists, len(completed), tc.wantLists, tc.wantCompletion, r)
 			}
-			if r.Phase != PhaseDrained || !r.Done(spot.ID, true) {
+			if r.Phase != record.PhaseDrained || !r.Done(spot.ID, true) {
 				t.Errorf("record %+v: want the spot notice drained and finished", r)
 			}
 		})

@@ -16,6 +16,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
@@ -42,25 +43,25 @@ func followingHandler(t *testing.T, ctx context.Context, client kubernetes.Inter
 }
 
 // rewrite applies f to the record of node n1 as another Lifeboat's write would.
-func rewrite(t *testing.T, ctx context.Context, client kubernetes.Interface, f func(*Record)) {
+func rewrite(t *testing.T, ctx context.Context, client kubernetes.Interface, f func(*record.Record)) {
 	t.Helper()
 	n, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	editRecord(f)(n)
+	record.Edit(f)(n)
 	if _, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func ownerOf(t *testing.T, ctx context.Context, client kubernetes.Interface) *Owner {
+func ownerOf(t *testing.T, ctx context.Context, client kubernetes.Interface) *record.Owner {
 	t.Helper()
 	n, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _ := ReadRecord(n)
+	r, _ := record.Read(n)
 	return r.Owner
 }
 
@@ -73,7 +74,7 @@ func TestFollowedClaimRenewsOnceContested(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	claimed := time.Now().UTC().Truncate(time.Second)
-	client := fake.NewSimpleClientset(ownedNode(t, PhaseDraining, &Owner{Origin: queueOrigin, Holder: holderName(), Renewed: claimed}, spot))
+	client := fake.NewSimpleClientset(ownedNode(t, record.PhaseDraining, &record.Owner{Origin: queueOrigin, Holder: holderName(), Renewed: claimed}, spot))
 	const period = 100 * time.Millisecond
 	h, running := followingHandler(t, ctx, client, period, spot.Deadline.UTC().Truncate(time.Second))
 	start, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
@@ -109,7 +110,7 @@ func TestFollowedClaimRenewsOnceContested(t *testing.T) {
 
 	// Another origin records a notice due sooner than the drain's deadline.
 	soon := time.Now().Add(time.Minute).UTC().Truncate(time.Second)
-	rewrite(t, ctx, client, func(r *Record) {
+	rewrite(t, ctx, client, func(r *record.Record) {
 		for i := range r.Intents {
 			if r.Intents[i].Origin == agentOrigin {
 				r.Intents[i].Kind, r.Intents[i].Deadline = string(notice.SpotInterruption), soon
@@ -119,7 +120,7 @@ func TestFollowedClaimRenewsOnceContested(t *testing.T) {
 	waitFor(t, func() bool { return running.Time().Equal(soon) })
 
 	// The agent takes the claim over (this process looked dead to it).
-	rewrite(t, ctx, client, func(r *Record) { r.Owner = &Owner{Origin: agentOrigin, Renewed: time.Now().UTC()} })
+	rewrite(t, ctx, client, func(r *record.Record) { r.Owner = &record.Owner{Origin: agentOrigin, Renewed: time.Now().UTC()} })
 	select {
 	case <-owning.Done():
 	case <-time.After(5 * time.Second):
@@ -136,14 +137,14 @@ func TestFollowedClaimFindsAnEarlierContest(t *testing.T) {
 	spot := spotInTenMinutes()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	client := fake.NewSimpleClientset(ownedNode(t, PhaseDraining, &Owner{Origin: queueOrigin, Holder: holderName(), Renewed: time.Now().UTC()}, spot))
+	client := fake.NewSimpleClientset(ownedNode(t, record.PhaseDraining, &record.Owner{Origin: queueOrigin, Holder: holderName(), Renewed: time.Now().UTC()}, spot))
 	const period = 100 * time.Millisecond
 	h, _ := followingHandler(t, ctx, client, period, spot.Deadline.UTC().Truncate(time.Second))
 	claim, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{}) // as the claim wrote it
-	rewrite(t, ctx, client, func(r *Record) { r.Owner.Contested = time.Now().UTC().Truncate(time.Second) })
+	rewrite(t, ctx, client, func(r *record.Record) { r.Owner.Contested = time.Now().UTC().Truncate(time.Second) })
 	waitFor(t, func() bool {
 		n, _, _ := h.followedNodes.GetByKey("n1")
-		r, _ := ReadRecord(n.(*corev1.Node))
+		r, _ := record.Read(n.(*corev1.Node))
 		return !r.Owner.Contested.IsZero()
 	})
 	client.ClearActions()

@@ -14,6 +14,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/handback"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
 )
 
 // handbackMargin is kept between the end of the waits and the episode's deadline, so that
@@ -38,7 +39,7 @@ var waitDone = map[string]string{
 //
 // It reports whether every wait ended with nothing held (a wait that could not be checked
 // counts as nothing held, as it does for the hand-back).
-func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []notice.Notice, deadline *drain.Deadline, done drained, recorded *HandbackRecord, log *slog.Logger) (notes []func(), safe bool) {
+func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []notice.Notice, deadline *drain.Deadline, done drained, recorded *record.Handback, log *slog.Logger) (notes []func(), safe bool) {
 	if len(h.handback) == 0 || h.cfg.DryRun {
 		return nil, true
 	}
@@ -49,7 +50,7 @@ func (h *Handler) handBack(ctx context.Context, node *corev1.Node, pending []not
 		subject.PodIPs = union(subject.PodIPs, recorded.PodIPs)
 	}
 	waits := h.handback
-	if len(subject.Claims)+len(subject.PodIPs) > 0 && !recorded.covers(subject) {
+	if len(subject.Claims)+len(subject.PodIPs) > 0 && !covers(recorded, subject) {
 		waits = h.recordWhenHeld(ctx, node.Name, subject, log)
 	}
 	bounded, cancel := deadline.Bound(ctx, handbackMargin)
@@ -103,7 +104,7 @@ func (h *Handler) recordWhenHeld(ctx context.Context, nodeName string, s handbac
 	var once sync.Once
 	record := func() {
 		once.Do(func() {
-			edit := editRecord(func(r *Record) { r.Handback = &HandbackRecord{Claims: s.Claims, PodIPs: s.PodIPs} })
+			edit := record.Edit(func(r *record.Record) { r.Handback = &record.Handback{Claims: s.Claims, PodIPs: s.PodIPs} })
 			if _, err := h.writer.Apply(ctx, nodeName, nil, "record what the hand-back waits for", edit); err != nil && ctx.Err() == nil {
 				log.Warn("could not record what the hand-back waits for; a restart now would not wait for it", "err", err)
 			}
@@ -131,7 +132,7 @@ func (w recordingWait) Held(ctx context.Context, s handback.Subject) ([]string, 
 }
 
 // covers reports whether the record already holds every claim and IP of s.
-func (r *HandbackRecord) covers(s handback.Subject) bool {
+func covers(r *record.Handback, s handback.Subject) bool {
 	if r == nil {
 		return false
 	}

@@ -97,7 +97,7 @@ type Completed struct {
 type Options struct {
 	// Origin names where this process takes notices from (the agent's instance metadata, the
 	// controller's queue). Intake stamps it on each intent, and Reconcile drives only the
-	// intents of its own origin (see Record.Pending).
+	// intents of its own origin (see Pending).
 	Origin string
 	// Complete, when set, runs for each notice once its node (nodeName) is drained (for
 	// instance to complete the Auto Scaling lifecycle action), before the drain is recorded

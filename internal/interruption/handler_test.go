@@ -15,6 +15,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
@@ -101,7 +102,7 @@ func TestHandlerCoalescing(t *testing.T) {
 			t.Errorf("completion hook ran %d times, want once per notice", hookCalls.Load())
 		}
 		n, _ := c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-		if r, _ := interruption.ReadRecord(n); r.Phase != interruption.PhaseDrained || len(r.Notices) != 2 {
+		if r, _ := record.Read(n); r.Phase != record.PhaseDrained || len(r.Notices) != 2 {
 			t.Errorf("record %+v", r)
 		}
 	})
@@ -142,7 +143,7 @@ func TestHandlerCoalescing(t *testing.T) {
 			}
 		}
 		n, _ := c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-		if r, _ := interruption.ReadRecord(n); r.Phase != interruption.PhaseDrained || len(r.Notices) != 2 {
+		if r, _ := record.Read(n); r.Phase != record.PhaseDrained || len(r.Notices) != 2 {
 			t.Errorf("record %+v, want drained for both notices", r)
 		}
 	})
@@ -164,7 +165,7 @@ func TestHandlerCoalescing(t *testing.T) {
 			t.Fatalf("spot notice: %v", err)
 		}
 		n, _ := c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-		if r, _ := interruption.ReadRecord(n); r.Phase != interruption.PhaseDrained {
+		if r, _ := record.Read(n); r.Phase != record.PhaseDrained {
 			t.Errorf("record %+v, want drained by the spot notice", r)
 		}
 		cancel()

@@ -14,6 +14,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
 )
 
 // Intake takes one notice for the node. In one conflict-safe write, computed from the node
@@ -40,26 +41,26 @@ func (h *Handler) Intake(ctx context.Context, n notice.Notice, nodeName string, 
 	if id := InstanceIDOf(node); id != "" && id != n.InstanceID {
 		return fmt.Errorf("notice %s: node %s has providerID %q: %w", n.ID, nodeName, node.Spec.ProviderID, ErrNotOurs)
 	}
-	rec, err := ReadRecord(node)
+	rec, err := record.Read(node)
 	if err != nil {
 		// This notice starts a fresh record in its place.
 		h.ReportInvalidRecord(node, err)
 	}
-	n = rec.matchLegacyID(n)
+	n = rec.MatchLegacyID(n)
 	if !rec.Known() {
 		// Another release of Lifeboat is at work on this node (a rollout): leave it alone,
 		// and keep the notice (it comes back) for a binary that knows the record.
-		return fmt.Errorf("notice %s: node %s: %w (version %d, this binary knows up to %d)", n.ID, nodeName, ErrNewerRecord, rec.Version, RecordVersion)
+		return fmt.Errorf("notice %s: node %s: %w (version %d, this binary knows up to %d)", n.ID, nodeName, ErrNewerRecord, rec.Version, record.Version)
 	}
-	if EpisodeEnded(node, rec) != "" {
+	if record.EpisodeEnded(node, rec) != "" {
 		// Close it first: Lifeboat's taints and labels of the old episode go (an operator who
 		// uncordoned the node took it back), and this notice then opens a new one.
-		if _, fresh, err := h.endEpisode(ctx, node, EpisodeEnded); err != nil {
+		if _, fresh, err := h.endEpisode(ctx, node, record.EpisodeEnded); err != nil {
 			return fmt.Errorf("notice %s: end the node's previous episode: %w", n.ID, err)
 		} else if fresh != nil {
 			node = fresh
 		}
-		rec, _ = ReadRecord(node)
+		rec, _ = record.Read(node)
 	}
 	if n.Released {
 		return h.release(ctx, n, node, rec, log)
@@ -147,9 +148,9 @@ func (h *Handler) readForIntake(ctx context.Context, n notice.Notice, nodeName s
 // labels and cordons, and records the notice and its intent. Without a drain the episode's
 // work ends with this write, which then claims the cordon outcome's report.
 func (h *Handler) intakeEdits(n notice.Notice, plan Plan, ended *string, notify, wasSchedulable *bool) []nodes.Edit {
-	edits := []nodes.Edit{openEpisode(ended)}
+	edits := []nodes.Edit{record.OpenEpisode(ended)}
 	if !plan.Drain {
-		edits = append(edits, claimOutcome(OutcomeCordoned, notify))
+		edits = append(edits, claimOutcome(record.OutcomeCordoned, notify))
 	}
 	if plan.TaintKey != "" {
 		edits = append(edits, nodes.AddTaint(plan.TaintKey, nodes.LabelValue(n.ID), corev1.TaintEffect(h.cfg.TaintEffect)))
@@ -160,11 +161,11 @@ func (h *Handler) intakeEdits(n notice.Notice, plan Plan, ended *string, notify,
 	if plan.Cordon {
 		edits = append(edits, func(nd *corev1.Node) { *wasSchedulable = !nd.Spec.Unschedulable }, nodes.Cordon())
 	}
-	phase := PhaseCordoned
+	phase := record.PhaseCordoned
 	if plan.Drain {
-		phase = PhaseDraining
+		phase = record.PhaseDraining
 	}
-	edits = append(edits, recordEdit(n.ID, phase, n.Deadline), intentEdit(n, h.origin, time.Duration(h.cfg.NodeTerminationGracePeriod)*time.Second))
+	edits = append(edits, record.PhaseEdit(n.ID, phase, n.Deadline), record.IntentEdit(n, h.origin, time.Duration(h.cfg.NodeTerminationGracePeriod)*time.Second))
 	if plan.Drain && !h.cfg.DryRun && time.Until(h.drainStart(n)) <= 0 {
 		// The drain follows at once: claim it in this write rather than in one more.
 		edits = append(edits, h.intakeClaimEdit(n))
@@ -172,7 +173,7 @@ func (h *Handler) intakeEdits(n notice.Notice, plan Plan, ended *string, notify,
 	if n.Kind == notice.ScheduledMaintenance && notice.RebootCodes[n.Action] {
 		// Uncordon once the node has been through the reboot (see ReleaseAfterReboot).
 		now := time.Now().UTC().Truncate(time.Second)
-		edits = append(edits, nodes.SetLabel(nodes.LabelUncordonAfterReboot, "true"), editRecord(func(r *Record) {
+		edits = append(edits, nodes.SetLabel(nodes.LabelUncordonAfterReboot, "true"), record.Edit(func(r *record.Record) {
 			if r.RebootAfter.IsZero() {
 				r.RebootAfter = now
 			}
@@ -187,8 +188,8 @@ func episodeEndedOn(node *corev1.Node) bool {
 	if node == nil {
 		return false
 	}
-	rec, _ := ReadRecord(node)
-	return EpisodeEnded(node, rec) != ""
+	rec, _ := record.Read(node)
+	return record.EpisodeEnded(node, rec) != ""
 }
 
 // rememberDone notes in this process that the notice needs no more work, so its copies cost
@@ -203,8 +204,8 @@ func (h *Handler) rememberDone(n notice.Notice) {
 // nothingToDo reports whether the node's record says the notice needs no work: a released
 // notice, one already handled, or an end-of-event notice with nothing of Lifeboat's to undo.
 func (h *Handler) nothingToDo(n notice.Notice, node *corev1.Node) bool {
-	rec, _ := ReadRecord(node)
-	if EpisodeEnded(node, rec) != "" {
+	rec, _ := record.Read(node)
+	if record.EpisodeEnded(node, rec) != "" {
 		return false
 	}
 	if n.Released {
@@ -220,14 +221,14 @@ func (h *Handler) nothingToDo(n notice.Notice, node *corev1.Node) bool {
 // acted on it has been released, and only for what Lifeboat did itself. The decision is made
 // inside the edit, so a retry after a conflict decides again on the fresh node (another
 // notice may have cordoned it meanwhile).
-func (h *Handler) release(ctx context.Context, n notice.Notice, node *corev1.Node, rec Record, log *slog.Logger) error {
+func (h *Handler) release(ctx context.Context, n notice.Notice, node *corev1.Node, rec record.Record, log *slog.Logger) error {
 	if !rec.Has(n.ID) || slices.Contains(rec.Released, n.ID) {
 		log.Debug("event ended; nothing of Lifeboat's to undo")
 		return nil
 	}
 	var uncordoned bool
 	release := func(nd *corev1.Node) {
-		uncordoned = h.releaseEdit(nd, func(r *Record) bool {
+		uncordoned = h.releaseEdit(nd, func(r *record.Record) bool {
 			if !r.Has(n.ID) {
 				return false
 			}
@@ -252,8 +253,8 @@ func (h *Handler) release(ctx context.Context, n notice.Notice, node *corev1.Nod
 // releaseEdit applies mark to the node's record and, when every notice is then released,
 // takes back Lifeboat's changes and resets the phase, so a later notice is handled afresh.
 // It reports whether the node was released.
-func (h *Handler) releaseEdit(n *corev1.Node, mark func(*Record) bool) bool {
-	r, _ := ReadRecord(n)
+func (h *Handler) releaseEdit(n *corev1.Node, mark func(*record.Record) bool) bool {
+	r, _ := record.Read(n)
 	if !mark(&r) {
 		return false
 	}
@@ -262,14 +263,14 @@ func (h *Handler) releaseEdit(n *corev1.Node, mark func(*Record) bool) bool {
 		for _, e := range h.undo(r) {
 			e(n)
 		}
-		r.Phase, r.Deadline, r.RebootAfter, r.Notified, r.Reported, r.Heartbeat, r.Intents, r.Owner = PhaseNone, time.Time{}, time.Time{}, false, nil, nil, nil, nil
+		r.Phase, r.Deadline, r.RebootAfter, r.Notified, r.Reported, r.Heartbeat, r.Intents, r.Owner = record.PhaseNone, time.Time{}, time.Time{}, false, nil, nil, nil, nil
 	}
-	writeRecord(n, r)
+	record.Write(n, r)
 	return all
 }
 
 // undo lists the edits that take back Lifeboat's own changes for the record's notices.
-func (h *Handler) undo(rec Record) []nodes.Edit {
+func (h *Handler) undo(rec record.Record) []nodes.Edit {
 	values := map[string]bool{}
 	for _, id := range rec.Notices {
 		values[nodes.LabelValue(id)] = true
@@ -296,12 +297,12 @@ var interruptionTaints = []string{nodes.TaintSpotInterruption, nodes.TaintSchedu
 // its notices, all released, so a notice metadata still reports after the reboot is not
 // acted on again.
 func (h *Handler) ReleaseAfterReboot(ctx context.Context, node *corev1.Node, bootTime time.Time) (bool, error) {
-	if rec, err := ReadRecord(node); err != nil || rec.RebootAfter.IsZero() || !bootTime.After(rec.RebootAfter) {
+	if rec, err := record.Read(node); err != nil || rec.RebootAfter.IsZero() || !bootTime.After(rec.RebootAfter) {
 		return false, nil
 	}
 	var released bool
 	edit := func(nd *corev1.Node) {
-		released = h.releaseEdit(nd, func(r *Record) bool {
+		released = h.releaseEdit(nd, func(r *record.Record) bool {
 			if r.RebootAfter.IsZero() || !bootTime.After(r.RebootAfter) {
 				return false
 			}

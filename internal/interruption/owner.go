@@ -3,7 +3,6 @@ package interruption
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -14,33 +13,8 @@ import (
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
 )
-
-// Owner is the Lifeboat that drains the node's episode, and when it last said so. Two
-// Lifeboats of different origins (an agent and a controller, or controllers reading their
-// own queues) can each hold notices for one node; the owner drains, the others wait for the
-// drain and then only finish their own notices. An owner that stops renewing (its process
-// died) is taken over once its lease runs out. Processes of one origin follow each other
-// (a restarted agent, a new leader) and take over from their predecessor at once.
-type Owner struct {
-	Origin  string    `json:"origin"`
-	Holder  string    `json:"holder,omitempty"`
-	Renewed time.Time `json:"renewed"`
-	// Contested is when a Lifeboat of another origin, with a drain of its own to do, first
-	// found the claim. Renewals matter only to such a Lifeboat: an owner that follows the
-	// node's updates (the controller) renews only from then on, and the lease runs from the
-	// later of the two times. Zero while nobody waits.
-	Contested time.Time `json:"contested,omitzero"`
-}
-
-// heard is when the owner's lease last started: its last renewal, or the contest that asked
-// it to renew.
-func (o Owner) heard() time.Time {
-	if o.Contested.After(o.Renewed) {
-		return o.Contested
-	}
-	return o.Renewed
-}
 
 // Ownership timing: a contested drain renews every OwnerRenew and is taken over when not
 // renewed for OwnerLease after the later of its last renewal and the contest. A renewal that
@@ -59,40 +33,29 @@ const (
 // owner none of whose notices is still open holds nothing: it has no drain to run. A claim
 // nobody contested yet holds for a whole lease from now: the owner may not have renewed since
 // it claimed, and it is told to by the contest the caller's claim writes (claimEdit).
-func (r Record) heldElsewhere(origin string, now time.Time) (time.Time, bool) {
-	if r.Owner == nil || r.Owner.Origin == origin || !r.openFrom(r.Owner.Origin) {
+func heldElsewhere(r record.Record, origin string, now time.Time) (time.Time, bool) {
+	if r.Owner == nil || r.Owner.Origin == origin || !r.OpenFrom(r.Owner.Origin) {
 		return time.Time{}, false
 	}
 	if r.Owner.Contested.IsZero() {
 		return now.Add(OwnerLease), true
 	}
-	until := r.Owner.heard().Add(OwnerLease)
+	until := r.Owner.Heard().Add(OwnerLease)
 	return until, now.Before(until)
 }
 
 // waitsForOwner reports whether this origin waits for another origin's owner, decided
 // without a write: the claim is held and already contested (an uncontested one is contested
 // by the caller's claim first).
-func (r Record) waitsForOwner(origin string, now time.Time) (time.Time, bool) {
-	until, held := r.heldElsewhere(origin, now)
+func waitsForOwner(r record.Record, origin string, now time.Time) (time.Time, bool) {
+	until, held := heldElsewhere(r, origin, now)
 	return until, held && !r.Owner.Contested.IsZero()
-}
-
-// openFrom reports whether a notice taken from origin is open in the episode: recorded,
-// neither finished nor released.
-func (r Record) openFrom(origin string) bool {
-	for _, i := range r.Intents {
-		if i.Origin == origin && r.Has(i.ID) && !slices.Contains(r.Finished, i.ID) && !slices.Contains(r.Released, i.ID) {
-			return true
-		}
-	}
-	return false
 }
 
 // ownedFresh reports whether this process owns the episode and a claim would only rewrite
 // the time: nobody contests it, or it was renewed within OwnerRenew. A claim its origin's
 // previous process left (a restart, a new leader) is rewritten once, to name this one.
-func (r Record) ownedFresh(origin, holder string, now time.Time) bool {
+func ownedFresh(r record.Record, origin, holder string, now time.Time) bool {
 	return r.Owner != nil && r.Owner.Origin == origin && r.Owner.Holder == holder &&
 		(r.Owner.Contested.IsZero() || now.Sub(r.Owner.Renewed) < OwnerRenew)
 }
@@ -109,9 +72,9 @@ func ownerWait(until time.Time) time.Duration {
 // renewals). It sets *claimed (when not nil) to whether the node is ours after the edit; it
 // is decided on the node being written, so a retry after a conflict decides afresh.
 func (h *Handler) claimEdit(claimed *bool, renew bool) nodes.Edit {
-	return editRecord(func(r *Record) {
+	return record.Edit(func(r *record.Record) {
 		now := time.Now()
-		_, held := r.heldElsewhere(h.origin, now)
+		_, held := heldElsewhere(*r, h.origin, now)
 		if claimed != nil {
 			*claimed = !held
 		}
@@ -121,14 +84,14 @@ func (h *Handler) claimEdit(claimed *bool, renew bool) nodes.Edit {
 			}
 			return
 		}
-		if !renew && r.ownedFresh(h.origin, h.holder, now) {
+		if !renew && ownedFresh(*r, h.origin, h.holder, now) {
 			return
 		}
 		var contested time.Time // a contest stands for this origin's later processes too
 		if r.Owner != nil && r.Owner.Origin == h.origin {
 			contested = r.Owner.Contested
 		}
-		r.Owner = &Owner{Origin: h.origin, Holder: h.holder, Renewed: now.UTC().Truncate(time.Second), Contested: contested}
+		r.Owner = &record.Owner{Origin: h.origin, Holder: h.holder, Renewed: now.UTC().Truncate(time.Second), Contested: contested}
 	})
 }
 
@@ -139,8 +102,8 @@ func (h *Handler) claimEdit(claimed *bool, renew bool) nodes.Edit {
 func (h *Handler) intakeClaimEdit(n notice.Notice) nodes.Edit {
 	claim := h.claimEdit(nil, false)
 	return func(nd *corev1.Node) {
-		r, _ := ReadRecord(nd)
-		if i, ok := r.intent(n.ID); ok && i.Origin == h.origin && r.Phase < PhaseDrained {
+		r, _ := record.Read(nd)
+		if i, ok := r.Intent(n.ID); ok && i.Origin == h.origin && r.Phase < record.PhaseDrained {
 			claim(nd)
 		}
 	}
@@ -148,7 +111,7 @@ func (h *Handler) intakeClaimEdit(n notice.Notice) nodes.Edit {
 
 // disownEdit gives up this origin's ownership: its drain is over.
 func (h *Handler) disownEdit() nodes.Edit {
-	return editRecord(func(r *Record) {
+	return record.Edit(func(r *record.Record) {
 		if r.Owner != nil && r.Owner.Origin == h.origin {
 			r.Owner = nil
 		}
@@ -159,8 +122,8 @@ func (h *Handler) disownEdit() nodes.Edit {
 // when the record does not already say so freshly. It returns the node as written and
 // whether the claim holds; when another origin owns the episode, the caller waits.
 func (h *Handler) claim(ctx context.Context, node *corev1.Node) (*corev1.Node, bool, error) {
-	rec, _ := ReadRecord(node)
-	if rec.ownedFresh(h.origin, h.holder, time.Now()) {
+	rec, _ := record.Read(node)
+	if ownedFresh(rec, h.origin, h.holder, time.Now()) {
 		return node, true, nil
 	}
 	var claimed bool
@@ -238,8 +201,8 @@ func (h *Handler) keepOwnership(ctx context.Context, node *corev1.Node, log *slo
 	r := &renewals{h: h, ctx: ctx, cancel: cancel, nodeName: node.Name, log: log, always: followed == nil, last: node, heard: time.Now()}
 	// The first renewal is due OwnerRenew after the claim's time, which a fresh claim
 	// left as it was (a drain tried again soon after the last one), or after its contest.
-	if rec, _ := ReadRecord(node); rec.Owner != nil && rec.Owner.Origin == h.origin {
-		r.heard, r.contested = rec.Owner.heard(), !rec.Owner.Contested.IsZero()
+	if rec, _ := record.Read(node); rec.Owner != nil && rec.Owner.Origin == h.origin {
+		r.heard, r.contested = rec.Owner.Heard(), !rec.Owner.Contested.IsZero()
 	}
 	if r.always || r.contested {
 		r.schedule(r.heard.Add(h.ownerRenew))
@@ -283,7 +246,7 @@ type renewals struct {
 	// renewing lets one renewal at a time read and write what follows it.
 	renewing  sync.Mutex
 	last      *corev1.Node // the node the last renewal wrote: the next one's hint
-	heard     time.Time    // when the lease last started (Owner.heard), by this process's account
+	heard     time.Time    // when the lease last started (record.Owner.Heard), by this process's account
 	contested bool
 }
 
@@ -307,7 +270,7 @@ func (r *renewals) schedule(t time.Time) {
 // the claim renew from then on; another origin's claim (taken over?) or an earlier deadline
 // another origin recorded asks for a renewal at once.
 func (r *renewals) follow(n *corev1.Node) {
-	text := n.Annotations[AnnotationRecord]
+	text := n.Annotations[record.Annotation]
 	r.mu.Lock()
 	if r.stopped || text == r.seen {
 		r.mu.Unlock()
@@ -315,7 +278,7 @@ func (r *renewals) follow(n *corev1.Node) {
 	}
 	r.seen = text
 	r.mu.Unlock()
-	rec, err := ReadRecord(n)
+	rec, err := record.Read(n)
 	if err != nil || rec.Owner == nil { // no claim: given up, or a copy from before it
 		return
 	}
@@ -324,9 +287,9 @@ func (r *renewals) follow(n *corev1.Node) {
 	case rec.Owner.Origin != r.h.origin:
 		r.schedule(now)
 	case !rec.Owner.Contested.IsZero():
-		r.schedule(rec.Owner.heard().Add(r.h.ownerRenew))
+		r.schedule(rec.Owner.Heard().Add(r.h.ownerRenew))
 	}
-	if pending := rec.unabandoned(rec.Pending(r.h.cfg, "")); len(pending) > 0 && r.h.drainEndsAfter(r.nodeName, drainDeadline(pending...)) {
+	if pending := unabandoned(rec, Pending(rec, r.h.cfg, "")); len(pending) > 0 && r.h.drainEndsAfter(r.nodeName, drainDeadline(pending...)) {
 		r.schedule(now)
 	}
 }
@@ -386,14 +349,14 @@ func (r *renewals) renewOnce() (holds, failed bool) {
 		return false, false
 	}
 	r.last = keptByDrain(res.Node)
-	rec, _ := ReadRecord(res.Node)
+	rec, _ := record.Read(res.Node)
 	if o := rec.Owner; o != nil {
 		if o.Renewed.After(r.heard) {
 			h.metrics.DrainClaim(metrics.ClaimRenewed)
 		}
-		r.heard, r.contested = o.heard(), !o.Contested.IsZero()
+		r.heard, r.contested = o.Heard(), !o.Contested.IsZero()
 	}
-	if pending := rec.unabandoned(rec.Pending(h.cfg, "")); len(pending) > 0 && h.TightenDrain(r.nodeName, drainDeadline(pending...)) {
+	if pending := unabandoned(rec, Pending(rec, h.cfg, "")); len(pending) > 0 && h.TightenDrain(r.nodeName, drainDeadline(pending...)) {
 		log.Info("the drain now ends by an earlier deadline another Lifeboat recorded", "deadline", drainDeadline(pending...))
 	}
 	return true, false

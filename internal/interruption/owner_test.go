@@ -18,6 +18,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
@@ -28,24 +29,24 @@ const (
 
 // ownedNode is a cordoned node whose record holds the notices' intents (taken from
 // queueOrigin) and an agent's rebalance recommendation, in the given phase, owned by owner.
-func ownedNode(t *testing.T, phase Phase, owner *Owner, ns ...notice.Notice) *corev1.Node {
+func ownedNode(t *testing.T, phase record.Phase, owner *record.Owner, ns ...notice.Notice) *corev1.Node {
 	t.Helper()
-	rec := Record{Version: RecordVersion, BootID: "b1", Phase: phase, Owner: owner}
+	rec := record.Record{Version: record.Version, BootID: "b1", Phase: phase, Owner: owner}
 	for _, n := range ns {
 		rec.Notices = append(rec.Notices, n.ID)
-		rec.Intents = append(rec.Intents, intentOf(n, queueOrigin))
+		rec.Intents = append(rec.Intents, record.IntentOf(n, queueOrigin))
 	}
 	rebalance := notice.Notice{ID: "rebalance-i-0123456789abcdef0", Kind: notice.Rebalance, Source: notice.SourceIMDS, InstanceID: "i-0123456789abcdef0"}
 	rec.Notices = append(rec.Notices, rebalance.ID)
-	rec.Intents = append(rec.Intents, intentOf(rebalance, agentOrigin))
-	if phase == PhaseDrained {
+	rec.Intents = append(rec.Intents, record.IntentOf(rebalance, agentOrigin))
+	if phase == record.PhaseDrained {
 		rec.Finished = append(rec.Finished, rebalance.ID)
 	}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1", Annotations: map[string]string{AnnotationRecord: string(b)}},
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1", Annotations: map[string]string{record.Annotation: string(b)}},
 		Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/i-0123456789abcdef0", Unschedulable: true}}
 	node.Status.NodeInfo.BootID = "b1"
 	return node
@@ -61,23 +62,23 @@ func TestOwnership(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Second)
 	for _, tc := range []struct {
 		name        string
-		phase       Phase
-		owner       *Owner
+		phase       record.Phase
+		owner       *record.Owner
 		wantWait    bool // Reconcile asks to be called again, having drained nothing
 		wantContest bool // and it recorded that it waits (its only write)
 		wantLists   int
 	}{
-		{"another origin drains, contested", PhaseDraining, &Owner{Origin: agentOrigin, Holder: "agent-x", Renewed: now.Add(-40 * time.Second), Contested: now.Add(-10 * time.Second)}, true, false, 0},
+		{"another origin drains, contested", record.PhaseDraining, &record.Owner{Origin: agentOrigin, Holder: "agent-x", Renewed: now.Add(-40 * time.Second), Contested: now.Add(-10 * time.Second)}, true, false, 0},
 		// An owner that follows its node renews only once contested: a claim renewed long
 		// ago holds a lease from the contest on.
-		{"another origin drains, not contested yet", PhaseDraining, &Owner{Origin: agentOrigin, Holder: "agent-x", Renewed: now.Add(-10 * time.Minute)}, true, true, 0},
-		{"another origin's claim lapsed after the contest", PhaseDraining, &Owner{Origin: agentOrigin, Holder: "agent-x", Renewed: now.Add(-10 * time.Minute), Contested: now.Add(-OwnerLease - time.Second)}, false, false, 1},
-		{"another origin's claim lapsed after its renewal", PhaseDraining, &Owner{Origin: agentOrigin, Holder: "agent-x", Renewed: now.Add(-OwnerLease - time.Second), Contested: now.Add(-5 * time.Minute)}, false, false, 1},
-		{"own origin's predecessor", PhaseDraining, &Owner{Origin: queueOrigin, Holder: "old-leader", Renewed: now}, false, false, 1},
-		{"no owner", PhaseDraining, nil, false, false, 1},
+		{"another origin drains, not contested yet", record.PhaseDraining, &record.Owner{Origin: agentOrigin, Holder: "agent-x", Renewed: now.Add(-10 * time.Minute)}, true, true, 0},
+		{"another origin's claim lapsed after the contest", record.PhaseDraining, &record.Owner{Origin: agentOrigin, Holder: "agent-x", Renewed: now.Add(-10 * time.Minute), Contested: now.Add(-OwnerLease - time.Second)}, false, false, 1},
+		{"another origin's claim lapsed after its renewal", record.PhaseDraining, &record.Owner{Origin: agentOrigin, Holder: "agent-x", Renewed: now.Add(-OwnerLease - time.Second), Contested: now.Add(-5 * time.Minute)}, false, false, 1},
+		{"own origin's predecessor", record.PhaseDraining, &record.Owner{Origin: queueOrigin, Holder: "old-leader", Renewed: now}, false, false, 1},
+		{"no owner", record.PhaseDraining, nil, false, false, 1},
 		// A claim left by an origin none of whose notices is open holds nothing.
-		{"an owner without open notices", PhaseDraining, &Owner{Origin: "queue https://sqs.eu-west-1.amazonaws.com/123456789012/other", Renewed: now}, false, false, 1},
-		{"another origin drained it", PhaseDrained, nil, false, false, 0},
+		{"an owner without open notices", record.PhaseDraining, &record.Owner{Origin: "queue https://sqs.eu-west-1.amazonaws.com/123456789012/other", Renewed: now}, false, false, 1},
+		{"another origin drained it", record.PhaseDrained, nil, false, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -90,7 +91,7 @@ func TestOwnership(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-			r, _ := ReadRecord(got)
+			r, _ := record.Read(got)
 			if lists := podLists(client); lists != tc.wantLists {
 				t.Errorf("%d drains, want %d", lists, tc.wantLists)
 			}
@@ -108,12 +109,12 @@ func TestOwnership(t *testing.T) {
 				// The test's two reads, and no request by Reconcile but the contest's read
 				// and write: a wait is decided on the copy it was given.
 				requests := len(client.Actions()) - 2
-				if r.Owner == nil || *r.Owner != want || r.Phase != PhaseDraining || requests != map[bool]int{false: 0, true: 2}[tc.wantContest] {
+				if r.Owner == nil || *r.Owner != want || r.Phase != record.PhaseDraining || requests != map[bool]int{false: 0, true: 2}[tc.wantContest] {
 					t.Errorf("the owner's episode was touched (%d requests): %+v, owner %+v", requests, r, r.Owner)
 				}
 				return
 			}
-			if wait != 0 || r.Phase != PhaseDrained || !r.Done(spot.ID, true) || r.Owner != nil {
+			if wait != 0 || r.Phase != record.PhaseDrained || !r.Done(spot.ID, true) || r.Owner != nil {
 				t.Errorf("wait %v, record %+v: want the notice finished and the claim given up", wait, r)
 			}
 		})
@@ -135,9 +136,9 @@ func TestIntakeClaims(t *testing.T) {
 		return h
 	}
 	agent, controller := newHandler(agentOrigin), newHandler(queueOrigin)
-	owner := func() *Owner {
+	owner := func() *record.Owner {
 		got, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-		r, _ := ReadRecord(got)
+		r, _ := record.Read(got)
 		return r.Owner
 	}
 
@@ -184,7 +185,7 @@ func TestKeepOwnership(t *testing.T) {
 	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
 		InstanceID: inst, Deadline: time.Now().Add(90 * time.Second)}
 	ctx := context.Background()
-	client := fake.NewSimpleClientset(ownedNode(t, PhaseDraining, &Owner{Origin: queueOrigin, Renewed: time.Now().UTC()}, spot))
+	client := fake.NewSimpleClientset(ownedNode(t, record.PhaseDraining, &record.Owner{Origin: queueOrigin, Renewed: time.Now().UTC()}, spot))
 	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
 	h.origin, h.ownerRenew = queueOrigin, 50*time.Millisecond
 	running := drain.NewDeadline(time.Now().Add(time.Hour))
@@ -225,9 +226,9 @@ func TestKeepOwnership(t *testing.T) {
 
 	// Another origin takes the claim over (this process looked dead to it).
 	got, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-	r, _ := ReadRecord(got)
-	r.Owner = &Owner{Origin: agentOrigin, Renewed: time.Now().UTC()}
-	writeRecord(got, r)
+	r, _ := record.Read(got)
+	r.Owner = &record.Owner{Origin: agentOrigin, Renewed: time.Now().UTC()}
+	record.Write(got, r)
 	if _, err := client.CoreV1().Nodes().Update(ctx, got, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func TestKeepOwnership(t *testing.T) {
 		t.Fatal("the drain goes on after another Lifeboat took the claim over")
 	}
 	got, _ = client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-	if r, _ := ReadRecord(got); r.Owner == nil || r.Owner.Origin != agentOrigin {
+	if r, _ := record.Read(got); r.Owner == nil || r.Owner.Origin != agentOrigin {
 		t.Errorf("the other's claim was overwritten: %+v", r.Owner)
 	}
 }
@@ -262,7 +263,7 @@ func TestRenewalsFollowTheClaimsTime(t *testing.T) {
 		{name: "a claim made just now", renewed: 0, earliest: period * 3 / 4, latest: 3 * period},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			client := fake.NewSimpleClientset(ownedNode(t, PhaseDraining, &Owner{Origin: queueOrigin, Renewed: time.Now().Add(-tc.renewed).UTC()}, spot))
+			client := fake.NewSimpleClientset(ownedNode(t, record.PhaseDraining, &record.Owner{Origin: queueOrigin, Renewed: time.Now().Add(-tc.renewed).UTC()}, spot))
 			h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{})
 			h.origin, h.ownerRenew = queueOrigin, period
 			node, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
@@ -293,7 +294,7 @@ func TestRenewalsFollowTheClaimsTime(t *testing.T) {
 	}
 
 	t.Run("a failed renewal", func(t *testing.T) {
-		client := fake.NewSimpleClientset(ownedNode(t, PhaseDraining, &Owner{Origin: queueOrigin, Renewed: time.Now().UTC()}, spot))
+		client := fake.NewSimpleClientset(ownedNode(t, record.PhaseDraining, &record.Owner{Origin: queueOrigin, Renewed: time.Now().UTC()}, spot))
 		var failures atomic.Int32
 		failures.Store(2)
 		client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {

@@ -17,6 +17,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/internal/webhook"
 )
 
@@ -31,7 +32,7 @@ import (
 func (h *Handler) Reconcile(ctx context.Context, node *corev1.Node) (time.Duration, error) {
 	// What the copy shows is decided without a request: nothing to do, or a scheduled start
 	// still ahead (a node's status updates must not cost a read each while it waits days).
-	rec, err := ReadRecord(node)
+	rec, err := record.Read(node)
 	if err != nil {
 		h.ReportInvalidRecord(node, err)
 		return 0, nil
@@ -39,15 +40,15 @@ func (h *Handler) Reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 	if !rec.Known() {
 		return 0, nil
 	}
-	if EpisodeEnded(node, rec) == "" {
-		pending := rec.Pending(h.cfg, h.origin)
-		if len(pending) == 0 || rec.retentionStopped(pending) {
+	if record.EpisodeEnded(node, rec) == "" {
+		pending := Pending(rec, h.cfg, h.origin)
+		if len(pending) == 0 || retentionStopped(rec, pending) {
 			return 0, nil
 		}
 		if wait := time.Until(h.drainStart(pending...)); wait > 0 {
 			return wait, nil
 		}
-		if until, waits := rec.waitsForOwner(h.origin, time.Now()); waits && rec.drainWanted(pending) {
+		if until, waits := waitsForOwner(rec, h.origin, time.Now()); waits && drainWanted(rec, pending) {
 			h.metrics.DrainClaim(metrics.ClaimWaited)
 			return ownerWait(until), nil
 		}
@@ -64,19 +65,19 @@ func (h *Handler) Reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 
 // reconcile is Reconcile on a fresh copy of the node.
 func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Duration, error) {
-	rec, _ := ReadRecord(node)
+	rec, _ := record.Read(node)
 	if !rec.Known() {
 		return 0, nil
 	}
-	if EpisodeEnded(node, rec) != "" {
+	if record.EpisodeEnded(node, rec) != "" {
 		// Nothing is drained for an episode that is over: its notices are called off.
-		if pending := rec.Pending(h.cfg, h.origin); len(pending) > 0 {
-			h.log.Info("drain called off: the node's episode is over", "node", node.Name, "why", EpisodeEnded(node, rec), "notices", ids(pending))
+		if pending := Pending(rec, h.cfg, h.origin); len(pending) > 0 {
+			h.log.Info("drain called off: the node's episode is over", "node", node.Name, "why", record.EpisodeEnded(node, rec), "notices", ids(pending))
 		}
-		_, _, err := h.endEpisode(ctx, node, EpisodeEnded)
+		_, _, err := h.endEpisode(ctx, node, record.EpisodeEnded)
 		return 0, err
 	}
-	pending := rec.Pending(h.cfg, h.origin)
+	pending := Pending(rec, h.cfg, h.origin)
 	if len(pending) == 0 {
 		return 0, nil
 	}
@@ -95,11 +96,11 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 	if rec.Retained != nil {
 		done.abandoned = rec.Retained.Notices
 	}
-	if ret.state != stateTerminated && rec.drainWanted(pending) {
+	if ret.state != stateTerminated && drainWanted(rec, pending) {
 		// One Lifeboat drains the node: another origin's owner is waited for (its drain
 		// done, this process only finishes its own notices). A claim nobody contested yet
 		// is contested by the claim below, which then waits.
-		if until, waits := rec.waitsForOwner(h.origin, time.Now()); waits {
+		if until, waits := waitsForOwner(rec, h.origin, time.Now()); waits {
 			h.metrics.DrainClaim(metrics.ClaimWaited)
 			log.Debug("another Lifeboat drains the node; waiting for it", "owner", rec.Owner.Origin, "holder", rec.Owner.Holder)
 			return ownerWait(until), nil
@@ -116,7 +117,7 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		node = claimed
 		h.metrics.DrainClaim(metrics.ClaimClaimed)
 		stop := func() {}
-		if live := rec.unabandoned(pending); h.keepAlive != nil && len(live) > 0 {
+		if live := unabandoned(rec, pending); h.keepAlive != nil && len(live) > 0 {
 			stop = h.keepAlive(ctx, node, live) // an abandoned action has no heartbeat to keep
 		}
 		defer stop()
@@ -191,9 +192,9 @@ const terminationPoll = 5 * time.Second
 // the node object is deleted). The node's notices finish once its pods are gone, or it is
 // drained again as soon as something is left to evict. Without a shared pod informer (the
 // agent, USE_APISERVER_CACHE=false) the drain is retried as before.
-func (h *Handler) onlyTerminationsLeft(node *corev1.Node, rec Record, pending []notice.Notice) bool {
+func (h *Handler) onlyTerminationsLeft(node *corev1.Node, rec record.Record, pending []notice.Notice) bool {
 	now := time.Now()
-	if !rec.drainWanted(pending) || slices.ContainsFunc(pending, func(n notice.Notice) bool {
+	if !drainWanted(rec, pending) || slices.ContainsFunc(pending, func(n notice.Notice) bool {
 		return !takenAtDeadline(n.Kind) || n.Deadline.IsZero() || now.Before(n.Deadline)
 	}) {
 		return false
@@ -301,7 +302,7 @@ type drained struct {
 	took    time.Duration
 	claims  []string // the evicted pods' PersistentVolumeClaims
 	podIPs  []string // and their IPs
-	held    []string // pods left because they are marked not to disrupt (see Record.Held)
+	held    []string // pods left because they are marked not to disrupt (see record.Record.Held)
 	// abandoned are the notices whose lifecycle actions were completed with ABANDON: none is
 	// completed again.
 	abandoned []string
@@ -422,9 +423,9 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, 
 		}
 	}
 	var notify bool
-	edits := []nodes.Edit{claimOutcome(OutcomeDrained, &notify), recordEdit(n.ID, PhaseDrained, time.Time{}), h.disownEdit()}
+	edits := []nodes.Edit{claimOutcome(record.OutcomeDrained, &notify), record.PhaseEdit(n.ID, record.PhaseDrained, time.Time{}), h.disownEdit()}
 	if done.ran {
-		edits = append(edits, editRecord(func(r *Record) { r.Held, r.Handback = done.held, nil }))
+		edits = append(edits, record.Edit(func(r *record.Record) { r.Held, r.Handback = done.held, nil }))
 	}
 	if h.cfg.EnableOutOfServiceTaint {
 		edits = append(edits, nodes.AddTaint(nodes.TaintOutOfService, "nodeshutdown", corev1.TaintEffectNoExecute))
@@ -456,10 +457,10 @@ func (h *Handler) finish(ctx context.Context, n notice.Notice, nodeName string, 
 // the one that does it. The webhook and the Event are sent after the write: at most once per
 // outcome (a crash between the two loses them rather than sending them twice).
 func claimOutcome(outcome string, claimed *bool) nodes.Edit {
-	return editRecord(func(r *Record) {
+	return record.Edit(func(r *record.Record) {
 		// A cordon is no outcome to report once the episode drains (a cordon-only notice
 		// that joins after the drain).
-		*claimed = !r.reported(outcome) && !(outcome == OutcomeCordoned && r.Phase >= PhaseDraining)
+		*claimed = !r.WasReported(outcome) && !(outcome == record.OutcomeCordoned && r.Phase >= record.PhaseDraining)
 		if *claimed {
 			r.Reported = append(r.Reported, outcome)
 			r.Notified = true // so that an older binary, during a rollout, reports nothing again
@@ -490,9 +491,9 @@ func (h *Handler) notify(ctx context.Context, n notice.Notice, node *corev1.Node
 // RecordHeartbeat notes on the node that a lifecycle heartbeat was sent for the notice at
 // the given time.
 func (h *Handler) RecordHeartbeat(ctx context.Context, nodeName, noticeID string, at time.Time) error {
-	edit := editRecord(func(r *Record) {
+	edit := record.Edit(func(r *record.Record) {
 		if r.Heartbeat == nil || r.Heartbeat.Notice != noticeID {
-			r.Heartbeat = &Heartbeat{Notice: noticeID}
+			r.Heartbeat = &record.Heartbeat{Notice: noticeID}
 		}
 		r.Heartbeat.Count++
 		r.Heartbeat.Last = at.UTC().Truncate(time.Second)
@@ -558,13 +559,13 @@ func Wakes(old, cur *corev1.Node, origin string) bool {
 		return true
 	}
 	// Most updates are the kubelet's status: the record is the same text, nothing to parse.
-	return old.Annotations[AnnotationRecord] != cur.Annotations[AnnotationRecord] &&
+	return old.Annotations[record.Annotation] != cur.Annotations[record.Annotation] &&
 		!reflect.DeepEqual(workOf(old, origin), workOf(cur, origin))
 }
 
 // workOf is the part of the node's record that decides a reconcile's work.
-func workOf(n *corev1.Node, origin string) *Record {
-	rec, err := ReadRecord(n)
+func workOf(n *corev1.Node, origin string) *record.Record {
+	rec, err := record.Read(n)
 	if err != nil {
 		return nil
 	}

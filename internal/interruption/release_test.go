@@ -12,6 +12,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
@@ -62,7 +63,7 @@ func TestRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 		stale := get(node)
-		staleRec, _ := ReadRecord(stale)
+		staleRec, _ := record.Read(stale)
 		spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, InstanceID: inst, Deadline: time.Now().Add(2 * time.Minute)}
 		if err := h.Handle(ctx, spot, node); err != nil {
 			t.Fatal(err)
@@ -72,7 +73,7 @@ func TestRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := get(node)
-		r, _ := ReadRecord(n)
+		r, _ := record.Read(n)
 		if !n.Spec.Unschedulable || r.AllReleased() || len(r.Released) != 1 {
 			t.Errorf("after releasing only the scheduled notice: unschedulable %v, record %+v", n.Spec.Unschedulable, r)
 		}
@@ -97,7 +98,7 @@ func TestRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 		pods, _ := c.Client.CoreV1().Pods("work").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-		if r, _ := ReadRecord(get(node)); r.Phase != PhaseDrained || len(pods.Items) != 0 {
+		if r, _ := record.Read(get(node)); r.Phase != record.PhaseDrained || len(pods.Items) != 0 {
 			t.Errorf("record %+v, %d pods left: the later notice did not drain", r, len(pods.Items))
 		}
 	})
@@ -135,8 +136,8 @@ func TestRelease(t *testing.T) {
 			t.Fatalf("new boot: ended=%v %v", ended, err)
 		}
 		n := get(node)
-		r, _ := ReadRecord(n)
-		if n.Spec.Unschedulable || len(n.Spec.Taints) != 0 || r.Phase != PhaseNone || len(r.Notices) != 0 {
+		r, _ := record.Read(n)
+		if n.Spec.Unschedulable || len(n.Spec.Taints) != 0 || r.Phase != record.PhaseNone || len(r.Notices) != 0 {
 			t.Errorf("not given back: unschedulable %v, taints %v, record %+v", n.Spec.Unschedulable, n.Spec.Taints, r)
 		}
 		if len(r.Released) != 1 || r.Released[0] != gone.ID {
@@ -151,7 +152,7 @@ func TestRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 		n = get(node)
-		if r, _ := ReadRecord(n); !n.Spec.Unschedulable || r.BootID != "boot-2" || !r.Has(stop.ID) {
+		if r, _ := record.Read(n); !n.Spec.Unschedulable || r.BootID != "boot-2" || !r.Has(stop.ID) {
 			t.Errorf("the stop notice after the new boot: unschedulable %v, record %+v", n.Spec.Unschedulable, r)
 		}
 	})
@@ -169,8 +170,8 @@ func TestRelease(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		r, _ := ReadRecord(get(node))
-		if fmt.Sprint(r.Reported) != fmt.Sprint([]string{OutcomeCordoned, OutcomeDrained}) || r.Phase != PhaseDrained {
+		r, _ := record.Read(get(node))
+		if fmt.Sprint(r.Reported) != fmt.Sprint([]string{record.OutcomeCordoned, record.OutcomeDrained}) || r.Phase != record.PhaseDrained {
 			t.Errorf("record %+v, want the cordon and then the drain reported, once each", r)
 		}
 	})

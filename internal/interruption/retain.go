@@ -16,6 +16,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/instancegate"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
 )
 
 // A termination hook whose drain cannot finish before its lifecycle action expires is
@@ -29,26 +30,6 @@ import (
 // bounds the wait: then Lifeboat reports and stops, never terminating with pods on the node.
 // A reclaim (Spot, capacity reservation, scheduled event) joining the episode makes all this
 // moot: the instance goes at the reclaim's deadline, and the drain follows it.
-
-// Retention is a termination hook abandoned to its group's retention, in the record.
-type Retention struct {
-	// Group is the Auto Scaling group that retains the instance.
-	Group string `json:"group"`
-	// Notices are the termination-hook notices whose actions were completed with ABANDON:
-	// nothing is completed for them again.
-	Notices []string `json:"notices"`
-	// Since is when the actions were abandoned; Until, when Lifeboat stops waiting
-	// (RETAINED_DRAIN_TIMEOUT later).
-	Since time.Time `json:"since"`
-	Until time.Time `json:"until"`
-	// Terminated is when the instance's termination was claimed, just before the call: at
-	// most one call is made for the episode.
-	Terminated time.Time `json:"terminated,omitzero"`
-	// Stopped is when Lifeboat stopped waiting for the node to empty, and Why says why
-	// (RETAINED_DRAIN_TIMEOUT passed, or the termination was refused).
-	Stopped time.Time `json:"stopped,omitzero"`
-	Why     string    `json:"why,omitempty"`
-}
 
 // Retainer makes the AWS calls of a retained instance, each after the instance gate's check
 // (a refusal is returned as an *instancegate.Refusal).
@@ -64,7 +45,7 @@ type Retainer interface {
 	Terminate(ctx context.Context, nodeName, instanceID, group string) error
 }
 
-// Retention timing. A drain that may abandon its hook ends abandonMargin before the
+// record.Retention timing. A drain that may abandon its hook ends abandonMargin before the
 // action's expiry, so that the ABANDON lands while the action is open; it is abandoned once
 // that moment is closer than abandonSlack. A retained node is drained in rounds of
 // retainedRound (pods still leaving at a round's end are waited for by the next) and looked
@@ -86,7 +67,7 @@ type retention struct {
 	// at is when a drain that may abandon gives up: abandonMargin before the earliest
 	// action's expiry.
 	at  time.Time
-	rec *Retention
+	rec *record.Retention
 }
 
 type retentionState int
@@ -106,27 +87,22 @@ func reclaimed(pending []notice.Notice) bool {
 	return slices.ContainsFunc(pending, func(n notice.Notice) bool { return n.Kind.Reclaims() && n.Kind != notice.ASGTermination })
 }
 
-// abandoned reports whether the notice's lifecycle action was completed with ABANDON.
-func (r Record) abandoned(id string) bool {
-	return r.Retained != nil && slices.Contains(r.Retained.Notices, id)
-}
-
 // unabandoned is pending without the notices whose actions were abandoned: their deadlines
 // are past and no longer bind the drain.
-func (r Record) unabandoned(pending []notice.Notice) []notice.Notice {
+func unabandoned(r record.Record, pending []notice.Notice) []notice.Notice {
 	if r.Retained == nil {
 		return pending
 	}
-	return slices.DeleteFunc(slices.Clone(pending), func(n notice.Notice) bool { return r.abandoned(n.ID) })
+	return slices.DeleteFunc(slices.Clone(pending), func(n notice.Notice) bool { return r.Abandoned(n.ID) })
 }
 
 // retentionOf decides the retention of the node's episode. Only the decision whether a drain
 // may abandon asks Auto Scaling (DescribeAutoScalingGroups, cached per group).
-func (h *Handler) retentionOf(ctx context.Context, rec Record, pending []notice.Notice, log *slog.Logger) retention {
+func (h *Handler) retentionOf(ctx context.Context, rec record.Record, pending []notice.Notice, log *slog.Logger) retention {
 	if ret := rec.Retained; ret != nil {
 		out := retention{rec: ret, group: ret.Group}
 		for _, n := range pending {
-			if rec.abandoned(n.ID) {
+			if rec.Abandoned(n.ID) {
 				out.hooks = append(out.hooks, n)
 			}
 		}
@@ -184,14 +160,14 @@ func (h *Handler) retentionOf(ctx context.Context, rec Record, pending []notice.
 // deadline is the drain's deadline under the retention: the action's expiry less the margin
 // when it may abandon, a patient round when retained, else the earliest deadline of the
 // notices whose actions are still open.
-func (r retention) deadline(rec Record, pending []notice.Notice) *drain.Deadline {
+func (r retention) deadline(rec record.Record, pending []notice.Notice) *drain.Deadline {
 	switch r.state {
 	case stateMayAbandon:
 		return drain.NewDeadline(r.at)
 	case stateRetained:
 		return drain.NewPatientDeadline(minTime(r.rec.Until, time.Now().Add(retainedRound)))
 	}
-	return drain.NewDeadline(drainDeadline(rec.unabandoned(pending)...))
+	return drain.NewDeadline(drainDeadline(unabandoned(rec, pending)...))
 }
 
 // terms are the drain's terms: a termination hook that may be abandoned, or was, takes the
@@ -291,8 +267,8 @@ func (h *Handler) abandon(ctx context.Context, node *corev1.Node, r retention, w
 		return 0, false, fmt.Errorf("node %s: the drain could not finish before the lifecycle action expired (%s), and it was not abandoned", node.Name, why)
 	}
 	now := time.Now().UTC().Truncate(time.Second)
-	ret := &Retention{Group: r.group, Notices: ids, Since: now, Until: now.Add(h.cfg.RetainedDrainTimeout)}
-	edit := editRecord(func(rec *Record) {
+	ret := &record.Retention{Group: r.group, Notices: ids, Since: now, Until: now.Add(h.cfg.RetainedDrainTimeout)}
+	edit := record.Edit(func(rec *record.Record) {
 		if rec.Retained == nil {
 			rec.Retained = ret
 		}
@@ -325,7 +301,7 @@ var ErrActionOver = errors.New("the lifecycle action is over")
 func (h *Handler) terminateRetained(ctx context.Context, node *corev1.Node, r retention, log *slog.Logger) (time.Duration, bool, error) {
 	instance := instanceOf(node, r.hooks)
 	var claimed bool
-	claim := editRecord(func(rec *Record) {
+	claim := record.Edit(func(rec *record.Record) {
 		claimed = rec.Retained != nil && rec.Retained.Terminated.IsZero() && rec.Retained.Stopped.IsZero()
 		if claimed {
 			rec.Retained.Terminated = time.Now().UTC().Truncate(time.Second)
@@ -343,7 +319,7 @@ func (h *Handler) terminateRetained(ctx context.Context, node *corev1.Node, r re
 			"instance", refused.InstanceID, "nodeInstance", refused.NodeInstance, "group", refused.Group, "why", refused.Reason)
 		h.events.InstanceCallRefused(events.NodeOf(node), refused.Error())
 		h.metrics.Retained(metrics.RetainedRefused)
-		stop := editRecord(func(rec *Record) {
+		stop := record.Edit(func(rec *record.Record) {
 			if rec.Retained != nil {
 				rec.Retained.Terminated, rec.Retained.Stopped, rec.Retained.Why = time.Time{}, time.Now().UTC().Truncate(time.Second), "termination refused: "+refused.Reason
 			}
@@ -352,7 +328,7 @@ func (h *Handler) terminateRetained(ctx context.Context, node *corev1.Node, r re
 		return 0, false, werr
 	}
 	if err != nil {
-		release := editRecord(func(rec *Record) {
+		release := record.Edit(func(rec *record.Record) {
 			if rec.Retained != nil {
 				rec.Retained.Terminated = time.Time{}
 			}
@@ -376,7 +352,7 @@ func (h *Handler) stopRetention(ctx context.Context, node *corev1.Node, r retent
 		left = fmt.Sprintf("%d pods to evict, %d terminating", l.Evict, l.Terminating)
 	}
 	var stopped bool
-	edit := editRecord(func(rec *Record) {
+	edit := record.Edit(func(rec *record.Record) {
 		if stopped = rec.Retained != nil && rec.Retained.Stopped.IsZero() && rec.Retained.Terminated.IsZero(); stopped {
 			rec.Retained.Stopped, rec.Retained.Why = time.Now().UTC().Truncate(time.Second), "RETAINED_DRAIN_TIMEOUT passed: "+left
 		}
@@ -394,28 +370,6 @@ func (h *Handler) stopRetention(ctx context.Context, node *corev1.Node, r retent
 
 // retentionStopped reports whether the episode's retained drain was stopped (reported) and no
 // reclaim has joined since: nothing is left to do, and nothing is read.
-func (r Record) retentionStopped(pending []notice.Notice) bool {
+func retentionStopped(r record.Record, pending []notice.Notice) bool {
 	return r.Retained != nil && !r.Retained.Stopped.IsZero() && !reclaimed(pending)
-}
-
-// validate checks a retention read from a Node: it names a group of Auto Scaling's length,
-// and only recorded termination hooks of that group, since Lifeboat terminates the instance
-// it retains (the instance gate checks the instance and group again before the call).
-func (t *Retention) validate(r Record) error {
-	if t.Group == "" || len(t.Group) > maxGroupOrHook {
-		return fmt.Errorf("group: %d characters, want 1 to %d", len(t.Group), maxGroupOrHook)
-	}
-	if len(t.Notices) == 0 || len(t.Notices) > maxNotices {
-		return fmt.Errorf("notices: %d entries, want 1 to %d", len(t.Notices), maxNotices)
-	}
-	for i, id := range t.Notices {
-		in, ok := r.intent(id)
-		if !ok || in.Lifecycle == nil || in.Lifecycle.Group != t.Group {
-			return fmt.Errorf("notices[%d] %q is not a recorded termination hook of group %q", i, clipValue(id), clipValue(t.Group))
-		}
-	}
-	if len(t.Why) > maxDescription {
-		return fmt.Errorf("why: %d characters, more than %d", len(t.Why), maxDescription)
-	}
-	return nil
 }

@@ -10,6 +10,8 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
+	"lifeboat.dev/lifeboat/internal/record/recordtest"
 )
 
 // retainsStub answers Retains from a map of groups (an error for a group it does not know).
@@ -32,14 +34,14 @@ func (retainsStub) Terminate(context.Context, string, string, string) error { re
 func TestRetentionOf(t *testing.T) {
 	now := time.Now()
 	hook := func(group string, in time.Duration) notice.Notice {
-		return notice.Notice{ID: notice.ID(notice.ASGTermination, testInstance, notice.TokenDigest(group)), Kind: notice.ASGTermination,
-			InstanceID: testInstance, Deadline: now.Add(in), Lifecycle: &notice.Lifecycle{Group: group, Hook: "drain"}}
+		return notice.Notice{ID: notice.ID(notice.ASGTermination, recordtest.Instance, notice.TokenDigest(group)), Kind: notice.ASGTermination,
+			InstanceID: recordtest.Instance, Deadline: now.Add(in), Lifecycle: &notice.Lifecycle{Group: group, Hook: "drain"}}
 	}
-	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, testInstance, ""), Kind: notice.SpotInterruption, InstanceID: testInstance, Deadline: now.Add(2 * time.Minute)}
-	rebalance := notice.Notice{ID: notice.ID(notice.Rebalance, testInstance, ""), Kind: notice.Rebalance, InstanceID: testInstance, Deadline: now.Add(time.Minute)}
-	retained := func(edit func(*Retention)) Record {
+	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, recordtest.Instance, ""), Kind: notice.SpotInterruption, InstanceID: recordtest.Instance, Deadline: now.Add(2 * time.Minute)}
+	rebalance := notice.Notice{ID: notice.ID(notice.Rebalance, recordtest.Instance, ""), Kind: notice.Rebalance, InstanceID: recordtest.Instance, Deadline: now.Add(time.Minute)}
+	retained := func(edit func(*record.Retention)) record.Record {
 		h := hook("kept", -time.Minute)
-		r := Record{Intents: []Intent{intentOf(h, "q")}, Retained: &Retention{Group: "kept", Notices: []string{h.ID}, Since: now.Add(-time.Minute), Until: now.Add(time.Hour)}}
+		r := record.Record{Intents: []record.Intent{record.IntentOf(h, "q")}, Retained: &record.Retention{Group: "kept", Notices: []string{h.ID}, Since: now.Add(-time.Minute), Until: now.Add(time.Hour)}}
 		if edit != nil {
 			edit(r.Retained)
 		}
@@ -48,23 +50,23 @@ func TestRetentionOf(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		enabled bool
-		rec     Record
+		rec     record.Record
 		pending []notice.Notice
 		want    retentionState
 	}{
-		{"setting off", false, Record{}, []notice.Notice{hook("kept", time.Hour)}, stateNone},
-		{"group retains", true, Record{}, []notice.Notice{hook("kept", time.Hour)}, stateMayAbandon},
-		{"with a rebalance", true, Record{}, []notice.Notice{rebalance, hook("kept", time.Hour)}, stateMayAbandon},
-		{"group terminates", true, Record{}, []notice.Notice{hook("plain", time.Hour)}, stateNone},
-		{"group unknown", true, Record{}, []notice.Notice{hook("gone", time.Hour)}, stateNone},
-		{"a reclaim joined", true, Record{}, []notice.Notice{hook("kept", time.Hour), spot}, stateNone},
-		{"action about to expire", true, Record{}, []notice.Notice{hook("kept", time.Second)}, stateNone},
-		{"no hook", true, Record{}, []notice.Notice{rebalance}, stateNone},
+		{"setting off", false, record.Record{}, []notice.Notice{hook("kept", time.Hour)}, stateNone},
+		{"group retains", true, record.Record{}, []notice.Notice{hook("kept", time.Hour)}, stateMayAbandon},
+		{"with a rebalance", true, record.Record{}, []notice.Notice{rebalance, hook("kept", time.Hour)}, stateMayAbandon},
+		{"group terminates", true, record.Record{}, []notice.Notice{hook("plain", time.Hour)}, stateNone},
+		{"group unknown", true, record.Record{}, []notice.Notice{hook("gone", time.Hour)}, stateNone},
+		{"a reclaim joined", true, record.Record{}, []notice.Notice{hook("kept", time.Hour), spot}, stateNone},
+		{"action about to expire", true, record.Record{}, []notice.Notice{hook("kept", time.Second)}, stateNone},
+		{"no hook", true, record.Record{}, []notice.Notice{rebalance}, stateNone},
 		{"retained", true, retained(nil), []notice.Notice{hook("kept", -time.Minute)}, stateRetained},
 		{"retained, setting since turned off", false, retained(nil), []notice.Notice{hook("kept", -time.Minute)}, stateRetained},
 		{"retained, then a reclaim", true, retained(nil), []notice.Notice{hook("kept", -time.Minute), spot}, stateMoot},
-		{"stopped", true, retained(func(r *Retention) { r.Stopped = now }), []notice.Notice{hook("kept", -time.Minute)}, stateStopped},
-		{"terminated", true, retained(func(r *Retention) { r.Terminated = now }), []notice.Notice{hook("kept", -time.Minute)}, stateTerminated},
+		{"stopped", true, retained(func(r *record.Retention) { r.Stopped = now }), []notice.Notice{hook("kept", -time.Minute)}, stateStopped},
+		{"terminated", true, retained(func(r *record.Retention) { r.Terminated = now }), []notice.Notice{hook("kept", -time.Minute)}, stateTerminated},
 		{"retained, none of this process's notices", true, retained(nil), []notice.Notice{rebalance}, stateNone},
 		{"retained, no retainer (the agent)", true, retained(nil), []notice.Notice{hook("kept", -time.Minute)}, stateNone},
 	} {
@@ -94,10 +96,10 @@ func TestRetentionOf(t *testing.T) {
 // retention Lifeboat stopped is left alone until a reclaim comes.
 func TestRetainedDrainDeadline(t *testing.T) {
 	now := time.Now()
-	h := notice.Notice{ID: notice.ID(notice.ASGTermination, testInstance, notice.TokenDigest("t")), Kind: notice.ASGTermination,
-		InstanceID: testInstance, Deadline: now.Add(-time.Hour), Lifecycle: &notice.Lifecycle{Group: "kept", Hook: "drain"}}
-	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, testInstance, ""), Kind: notice.SpotInterruption, InstanceID: testInstance, Deadline: now.Add(2 * time.Minute)}
-	rec := Record{Intents: []Intent{intentOf(h, "q")}, Retained: &Retention{Group: "kept", Notices: []string{h.ID}, Since: now.Add(-time.Hour), Until: now.Add(time.Minute)}}
+	h := notice.Notice{ID: notice.ID(notice.ASGTermination, recordtest.Instance, notice.TokenDigest("t")), Kind: notice.ASGTermination,
+		InstanceID: recordtest.Instance, Deadline: now.Add(-time.Hour), Lifecycle: &notice.Lifecycle{Group: "kept", Hook: "drain"}}
+	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, recordtest.Instance, ""), Kind: notice.SpotInterruption, InstanceID: recordtest.Instance, Deadline: now.Add(2 * time.Minute)}
+	rec := record.Record{Intents: []record.Intent{record.IntentOf(h, "q")}, Retained: &record.Retention{Group: "kept", Notices: []string{h.ID}, Since: now.Add(-time.Hour), Until: now.Add(time.Minute)}}
 
 	r := retention{state: stateRetained, rec: rec.Retained}
 	if d := r.deadline(rec, []notice.Notice{h}); !d.Patient() || !d.Time().Equal(rec.Retained.Until) {
@@ -107,45 +109,23 @@ func TestRetainedDrainDeadline(t *testing.T) {
 	if d := r.deadline(rec, []notice.Notice{h}); d.Time().After(now.Add(retainedRound + time.Second)) {
 		t.Errorf("retained round ends %v, want within %v", d.Time(), retainedRound)
 	}
-	if terms := r.terms(nodeWith(""), []notice.Notice{h}); terms.Reclaim {
+	if terms := r.terms(recordtest.NodeWith(""), []notice.Notice{h}); terms.Reclaim {
 		t.Error("a retained drain evicts pods marked not to disrupt before their protection ends")
 	}
 	moot := retention{state: stateMoot, rec: rec.Retained}
 	if d := moot.deadline(rec, []notice.Notice{h, spot}); d.Patient() || !d.Time().Equal(spot.Deadline) {
 		t.Errorf("after a reclaim: deadline %v patient %v, want the reclaim's %v", d.Time(), d.Patient(), spot.Deadline)
 	}
-	if !rec.unabandonedIs(spot) {
+	if !unabandonedIs(rec, spot) {
 		t.Error("the reclaim is not left among the binding notices")
 	}
 	rec.Retained.Stopped = now
-	if !rec.retentionStopped([]notice.Notice{h}) || rec.retentionStopped([]notice.Notice{h, spot}) {
+	if !retentionStopped(rec, []notice.Notice{h}) || retentionStopped(rec, []notice.Notice{h, spot}) {
 		t.Error("a stopped retention is not left alone, or keeps a reclaim from draining")
 	}
 }
 
-func (r Record) unabandonedIs(want notice.Notice) bool {
-	got := r.unabandoned([]notice.Notice{{ID: r.Retained.Notices[0]}, want})
+func unabandonedIs(r record.Record, want notice.Notice) bool {
+	got := unabandoned(r, []notice.Notice{{ID: r.Retained.Notices[0]}, want})
 	return len(got) == 1 && got[0].ID == want.ID
-}
-
-// A version-4 record (before Retained) is still read, and a version-5 one keeps its retention
-// across a write.
-func TestRetainedRecordVersions(t *testing.T) {
-	old := goodRecord()
-	old.Version = 4
-	r, err := ReadRecord(nodeWith(encode(t, old)))
-	if err != nil || !r.Open() || r.Retained != nil {
-		t.Fatalf("version 4: %+v, %v", r, err)
-	}
-	cur := goodRecord()
-	cur.Retained = &Retention{Group: "workers", Notices: cur.Notices, Since: time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC), Until: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
-	node := nodeWith(encode(t, cur))
-	r, err = ReadRecord(node)
-	if err != nil || r.Retained == nil || r.Retained.Group != "workers" {
-		t.Fatalf("version %d with a retention: %+v, %v", RecordVersion, r, err)
-	}
-	writeRecord(node, r)
-	if !strings.Contains(node.Annotations[AnnotationRecord], `"retained":{"group":"workers"`) {
-		t.Errorf("written back without its retention: %s", node.Annotations[AnnotationRecord])
-	}
 }

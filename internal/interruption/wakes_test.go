@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
 )
 
 // An informer's update wakes the reconciler only when the node's work changed: the process's
@@ -19,29 +20,29 @@ func TestWakes(t *testing.T) {
 	maintenance := notice.Notice{ID: "instance-event-0123", Kind: notice.ScheduledMaintenance, Source: notice.SourceQueue,
 		InstanceID: inst, Deadline: time.Now().Add(48 * time.Hour)}
 	renewed := time.Now().UTC().Truncate(time.Second)
-	ours := &Owner{Origin: queueOrigin, Holder: "pod-a", Renewed: renewed.Add(-20 * time.Second)}
-	theirs := &Owner{Origin: agentOrigin, Holder: "n1", Renewed: renewed.Add(-20 * time.Second)}
+	ours := &record.Owner{Origin: queueOrigin, Holder: "pod-a", Renewed: renewed.Add(-20 * time.Second)}
+	theirs := &record.Owner{Origin: agentOrigin, Holder: "n1", Renewed: renewed.Add(-20 * time.Second)}
 
 	version := 1
-	edit := func(n *corev1.Node, f func(r *Record)) *corev1.Node {
+	edit := func(n *corev1.Node, f func(r *record.Record)) *corev1.Node {
 		out := n.DeepCopy()
-		editRecord(f)(out)
+		record.Edit(f)(out)
 		version++
 		out.ResourceVersion = strconv.Itoa(version)
 		return out
 	}
-	draining := ownedNode(t, PhaseDraining, ours, spot)
+	draining := ownedNode(t, record.PhaseDraining, ours, spot)
 	cases := []struct {
 		name string
 		old  *corev1.Node
 		cur  *corev1.Node
 		want bool
 	}{
-		{"our claim renewed", draining, edit(draining, func(r *Record) { r.Owner.Renewed = renewed }), false},
-		{"our claim taken by a new leader", draining, edit(draining, func(r *Record) { r.Owner.Holder = "pod-b" }), false},
-		{"our claim given up", draining, edit(draining, func(r *Record) { r.Owner = nil }), false},
-		{"a heartbeat recorded", draining, edit(draining, func(r *Record) { r.Heartbeat = &Heartbeat{Notice: spot.ID, Count: 1, Last: renewed} }), false},
-		{"the hand-back's waits noted", draining, edit(draining, func(r *Record) { r.Handback = &HandbackRecord{Claims: []string{"ns/data"}} }), false},
+		{"our claim renewed", draining, edit(draining, func(r *record.Record) { r.Owner.Renewed = renewed }), false},
+		{"our claim taken by a new leader", draining, edit(draining, func(r *record.Record) { r.Owner.Holder = "pod-b" }), false},
+		{"our claim given up", draining, edit(draining, func(r *record.Record) { r.Owner = nil }), false},
+		{"a heartbeat recorded", draining, edit(draining, func(r *record.Record) { r.Heartbeat = &record.Heartbeat{Notice: spot.ID, Count: 1, Last: renewed} }), false},
+		{"the hand-back's waits noted", draining, edit(draining, func(r *record.Record) { r.Handback = &record.Handback{Claims: []string{"ns/data"}} }), false},
 		{"a status update", draining, func() *corev1.Node {
 			n := draining.DeepCopy()
 			n.ResourceVersion = "2"
@@ -50,17 +51,19 @@ func TestWakes(t *testing.T) {
 		}(), false},
 		{"a relist (same resourceVersion)", draining, draining.DeepCopy(), true},
 		{"first sight", nil, draining, true},
-		{"a notice joined", draining, edit(draining, func(r *Record) {
+		{"a notice joined", draining, edit(draining, func(r *record.Record) {
 			r.Notices = append(r.Notices, maintenance.ID)
-			r.Intents = append(r.Intents, intentOf(maintenance, queueOrigin))
+			r.Intents = append(r.Intents, record.IntentOf(maintenance, queueOrigin))
 		}), true},
-		{"a notice finished", draining, edit(draining, func(r *Record) { r.Finished = append(r.Finished, spot.ID) }), true},
-		{"a notice released", draining, edit(draining, func(r *Record) { r.Released = append(r.Released, spot.ID) }), true},
-		{"the phase moved", draining, edit(draining, func(r *Record) { r.Phase = PhaseDrained }), true},
-		{"another origin claimed", draining, edit(draining, func(r *Record) { r.Owner = theirs }), true},
-		{"another origin's claim renewed", edit(draining, func(r *Record) { r.Owner = theirs }),
-			edit(draining, func(r *Record) { r.Owner = &Owner{Origin: theirs.Origin, Holder: theirs.Holder, Renewed: renewed} }), false},
-		{"another origin gave its claim up", edit(draining, func(r *Record) { r.Owner = theirs }), edit(draining, func(r *Record) { r.Owner = nil }), true},
+		{"a notice finished", draining, edit(draining, func(r *record.Record) { r.Finished = append(r.Finished, spot.ID) }), true},
+		{"a notice released", draining, edit(draining, func(r *record.Record) { r.Released = append(r.Released, spot.ID) }), true},
+		{"the phase moved", draining, edit(draining, func(r *record.Record) { r.Phase = record.PhaseDrained }), true},
+		{"another origin claimed", draining, edit(draining, func(r *record.Record) { r.Owner = theirs }), true},
+		{"another origin's claim renewed", edit(draining, func(r *record.Record) { r.Owner = theirs }),
+			edit(draining, func(r *record.Record) {
+				r.Owner = &record.Owner{Origin: theirs.Origin, Holder: theirs.Holder, Renewed: renewed}
+			}), false},
+		{"another origin gave its claim up", edit(draining, func(r *record.Record) { r.Owner = theirs }), edit(draining, func(r *record.Record) { r.Owner = nil }), true},
 		{"made schedulable again", draining, func() *corev1.Node {
 			n := draining.DeepCopy()
 			n.ResourceVersion = "2"

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/config"
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/record"
 )
 
 // Retained is a node whose termination hook was abandoned to its group's retention
@@ -32,7 +32,7 @@ const (
 
 // retainedOf is the record's retention, nil when it has none; reclaimed says a reclaim is
 // among the pending notices.
-func retainedOf(rec interruption.Record, reclaimed bool) *Retained {
+func retainedOf(rec record.Record, reclaimed bool) *Retained {
 	r := rec.Retained
 	if r == nil {
 		return nil
@@ -51,7 +51,7 @@ func retainedOf(rec interruption.Record, reclaimed bool) *Retained {
 
 // onIncompleteDrain says how the lifecycle action of a notice is completed if its drain
 // cannot finish before the action expires.
-func onIncompleteDrain(cfg *config.Config, rec interruption.Record, notice, group string) string {
+func onIncompleteDrain(cfg *config.Config, rec record.Record, notice, group string) string {
 	switch {
 	case rec.Retained != nil && slices.Contains(rec.Retained.Notices, notice):
 		return "ABANDON: done, the group retains the instance"

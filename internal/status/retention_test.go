@@ -7,15 +7,15 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/config"
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/record"
 )
 
 // Status says how each pending hook is completed if its drain cannot finish (CONTINUE, or
 // ABANDON where the group retains abandoned instances), and the state of a retained node.
 func TestRetentionStatus(t *testing.T) {
 	since := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
-	retained := func(edit func(*interruption.Retention)) interruption.Record {
-		r := interruption.Record{Retained: &interruption.Retention{Group: "workers", Notices: []string{"asg-term-a"}, Since: since, Until: since.Add(24 * time.Hour)}}
+	retained := func(edit func(*record.Retention)) record.Record {
+		r := record.Record{Retained: &record.Retention{Group: "workers", Notices: []string{"asg-term-a"}, Since: since, Until: since.Add(24 * time.Hour)}}
 		if edit != nil {
 			edit(r.Retained)
 		}
@@ -25,17 +25,17 @@ func TestRetentionStatus(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		cfg       *config.Config
-		rec       interruption.Record
+		rec       record.Record
 		reclaimed bool
 		state     string // "" = no retention
 		onHook    string
 	}{
-		{"setting off", off, interruption.Record{}, false, "", "CONTINUE"},
-		{"setting on", on, interruption.Record{}, false, "", "ABANDON if group workers retains abandoned instances (TerminateHookAbandon: retain), else CONTINUE"},
+		{"setting off", off, record.Record{}, false, "", "CONTINUE"},
+		{"setting on", on, record.Record{}, false, "", "ABANDON if group workers retains abandoned instances (TerminateHookAbandon: retain), else CONTINUE"},
 		{"retained", on, retained(nil), false, RetainedDraining, "ABANDON: done, the group retains the instance"},
 		{"retained, a reclaim joined", on, retained(nil), true, RetainedMoot, "ABANDON: done, the group retains the instance"},
-		{"terminated", on, retained(func(r *interruption.Retention) { r.Terminated = since.Add(time.Hour) }), false, RetainedTerminated, "ABANDON: done, the group retains the instance"},
-		{"stopped", off, retained(func(r *interruption.Retention) {
+		{"terminated", on, retained(func(r *record.Retention) { r.Terminated = since.Add(time.Hour) }), false, RetainedTerminated, "ABANDON: done, the group retains the instance"},
+		{"stopped", off, retained(func(r *record.Retention) {
 			r.Stopped, r.Why = since.Add(24*time.Hour), "RETAINED_DRAIN_TIMEOUT passed"
 		}), false, RetainedStopped, "ABANDON: done, the group retains the instance"},
 	} {

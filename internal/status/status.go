@@ -27,6 +27,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/output"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/internal/wiring"
 )
 
@@ -76,7 +77,7 @@ type Owner struct {
 	Holder  string    `json:"holder,omitempty"`
 	Renewed time.Time `json:"renewed"`
 	// Contested is when a Lifeboat of another origin started waiting for the drain; the
-	// owner renews only from then on (see interruption.Owner).
+	// owner renews only from then on (see record.Owner).
 	Contested *time.Time `json:"contested,omitempty"`
 }
 
@@ -150,7 +151,7 @@ func Collect(ctx context.Context, client kubernetes.Interface, cfg *config.Confi
 	budgets := budgetCache{client: client, byNamespace: map[string][]policyv1.PodDisruptionBudget{}}
 	var attachments map[string][]string
 	for _, node := range nodes {
-		rec, err := interruption.ReadRecord(node)
+		rec, err := record.Read(node)
 		if err != nil || !rec.Open() {
 			if len(opts.Nodes) > 0 { // asked for by name: say it is in no episode
 				r.Nodes = append(r.Nodes, Node{Name: node.Name, Instance: interruption.InstanceIDOf(node), Phase: PhaseNone,
@@ -205,10 +206,10 @@ func readNodes(ctx context.Context, client kubernetes.Interface, names []string)
 
 // nodeStatus reads one node's episode; it also returns the IPs of the pods still on the node
 // (host-network pods excluded), which IP target groups may hold.
-func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Config, node *corev1.Node, rec interruption.Record,
+func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Config, node *corev1.Node, rec record.Record,
 	budgets *budgetCache, now time.Time) (Node, []string, error) {
 	n := Node{Name: node.Name, Instance: interruption.InstanceIDOf(node), Phase: rec.Phase.String(), Notices: []Notice{}, Pods: []Pod{}}
-	pending := rec.Pending(cfg, "")
+	pending := interruption.Pending(rec, cfg, "")
 	deadline := rec.Deadline
 	for _, p := range pending {
 		if !p.Deadline.IsZero() && (deadline.IsZero() || p.Deadline.Before(deadline)) {
@@ -307,7 +308,7 @@ func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Co
 
 // subjectOf is what a load balancer may still hold for the node: its instance, the IPs of
 // the pods on it, and those its drain recorded for the hand-back (pods already gone).
-func subjectOf(node *corev1.Node, rec interruption.Record, podIPs []string) handback.Subject {
+func subjectOf(node *corev1.Node, rec record.Record, podIPs []string) handback.Subject {
 	s := handback.Subject{Node: node.Name, InstanceID: interruption.InstanceIDOf(node), PodIPs: podIPs}
 	if h := rec.Handback; h != nil {
 		for _, ip := range h.PodIPs {

@@ -22,7 +22,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/handback/targets"
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/internal/status"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
@@ -35,19 +35,19 @@ func episodeNode(name string, deadline, renewed time.Time) *corev1.Node {
 	n := sandbox.NodeSpec{Name: name}.Node()
 	n.Spec.ProviderID = "aws:///us-east-1a/i-0123456789abcdef0"
 	n.Spec.Unschedulable = true
-	rec := interruption.Record{Version: interruption.RecordVersion, Notices: []string{"spot-i-0123456789abcdef0", "asg-term-i-0123456789abcdef0"},
-		Phase: interruption.PhaseDraining, Deadline: deadline,
-		Intents: []interruption.Intent{
+	rec := record.Record{Version: record.Version, Notices: []string{"spot-i-0123456789abcdef0", "asg-term-i-0123456789abcdef0"},
+		Phase: record.PhaseDraining, Deadline: deadline,
+		Intents: []record.Intent{
 			{ID: "spot-i-0123456789abcdef0", Kind: "spot-interruption", Source: "queue", InstanceID: "i-0123456789abcdef0", Deadline: deadline, Origin: "queue q"},
 			{ID: "asg-term-i-0123456789abcdef0", Kind: "asg-termination", Source: "queue", InstanceID: "i-0123456789abcdef0", Deadline: deadline.Add(time.Hour), Origin: "queue q",
-				Lifecycle: &interruption.IntentLifecycle{Group: "workers", Hook: "drain"}},
+				Lifecycle: &record.Lifecycle{Group: "workers", Hook: "drain"}},
 		},
-		Owner:     &interruption.Owner{Origin: "queue q", Holder: "lifeboat-0/1", Renewed: renewed, Contested: renewed.Add(-20 * time.Second)},
-		Handback:  &interruption.HandbackRecord{PodIPs: []string{"10.0.0.7"}}, // an evicted pod's IP
-		Heartbeat: &interruption.Heartbeat{Notice: "asg-term-i-0123456789abcdef0", Count: 1, Last: renewed},
+		Owner:     &record.Owner{Origin: "queue q", Holder: "lifeboat-0/1", Renewed: renewed, Contested: renewed.Add(-20 * time.Second)},
+		Handback:  &record.Handback{PodIPs: []string{"10.0.0.7"}}, // an evicted pod's IP
+		Heartbeat: &record.Heartbeat{Notice: "asg-term-i-0123456789abcdef0", Count: 1, Last: renewed},
 	}
 	b, _ := json.Marshal(rec)
-	n.Annotations = map[string]string{interruption.AnnotationRecord: string(b)}
+	n.Annotations = map[string]string{record.Annotation: string(b)}
 	return n
 }
 

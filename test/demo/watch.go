@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
@@ -293,7 +293,7 @@ func (w *watcher) nodeChanged(n *corev1.Node) {
 		w.cordoned[l] = true
 		w.recordLocked(l, EventCordoned, "", "", "")
 	}
-	if r, _ := interruption.ReadRecord(n); r.Phase == interruption.PhaseDrained && !w.drained[l] {
+	if r, _ := record.Read(n); r.Phase == record.PhaseDrained && !w.drained[l] {
 		// The record is written after the hand-back's log lines and the lifecycle
 		// completion, but those are polled for while the record arrives by the watch: take
 		// them in first, so the lines come in the order things happened.

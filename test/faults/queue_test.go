@@ -16,6 +16,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -235,7 +236,7 @@ func (q *queues) unrecorded(d delivery) string {
 	if err != nil {
 		return fmt.Sprintf("cannot read node %s: %v", d.node, err)
 	}
-	if r.Done(d.notice, true) || (r.Has(d.notice) && slices.ContainsFunc(r.Intents, func(i interruption.Intent) bool { return i.ID == d.notice })) {
+	if r.Done(d.notice, true) || (r.Has(d.notice) && slices.ContainsFunc(r.Intents, func(i record.Intent) bool { return i.ID == d.notice })) {
 		return ""
 	}
 	return fmt.Sprintf("node %s record %+v lacks %s and its intent", d.node, r, d.notice)
@@ -255,7 +256,7 @@ func (q *queues) waitFinished(ctx context.Context, timeout time.Duration, ds ...
 }
 
 // readRecord reads a node's record, retrying while the API server may be restarting.
-func (q *queues) readRecord(node string) (interruption.Record, error) {
+func (q *queues) readRecord(node string) (record.Record, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for {

@@ -8,7 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/record"
 )
 
 // testStorm: thousands of duplicate messages about a few dozen instances wait on the queue
@@ -72,7 +72,7 @@ func testStorm(t *testing.T, w *world, mixed bool) {
 		"NAMESPACE=kube-system", "LOG_LEVEL=info")...)
 	start := time.Now()
 	lb.Start()
-	allDrained := waitFor(ctx, pick(3*time.Minute, 12*time.Minute), func() bool { return allPhase(ctx, w, nodes, interruption.PhaseDrained) })
+	allDrained := waitFor(ctx, pick(3*time.Minute, 12*time.Minute), func() bool { return allPhase(ctx, w, nodes, record.PhaseDrained) })
 	drainedAfter := time.Since(start)
 	empty := qs.waitEmpty(ctx, "storm", pick(3*time.Minute, 12*time.Minute))
 	emptyAfter := time.Since(start)
@@ -152,7 +152,7 @@ func testStorm(t *testing.T, w *world, mixed bool) {
 			once, tokens, refused)})
 }
 
-func allPhase(ctx context.Context, w *world, nodes []*corev1.Node, phase interruption.Phase) bool {
+func allPhase(ctx context.Context, w *world, nodes []*corev1.Node, phase record.Phase) bool {
 	for _, n := range nodes {
 		if rec, err := w.record(ctx, n.Name); err != nil || rec.Phase != phase {
 			return false

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
@@ -141,19 +141,19 @@ func (w *world) podsOn(ctx context.Context, node string) ([]string, error) {
 }
 
 // record reads the node's Lifeboat record (a quorum read).
-func (w *world) record(ctx context.Context, node string) (interruption.Record, error) {
+func (w *world) record(ctx context.Context, node string) (record.Record, error) {
 	n, err := w.c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
-		return interruption.Record{}, err
+		return record.Record{}, err
 	}
-	return interruption.ReadRecord(n)
+	return record.Read(n)
 }
 
 // waitDrained waits until the node's record says drained; it reports whether it did.
 func (w *world) waitDrained(ctx context.Context, node string, timeout time.Duration) bool {
 	return waitFor(ctx, timeout, func() bool {
 		r, err := w.record(ctx, node)
-		return err == nil && r.Phase == interruption.PhaseDrained
+		return err == nil && r.Phase == record.PhaseDrained
 	})
 }
 

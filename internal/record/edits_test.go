@@ -1,4 +1,4 @@
-package interruption
+package record
 
 import (
 	"testing"
@@ -39,7 +39,7 @@ func TestRestatedStart(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			old := health(tt.recorded)
 			r := Record{Notices: []string{old.ID, spot.ID}, Phase: tt.phase, Deadline: tt.recorded,
-				Intents: []Intent{intentOf(old, "queue q"), spot}}
+				Intents: []Intent{IntentOf(old, "queue q"), spot}}
 			if tt.owner {
 				r.Owner = &Owner{Origin: "queue q"}
 			}
@@ -48,7 +48,7 @@ func TestRestatedStart(t *testing.T) {
 			if n.Deadline.Before(r.Deadline) {
 				r.Deadline = n.Deadline
 			}
-			r.moveStart(0, n, grace, now)
+			moveStart(&r, 0, n, grace, now)
 			if got := r.Intents[0].Deadline; !got.Equal(tt.want) {
 				t.Errorf("intent deadline %v, want %v", got, tt.want)
 			}
@@ -63,8 +63,8 @@ func TestRestatedStart(t *testing.T) {
 	// Another notice's earlier deadline stays the episode's when this one moves later.
 	old := health(first)
 	early := Intent{ID: "spot-y", Kind: string(notice.SpotInterruption), Deadline: now.Add(day)}
-	r := Record{Notices: []string{old.ID, early.ID}, Phase: PhaseDraining, Deadline: early.Deadline, Intents: []Intent{intentOf(old, "q"), early}}
-	r.moveStart(0, health(first.Add(day)), grace, now)
+	r := Record{Notices: []string{old.ID, early.ID}, Phase: PhaseDraining, Deadline: early.Deadline, Intents: []Intent{IntentOf(old, "q"), early}}
+	moveStart(&r, 0, health(first.Add(day)), grace, now)
 	if !r.Deadline.Equal(early.Deadline) {
 		t.Errorf("record deadline %v, want the other notice's %v", r.Deadline, early.Deadline)
 	}

@@ -1,0 +1,9 @@
+package record
+
+// Bounds the external tests check against.
+const (
+	MaxDescription  = maxDescription
+	MaxNotices      = maxNotices
+	MaxOriginLength = maxOriginLength
+	MaxRecordBytes  = maxRecordBytes
+)

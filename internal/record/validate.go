@@ -1,0 +1,178 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"slices"
+	"strings"
+
+	"lifeboat.dev/lifeboat/internal/notice"
+)
+
+// Bounds on a record read from a Node. The annotation is input (any credential that may write
+// the Node can write it), so its size and every list and field are bounded before anything
+// of it is acted on. They sit well above what Lifeboat writes.
+const (
+	maxRecordBytes  = 192 << 10 // a Node's annotations share 256 KiB
+	maxNotices      = 256       // notices of one episode (Notices, Finished, Intents)
+	maxReleased     = 1024      // released for good, kept across episodes
+	maxPods         = 4096      // Held, Handback claims and IPs
+	maxGroupOrHook  = 255       // Auto Scaling's limit on group and hook names
+	maxShortField   = 256       // boot ids, holders, actions
+	maxOriginLength = 2048      // "queue " and a queue URL
+	maxPodName      = 253 + 1 + 253
+)
+
+// noticeIDPattern is what notice.ID produces: a taint- and label-safe value.
+var noticeIDPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// knownKinds are the notice kinds a record may hold.
+var knownKinds = []notice.Kind{
+	notice.SpotInterruption, notice.CapacityReservationInterruption, notice.ScheduledMaintenance,
+	notice.Rebalance, notice.ASGTermination, notice.StateChange,
+	notice.CapacityBlockExpiration, notice.InstanceImpaired,
+}
+
+// knownSources are the notice sources a record may name.
+var knownSources = []notice.Source{notice.SourceIMDS, notice.SourceQueue, notice.SourceEC2Status}
+
+// validate checks every field of a record read from a Node. nodeInstance is the instance the
+// Node's providerID names ("" when it has none): a record about another instance is a
+// forgery (intake never records a notice for an instance other than its node's).
+func validate(r Record, nodeInstance string) error {
+	var p problems
+	if r.Version < 0 {
+		p.add("version %d", r.Version)
+	}
+	p.short("bootID", r.BootID, maxShortField)
+	p.ids("notices", r.Notices, maxNotices)
+	p.ids("finished", r.Finished, maxNotices)
+	p.ids("released", r.Released, maxReleased)
+	for i, o := range r.Reported {
+		if o != OutcomeCordoned && o != OutcomeDrained {
+			p.add("reported[%d] %q is not an outcome", i, clipValue(o))
+		}
+	}
+	if len(r.Intents) > maxNotices {
+		p.add("intents: %d entries, more than %d", len(r.Intents), maxNotices)
+	} else {
+		for i, in := range r.Intents {
+			if err := in.validate(nodeInstance); err != nil {
+				p.add("intents[%d]: %w", i, err)
+			}
+		}
+	}
+	if h := r.Heartbeat; h != nil {
+		if !noticeIDPattern.MatchString(h.Notice) {
+			p.add("heartbeat.notice %q is not a notice id", clipValue(h.Notice))
+		}
+		if h.Count < 0 {
+			p.add("heartbeat.count %d", h.Count)
+		}
+	}
+	if o := r.Owner; o != nil {
+		p.short("owner.origin", o.Origin, maxOriginLength)
+		p.short("owner.holder", o.Holder, maxShortField)
+	}
+	if r.Retained != nil {
+		if err := r.Retained.validate(r); err != nil {
+			p.add("retained: %w", err)
+		}
+	}
+	p.podNames("held", r.Held)
+	if hb := r.Handback; hb != nil {
+		p.podNames("handback.claims", hb.Claims)
+		p.each("handback.podIPs", hb.PodIPs, maxPods, func(i int, v string) {
+			if net.ParseIP(v) == nil {
+				p.add("handback.podIPs[%d] %q is not an IP address", i, clipValue(v))
+			}
+		})
+	}
+	return errors.Join(p...)
+}
+
+// problems collects what is wrong with a record, each naming its field.
+type problems []error
+
+func (p *problems) add(format string, args ...any) { *p = append(*p, fmt.Errorf(format, args...)) }
+
+// each checks a list's length, then each of its entries.
+func (p *problems) each(field string, list []string, limit int, check func(int, string)) {
+	if len(list) > limit {
+		p.add("%s: %d entries, more than %d", field, len(list), limit)
+		return
+	}
+	for i, v := range list {
+		check(i, v)
+	}
+}
+
+func (p *problems) ids(field string, list []string, limit int) {
+	p.each(field, list, limit, func(i int, id string) {
+		if !noticeIDPattern.MatchString(id) {
+			p.add("%s[%d] %q is not a notice id", field, i, clipValue(id))
+		}
+	})
+}
+
+func (p *problems) podNames(field string, list []string) {
+	p.each(field, list, maxPods, func(i int, v string) {
+		if len(v) > maxPodName || strings.Count(v, "/") != 1 {
+			p.add("%s[%d] %q is not namespace/name", field, i, clipValue(v))
+		}
+	})
+}
+
+func (p *problems) short(field, v string, limit int) {
+	if len(v) > limit {
+		p.add("%s: %d characters, more than %d", field, len(v), limit)
+	}
+}
+
+// validate checks one recorded intent.
+func (i Intent) validate(nodeInstance string) error {
+	switch {
+	case !noticeIDPattern.MatchString(i.ID):
+		return fmt.Errorf("id %q is not a notice id", clipValue(i.ID))
+	case !slices.Contains(knownKinds, notice.Kind(i.Kind)):
+		return fmt.Errorf("kind %q is not a notice kind", clipValue(i.Kind))
+	case i.Source != "" && !slices.Contains(knownSources, notice.Source(i.Source)):
+		return fmt.Errorf("source %q is not a notice source", clipValue(i.Source))
+	case !notice.ValidInstanceID(i.InstanceID):
+		return fmt.Errorf("instanceID %q is not an EC2 instance id", clipValue(i.InstanceID))
+	case nodeInstance != "" && i.InstanceID != nodeInstance:
+		return fmt.Errorf("instanceID %s is not the node's instance %s", i.InstanceID, nodeInstance)
+	case len(i.Action) > maxShortField:
+		return fmt.Errorf("action: %d characters, more than %d", len(i.Action), maxShortField)
+	case len(i.Description) > maxDescription+len("…"):
+		return fmt.Errorf("description: %d characters, more than %d", len(i.Description), maxDescription)
+	case len(i.CordonOnly) > maxDescription:
+		return fmt.Errorf("cordonOnly: %d characters, more than %d", len(i.CordonOnly), maxDescription)
+	case len(i.Origin) > maxOriginLength:
+		return fmt.Errorf("origin: %d characters, more than %d", len(i.Origin), maxOriginLength)
+	}
+	if lc := i.Lifecycle; lc != nil {
+		switch {
+		case i.Kind != string(notice.ASGTermination):
+			return fmt.Errorf("a %s notice has no lifecycle action", i.Kind)
+		case lc.Group == "" || len(lc.Group) > maxGroupOrHook:
+			return fmt.Errorf("lifecycle.group: %d characters, want 1 to %d", len(lc.Group), maxGroupOrHook)
+		case lc.Hook == "" || len(lc.Hook) > maxGroupOrHook:
+			return fmt.Errorf("lifecycle.hook: %d characters, want 1 to %d", len(lc.Hook), maxGroupOrHook)
+		case len(lc.LegacyToken) > maxGroupOrHook:
+			return fmt.Errorf("lifecycle.token: %d characters, more than %d", len(lc.LegacyToken), maxGroupOrHook)
+		}
+	}
+	return nil
+}
+
+// clipValue keeps a value read from a record short in messages.
+func clipValue(s string) string {
+	const max = 64
+	if len(s) > max {
+		return s[:max] + "…"
+	}
+	return s
+}
