@@ -84,13 +84,73 @@ func TestEventReasonsDocumented(t *testing.T) {
 	}
 }
 
-// recordTypes are the types the Node record's JSON is made of.
-var recordTypes = []string{"Record", "Intent", "IntentLifecycle", "Heartbeat", "Owner", "HandbackRecord", "Retention"}
-
 // TestNodeRecordDocumented: the Node record reference states the record version this code
-// writes and names every JSON field of the record, wherever the record's package lives.
+// writes and names every JSON field of the record and of the types it is made of, wherever the
+// record's package lives: the package that declares a struct Record with an "intents" field.
 func TestNodeRecordDocumented(t *testing.T) {
-	dir, version := "", ""
+	dir := recordPackage(t)
+	files := goFiles(t, dir)
+	structs, version := map[string]*ast.StructType{}, ""
+	for _, f := range files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.TypeSpec:
+				if st, ok := n.Type.(*ast.StructType); ok {
+					structs[n.Name.Name] = st
+				}
+			case *ast.ValueSpec:
+				for i, name := range n.Names {
+					lit, ok := valueAt(n, i).(*ast.BasicLit)
+					if ok && lit.Kind == token.INT && (name.Name == "Version" || name.Name == "RecordVersion") {
+						version = lit.Value
+					}
+				}
+			}
+			return true
+		})
+	}
+	if version == "" {
+		t.Fatalf("no Version constant in %s beside the record", dir)
+	}
+	doc := readDoc(t, "docs/reference/node-record.md")
+	if want := "The current version is " + version + "."; !strings.Contains(doc, want) {
+		t.Errorf("docs/reference/node-record.md lacks %q: the record's version in %s is %s", want, dir, version)
+	}
+	// Every JSON field of Record and of the package's structs it holds, directly or not.
+	seen := map[string]bool{}
+	var visit func(typ string)
+	visit = func(typ string) {
+		st := structs[typ]
+		if st == nil || seen[typ] {
+			return
+		}
+		seen[typ] = true
+		for _, field := range st.Fields.List {
+			visit(typeName(field.Type))
+			if field.Tag == nil {
+				continue
+			}
+			tag, err := strconv.Unquote(field.Tag.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name, _, _ := strings.Cut(reflect.StructTag(tag).Get("json"), ",")
+			if name != "" && name != "-" && !strings.Contains(doc, "`"+name+"`") {
+				t.Errorf("docs/reference/node-record.md does not name the field `%s` (%s.%s)", name, dir, typ)
+			}
+		}
+	}
+	visit("Record")
+	if len(seen) < 3 {
+		t.Errorf("found only %d of the record's types in %s", len(seen), dir)
+	}
+}
+
+// recordPackage finds the directory, under internal/, of the struct Record that has a field
+// tagged json:"intents".
+func recordPackage(t *testing.T) string {
+	t.Helper()
+	found := ""
 	err := filepath.WalkDir(filepath.Join(root, "internal"), func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return err
@@ -100,10 +160,14 @@ func TestNodeRecordDocumented(t *testing.T) {
 			return err
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
-			if vs, ok := n.(*ast.ValueSpec); ok {
-				for i, name := range vs.Names {
-					if lit, ok := valueAt(vs, i).(*ast.BasicLit); ok && name.Name == "RecordVersion" && lit.Kind == token.INT {
-						dir, version = filepath.Dir(path), lit.Value
+			ts, ok := n.(*ast.TypeSpec)
+			if !ok || ts.Name.Name != "Record" {
+				return true
+			}
+			if st, ok := ts.Type.(*ast.StructType); ok {
+				for _, field := range st.Fields.List {
+					if field.Tag != nil && strings.Contains(field.Tag.Value, `json:"intents`) {
+						found = filepath.Dir(path)
 					}
 				}
 			}
@@ -114,52 +178,30 @@ func TestNodeRecordDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dir == "" {
-		t.Fatal("no RecordVersion constant under internal/; the test no longer finds the record")
+	if found == "" {
+		t.Fatal(`no struct Record with a json:"intents" field under internal/; the test no longer finds the record`)
 	}
-	doc := readDoc(t, "docs/reference/node-record.md")
-	if want := "The current version is " + version + "."; !strings.Contains(doc, want) {
-		t.Errorf("docs/reference/node-record.md lacks %q: RecordVersion is %s", want, version)
-	}
-	// The record's types, from the package that declares RecordVersion.
-	rel, err := filepath.Rel(root, dir)
+	rel, err := filepath.Rel(root, found)
 	if err != nil {
 		t.Fatal(err)
 	}
-	structs := map[string]*ast.StructType{}
-	for _, f := range goFiles(t, rel) {
-		ast.Inspect(f, func(n ast.Node) bool {
-			if ts, ok := n.(*ast.TypeSpec); ok {
-				if st, ok := ts.Type.(*ast.StructType); ok {
-					structs[ts.Name.Name] = st
-				}
-			}
-			return true
-		})
+	return filepath.ToSlash(rel)
+}
+
+// typeName is the named type an expression refers to, through pointers, slices and maps
+// (their values); "" for anything else.
+func typeName(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.Ident:
+		return e.Name
+	case *ast.StarExpr:
+		return typeName(e.X)
+	case *ast.ArrayType:
+		return typeName(e.Elt)
+	case *ast.MapType:
+		return typeName(e.Value)
 	}
-	for _, typ := range recordTypes {
-		st := structs[typ]
-		if st == nil {
-			t.Errorf("no struct %s in %s beside RecordVersion", typ, rel)
-			continue
-		}
-		for _, field := range st.Fields.List {
-			if field.Tag == nil {
-				continue
-			}
-			tag, err := strconv.Unquote(field.Tag.Value)
-			if err != nil {
-				t.Fatal(err)
-			}
-			name, _, _ := strings.Cut(reflect.StructTag(tag).Get("json"), ",")
-			if name == "" || name == "-" {
-				continue
-			}
-			if !strings.Contains(doc, "`"+name+"`") {
-				t.Errorf("docs/reference/node-record.md does not name the field `%s` (%s.%s)", name, rel, typ)
-			}
-		}
-	}
+	return ""
 }
 
 func valueAt(vs *ast.ValueSpec, i int) ast.Expr {
