@@ -158,9 +158,10 @@ bench-scale: sandbox
 	LIFEBOAT_SCALE_HEAP_PROFILE=$(LIFEBOAT_SCALE_HEAP_PROFILE) LIFEBOAT_SCALE_CPU_PROFILE=$(LIFEBOAT_SCALE_CPU_PROFILE) \
 	$(GO) test -run '^$$' -bench '^BenchmarkAZReclaim$$' -benchtime 1x -v -timeout 60m ./internal/controller 2>&1 | tee $(BENCH_SCALE_OUT)/raw.txt
 
-## docs: regenerate docs/configuration.md from the settings table (a test fails when it is stale)
+## docs: regenerate docs/configuration.md from the settings table and docs/reference/metrics.md from the
+## metrics registry (a test fails when either is stale)
 docs:
-	$(GO) generate ./internal/config
+	$(GO) generate ./internal/config ./internal/metrics
 
 ## demo: on the local sandbox, the agent and the controller handle a spot notice, an ASG terminate hook and
 ## another cluster's notice; prints each step and a summary, draws _output/demo/timeline.svg. DEMO_ARGS=--hold

@@ -11,7 +11,7 @@ import (
 
 // Deadline is when a termination hook's action that began at start expires: the hook's
 // timeouts (DescribeLifecycleHooks, cached per hook) carried on by the heartbeats hb the mode
-// sends, never past the hook's global timeout (docs/architecture.md, "Deadlines"). When the
+// sends, never past the hook's global timeout (docs/concepts/deadlines.md). When the
 // timeouts cannot be learned, Auto Scaling's default stands in, so that pods keep their own
 // grace periods, and the log says why (once per hook for a lasting answer).
 func Deadline(ctx context.Context, hooks *cloud.HookTimeoutCache, group, hook string, start time.Time, hb cloud.Heartbeats, log *slog.Logger) time.Time {
