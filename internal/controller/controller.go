@@ -130,7 +130,7 @@ func New(o Options) *Controller {
 	if c.leaseClient == nil {
 		c.leaseClient = o.Client
 	}
-	c.gate = instancegate.New(instancegate.Options{Nodes: o.Client, Groups: countedGroups{o.AutoScaling, m}, EC2: countedEC2{o.EC2, m},
+	c.gate = instancegate.New(instancegate.Options{Nodes: o.Client, Groups: cloud.CountedGroups{AutoScaling: o.AutoScaling, Calls: m}, EC2: cloud.CountedEC2{EC2: o.EC2, Calls: m},
 		UseProviderID: cfg.UseProviderID, Refused: m.InstanceCallRefused})
 	c.completer = lifecycle.Completer{AutoScaling: o.AutoScaling, Gate: c.gate, Metrics: m, Log: o.Logger,
 		Delay: time.Duration(cfg.CompleteLifecycleActionDelaySeconds) * time.Second}
@@ -225,7 +225,7 @@ func (c *Controller) RunWithLeaderElection(ctx context.Context) error {
 func (c *Controller) Run(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(c.client, 0, informers.WithTransform(kube.TrimNode))
 	nodeInformer := factory.Core().V1().Nodes().Informer()
-	resolver, err := ownership.NewResolver(nodeInformer, countedEC2{c.ec2, c.metrics}, ownership.Options{
+	resolver, err := ownership.NewResolver(nodeInformer, cloud.CountedEC2{EC2: c.ec2, Calls: c.metrics}, ownership.Options{
 		CheckManagedTag: c.cfg.CheckTagBeforeDraining, ManagedTag: c.cfg.ManagedTag,
 		ClusterName: c.cfg.ClusterName, UseProviderID: c.cfg.UseProviderID,
 	})
@@ -341,36 +341,6 @@ func (c *Controller) shareNodePods() (stop func(), err error) {
 		factory.Shutdown()
 		c.podsSynced.Store(false)
 	}, nil
-}
-
-// countedEC2 counts DescribeInstances calls in lifeboat_aws_calls_total.
-type countedEC2 struct {
-	cloud.EC2
-	metrics *metrics.Metrics
-}
-
-func (e countedEC2) DescribeInstances(ctx context.Context, ids []string) (map[string]cloud.Instance, error) {
-	out, err := e.EC2.DescribeInstances(ctx, ids)
-	e.metrics.AWSCall("DescribeInstances", err, nil)
-	return out, err
-}
-
-func (e countedEC2) DescribeInstanceStatus(ctx context.Context, ids []string) ([]cloud.InstanceStatus, error) {
-	out, err := e.EC2.DescribeInstanceStatus(ctx, ids)
-	e.metrics.AWSCall("DescribeInstanceStatus", err, nil)
-	return out, err
-}
-
-// countedGroups counts DescribeAutoScalingInstances calls in lifeboat_aws_calls_total.
-type countedGroups struct {
-	cloud.AutoScaling
-	metrics *metrics.Metrics
-}
-
-func (a countedGroups) GroupOf(ctx context.Context, instanceID string) (string, error) {
-	group, err := a.AutoScaling.GroupOf(ctx, instanceID)
-	a.metrics.AWSCall("DescribeAutoScalingInstances", err, nil)
-	return group, err
 }
 
 // startSlot waits for one of the WORKERS slots; release is safe to call more than once.

@@ -34,11 +34,11 @@ type drains struct {
 	running map[string]*drain.Deadline // the deadline of each drain running in this process
 }
 
-// newDrains builds the drain phase, with its reporter of what holds a drain.
+// newDrains builds the drain phase; its drains report what holds them (drain.Reporter).
 func newDrains(c *config.Config, client kubernetes.Interface, m *metrics.Metrics, e *events.Recorder, log *slog.Logger) *drains {
 	d := &drains{metrics: m, events: e, log: log, running: map[string]*drain.Deadline{}}
 	opts := wiring.Drain(c, client, log)
-	opts.Observer = &blockReporter{events: e, metrics: m, log: log, lastNodeEvent: map[string]time.Time{}}
+	opts.Observer = drain.NewReporter(e, m, log)
 	d.drainer.Store(drain.New(client, opts))
 	return d
 }
