@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/events"
-	"lifeboat.dev/lifeboat/internal/metrics"
 )
 
 // nodeBlockedEvery spaces the Events on a node that say which pod holds its drain: a drain
@@ -20,7 +19,7 @@ const nodeBlockedEvery = 30 * time.Second
 // Observer a drainer is given to report with (Options.Observer).
 type Reporter struct {
 	events        *events.Recorder
-	metrics       *metrics.Metrics
+	metrics       BlockedPods
 	log           *slog.Logger
 	mu            sync.Mutex
 	lastNodeEvent map[string]time.Time // node -> when its last EvictionBlocked Event went out
@@ -29,8 +28,13 @@ type Reporter struct {
 	marksTold map[string]time.Time
 }
 
+// BlockedPods counts the pods that hold a drain, by what holds them (metrics.Metrics fits it).
+type BlockedPods interface {
+	BlockedPod(reason string, delta float64)
+}
+
 // NewReporter is a Reporter that records Events with e, counts with m and logs with log.
-func NewReporter(e *events.Recorder, m *metrics.Metrics, log *slog.Logger) *Reporter {
+func NewReporter(e *events.Recorder, m BlockedPods, log *slog.Logger) *Reporter {
 	return &Reporter{events: e, metrics: m, log: log, lastNodeEvent: map[string]time.Time{}}
 }
 
