@@ -27,7 +27,6 @@ var longFunctions = []string{
 	"internal/config.Validate",
 	"internal/config.Reference",
 	"internal/config.load",
-	"internal/controller.Run",
 	"internal/controller.RunWithLeaderElection",
 	"internal/controller.heartbeats",
 	"internal/daemon.New",
