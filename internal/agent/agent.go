@@ -93,7 +93,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	episodes, err := driver.New(driver.Options{Reconciler: a.handler, Nodes: &ownNode{client: a.client, atStart: node},
+	episodes, err := driver.New(driver.Options{Reconciler: a.handler, Nodes: driver.NewOwnNode(a.client, node),
 		MaxRetry: 30 * time.Second, Name: "lifeboat-agent-episode", Panics: a.metrics, Logger: a.log})
 	if err != nil {
 		return err
@@ -197,25 +197,6 @@ func (a *Agent) intake(ctx context.Context, n notice.Notice) bool {
 	return policy.Record(ctx, n.Deadline, func(ctx context.Context) error {
 		return a.handler.Intake(ctx, n, a.cfg.NodeName, nil)
 	}, a.log.With("notice", n.ID))
-}
-
-// ownNode reads the agent's own Node, and no other: the first read is the one made at start
-// (no request), each later one a Get.
-type ownNode struct {
-	client  kubernetes.Interface
-	mu      sync.Mutex
-	atStart *corev1.Node
-}
-
-func (o *ownNode) Node(ctx context.Context, name string) (*corev1.Node, error) {
-	o.mu.Lock()
-	node := o.atStart
-	o.atStart = nil
-	o.mu.Unlock()
-	if node != nil {
-		return node, nil
-	}
-	return o.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 }
 
 // releaseAfterReboot uncordons the node if it has been through a scheduled reboot since

@@ -27,7 +27,7 @@ const maxDraining = 1000
 // reconciler's own renewals do not undo the backoff. Because the work lives on the Node, a
 // restarted process or a new leader finds it in the informer's first list and goes on.
 func newEpisodes(informer cache.SharedIndexInformer, handler *interruption.Handler, cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*driver.Driver, error) {
-	episodes, err := driver.New(driver.Options{Reconciler: handler, Nodes: cachedNodes{informer.GetIndexer()}, Workers: maxDraining,
+	episodes, err := driver.New(driver.Options{Reconciler: handler, Nodes: driver.CachedNodes{Indexer: informer.GetIndexer()}, Workers: maxDraining,
 		FirstRetry: time.Second, MaxRetry: time.Minute, Name: "lifeboat-node-episodes", Panics: m, Logger: log})
 	if err != nil {
 		return nil, err
@@ -66,19 +66,6 @@ func hasWork(n *corev1.Node, handler *interruption.Handler, cfg *config.Config) 
 		return false
 	}
 	return len(interruption.Pending(rec, cfg, handler.Origin())) > 0 || record.BootedAgain(n, rec)
-}
-
-// cachedNodes reads nodes from the informer's cache: a reconcile decides from its copy and
-// reads fresh data itself before it writes.
-type cachedNodes struct{ cache.Indexer }
-
-func (c cachedNodes) Node(_ context.Context, name string) (*corev1.Node, error) {
-	obj, exists, err := c.GetByKey(name)
-	if err != nil || !exists {
-		return nil, err
-	}
-	n, _ := obj.(*corev1.Node)
-	return n, nil
 }
 
 // runEpisodes runs the driver until ctx ends or stop is called; stop returns once its
