@@ -27,7 +27,6 @@ var longFunctions = []string{
 	"internal/agent.Run",
 	"internal/controller.Run",
 	"internal/controller.RunWithLeaderElection",
-	"internal/daemon.New",
 	"internal/drain.DrainUntil",
 	"internal/drain.evictOne",
 	"internal/ownership.Resolve",
