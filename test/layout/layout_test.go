@@ -27,8 +27,6 @@ var longFunctions = []string{
 	"internal/agent.Run",
 	"internal/controller.Run",
 	"internal/controller.RunWithLeaderElection",
-	"internal/drain.DrainUntil",
-	"internal/drain.evictOne",
 	"internal/ownership.Resolve",
 	"internal/preflight.Run",
 	"internal/readiness.Check",
