@@ -27,7 +27,6 @@ var longFunctions = []string{
 	"internal/agent.Run",
 	"internal/controller.Run",
 	"internal/controller.RunWithLeaderElection",
-	"internal/webhook.New",
 	"internal/webhook.callGo",
 	"internal/webhook.goArg",
 	"internal/webhook.limitNesting",
