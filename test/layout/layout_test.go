@@ -27,8 +27,6 @@ var longFunctions = []string{
 	"internal/agent.Run",
 	"internal/controller.Run",
 	"internal/controller.RunWithLeaderElection",
-	"internal/webhook.callGo",
-	"internal/webhook.goArg",
 }
 
 // tables are functions that are one table, whatever their length.
