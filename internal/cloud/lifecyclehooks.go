@@ -109,8 +109,8 @@ type HookTimeoutSource interface {
 // permission granted).
 type HookTimeoutCache struct {
 	src HookTimeoutSource
-	// Observe, when set, is told about every call made (its error, nil on success).
-	Observe func(err error)
+	// Calls, when set, counts every call made.
+	Calls CallCounter
 
 	mu      sync.Mutex
 	entries *cache.LRUExpireCache
@@ -150,8 +150,8 @@ func (c *HookTimeoutCache) Timeouts(ctx context.Context, group, hook string) (t 
 		return e.timeouts, false, e.err
 	}
 	t, err = c.src.LifecycleHookTimeouts(ctx, group, hook)
-	if c.Observe != nil {
-		c.Observe(err)
+	if c.Calls != nil {
+		c.Calls.AWSCall("DescribeLifecycleHooks", err, nil)
 	}
 	if err != nil && !IsPermanent(err) && !errors.Is(err, ErrNoSuchHook) {
 		return HookTimeouts{}, true, err

@@ -80,8 +80,8 @@ func (a *AWSAutoScaling) TerminateRetainedInstance(ctx context.Context, group, i
 type RetentionCache struct {
 	api Retention
 	ttl time.Duration
-	// Observe, when set, is told the result of every call to Auto Scaling (for metrics).
-	Observe func(error)
+	// Calls, when set, counts every call to Auto Scaling.
+	Calls CallCounter
 
 	mu      sync.Mutex
 	entries *cache.LRUExpireCache
@@ -106,8 +106,8 @@ func (c *RetentionCache) RetainsOnAbandon(ctx context.Context, group string) (re
 		return v.(bool), false, nil
 	}
 	retains, err = c.api.RetainsOnAbandon(ctx, group)
-	if c.Observe != nil {
-		c.Observe(err)
+	if c.Calls != nil {
+		c.Calls.AWSCall("DescribeAutoScalingGroups", err, nil)
 	}
 	if err != nil {
 		return false, true, err

@@ -29,6 +29,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/episode/driver"
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/instancegate"
 	"lifeboat.dev/lifeboat/internal/interruption"
@@ -59,6 +60,9 @@ type Controller struct {
 	// gate checks every call that acts on an instance against the Node itself: the record
 	// that asks for it is input any node credential can write.
 	gate *instancegate.Gate
+	// intake is when a notice that could not be recorded is given up, and the pauses between
+	// its tries while its message is held (from retryFirst up to retrySoon).
+	intake driver.IntakePolicy
 	// completer completes termination hooks once their node is drained.
 	completer lifecycle.Completer
 	log       *slog.Logger
@@ -73,7 +77,7 @@ type Controller struct {
 	// (WORKERS): the EC2 and Auto Scaling lookups in flight at once.
 	starting chan struct{}
 	// episodes is the per-node reconciler while Run runs.
-	episodes atomic.Pointer[reconciler]
+	episodes atomic.Pointer[driver.Driver]
 
 	leading    atomic.Bool
 	podsSynced atomic.Bool                  // the drains' shared pod informer has listed the cluster's pods
@@ -130,12 +134,14 @@ func New(o Options) *Controller {
 	if c.leaseClient == nil {
 		c.leaseClient = o.Client
 	}
-	c.gate = instancegate.New(instancegate.Options{Nodes: o.Client, Groups: countedGroups{o.AutoScaling, m}, EC2: countedEC2{o.EC2, m},
+	c.gate = instancegate.New(instancegate.Options{Nodes: o.Client, Groups: cloud.CountedGroups{AutoScaling: o.AutoScaling, Calls: m}, EC2: cloud.CountedEC2{EC2: o.EC2, Calls: m},
 		UseProviderID: cfg.UseProviderID, Refused: m.InstanceCallRefused})
 	c.completer = lifecycle.Completer{AutoScaling: o.AutoScaling, Gate: c.gate, Metrics: m, Log: o.Logger,
 		Delay: time.Duration(cfg.CompleteLifecycleActionDelaySeconds) * time.Second}
+	c.intake = driver.IntakePolicy{NotOurs: interruption.ErrNotOurs, MaxPause: retrySoon,
+		Budget: time.Duration(cfg.NodeTerminationGracePeriod) * time.Second}
 	c.hooks = cloud.NewHookTimeoutCache(o.AutoScaling)
-	c.hooks.Observe = func(err error) { m.AWSCall("DescribeLifecycleHooks", err, nil) }
+	c.hooks.Calls = m
 	c.heartbeats = &lifecycle.Heartbeats{AutoScaling: o.AutoScaling, Hooks: c.hooks, Gate: c.gate, Nodes: nodes.NewWriter(o.Client),
 		Metrics: m, Events: o.Handler.Events, Log: o.Logger, Policy: heartbeatPolicy(cfg, time.Second)}
 	h := o.Handler
@@ -225,14 +231,14 @@ func (c *Controller) RunWithLeaderElection(ctx context.Context) error {
 func (c *Controller) Run(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(c.client, 0, informers.WithTransform(kube.TrimNode))
 	nodeInformer := factory.Core().V1().Nodes().Informer()
-	resolver, err := ownership.NewResolver(nodeInformer, countedEC2{c.ec2, c.metrics}, ownership.Options{
+	resolver, err := ownership.NewResolver(nodeInformer, cloud.CountedEC2{EC2: c.ec2, Calls: c.metrics}, ownership.Options{
 		CheckManagedTag: c.cfg.CheckTagBeforeDraining, ManagedTag: c.cfg.ManagedTag,
 		ClusterName: c.cfg.ClusterName, UseProviderID: c.cfg.UseProviderID,
 	})
 	if err != nil {
 		return err
 	}
-	episodes, err := newReconciler(nodeInformer, c.handler, c.cfg, c.metrics, c.log)
+	episodes, err := newEpisodes(nodeInformer, c.handler, c.cfg, c.metrics, c.log)
 	if err != nil {
 		return err
 	}
@@ -240,7 +246,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := c.handler.FollowNodes(nodeInformer); err != nil {
 		return err
 	}
-	defer episodes.queue.ShutDown() // also when the informers never sync and its workers never run
+	defer episodes.ShutDown() // also when the informers never sync and its workers never run
 	stop := make(chan struct{})
 	factory.Start(stop)
 	defer func() { close(stop); factory.Shutdown() }()
@@ -264,13 +270,21 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.metrics.CountEpisodes(nil)
 	// The reconciler stops (and its drains with it) only after intake has: a notice recorded
 	// by intake is always reconciled, here or by the next leader.
-	episodesCtx, stopEpisodes := context.WithCancel(ctx)
-	episodesDone := make(chan struct{})
-	go func() { defer close(episodesDone); episodes.run(episodesCtx) }()
+	stopEpisodes := runEpisodes(ctx, episodes)
 	c.episodes.Store(episodes)
-	defer func() { c.episodes.Store(nil); stopEpisodes(); <-episodesDone }()
-	// Intake holds a message only until its notices are recorded: twice WORKERS in flight lets
-	// the next messages be received while the current ones are written.
+	defer func() { c.episodes.Store(nil); stopEpisodes() }()
+	warnIdentity(c.log, c.metrics, c.cfg, resolver.Warnings())
+	defer c.startInstanceStatus(ctx, resolver, nodeInformer.GetIndexer())() // before the reconciler stops
+	if every := c.cfg.ReadinessReportInterval; every > 0 {
+		go c.reportReadiness(ctx, every)
+	}
+	return c.consume(ctx, resolver)
+}
+
+// consume takes the queue's messages in until ctx ends. Intake holds a message only until
+// its notices are recorded: twice WORKERS in flight lets the next messages be received while
+// the current ones are written.
+func (c *Controller) consume(ctx context.Context, resolver *ownership.Resolver) error {
 	consumer := sqs.NewConsumer(c.queue, sqs.ConsumerOptions{
 		QueueURL: c.cfg.QueueURL, Workers: 2 * max(c.cfg.Workers, 1),
 		VisibilityTimeout: time.Duration(c.cfg.SQSMsgVisibilityTimeoutSec) * time.Second, Logger: c.log,
@@ -278,25 +292,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	})
 	c.consumer.Store(consumer)
 	defer c.consumer.Store(nil)
-	for _, w := range resolver.Warnings() {
-		if !strings.HasPrefix(w, "CLUSTER_NAME") { // the configuration already warned about it
-			c.log.Warn(w)
-		}
-	}
-	if c.cfg.ClusterName == "" {
-		c.metrics.ConfigWarning("cluster_name_unset")
-	}
-	if !c.cfg.CheckTagBeforeDraining {
-		c.metrics.ConfigWarning("managed_tag_check_off")
-	}
-	if c.parser().QueueAccount == "" {
-		c.metrics.ConfigWarning("queue_account_unknown") // config.Validate said so in the log
-	}
-	defer c.startInstanceStatus(ctx, resolver, nodeInformer.GetIndexer())() // before the reconciler stops
 	go c.metrics.ReportSourceHealth(ctx, "queue", consumer.Healthy)
-	if every := c.cfg.ReadinessReportInterval; every > 0 {
-		go c.reportReadiness(ctx, every)
-	}
 	c.log.Info("controller consuming the queue", "queue", c.cfg.QueueURL, "workers", c.cfg.Workers, "dryRun", c.cfg.DryRun)
 	return consumer.Run(ctx, func(ctx context.Context, m sqs.Message) (sqs.Outcome, time.Duration) {
 		if m.ReceiveCount <= 1 && !m.SentAt.IsZero() {
@@ -310,6 +306,25 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		return outcome, delay
 	})
+}
+
+// warnIdentity logs the ownership settings' warnings (but CLUSTER_NAME's: the configuration
+// already warned about it) and counts each missing identity setting in a metric.
+func warnIdentity(log *slog.Logger, m *metrics.Metrics, cfg *config.Config, warnings []string) {
+	for _, w := range warnings {
+		if !strings.HasPrefix(w, "CLUSTER_NAME") {
+			log.Warn(w)
+		}
+	}
+	if cfg.ClusterName == "" {
+		m.ConfigWarning("cluster_name_unset")
+	}
+	if !cfg.CheckTagBeforeDraining {
+		m.ConfigWarning("managed_tag_check_off")
+	}
+	if config.AccountFromQueueURL(cfg.QueueURL) == "" {
+		m.ConfigWarning("queue_account_unknown") // config.Validate said so in the log
+	}
 }
 
 // shareNodePods starts the pod informer the drains share and hands it to the handler; stop
@@ -341,36 +356,6 @@ func (c *Controller) shareNodePods() (stop func(), err error) {
 		factory.Shutdown()
 		c.podsSynced.Store(false)
 	}, nil
-}
-
-// countedEC2 counts DescribeInstances calls in lifeboat_aws_calls_total.
-type countedEC2 struct {
-	cloud.EC2
-	metrics *metrics.Metrics
-}
-
-func (e countedEC2) DescribeInstances(ctx context.Context, ids []string) (map[string]cloud.Instance, error) {
-	out, err := e.EC2.DescribeInstances(ctx, ids)
-	e.metrics.AWSCall("DescribeInstances", err, nil)
-	return out, err
-}
-
-func (e countedEC2) DescribeInstanceStatus(ctx context.Context, ids []string) ([]cloud.InstanceStatus, error) {
-	out, err := e.EC2.DescribeInstanceStatus(ctx, ids)
-	e.metrics.AWSCall("DescribeInstanceStatus", err, nil)
-	return out, err
-}
-
-// countedGroups counts DescribeAutoScalingInstances calls in lifeboat_aws_calls_total.
-type countedGroups struct {
-	cloud.AutoScaling
-	metrics *metrics.Metrics
-}
-
-func (a countedGroups) GroupOf(ctx context.Context, instanceID string) (string, error) {
-	group, err := a.AutoScaling.GroupOf(ctx, instanceID)
-	a.metrics.AWSCall("DescribeAutoScalingInstances", err, nil)
-	return group, err
 }
 
 // startSlot waits for one of the WORKERS slots; release is safe to call more than once.
@@ -454,7 +439,7 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 	for _, n := range notices {
 		c.metrics.Notice(string(n.Kind), string(n.Source))
 	}
-	fates := runNotices(ctx, notices, c.noticeWorkers(), noticeBackoff, func(ctx context.Context, n notice.Notice) noticeFate {
+	fates := runNotices(ctx, notices, c.noticeWorkers(), c.intake.Backoff(), func(ctx context.Context, n notice.Notice) noticeFate {
 		return handle(ctx, resolver, n, log)
 	})
 	outcome, delay, label := messageFate(ctx, fates, m.ReceiveCount)
@@ -546,6 +531,7 @@ func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resol
 	if n.Kind == notice.ASGLaunch {
 		return c.handleLaunch(ctx, resolver, n, log)
 	}
+	began := time.Now()
 	release, ok := c.startSlot(ctx)
 	if !ok {
 		return noticeCancelled
@@ -558,11 +544,7 @@ func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resol
 	}
 	if !verdict.Owned {
 		// Never touch a node or complete a lifecycle action for an instance not ours.
-		log.Log(ctx, c.foreignLevel(n.ID), "notice is not for this cluster", "notice", n.ID, "instance", n.InstanceID, "reason", verdict.Reason)
-		if c.cfg.DeleteSQSMsgIfNodeNotFound {
-			return noticeDone
-		}
-		return noticeForeign
+		return c.notOurs(ctx, n, verdict.Reason, log)
 	}
 	if n.Lifecycle != nil && n.Kind == notice.ASGTermination {
 		n.Deadline = c.hookDeadline(ctx, n, *n.Lifecycle, log)
@@ -576,17 +558,35 @@ func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resol
 	// slots kept an Availability Zone's thousand cordons to about a hundred a second.
 	release()
 	err = c.handler.Intake(ctx, n, verdict.Node.Name, verdict.Node)
-	switch {
-	case err == nil:
+	if err == nil {
 		if r := c.episodes.Load(); r != nil {
-			r.queue.Add(verdict.Node.Name) // at once, not on the informer's echo of the write
+			r.Add(verdict.Node.Name) // at once, not on the informer's echo of the write
 		}
 		return noticeDone
-	case errors.Is(err, context.Canceled):
+	}
+	// The shared intake policy decides; the message's fate carries it out. This delivery's
+	// start stands for the first try: a notice without a deadline is never late here.
+	switch v := c.intake.Judge(ctx, err, n.Deadline, began, time.Now()); v {
+	case driver.Stopping:
 		return noticeCancelled
+	case driver.NotOurs:
+		return c.notOurs(ctx, n, err.Error(), log)
+	case driver.TooLate:
+		log.Error("giving up on notice", "notice", n.ID, "reason", v.String(), "deadline", n.Deadline, "err", err)
+		return noticeDone
 	}
 	log.Warn("notice not recorded yet; the message will come back", "notice", n.ID, "err", err)
 	return noticeRetry
+}
+
+// notOurs is the fate of a notice about an instance that is not this cluster's: its message
+// is kept for its own cluster, unless DELETE_SQS_MSG_IF_NODE_NOT_FOUND deletes it.
+func (c *Controller) notOurs(ctx context.Context, n notice.Notice, reason string, log *slog.Logger) noticeFate {
+	log.Log(ctx, c.foreignLevel(n.ID), "notice is not for this cluster", "notice", n.ID, "instance", n.InstanceID, "reason", reason)
+	if c.cfg.DeleteSQSMsgIfNodeNotFound {
+		return noticeDone
+	}
+	return noticeForeign
 }
 
 // foreignLevel is the level to log another cluster's notice at: Info the first time in an

@@ -58,7 +58,7 @@ func (w *intakeWorld) waitDrained(t *testing.T, ctx context.Context, n *corev1.N
 	t.Helper()
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		r, _ := record.Read(w.node(t, ctx, n))
-		return r.Phase == record.PhaseDrained && r.Done(noticeID, true) && w.podsOn(t, ctx, n) == 0, nil
+		return r.Phase == record.PhaseDrained && r.WorkDone(noticeID, true) && w.podsOn(t, ctx, n) == 0, nil
 	})
 	if err != nil {
 		r, _ := record.Read(w.node(t, ctx, n))

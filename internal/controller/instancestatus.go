@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/client-go/tools/cache"
 
+	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/ownership"
 	"lifeboat.dev/lifeboat/internal/source/ec2status"
@@ -22,7 +23,7 @@ func (c *Controller) startInstanceStatus(ctx context.Context, resolver *ownershi
 	}
 	log := c.log.With("source", string(notice.SourceEC2Status))
 	p, err := ec2status.New(ec2status.Options{
-		API:       countedEC2{c.ec2, c.metrics},
+		API:       cloud.CountedEC2{EC2: c.ec2, Calls: c.metrics},
 		Instances: func() []string { return nodes.ListIndexFuncValues(ownership.IndexInstanceID) },
 		Interval:  time.Duration(c.cfg.InstanceStatusInterval) * time.Second,
 		Threshold: time.Duration(c.cfg.InstanceImpairedThreshold) * time.Second,
@@ -51,7 +52,7 @@ func (c *Controller) takeStatusNotices(ctx context.Context, resolver *ownership.
 	for _, n := range ns {
 		c.metrics.Notice(string(n.Kind), string(n.Source))
 	}
-	fates := runNotices(ctx, ns, c.noticeWorkers(), noticeBackoff, func(ctx context.Context, n notice.Notice) noticeFate {
+	fates := runNotices(ctx, ns, c.noticeWorkers(), c.intake.Backoff(), func(ctx context.Context, n notice.Notice) noticeFate {
 		return c.handleNotice(ctx, resolver, n, log)
 	})
 	taken := make([]bool, len(fates))

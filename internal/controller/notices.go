@@ -3,7 +3,6 @@ package controller
 import (
 	"container/heap"
 	"context"
-	"math"
 	"sync"
 	"time"
 
@@ -11,10 +10,6 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/notice"
 )
-
-// noticeBackoff is the pause before a notice that failed transiently is tried again while
-// its message is still held: from retryFirst, doubling up to retrySoon.
-var noticeBackoff = wait.Backoff{Duration: retryFirst, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: retrySoon}
 
 // runNotices handles the notices of one message with at most workers of them at once (an AWS
 // Health event may name thousands of instances), and returns each notice's fate.

@@ -25,7 +25,7 @@ import (
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
-// quickBackoff stands in for noticeBackoff: retries within milliseconds.
+// quickBackoff stands in for the intake policy's backoff: retries within milliseconds.
 var quickBackoff = wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 1 << 30, Cap: 4 * time.Millisecond}
 
 // testController is a controller whose notices are handled by handle instead of the

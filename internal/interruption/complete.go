@@ -33,7 +33,7 @@ type completions struct {
 	completer NoticeCompleter
 	cfg       *config.Config
 	writer    *nodes.Writer
-	done      *doneNotices
+	handled   *handledNotices
 	events    *events.Recorder
 	log       *slog.Logger
 	claims    *claims
@@ -44,7 +44,7 @@ type completions struct {
 // write that first records the drain reports it (Event, webhook). hint, when not nil, is a
 // recent copy of the node; done is this process's drain, if it ran one. It returns the node
 // as written.
-func (c *completions) finish(ctx context.Context, n notice.Notice, nodeName string, hint *corev1.Node, done *drained) (*corev1.Node, error) {
+func (c *completions) finish(ctx context.Context, n notice.Notice, nodeName string, hint *corev1.Node, done *drainOutcome) (*corev1.Node, error) {
 	var (
 		completed *lifecycle.Completed
 		refused   *instancegate.Refusal
@@ -75,7 +75,7 @@ func (c *completions) finish(ctx context.Context, n notice.Notice, nodeName stri
 	if err != nil {
 		return nil, err
 	}
-	c.done.add(n.ID) // in DRY_RUN too, so a dry run shows each notice once (see Intake)
+	c.handled.add(n.ID) // in DRY_RUN too, so a dry run shows each notice once (see Intake)
 	// The node's Events in the order things happened: drained, the hand-back's waits, the
 	// lifecycle action completed.
 	if notify {
@@ -97,7 +97,7 @@ func (c *completions) finish(ctx context.Context, n notice.Notice, nodeName stri
 // finishAll finishes each pending notice of the drained node (done: this process's drain, if
 // it ran one). The node as last read saves a read; if it changed since, each write conflicts
 // and is recomputed from a fresh read.
-func (c *completions) finishAll(ctx context.Context, node *corev1.Node, pending []notice.Notice, done *drained) error {
+func (c *completions) finishAll(ctx context.Context, node *corev1.Node, pending []notice.Notice, done *drainOutcome) error {
 	hint := node
 	for _, n := range pending {
 		written, err := c.finish(ctx, n, node.Name, hint, done)

@@ -34,11 +34,11 @@ type drains struct {
 	running map[string]*drain.Deadline // the deadline of each drain running in this process
 }
 
-// newDrains builds the drain phase, with its reporter of what holds a drain.
+// newDrains builds the drain phase; its drains report what holds them (drain.Reporter).
 func newDrains(c *config.Config, client kubernetes.Interface, m *metrics.Metrics, e *events.Recorder, log *slog.Logger) *drains {
 	d := &drains{metrics: m, events: e, log: log, running: map[string]*drain.Deadline{}}
 	opts := wiring.Drain(c, client, log)
-	opts.Observer = &blockReporter{events: e, metrics: m, log: log, lastNodeEvent: map[string]time.Time{}}
+	opts.Observer = drain.NewReporter(e, m, log)
 	d.drainer.Store(drain.New(client, opts))
 	return d
 }
@@ -51,7 +51,7 @@ func (d *drains) useNodePods(p *drain.NodePods) {
 
 // drain drains the node by the deadline, which tighten may bring forward meanwhile, under
 // the notices' terms. Pods it leaves because they are marked not to disrupt are reported.
-func (d *drains) run(ctx context.Context, node *corev1.Node, deadline *drain.Deadline, terms drain.Terms, log *slog.Logger) (drained, error) {
+func (d *drains) run(ctx context.Context, node *corev1.Node, deadline *drain.Deadline, terms drain.Terms, log *slog.Logger) (drainOutcome, error) {
 	nodeName := node.Name
 	res, err := d.drainer.Load().DrainUntil(ctx, nodeName, deadline, terms)
 	d.count(res, deadline.Time(), err)
@@ -73,9 +73,9 @@ func (d *drains) run(ctx context.Context, node *corev1.Node, deadline *drain.Dea
 		}
 	}
 	if err != nil {
-		return drained{}, fmt.Errorf("drain node %s: %w", nodeName, err)
+		return drainOutcome{}, fmt.Errorf("drain node %s: %w", nodeName, err)
 	}
-	out := drained{ran: true, took: res.Finished.Sub(res.Started)}
+	out := drainOutcome{ran: true, took: res.Finished.Sub(res.Started)}
 	for _, s := range held {
 		out.held = append(out.held, s.Pod.String())
 	}
@@ -192,9 +192,9 @@ func (d *drains) count(res *drain.Result, deadline time.Time, err error) {
 	}
 }
 
-// drained is what a drain by this process did, for the Event, the webhook, the record and
+// drainOutcome is what a drain by this process did, for the Event, the webhook, the record and
 // the waits before the hand-back.
-type drained struct {
+type drainOutcome struct {
 	ran     bool // this process drained the node (the rest is empty when not)
 	evicted []string
 	took    time.Duration
@@ -209,7 +209,7 @@ type drained struct {
 }
 
 // tell records the hand-back's Events, once.
-func (d *drained) tell() {
+func (d *drainOutcome) tell() {
 	for _, note := range d.notes {
 		note()
 	}

@@ -169,7 +169,7 @@ func TestCordonOnlyCopyThenReadableCopyDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-	if r, _ := record.Read(n); r.Phase != record.PhaseDrained || !r.Done(readable.ID, true) {
+	if r, _ := record.Read(n); r.Phase != record.PhaseDrained || !r.WorkDone(readable.ID, true) {
 		t.Errorf("the readable copy did not drain: record %+v", r)
 	}
 }
@@ -220,7 +220,7 @@ func TestVersionOneRecord(t *testing.T) {
 			if lists != tc.wantLists || len(completed) != tc.wantCompletion {
 				t.Errorf("%d pod lists, %d completions; want %d and %d; record %+v", lists, len(completed), tc.wantLists, tc.wantCompletion, r)
 			}
-			if r.Phase != record.PhaseDrained || !r.Done(spot.ID, true) {
+			if r.Phase != record.PhaseDrained || !r.WorkDone(spot.ID, true) {
 				t.Errorf("record %+v: want the spot notice drained and finished", r)
 			}
 		})

@@ -52,7 +52,7 @@ var waitDone = map[string]string{
 //
 // It reports whether every wait ended with nothing held (a wait that could not be checked
 // counts as nothing held, as it does for the hand-back).
-func (b *handBacks) run(ctx context.Context, node *corev1.Node, pending []notice.Notice, deadline *drain.Deadline, done drained, recorded *record.Handback, log *slog.Logger) (notes []func(), safe bool) {
+func (b *handBacks) run(ctx context.Context, node *corev1.Node, pending []notice.Notice, deadline *drain.Deadline, done drainOutcome, recorded *record.Handback, log *slog.Logger) (notes []func(), safe bool) {
 	if len(b.waits) == 0 || b.cfg.DryRun {
 		return nil, true
 	}

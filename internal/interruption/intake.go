@@ -28,7 +28,7 @@ type intake struct {
 	// cordonClient and cordonWriter serve the urgent part of a notice (Options.CordonClient).
 	cordonClient kubernetes.Interface
 	cordonWriter *nodes.Writer
-	done         *doneNotices
+	handled      *handledNotices
 	metrics      *metrics.Metrics
 	events       *events.Recorder
 	claims       *claims
@@ -51,7 +51,7 @@ type intake struct {
 // is left for a reconciler: Intake then shows at once what the episode would do).
 func (in *intake) take(ctx context.Context, n notice.Notice, nodeName string, cached *corev1.Node) (toDrain *corev1.Node, _ error) {
 	log := in.log.With("notice", n.ID, "kind", n.Kind, "node", nodeName, "instance", n.InstanceID)
-	if !n.Released && in.done.has(n.ID) && !episodeEndedOn(cached) {
+	if !n.Released && in.handled.has(n.ID) && !episodeEndedOn(cached) {
 		log.Debug("notice already handled")
 		return nil, nil
 	}
@@ -66,13 +66,13 @@ func (in *intake) take(ctx context.Context, n notice.Notice, nodeName string, ca
 		// Its event ended (or the node already rebooted through it); IMDS may go on
 		// reporting it for a while, and acting again would cordon the node in a loop.
 		log.Debug("notice already released")
-		in.done.add(n.ID)
+		in.handled.add(n.ID)
 		return nil, nil
 	}
 	plan := planFor(n, in.cfg)
-	if rec.Done(n.ID, plan.Drain) {
+	if rec.WorkDone(n.ID, plan.Drain) {
 		log.Info("notice already handled", "phase", rec.Phase)
-		in.rememberDone(n)
+		in.rememberHandled(n)
 		return nil, nil
 	}
 	if !rec.Has(n.ID) {
@@ -93,7 +93,7 @@ func (in *intake) take(ctx context.Context, n notice.Notice, nodeName string, ca
 		// In DRY_RUN too: nothing is written, so only the process can remember that the
 		// notice was shown, and its copies (the message comes back every few minutes) must
 		// not repeat the Events and the webhook.
-		in.rememberDone(n)
+		in.rememberHandled(n)
 		return nil, nil
 	}
 	if start := drainStart(in.cfg, n); time.Until(start) > 0 {
@@ -234,12 +234,12 @@ func episodeEndedOn(node *corev1.Node) bool {
 	return record.EpisodeEnded(node, rec) != ""
 }
 
-// rememberDone notes in this process that the notice needs no more work, so its copies cost
+// rememberHandled notes in this process that the notice needs no more work, so its copies cost
 // no node read. A cordon-only notice is not remembered: a later copy of it whose start can
 // be read (the same id) must still schedule its drain.
-func (in *intake) rememberDone(n notice.Notice) {
+func (in *intake) rememberHandled(n notice.Notice) {
 	if n.CordonOnly == "" {
-		in.done.add(n.ID)
+		in.handled.add(n.ID)
 	}
 }
 
@@ -255,5 +255,5 @@ func (in *intake) nothingToDo(n notice.Notice, node *corev1.Node) bool {
 	}
 	plan := planFor(n, in.cfg)
 	return slices.Contains(rec.Released, n.ID) ||
-		rec.Done(n.ID, plan.Drain)
+		rec.WorkDone(n.ID, plan.Drain)
 }

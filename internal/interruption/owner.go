@@ -62,7 +62,7 @@ func heldElsewhere(r record.Record, origin string, now time.Time) (time.Time, bo
 	if r.Owner.Contested.IsZero() {
 		return now.Add(OwnerLease), true
 	}
-	until := r.Owner.Heard().Add(OwnerLease)
+	until := r.Owner.LeaseStart().Add(OwnerLease)
 	return until, now.Before(until)
 }
 
@@ -246,7 +246,7 @@ func (c *claims) keep(ctx context.Context, node *corev1.Node, deadline *drain.De
 	// The first renewal is due OwnerRenew after the claim's time, which a fresh claim
 	// left as it was (a drain tried again soon after the last one), or after its contest.
 	if rec, _ := record.Read(node); rec.Owner != nil && rec.Owner.Origin == c.origin {
-		r.heard, r.contested = rec.Owner.Heard(), !rec.Owner.Contested.IsZero()
+		r.heard, r.contested = rec.Owner.LeaseStart(), !rec.Owner.Contested.IsZero()
 	}
 	if r.always || r.contested {
 		r.schedule(r.heard.Add(c.renewEvery))
@@ -333,7 +333,7 @@ func (r *renewals) follow(n *corev1.Node) {
 	case rec.Owner.Origin != r.c.origin:
 		r.schedule(now)
 	case !rec.Owner.Contested.IsZero():
-		r.schedule(rec.Owner.Heard().Add(r.c.renewEvery))
+		r.schedule(rec.Owner.LeaseStart().Add(r.c.renewEvery))
 	}
 	if pending := unabandoned(rec, Pending(rec, r.c.cfg, "")); len(pending) > 0 && drainDeadline(pending...).Before(r.deadline.Time()) {
 		r.schedule(now)
@@ -400,7 +400,7 @@ func (r *renewals) renewOnce() (holds, failed bool) {
 		if o.Renewed.After(r.heard) {
 			c.metrics.DrainClaim(metrics.ClaimRenewed)
 		}
-		r.heard, r.contested = o.Heard(), !o.Contested.IsZero()
+		r.heard, r.contested = o.LeaseStart(), !o.Contested.IsZero()
 	}
 	if pending := unabandoned(rec, Pending(rec, c.cfg, "")); len(pending) > 0 && r.deadline.InstanceGoesAt(drainDeadline(pending...)) {
 		log.Info("the drain now ends by an earlier deadline another Lifeboat recorded", "deadline", drainDeadline(pending...))

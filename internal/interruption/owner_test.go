@@ -113,7 +113,7 @@ func TestOwnership(t *testing.T) {
 				}
 				return
 			}
-			if wait != 0 || r.Phase != record.PhaseDrained || !r.Done(spot.ID, true) || r.Owner != nil {
+			if wait != 0 || r.Phase != record.PhaseDrained || !r.WorkDone(spot.ID, true) || r.Owner != nil {
 				t.Errorf("wait %v, record %+v: want the notice finished and the claim given up", wait, r)
 			}
 		})

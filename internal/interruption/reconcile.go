@@ -90,14 +90,14 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		return 0, h.retentions.stop(ctx, node, e.retention, e.log)
 	}
 	if rec.Retained != nil {
-		e.done.abandoned = rec.Retained.Notices
+		e.outcome.abandoned = rec.Retained.Notices
 	}
 	if e.retention.state != stateTerminated && drainWanted(rec, pending) {
 		if wait, finish, err := h.drainEpisode(ctx, &e); !finish {
 			return wait, err
 		}
 	}
-	return 0, h.completion.finishAll(ctx, e.node, pending, &e.done)
+	return 0, h.completion.finishAll(ctx, e.node, pending, &e.outcome)
 }
 
 // episode is what one reconcile knows of the node's episode as its phases run.
@@ -106,7 +106,7 @@ type episode struct {
 	rec       record.Record
 	pending   []notice.Notice
 	retention retention
-	done      drained
+	outcome   drainOutcome
 	log       *slog.Logger
 }
 
@@ -131,12 +131,12 @@ func (h *Handler) drainEpisode(ctx context.Context, e *episode) (wait time.Durat
 		h.events.DrainStarted(events.NodeOf(node), e.pending[0].ID, deadline.Time())
 	}
 	owning, stopOwning := h.claims.keep(ctx, node, deadline, e.log)
-	abandoned := e.done.abandoned
-	e.done, err = h.drains.run(owning, node, deadline, e.retention.terms(node, e.pending), e.log)
-	e.done.abandoned = abandoned
+	abandoned := e.outcome.abandoned
+	e.outcome, err = h.drains.run(owning, node, deadline, e.retention.terms(node, e.pending), e.log)
+	e.outcome.abandoned = abandoned
 	safe := true
 	if err == nil {
-		e.done.notes, safe = h.handBacks.run(owning, node, e.pending, deadline, e.done, e.rec.Handback, e.log)
+		e.outcome.notes, safe = h.handBacks.run(owning, node, e.pending, deadline, e.outcome, e.rec.Handback, e.log)
 	}
 	// Read before stopOwning, which ends owning too: a claim lost (or a shutdown) during the
 	// drain or the waits leaves the notices to whoever drains the node next.
@@ -146,8 +146,8 @@ func (h *Handler) drainEpisode(ctx context.Context, e *episode) (wait time.Durat
 		if err != nil && e.retention.state == stateMayAbandon {
 			h.events.DrainFailed(events.NodeOf(node), e.pending[0].ID, err)
 		}
-		e.done.tell() // before what abandoning or a retained instance's end tells
-		return h.retentions.afterDrain(ctx, node, e.retention, deadline, e.done, err, safe, e.log)
+		e.outcome.tell() // before what abandoning or a retained instance's end tells
+		return h.retentions.afterDrain(ctx, node, e.retention, deadline, e.outcome, err, safe, e.log)
 	}
 	switch {
 	case err != nil:
@@ -156,7 +156,7 @@ func (h *Handler) drainEpisode(ctx context.Context, e *episode) (wait time.Durat
 		}
 		return 0, false, err
 	case stopped != nil:
-		e.done.tell()
+		e.outcome.tell()
 		return 0, false, fmt.Errorf("node %s: stopped before the instance was handed back: %w", node.Name, stopped)
 	}
 	return 0, true, nil

@@ -23,7 +23,7 @@ import (
 type ends struct {
 	cfg     *config.Config
 	writer  *nodes.Writer
-	done    *doneNotices
+	handled *handledNotices
 	events  *events.Recorder
 	metrics *metrics.Metrics
 	log     *slog.Logger
@@ -77,7 +77,7 @@ func (e *ends) end(ctx context.Context, node *corev1.Node, ended func(*corev1.No
 		return "", nil, err
 	}
 	if why != "" {
-		e.done.forget(previous...)
+		e.handled.forget(previous...)
 		e.log.Info("the node's interruption episode is over: Lifeboat's cordon and taints taken back", "node", node.Name, "why", why, "notices", previous)
 		if !e.cfg.DryRun {
 			e.metrics.Action(metrics.ActionUncordon, metrics.ResultOK)

@@ -205,7 +205,7 @@ func minTime(a, b time.Time) time.Time {
 // afterDrain decides, for a drain under the retention that has ended (err is the drain's,
 // safe says whether the hand-back's waits all ended with nothing held), whether the episode
 // goes on to finish its notices (finish), or what Reconcile returns instead.
-func (t *retentions) afterDrain(ctx context.Context, node *corev1.Node, r retention, deadline *drain.Deadline, done drained, err error, safe bool, log *slog.Logger) (wait time.Duration, finish bool, _ error) {
+func (t *retentions) afterDrain(ctx context.Context, node *corev1.Node, r retention, deadline *drain.Deadline, done drainOutcome, err error, safe bool, log *slog.Logger) (wait time.Duration, finish bool, _ error) {
 	complete := err == nil && len(done.held) == 0 && safe
 	switch r.state {
 	case stateMayAbandon:
@@ -237,7 +237,7 @@ func (t *retentions) afterDrain(ctx context.Context, node *corev1.Node, r retent
 }
 
 // why says what kept the drain from finishing, for the log and the Event.
-func why(err error, done drained, safe bool) string {
+func why(err error, done drainOutcome, safe bool) string {
 	var parts []string
 	if err != nil {
 		parts = append(parts, err.Error())

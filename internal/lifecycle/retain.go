@@ -41,7 +41,7 @@ func NewRetainer(asg cloud.AutoScaling, gate *instancegate.Gate, m *metrics.Metr
 		return nil
 	}
 	groups := cloud.NewRetentionCache(api)
-	groups.Observe = func(err error) { m.AWSCall("DescribeAutoScalingGroups", err, nil) }
+	groups.Calls = m
 	return &Retainer{api: api, groups: groups, gate: gate, metrics: m, log: log, timeout: timeout}
 }
 

@@ -22,9 +22,9 @@ type Owner struct {
 	Contested time.Time `json:"contested,omitzero"`
 }
 
-// Heard is when the owner's lease last started: its last renewal, or the contest that asked
+// LeaseStart is when the owner's lease last started: its last renewal, or the contest that asked
 // it to renew.
-func (o Owner) Heard() time.Time {
+func (o Owner) LeaseStart() time.Time {
 	if o.Contested.After(o.Renewed) {
 		return o.Contested
 	}

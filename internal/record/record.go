@@ -229,9 +229,9 @@ func (r Record) AllReleased() bool {
 	return len(r.Notices) > 0
 }
 
-// Done reports whether the notice needs no more work: finished after a drain, or (for a plan
+// WorkDone reports whether the notice needs no more work: finished after a drain, or (for a plan
 // without one) the node cordoned for it.
-func (r Record) Done(id string, drains bool) bool {
+func (r Record) WorkDone(id string, drains bool) bool {
 	if !r.Has(id) {
 		return false
 	}

@@ -236,7 +236,7 @@ func (q *queues) unrecorded(d delivery) string {
 	if err != nil {
 		return fmt.Sprintf("cannot read node %s: %v", d.node, err)
 	}
-	if r.Done(d.notice, true) || (r.Has(d.notice) && slices.ContainsFunc(r.Intents, func(i record.Intent) bool { return i.ID == d.notice })) {
+	if r.WorkDone(d.notice, true) || (r.Has(d.notice) && slices.ContainsFunc(r.Intents, func(i record.Intent) bool { return i.ID == d.notice })) {
 		return ""
 	}
 	return fmt.Sprintf("node %s record %+v lacks %s and its intent", d.node, r, d.notice)
@@ -274,7 +274,7 @@ func (q *queues) unfinished(d delivery) string {
 	switch {
 	case err != nil:
 		return fmt.Sprintf("cannot read node %s: %v", d.node, err)
-	case !r.Done(d.notice, true):
+	case !r.WorkDone(d.notice, true):
 		return fmt.Sprintf("node %s record %+v lacks %s drained and finished", d.node, r, d.notice)
 	}
 	if d.token != "" {

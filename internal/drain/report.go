@@ -1,26 +1,25 @@
-package interruption
+package drain
 
 import (
 	"log/slog"
 	"sync"
 	"time"
 
-	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/events"
-	"lifeboat.dev/lifeboat/internal/metrics"
 )
 
 // nodeBlockedEvery spaces the Events on a node that say which pod holds its drain: a drain
 // held by a budget for minutes says so a few times, not once per retried eviction.
 const nodeBlockedEvery = 30 * time.Second
 
-// blockReporter tells an operator, while a drain runs, which pods hold it and by what: a
-// Warning Event on the pod (its owners see it in their namespace) and on the node (at most
-// every nodeBlockedEvery), a log line, and the lifeboat_drain_blocked_pods gauge while the
-// pod is held. It is the drainer's Observer.
-type blockReporter struct {
+// Reporter tells an operator, while a drain runs, which pods hold it and by what: a Warning
+// Event on the pod (its owners see it in their namespace) and on the node (at most every
+// nodeBlockedEvery), a log line, and the lifeboat_drain_blocked_pods gauge while the pod is
+// held; and, once an episode, that a pod's do-not-disrupt annotation cannot be read. It is the
+// Observer a drainer is given to report with (Options.Observer).
+type Reporter struct {
 	events        *events.Recorder
-	metrics       *metrics.Metrics
+	metrics       BlockedPods
 	log           *slog.Logger
 	mu            sync.Mutex
 	lastNodeEvent map[string]time.Time // node -> when its last EvictionBlocked Event went out
@@ -29,20 +28,30 @@ type blockReporter struct {
 	marksTold map[string]time.Time
 }
 
+// BlockedPods counts the pods that hold a drain, by what holds them (metrics.Metrics fits it).
+type BlockedPods interface {
+	BlockedPod(reason string, delta float64)
+}
+
+// NewReporter is a Reporter that records Events with e, counts with m and logs with log.
+func NewReporter(e *events.Recorder, m BlockedPods, log *slog.Logger) *Reporter {
+	return &Reporter{events: e, metrics: m, log: log, lastNodeEvent: map[string]time.Time{}}
+}
+
 // markToldFor is how long a pod told of an unreadable annotation is not told again: longer
 // than an episode's drains last.
 const markToldFor = 24 * time.Hour
 
 // UnreadableMark tells a pod's owners, once an episode, that its do-not-disrupt annotation
 // cannot be read and protects it as "true".
-func (r *blockReporter) UnreadableMark(pod *drain.Pod, why string) {
+func (r *Reporter) UnreadableMark(pod *Pod, why string) {
 	if r.markDue(string(pod.UID)+"\x00"+why, time.Now()) {
 		r.events.UnreadableMark(events.PodOf(pod), why)
 	}
 }
 
 // markDue reports whether the pod and value in key have not been told of within markToldFor.
-func (r *blockReporter) markDue(key string, now time.Time) bool {
+func (r *Reporter) markDue(key string, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.marksTold == nil {
@@ -60,9 +69,9 @@ func (r *blockReporter) markDue(key string, now time.Time) bool {
 	return true
 }
 
-var _ drain.MarkObserver = (*blockReporter)(nil)
+var _ MarkObserver = (*Reporter)(nil)
 
-func (r *blockReporter) Blocked(pod *drain.Pod, by drain.Blocker) {
+func (r *Reporter) Blocked(pod *Pod, by Blocker) {
 	r.metrics.BlockedPod(blockReason(by), 1)
 	r.log.Warn("eviction refused by a disruption budget; retrying until the deadline", "pod", pod.Namespace+"/"+pod.Name,
 		"node", pod.Spec.NodeName, "budget", by.Budget, "detail", by.Detail)
@@ -72,7 +81,7 @@ func (r *blockReporter) Blocked(pod *drain.Pod, by drain.Blocker) {
 	}
 }
 
-func (r *blockReporter) Unblocked(pod *drain.Pod, by drain.Blocker, evicted bool) {
+func (r *Reporter) Unblocked(pod *Pod, by Blocker, evicted bool) {
 	r.metrics.BlockedPod(blockReason(by), -1)
 	if evicted {
 		r.log.Info("eviction accepted after a disruption budget refused it", "pod", pod.Namespace+"/"+pod.Name, "node", pod.Spec.NodeName, "budget", by.Budget)
@@ -80,7 +89,7 @@ func (r *blockReporter) Unblocked(pod *drain.Pod, by drain.Blocker, evicted bool
 }
 
 // nodeEventDue reports whether the node may have another EvictionBlocked Event now.
-func (r *blockReporter) nodeEventDue(node string) bool {
+func (r *Reporter) nodeEventDue(node string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := time.Now()
@@ -97,7 +106,7 @@ func (r *blockReporter) nodeEventDue(node string) bool {
 }
 
 // blockReason is the gauge's label for what holds a pod.
-func blockReason(by drain.Blocker) string {
+func blockReason(by Blocker) string {
 	if by.Budget == "" {
 		return "several_disruption_budgets"
 	}

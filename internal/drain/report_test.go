@@ -1,4 +1,4 @@
-package interruption
+package drain
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 // An unreadable do-not-disrupt annotation is told once per pod and value through the drains of
 // an episode; a new value is told again, and so is the same one a day later.
 func TestUnreadableMarkToldOncePerPod(t *testing.T) {
-	r := &blockReporter{}
+	r := &Reporter{}
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	steps := []struct {
 		key  string

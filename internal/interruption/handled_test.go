@@ -7,7 +7,7 @@ import (
 )
 
 func TestDoneNoticesBounded(t *testing.T) {
-	d := newDoneNotices()
+	d := newHandledNotices()
 	d.max = 100
 	for i := range 250 {
 		d.add(fmt.Sprintf("n-%d", i))

@@ -5,23 +5,23 @@ import (
 	"time"
 )
 
-// doneNotices remembers notices this process saw finished on a fresh read of their node, so
+// handledNotices remembers notices this process saw finished on a fresh read of their node, so
 // that further copies (a storm of duplicate messages, metadata reporting a notice for
 // minutes) are answered without another read. A release only adds a notice to the record's
 // released list, which also means nothing to do; only the end of the node's episode (seen on
 // a cached or fresh copy of the node) makes a done notice worth another look.
-type doneNotices struct {
+type handledNotices struct {
 	mu  sync.Mutex
 	at  map[string]time.Time
 	ttl time.Duration
 	max int
 }
 
-func newDoneNotices() *doneNotices {
-	return &doneNotices{at: map[string]time.Time{}, ttl: time.Hour, max: 10000}
+func newHandledNotices() *handledNotices {
+	return &handledNotices{at: map[string]time.Time{}, ttl: time.Hour, max: 10000}
 }
 
-func (d *doneNotices) has(id string) bool {
+func (d *handledNotices) has(id string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	at, ok := d.at[id]
@@ -29,7 +29,7 @@ func (d *doneNotices) has(id string) bool {
 }
 
 // forget drops ids whose episode has ended: a notice of the same id opens a new one.
-func (d *doneNotices) forget(ids ...string) {
+func (d *handledNotices) forget(ids ...string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, id := range ids {
@@ -37,7 +37,7 @@ func (d *doneNotices) forget(ids ...string) {
 	}
 }
 
-func (d *doneNotices) add(id string) {
+func (d *handledNotices) add(id string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.at) >= d.max {
