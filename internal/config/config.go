@@ -80,8 +80,23 @@ func LoadOnly(envs []string, lookupEnv func(string) (string, bool)) (*Loaded, er
 func load(args []string, lookupEnv func(string) (string, bool), only map[string]bool) (*Loaded, error) {
 	c := &Config{}
 	l := &Loaded{Config: c, settings: settings(c), origins: map[string]Origin{}}
-	var problems []string
+	problems := l.applyDefaults()
+	problems = append(problems, l.applyEnv(lookupEnv, only)...)
+	flagProblems, err := l.applyFlags(args)
+	if err != nil {
+		return nil, err
+	}
+	problems = append(problems, flagProblems...)
+	sort.Strings(l.Warnings)
 
+	if len(problems) > 0 {
+		return nil, &Error{Problems: problems}
+	}
+	return l, nil
+}
+
+// applyDefaults sets every setting to its default, the lowest precedence.
+func (l *Loaded) applyDefaults() (problems []string) {
 	for _, s := range l.settings {
 		if err := s.value.Set(s.Default); err != nil {
 			// A broken default is a programming error; the tests guard against it.
@@ -89,8 +104,12 @@ func load(args []string, lookupEnv func(string) (string, bool), only map[string]
 		}
 		l.origins[s.Env] = Origin{Kind: "default"}
 	}
+	return problems
+}
 
-	// Environment: deprecated aliases first so the current name wins when both are set.
+// applyEnv reads the environment (only the settings in only, when it is not nil). Deprecated
+// aliases come first so the current name wins when both are set.
+func (l *Loaded) applyEnv(lookupEnv func(string) (string, bool), only map[string]bool) (problems []string) {
 	for _, s := range l.settings {
 		if only != nil && !only[s.Env] {
 			continue
@@ -111,35 +130,26 @@ func load(args []string, lookupEnv func(string) (string, bool), only map[string]
 		}
 		l.warnAliases(s, used, "")
 	}
+	return problems
+}
 
-	// Flags: record them in command-line order, then apply aliases before current names.
-	type flagUse struct {
-		setting *Setting
-		name    string
-		raw     string
-		alias   bool
+// flagUse is one flag as given on the command line.
+type flagUse struct {
+	setting *Setting
+	name    string
+	raw     string
+	alias   bool
+}
+
+// applyFlags applies the flags in args over the environment: aliases before current names,
+// each group in command-line order. The error, when not nil, ends the load at once (usage
+// asked for, or a flag that cannot be parsed).
+func (l *Loaded) applyFlags(args []string) (problems []string, err error) {
+	uses, rest, err := l.parseFlags(args)
+	if err != nil {
+		return nil, err
 	}
-	var uses []flagUse
-	fs := flag.NewFlagSet("lifeboat", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	for _, s := range l.settings {
-		names := []string{s.Flag}
-		for _, a := range s.Aliases {
-			names = append(names, FlagName(a))
-		}
-		for i, name := range names {
-			fs.Var(&recorder{isBool: isBool(s), record: func(raw string) {
-				uses = append(uses, flagUse{setting: s, name: name, raw: raw, alias: i > 0})
-			}}, name, s.Usage)
-		}
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, ErrHelp
-		}
-		return nil, &Error{Problems: []string{err.Error()}}
-	}
-	if rest := fs.Args(); len(rest) > 0 {
+	if len(rest) > 0 {
 		problems = append(problems, fmt.Sprintf("unexpected argument %q (settings are flags such as --workers=5)", rest[0]))
 	}
 	sort.SliceStable(uses, func(i, j int) bool { return uses[i].alias && !uses[j].alias })
@@ -155,12 +165,32 @@ func load(args []string, lookupEnv func(string) (string, bool), only map[string]
 	for s, names := range flagNames {
 		l.warnAliases(s, names, "--")
 	}
-	sort.Strings(l.Warnings)
+	return problems, nil
+}
 
-	if len(problems) > 0 {
-		return nil, &Error{Problems: problems}
+// parseFlags records the flags in args in command-line order, without applying them, and
+// returns the arguments left after them.
+func (l *Loaded) parseFlags(args []string) (uses []flagUse, rest []string, err error) {
+	fs := flag.NewFlagSet("lifeboat", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	for _, s := range l.settings {
+		names := []string{s.Flag}
+		for _, a := range s.Aliases {
+			names = append(names, FlagName(a))
+		}
+		for i, name := range names {
+			fs.Var(&recorder{isBool: isBool(s), record: func(raw string) {
+				uses = append(uses, flagUse{setting: s, name: name, raw: raw, alias: i > 0})
+			}}, name, s.Usage)
+		}
 	}
-	return l, nil
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, nil, ErrHelp
+		}
+		return nil, nil, &Error{Problems: []string{err.Error()}}
+	}
+	return uses, fs.Args(), nil
 }
 
 func (l *Loaded) warnAliases(s *Setting, used []string, prefix string) {
@@ -271,48 +301,86 @@ func IsAccountID(s string) bool {
 // Validate checks what depends on more than one setting, for the given mode, and fills in
 // values derived from others (the region from the queue URL, the heartbeat limit).
 func (l *Loaded) Validate(mode Mode) error {
-	c := l.Config
 	var problems []string
 	switch mode {
 	case ModeAgent:
-		if c.NodeName == "" {
-			problems = append(problems, "NODE_NAME is required in agent mode: the node to protect (set it from the Downward API, spec.nodeName)")
-		}
-		if c.WaitForLoadBalancerTargets == "true" && c.AWSRegion == "" {
-			problems = append(problems, "WAIT_FOR_LOAD_BALANCER_TARGETS=true in agent mode needs AWS_REGION (and AWS credentials allowed elasticloadbalancing:DescribeTargetGroups and DescribeTargetHealth)")
-		}
-		if c.HeartbeatInterval != -1 {
-			l.Warnings = append(l.Warnings, "HEARTBEAT_INTERVAL has no effect in agent mode: the agent sends no lifecycle heartbeats, so keep NODE_TERMINATION_GRACE_PERIOD below the lifecycle hook's heartbeat timeout")
-		}
-		if c.AbandonOnIncompleteDrain {
-			l.Warnings = append(l.Warnings, "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN has no effect in agent mode: the agent completes its termination hook with CONTINUE (ASG_LIFECYCLE_HOOK_NAME), and never terminates its own instance; use controller mode to leave incomplete drains to the group's retention")
-		}
+		problems = l.validateAgent()
 	case ModeController:
-		if c.QueueURL == "" {
-			problems = append(problems, "QUEUE_URL is required in controller mode (ENABLE_SQS_TERMINATION_DRAINING=true)")
-		} else if c.AWSRegion == "" {
-			if r := RegionFromQueueURL(c.QueueURL); r != "" {
-				c.AWSRegion = r
-				l.origins["AWS_REGION"] = Origin{Kind: "env", Name: "QUEUE_URL"}
-			} else {
-				problems = append(problems, fmt.Sprintf("AWS_REGION is unset and QUEUE_URL=%q names no region: set AWS_REGION", c.QueueURL))
-			}
-		}
-		if c.QueueURL != "" && AccountFromQueueURL(c.QueueURL) == "" {
-			l.Warnings = append(l.Warnings, fmt.Sprintf("QUEUE_URL=%q names no AWS account (its path is not /<12-digit account>/<queue>): messages are accepted from any account", c.QueueURL))
-		}
-		if c.ClusterName == "" {
-			l.Warnings = append(l.Warnings, "CLUSTER_NAME is unset: instances are not checked for this cluster's kubernetes.io/cluster/<name> tag, so a queue shared with another cluster could make Lifeboat act on a node of the same name there; set CLUSTER_NAME")
-		}
+		problems = l.validateController()
 	default:
 		problems = append(problems, fmt.Sprintf("unknown mode %q", mode))
 	}
+	c := l.Config
+	problems = append(problems, c.regionProblems()...)
+	problems = append(problems, c.managedTagProblems()...)
+	problems = append(problems, c.validateHeartbeats()...)
+	problems = append(problems, c.readTemplateFile()...)
+	problems = append(problems, l.validateInstanceStatus(mode)...)
+	problems = append(problems, c.portProblems()...)
+	if len(problems) > 0 {
+		return &Error{Problems: problems}
+	}
+	return nil
+}
+
+// validateAgent checks the settings an agent needs, and warns of those it ignores.
+func (l *Loaded) validateAgent() (problems []string) {
+	c := l.Config
+	if c.NodeName == "" {
+		problems = append(problems, "NODE_NAME is required in agent mode: the node to protect (set it from the Downward API, spec.nodeName)")
+	}
+	if c.WaitForLoadBalancerTargets == "true" && c.AWSRegion == "" {
+		problems = append(problems, "WAIT_FOR_LOAD_BALANCER_TARGETS=true in agent mode needs AWS_REGION (and AWS credentials allowed elasticloadbalancing:DescribeTargetGroups and DescribeTargetHealth)")
+	}
+	if c.HeartbeatInterval != -1 {
+		l.Warnings = append(l.Warnings, "HEARTBEAT_INTERVAL has no effect in agent mode: the agent sends no lifecycle heartbeats, so keep NODE_TERMINATION_GRACE_PERIOD below the lifecycle hook's heartbeat timeout")
+	}
+	if c.AbandonOnIncompleteDrain {
+		l.Warnings = append(l.Warnings, "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN has no effect in agent mode: the agent completes its termination hook with CONTINUE (ASG_LIFECYCLE_HOOK_NAME), and never terminates its own instance; use controller mode to leave incomplete drains to the group's retention")
+	}
+	return problems
+}
+
+// validateController checks the queue settings, takes the region from the queue URL when
+// AWS_REGION is unset, and warns of settings that leave the controller trusting too much.
+func (l *Loaded) validateController() (problems []string) {
+	c := l.Config
+	if c.QueueURL == "" {
+		problems = append(problems, "QUEUE_URL is required in controller mode (ENABLE_SQS_TERMINATION_DRAINING=true)")
+	} else if c.AWSRegion == "" {
+		if r := RegionFromQueueURL(c.QueueURL); r != "" {
+			c.AWSRegion = r
+			l.origins["AWS_REGION"] = Origin{Kind: "env", Name: "QUEUE_URL"}
+		} else {
+			problems = append(problems, fmt.Sprintf("AWS_REGION is unset and QUEUE_URL=%q names no region: set AWS_REGION", c.QueueURL))
+		}
+	}
+	if c.QueueURL != "" && AccountFromQueueURL(c.QueueURL) == "" {
+		l.Warnings = append(l.Warnings, fmt.Sprintf("QUEUE_URL=%q names no AWS account (its path is not /<12-digit account>/<queue>): messages are accepted from any account", c.QueueURL))
+	}
+	if c.ClusterName == "" {
+		l.Warnings = append(l.Warnings, "CLUSTER_NAME is unset: instances are not checked for this cluster's kubernetes.io/cluster/<name> tag, so a queue shared with another cluster could make Lifeboat act on a node of the same name there; set CLUSTER_NAME")
+	}
+	return problems
+}
+
+func (c *Config) regionProblems() []string {
 	if c.AWSRegion != "" && !regionPattern.MatchString(c.AWSRegion) {
-		problems = append(problems, fmt.Sprintf("AWS_REGION=%q: not a region name such as us-east-1", c.AWSRegion))
+		return []string{fmt.Sprintf("AWS_REGION=%q: not a region name such as us-east-1", c.AWSRegion)}
 	}
+	return nil
+}
+
+func (c *Config) managedTagProblems() []string {
 	if c.CheckTagBeforeDraining && strings.TrimSpace(c.ManagedTag) == "" {
-		problems = append(problems, "MANAGED_TAG is empty while CHECK_TAG_BEFORE_DRAINING=true: name the tag key, or set CHECK_TAG_BEFORE_DRAINING=false")
+		return []string{"MANAGED_TAG is empty while CHECK_TAG_BEFORE_DRAINING=true: name the tag key, or set CHECK_TAG_BEFORE_DRAINING=false"}
 	}
+	return nil
+}
+
+// validateHeartbeats checks the heartbeat settings together, and gives HEARTBEAT_UNTIL its
+// default when heartbeats are on: the limit depends on whether there are any.
+func (c *Config) validateHeartbeats() (problems []string) {
 	if c.HeartbeatUntil != -1 && c.HeartbeatInterval == -1 {
 		problems = append(problems, fmt.Sprintf("HEARTBEAT_UNTIL=%d needs HEARTBEAT_INTERVAL (30 to 3600)", c.HeartbeatUntil))
 	}
@@ -324,20 +392,28 @@ func (l *Loaded) Validate(mode Mode) error {
 			problems = append(problems, fmt.Sprintf("HEARTBEAT_INTERVAL=%d must be less than HEARTBEAT_UNTIL=%d", c.HeartbeatInterval, c.HeartbeatUntil))
 		}
 	}
-	if c.WebhookTemplateFile != "" {
-		body, err := os.ReadFile(c.WebhookTemplateFile)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("WEBHOOK_TEMPLATE_FILE=%q: %v", c.WebhookTemplateFile, errors.Unwrap(err)))
-		} else if err := (templateValue{&c.WebhookTemplate}).Set(string(body)); err != nil {
-			problems = append(problems, fmt.Sprintf("WEBHOOK_TEMPLATE_FILE=%q: %v", c.WebhookTemplateFile, err))
-		}
+	return problems
+}
+
+// readTemplateFile reads WEBHOOK_TEMPLATE_FILE, when set, into WEBHOOK_TEMPLATE, checked as
+// the setting itself is.
+func (c *Config) readTemplateFile() []string {
+	if c.WebhookTemplateFile == "" {
+		return nil
 	}
-	problems = append(problems, l.validateInstanceStatus(mode)...)
+	body, err := os.ReadFile(c.WebhookTemplateFile)
+	if err != nil {
+		return []string{fmt.Sprintf("WEBHOOK_TEMPLATE_FILE=%q: %v", c.WebhookTemplateFile, errors.Unwrap(err))}
+	}
+	if err := (templateValue{&c.WebhookTemplate}).Set(string(body)); err != nil {
+		return []string{fmt.Sprintf("WEBHOOK_TEMPLATE_FILE=%q: %v", c.WebhookTemplateFile, err)}
+	}
+	return nil
+}
+
+func (c *Config) portProblems() []string {
 	if c.EnablePrometheusServer && c.EnableProbesServer && c.PrometheusServerPort == c.ProbesServerPort {
-		problems = append(problems, fmt.Sprintf("PROMETHEUS_SERVER_PORT and PROBES_SERVER_PORT are both %d: choose two ports", c.ProbesServerPort))
-	}
-	if len(problems) > 0 {
-		return &Error{Problems: problems}
+		return []string{fmt.Sprintf("PROMETHEUS_SERVER_PORT and PROBES_SERVER_PORT are both %d: choose two ports", c.ProbesServerPort)}
 	}
 	return nil
 }

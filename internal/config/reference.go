@@ -15,86 +15,122 @@ const ReferenceCommand = "make docs"
 // Reference renders the configuration reference (docs/configuration.md) from the settings
 // table, so the documentation cannot describe settings the code does not have.
 func Reference() []byte {
-	all := Settings()
-	var b bytes.Buffer
-	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	r := &reference{all: Settings()}
+	r.intro()
+	r.differences()
+	r.lifeboatOnly()
+	long := r.groups()
+	r.longDefaults(long)
+	return bytes.TrimRight(r.b.Bytes(), "\n")
+}
 
-	p("# Configuration reference\n\n")
-	p("<!-- Generated from internal/config/settings.go by `%s`; do not edit by hand. -->\n\n", ReferenceCommand)
-	p("Every setting is an environment variable and a flag. The variables are those of\n")
-	p("aws-node-termination-handler (NTH), so an NTH deployment keeps its configuration.\n\n")
-	p("- A flag wins over the variable; an empty variable counts as unset.\n")
-	p("- A flag is the variable in lower kebab case (`WORKERS` is `--workers`), with one or two dashes.\n")
-	if odd := unusualFlags(all); len(odd) > 0 {
-		p("  Exceptions, as in NTH: %s.\n", strings.Join(odd, ", "))
+// reference is the reference being written, section by section.
+type reference struct {
+	all []*Setting
+	b   bytes.Buffer
+}
+
+func (r *reference) p(format string, args ...any) { fmt.Fprintf(&r.b, format, args...) }
+
+// intro says how settings are spelled, read and checked.
+func (r *reference) intro() {
+	r.p("# Configuration reference\n\n")
+	r.p("<!-- Generated from internal/config/settings.go by `%s`; do not edit by hand. -->\n\n", ReferenceCommand)
+	r.p("Every setting is an environment variable and a flag. The variables are those of\n")
+	r.p("aws-node-termination-handler (NTH), so an NTH deployment keeps its configuration.\n\n")
+	r.p("- A flag wins over the variable; an empty variable counts as unset.\n")
+	r.p("- A flag is the variable in lower kebab case (`WORKERS` is `--workers`), with one or two dashes.\n")
+	if odd := unusualFlags(r.all); len(odd) > 0 {
+		r.p("  Exceptions, as in NTH: %s.\n", strings.Join(odd, ", "))
 	}
-	p("- Deprecated names (aliases) are still accepted, as variables and as flags; the current name\n")
-	p("  wins when both are set, and a warning names the replacement.\n")
-	p("- Every value is checked at start. Bad values stop Lifeboat with exit status 2 and one line per\n")
-	p("  problem, naming the input. `lifeboat config` prints the effective values and where each came\n")
-	p("  from; `lifeboat help` lists the settings.\n")
-	p("- Secrets (marked below) are never printed or logged once set.\n\n")
+	r.p("- Deprecated names (aliases) are still accepted, as variables and as flags; the current name\n")
+	r.p("  wins when both are set, and a warning names the replacement.\n")
+	r.p("- Every value is checked at start. Bad values stop Lifeboat with exit status 2 and one line per\n")
+	r.p("  problem, naming the input. `lifeboat config` prints the effective values and where each came\n")
+	r.p("  from; `lifeboat help` lists the settings.\n")
+	r.p("- Secrets (marked below) are never printed or logged once set.\n\n")
+}
 
-	p("## Deliberate differences from NTH's defaults\n\n")
-	p("| setting | NTH default | Lifeboat default | why |\n| --- | --- | --- | --- |\n")
-	for _, s := range all {
+// differences lists the defaults that differ from NTH's, with the reason for each.
+func (r *reference) differences() {
+	r.p("## Deliberate differences from NTH's defaults\n\n")
+	r.p("| setting | NTH default | Lifeboat default | why |\n| --- | --- | --- | --- |\n")
+	for _, s := range r.all {
 		if s.Why == "" {
 			continue
 		}
-		p("| `%s` | %s | %s | %s |\n", s.Env, valueOrUnset(s.NTHDefault), valueOrUnset(s.Default), cell(s.Why))
+		r.p("| `%s` | %s | %s | %s |\n", s.Env, valueOrUnset(s.NTHDefault), valueOrUnset(s.Default), cell(s.Why))
 	}
-	p("\n## Settings NTH does not have\n\n")
-	for _, s := range all {
+}
+
+func (r *reference) lifeboatOnly() {
+	r.p("\n## Settings NTH does not have\n\n")
+	for _, s := range r.all {
 		if s.Lifeboat {
-			p("- `%s`, in *%s*: %s\n", s.Env, s.Group, cell(s.Usage))
+			r.p("- `%s`, in *%s*: %s\n", s.Env, s.Group, cell(s.Usage))
 		}
 	}
-	p("\n")
+	r.p("\n")
+}
 
-	var long []*Setting
+// groups writes one table per group of settings, and returns the settings whose default is
+// too long for a cell: it is written after the tables.
+func (r *reference) groups() (long []*Setting) {
 	group := ""
-	for _, s := range all {
+	for _, s := range r.all {
 		if s.Group != group {
 			group = s.Group
-			p("## %s\n\n", group)
-			p("| variable / flag | default | accepted values | meaning |\n| --- | --- | --- | --- |\n")
+			r.p("## %s\n\n", group)
+			r.p("| variable / flag | default | accepted values | meaning |\n| --- | --- | --- | --- |\n")
 		}
-		name := fmt.Sprintf("`%s`<br>`--%s`", s.Env, s.Flag)
-		for _, a := range s.Aliases {
-			name += fmt.Sprintf("<br>deprecated: `%s`, `--%s`", a, FlagName(a))
-		}
-		if s.Lifeboat {
-			name += "<br>*Lifeboat only*"
-		}
-		def := valueOrUnset(s.Default)
-		if len(s.Default) > 40 {
-			def = "see [below](#default-" + anchor(s.Env) + ")"
+		if r.row(s) {
 			long = append(long, s)
 		}
-		if s.Why != "" {
-			def += "<br>(NTH: " + valueOrUnset(s.NTHDefault) + ")"
-		}
-		meaning := cell(s.Usage)
-		if s.Why != "" {
-			meaning += " **Differs from NTH:** " + cell(s.Why) + "."
-		}
-		if s.Secret {
-			meaning += " *Secret: never printed or logged.*"
-		}
-		p("| %s | %s | %s | %s |\n", name, def, cell(accepted(s.value)), meaning)
-		if next := nextGroup(all, s); next != group {
-			p("\n")
+		if next := nextGroup(r.all, s); next != group {
+			r.p("\n")
 			if group == groupDrain {
-				p("%s\n\n", podRules)
+				r.p("%s\n\n", podRules)
 			}
 		}
 	}
-	for _, s := range long {
-		p("<a id=\"default-%s\"></a>\n\n", anchor(s.Env))
-		p("### Default of %s\n\n", s.Env)
-		p("```\n%s\n```\n\n", s.Default)
+	return long
+}
+
+// row writes the setting's row of its group's table; it reports whether the default was too
+// long for the cell.
+func (r *reference) row(s *Setting) (long bool) {
+	name := fmt.Sprintf("`%s`<br>`--%s`", s.Env, s.Flag)
+	for _, a := range s.Aliases {
+		name += fmt.Sprintf("<br>deprecated: `%s`, `--%s`", a, FlagName(a))
 	}
-	return bytes.TrimRight(b.Bytes(), "\n")
+	if s.Lifeboat {
+		name += "<br>*Lifeboat only*"
+	}
+	def := valueOrUnset(s.Default)
+	if len(s.Default) > 40 {
+		def = "see [below](#default-" + anchor(s.Env) + ")"
+		long = true
+	}
+	if s.Why != "" {
+		def += "<br>(NTH: " + valueOrUnset(s.NTHDefault) + ")"
+	}
+	meaning := cell(s.Usage)
+	if s.Why != "" {
+		meaning += " **Differs from NTH:** " + cell(s.Why) + "."
+	}
+	if s.Secret {
+		meaning += " *Secret: never printed or logged.*"
+	}
+	r.p("| %s | %s | %s | %s |\n", name, def, cell(accepted(s.value)), meaning)
+	return long
+}
+
+func (r *reference) longDefaults(long []*Setting) {
+	for _, s := range long {
+		r.p("<a id=\"default-%s\"></a>\n\n", anchor(s.Env))
+		r.p("### Default of %s\n\n", s.Env)
+		r.p("```\n%s\n```\n\n", s.Default)
+	}
 }
 
 // podRules says which pods a drain moves, beyond what the settings above decide. It is kept

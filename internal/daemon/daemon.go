@@ -71,20 +71,10 @@ func New(ctx context.Context, cfg *config.Config, mode config.Mode, logger *slog
 	if err := d.listen(); err != nil {
 		return nil, err
 	}
-	base, err := kube.RESTConfig(wiring.Kube(cfg))
+	clients, err := d.connect()
 	if err != nil {
-		return nil, &ConfigError{fmt.Errorf("cannot reach Kubernetes: %w", err)}
+		return nil, err
 	}
-	// One request budget, sized by the API server's answers, for every client but the Lease's.
-	clients, err := KubeClients(base, cfg, d.metrics)
-	if err != nil {
-		return nil, fmt.Errorf("cannot build Kubernetes client: %w", err)
-	}
-	sv, err := clients.Main.Discovery().ServerVersion()
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach the Kubernetes API server %s: %w", base.Host, err)
-	}
-	logger.Info("connected to Kubernetes", "host", base.Host, "serverVersion", sv.GitVersion)
 	if err := permitted(ctx, clients.Main, mode, cfg, logger); err != nil {
 		return nil, err
 	}
@@ -92,36 +82,69 @@ func New(ctx context.Context, cfg *config.Config, mode config.Mode, logger *slog
 	if err != nil {
 		return nil, err
 	}
-	switch mode {
-	case config.ModeAgent:
-		a := agent.New(agent.Options{Config: cfg, Client: clients.Main, Logger: logger, Metrics: d.metrics, Handler: handler,
-			IMDS: imds.NewClient(cfg.MetadataURL, cfg.MetadataTries, cfg.AllowIMDSv1)})
-		d.ready = a.Healthy
-		d.run = func(ctx context.Context) error {
-			if err := a.Run(ctx); err != nil {
-				return fmt.Errorf("agent stopped: %w", err)
-			}
-			logger.Info("agent stopped; unfinished work resumes from the node's record")
-			return nil
-		}
-	default:
-		awsCfg, err := cloud.LoadAWSConfig(ctx, cfg.AWSRegion, cfg.AWSEndpoint)
-		if err != nil {
-			return nil, fmt.Errorf("cannot start the controller: %w", err)
-		}
-		ctl := controller.New(controller.Options{Config: cfg, Client: clients.Main, Logger: logger, Metrics: d.metrics, Handler: handler,
-			LeaseClient: clients.Lease, // outside the budget: renewals never wait behind evictions
-			Queue:       awssqs.NewFromConfig(awsCfg), EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg)})
-		d.ready = ctl.Healthy
-		d.run = func(ctx context.Context) error {
-			if err := ctl.RunWithLeaderElection(ctx); err != nil {
-				return fmt.Errorf("controller stopped: %w", err)
-			}
-			logger.Info("controller stopped; unfinished messages come back to the next leader")
-			return nil
-		}
+	if mode == config.ModeAgent {
+		d.buildAgent(clients, handler)
+		return d, nil
+	}
+	if err := d.buildController(ctx, clients, handler); err != nil {
+		return nil, err
 	}
 	return d, nil
+}
+
+// connect builds the Kubernetes clients and checks that the API server answers. One request
+// budget, sized by the API server's answers, serves every client but the Lease's.
+func (d *Daemon) connect() (*Clients, error) {
+	base, err := kube.RESTConfig(wiring.Kube(d.cfg))
+	if err != nil {
+		return nil, &ConfigError{fmt.Errorf("cannot reach Kubernetes: %w", err)}
+	}
+	clients, err := KubeClients(base, d.cfg, d.metrics)
+	if err != nil {
+		return nil, fmt.Errorf("cannot build Kubernetes client: %w", err)
+	}
+	sv, err := clients.Main.Discovery().ServerVersion()
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the Kubernetes API server %s: %w", base.Host, err)
+	}
+	d.log.Info("connected to Kubernetes", "host", base.Host, "serverVersion", sv.GitVersion)
+	return clients, nil
+}
+
+// buildAgent makes the agent the process's driver.
+func (d *Daemon) buildAgent(clients *Clients, handler interruption.Options) {
+	cfg, logger := d.cfg, d.log
+	a := agent.New(agent.Options{Config: cfg, Client: clients.Main, Logger: logger, Metrics: d.metrics, Handler: handler,
+		IMDS: imds.NewClient(cfg.MetadataURL, cfg.MetadataTries, cfg.AllowIMDSv1)})
+	d.ready = a.Healthy
+	d.run = func(ctx context.Context) error {
+		if err := a.Run(ctx); err != nil {
+			return fmt.Errorf("agent stopped: %w", err)
+		}
+		logger.Info("agent stopped; unfinished work resumes from the node's record")
+		return nil
+	}
+}
+
+// buildController makes the controller, with its AWS clients, the process's driver.
+func (d *Daemon) buildController(ctx context.Context, clients *Clients, handler interruption.Options) error {
+	cfg, logger := d.cfg, d.log
+	awsCfg, err := cloud.LoadAWSConfig(ctx, cfg.AWSRegion, cfg.AWSEndpoint)
+	if err != nil {
+		return fmt.Errorf("cannot start the controller: %w", err)
+	}
+	ctl := controller.New(controller.Options{Config: cfg, Client: clients.Main, Logger: logger, Metrics: d.metrics, Handler: handler,
+		LeaseClient: clients.Lease, // outside the budget: renewals never wait behind evictions
+		Queue:       awssqs.NewFromConfig(awsCfg), EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg)})
+	d.ready = ctl.Healthy
+	d.run = func(ctx context.Context) error {
+		if err := ctl.RunWithLeaderElection(ctx); err != nil {
+			return fmt.Errorf("controller stopped: %w", err)
+		}
+		logger.Info("controller stopped; unfinished messages come back to the next leader")
+		return nil
+	}
+	return nil
 }
 
 // handlerOptions are the process's parts of the interruption handler: Events, the webhook, the

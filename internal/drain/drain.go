@@ -243,110 +243,153 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 	// Read before any goroutine starts, so that no tightening from here on is missed.
 	tightened := deadline.Changed()
 
-	// The tracker follows the node from before the list when a shared informer feeds it, so
-	// that nothing between the list and the selection is missed.
-	tr := newTracker(nil)
-	var pods []*Pod
-	var rv string
-	var err error
-	if d.opts.Pods != nil {
-		stopFollowing := d.opts.Pods.follow(node, tr)
-		defer stopFollowing()
-		pods, err = d.opts.Pods.podsOn(ctx, node)
-	} else {
-		pods, rv, err = d.opts.Lister.PodsOnNode(ctx, node)
-	}
+	r := &drainRun{d: d, node: node, deadline: deadline, terms: terms, res: res, tr: newTracker(nil), told: map[types.UID]bool{}}
+	pods, rv, stopFollowing, err := r.list(ctx)
+	defer stopFollowing()
 	if err != nil {
-		if ctx.Err() != nil && parent.Err() == nil {
-			// Our deadline, not the caller, ended the list: say so, rather than let the
-			// context's cancellation read as a shutdown.
-			return res, fmt.Errorf("drain %s: the deadline passed while listing its pods: %w", node, context.DeadlineExceeded)
-		}
-		return res, fmt.Errorf("drain %s: %w", node, err)
+		return res, r.listFailed(ctx, parent, err)
 	}
 	res.Listed = time.Now()
-	candidates, skipped := Select(pods, d.opts.Policy, terms)
-	told := map[types.UID]bool{}
-	d.reportMarks(node, pods, candidates, skipped, told)
-	res.Skipped = skipped
-	res.Pods = make([]PodOutcome, len(candidates))
-	for i, c := range candidates {
-		res.Pods[i] = outcomeOf(c)
+	candidates, terminating := r.selectListed(pods)
+	if d.opts.DryRun || len(candidates)+len(terminating) == 0 {
+		return res, nil
 	}
-	// Pods already terminating are not evicted again, but the node is not empty until they
-	// are gone too: wait for them on the same watch.
-	var terminating []types.UID
+
+	r.track(pods, candidates, terminating)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	if d.opts.Pods == nil {
+		go d.watchDeletions(watchCtx, node, rv, r.tr)
+	}
+	d.shortenOnTighten(watchCtx, deadline, tightened, r.tr)
+
+	d.evictInTiers(ctx, candidates, res.Pods, deadline, r.tr)
+	r.tr.waitAll(ctx, terminating)
+	r.drainLate(ctx)
+	r.noteGone()
+	return res, r.incomplete(terminating)
+}
+
+// drainRun is one drain's state, shared by its steps.
+type drainRun struct {
+	d        *Drainer
+	node     string
+	deadline *Deadline
+	terms    Terms
+	res      *Result
+	tr       *tracker
+	told     map[types.UID]bool // pods whose unreadable mark was reported
+}
+
+// list reads the node's pods. With a shared informer the tracker follows the node from
+// before the list, so that nothing between the list and the selection is missed; stop ends
+// that (it does nothing otherwise). rv is the list's resource version, to watch from.
+func (r *drainRun) list(ctx context.Context) (pods []*Pod, rv string, stop func(), err error) {
+	if p := r.d.opts.Pods; p != nil {
+		stop = p.follow(r.node, r.tr)
+		pods, err = p.podsOn(ctx, r.node)
+		return pods, "", stop, err
+	}
+	pods, rv, err = r.d.opts.Lister.PodsOnNode(ctx, r.node)
+	return pods, rv, func() {}, err
+}
+
+// listFailed is the drain's error for a failed list.
+func (r *drainRun) listFailed(ctx, parent context.Context, err error) error {
+	if ctx.Err() != nil && parent.Err() == nil {
+		// Our deadline, not the caller, ended the list: say so, rather than let the
+		// context's cancellation read as a shutdown.
+		return fmt.Errorf("drain %s: the deadline passed while listing its pods: %w", r.node, context.DeadlineExceeded)
+	}
+	return fmt.Errorf("drain %s: %w", r.node, err)
+}
+
+// selectListed decides which listed pods to evict, and records the decision in the result.
+// Pods already terminating are not evicted again, but the node is not empty until they are
+// gone too: they are returned to be waited for on the same watch.
+func (r *drainRun) selectListed(pods []*Pod) (candidates []Candidate, terminating []types.UID) {
+	candidates, skipped := Select(pods, r.d.opts.Policy, r.terms)
+	r.d.reportMarks(r.node, pods, candidates, skipped, r.told)
+	r.res.Skipped = skipped
+	r.res.Pods = make([]PodOutcome, len(candidates))
+	for i, c := range candidates {
+		r.res.Pods[i] = outcomeOf(c)
+	}
 	for _, s := range skipped {
 		if s.Reason == ReasonTerminating {
 			terminating = append(terminating, s.UID)
 		}
 	}
-	if d.opts.DryRun || len(candidates)+len(terminating) == 0 {
-		return res, nil
-	}
+	return candidates, terminating
+}
 
-	tr.track(terminating...)
+// track has the tracker follow the pods the drain waits for.
+func (r *drainRun) track(pods []*Pod, candidates []Candidate, terminating []types.UID) {
+	r.tr.track(terminating...)
 	for _, c := range candidates {
-		tr.track(c.Pod.UID)
+		r.tr.track(c.Pod.UID)
 	}
 	for _, p := range pods {
 		if p.DeletionTimestamp != nil && slices.Contains(terminating, p.UID) {
-			tr.leavingBy(p, p.DeletionTimestamp.Time) // the API server's end of its grace period
+			r.tr.leavingBy(p, p.DeletionTimestamp.Time) // the API server's end of its grace period
 		}
 	}
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	if d.opts.Pods == nil {
-		go d.watchDeletions(watchCtx, node, rv, tr)
-	}
-	d.shortenOnTighten(watchCtx, deadline, tightened, tr)
+}
 
-	d.evictInTiers(ctx, candidates, res.Pods, deadline, tr)
-	tr.waitAll(ctx, terminating)
-	// Pods that reached the node after the list (bound by a scheduler that decided before the
-	// cordon) are drained too, in a few more rounds at most.
+// drainLate drains the pods that reached the node after the list (bound by a scheduler that
+// decided before the cordon), in a few more rounds at most.
+func (r *drainRun) drainLate(ctx context.Context) {
 	for round := 0; round < maxLateRounds && ctx.Err() == nil; round++ {
-		latePods := tr.takeLate()
-		late, lateSkipped := Select(latePods, d.opts.Policy, terms)
-		d.reportMarks(node, latePods, late, lateSkipped, told)
+		latePods := r.tr.takeLate()
+		late, lateSkipped := Select(latePods, r.d.opts.Policy, r.terms)
+		r.d.reportMarks(r.node, latePods, late, lateSkipped, r.told)
 		// The watch also reports pods the list already skipped whenever they change (a
 		// DaemonSet pod's status, say): they are decided again, but reported once.
-		res.Skipped = reviseSkipped(res.Skipped, lateSkipped, late)
+		r.res.Skipped = reviseSkipped(r.res.Skipped, lateSkipped, late)
 		if len(late) == 0 {
 			break
 		}
-		first := len(res.Pods)
+		first := len(r.res.Pods)
 		for _, c := range late {
-			tr.track(c.Pod.UID)
-			res.Pods = append(res.Pods, outcomeOf(c))
+			r.tr.track(c.Pod.UID)
+			r.res.Pods = append(r.res.Pods, outcomeOf(c))
 		}
-		d.opts.Logger.Info("pods arrived on the node after the drain listed it; draining them too", "node", node, "pods", len(late))
-		d.evictInTiers(ctx, late, res.Pods[first:], deadline, tr)
+		r.d.opts.Logger.Info("pods arrived on the node after the drain listed it; draining them too", "node", r.node, "pods", len(late))
+		r.d.evictInTiers(ctx, late, r.res.Pods[first:], r.deadline, r.tr)
 	}
-	for i := range res.Pods {
-		if at, ok := tr.goneAt(res.Pods[i].UID); ok {
-			res.Pods[i].GoneAt = at
-		} else if res.Pods[i].Error == "" {
-			res.Pods[i].Error = "eviction accepted but the pod was still terminating at the deadline"
+}
+
+// noteGone records when each selected pod was seen gone, or why it is still there.
+func (r *drainRun) noteGone() {
+	for i := range r.res.Pods {
+		if at, ok := r.tr.goneAt(r.res.Pods[i].UID); ok {
+			r.res.Pods[i].GoneAt = at
+		} else if r.res.Pods[i].Error == "" {
+			r.res.Pods[i].Error = "eviction accepted but the pod was still terminating at the deadline"
 		}
 	}
-	if left := res.Remaining(); len(left) > 0 {
+}
+
+// incomplete is the drain's error when pods remain: selected ones (a few named), or ones that
+// were already terminating.
+func (r *drainRun) incomplete(terminating []types.UID) error {
+	if left := r.res.Remaining(); len(left) > 0 {
 		names := make([]string, 0, min(len(left), 5))
 		for _, p := range left[:min(len(left), 5)] {
 			names = append(names, p.Pod.String()+": "+p.Error)
 		}
-		return res, fmt.Errorf("drain %s incomplete: %d of %d pods remain (%s)", node, len(left), len(res.Pods), strings.Join(names, "; "))
+		return fmt.Errorf("drain %s incomplete: %d of %d pods remain (%s)", r.node, len(left), len(r.res.Pods), strings.Join(names, "; "))
 	}
 	stillTerminating := 0
 	for _, u := range terminating {
-		if _, ok := tr.goneAt(u); !ok {
+		if _, ok := r.tr.goneAt(u); !ok {
 			stillTerminating++
 		}
 	}
 	if stillTerminating > 0 {
-		return res, fmt.Errorf("drain %s incomplete: %d pods that were already terminating are still on the node", node, stillTerminating)
+		return fmt.Errorf("drain %s incomplete: %d pods that were already terminating are still on the node", r.node, stillTerminating)
 	}
-	return res, nil
+	return nil
 }
 
 // reportMarks logs each selected or skipped pod whose do-not-disrupt annotation could not be
@@ -536,107 +579,173 @@ func (d *Drainer) evictTier(ctx context.Context, tier []Candidate, out []PodOutc
 // is one already taken for the first attempt, or nil. refused, when set, is called at each
 // refusal by a disruption budget.
 func (d *Drainer) evictOne(ctx context.Context, pod *Pod, out *PodOutcome, dl *Deadline, tr *tracker, turn, refused func()) {
-	log := d.opts.Logger.With("pod", out.Pod.String(), "node", pod.Spec.NodeName)
-	backoff := d.opts.RetryMin
-	var reported *Blocker // what Blocked was told, so that Unblocked is told the same
-	defer func() {
-		if reported != nil {
-			d.opts.Observer.Unblocked(pod, *reported, !out.EvictedAt.IsZero())
-		}
-	}()
+	e := &podEviction{d: d, pod: pod, out: out, dl: dl, tr: tr, refused: refused,
+		log: d.opts.Logger.With("pod", out.Pod.String(), "node", pod.Spec.NodeName), backoff: d.opts.RetryMin}
+	defer e.unblock()
 	for {
 		if turn == nil {
-			var err error
-			if turn, err = d.slots.acquire(ctx, dl.Time()); err != nil {
-				out.Error = fmt.Sprintf("deadline reached before the eviction's turn came (after %d attempts)", out.Attempts)
-				if out.BlockedBy != nil {
-					out.Error = fmt.Sprintf("held by %s: deadline reached after %d eviction attempts", out.BlockedBy, out.Attempts)
-				}
+			var ok bool
+			if turn, ok = e.takeTurn(ctx); !ok {
 				return
 			}
 		}
 		out.Attempts++
-		tightened, deadline := dl.Changed(), dl.Time()
-		eviction := &policyv1.Eviction{
+		a := attempt{tightened: dl.Changed(), deadline: dl.Time()}
+		a.eviction = &policyv1.Eviction{
 			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
 			// The UID precondition keeps a same-named replacement pod from being evicted.
-			DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}, GracePeriodSeconds: d.gracePeriod(pod, deadline, dl.Patient())},
+			DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}, GracePeriodSeconds: d.gracePeriod(pod, a.deadline, dl.Patient())},
 		}
-		err := d.evict(ctx, eviction)
+		a.err = d.evict(ctx, a.eviction)
 		turn()
 		turn = nil
-		switch {
-		case err == nil:
-			out.EvictedAt = time.Now()
-			grace := podGrace(pod)
-			if g := eviction.DeleteOptions.GracePeriodSeconds; g != nil {
-				grace = *g
-			}
-			tr.leavingBy(pod, out.EvictedAt.Add(time.Duration(grace)*time.Second))
-			d.catchUp(ctx, tightened, dl, tr)
-			return
-		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-			// Gone already, or replaced by a pod with another UID: nothing of ours is left.
-			// Mark it gone here, since its deletion may predate the watch.
-			out.EvictedAt = time.Now()
-			tr.markGone(pod.UID, out.EvictedAt)
-			return
-		case blockedByBudget(err), retriable(err):
-			if blockedByBudget(err) {
-				out.BudgetRefusals++
-				by := blockerOf(err)
-				if reported == nil && d.opts.Observer != nil {
-					reported = &by
-					d.opts.Observer.Blocked(pod, by)
-				}
-				out.BlockedBy = &by
-				if refused != nil {
-					refused()
-				}
-			}
-			force := d.opts.ForceBeforeDeadline
-			if dl.Patient() {
-				force = 0 // no instance goes at this deadline: nothing to force for
-			}
-			if force > 0 && time.Until(deadline) <= force && blockedByBudget(err) {
-				d.forceDelete(ctx, pod, out, deadline, log, tr)
-				d.catchUp(ctx, tightened, dl, tr)
-				return
-			}
-			wait := backoff/2 + rand.N(backoff)
-			if delay, ok := apierrors.SuggestsClientDelay(err); ok {
-				// The server's own advice (10 s for a budget it is still processing), within
-				// our bounds.
-				wait = max(wait, min(time.Duration(delay)*time.Second, d.opts.RetryMax))
-			}
-			if untilForce := time.Until(deadline) - force; force > 0 && untilForce > 0 {
-				// Wake up in time to force, rather than sleeping past the moment.
-				wait = min(wait, untilForce)
-			}
-			log.Debug("eviction refused, retrying", "attempt", out.Attempts, "after", wait, "err", err)
-			select {
-			case <-ctx.Done():
-				out.Error = fmt.Sprintf("deadline reached after %d eviction attempts: %v", out.Attempts, err)
-				if out.BlockedBy != nil {
-					out.Error = fmt.Sprintf("held by %s: deadline reached after %d eviction attempts", out.BlockedBy, out.Attempts)
-				}
-				return
-			case <-time.After(wait):
-				backoff = min(backoff*2, d.opts.RetryMax)
-			case <-tightened: // decide again at once, with the same backoff
-			}
-		case ctx.Err() != nil:
-			// The deadline (or shutdown) came while the request waited for its turn in the
-			// request budget or for an answer: the pod is left by the deadline, not by a
-			// failure, and says so.
-			out.Error = fmt.Sprintf("deadline reached before the eviction was answered (attempt %d)", out.Attempts)
-			return
-		default:
-			out.Error = fmt.Sprintf("eviction failed: %v", err)
-			log.Warn("eviction failed", "err", err)
+		if !e.answered(ctx, a) {
 			return
 		}
 	}
+}
+
+// podEviction is one pod's eviction across its attempts.
+type podEviction struct {
+	d       *Drainer
+	pod     *Pod
+	out     *PodOutcome
+	dl      *Deadline
+	tr      *tracker
+	refused func()
+	log     *slog.Logger
+	backoff time.Duration
+	// reported is what the observer was told blocks the pod, so that it is told the same
+	// when the pod is no longer blocked.
+	reported *Blocker
+}
+
+// attempt is one eviction request, with the deadline it was made under and its answer.
+type attempt struct {
+	tightened <-chan struct{} // closes when the deadline moves earlier than deadline
+	deadline  time.Time
+	eviction  *policyv1.Eviction
+	err       error
+}
+
+// unblock tells the observer the pod no longer waits on the budget it was told of.
+func (e *podEviction) unblock() {
+	if e.reported != nil {
+		e.d.opts.Observer.Unblocked(e.pod, *e.reported, !e.out.EvictedAt.IsZero())
+	}
+}
+
+// takeTurn waits for one of the process's eviction slots; without one by the deadline the
+// pod's outcome says so and ok is false.
+func (e *podEviction) takeTurn(ctx context.Context) (turn func(), ok bool) {
+	turn, err := e.d.slots.acquire(ctx, e.dl.Time())
+	if err == nil {
+		return turn, true
+	}
+	e.out.Error = fmt.Sprintf("deadline reached before the eviction's turn came (after %d attempts)", e.out.Attempts)
+	if e.out.BlockedBy != nil {
+		e.out.Error = fmt.Sprintf("held by %s: deadline reached after %d eviction attempts", e.out.BlockedBy, e.out.Attempts)
+	}
+	return nil, false
+}
+
+// answered acts on the API server's answer to an attempt; it reports whether to try again.
+func (e *podEviction) answered(ctx context.Context, a attempt) (again bool) {
+	switch err := a.err; {
+	case err == nil:
+		e.accepted(ctx, a)
+		return false
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		// Gone already, or replaced by a pod with another UID: nothing of ours is left.
+		// Mark it gone here, since its deletion may predate the watch.
+		e.out.EvictedAt = time.Now()
+		e.tr.markGone(e.pod.UID, e.out.EvictedAt)
+		return false
+	case blockedByBudget(err), retriable(err):
+		return e.refusedAttempt(ctx, a)
+	case ctx.Err() != nil:
+		// The deadline (or shutdown) came while the request waited for its turn in the
+		// request budget or for an answer: the pod is left by the deadline, not by a
+		// failure, and says so.
+		e.out.Error = fmt.Sprintf("deadline reached before the eviction was answered (attempt %d)", e.out.Attempts)
+		return false
+	default:
+		e.out.Error = fmt.Sprintf("eviction failed: %v", err)
+		e.log.Warn("eviction failed", "err", err)
+		return false
+	}
+}
+
+// accepted notes an accepted eviction and when the pod should be gone by.
+func (e *podEviction) accepted(ctx context.Context, a attempt) {
+	e.out.EvictedAt = time.Now()
+	grace := podGrace(e.pod)
+	if g := a.eviction.DeleteOptions.GracePeriodSeconds; g != nil {
+		grace = *g
+	}
+	e.tr.leavingBy(e.pod, e.out.EvictedAt.Add(time.Duration(grace)*time.Second))
+	e.d.catchUp(ctx, a.tightened, e.dl, e.tr)
+}
+
+// refusedAttempt handles a refusal, by a disruption budget or a transient one: it forces the
+// deletion when the deadline is near enough and a budget refused, or else backs off; it
+// reports whether to try again.
+func (e *podEviction) refusedAttempt(ctx context.Context, a attempt) (again bool) {
+	byBudget := blockedByBudget(a.err)
+	if byBudget {
+		e.blocked(a.err)
+	}
+	force := e.d.opts.ForceBeforeDeadline
+	if e.dl.Patient() {
+		force = 0 // no instance goes at this deadline: nothing to force for
+	}
+	if force > 0 && time.Until(a.deadline) <= force && byBudget {
+		e.d.forceDelete(ctx, e.pod, e.out, a.deadline, e.log, e.tr)
+		e.d.catchUp(ctx, a.tightened, e.dl, e.tr)
+		return false
+	}
+	wait := e.backoffWait(a, force)
+	e.log.Debug("eviction refused, retrying", "attempt", e.out.Attempts, "after", wait, "err", a.err)
+	select {
+	case <-ctx.Done():
+		e.out.Error = fmt.Sprintf("deadline reached after %d eviction attempts: %v", e.out.Attempts, a.err)
+		if e.out.BlockedBy != nil {
+			e.out.Error = fmt.Sprintf("held by %s: deadline reached after %d eviction attempts", e.out.BlockedBy, e.out.Attempts)
+		}
+		return false
+	case <-time.After(wait):
+		e.backoff = min(e.backoff*2, e.d.opts.RetryMax)
+	case <-a.tightened: // decide again at once, with the same backoff
+	}
+	return true
+}
+
+// blocked records the budget that refused the eviction, and tells the observer of the first.
+func (e *podEviction) blocked(err error) {
+	e.out.BudgetRefusals++
+	by := blockerOf(err)
+	if e.reported == nil && e.d.opts.Observer != nil {
+		e.reported = &by
+		e.d.opts.Observer.Blocked(e.pod, by)
+	}
+	e.out.BlockedBy = &by
+	if e.refused != nil {
+		e.refused()
+	}
+}
+
+// backoffWait is how long to wait before the next attempt: the jittered backoff, or the
+// server's own advice (10 s for a budget it is still processing) within our bounds, and never
+// past the moment to force.
+func (e *podEviction) backoffWait(a attempt, force time.Duration) time.Duration {
+	wait := e.backoff/2 + rand.N(e.backoff)
+	if delay, ok := apierrors.SuggestsClientDelay(a.err); ok {
+		wait = max(wait, min(time.Duration(delay)*time.Second, e.d.opts.RetryMax))
+	}
+	if untilForce := time.Until(a.deadline) - force; force > 0 && untilForce > 0 {
+		wait = min(wait, untilForce)
+	}
+	return wait
 }
 
 // evict posts one eviction and returns the API server's answer as it is. The typed client

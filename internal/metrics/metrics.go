@@ -213,19 +213,24 @@ func New() *Metrics {
 	m.instanceStatus = newInstanceStatusMetrics(m.Registry)
 	m.reconcilePanics = newReconcilePanics()
 	m.Registry.MustRegister(m.reconcilePanics)
-	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name:        "lifeboat_build_info",
-		Help:        "Always 1: the running build's version, commit and Go version, as `lifeboat version` reports them. Present from start, for dashboards' variables and for joins.",
-		ConstLabels: prometheus.Labels{"version": version.Version, "commit": commit(), "goversion": runtime.Version()},
-	})
-	buildInfo.Set(1)
-	m.Registry.MustRegister(buildInfo)
+	m.Registry.MustRegister(newBuildInfo())
 	m.retained = newRetained()
 	m.Registry.MustRegister(m.retained)
 	m.Registry.MustRegister(m.refusedCalls, m.badRecords, m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeThrottled, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// newBuildInfo is the build's info gauge, set once: its labels carry the information.
+func newBuildInfo() prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "lifeboat_build_info",
+		Help:        "Always 1: the running build's version, commit and Go version, as `lifeboat version` reports them. Present from start, for dashboards' variables and for joins.",
+		ConstLabels: prometheus.Labels{"version": version.Version, "commit": commit(), "goversion": runtime.Version()},
+	})
+	g.Set(1)
+	return g
 }
 
 func commit() string {

@@ -207,7 +207,13 @@ func (r *Resolver) Resolve(ctx context.Context, instanceID string) (Verdict, err
 		v.Node, v.Owned = node.DeepCopy(), true
 		return v, nil
 	}
+	return r.resolveInEC2(ctx, v, node)
+}
 
+// resolveInEC2 decides from the instance as EC2 describes it: its private DNS name finds the
+// node when its providerID did not, and its tags must be this cluster's.
+func (r *Resolver) resolveInEC2(ctx context.Context, v Verdict, node *corev1.Node) (Verdict, error) {
+	instanceID := v.InstanceID
 	inst, found, err := r.instance(ctx, instanceID)
 	if err != nil {
 		return v, fmt.Errorf("ownership of %s: %w", instanceID, err)
@@ -226,25 +232,28 @@ func (r *Resolver) Resolve(ctx context.Context, instanceID string) (Verdict, err
 		}
 	}
 	v.Node = node.DeepCopy()
+	v.Reason = r.tagsRefuse(instanceID, inst.Tags)
+	v.Owned = v.Reason == ""
+	return v, nil
+}
+
+// tagsRefuse is why the instance's tags say it is not this cluster's to act on, or "".
+func (r *Resolver) tagsRefuse(instanceID string, tags map[string]string) string {
 	if r.opts.CheckManagedTag {
-		if _, ok := inst.Tags[r.opts.ManagedTag]; !ok {
-			v.Reason = fmt.Sprintf("instance %s is missing the managed tag %s", instanceID, r.opts.ManagedTag)
-			return v, nil
+		if _, ok := tags[r.opts.ManagedTag]; !ok {
+			return fmt.Sprintf("instance %s is missing the managed tag %s", instanceID, r.opts.ManagedTag)
 		}
 	}
 	if r.opts.ClusterName != "" {
 		key := ClusterTagPrefix + r.opts.ClusterName
-		switch val, ok := inst.Tags[key]; {
+		switch val, ok := tags[key]; {
 		case !ok:
-			v.Reason = fmt.Sprintf("instance %s is missing the cluster tag %s", instanceID, key)
-			return v, nil
+			return fmt.Sprintf("instance %s is missing the cluster tag %s", instanceID, key)
 		case val != "owned" && val != "shared":
-			v.Reason = fmt.Sprintf("instance %s has cluster tag %s=%q, neither owned nor shared", instanceID, key, val)
-			return v, nil
+			return fmt.Sprintf("instance %s has cluster tag %s=%q, neither owned nor shared", instanceID, key, val)
 		}
 	}
-	v.Owned = true
-	return v, nil
+	return ""
 }
 
 // nodeByProviderID finds the Node whose providerID names the instance. Two such Nodes make

@@ -33,92 +33,132 @@ type Env struct {
 // Run runs every check mode needs under cfg and returns their rows in a stable order:
 // Kubernetes, then the mode's notice source and AWS, then identity settings.
 func Run(ctx context.Context, mode config.Mode, cfg *config.Config, env Env) []Row {
-	timeout := env.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
+	r := &run{ctx: ctx, mode: mode, cfg: cfg, env: env, timeout: env.Timeout}
+	if r.timeout <= 0 {
+		r.timeout = DefaultTimeout
 	}
-	bounded := func(check func(ctx context.Context)) {
-		ctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		check(ctx)
+	kubeOK := r.kubernetes()
+	switch mode {
+	case config.ModeAgent:
+		r.agent(kubeOK)
+	case config.ModeController:
+		r.controller()
+		r.rows = append(r.rows, CheckIdentity(cfg)...)
 	}
+	return r.rows
+}
 
-	var rows []Row
-	kubeOK := false
+// run is one preflight run: what it checks against, and the rows found so far.
+type run struct {
+	ctx     context.Context
+	mode    config.Mode
+	cfg     *config.Config
+	env     Env
+	timeout time.Duration
+	rows    []Row
+}
+
+// bounded runs one check under the run's timeout.
+func (r *run) bounded(check func(ctx context.Context)) {
+	ctx, cancel := context.WithTimeout(r.ctx, r.timeout)
+	defer cancel()
+	check(ctx)
+}
+
+// add runs one check that gives one row, under the run's timeout.
+func (r *run) add(check func(ctx context.Context) Row) {
+	r.bounded(func(ctx context.Context) { r.rows = append(r.rows, check(ctx)) })
+}
+
+// addAll runs one check that gives several rows, under the run's timeout.
+func (r *run) addAll(check func(ctx context.Context) []Row) {
+	r.bounded(func(ctx context.Context) { r.rows = append(r.rows, check(ctx)...) })
+}
+
+// kubernetes checks the API server and, when it answers, the mode's permissions; it reports
+// whether the API server answered, which the checks of Kubernetes objects need.
+func (r *run) kubernetes() (kubeOK bool) {
+	env := r.env
 	if env.Kube == nil {
 		detail := "no client"
 		if env.KubeErr != nil {
 			detail = env.KubeErr.Error()
 		}
-		rows = append(rows, Row{Check: "kubernetes api", Status: StatusFail, Detail: detail,
+		r.rows = append(r.rows, Row{Check: "kubernetes api", Status: StatusFail, Detail: detail,
 			Fix: "set KUBECONFIG (or --kubeconfig), or run in a pod with a service account"})
-	} else {
-		bounded(func(ctx context.Context) {
-			row := CheckAPIServer(ctx, env.Kube)
-			rows, kubeOK = append(rows, row), row.Status == StatusOK
+		return false
+	}
+	r.add(func(ctx context.Context) Row {
+		row := CheckAPIServer(ctx, env.Kube)
+		kubeOK = row.Status == StatusOK
+		return row
+	})
+	if kubeOK {
+		r.addAll(func(ctx context.Context) []Row { return CheckPermissions(ctx, env.Kube, Permissions(r.mode, r.cfg)) })
+	}
+	return kubeOK
+}
+
+// agent checks instance metadata, the node, and, when the agent completes lifecycle hooks,
+// Auto Scaling.
+func (r *run) agent(kubeOK bool) {
+	env, cfg := r.env, r.cfg
+	instanceID := ""
+	if env.IMDS != nil {
+		r.add(func(ctx context.Context) Row {
+			var row Row
+			row, instanceID = CheckIMDS(ctx, env.IMDS, cfg.MetadataURL)
+			return row
 		})
 	}
 	if kubeOK {
-		bounded(func(ctx context.Context) {
-			rows = append(rows, CheckPermissions(ctx, env.Kube, Permissions(mode, cfg))...)
-		})
+		r.add(func(ctx context.Context) Row { return CheckNode(ctx, env.Kube, cfg.NodeName, instanceID) })
+		r.add(func(ctx context.Context) Row { return CheckNodeRestriction(ctx, env.Kube, cfg.NodeName) })
 	}
+	if !cfg.EnableASGLifecycleDraining || cfg.ASGLifecycleHookName == "" {
+		return
+	}
+	if env.AWSErr != nil {
+		r.rows = append(r.rows, Row{Check: "aws configuration", Status: StatusFail, Detail: env.AWSErr.Error(), Fix: reachFix})
+		return
+	}
+	if as := env.AWS.AutoScaling; as != nil {
+		if instanceID != "" {
+			r.add(func(ctx context.Context) Row { return CheckInstanceGroup(ctx, as, instanceID) })
+		}
+		r.add(func(ctx context.Context) Row { return CheckAutoScaling(ctx, as) })
+		r.add(func(ctx context.Context) Row { return CheckLifecycleHooks(ctx, as) })
+	}
+}
 
-	switch mode {
-	case config.ModeAgent:
-		instanceID := ""
-		if env.IMDS != nil {
-			bounded(func(ctx context.Context) {
-				var row Row
-				row, instanceID = CheckIMDS(ctx, env.IMDS, cfg.MetadataURL)
-				rows = append(rows, row)
-			})
-		}
-		if kubeOK {
-			bounded(func(ctx context.Context) { rows = append(rows, CheckNode(ctx, env.Kube, cfg.NodeName, instanceID)) })
-			bounded(func(ctx context.Context) { rows = append(rows, CheckNodeRestriction(ctx, env.Kube, cfg.NodeName)) })
-		}
-		if cfg.EnableASGLifecycleDraining && cfg.ASGLifecycleHookName != "" {
-			if env.AWSErr != nil {
-				rows = append(rows, Row{Check: "aws configuration", Status: StatusFail, Detail: env.AWSErr.Error(), Fix: reachFix})
-			} else if env.AWS.AutoScaling != nil {
-				if instanceID != "" {
-					bounded(func(ctx context.Context) {
-						rows = append(rows, CheckInstanceGroup(ctx, env.AWS.AutoScaling, instanceID))
-					})
-				}
-				bounded(func(ctx context.Context) { rows = append(rows, CheckAutoScaling(ctx, env.AWS.AutoScaling)) })
-				bounded(func(ctx context.Context) { rows = append(rows, CheckLifecycleHooks(ctx, env.AWS.AutoScaling)) })
-			}
-		}
-	case config.ModeController:
-		if env.AWSErr != nil {
-			rows = append(rows, Row{Check: "aws configuration", Status: StatusFail, Detail: env.AWSErr.Error(), Fix: reachFix})
-		} else {
-			bounded(func(ctx context.Context) { rows = append(rows, CheckQueue(ctx, env.AWS.SQS, cfg.QueueURL)...) })
-			// The settings that make ownership look instances up in EC2.
-			if cfg.CheckTagBeforeDraining || cfg.ClusterName != "" || !cfg.UseProviderID {
-				bounded(func(ctx context.Context) { rows = append(rows, CheckEC2(ctx, env.AWS.EC2)) })
-			} else {
-				bounded(func(ctx context.Context) { rows = append(rows, CheckCapacityBlockLookup(ctx, env.AWS.EC2)) })
-			}
-			if cfg.EnableInstanceStatusDraining {
-				bounded(func(ctx context.Context) { rows = append(rows, CheckInstanceStatus(ctx, env.AWS.EC2)) })
-			}
-			if cfg.SetImpairedInstanceUnhealthy {
-				bounded(func(ctx context.Context) { rows = append(rows, CheckSetInstanceHealth(ctx, env.AWS.AutoScaling)) })
-			}
-			bounded(func(ctx context.Context) { rows = append(rows, CheckAutoScaling(ctx, env.AWS.AutoScaling)) })
-			bounded(func(ctx context.Context) { rows = append(rows, CheckGroupLookup(ctx, env.AWS.AutoScaling)) })
-			bounded(func(ctx context.Context) { rows = append(rows, CheckLifecycleHooks(ctx, env.AWS.AutoScaling)) })
-			if cfg.AbandonOnIncompleteDrain {
-				bounded(func(ctx context.Context) { rows = append(rows, CheckRetention(ctx, env.AWS.AutoScaling)...) })
-			}
-			if cfg.WaitsForTargets(mode) && env.AWS.LoadBalancing != nil {
-				bounded(func(ctx context.Context) { rows = append(rows, CheckTargetGroups(ctx, env.AWS.LoadBalancing)) })
-			}
-		}
-		rows = append(rows, CheckIdentity(cfg)...)
+// controller checks the queue and the AWS calls the controller's settings make.
+func (r *run) controller() {
+	env, cfg := r.env, r.cfg
+	if env.AWSErr != nil {
+		r.rows = append(r.rows, Row{Check: "aws configuration", Status: StatusFail, Detail: env.AWSErr.Error(), Fix: reachFix})
+		return
 	}
-	return rows
+	ec2, as := env.AWS.EC2, env.AWS.AutoScaling
+	r.addAll(func(ctx context.Context) []Row { return CheckQueue(ctx, env.AWS.SQS, cfg.QueueURL) })
+	// The settings that make ownership look instances up in EC2.
+	if cfg.CheckTagBeforeDraining || cfg.ClusterName != "" || !cfg.UseProviderID {
+		r.add(func(ctx context.Context) Row { return CheckEC2(ctx, ec2) })
+	} else {
+		r.add(func(ctx context.Context) Row { return CheckCapacityBlockLookup(ctx, ec2) })
+	}
+	if cfg.EnableInstanceStatusDraining {
+		r.add(func(ctx context.Context) Row { return CheckInstanceStatus(ctx, ec2) })
+	}
+	if cfg.SetImpairedInstanceUnhealthy {
+		r.add(func(ctx context.Context) Row { return CheckSetInstanceHealth(ctx, as) })
+	}
+	r.add(func(ctx context.Context) Row { return CheckAutoScaling(ctx, as) })
+	r.add(func(ctx context.Context) Row { return CheckGroupLookup(ctx, as) })
+	r.add(func(ctx context.Context) Row { return CheckLifecycleHooks(ctx, as) })
+	if cfg.AbandonOnIncompleteDrain {
+		r.addAll(func(ctx context.Context) []Row { return CheckRetention(ctx, as) })
+	}
+	if cfg.WaitsForTargets(r.mode) && env.AWS.LoadBalancing != nil {
+		r.add(func(ctx context.Context) Row { return CheckTargetGroups(ctx, env.AWS.LoadBalancing) })
+	}
 }

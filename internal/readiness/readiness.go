@@ -73,21 +73,39 @@ func Check(ctx context.Context, client kubernetes.Interface, o Options) ([]Findi
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
-	pdbs, err := client.PolicyV1().PodDisruptionBudgets(o.Namespace).List(ctx, list)
+	w, err := readWorld(ctx, client, o.Namespace, list)
 	if err != nil {
-		return nil, fmt.Errorf("list PodDisruptionBudgets: %w", err)
+		return nil, err
 	}
-	rsList, err := client.AppsV1().ReplicaSets(o.Namespace).List(ctx, list)
-	if err != nil {
-		return nil, fmt.Errorf("list ReplicaSets: %w", err)
+	f := &findings{w: w, o: o, found: map[string]*Finding{}, listed: make(map[types.NamespacedName]*corev1.Pod, len(pods.Items))}
+	// The checks read the listed pods themselves: a drain's pods keep no labels.
+	for i := range pods.Items {
+		f.listed[types.NamespacedName{Namespace: pods.Items[i].Namespace, Name: pods.Items[i].Name}] = &pods.Items[i]
 	}
-	deployments, err := client.AppsV1().Deployments(o.Namespace).List(ctx, list)
+	// Select with no terms: a pod marked not to disrupt comes back skipped, and is reported.
+	candidates, skipped := drain.Select(drain.PodsOf(pods.Items), o.Policy, drain.Terms{})
+	f.checkSkipped(skipped)
+	f.checkCandidates(candidates)
+	return f.sorted(), nil
+}
+
+// readWorld lists the budgets and the workloads that own pods.
+func readWorld(ctx context.Context, client kubernetes.Interface, namespace string, list metav1.ListOptions) (world, error) {
+	pdbs, err := client.PolicyV1().PodDisruptionBudgets(namespace).List(ctx, list)
 	if err != nil {
-		return nil, fmt.Errorf("list Deployments: %w", err)
+		return world{}, fmt.Errorf("list PodDisruptionBudgets: %w", err)
 	}
-	statefulSets, err := client.AppsV1().StatefulSets(o.Namespace).List(ctx, list)
+	rsList, err := client.AppsV1().ReplicaSets(namespace).List(ctx, list)
 	if err != nil {
-		return nil, fmt.Errorf("list StatefulSets: %w", err)
+		return world{}, fmt.Errorf("list ReplicaSets: %w", err)
+	}
+	deployments, err := client.AppsV1().Deployments(namespace).List(ctx, list)
+	if err != nil {
+		return world{}, fmt.Errorf("list Deployments: %w", err)
+	}
+	statefulSets, err := client.AppsV1().StatefulSets(namespace).List(ctx, list)
+	if err != nil {
+		return world{}, fmt.Errorf("list StatefulSets: %w", err)
 	}
 	w := world{pdbs: pdbs.Items, replicaSetOwner: map[string]string{}, replicas: map[string]int32{}}
 	for _, rs := range rsList.Items {
@@ -101,51 +119,67 @@ func Check(ctx context.Context, client kubernetes.Interface, o Options) ([]Findi
 	for _, s := range statefulSets.Items {
 		w.replicas[s.Namespace+"/statefulset/"+s.Name] = replicasOf(s.Spec.Replicas)
 	}
+	return w, nil
+}
 
-	found := map[string]*Finding{} // namespace/workload/reason
-	add := func(pod *corev1.Pod, reason, detail, fix string) {
-		workload := w.workloadOf(pod)
-		key := pod.Namespace + "/" + workload + "/" + reason
-		if f, ok := found[key]; ok {
-			f.Pods++
-			return
-		}
-		found[key] = &Finding{Namespace: pod.Namespace, Workload: workload, Pods: 1, Reason: reason, Detail: detail, Fix: fix}
+// findings are the findings of one check, one per workload and reason.
+type findings struct {
+	w      world
+	o      Options
+	listed map[types.NamespacedName]*corev1.Pod
+	found  map[string]*Finding // namespace/workload/reason
+}
+
+// add counts the pod under its workload's finding for reason, the first pod making it.
+func (f *findings) add(pod *corev1.Pod, reason, detail, fix string) {
+	workload := f.w.workloadOf(pod)
+	key := pod.Namespace + "/" + workload + "/" + reason
+	if x, ok := f.found[key]; ok {
+		x.Pods++
+		return
 	}
-	// Select with no terms: a pod marked not to disrupt comes back skipped, and is reported.
-	candidates, skipped := drain.Select(drain.PodsOf(pods.Items), o.Policy, drain.Terms{})
-	// The checks read the listed pods themselves: a drain's pods keep no labels.
-	listed := make(map[types.NamespacedName]*corev1.Pod, len(pods.Items))
-	for i := range pods.Items {
-		listed[types.NamespacedName{Namespace: pods.Items[i].Namespace, Name: pods.Items[i].Name}] = &pods.Items[i]
-	}
+	f.found[key] = &Finding{Namespace: pod.Namespace, Workload: workload, Pods: 1, Reason: reason, Detail: detail, Fix: fix}
+}
+
+// checkSkipped reports the pods a drain would leave: marked not to disrupt (and then what else
+// would hold them up when they do leave), or keeping local data.
+func (f *findings) checkSkipped(skipped []drain.Skipped) {
 	for _, s := range skipped {
-		pod := listed[s.Pod]
+		pod := f.listed[s.Pod]
 		switch s.Reason {
 		case drain.ReasonDoNotEvict:
-			add(pod, ReasonDoNotDisrupt, "marked not to disrupt (karpenter.sh/do-not-disrupt or cluster-autoscaler.kubernetes.io/safe-to-evict=false)",
+			f.add(pod, ReasonDoNotDisrupt, "marked not to disrupt (karpenter.sh/do-not-disrupt or cluster-autoscaler.kubernetes.io/safe-to-evict=false)",
 				"it stays through rebalance recommendations and, under a Spot warning, leaves only at the deadline minus its grace period; remove the mark if the pod can move")
-			w.checkPod(pod, o, add)
+			f.w.checkPod(pod, f.o, f.add)
 		case drain.ReasonLocalData:
-			add(pod, ReasonLocalData, "uses emptyDir and DELETE_LOCAL_DATA=false: every drain leaves it, and it ends with the instance",
+			f.add(pod, ReasonLocalData, "uses emptyDir and DELETE_LOCAL_DATA=false: every drain leaves it, and it ends with the instance",
 				"keep the data on a PersistentVolume, or set DELETE_LOCAL_DATA=true if it can be lost")
 		}
 	}
+}
+
+// checkCandidates reports what would hold up the pods a drain would evict, and those no
+// controller recreates.
+func (f *findings) checkCandidates(candidates []drain.Candidate) {
 	for _, c := range candidates {
-		pod := listed[types.NamespacedName{Namespace: c.Pod.Namespace, Name: c.Pod.Name}]
-		w.checkPod(pod, o, add)
+		pod := f.listed[types.NamespacedName{Namespace: c.Pod.Namespace, Name: c.Pod.Name}]
+		f.w.checkPod(pod, f.o, f.add)
 		if c.Unmanaged {
-			add(pod, ReasonUnmanaged, "no controller: evicted, it is not recreated anywhere", "run it under a Deployment, StatefulSet or Job")
+			f.add(pod, ReasonUnmanaged, "no controller: evicted, it is not recreated anywhere", "run it under a Deployment, StatefulSet or Job")
 		}
 	}
-	out := make([]Finding, 0, len(found))
-	for _, f := range found {
-		out = append(out, *f)
+}
+
+// sorted lists the findings by namespace, workload and reason.
+func (f *findings) sorted() []Finding {
+	out := make([]Finding, 0, len(f.found))
+	for _, x := range f.found {
+		out = append(out, *x)
 	}
 	slices.SortFunc(out, func(a, b Finding) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Workload, b.Workload), cmp.Compare(a.Reason, b.Reason))
 	})
-	return out, nil
+	return out
 }
 
 // world is what the checks know beyond the pod itself.

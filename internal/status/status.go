@@ -208,34 +208,75 @@ func readNodes(ctx context.Context, client kubernetes.Interface, names []string)
 // (host-network pods excluded), which IP target groups may hold.
 func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Config, node *corev1.Node, rec record.Record,
 	budgets *budgetCache, now time.Time) (Node, []string, error) {
-	n := Node{Name: node.Name, Instance: interruption.InstanceIDOf(node), Phase: rec.Phase.String(), Notices: []Notice{}, Pods: []Pod{}}
-	pending := interruption.Pending(rec, cfg, "")
+	r := &nodeRead{cfg: cfg, node: node, rec: rec, pending: interruption.Pending(rec, cfg, "")}
+	r.n = Node{Name: node.Name, Instance: interruption.InstanceIDOf(node), Phase: rec.Phase.String(), Notices: []Notice{}, Pods: []Pod{}}
+	r.readDeadline(now)
+	r.n.Owner = ownerOf(rec)
+	r.readNotices()
+	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node.Name).String()})
+	if err != nil {
+		return r.n, nil, fmt.Errorf("list the pods of node %s: %w", node.Name, err)
+	}
+	r.readPods(ctx, client, pods.Items, budgets)
+	return r.n, podIPsOf(pods.Items), nil
+}
+
+// nodeRead is one node's status being read.
+type nodeRead struct {
+	cfg     *config.Config
+	node    *corev1.Node
+	rec     record.Record
+	pending []notice.Notice
+	// deadline is the one the drain works to: the soonest of the pending notices', or the
+	// retention's while the drain runs past the abandoned actions.
+	deadline time.Time
+	n        Node
+}
+
+// readDeadline finds the deadline that binds the drain, and the time left until it.
+func (r *nodeRead) readDeadline(now time.Time) {
+	rec, n := r.rec, &r.n
 	deadline := rec.Deadline
-	for _, p := range pending {
+	for _, p := range r.pending {
 		if !p.Deadline.IsZero() && (deadline.IsZero() || p.Deadline.Before(deadline)) {
 			deadline = p.Deadline
 		}
 	}
-	n.Retained = retainedOf(rec, slices.ContainsFunc(pending, func(p notice.Notice) bool { return p.Kind.Reclaims() && p.Kind != notice.ASGTermination }))
+	n.Retained = retainedOf(rec, slices.ContainsFunc(r.pending, func(p notice.Notice) bool { return p.Kind.Reclaims() && p.Kind != notice.ASGTermination }))
 	if n.Retained != nil && n.Retained.State == RetainedDraining {
 		deadline = n.Retained.Until // the abandoned actions' deadlines no longer bind the drain
 	}
-	if !deadline.IsZero() {
-		n.Deadline = &deadline
-		n.Left = "-"
-		secs := int64(0)
-		if left := deadline.Sub(now); left > 0 {
-			n.Left = left.Round(time.Second).String()
-			secs = int64(left.Round(time.Second) / time.Second)
-		}
-		n.SecondsLeft = &secs
+	r.deadline = deadline
+	if deadline.IsZero() {
+		return
 	}
-	if o := rec.Owner; o != nil {
-		n.Owner = &Owner{Origin: o.Origin, Holder: o.Holder, Renewed: o.Renewed}
-		if !o.Contested.IsZero() {
-			n.Owner.Contested = &o.Contested
-		}
+	n.Deadline = &deadline
+	n.Left = "-"
+	secs := int64(0)
+	if left := deadline.Sub(now); left > 0 {
+		n.Left = left.Round(time.Second).String()
+		secs = int64(left.Round(time.Second) / time.Second)
 	}
+	n.SecondsLeft = &secs
+}
+
+// ownerOf is the drain's owner as the record names it, or nil.
+func ownerOf(rec record.Record) *Owner {
+	o := rec.Owner
+	if o == nil {
+		return nil
+	}
+	owner := &Owner{Origin: o.Origin, Holder: o.Holder, Renewed: o.Renewed}
+	if !o.Contested.IsZero() {
+		owner.Contested = &o.Contested
+	}
+	return owner
+}
+
+// readNotices lists the episode's notices with their state, and the lifecycle actions of the
+// pending ones.
+func (r *nodeRead) readNotices() {
+	rec := r.rec
 	for _, i := range rec.Intents {
 		if !rec.Has(i.ID) {
 			continue
@@ -254,56 +295,61 @@ func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Co
 			d := i.Deadline
 			no.Deadline = &d
 		}
-		n.Notices = append(n.Notices, no)
+		r.n.Notices = append(r.n.Notices, no)
 		if lc := i.Lifecycle; lc != nil && state == "pending" {
-			l := Lifecycle{Notice: i.ID, Group: lc.Group, Hook: lc.Hook, OnIncompleteDrain: onIncompleteDrain(cfg, rec, i.ID, lc.Group)}
+			l := Lifecycle{Notice: i.ID, Group: lc.Group, Hook: lc.Hook, OnIncompleteDrain: onIncompleteDrain(r.cfg, rec, i.ID, lc.Group)}
 			if hb := rec.Heartbeat; hb != nil && hb.Notice == i.ID {
 				last := hb.Last
 				l.Heartbeats, l.LastBeat = hb.Count, &last
 			}
-			n.Lifecycle = append(n.Lifecycle, l)
+			r.n.Lifecycle = append(r.n.Lifecycle, l)
 		}
 	}
-	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node.Name).String()})
-	if err != nil {
-		return n, nil, fmt.Errorf("list the pods of node %s: %w", node.Name, err)
-	}
+}
+
+// podIPsOf lists the pods' own IPs (host-network pods share the node's).
+func podIPsOf(pods []corev1.Pod) []string {
 	var podIPs []string
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		if p.Status.PodIP != "" && !p.Spec.HostNetwork {
 			podIPs = append(podIPs, p.Status.PodIP)
 		}
 	}
-	labelsOf := make(map[types.NamespacedName]map[string]string, len(pods.Items)) // a drain's pods keep none
-	for _, p := range pods.Items {
+	return podIPs
+}
+
+// readPods lists the pods still on the node, each with why it is there, sorted by name: the
+// drain's own selection decides which it evicts and which stay.
+func (r *nodeRead) readPods(ctx context.Context, client kubernetes.Interface, pods []corev1.Pod, budgets *budgetCache) {
+	labelsOf := make(map[types.NamespacedName]map[string]string, len(pods)) // a drain's pods keep none
+	for _, p := range pods {
 		labelsOf[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = p.Labels
 	}
-	evict, skipped := drain.Select(drain.PodsOf(pods.Items), wiring.Drain(cfg, client, nil).Policy, interruption.TermsOf(node, pending))
+	evict, skipped := drain.Select(drain.PodsOf(pods), wiring.Drain(r.cfg, client, nil).Policy, interruption.TermsOf(r.node, r.pending))
 	for _, s := range skipped {
 		switch s.Reason {
 		case drain.ReasonFinished, drain.ReasonMirror:
 			continue // nothing to stop, or the kubelet's
 		case drain.ReasonTerminating:
-			n.Pods = append(n.Pods, Pod{Name: s.Pod.String(), State: StateTerminating})
+			r.n.Pods = append(r.n.Pods, Pod{Name: s.Pod.String(), State: StateTerminating})
 		default:
-			n.Pods = append(n.Pods, Pod{Name: s.Pod.String(), State: StateStays, Why: string(s.Reason)})
+			r.n.Pods = append(r.n.Pods, Pod{Name: s.Pod.String(), State: StateStays, Why: string(s.Reason)})
 		}
 	}
 	// The drain's owner never evicts its own pod; outside the cluster POD_NAME is not set,
 	// but the owner's holder starts with its host name, which in a pod is the pod's name.
 	var ownerHost string
-	if rec.Owner != nil {
-		ownerHost, _, _ = strings.Cut(rec.Owner.Holder, "/")
+	if r.rec.Owner != nil {
+		ownerHost, _, _ = strings.Cut(r.rec.Owner.Holder, "/")
 	}
 	for _, c := range evict {
 		if ownerHost != "" && c.Pod.Name == ownerHost {
-			n.Pods = append(n.Pods, Pod{Name: c.Pod.Namespace + "/" + c.Pod.Name, State: StateStays, Why: string(drain.ReasonOwnPod)})
+			r.n.Pods = append(r.n.Pods, Pod{Name: c.Pod.Namespace + "/" + c.Pod.Name, State: StateStays, Why: string(drain.ReasonOwnPod)})
 			continue
 		}
-		n.Pods = append(n.Pods, podStatus(ctx, c, labelsOf[types.NamespacedName{Namespace: c.Pod.Namespace, Name: c.Pod.Name}], deadline, cfg, budgets))
+		r.n.Pods = append(r.n.Pods, podStatus(ctx, c, labelsOf[types.NamespacedName{Namespace: c.Pod.Namespace, Name: c.Pod.Name}], r.deadline, r.cfg, budgets))
 	}
-	slices.SortFunc(n.Pods, func(a, b Pod) int { return strings.Compare(a.Name, b.Name) })
-	return n, podIPs, nil
+	slices.SortFunc(r.n.Pods, func(a, b Pod) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // subjectOf is what a load balancer may still hold for the node: its instance, the IPs of

@@ -172,31 +172,37 @@ func (e *execution) rangeOver(dot any, r *parse.RangeNode) error {
 		return err
 	}
 	mark := e.mark()
-	ran := false
-	// iterate runs the body once; it reports whether the loop goes on.
-	iterate := func(index, elem any) (bool, error) {
-		ran = true
-		if err := e.step(r); err != nil {
-			return false, err
-		}
-		if err := e.setRangeVars(r.Pipe, index, elem); err != nil {
-			return false, err
-		}
-		defer e.pop(e.mark())
-		switch err := e.walk(elem, r.List); {
-		case errors.Is(err, errBreak):
-			return false, nil
-		case errors.Is(err, errContinue), err == nil:
-			return true, nil
-		default:
-			return false, err
+	loop := &rangeLoop{e: e, r: r}
+	if err := loop.over(v); err != nil {
+		return err
+	}
+	e.pop(mark)
+	if !loop.ran && r.ElseList != nil {
+		// A break in the else list (allowed there inside an outer range) ends this range
+		// only, as in text/template.
+		if err := e.walk(dot, r.ElseList); !errors.Is(err, errBreak) {
+			return err
 		}
 	}
+	return nil
+}
+
+// rangeLoop is one range's iterations over its value.
+type rangeLoop struct {
+	e   *execution
+	r   *parse.RangeNode
+	ran bool // the body ran at least once: the else list does not
+}
+
+// over runs the body for each element of v, as text/template ranges over it: a slice or
+// array, a map in key order, or an integer's count; nothing for no value.
+func (l *rangeLoop) over(v any) error {
+	e, r := l.e, l.r
 	val, _ := indirect(reflect.ValueOf(v))
 	switch val.Kind() {
 	case reflect.Array, reflect.Slice:
 		for i := 0; i < val.Len(); i++ {
-			if more, err := iterate(i, fromValue(val.Index(i))); !more {
+			if more, err := l.iterate(i, fromValue(val.Index(i))); !more {
 				return err
 			}
 		}
@@ -206,7 +212,7 @@ func (e *execution) rangeOver(dot any, r *parse.RangeNode) error {
 			return e.fail(r, "%v", err)
 		}
 		for _, k := range keys {
-			if more, err := iterate(fromValue(k), fromValue(val.MapIndex(k))); !more {
+			if more, err := l.iterate(fromValue(k), fromValue(val.MapIndex(k))); !more {
 				return err
 			}
 		}
@@ -216,7 +222,7 @@ func (e *execution) rangeOver(dot any, r *parse.RangeNode) error {
 			return e.fail(r, "can't use %v to iterate over more than one variable", v)
 		}
 		for i := range val.Seq() {
-			if more, err := iterate(nil, fromValue(i)); !more {
+			if more, err := l.iterate(nil, fromValue(i)); !more {
 				return err
 			}
 		}
@@ -227,15 +233,28 @@ func (e *execution) rangeOver(dot any, r *parse.RangeNode) error {
 		}
 		return e.fail(r, "range can't iterate over %v", v)
 	}
-	e.pop(mark)
-	if !ran && r.ElseList != nil {
-		// A break in the else list (allowed there inside an outer range) ends this range
-		// only, as in text/template.
-		if err := e.walk(dot, r.ElseList); !errors.Is(err, errBreak) {
-			return err
-		}
-	}
 	return nil
+}
+
+// iterate runs the body once; it reports whether the loop goes on.
+func (l *rangeLoop) iterate(index, elem any) (bool, error) {
+	e, r := l.e, l.r
+	l.ran = true
+	if err := e.step(r); err != nil {
+		return false, err
+	}
+	if err := e.setRangeVars(r.Pipe, index, elem); err != nil {
+		return false, err
+	}
+	defer e.pop(e.mark())
+	switch err := e.walk(elem, r.List); {
+	case errors.Is(err, errBreak):
+		return false, nil
+	case errors.Is(err, errContinue), err == nil:
+		return true, nil
+	default:
+		return false, err
+	}
 }
 
 // setRangeVars gives the range's variables this iteration's values: with one variable the

@@ -124,24 +124,49 @@ func New(cfg Settings, opts Options) (*Sender, error) {
 		return nil, errors.New("WEBHOOK_URL: not an absolute http or https URL")
 	}
 	secrets := urlSecrets(u)
-
-	proxy := http.ProxyFromEnvironment
-	if cfg.Proxy != "" {
-		p, err := url.Parse(cfg.Proxy)
-		if err != nil || p.Host == "" {
-			return nil, errors.New("WEBHOOK_PROXY: not an absolute URL")
-		}
-		switch p.Scheme {
-		case "http", "https", "socks5", "socks5h":
-		default:
-			return nil, errors.New("WEBHOOK_PROXY: scheme not supported (use http, https or socks5)")
-		}
-		proxy = http.ProxyURL(p)
-		secrets = append(secrets, urlSecrets(p)...)
+	proxy, proxySecrets, err := proxyOf(cfg.Proxy)
+	if err != nil {
+		return nil, err
 	}
+	secrets = append(secrets, proxySecrets...)
+	headers, headerSecrets, err := headersOf(cfg.Headers)
+	if err != nil {
+		return nil, err
+	}
+	secrets = append(secrets, headerSecrets...)
+	if s.template, err = templateOf(cfg); err != nil {
+		return nil, err
+	}
+	s.headers = headers
+	s.client = newClient(proxy)
+	s.url = u.String()
+	s.nthKinds = cfg.NTHKinds
+	s.redact = newRedactor(secrets)
+	return s, nil
+}
 
-	s.headers = http.Header{}
-	hs := cfg.Headers
+// proxyOf is the proxy WEBHOOK_PROXY names, or the environment's when it is empty, with the
+// secrets its URL holds.
+func proxyOf(raw string) (proxy func(*http.Request) (*url.URL, error), secrets []string, err error) {
+	if raw == "" {
+		return http.ProxyFromEnvironment, nil, nil
+	}
+	p, err := url.Parse(raw)
+	if err != nil || p.Host == "" {
+		return nil, nil, errors.New("WEBHOOK_PROXY: not an absolute URL")
+	}
+	switch p.Scheme {
+	case "http", "https", "socks5", "socks5h":
+	default:
+		return nil, nil, errors.New("WEBHOOK_PROXY: scheme not supported (use http, https or socks5)")
+	}
+	return http.ProxyURL(p), urlSecrets(p), nil
+}
+
+// headersOf checks the headers of WEBHOOK_HEADERS (JSON content by default) and returns them
+// with their values, which are kept out of errors and logs.
+func headersOf(hs map[string]string) (headers http.Header, secrets []string, err error) {
+	headers = http.Header{}
 	if hs == nil {
 		hs = map[string]string{"Content-Type": "application/json"}
 	}
@@ -153,41 +178,46 @@ func New(cfg Settings, opts Options) (*Sender, error) {
 	for _, k := range names {
 		v := hs[k]
 		if !validHeaderName(k) {
-			return nil, fmt.Errorf("WEBHOOK_HEADERS: %q is not a valid header name", k)
+			return nil, nil, fmt.Errorf("WEBHOOK_HEADERS: %q is not a valid header name", k)
 		}
 		if !validHeaderValue(v) {
-			return nil, fmt.Errorf("WEBHOOK_HEADERS: the value of %q is not a valid header value", k)
+			return nil, nil, fmt.Errorf("WEBHOOK_HEADERS: the value of %q is not a valid header value", k)
 		}
-		s.headers.Set(k, v)
+		headers.Set(k, v)
 		secrets = append(secrets, v)
 	}
-	if s.headers.Get("Content-Type") == "" {
-		s.headers.Set("Content-Type", "application/json")
+	if headers.Get("Content-Type") == "" {
+		headers.Set("Content-Type", "application/json")
 	}
+	return headers, secrets, nil
+}
 
+// templateOf parses WEBHOOK_TEMPLATE, or the default; an error names the file the template
+// came from, if it came from one.
+func templateOf(cfg Settings) (*Template, error) {
 	text := cfg.Template
 	if text == "" {
 		text = DefaultTemplate
 	}
-	if s.template, err = ParseTemplate(text); err != nil {
+	t, err := ParseTemplate(text)
+	if err != nil {
 		if cfg.TemplateFile != "" {
 			return nil, fmt.Errorf("WEBHOOK_TEMPLATE_FILE=%q: %w", cfg.TemplateFile, err)
 		}
 		return nil, err
 	}
+	return t, nil
+}
 
+func newClient(proxy func(*http.Request) (*url.URL, error)) *http.Client {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.Proxy = proxy
-	s.client = &http.Client{
+	return &http.Client{
 		Transport: transport,
 		// A redirect would turn the POST into a GET and could carry the body elsewhere;
 		// a webhook endpoint that moved is reported as a failure instead.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	s.url = u.String()
-	s.nthKinds = cfg.NTHKinds
-	s.redact = newRedactor(secrets)
-	return s, nil
 }
 
 // Enabled reports whether WEBHOOK_URL is set.

@@ -174,7 +174,26 @@ func fewSteps(start, stop, step int) error {
 // callGo calls a Go function for a template: arguments are checked and converted as
 // text/template does for the parameter types, and a panic becomes the call's error.
 func (e *execution) callGo(dot any, n parse.Node, name string, fn reflect.Value, args []parse.Node, final any) (any, error) {
-	typ := fn.Type()
+	argv, err := e.goArgs(dot, n, name, fn.Type(), args, final)
+	if err != nil {
+		return nil, err
+	}
+	out, err := safeCall(fn, argv)
+	if err != nil {
+		return nil, e.fail(n, "error calling %s: %v", name, err)
+	}
+	// Lists can hold lists: a few calls that each double a structure, by sharing it, would
+	// make the next toJson or print of it run without end. Results are bounded like bodies.
+	budget := MaxBodyBytes
+	if !fits(out, &budget) {
+		return nil, e.fail(n, "error calling %s: %v", name, errTooLong)
+	}
+	return fromValue(out), nil
+}
+
+// goArgs evaluates a call's arguments for the parameters of typ, the value piped into it
+// (final) last; their number must be typ's.
+func (e *execution) goArgs(dot any, n parse.Node, name string, typ reflect.Type, args []parse.Node, final any) ([]reflect.Value, error) {
 	numIn := len(args)
 	if final != (noFinal{}) {
 		numIn++
@@ -189,50 +208,31 @@ func (e *execution) callGo(dot any, n parse.Node, name string, fn reflect.Value,
 		return nil, e.fail(n, "wrong number of args for %s: want %d got %d", name, typ.NumIn(), numIn)
 	}
 	argv := make([]reflect.Value, numIn)
-	i := 0
-	for ; i < numFixed && i < len(args); i++ {
-		v, err := e.goArg(dot, args[i], typ.In(i))
+	for i, arg := range args {
+		t := paramType(typ, i, numFixed)
+		v, err := e.goArg(dot, arg, t)
 		if err != nil {
 			return nil, err
 		}
 		argv[i] = v
-	}
-	if typ.IsVariadic() {
-		elem := typ.In(typ.NumIn() - 1).Elem()
-		for ; i < len(args); i++ {
-			v, err := e.goArg(dot, args[i], elem)
-			if err != nil {
-				return nil, err
-			}
-			argv[i] = v
-		}
 	}
 	if final != (noFinal{}) {
-		t := typ.In(typ.NumIn() - 1)
-		if typ.IsVariadic() {
-			if numIn-1 < numFixed {
-				t = typ.In(numIn - 1)
-			} else {
-				t = t.Elem()
-			}
-		}
-		v, err := e.convert(n, final, t)
+		v, err := e.convert(n, final, paramType(typ, numIn-1, numFixed))
 		if err != nil {
 			return nil, err
 		}
-		argv[i] = v
+		argv[numIn-1] = v
 	}
-	out, err := safeCall(fn, argv)
-	if err != nil {
-		return nil, e.fail(n, "error calling %s: %v", name, err)
+	return argv, nil
+}
+
+// paramType is the type of the i-th argument to a function of type typ with numFixed
+// parameters before its variadic ones, if it has any.
+func paramType(typ reflect.Type, i, numFixed int) reflect.Type {
+	if typ.IsVariadic() && i >= numFixed {
+		return typ.In(typ.NumIn() - 1).Elem()
 	}
-	// Lists can hold lists: a few calls that each double a structure, by sharing it, would
-	// make the next toJson or print of it run without end. Results are bounded like bodies.
-	budget := MaxBodyBytes
-	if !fits(out, &budget) {
-		return nil, e.fail(n, "error calling %s: %v", name, errTooLong)
-	}
-	return fromValue(out), nil
+	return typ.In(i)
 }
 
 // fits reports whether v, counted as its strings' bytes and one per other element, stays
@@ -316,6 +316,19 @@ func (e *execution) goArg(dot any, n parse.Node, typ reflect.Type) (reflect.Valu
 		}
 		return e.convert(n, v, typ)
 	}
+	if typ.Kind() == reflect.Interface && typ.NumMethod() == 0 {
+		v, err := e.arg(dot, n)
+		if err != nil {
+			return reflect.Value{}, err
+		}
+		return e.convert(n, v, typ)
+	}
+	return e.typedConstant(n, typ)
+}
+
+// typedConstant is the constant n as a value of the parameter type typ, which must be of its
+// kind.
+func (e *execution) typedConstant(n parse.Node, typ reflect.Type) (reflect.Value, error) {
 	value := reflect.New(typ).Elem()
 	num, _ := n.(*parse.NumberNode)
 	switch typ.Kind() {
@@ -355,14 +368,6 @@ func (e *execution) goArg(dot any, n parse.Node, typ reflect.Type) (reflect.Valu
 			return value, nil
 		}
 		return value, e.fail(n, "expected complex; found %s", n)
-	case reflect.Interface:
-		if typ.NumMethod() == 0 {
-			v, err := e.arg(dot, n)
-			if err != nil {
-				return reflect.Value{}, err
-			}
-			return e.convert(n, v, typ)
-		}
 	}
 	return reflect.Value{}, e.fail(n, "can't handle %s for arg of type %s", n, typ)
 }

@@ -132,74 +132,83 @@ func (t *Template) render(n Notification, missingKeyZero bool) (_ []byte, err er
 // and template calls more than maxNesting deep. Template names in {{ template }} are
 // constants, so this is decided on the parse trees.
 func limitNesting(trees map[string]*parse.Tree) error {
-	const (
-		unvisited = iota
-		visiting
-		done
-	)
-	state := map[string]int{}
-	depth := map[string]int{}
-	var ofTemplate func(name string) (int, error)
-	var ofList func(l *parse.ListNode) (int, error)
-	ofNode := func(n parse.Node) (int, error) {
-		switch n := n.(type) {
-		case *parse.RangeNode:
-			d, err := maxOf(ofList, n.List, n.ElseList)
-			return d + 1, err
-		case *parse.IfNode:
-			return maxOf(ofList, n.List, n.ElseList)
-		case *parse.WithNode:
-			return maxOf(ofList, n.List, n.ElseList)
-		case *parse.ListNode:
-			return ofList(n)
-		case *parse.TemplateNode:
-			d, err := ofTemplate(n.Name)
-			return d + 1, err
-		}
-		return 0, nil
-	}
-	ofList = func(l *parse.ListNode) (int, error) {
-		deepest := 0
-		if l == nil {
-			return 0, nil
-		}
-		for _, n := range l.Nodes {
-			d, err := ofNode(n)
-			if err != nil {
-				return 0, err
-			}
-			deepest = max(deepest, d)
-		}
-		if deepest > maxNesting {
-			return 0, fmt.Errorf("WEBHOOK_TEMPLATE: loops and template calls nested more than %d deep", maxNesting)
-		}
-		return deepest, nil
-	}
-	ofTemplate = func(name string) (int, error) {
-		switch state[name] {
-		case visiting:
-			return 0, fmt.Errorf("WEBHOOK_TEMPLATE: template %q calls itself", name)
-		case done:
-			return depth[name], nil
-		}
-		tree := trees[name]
-		if tree == nil {
-			return 0, nil // an undefined template fails when it is called
-		}
-		state[name] = visiting
-		d, err := ofList(tree.Root)
-		if err != nil {
-			return 0, err
-		}
-		state[name], depth[name] = done, d
-		return d, nil
-	}
+	n := &nesting{trees: trees, state: map[string]int{}, depth: map[string]int{}}
 	for name := range trees {
-		if _, err := ofTemplate(name); err != nil {
+		if _, err := n.ofTemplate(name); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// States of a template in the nesting walk.
+const (
+	nestUnvisited = iota
+	nestVisiting  // on the walk's path: meeting it again is a call to itself
+	nestDone
+)
+
+// nesting measures the templates' depth of loops and template calls, each template once.
+type nesting struct {
+	trees map[string]*parse.Tree
+	state map[string]int
+	depth map[string]int // of the templates done
+}
+
+func (n *nesting) ofTemplate(name string) (int, error) {
+	switch n.state[name] {
+	case nestVisiting:
+		return 0, fmt.Errorf("WEBHOOK_TEMPLATE: template %q calls itself", name)
+	case nestDone:
+		return n.depth[name], nil
+	}
+	tree := n.trees[name]
+	if tree == nil {
+		return 0, nil // an undefined template fails when it is called
+	}
+	n.state[name] = nestVisiting
+	d, err := n.ofList(tree.Root)
+	if err != nil {
+		return 0, err
+	}
+	n.state[name], n.depth[name] = nestDone, d
+	return d, nil
+}
+
+func (n *nesting) ofList(l *parse.ListNode) (int, error) {
+	deepest := 0
+	if l == nil {
+		return 0, nil
+	}
+	for _, node := range l.Nodes {
+		d, err := n.ofNode(node)
+		if err != nil {
+			return 0, err
+		}
+		deepest = max(deepest, d)
+	}
+	if deepest > maxNesting {
+		return 0, fmt.Errorf("WEBHOOK_TEMPLATE: loops and template calls nested more than %d deep", maxNesting)
+	}
+	return deepest, nil
+}
+
+func (n *nesting) ofNode(node parse.Node) (int, error) {
+	switch node := node.(type) {
+	case *parse.RangeNode:
+		d, err := maxOf(n.ofList, node.List, node.ElseList)
+		return d + 1, err
+	case *parse.IfNode:
+		return maxOf(n.ofList, node.List, node.ElseList)
+	case *parse.WithNode:
+		return maxOf(n.ofList, node.List, node.ElseList)
+	case *parse.ListNode:
+		return n.ofList(node)
+	case *parse.TemplateNode:
+		d, err := n.ofTemplate(node.Name)
+		return d + 1, err
+	}
+	return 0, nil
 }
 
 func maxOf(f func(*parse.ListNode) (int, error), lists ...*parse.ListNode) (int, error) {

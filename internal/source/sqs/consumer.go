@@ -209,74 +209,89 @@ func (c *Consumer) Run(ctx context.Context, h Handler) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 
-	// A token in slots is a busy worker.
-	slots := make(chan struct{}, c.opts.Workers)
-	release := func(n int) {
-		for range n {
-			<-slots
-		}
-	}
+	w := make(workers, c.opts.Workers)
 	for {
-		// Wait for one free worker, then take every other free one, up to a batch.
-		select {
-		case <-ctx.Done():
+		free, ok := w.takeFree(ctx)
+		if !ok {
 			return nil
-		case slots <- struct{}{}:
 		}
-		free := 1
-	more:
-		for free < maxBatch {
-			select {
-			case slots <- struct{}{}:
-				free++
-			default:
-				break more
-			}
-		}
-
 		began := c.now()
 		msgs, err := c.receive(ctx, free)
 		if ctx.Err() != nil {
-			release(free)
+			w.release(free)
 			return nil
 		}
 		if err != nil {
-			release(free)
+			w.release(free)
 			if !sleep(ctx, c.receiveFailed(err, began)) {
 				return nil
 			}
 			continue
 		}
 		c.receiveSucceeded()
-
-		started := 0
-		for _, m := range msgs {
-			f, deleteAgain := c.admit(m)
-			if deleteAgain != "" {
-				// Handled and deleted before, yet here again: the delete did not take.
-				// Delete this copy with its own handle; do not handle it twice.
-				wg.Go(func() { c.deleteTombstoned(ctx, aws.ToString(m.MessageId), deleteAgain) })
-				continue
-			}
-			if f == nil {
-				continue
-			}
-			if started == free {
-				// More messages than asked for: no worker is free for this one. It comes
-				// back after its visibility timeout.
-				c.forget(f)
-				c.log.Warn("queue returned more messages than requested; leaving one for redelivery",
-					"requested", free, "message", f.msg.ID)
-				continue
-			}
-			started++
-			wg.Go(func() {
-				defer release(1)
-				c.handle(ctx, h, f)
-			})
-		}
-		release(free - started)
+		started := c.handOut(ctx, h, msgs, free, w, &wg)
+		w.release(free - started)
 	}
+}
+
+// workers are Run's handlers: a token in the channel is a busy worker.
+type workers chan struct{}
+
+// takeFree waits for one free worker, then takes every other free one, up to a batch. ok is
+// false when ctx ended first.
+func (w workers) takeFree(ctx context.Context) (free int, ok bool) {
+	select {
+	case <-ctx.Done():
+		return 0, false
+	case w <- struct{}{}:
+	}
+	free = 1
+	for free < maxBatch {
+		select {
+		case w <- struct{}{}:
+			free++
+		default:
+			return free, true
+		}
+	}
+	return free, true
+}
+
+func (w workers) release(n int) {
+	for range n {
+		<-w
+	}
+}
+
+// handOut starts a handler for each message admitted, on the free workers taken for the
+// receive, and returns how many it started; each releases its worker when it returns.
+func (c *Consumer) handOut(ctx context.Context, h Handler, msgs []types.Message, free int, w workers, wg *sync.WaitGroup) (started int) {
+	for _, m := range msgs {
+		f, deleteAgain := c.admit(m)
+		if deleteAgain != "" {
+			// Handled and deleted before, yet here again: the delete did not take.
+			// Delete this copy with its own handle; do not handle it twice.
+			wg.Go(func() { c.deleteTombstoned(ctx, aws.ToString(m.MessageId), deleteAgain) })
+			continue
+		}
+		if f == nil {
+			continue
+		}
+		if started == free {
+			// More messages than asked for: no worker is free for this one. It comes
+			// back after its visibility timeout.
+			c.forget(f)
+			c.log.Warn("queue returned more messages than requested; leaving one for redelivery",
+				"requested", free, "message", f.msg.ID)
+			continue
+		}
+		started++
+		wg.Go(func() {
+			defer w.release(1)
+			c.handle(ctx, h, f)
+		})
+	}
+	return started
 }
 
 // receive asks for up to n messages.

@@ -50,90 +50,145 @@ var healthTakesDown = map[string]bool{
 // instance is skipped, and an unreadable start time makes cordon-only notices (no drain can
 // be scheduled without it).
 func parseHealth(body string, e envelope, _ time.Time) (Result, error) {
-	var d struct {
-		EventArn string `json:"eventArn"`
-		Service  string `json:"service"`
-		Category string `json:"eventTypeCategory"`
-		Code     string `json:"eventTypeCode"`
-		Status   string `json:"statusCode"` // upcoming, open, closed
-		Start    string `json:"startTime"`
-		End      string `json:"endTime"`
-		Entities []struct {
-			Value string `json:"entityValue"`
-		} `json:"affectedEntities"`
-	}
+	var d healthDetail
 	if err := json.Unmarshal(e.Detail, &d); err != nil {
 		return Result{}, fmt.Errorf("%s: detail: %v (body %q)", kindHealth, err, clip(body))
 	}
+	if ignored, ok := d.ignored(); ok {
+		return ignored, nil
+	}
+	if err := d.check(body, e); err != nil {
+		return Result{}, err
+	}
+	h := &healthEvent{d: &d, e: e}
+	h.identify()
+	h.readTimes()
+	h.noticeInstances()
+	if len(h.r.Notices) == 0 {
+		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health event %s (%s) names no EC2 instance", h.name, d.Code), Warnings: h.r.Warnings}, nil
+	}
+	return h.r, nil
+}
+
+// healthDetail is the detail of an AWS Health event.
+type healthDetail struct {
+	EventArn string `json:"eventArn"`
+	Service  string `json:"service"`
+	Category string `json:"eventTypeCategory"`
+	Code     string `json:"eventTypeCode"`
+	Status   string `json:"statusCode"` // upcoming, open, closed
+	Start    string `json:"startTime"`
+	End      string `json:"endTime"`
+	Entities []struct {
+		Value string `json:"entityValue"`
+	} `json:"affectedEntities"`
+}
+
+// ignored is the result for an event that is no EC2 scheduled change taking an instance down.
+func (d *healthDetail) ignored() (Result, bool) {
 	if d.Service != "EC2" {
-		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health %s event %s of service %q concerns no EC2 instance", clip(d.Category), clip(d.Code), clip(d.Service))}, nil
+		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health %s event %s of service %q concerns no EC2 instance", clip(d.Category), clip(d.Code), clip(d.Service))}, true
 	}
 	if d.Category != "scheduledChange" {
-		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health %s event %s is not an EC2 scheduled change", clip(d.Category), clip(d.Code))}, nil
+		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health %s event %s is not an EC2 scheduled change", clip(d.Category), clip(d.Code))}, true
 	}
 	if why, ok := healthStays[d.Code]; ok {
-		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health scheduled change %s does not take the instance down (%s)", d.Code, why)}, nil
+		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health scheduled change %s does not take the instance down (%s)", d.Code, why)}, true
 	}
+	return Result{}, false
+}
+
+// check refuses an event that cannot make notices: no id, names too long, no affected entity,
+// or more than a message may name.
+func (d *healthDetail) check(body string, e envelope) error {
 	if e.ID == "" {
-		return Result{}, fmt.Errorf("%s: missing id (body %q)", kindHealth, clip(body))
+		return fmt.Errorf("%s: missing id (body %q)", kindHealth, clip(body))
 	}
 	for _, f := range []struct{ name, value string }{{"id", e.ID}, {"detail.eventArn", d.EventArn}, {"detail.eventTypeCode", d.Code}} {
 		if n := utf8.RuneCountInString(f.value); n > maxNameLength {
-			return Result{}, fmt.Errorf("%s: %s %q is %d characters long, more than %d (body %q)", kindHealth, f.name, clip(f.value), n, maxNameLength, clip(body))
+			return fmt.Errorf("%s: %s %q is %d characters long, more than %d (body %q)", kindHealth, f.name, clip(f.value), n, maxNameLength, clip(body))
 		}
 	}
 	if len(d.Entities) == 0 {
-		return Result{}, fmt.Errorf("%s: no detail.affectedEntities (body %q)", kindHealth, clip(body))
+		return fmt.Errorf("%s: no detail.affectedEntities (body %q)", kindHealth, clip(body))
 	}
 	if len(d.Entities) > MaxHealthEntities {
-		return Result{}, fmt.Errorf("%s %s: %d affected entities, more than the %d a message may name (body %q)", kindHealth, e.ID, len(d.Entities), MaxHealthEntities, clip(body))
+		return fmt.Errorf("%s %s: %d affected entities, more than the %d a message may name (body %q)", kindHealth, e.ID, len(d.Entities), MaxHealthEntities, clip(body))
 	}
-	var r Result
-	// The event's name in what is logged: its ARN, else the envelope id.
-	name := d.EventArn
-	fact := notice.Digest(d.EventArn)
+	return nil
+}
+
+// healthEvent is an AWS Health event being made into notices.
+type healthEvent struct {
+	d *healthDetail
+	e envelope
+	r Result
+
+	name string // the event's name in what is logged: its ARN, else the envelope id
+	fact string // what names the event in its notices' ids
+	// released: the change is over; cordonOnly: why its notices cannot drain, if they cannot.
+	released   bool
+	cordonOnly string
+	start, end time.Time
+}
+
+// identify names the event, and warns of an event code Lifeboat does not know.
+func (h *healthEvent) identify() {
+	d, e := h.d, h.e
+	h.name, h.fact = d.EventArn, notice.Digest(d.EventArn)
 	if d.EventArn == "" {
 		// AWS always states it; without it each update is a notice of its own, and a
 		// "closed" one cannot find what the event did.
-		name, fact = e.ID, e.ID
-		r.Warnings = append(r.Warnings, Warning{Problem: problemEndUnreadable,
+		h.name, h.fact = e.ID, e.ID
+		h.r.Warnings = append(h.r.Warnings, Warning{Problem: problemEndUnreadable,
 			Detail: fmt.Sprintf("the AWS Health event %s states no detail.eventArn: its notices are named by the envelope id, and its later updates cannot release them", e.ID)})
 	}
 	if d.Code == "" || !healthTakesDown[d.Code] {
-		r.Warnings = append(r.Warnings, Warning{Problem: problemCodeUnknown,
-			Detail: fmt.Sprintf("the AWS Health event %s has detail.eventTypeCode %q, not one Lifeboat knows: taken as a change that takes the instance down", name, clip(d.Code))})
+		h.r.Warnings = append(h.r.Warnings, Warning{Problem: problemCodeUnknown,
+			Detail: fmt.Sprintf("the AWS Health event %s has detail.eventTypeCode %q, not one Lifeboat knows: taken as a change that takes the instance down", h.name, clip(d.Code))})
 	}
-	// "closed" means the change is over (done or canceled): it releases what its notices did,
-	// like a completed scheduled event.
-	released := d.Status == "closed"
+}
+
+// readTimes reads the event's status and times. "closed" means the change is over (done or
+// canceled): it releases what its notices did, like a completed scheduled event. Without a
+// readable start, an open change can only cordon.
+func (h *healthEvent) readTimes() {
+	d := h.d
+	h.released = d.Status == "closed"
 	start, startErr := ParseHealthTime(d.Start)
-	cordonOnly := ""
+	h.start = start
 	switch {
-	case released:
+	case h.released:
 	case d.Start == "":
-		cordonOnly = "the AWS Health event " + name + " states no detail.startTime"
+		h.cordonOnly = "the AWS Health event " + h.name + " states no detail.startTime"
 	case startErr != nil:
-		cordonOnly = fmt.Sprintf("the AWS Health event %s has detail.startTime %v", name, startErr)
+		h.cordonOnly = fmt.Sprintf("the AWS Health event %s has detail.startTime %v", h.name, startErr)
 	}
-	if cordonOnly != "" {
-		r.Warnings = append(r.Warnings, Warning{Problem: problemStartUnreadable, Detail: cordonOnly + ": its instances are cordoned, not drained"})
+	if h.cordonOnly != "" {
+		h.r.Warnings = append(h.r.Warnings, Warning{Problem: problemStartUnreadable, Detail: h.cordonOnly + ": its instances are cordoned, not drained"})
 	}
 	end, endErr := ParseHealthTime(d.End)
+	h.end = end
 	if d.End != "" && endErr != nil {
-		r.Warnings = append(r.Warnings, Warning{Problem: problemEndUnreadable, Detail: fmt.Sprintf("the AWS Health event %s has detail.endTime %v: ignored", name, endErr)})
+		h.r.Warnings = append(h.r.Warnings, Warning{Problem: problemEndUnreadable, Detail: fmt.Sprintf("the AWS Health event %s has detail.endTime %v: ignored", h.name, endErr)})
 	}
+}
+
+// noticeInstances makes one notice per affected instance, once each; entities that are no
+// instance are skipped, told one by one up to a few, then counted.
+func (h *healthEvent) noticeInstances() {
+	d, e := h.d, h.e
 	when := "at an unreadable time"
-	if !start.IsZero() {
-		when = "from " + stamp(start)
+	if !h.start.IsZero() {
+		when = "from " + stamp(h.start)
 	}
 	seen := map[string]bool{}
 	skipped := 0
 	for i, ent := range d.Entities {
 		if !isInstanceID(ent.Value) {
-			// Told one by one up to a few, then counted.
 			if skipped++; skipped <= maxEntityWarnings {
-				r.Warnings = append(r.Warnings, Warning{Problem: problemEntityNotInstance,
-					Detail: fmt.Sprintf("the AWS Health event %s: detail.affectedEntities[%d].entityValue %q is not an EC2 instance id: skipped", name, i, clip(ent.Value))})
+				h.r.Warnings = append(h.r.Warnings, Warning{Problem: problemEntityNotInstance,
+					Detail: fmt.Sprintf("the AWS Health event %s: detail.affectedEntities[%d].entityValue %q is not an EC2 instance id: skipped", h.name, i, clip(ent.Value))})
 			}
 			continue
 		}
@@ -143,21 +198,17 @@ func parseHealth(body string, e envelope, _ time.Time) (Result, error) {
 		seen[ent.Value] = true
 		// Earlier releases named the notice by the envelope id: only that very message,
 		// delivered again, still matches a record they wrote (each update has a new id).
-		r.Notices = append(r.Notices, notice.Notice{
-			ID: notice.ID(notice.ScheduledMaintenance, ent.Value, fact), LegacyID: notice.ID(notice.ScheduledMaintenance, ent.Value, e.ID),
+		h.r.Notices = append(h.r.Notices, notice.Notice{
+			ID: notice.ID(notice.ScheduledMaintenance, ent.Value, h.fact), LegacyID: notice.ID(notice.ScheduledMaintenance, ent.Value, e.ID),
 			Kind: notice.ScheduledMaintenance, Source: notice.SourceQueue,
-			InstanceID: ent.Value, Deadline: start, StartTime: start, EndTime: end, Action: d.Code, CordonOnly: cordonOnly, Released: released,
+			InstanceID: ent.Value, Deadline: h.start, StartTime: h.start, EndTime: h.end, Action: d.Code, CordonOnly: h.cordonOnly, Released: h.released,
 			Description: fmt.Sprintf("AWS Health scheduled change %s %s", d.Code, when),
 		})
 	}
 	if more := skipped - maxEntityWarnings; more > 0 {
-		r.Warnings = append(r.Warnings, Warning{Problem: problemEntityNotInstance,
-			Detail: fmt.Sprintf("the AWS Health event %s: %d more affected entities are not EC2 instance ids: skipped", name, more)})
+		h.r.Warnings = append(h.r.Warnings, Warning{Problem: problemEntityNotInstance,
+			Detail: fmt.Sprintf("the AWS Health event %s: %d more affected entities are not EC2 instance ids: skipped", h.name, more)})
 	}
-	if len(r.Notices) == 0 {
-		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health event %s (%s) names no EC2 instance", name, d.Code), Warnings: r.Warnings}, nil
-	}
-	return r, nil
 }
 
 // Health time layouts: RFC 1123 with a zone name (checked below) or a numeric offset. The day
