@@ -171,60 +171,77 @@ func (c *Controller) RunWithLeaderElection(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The elector starts OnStartedLeading in a goroutine of its own and may return before it
-	// ends; wait for it, so in-flight work has stopped when this returns.
-	var (
-		mu      sync.Mutex
-		stopped bool
-		runDone chan struct{}
-		runErr  error
-	)
 	// The elector releases the Lease only when its context ends: ending it is how a work loop
 	// that stopped by itself hands over to a standby.
 	electing, stopElecting := context.WithCancel(ctx)
 	defer stopElecting()
+	term := &leaderTerm{c: c, identity: identity, stopElecting: stopElecting}
 	leaderelection.RunOrDie(electing, leaderelection.LeaderElectionConfig{
 		Lock: lock, ReleaseOnCancel: true,
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				mu.Lock()
-				if stopped {
-					mu.Unlock()
-					return
-				}
-				done := make(chan struct{})
-				runDone = done
-				mu.Unlock()
-				c.log.Info("leading", "identity", identity, "lease", c.cfg.PodNamespace+"/"+LeaseName)
-				c.leading.Store(true)
-				c.metrics.Leader(true)
-				runErr = c.Run(ctx)
-				if ctx.Err() == nil { // neither lost nor stopping: the work loop ended by itself
-					if runErr == nil {
-						runErr = errors.New("the controller's work loop ended while leading")
-					}
-					c.log.Error("work loop ended while leading; releasing the Lease", "identity", identity, "err", runErr)
-				}
-				close(done)
-				stopElecting()
-			},
-			OnStoppedLeading: func() {
-				c.leading.Store(false)
-				c.metrics.Leader(false)
-				c.log.Info("no longer leading", "identity", identity)
-			},
-		},
+		Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: term.lead, OnStoppedLeading: term.lost},
 	})
-	mu.Lock()
-	stopped = true
-	done := runDone
-	mu.Unlock()
+	return term.wait()
+}
+
+// leaderTerm is one RunWithLeaderElection: the work loop run while this replica leads. The
+// elector starts OnStartedLeading in a goroutine of its own and may return before it ends;
+// wait waits for it, so in-flight work has stopped when RunWithLeaderElection returns.
+type leaderTerm struct {
+	c            *Controller
+	identity     string
+	stopElecting context.CancelFunc
+
+	mu      sync.Mutex
+	stopped bool          // the elector returned: a late start runs nothing
+	runDone chan struct{} // closed when the work loop has ended
+	runErr  error
+}
+
+// lead runs the work loop while leading. A loop that ends by itself (neither lost nor
+// stopping) ends the election too, releasing the Lease to a standby.
+func (t *leaderTerm) lead(ctx context.Context) {
+	t.mu.Lock()
+	if t.stopped {
+		t.mu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	t.runDone = done
+	t.mu.Unlock()
+	c := t.c
+	c.log.Info("leading", "identity", t.identity, "lease", c.cfg.PodNamespace+"/"+LeaseName)
+	c.leading.Store(true)
+	c.metrics.Leader(true)
+	t.runErr = c.Run(ctx)
+	if ctx.Err() == nil {
+		if t.runErr == nil {
+			t.runErr = errors.New("the controller's work loop ended while leading")
+		}
+		c.log.Error("work loop ended while leading; releasing the Lease", "identity", t.identity, "err", t.runErr)
+	}
+	close(done)
+	t.stopElecting()
+}
+
+// lost says that this replica no longer leads.
+func (t *leaderTerm) lost() {
+	t.c.leading.Store(false)
+	t.c.metrics.Leader(false)
+	t.c.log.Info("no longer leading", "identity", t.identity)
+}
+
+// wait waits for a work loop that started, and returns its error.
+func (t *leaderTerm) wait() error {
+	t.mu.Lock()
+	t.stopped = true
+	done := t.runDone
+	t.mu.Unlock()
 	if done == nil {
 		return nil
 	}
 	<-done
-	return runErr
+	return t.runErr
 }
 
 // Run consumes the queue until ctx ends.
