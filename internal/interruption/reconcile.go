@@ -120,13 +120,13 @@ func (h *Handler) drainEpisode(ctx context.Context, e *episode) (wait time.Durat
 	}
 	e.node = node
 	deadline := e.retention.deadline(e.rec, e.pending)
+	if e.retention.state == stateMayAbandon {
+		deadline.EndBefore(abandonMargin) // before anything can bring the deadline forward
+	}
 	if live := unabandoned(e.rec, e.pending); h.keepAlive != nil && len(live) > 0 {
 		defer h.keepAlive.Start(ctx, node, live, deadline)() // an abandoned action has no heartbeat to keep
 	}
 	defer h.drains.track(node.Name, deadline)()
-	if e.retention.state == stateMayAbandon {
-		deadline.EndBefore(abandonMargin)
-	}
 	if e.retention.state != stateRetained {
 		h.events.DrainStarted(events.NodeOf(node), e.pending[0].ID, deadline.Time())
 	}
