@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-func TestDoneNoticesBounded(t *testing.T) {
+func TestHandledNoticesBounded(t *testing.T) {
 	d := newHandledNotices()
 	d.max = 100
 	for i := range 250 {
