@@ -65,8 +65,9 @@ const (
 	ReasonDrainError          = "CordonAndDrainError"
 	ReasonUncordon            = "Uncordon"
 	ReasonLifecycleCompleted  = "LifecycleActionCompleted"
-	ReasonInstanceCallRefused = "InstanceCallRefused" // a call on an instance the node does not name, or in another group
-	ReasonInvalidRecord       = "InvalidRecord"       // the node's record failed validation: never acted on
+	ReasonInstanceCallRefused = "InstanceCallRefused"  // a call on an instance the node does not name, or in another group
+	ReasonInvalidRecord       = "InvalidRecord"        // the node's record failed validation: never acted on
+	ReasonClaimRefused        = "InstanceClaimRefused" // the node's providerID names an instance that is not the node
 	ReasonDrainNotScheduled   = "DrainNotScheduled"
 	ReasonHandbackWaited      = "HandbackWaited"         // a wait before the hand-back ended in time
 	ReasonHandbackWaitCut     = "HandbackWaitCut"        // the deadline cut it short
@@ -261,6 +262,13 @@ func (r *Recorder) LifecycleCompleted(node Node, hook, instanceID, result string
 // because the instance or group it names is not the node's own.
 func (r *Recorder) InstanceCallRefused(node Node, why string) {
 	r.emit(node, corev1.EventTypeWarning, ReasonInstanceCallRefused, clip("Not calling AWS: "+why))
+}
+
+// ClaimRefused records that the node's providerID names an instance which, by EC2's
+// description or by the node's own instance metadata, is not this node: Lifeboat does nothing
+// on this node for that instance's notices.
+func (r *Recorder) ClaimRefused(node Node, why string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonClaimRefused, clip("Lifeboat refuses this node's claim to an instance: "+why))
 }
 
 // InvalidRecord records that the node's interruption record failed validation: Lifeboat does
