@@ -82,39 +82,37 @@ func podSpecs(r rendered) map[string]corev1.PodSpec {
 func TestLintAndTemplate(t *testing.T) {
 	h := newHelm(t)
 	for _, tc := range []struct {
-		name  string
-		set   []string
-		extra []string       // more helm arguments
-		want  map[string]int // kinds and counts
+		name string
+		set  []string
+		want map[string]int // kinds and counts
 	}{
-		{"defaults", nil, nil, map[string]int{
+		// The agent's node restriction is part of every render (TestNodeRestrictionInEveryRender).
+		{"defaults", nil, map[string]int{
 			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1,
+			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 		}},
-		{"agent only", []string{"agent.enabled=true", "controller.enabled=false"}, nil, map[string]int{
+		{"agent only", []string{"agent.enabled=true", "controller.enabled=false"}, map[string]int{
 			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1,
+			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 		}},
-		{"controller only", []string{"agent.enabled=false", "controller.enabled=true", "config.queueUrl=https://sqs.us-east-1.amazonaws.com/123456789012/q"}, nil, map[string]int{
+		{"controller only", []string{"agent.enabled=false", "controller.enabled=true", "config.queueUrl=https://sqs.us-east-1.amazonaws.com/123456789012/q"}, map[string]int{
 			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1,
 			"Deployment": 1, "PodDisruptionBudget": 1,
 		}},
 		{"both, host network, metrics and probes", []string{"controller.enabled=true", "agent.hostNetwork=true", "controller.hostNetwork=true",
-			"config.enablePrometheusServer=true", "config.enableProbesServer=true"}, nil, map[string]int{
+			"config.enablePrometheusServer=true", "config.enableProbesServer=true"}, map[string]int{
 			"ServiceAccount": 2, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1,
 			"DaemonSet": 1, "Deployment": 1, "PodDisruptionBudget": 1,
-		}},
-		{"nothing enabled", []string{"agent.enabled=false"}, nil, map[string]int{}},
-		// A cluster that serves ValidatingAdmissionPolicy gets the agent's node restriction,
-		// unless it is turned off.
-		{"agent, cluster with admission policies", nil, []string{"--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"}, map[string]int{
-			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1,
 			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 		}},
-		{"agent, node restriction off", []string{"agent.nodeRestriction.enabled=false"}, []string{"--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"}, map[string]int{
+		{"nothing enabled", []string{"agent.enabled=false"}, map[string]int{}},
+		{"agent, node restriction off", []string{"agent.nodeRestriction.enabled=false"}, map[string]int{
 			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1,
 		}},
 		{"no RBAC, own service accounts", []string{"controller.enabled=true", "rbac.create=false",
-			"agent.serviceAccount.create=false", "agent.serviceAccount.name=a", "controller.serviceAccount.create=false", "controller.serviceAccount.name=c"}, nil, map[string]int{
+			"agent.serviceAccount.create=false", "agent.serviceAccount.name=a", "controller.serviceAccount.create=false", "controller.serviceAccount.name=c"}, map[string]int{
 			"DaemonSet": 1, "Deployment": 1, "PodDisruptionBudget": 1,
+			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,7 +123,7 @@ func TestLintAndTemplate(t *testing.T) {
 			if _, err := h.run(append([]string{"lint", "--strict", chartDir}, sets...)...); err != nil {
 				t.Fatal(err)
 			}
-			got := h.template(t, append(sets, tc.extra...)...).kinds()
+			got := h.template(t, sets...).kinds()
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Errorf("rendered kinds %v, want %v", got, tc.want)
 			}
