@@ -58,10 +58,14 @@ var chartManaged = map[string]struct {
 	},
 }
 
-// boundToNodeIP are the settings the chart fills with the node's IP (status.hostIP) for a
-// component on the host network, unless config names an address: its servers would otherwise
-// listen on every address of the node.
-var boundToNodeIP = map[string]bool{"PROMETHEUS_SERVER_BIND_ADDRESS": true, "PROBES_SERVER_BIND_ADDRESS": true}
+// hostNetworkAddress are the settings the chart fills for a component on the host network,
+// unless the user names an address: its servers would otherwise listen on every address of
+// the node. The metrics server gets the node's IP (status.hostIP), the probes server the
+// loopback address.
+var hostNetworkAddress = map[string]corev1.EnvVar{
+	"PROMETHEUS_SERVER_BIND_ADDRESS": fieldRef("PROMETHEUS_SERVER_BIND_ADDRESS", "status.hostIP"),
+	"PROBES_SERVER_BIND_ADDRESS":     {Name: "PROBES_SERVER_BIND_ADDRESS", Value: "127.0.0.1"},
+}
 
 func fieldRef(name, path string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
@@ -155,9 +159,9 @@ func TestChartDefaultsEqualBinaryDefaults(t *testing.T) {
 				}
 				continue
 			}
-			if boundToNodeIP[s.Env] && spec.HostNetwork {
-				if want := fieldRef(s.Env, "status.hostIP"); fmt.Sprint(got) != fmt.Sprint(want) {
-					t.Errorf("%s on the host network: %s = %+v, want the node's IP %+v", component, s.Env, got, want)
+			if want, ok := hostNetworkAddress[s.Env]; ok && spec.HostNetwork {
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("%s on the host network: %s = %+v, want %+v", component, s.Env, got, want)
 				}
 				continue
 			}
@@ -533,15 +537,24 @@ func TestProbesFollowTheSetting(t *testing.T) {
 	}
 }
 
-// TestHostNetworkServersBindToTheNodeIP: on the host network the metrics and probes servers
-// listen on the node's IP only, which is the pod's IP there (the kubelet's probes and a
-// scrape of the pod reach it); an address in config, or from a Secret, wins.
-func TestHostNetworkServersBindToTheNodeIP(t *testing.T) {
+// TestHostNetworkServerAddresses: on the host network the metrics server listens on the
+// node's IP only (status.hostIP, the pod's IP there, so a scrape of the pod reaches it), and the
+// probes server on the loopback address, which the probes name as their host: the kubelet runs
+// in the host's network namespace and reaches it, nothing off the node does, so no neighbour can
+// take the probes server's connection places. On the pod network the chart sets neither and the
+// probes name no host (the kubelet probes the pod's IP; 127.0.0.1 would be the node's). An
+// address the user gives (config, a Secret, extraEnv) wins; on the host network the probes
+// follow it, unless it means every interface or the chart cannot read it.
+func TestHostNetworkServerAddresses(t *testing.T) {
 	const metricsEnv, probesEnv = "PROMETHEUS_SERVER_BIND_ADDRESS", "PROBES_SERVER_BIND_ADDRESS"
 	nodeIP := func(env string) corev1.EnvVar { return fieldRef(env, "status.hostIP") }
 	unset := func(string) corev1.EnvVar { return corev1.EnvVar{} }
 	value := func(v string) func(string) corev1.EnvVar {
 		return func(env string) corev1.EnvVar { return corev1.EnvVar{Name: env, Value: v} }
+	}
+	secret := func(env string) corev1.EnvVar {
+		return corev1.EnvVar{Name: env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "k"}}}
 	}
 	h := newHelm(t)
 	for _, tc := range []struct {
@@ -550,38 +563,45 @@ func TestHostNetworkServersBindToTheNodeIP(t *testing.T) {
 		component string
 		metrics   func(string) corev1.EnvVar
 		probes    func(string) corev1.EnvVar
+		host      string // of both probes
 	}{
-		{"agent, host network by default", nil, "agent", nodeIP, nodeIP},
-		{"controller, pod network by default", nil, "controller", unset, unset},
-		{"agent on the pod network", []string{"--set", "agent.hostNetwork=false"}, "agent", unset, unset},
-		{"controller on the host network", []string{"--set", "controller.hostNetwork=true"}, "controller", nodeIP, nodeIP},
-		{"every address, asked for", []string{"--set-string", "config.probesServerBindAddress=::"}, "agent", nodeIP, value("::")},
-		{"an address for the agent", []string{"--set-string", "agent.config.prometheusServerBindAddress=127.0.0.1"}, "agent", value("127.0.0.1"), nodeIP},
+		{"agent, host network by default", nil, "agent", nodeIP, value("127.0.0.1"), "127.0.0.1"},
+		{"controller, pod network by default", nil, "controller", unset, unset, ""},
+		{"agent on the pod network", []string{"--set", "agent.hostNetwork=false"}, "agent", unset, unset, ""},
+		{"controller on the host network", []string{"--set", "controller.hostNetwork=true"}, "controller", nodeIP, value("127.0.0.1"), "127.0.0.1"},
+		{"every address, asked for", []string{"--set-string", "config.probesServerBindAddress=::"}, "agent", nodeIP, value("::"), ""},
+		{"every IPv4 address", []string{"--set-string", "agent.config.probesServerBindAddress=0.0.0.0"}, "agent", nodeIP, value("0.0.0.0"), ""},
+		{"every address, IPv4-mapped", []string{"--set-string", "agent.config.probesServerBindAddress=::FFFF:0.0.0.0"}, "agent", nodeIP, value("::FFFF:0.0.0.0"), ""},
+		{"a node address for the probes", []string{"--set-string", "agent.config.probesServerBindAddress=10.1.2.3"}, "agent", nodeIP, value("10.1.2.3"), "10.1.2.3"},
+		{"IPv6 loopback for the probes", []string{"--set-string", "config.probesServerBindAddress=::1"}, "agent", nodeIP, value("::1"), "::1"},
+		{"an address for the agent's metrics", []string{"--set-string", "agent.config.prometheusServerBindAddress=127.0.0.1"}, "agent", value("127.0.0.1"), value("127.0.0.1"), "127.0.0.1"},
+		{"an address on the pod network", []string{"--set", "agent.hostNetwork=false", "--set-string", "agent.config.probesServerBindAddress=10.1.2.3"}, "agent", unset, value("10.1.2.3"), ""},
+		{"from a Secret", []string{"--set", "configFromSecret.probesServerBindAddress.name=s", "--set", "configFromSecret.probesServerBindAddress.key=k"},
+			"agent", nodeIP, secret, ""},
+		{"in extraEnv", []string{"--set", "agent.extraEnv[0].name=" + probesEnv, "--set-string", "agent.extraEnv[0].value=10.9.9.9"},
+			"agent", nodeIP, value("10.9.9.9"), "10.9.9.9"},
+		{"in extraEnv, from a Secret", []string{"--set", "agent.extraEnv[0].name=" + probesEnv,
+			"--set", "agent.extraEnv[0].valueFrom.secretKeyRef.name=s", "--set", "agent.extraEnv[0].valueFrom.secretKeyRef.key=k"},
+			"agent", nodeIP, secret, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := podSpecs(h.template(t, append([]string{"--set", "controller.enabled=true"}, tc.args...)...))[tc.component]
 			c := container(t, spec)
-			env := envOf(t, c)
+			env := envOf(t, c) // fails on a name set twice: the chart's default and the user's
 			for name, want := range map[string]corev1.EnvVar{metricsEnv: tc.metrics(metricsEnv), probesEnv: tc.probes(probesEnv)} {
 				if got := env[name]; fmt.Sprint(got) != fmt.Sprint(want) {
 					t.Errorf("%s = %+v, want %+v", name, got, want)
 				}
 			}
-			// The kubelet probes the pod's IP: a probe naming a host would miss the bound address.
-			for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
-				if p != nil && p.HTTPGet != nil && p.HTTPGet.Host != "" {
-					t.Errorf("probe %+v names host %q", p.HTTPGet, p.HTTPGet.Host)
+			for kind, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+				if p == nil || p.HTTPGet == nil {
+					t.Errorf("no %s probe (probes are on by default): %+v", kind, p)
+				} else if p.HTTPGet.Host != tc.host {
+					t.Errorf("%s probe names host %q, want %q", kind, p.HTTPGet.Host, tc.host)
 				}
 			}
 		})
 	}
-	t.Run("from a Secret", func(t *testing.T) {
-		r := h.template(t, "--set", "configFromSecret.probesServerBindAddress.name=s", "--set", "configFromSecret.probesServerBindAddress.key=k")
-		got := envOf(t, container(t, podSpecs(r)["agent"]))[probesEnv]
-		if got.ValueFrom == nil || got.ValueFrom.SecretKeyRef == nil || got.ValueFrom.FieldRef != nil {
-			t.Errorf("%s = %+v, want only the Secret's value", probesEnv, got)
-		}
-	})
 }
 
 // TestReaderRole: the optional reader ClusterRole grants exactly what `lifeboat status` and
