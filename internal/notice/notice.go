@@ -73,9 +73,11 @@ type Notice struct {
 	// Lifecycle, when set, is the Auto Scaling lifecycle action the notice answers: it is
 	// heartbeaten while the node drains and completed once it is drained.
 	Lifecycle *Lifecycle
-	// LegacyID, when set, is the id an earlier release gave the same notice (an Auto Scaling
-	// hook's id once carried its token): a record it wrote is matched on it during a rollout.
-	LegacyID string
+	// LegacyIDDigest, when set, is the Digest of the id an earlier release gave the same
+	// notice: a record it wrote is matched on it during a rollout. Only the digest is carried,
+	// because an Auto Scaling hook's id once carried its token, which completes the action for
+	// whoever holds it.
+	LegacyIDDigest string
 }
 
 // Restated reports whether a later copy of the notice may restate its start: an AWS Health

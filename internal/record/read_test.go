@@ -108,7 +108,7 @@ func TestLegacyTokenDropped(t *testing.T) {
 // in the record, not a second one.
 func TestLegacyIDMatched(t *testing.T) {
 	old := notice.ID(notice.ASGTermination, recordtest.Instance, "6f1d3c2a-9b8e-4d7f-a1c0-5e4b3a2f1d0c")
-	n := notice.Notice{ID: notice.ID(notice.ASGTermination, recordtest.Instance, notice.TokenDigest("6f1d3c2a-9b8e-4d7f-a1c0-5e4b3a2f1d0c")), LegacyID: old}
+	n := notice.Notice{ID: notice.ID(notice.ASGTermination, recordtest.Instance, notice.TokenDigest("6f1d3c2a-9b8e-4d7f-a1c0-5e4b3a2f1d0c")), LegacyIDDigest: notice.Digest(old)}
 	if got := (record.Record{Notices: []string{old}}).MatchLegacyID(n); got.ID != old {
 		t.Errorf("recorded under the old id: got %q", got.ID)
 	}
