@@ -121,7 +121,8 @@ func (r *Resolver) described(inst cloud.Instance) ([]*corev1.Node, error) {
 // providerID names the instance, or it has none and names may be matched (USE_PROVIDER_ID
 // off, or another node's claim would otherwise silence the notice). It returns why there is
 // none otherwise.
-func (r *Resolver) holder(instanceID string, described []*corev1.Node, falseClaims bool) (*corev1.Node, string) {
+func (r *Resolver) holder(inst cloud.Instance, described []*corev1.Node, falseClaims bool) (*corev1.Node, string) {
+	instanceID := inst.ID
 	var eligible []*corev1.Node
 	var why []string
 	for _, n := range described {
@@ -141,7 +142,7 @@ func (r *Resolver) holder(instanceID string, described []*corev1.Node, falseClai
 		return eligible[0], ""
 	case 0:
 		if len(why) == 0 {
-			return nil, fmt.Sprintf("no node in this cluster is instance %s as EC2 describes it", instanceID)
+			return nil, fmt.Sprintf("no node in this cluster is instance %s as EC2 describes it (%s)", instanceID, Describe(inst))
 		}
 		return nil, strings.Join(why, "; ")
 	}

@@ -160,7 +160,7 @@ func (r *Resolver) Resolve(ctx context.Context, instanceID string) (Verdict, err
 		return v, err
 	}
 	v.Refused = r.falseClaims(inst, claimants, described)
-	node, reason := r.holder(instanceID, described, len(v.Refused) > 0)
+	node, reason := r.holder(inst, described, len(v.Refused) > 0)
 	for i := range v.Refused {
 		if node != nil {
 			v.Refused[i].Holder = node.Name
