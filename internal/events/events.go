@@ -362,25 +362,8 @@ func (r *Recorder) emit(node Node, eventType, reason, msg string) {
 
 // describeKind gives a notice kind's reason and its name in a sentence.
 func describeKind(k notice.Kind) (reason, what string) {
-	switch k {
-	case notice.SpotInterruption:
-		return ReasonSpotInterruption, "Spot interruption"
-	case notice.CapacityReservationInterruption:
-		return ReasonCapacityReservation, "Capacity reservation interruption"
-	case notice.ScheduledMaintenance:
-		return ReasonScheduledEvent, "Scheduled maintenance"
-	case notice.Rebalance:
-		return ReasonRebalanceRecommendation, "Rebalance recommendation"
-	case notice.ASGTermination:
-		return ReasonASGLifecycle, "Auto Scaling termination"
-	case notice.ASGLaunch:
-		return ReasonASGLaunch, "Auto Scaling launch"
-	case notice.StateChange:
-		return ReasonStateChange, "Instance state change"
-	case notice.CapacityBlockExpiration:
-		return ReasonCapacityBlock, "Capacity Block expiration"
-	case notice.InstanceImpaired:
-		return ReasonInstanceImpaired, "Failing EC2 status checks"
+	if r, ok := notice.RulesOf(k); ok {
+		return r.EventReason, r.Title
 	}
 	return ReasonNotice, fmt.Sprintf("%q", string(k))
 }

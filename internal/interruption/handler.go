@@ -44,8 +44,8 @@ func PlanFor(k notice.Kind, c *config.Config) Plan {
 	if k == notice.Rebalance {
 		p.Drain = c.EnableRebalanceDraining && !c.CordonOnly
 	}
-	if c.TaintNode {
-		p.TaintKey = taintKeys[k]
+	if rules, _ := notice.RulesOf(k); c.TaintNode {
+		p.TaintKey = rules.TaintKey
 	}
 	return p
 }
@@ -62,22 +62,6 @@ func planFor(n notice.Notice, c *config.Config) Plan {
 		p.Drain = false // no readable start: a drain cannot be scheduled
 	}
 	return p
-}
-
-// taintKeys are NTH's taint keys, so existing tolerations keep working. An instance state
-// change means the instance is stopping or terminating, like an Auto Scaling termination.
-var taintKeys = map[notice.Kind]string{
-	notice.SpotInterruption: nodes.TaintSpotInterruption,
-	// NTH has no key for it; it is the same two-minute reclaim, so Spot tolerations apply.
-	notice.CapacityReservationInterruption: nodes.TaintSpotInterruption,
-	notice.ScheduledMaintenance:            nodes.TaintScheduledMaintenance,
-	notice.Rebalance:                       nodes.TaintRebalance,
-	notice.ASGTermination:                  nodes.TaintASGLifecycle,
-	notice.StateChange:                     nodes.TaintASGLifecycle,
-	// A Capacity Block's end reclaims its instances as a Spot interruption does; a failing
-	// instance is taken out of service as for maintenance.
-	notice.CapacityBlockExpiration: nodes.TaintSpotInterruption,
-	notice.InstanceImpaired:        nodes.TaintScheduledMaintenance,
 }
 
 // KeepAlive keeps the lifecycle actions of a drain's notices alive while it runs, and brings

@@ -136,25 +136,8 @@ func ID(kind Kind, instanceID, eventID string) string {
 }
 
 func short(k Kind) string {
-	switch k {
-	case SpotInterruption:
-		return "spot"
-	case CapacityReservationInterruption:
-		return "capres"
-	case CapacityBlockExpiration:
-		return "capblock"
-	case ScheduledMaintenance:
-		return "sched"
-	case InstanceImpaired:
-		return "impaired"
-	case Rebalance:
-		return "rebalance"
-	case ASGTermination:
-		return "asg-term"
-	case StateChange:
-		return "state"
-	case ASGLaunch:
-		return "asg-launch"
+	if r, ok := kinds[k]; ok {
+		return r.Short
 	}
 	return string(k)
 }
@@ -165,26 +148,3 @@ func (n Notice) String() string {
 
 // RebootCodes are scheduled-event codes after which the instance comes back by itself.
 var RebootCodes = map[string]bool{"instance-reboot": true, "system-reboot": true}
-
-// Drains reports whether the kind leads to a drain by default (rebalance depends on
-// configuration, launch never drains).
-func (k Kind) Drains() bool {
-	switch k {
-	case SpotInterruption, CapacityReservationInterruption, CapacityBlockExpiration, ScheduledMaintenance, ASGTermination, StateChange, InstanceImpaired:
-		return true
-	}
-	return false
-}
-
-// Reclaims reports whether the instance is taken away at the notice's deadline whatever
-// happens: a Spot, capacity-reservation or Capacity Block warning, a termination hook (at its
-// expiry), a scheduled event (at its start). A rebalance recommendation, a state change or an
-// impaired instance is no reclaim: its deadline is a budget Lifeboat sets
-// (NODE_TERMINATION_GRACE_PERIOD).
-func (k Kind) Reclaims() bool {
-	switch k {
-	case SpotInterruption, CapacityReservationInterruption, CapacityBlockExpiration, ScheduledMaintenance, ASGTermination:
-		return true
-	}
-	return false
-}

@@ -28,13 +28,6 @@ const (
 // noticeIDPattern is what notice.ID produces: a taint- and label-safe value.
 var noticeIDPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
-// knownKinds are the notice kinds a record may hold.
-var knownKinds = []notice.Kind{
-	notice.SpotInterruption, notice.CapacityReservationInterruption, notice.ScheduledMaintenance,
-	notice.Rebalance, notice.ASGTermination, notice.StateChange,
-	notice.CapacityBlockExpiration, notice.InstanceImpaired,
-}
-
 // knownSources are the notice sources a record may name.
 var knownSources = []notice.Source{notice.SourceIMDS, notice.SourceQueue, notice.SourceEC2Status}
 
@@ -136,7 +129,7 @@ func (i Intent) validate(nodeInstance string) error {
 	switch {
 	case !noticeIDPattern.MatchString(i.ID):
 		return fmt.Errorf("id %q is not a notice id", clipValue(i.ID))
-	case !slices.Contains(knownKinds, notice.Kind(i.Kind)):
+	case !notice.Kind(i.Kind).Known() || notice.Kind(i.Kind) == notice.ASGLaunch:
 		return fmt.Errorf("kind %q is not a notice kind", clipValue(i.Kind))
 	case i.Source != "" && !slices.Contains(knownSources, notice.Source(i.Source)):
 		return fmt.Errorf("source %q is not a notice source", clipValue(i.Source))
