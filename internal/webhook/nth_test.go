@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,22 +58,33 @@ func stringConstants(t *testing.T, dir string) map[string]string {
 // TestNTHKindsAreNTHs holds WEBHOOK_NTH_KINDS to NTH's own constants (pkg/monitor): every
 // Lifeboat kind has an NTH kind, and every NTH name Lifeboat gives a template is one NTH
 // declares.
+// nthKindName is the shape of NTH's kind and monitor names among its package's constants.
+var nthKindName = regexp.MustCompile(`^[A-Z]+(_[A-Z]+)+$`)
+
+// nthNotGiven are NTH kinds no Lifeboat notice is named after, with why.
+var nthNotGiven = map[string]string{
+	"SQS_TERMINATE": "NTH's catch-all for a queue termination; every Lifeboat notice has a kind of its own",
+}
+
 func TestNTHKindsAreNTHs(t *testing.T) {
 	declared := map[string]bool{}
 	for _, v := range stringConstants(t, filepath.Join(nth.Dir(t), "pkg", "monitor")) {
 		declared[v] = true
 	}
-	// Kinds NTH never reads: a template sees Lifeboat's own kind for them.
-	lifeboatOnly := map[notice.Kind]bool{notice.CapacityBlockExpiration: true, notice.InstanceImpaired: true}
+	// Every NTH name given is NTH's, and every kind NTH declares is some Lifeboat kind's
+	// (kinds NTH never reads, such as Capacity Block expirations, keep Lifeboat's own name).
+	given := map[string]bool{}
 	for _, k := range notice.Kinds() {
-		rules, _ := notice.RulesOf(k)
-		switch {
-		case rules.NTHKind == "" && !lifeboatOnly[k]:
-			t.Errorf("Lifeboat kind %q has no NTH kind", k)
-		case rules.NTHKind != "" && lifeboatOnly[k]:
-			t.Errorf("Lifeboat kind %q is listed as Lifeboat's only, but has NTH kind %q", k, rules.NTHKind)
-		case rules.NTHKind != "" && !declared[rules.NTHKind]:
-			t.Errorf("%q -> %q: NTH declares no such kind", k, rules.NTHKind)
+		if rules, _ := notice.RulesOf(k); rules.NTHKind != "" {
+			given[rules.NTHKind] = true
+			if !declared[rules.NTHKind] {
+				t.Errorf("%q -> %q: NTH declares no such kind", k, rules.NTHKind)
+			}
+		}
+	}
+	for name := range declared {
+		if nthKindName.MatchString(name) && !strings.HasSuffix(name, "_MONITOR") && !given[name] && nthNotGiven[name] == "" {
+			t.Errorf("NTH declares kind %q, which no Lifeboat kind gives templates", name)
 		}
 	}
 	for kind, monitor := range nthIMDSMonitors {
