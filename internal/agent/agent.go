@@ -147,6 +147,7 @@ func (a *Agent) start(ctx context.Context) (instanceID string, node *corev1.Node
 		return "", nil, fmt.Errorf("read node NODE_NAME=%q: %w", a.cfg.NodeName, err)
 	}
 	if id := interruption.InstanceIDOf(node); id != "" && id != instanceID {
+		a.handler.ReportRefusedClaim(node, instanceID, notice.SourceIMDS, "the agent stops: check that NODE_NAME comes from spec.nodeName")
 		return "", nil, fmt.Errorf("%w: node %s has providerID %q but instance metadata says %s; check that NODE_NAME comes from spec.nodeName",
 			ErrWrongNode, a.cfg.NodeName, node.Spec.ProviderID, instanceID)
 	}

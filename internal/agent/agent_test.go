@@ -533,11 +533,15 @@ func TestAgentEndToEnd(t *testing.T) {
 		other := newWorld(t, c, nil)
 		w.node = other.node // wrong wiring: this instance's metadata, another node's name
 		cfg := sandboxtest.Config(t, config.ModeAgent, "NODE_NAME", w.node, "INSTANCE_METADATA_URL", w.proxy.URL)
-		a := agent.New(agent.Options{Config: cfg, Client: w.client, IMDS: imds.NewClient(w.proxy.URL, 3, false), Logger: slog.New(slog.NewTextHandler(w.logs, nil))})
+		m := metrics.New()
+		a := agent.New(agent.Options{Config: cfg, Client: w.client, IMDS: imds.NewClient(w.proxy.URL, 3, false), Logger: slog.New(slog.NewTextHandler(w.logs, nil)), Metrics: m})
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		if err := a.Run(ctx); !errors.Is(err, agent.ErrWrongNode) {
 			t.Fatalf("Run: %v, want ErrWrongNode", err)
+		}
+		if got := m.Value("lifeboat_instance_claims_refused_total", "check", "instance_metadata"); got != 1 {
+			t.Errorf("lifeboat_instance_claims_refused_total{check=instance_metadata} = %v, want 1", got)
 		}
 		if _, n := other.record(t); n.Spec.Unschedulable {
 			t.Error("the other node was cordoned")

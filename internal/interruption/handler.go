@@ -171,6 +171,13 @@ func (h *Handler) Origin() string { return h.origin }
 // Event. Nothing of such a record is acted on; the next notice for the node starts a fresh one.
 func (h *Handler) ReportInvalidRecord(node *corev1.Node, err error) { h.invalid.report(node, err) }
 
+// ReportRefusedClaim says that node's providerID names another instance than instanceID,
+// which source says the node is (an Event on the node, the metric, a log line), and what
+// follows from the refusal.
+func (h *Handler) ReportRefusedClaim(node *corev1.Node, instanceID string, source notice.Source, consequence string) {
+	h.intake.refused.report(node, instanceID, source, consequence)
+}
+
 // EndBootedEpisode closes the node's episode if the instance has booted again since it
 // opened (see ends.booted). It reports whether it ended the episode.
 func (h *Handler) EndBootedEpisode(ctx context.Context, node *corev1.Node) (bool, error) {

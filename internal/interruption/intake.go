@@ -117,7 +117,7 @@ func (in *intake) current(ctx context.Context, n notice.Notice, nodeName string,
 		return nil, record.Record{}, n, err
 	}
 	if id := InstanceIDOf(node); id != "" && id != n.InstanceID {
-		in.refused.report(node, n)
+		in.refused.report(node, n.InstanceID, n.Source, "notice "+n.ID+" is not acted on here")
 		return nil, record.Record{}, n, fmt.Errorf("notice %s: node %s has providerID %q: %w", n.ID, nodeName, node.Spec.ProviderID, ErrNotOurs)
 	}
 	rec, err := record.Read(node)

@@ -75,18 +75,18 @@ type refusedClaims struct {
 	events   *events.Recorder
 }
 
-func (c *refusedClaims) report(node *corev1.Node, n notice.Notice) {
-	if !c.reported.first(node.Name + "/" + node.Spec.ProviderID + "/" + n.InstanceID) {
+func (c *refusedClaims) report(node *corev1.Node, instanceID string, from notice.Source, what string) {
+	if !c.reported.first(node.Name + "/" + node.Spec.ProviderID + "/" + instanceID) {
 		return
 	}
 	check, source := metrics.ClaimCheckEC2, "EC2"
-	if n.Source == notice.SourceIMDS {
+	if from == notice.SourceIMDS {
 		check, source = metrics.ClaimCheckInstanceMetadata, "the node's instance metadata"
 	}
-	why := fmt.Sprintf("node %s names instance %s in its providerID %q, but %s says the node is instance %s; notice %s is not acted on here",
-		node.Name, InstanceIDOf(node), node.Spec.ProviderID, source, n.InstanceID, n.ID)
-	c.log.Warn("node's claim to an instance refused: its providerID names another instance than the notice's",
-		"node", node.Name, "providerID", node.Spec.ProviderID, "instance", n.InstanceID, "notice", n.ID, "check", check)
+	why := fmt.Sprintf("node %s names instance %s in its providerID %q, but %s says the node is instance %s; %s",
+		node.Name, InstanceIDOf(node), node.Spec.ProviderID, source, instanceID, what)
+	c.log.Warn("node's claim to an instance refused: its providerID names another instance than the one "+source+" says it is",
+		"node", node.Name, "providerID", node.Spec.ProviderID, "instance", instanceID, "check", check, "consequence", what)
 	c.metrics.ClaimRefused(check)
 	c.events.ClaimRefused(events.NodeOf(node), why)
 }
