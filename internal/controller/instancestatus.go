@@ -52,7 +52,7 @@ func (c *Controller) takeStatusNotices(ctx context.Context, resolver *ownership.
 	for _, n := range ns {
 		c.metrics.Notice(string(n.Kind), string(n.Source))
 	}
-	fates := runNotices(ctx, ns, c.noticeWorkers(), c.intake.Backoff(), func(ctx context.Context, n notice.Notice) noticeFate {
+	fates := runNotices(ctx, ns, c.noticePool(log), func(ctx context.Context, n notice.Notice) noticeFate {
 		return c.handleNotice(ctx, resolver, n, log)
 	})
 	taken := make([]bool, len(fates))
