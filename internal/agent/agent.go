@@ -178,6 +178,7 @@ func (a *Agent) newPoller(instanceID string) *imds.Poller {
 	if a.metrics != nil {
 		opts.Observe = a.metrics.ObserveIMDS
 		opts.Warn = a.metrics.NoticeWarning
+		opts.Panics = a.metrics
 	}
 	poller := imds.NewPoller(a.imds, instanceID, opts)
 	a.mu.Lock()

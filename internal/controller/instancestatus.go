@@ -27,7 +27,7 @@ func (c *Controller) startInstanceStatus(ctx context.Context, resolver *ownershi
 		Instances: func() []string { return nodes.ListIndexFuncValues(ownership.IndexInstanceID) },
 		Interval:  time.Duration(c.cfg.InstanceStatusInterval) * time.Second,
 		Threshold: time.Duration(c.cfg.InstanceImpairedThreshold) * time.Second,
-		Logger:    log, Pass: c.metrics.InstanceStatusPass,
+		Logger:    log, Pass: c.metrics.InstanceStatusPass, Panics: c.metrics,
 	})
 	if err != nil {
 		log.Error("the DescribeInstanceStatus poll cannot start", "err", err)
