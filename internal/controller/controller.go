@@ -250,7 +250,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	nodeInformer := factory.Core().V1().Nodes().Informer()
 	resolver, err := ownership.NewResolver(nodeInformer, cloud.CountedEC2{EC2: c.ec2, Calls: c.metrics}, ownership.Options{
 		CheckManagedTag: c.cfg.CheckTagBeforeDraining, ManagedTag: c.cfg.ManagedTag,
-		ClusterName: c.cfg.ClusterName, UseProviderID: c.cfg.UseProviderID,
+		ClusterName: c.cfg.ClusterName, UseProviderID: c.cfg.UseProviderID, Logger: c.log, Panics: c.metrics,
 	})
 	if err != nil {
 		return err

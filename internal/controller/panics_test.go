@@ -7,8 +7,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
@@ -93,6 +99,42 @@ func TestMessageWithPanickingNoticeComesBack(t *testing.T) {
 		t.Errorf("lifeboat_reconcile_panics_total{site=notice} = %v, want at least 1", got)
 	}
 	if !strings.Contains(logs.String(), "a bug met on "+ids[1]) {
+		t.Errorf("the panic is not logged:\n%s", logs)
+	}
+}
+
+// A periodic readiness check that panics (here on the pod list) is that check's failure: it
+// is counted under site readiness_check and published as a failed run, and the next check runs
+// on time and publishes its findings.
+func TestReadinessCheckPanicIsThatChecks(t *testing.T) {
+	c, m, logs := testController(t, 1, nil, nil)
+	var lists atomic.Int32
+	c.client.(*fake.Clientset).PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if lists.Add(1) == 1 {
+			var pods []corev1.Pod
+			_ = pods[0].Name // a bug met on the cluster's pods
+		}
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.reportReadiness(ctx, 10*time.Millisecond) }()
+	for deadline := time.Now().Add(10 * time.Second); m.Value("lifeboat_readiness_last_run_timestamp_seconds", "result", "ok") == 0; {
+		if time.Now().After(deadline) {
+			t.Error("no readiness check ran after the one that panicked")
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if got := m.Value("lifeboat_reconcile_panics_total", "site", "readiness_check"); got != 1 {
+		t.Errorf("lifeboat_reconcile_panics_total{site=readiness_check} = %v, want 1", got)
+	}
+	if got := m.Value("lifeboat_readiness_last_run_timestamp_seconds", "result", "error"); got == 0 {
+		t.Error("the check that panicked is not published as a failed run")
+	}
+	if !strings.Contains(logs.String(), "site=readiness_check") {
 		t.Errorf("the panic is not logged:\n%s", logs)
 	}
 }

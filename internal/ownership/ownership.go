@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/panics"
 )
 
 // IndexInstanceID is the name of the node informer index added by NewResolver: the EC2
@@ -50,6 +52,10 @@ type Options struct {
 	UseProviderID   bool          // USE_PROVIDER_ID
 	CacheTTL        time.Duration // how long EC2 answers are reused (0: DefaultCacheTTL)
 	BatchWindow     time.Duration // lookups arriving within it share one call (0: DefaultBatchWindow)
+	// Logger and Panics report a batched DescribeInstances that panicked (site
+	// instance_lookup): it fails its lookups as an error does. Logger defaults to slog.Default().
+	Logger *slog.Logger
+	Panics panics.Counter
 }
 
 // Verdict is the answer for one instance.
@@ -382,10 +388,17 @@ func (r *Resolver) withPrefetchLocked(ids []string) []string {
 	return ids
 }
 
+// describe asks EC2 about ids. A panic (a bug met on the answer) fails the batch as an error
+// does: every lookup waiting on it is told, rather than waiting for ever, and is asked again.
+func describe(ctx context.Context, ec2 cloud.EC2, ids []string, o Options) (found map[string]cloud.Instance, err error) {
+	defer panics.Recover(panics.InstanceLookup, o.Logger, o.Panics, &err, "instances", len(ids))
+	return ec2.DescribeInstances(ctx, ids)
+}
+
 // fetch asks EC2 about ids and hands the answer to everyone waiting. Errors are not cached.
 func (r *Resolver) fetch(ids []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
-	found, err := r.ec2.DescribeInstances(ctx, ids)
+	found, err := describe(ctx, r.ec2, ids, r.opts)
 	cancel()
 
 	r.mu.Lock()
