@@ -157,7 +157,7 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 	h := &Handler{cfg: c, client: client, log: logger, origin: o.Origin, metrics: o.Metrics, events: o.Events, keepAlive: o.KeepAlive}
 	h.invalid = &invalidRecords{reported: utilcache.NewLRUExpireCache(invalidRecordsKept), log: logger, metrics: o.Metrics, events: o.Events}
 	h.drains = newDrains(c, client, o.Metrics, o.Events, logger)
-	h.claims = &claims{origin: o.Origin, holder: holderName(), renewEvery: OwnerRenew, cfg: c, writer: w, metrics: o.Metrics, owning: map[string]*renewals{}}
+	h.claims = &claims{origin: o.Origin, holder: holderName(), renewEvery: OwnerRenew, cfg: c, writer: w, metrics: o.Metrics, log: logger, owning: map[string]*renewals{}}
 	h.ends = &ends{cfg: c, writer: w, handled: handled, events: o.Events, metrics: o.Metrics, log: logger}
 	reports := &reports{webhook: o.Webhook, cfg: c, metrics: o.Metrics, log: logger}
 	h.intake = &intake{cfg: c, origin: o.Origin, log: logger, cordonClient: cordonClient, cordonWriter: cordonWriter, handled: handled,

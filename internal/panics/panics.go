@@ -30,18 +30,20 @@ var (
 	Heartbeat      = Site{"lifecycle_heartbeat", "this lifecycle action's heartbeats stop and the drain's deadline is brought to the action's expiry; other actions go on"}
 	Eviction       = Site{"eviction", "this pod's eviction failed and the pod is reported left on the node; the drain's other pods go on"}
 	PodWatch       = Site{"pod_watch", "the drain failed and its node is retried with backoff"}
+	DrainClaim     = Site{"drain_claim", "the drain's claim is given up as a lost one is: the drain stops and its node is retried with backoff"}
 	GraceCut       = Site{"grace_cut", "this cut of leaving pods' grace periods is over; the drain goes on"}
 	InstanceStatus = Site{"instance_status", "this DescribeInstanceStatus pass is over; the next runs on time"}
 	IMDSPoll       = Site{"imds_poll", "the poll counts as failed; the next runs after the usual backoff"}
 	InstanceLookup = Site{"instance_lookup", "the DescribeInstances batch failed; its notices are retried"}
 	HandbackWait   = Site{"handback_wait", "this hand-back wait is skipped; the others go on"}
+	NodeEvent      = Site{"node_event", "this informer event of the node is dropped; its next change is looked at"}
 	Readiness      = Site{"readiness_check", "this readiness check failed; the last findings stay published and the next check runs on time"}
 	Webhook        = Site{"webhook", "this webhook send failed"}
 )
 
 // Sites lists every site.
-var Sites = []Site{Reconcile, QueueMessage, Notice, Heartbeat, Eviction, PodWatch, GraceCut,
-	InstanceStatus, IMDSPoll, InstanceLookup, HandbackWait, Readiness, Webhook}
+var Sites = []Site{Reconcile, QueueMessage, Notice, Heartbeat, Eviction, PodWatch, DrainClaim, GraceCut,
+	InstanceStatus, IMDSPoll, InstanceLookup, HandbackWait, NodeEvent, Readiness, Webhook}
 
 // Counter counts recovered panics by site name (metrics.Metrics does).
 type Counter interface {
