@@ -58,10 +58,14 @@ var chartManaged = map[string]struct {
 	},
 }
 
-// boundToNodeIP are the settings the chart fills with the node's IP (status.hostIP) for a
-// component on the host network, unless config names an address: its servers would otherwise
-// listen on every address of the node.
-var boundToNodeIP = map[string]bool{"PROMETHEUS_SERVER_BIND_ADDRESS": true, "PROBES_SERVER_BIND_ADDRESS": true}
+// hostNetworkAddress are the settings the chart fills for a component on the host network,
+// unless the user names an address: its servers would otherwise listen on every address of
+// the node. The metrics server gets the node's IP (status.hostIP), the probes server the
+// loopback address.
+var hostNetworkAddress = map[string]corev1.EnvVar{
+	"PROMETHEUS_SERVER_BIND_ADDRESS": fieldRef("PROMETHEUS_SERVER_BIND_ADDRESS", "status.hostIP"),
+	"PROBES_SERVER_BIND_ADDRESS":     {Name: "PROBES_SERVER_BIND_ADDRESS", Value: "127.0.0.1"},
+}
 
 func fieldRef(name, path string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
@@ -82,39 +86,37 @@ func podSpecs(r rendered) map[string]corev1.PodSpec {
 func TestLintAndTemplate(t *testing.T) {
 	h := newHelm(t)
 	for _, tc := range []struct {
-		name  string
-		set   []string
-		extra []string       // more helm arguments
-		want  map[string]int // kinds and counts
+		name string
+		set  []string
+		want map[string]int // kinds and counts
 	}{
-		{"defaults", nil, nil, map[string]int{
+		// The agent's node restriction is part of every render (TestNodeRestrictionInEveryRender).
+		{"defaults", nil, map[string]int{
 			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1,
+			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 		}},
-		{"agent only", []string{"agent.enabled=true", "controller.enabled=false"}, nil, map[string]int{
+		{"agent only", []string{"agent.enabled=true", "controller.enabled=false"}, map[string]int{
 			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1,
+			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 		}},
-		{"controller only", []string{"agent.enabled=false", "controller.enabled=true", "config.queueUrl=https://sqs.us-east-1.amazonaws.com/123456789012/q"}, nil, map[string]int{
+		{"controller only", []string{"agent.enabled=false", "controller.enabled=true", "config.queueUrl=https://sqs.us-east-1.amazonaws.com/123456789012/q"}, map[string]int{
 			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1,
 			"Deployment": 1, "PodDisruptionBudget": 1,
 		}},
 		{"both, host network, metrics and probes", []string{"controller.enabled=true", "agent.hostNetwork=true", "controller.hostNetwork=true",
-			"config.enablePrometheusServer=true", "config.enableProbesServer=true"}, nil, map[string]int{
+			"config.enablePrometheusServer=true", "config.enableProbesServer=true"}, map[string]int{
 			"ServiceAccount": 2, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1,
 			"DaemonSet": 1, "Deployment": 1, "PodDisruptionBudget": 1,
-		}},
-		{"nothing enabled", []string{"agent.enabled=false"}, nil, map[string]int{}},
-		// A cluster that serves ValidatingAdmissionPolicy gets the agent's node restriction,
-		// unless it is turned off.
-		{"agent, cluster with admission policies", nil, []string{"--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"}, map[string]int{
-			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1,
 			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 		}},
-		{"agent, node restriction off", []string{"agent.nodeRestriction.enabled=false"}, []string{"--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"}, map[string]int{
+		{"nothing enabled", []string{"agent.enabled=false"}, map[string]int{}},
+		{"agent, node restriction off", []string{"agent.nodeRestriction.enabled=false"}, map[string]int{
 			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1,
 		}},
 		{"no RBAC, own service accounts", []string{"controller.enabled=true", "rbac.create=false",
-			"agent.serviceAccount.create=false", "agent.serviceAccount.name=a", "controller.serviceAccount.create=false", "controller.serviceAccount.name=c"}, nil, map[string]int{
+			"agent.serviceAccount.create=false", "agent.serviceAccount.name=a", "controller.serviceAccount.create=false", "controller.serviceAccount.name=c"}, map[string]int{
 			"DaemonSet": 1, "Deployment": 1, "PodDisruptionBudget": 1,
+			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,7 +127,7 @@ func TestLintAndTemplate(t *testing.T) {
 			if _, err := h.run(append([]string{"lint", "--strict", chartDir}, sets...)...); err != nil {
 				t.Fatal(err)
 			}
-			got := h.template(t, append(sets, tc.extra...)...).kinds()
+			got := h.template(t, sets...).kinds()
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Errorf("rendered kinds %v, want %v", got, tc.want)
 			}
@@ -157,9 +159,9 @@ func TestChartDefaultsEqualBinaryDefaults(t *testing.T) {
 				}
 				continue
 			}
-			if boundToNodeIP[s.Env] && spec.HostNetwork {
-				if want := fieldRef(s.Env, "status.hostIP"); fmt.Sprint(got) != fmt.Sprint(want) {
-					t.Errorf("%s on the host network: %s = %+v, want the node's IP %+v", component, s.Env, got, want)
+			if want, ok := hostNetworkAddress[s.Env]; ok && spec.HostNetwork {
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("%s on the host network: %s = %+v, want %+v", component, s.Env, got, want)
 				}
 				continue
 			}
@@ -535,15 +537,24 @@ func TestProbesFollowTheSetting(t *testing.T) {
 	}
 }
 
-// TestHostNetworkServersBindToTheNodeIP: on the host network the metrics and probes servers
-// listen on the node's IP only, which is the pod's IP there (the kubelet's probes and a
-// scrape of the pod reach it); an address in config, or from a Secret, wins.
-func TestHostNetworkServersBindToTheNodeIP(t *testing.T) {
+// TestHostNetworkServerAddresses: on the host network the metrics server listens on the
+// node's IP only (status.hostIP, the pod's IP there, so a scrape of the pod reaches it), and the
+// probes server on the loopback address, which the probes name as their host: the kubelet runs
+// in the host's network namespace and reaches it, nothing off the node does, so no neighbour can
+// take the probes server's connection places. On the pod network the chart sets neither and the
+// probes name no host (the kubelet probes the pod's IP; 127.0.0.1 would be the node's). An
+// address the user gives (config, a Secret, extraEnv) wins; on the host network the probes
+// follow it, unless it means every interface or the chart cannot read it.
+func TestHostNetworkServerAddresses(t *testing.T) {
 	const metricsEnv, probesEnv = "PROMETHEUS_SERVER_BIND_ADDRESS", "PROBES_SERVER_BIND_ADDRESS"
 	nodeIP := func(env string) corev1.EnvVar { return fieldRef(env, "status.hostIP") }
 	unset := func(string) corev1.EnvVar { return corev1.EnvVar{} }
 	value := func(v string) func(string) corev1.EnvVar {
 		return func(env string) corev1.EnvVar { return corev1.EnvVar{Name: env, Value: v} }
+	}
+	secret := func(env string) corev1.EnvVar {
+		return corev1.EnvVar{Name: env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "k"}}}
 	}
 	h := newHelm(t)
 	for _, tc := range []struct {
@@ -552,38 +563,45 @@ func TestHostNetworkServersBindToTheNodeIP(t *testing.T) {
 		component string
 		metrics   func(string) corev1.EnvVar
 		probes    func(string) corev1.EnvVar
+		host      string // of both probes
 	}{
-		{"agent, host network by default", nil, "agent", nodeIP, nodeIP},
-		{"controller, pod network by default", nil, "controller", unset, unset},
-		{"agent on the pod network", []string{"--set", "agent.hostNetwork=false"}, "agent", unset, unset},
-		{"controller on the host network", []string{"--set", "controller.hostNetwork=true"}, "controller", nodeIP, nodeIP},
-		{"every address, asked for", []string{"--set-string", "config.probesServerBindAddress=::"}, "agent", nodeIP, value("::")},
-		{"an address for the agent", []string{"--set-string", "agent.config.prometheusServerBindAddress=127.0.0.1"}, "agent", value("127.0.0.1"), nodeIP},
+		{"agent, host network by default", nil, "agent", nodeIP, value("127.0.0.1"), "127.0.0.1"},
+		{"controller, pod network by default", nil, "controller", unset, unset, ""},
+		{"agent on the pod network", []string{"--set", "agent.hostNetwork=false"}, "agent", unset, unset, ""},
+		{"controller on the host network", []string{"--set", "controller.hostNetwork=true"}, "controller", nodeIP, value("127.0.0.1"), "127.0.0.1"},
+		{"every address, asked for", []string{"--set-string", "config.probesServerBindAddress=::"}, "agent", nodeIP, value("::"), ""},
+		{"every IPv4 address", []string{"--set-string", "agent.config.probesServerBindAddress=0.0.0.0"}, "agent", nodeIP, value("0.0.0.0"), ""},
+		{"every address, IPv4-mapped", []string{"--set-string", "agent.config.probesServerBindAddress=::FFFF:0.0.0.0"}, "agent", nodeIP, value("::FFFF:0.0.0.0"), ""},
+		{"a node address for the probes", []string{"--set-string", "agent.config.probesServerBindAddress=10.1.2.3"}, "agent", nodeIP, value("10.1.2.3"), "10.1.2.3"},
+		{"IPv6 loopback for the probes", []string{"--set-string", "config.probesServerBindAddress=::1"}, "agent", nodeIP, value("::1"), "::1"},
+		{"an address for the agent's metrics", []string{"--set-string", "agent.config.prometheusServerBindAddress=127.0.0.1"}, "agent", value("127.0.0.1"), value("127.0.0.1"), "127.0.0.1"},
+		{"an address on the pod network", []string{"--set", "agent.hostNetwork=false", "--set-string", "agent.config.probesServerBindAddress=10.1.2.3"}, "agent", unset, value("10.1.2.3"), ""},
+		{"from a Secret", []string{"--set", "configFromSecret.probesServerBindAddress.name=s", "--set", "configFromSecret.probesServerBindAddress.key=k"},
+			"agent", nodeIP, secret, ""},
+		{"in extraEnv", []string{"--set", "agent.extraEnv[0].name=" + probesEnv, "--set-string", "agent.extraEnv[0].value=10.9.9.9"},
+			"agent", nodeIP, value("10.9.9.9"), "10.9.9.9"},
+		{"in extraEnv, from a Secret", []string{"--set", "agent.extraEnv[0].name=" + probesEnv,
+			"--set", "agent.extraEnv[0].valueFrom.secretKeyRef.name=s", "--set", "agent.extraEnv[0].valueFrom.secretKeyRef.key=k"},
+			"agent", nodeIP, secret, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := podSpecs(h.template(t, append([]string{"--set", "controller.enabled=true"}, tc.args...)...))[tc.component]
 			c := container(t, spec)
-			env := envOf(t, c)
+			env := envOf(t, c) // fails on a name set twice: the chart's default and the user's
 			for name, want := range map[string]corev1.EnvVar{metricsEnv: tc.metrics(metricsEnv), probesEnv: tc.probes(probesEnv)} {
 				if got := env[name]; fmt.Sprint(got) != fmt.Sprint(want) {
 					t.Errorf("%s = %+v, want %+v", name, got, want)
 				}
 			}
-			// The kubelet probes the pod's IP: a probe naming a host would miss the bound address.
-			for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
-				if p != nil && p.HTTPGet != nil && p.HTTPGet.Host != "" {
-					t.Errorf("probe %+v names host %q", p.HTTPGet, p.HTTPGet.Host)
+			for kind, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+				if p == nil || p.HTTPGet == nil {
+					t.Errorf("no %s probe (probes are on by default): %+v", kind, p)
+				} else if p.HTTPGet.Host != tc.host {
+					t.Errorf("%s probe names host %q, want %q", kind, p.HTTPGet.Host, tc.host)
 				}
 			}
 		})
 	}
-	t.Run("from a Secret", func(t *testing.T) {
-		r := h.template(t, "--set", "configFromSecret.probesServerBindAddress.name=s", "--set", "configFromSecret.probesServerBindAddress.key=k")
-		got := envOf(t, container(t, podSpecs(r)["agent"]))[probesEnv]
-		if got.ValueFrom == nil || got.ValueFrom.SecretKeyRef == nil || got.ValueFrom.FieldRef != nil {
-			t.Errorf("%s = %+v, want only the Secret's value", probesEnv, got)
-		}
-	})
 }
 
 // TestReaderRole: the optional reader ClusterRole grants exactly what `lifeboat status` and

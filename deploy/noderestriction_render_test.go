@@ -7,30 +7,60 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 )
 
-// TestNodeRestrictionRenderedByVersion renders the chart offline, as CI and GitOps pipelines
-// do: the node restriction follows the target version given with --kube-version (or the API
-// list given with --api-versions), not only a live cluster's API list. A render for a version
-// without ValidatingAdmissionPolicy says so in its output, and fails when the restriction is
-// required.
-func TestNodeRestrictionRenderedByVersion(t *testing.T) {
+// TestNodeRestrictionInEveryRender renders the chart offline, as CI and GitOps pipelines do:
+// the node restriction is part of every render unless agent.nodeRestriction.enabled is false,
+// plain `helm template` (Helm's default capabilities, which say nothing of the target cluster)
+// and an old --kube-version included. Only an API list that is a live cluster's (it names
+// resources such as v1/Node, as helm install's does) can say the cluster lacks
+// ValidatingAdmissionPolicy; the render then fails, naming the setting that installs without it.
+func TestNodeRestrictionInEveryRender(t *testing.T) {
 	h := newHelm(t)
+	const (
+		node   = "v1/Node" // in a live cluster's API list, never in Helm's default one
+		vap    = "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"
+		off    = "agent.nodeRestriction.enabled=false"
+		lacks  = "Kubernetes v1.29.9 does not serve ValidatingAdmissionPolicy"
+		retire = "agent.nodeRestriction.required=false no longer leaves it out"
+	)
 	for _, tc := range []struct {
 		name   string
 		args   []string
 		policy bool
-		says   string // in the rendered output
+		fails  []string // in the error; the render fails when set
 	}{
-		{"1.36", []string{"--kube-version", "1.36.3"}, true, ""},
-		{"1.30", []string{"--kube-version", "1.30.0"}, true, ""},
-		{"EKS version string", []string{"--kube-version", "v1.30.4-eks-a737599"}, true, ""},
-		{"1.29", []string{"--kube-version", "1.29.9"}, false,
-			"is left out: Kubernetes\n# v1.29.9 does not serve ValidatingAdmissionPolicy"},
-		{"1.29 serving the API", []string{"--kube-version", "1.29.9", "--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"}, true, ""},
-		{"1.36, turned off", []string{"--kube-version", "1.36.3", "--set", "agent.nodeRestriction.enabled=false"}, false, ""},
-		{"1.36, controller only", []string{"--kube-version", "1.36.3", "--set", "agent.enabled=false", "--set", "controller.enabled=true"}, false, ""},
+		{"plain helm template", nil, true, nil},
+		{"1.36", []string{"--kube-version", "1.36.3"}, true, nil},
+		{"EKS version string", []string{"--kube-version", "v1.30.4-eks-a737599"}, true, nil},
+		{"an old version, offline", []string{"--kube-version", "1.29.9"}, true, nil},
+		{"turned off", []string{"--set", off}, false, nil},
+		{"controller only", []string{"--set", "agent.enabled=false", "--set", "controller.enabled=true"}, false, nil},
+		{"required, deprecated", []string{"--set", "agent.nodeRestriction.required=true"}, true, nil},
+		{"not required, deprecated", []string{"--set", "agent.nodeRestriction.required=false"}, true, nil},
+		{"a live cluster serving the API", []string{"--kube-version", "1.29.9", "--api-versions", node, "--api-versions", vap}, true, nil},
+		{"a live cluster without the API", []string{"--kube-version", "1.29.9", "--api-versions", node}, false,
+			[]string{lacks, "set " + off + " to install without it"}},
+		{"a live cluster without the API, not required", []string{"--kube-version", "1.29.9", "--api-versions", node, "--set", "agent.nodeRestriction.required=false"}, false,
+			[]string{lacks, retire, "set " + off}},
+		{"a live cluster without the API, turned off", []string{"--kube-version", "1.29.9", "--api-versions", node, "--set", off}, false, nil},
+		{"a live cluster without the API, controller only", []string{"--kube-version", "1.29.9", "--api-versions", node,
+			"--set", "agent.enabled=false", "--set", "controller.enabled=true"}, false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := h.run(append([]string{"template", "lifeboat", chartDir, "--namespace", "kube-system"}, tc.args...)...)
+			if tc.fails != nil {
+				if err == nil {
+					t.Fatalf("rendered without error:\n%.300s", out)
+				}
+				for _, want := range tc.fails {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("the error does not say %q:\n%v", want, err)
+					}
+				}
+				if strings.Contains(tc.name, "not required") != strings.Contains(err.Error(), retire) {
+					t.Errorf("the error says %q exactly when agent.nodeRestriction.required=false is given:\n%v", retire, err)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -42,17 +72,10 @@ func TestNodeRestrictionRenderedByVersion(t *testing.T) {
 			if got := kinds["ValidatingAdmissionPolicy"] == 1 && kinds["ValidatingAdmissionPolicyBinding"] == 1; got != tc.policy {
 				t.Errorf("policy and binding rendered: %v, want %v (kinds %v)", got, tc.policy, kinds)
 			}
-			if tc.says != "" && !strings.Contains(out, tc.says) {
-				t.Errorf("the render does not say %q:\n%s", tc.says, out)
+			if !tc.policy && (kinds["ValidatingAdmissionPolicy"] != 0 || kinds["ValidatingAdmissionPolicyBinding"] != 0) {
+				t.Errorf("a policy or binding is rendered: kinds %v", kinds)
 			}
 		})
-	}
-
-	out, err := h.run("template", "lifeboat", chartDir, "--kube-version", "1.29.9", "--set", "agent.nodeRestriction.required=true")
-	if err == nil {
-		t.Errorf("a required restriction rendered for 1.29 without error:\n%.300s", out)
-	} else if !strings.Contains(err.Error(), "agent.nodeRestriction.required is true, but Kubernetes v1.29.9 does not serve ValidatingAdmissionPolicy") {
-		t.Errorf("the error does not name the setting and the version:\n%v", err)
 	}
 }
 

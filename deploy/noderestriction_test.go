@@ -291,3 +291,48 @@ func checkOwnNodeWrites(ctx context.Context, t *testing.T, c *sandbox.Cluster, h
 	refused("another label, still", patch(agent, node, `{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}}}`),
 		prefix+"label(s) node-role.kubernetes.io/control-plane of its Node; it may change only lifeboat.dev/ labels and "+excludeLB)
 }
+
+// TestNodeRestrictionOnAClusterWithoutIt installs the chart with helm into a sandbox whose API
+// server leaves ValidatingAdmissionPolicy out, as Kubernetes before 1.30 does: the install
+// fails, naming the setting that installs without the restriction, and nothing is installed;
+// with that setting the install succeeds and holds no policy.
+func TestNodeRestrictionOnAClusterWithoutIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a sandbox cluster")
+	}
+	h := newHelm(t)
+	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{NoKwok: true, APIServerArgs: []string{
+		"--runtime-config=admissionregistration.k8s.io/v1/validatingadmissionpolicies=false,admissionregistration.k8s.io/v1/validatingadmissionpolicybindings=false",
+		// The admission plugin would wait for the policies it can no longer list.
+		"--disable-admission-plugins=ValidatingAdmissionPolicy",
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	install := func(release string, args ...string) (string, error) {
+		return runTool(ctx, h.bin, h.env, append([]string{"install", release, chartDir, "--namespace", namespace,
+			"--kubeconfig", c.KubeconfigPath}, args...)...)
+	}
+
+	out, err := install("lifeboat")
+	if err == nil {
+		t.Fatalf("the install succeeded on a cluster without ValidatingAdmissionPolicy:\n%s", out)
+	}
+	if want := "does not serve ValidatingAdmissionPolicy"; !strings.Contains(err.Error(), want) ||
+		!strings.Contains(err.Error(), "set agent.nodeRestriction.enabled=false to install without it") {
+		t.Errorf("the install's error does not say the cluster lacks the API and name the setting:\n%v", err)
+	}
+	if ds, err := c.Client.AppsV1().DaemonSets(namespace).List(ctx, metav1.ListOptions{}); err != nil || len(ds.Items) != 0 {
+		t.Errorf("the failed install left DaemonSets %v (%v)", ds, err)
+	}
+
+	out, err = install("lifeboat-unrestricted", "--set", "agent.nodeRestriction.enabled=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "WARNING: agent.nodeRestriction.enabled is false") {
+		t.Errorf("the install notes do not warn that the restriction is off:\n%s", out)
+	}
+	if ds, err := c.Client.AppsV1().DaemonSets(namespace).List(ctx, metav1.ListOptions{}); err != nil || len(ds.Items) != 1 {
+		t.Errorf("the install left DaemonSets %v (%v), want the agent's", ds, err)
+	}
+}

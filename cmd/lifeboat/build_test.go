@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -150,5 +151,41 @@ func TestToolchainIsCIs(t *testing.T) {
 	}
 	if toolchain != runtime.Version() {
 		t.Errorf("go.mod's toolchain line is %q, want %q (the Go running the tests, as CI does); update the line when CI's Go changes", toolchain, runtime.Version())
+	}
+}
+
+// maxBinaryBytes bounds the stripped binary (make lifeboat). It is about 37 MB; past the bound
+// something made the linker keep far more than Lifeboat uses (docs/design/template-evaluator.md).
+const maxBinaryBytes = 48 << 20
+
+// TestLinkerKeepsOnlyWhatIsCalled guards the reason the webhook evaluator exists: once any
+// code in the binary can look a method up by name at run time (text/template's Execute does,
+// with reflect.Value.MethodByName), the linker keeps every exported method of every linked
+// type, and each of the EC2 client's hundreds of operations comes back. The EC2 operations
+// Lifeboat never calls must be absent from the binary (a stripped binary still names its
+// functions, for stack traces), and the binary within maxBinaryBytes.
+func TestLinkerKeepsOnlyWhatIsCalled(t *testing.T) {
+	binary := makeLifeboat(t)
+	data, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	operation := regexp.MustCompile(`service/ec2\.\(\*Client\)\.([A-Z][A-Za-z0-9]*)`)
+	linked := map[string]bool{}
+	for _, m := range operation.FindAllSubmatch(data, -1) {
+		linked[string(m[1])] = true
+	}
+	if len(linked) == 0 {
+		t.Fatal("no EC2 client operation found in the binary: the names changed, so this check checks nothing")
+	}
+	called := map[string]bool{"DescribeInstances": true, "DescribeInstanceStatus": true, "Options": true}
+	for op := range linked {
+		if !called[op] {
+			t.Errorf("the binary keeps EC2 operation %s, which Lifeboat never calls: something looks methods up by name (see docs/design/template-evaluator.md)", op)
+		}
+	}
+	t.Logf("EC2 operations linked: %d; binary: %.1f MB", len(linked), float64(len(data))/1e6)
+	if len(data) > maxBinaryBytes {
+		t.Errorf("the binary is %d bytes, more than %d (docs/design/template-evaluator.md)", len(data), maxBinaryBytes)
 	}
 }

@@ -32,6 +32,16 @@ var keyedLikeConfig = map[string]bool{"agent.config": true, "controller.config":
 // templates refuse them with the reason.
 var setByTheChart = []string{"nodeName", "podName", "namespace", "enableSqsTerminationDraining"}
 
+// retired are keys of earlier releases that values.yaml no longer holds, with their schema: a
+// values file written for an earlier release still installs, and the templates say what
+// became of them where that matters.
+var retired = map[string]map[string]any{
+	"agent.nodeRestriction.required": {
+		"type":        "boolean",
+		"description": "Deprecated, no effect: the node restriction is part of every render; set agent.nodeRestriction.enabled=false to install without it.",
+	},
+}
+
 // Generate returns the schema for a chart with these values.yaml and nth/keys.yaml.
 func Generate(valuesYAML, nthKeysYAML []byte) ([]byte, error) {
 	var values map[string]any
@@ -51,6 +61,21 @@ func Generate(valuesYAML, nthKeysYAML []byte) ([]byte, error) {
 		for _, k := range setByTheChart {
 			admit(root, append(strings.Split(path, "."), k))
 		}
+	}
+	for key, schema := range retired {
+		parts := strings.Split(key, ".")
+		props, _ := root["properties"].(map[string]any)
+		for _, p := range parts[:len(parts)-1] {
+			parent, _ := props[p].(map[string]any)
+			if props, _ = parent["properties"].(map[string]any); props == nil {
+				return nil, fmt.Errorf("retired key %s: values.yaml has no object %s", key, p)
+			}
+		}
+		leaf := parts[len(parts)-1]
+		if _, ok := props[leaf]; ok {
+			return nil, fmt.Errorf("retired key %s is in values.yaml", key)
+		}
+		props[leaf] = schema
 	}
 	root["$schema"] = "http://json-schema.org/draft-07/schema#"
 	root["title"] = "Lifeboat chart values (and aws-node-termination-handler's, which the chart maps or refuses)"

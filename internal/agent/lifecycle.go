@@ -62,7 +62,7 @@ func (a *Agent) useLifecycleHook(ctx context.Context, instanceID string) error {
 	a.group = &lifecycle.InstanceGroup{AutoScaling: asg, InstanceID: instanceID}
 	a.hooks = cloud.NewHookTimeoutCache(asg)
 	completer := lifecycle.Completer{AutoScaling: asg, Metrics: a.metrics, Log: a.log,
-		Gate: instancegate.New(instancegate.Options{Nodes: a.client, Groups: asg, UseProviderID: true,
+		Gate: instancegate.New(instancegate.Options{Nodes: a.client, Groups: asg,
 			LocalInstance: instanceID, Refused: a.metrics.InstanceCallRefused}),
 		Delay: time.Duration(a.cfg.CompleteLifecycleActionDelaySeconds) * time.Second}
 	a.hook.Use(completer, a.group, a.cfg.ASGLifecycleHookName)

@@ -14,8 +14,11 @@ import (
 type Instance struct {
 	ID             string
 	PrivateDNSName string
-	State          string // EC2 state name: pending, running, shutting-down, ...
-	Tags           map[string]string
+	// PrivateIPs are the instance's primary private addresses (IPv4, and IPv6 when it has
+	// one): a Node's InternalIP is one of them.
+	PrivateIPs []string
+	State      string // EC2 state name: pending, running, shutting-down, ...
+	Tags       map[string]string
 }
 
 // EC2 is what Lifeboat needs from the EC2 API.
@@ -120,6 +123,11 @@ func toInstance(i ec2types.Instance) Instance {
 	inst := Instance{
 		ID:             aws.ToString(i.InstanceId),
 		PrivateDNSName: aws.ToString(i.PrivateDnsName),
+	}
+	for _, ip := range []*string{i.PrivateIpAddress, i.Ipv6Address} {
+		if ip := aws.ToString(ip); ip != "" {
+			inst.PrivateIPs = append(inst.PrivateIPs, ip)
+		}
 	}
 	if i.State != nil {
 		inst.State = string(i.State.Name)

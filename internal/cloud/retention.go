@@ -30,6 +30,27 @@ type Retention interface {
 	// TerminateRetainedInstance terminates an instance of the group without lowering the
 	// group's desired capacity (a retained instance does not count towards it).
 	TerminateRetainedInstance(ctx context.Context, group, instanceID string) error
+	// LifecycleStateOf is the instance's group and lifecycle state as Auto Scaling reports
+	// them (DescribeAutoScalingInstances); both "" when it is in no group.
+	LifecycleStateOf(ctx context.Context, instanceID string) (group, state string, err error)
+}
+
+// StateRetained is the lifecycle state of an instance Auto Scaling retains after its
+// termination hook was abandoned or timed out (TerminateHookAbandon: retain).
+const StateRetained = string(types.LifecycleStateTerminatingRetained)
+
+// LifecycleStateOf asks DescribeAutoScalingInstances for the instance.
+func (a *AWSAutoScaling) LifecycleStateOf(ctx context.Context, instanceID string) (string, string, error) {
+	out, err := a.client.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: []string{instanceID}})
+	if err != nil {
+		return "", "", fmt.Errorf("DescribeAutoScalingInstances %s: %w", instanceID, err)
+	}
+	for _, i := range out.AutoScalingInstances {
+		if aws.ToString(i.InstanceId) == instanceID {
+			return aws.ToString(i.AutoScalingGroupName), aws.ToString(i.LifecycleState), nil
+		}
+	}
+	return "", "", nil
 }
 
 // ErrNoSuchGroup means Auto Scaling has no group of that name.

@@ -325,7 +325,7 @@ func settings(c *Config) []*Setting {
 			Usage: "Port of the probes server."},
 		{Env: "PROBES_SERVER_BIND_ADDRESS", Flag: "probes-server-bind-address", Group: groupOperate, Lifeboat: true,
 			value: ipValue{&c.ProbesServerBindAddress},
-			Usage: "IP address the probes server listens on. Empty: every interface (the kubelet probes the pod's IP). The chart sets the node's IP for a pod on the host network, which is that pod's IP."},
+			Usage: "IP address the probes server listens on. Empty: every interface (the kubelet probes the pod's IP). The chart sets 127.0.0.1 for a pod on the host network, and its probes name that host: the kubelet, on the node, reaches it; nothing off the node does."},
 		{Env: "PROBES_SERVER_ENDPOINT", Flag: "probes-server-endpoint", Default: "/healthz", Group: groupOperate, value: pathValue{&c.ProbesServerEndpoint},
 			Usage: "Path of the liveness probe."},
 		{Env: "EMIT_KUBERNETES_EVENTS", Flag: "emit-kubernetes-events", Default: "true", Group: groupOperate, value: boolValue{&c.EmitKubernetesEvents},

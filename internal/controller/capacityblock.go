@@ -24,7 +24,7 @@ func (c *Controller) reservationNotices(ctx context.Context, resolver *ownership
 			log.Warn("cannot look up the capacity reservation's instances yet; the message will come back", "reservation", r.ID, "err", err)
 			return nil, false
 		}
-		resolver.Known(instances)
+		c.instances.Known(instances)
 		var others int
 		for _, in := range instances {
 			v, err := resolver.Resolve(ctx, in.ID)

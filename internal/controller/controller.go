@@ -55,8 +55,11 @@ type Controller struct {
 	leaseClient kubernetes.Interface
 	queue       sqs.API
 	ec2         cloud.EC2
-	asg         cloud.AutoScaling
-	hooks       *cloud.HookTimeoutCache // termination hooks' timeouts, for their deadlines
+	// instances is EC2's description of instances, batched and cached, shared by the
+	// ownership checks and the gate.
+	instances *ownership.Instances
+	asg       cloud.AutoScaling
+	hooks     *cloud.HookTimeoutCache // termination hooks' timeouts, for their deadlines
 	// gate checks every call that acts on an instance against the Node itself: the record
 	// that asks for it is input any node credential can write.
 	gate *instancegate.Gate
@@ -134,8 +137,13 @@ func New(o Options) *Controller {
 	if c.leaseClient == nil {
 		c.leaseClient = o.Client
 	}
-	c.gate = instancegate.New(instancegate.Options{Nodes: o.Client, Groups: cloud.CountedGroups{AutoScaling: o.AutoScaling, Calls: m}, EC2: cloud.CountedEC2{EC2: o.EC2, Calls: m},
-		UseProviderID: cfg.UseProviderID, Refused: m.InstanceCallRefused})
+	var ec2 cloud.EC2
+	if o.EC2 != nil {
+		ec2 = cloud.CountedEC2{EC2: o.EC2, Calls: m}
+	}
+	c.instances = ownership.NewInstances(ec2, ownership.InstancesOptions{Logger: o.Logger, Panics: m})
+	c.gate = instancegate.New(instancegate.Options{Nodes: o.Client, Groups: cloud.CountedGroups{AutoScaling: o.AutoScaling, Calls: m},
+		Instances: c.instances, Refused: m.InstanceCallRefused})
 	c.completer = lifecycle.Completer{AutoScaling: o.AutoScaling, Gate: c.gate, Metrics: m, Log: o.Logger,
 		Delay: time.Duration(cfg.CompleteLifecycleActionDelaySeconds) * time.Second}
 	c.intake = driver.IntakePolicy{NotOurs: interruption.ErrNotOurs, MaxPause: retrySoon,
@@ -248,9 +256,10 @@ func (t *leaderTerm) wait() error {
 func (c *Controller) Run(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(c.client, 0, informers.WithTransform(kube.TrimNode))
 	nodeInformer := factory.Core().V1().Nodes().Informer()
-	resolver, err := ownership.NewResolver(nodeInformer, cloud.CountedEC2{EC2: c.ec2, Calls: c.metrics}, ownership.Options{
+	resolver, err := ownership.NewResolver(nodeInformer, c.instances, ownership.Options{
 		CheckManagedTag: c.cfg.CheckTagBeforeDraining, ManagedTag: c.cfg.ManagedTag,
-		ClusterName: c.cfg.ClusterName, UseProviderID: c.cfg.UseProviderID, Logger: c.log, Panics: c.metrics,
+		ClusterName: c.cfg.ClusterName, UseProviderID: c.cfg.UseProviderID,
+		Claims: claimReports{events: c.events, metrics: c.metrics, log: c.log},
 	})
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -10,12 +11,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/ownership"
 	"lifeboat.dev/lifeboat/internal/record"
+	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
@@ -299,5 +304,80 @@ func TestRetainedDrainTimeout(t *testing.T) {
 	}
 	if !strings.Contains(h.logs.String(), "RETAINED_DRAIN_TIMEOUT passed") {
 		t.Error("the log does not say the retained drain stopped")
+	}
+}
+
+// TestForgedRetentionTerminatesNothing: a node credential copies a retained record onto its
+// own Node, naming its own instance, which is InService in the same group. The record is
+// consistent and the instance gate passes (the node is the instance, in the group), but Auto
+// Scaling does not report the instance retained: no TerminateInstanceInAutoScalingGroup is
+// made for it, and the refusal is reported.
+func TestForgedRetentionTerminatesNothing(t *testing.T) {
+	h := newRetainedHook(t, true, 18*time.Second)
+	stop := h.start()
+	defer stop()
+	h.retainedAbandoned()
+
+	added, err := h.c.AddNodes(h.ctx, sandbox.NodeSpec{Index: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forger := added[0]
+	forgerInstance := ownership.InstanceIDFromProviderID(forger.Spec.ProviderID)
+	h.fake.AddInstance(fakeaws.Instance{ID: forgerInstance, PrivateDNSName: forger.Name, AutoScalingGroup: "workers",
+		Tags: map[string]string{"aws-node-termination-handler/managed": ""}})
+	if _, state, _ := h.fake.InstanceState(forgerInstance); state != "InService" {
+		t.Fatalf("the forger's instance is %s, want InService", state)
+	}
+	victim, err := h.c.Client.CoreV1().Nodes().Get(h.ctx, h.node.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forged record.Record
+	raw := strings.ReplaceAll(victim.Annotations[record.Annotation], h.instance, forgerInstance)
+	if err := json.Unmarshal([]byte(raw), &forged); err != nil {
+		t.Fatal(err)
+	}
+	forged.Owner, forged.Heartbeat, forged.BootID = nil, nil, forger.Status.NodeInfo.BootID
+	out, _ := json.Marshal(forged)
+	patch, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{record.Annotation: string(out)}},
+		"spec":     map[string]any{"unschedulable": true},
+	})
+	rc, err := h.c.UserConfig("system:node:"+forger.Name, "system:nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubernetes.NewForConfigOrDie(rc).CoreV1().Nodes().Patch(h.ctx, forger.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("the forger's node credential could not write its own Node: %v", err)
+	}
+
+	h.waitFor("the forged retention stopped as refused", 30*time.Second, func() bool {
+		n, err := h.c.Client.CoreV1().Nodes().Get(h.ctx, forger.Name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		r, err := record.Read(n)
+		return err == nil && r.Retained != nil && !r.Retained.Stopped.IsZero()
+	})
+	time.Sleep(2 * time.Second)
+	for _, c := range h.terminations() {
+		if c.Params.Get("InstanceId") == forgerInstance {
+			t.Fatalf("TerminateInstanceInAutoScalingGroup was called for the InService instance %s on a forged record", forgerInstance)
+		}
+	}
+	if got := h.m.Value("lifeboat_instance_calls_refused_total", "call", "TerminateInstanceInAutoScalingGroup"); got != 1 {
+		t.Errorf("refused terminations counted %v, want 1", got)
+	}
+	list, err := h.c.Client.CoreV1().Events("").List(h.ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.name", forger.Name).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var said bool
+	for _, e := range list.Items {
+		said = said || e.Reason == events.ReasonInstanceCallRefused && strings.Contains(e.Message, "InService")
+	}
+	if !said {
+		t.Error("no InstanceCallRefused Event on the forger's node says Auto Scaling reports the instance InService")
 	}
 }

@@ -65,8 +65,9 @@ const (
 	ReasonDrainError          = "CordonAndDrainError"
 	ReasonUncordon            = "Uncordon"
 	ReasonLifecycleCompleted  = "LifecycleActionCompleted"
-	ReasonInstanceCallRefused = "InstanceCallRefused" // a call on an instance the node does not name, or in another group
-	ReasonInvalidRecord       = "InvalidRecord"       // the node's record failed validation: never acted on
+	ReasonInstanceCallRefused = "InstanceCallRefused"  // a call on an instance the node does not name, or in another group
+	ReasonInvalidRecord       = "InvalidRecord"        // the node's record failed validation: never acted on
+	ReasonClaimRefused        = "InstanceClaimRefused" // the node's providerID names an instance that is not the node
 	ReasonDrainNotScheduled   = "DrainNotScheduled"
 	ReasonHandbackWaited      = "HandbackWaited"         // a wait before the hand-back ended in time
 	ReasonHandbackWaitCut     = "HandbackWaitCut"        // the deadline cut it short
@@ -263,6 +264,13 @@ func (r *Recorder) InstanceCallRefused(node Node, why string) {
 	r.emit(node, corev1.EventTypeWarning, ReasonInstanceCallRefused, clip("Not calling AWS: "+why))
 }
 
+// ClaimRefused records that the node's providerID names an instance which, by EC2's
+// description or by the node's own instance metadata, is not this node: Lifeboat does nothing
+// on this node for that instance's notices.
+func (r *Recorder) ClaimRefused(node Node, why string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonClaimRefused, clip("Lifeboat refuses this node's claim to an instance: "+why))
+}
+
 // InvalidRecord records that the node's interruption record failed validation: Lifeboat does
 // not act on it, and the next notice for the node starts a fresh one.
 func (r *Recorder) InvalidRecord(node Node, why string) {
@@ -354,25 +362,8 @@ func (r *Recorder) emit(node Node, eventType, reason, msg string) {
 
 // describeKind gives a notice kind's reason and its name in a sentence.
 func describeKind(k notice.Kind) (reason, what string) {
-	switch k {
-	case notice.SpotInterruption:
-		return ReasonSpotInterruption, "Spot interruption"
-	case notice.CapacityReservationInterruption:
-		return ReasonCapacityReservation, "Capacity reservation interruption"
-	case notice.ScheduledMaintenance:
-		return ReasonScheduledEvent, "Scheduled maintenance"
-	case notice.Rebalance:
-		return ReasonRebalanceRecommendation, "Rebalance recommendation"
-	case notice.ASGTermination:
-		return ReasonASGLifecycle, "Auto Scaling termination"
-	case notice.ASGLaunch:
-		return ReasonASGLaunch, "Auto Scaling launch"
-	case notice.StateChange:
-		return ReasonStateChange, "Instance state change"
-	case notice.CapacityBlockExpiration:
-		return ReasonCapacityBlock, "Capacity Block expiration"
-	case notice.InstanceImpaired:
-		return ReasonInstanceImpaired, "Failing EC2 status checks"
+	if r, ok := notice.RulesOf(k); ok {
+		return r.EventReason, r.Title
 	}
 	return ReasonNotice, fmt.Sprintf("%q", string(k))
 }

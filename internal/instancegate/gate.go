@@ -3,11 +3,13 @@
 // for a node's episode.
 //
 // The episode's record lives in the Node's annotations, which any credential that may write
-// the Node (its kubelet, the agent's token) can write too. So the instance and the Auto
-// Scaling group a call names are never taken from the record alone: the instance must be the
-// one the Node itself names, on a fresh read (its providerID, or with USE_PROVIDER_ID=false
-// and no providerID its private DNS name), and Auto Scaling must report it in the named group.
-// A refusal is final for that call: retrying cannot make a forged record true.
+// the Node (its kubelet, the agent's token) can write too, and so may its providerID be, once.
+// So the instance and the Auto Scaling group a call names are never taken from the record
+// alone: the Node, read fresh, must hold the instance (in controller mode its providerID names
+// the instance or is empty, and EC2 describes the instance as the Node: see
+// ownership.DescribedAs; in agent mode it is the instance the process runs on), and Auto
+// Scaling must report it in the named group. A refusal is final for that call: retrying cannot
+// make a forged record true.
 package instancegate
 
 import (
@@ -83,19 +85,23 @@ type Options struct {
 	Nodes kubernetes.Interface
 	// Groups answers which group an instance is in.
 	Groups Groups
-	// EC2, when set, resolves a Node without a providerID by its private DNS name
-	// (USE_PROVIDER_ID=false); without it such a Node is refused.
-	EC2 cloud.EC2
-	// UseProviderID is USE_PROVIDER_ID: a Node without a providerID is never matched by name.
-	UseProviderID bool
+	// Instances, in controller mode, is EC2's description of instances: the Node must be the
+	// instance as EC2 describes it. Without it (and without LocalInstance) only the Node's
+	// providerID is checked.
+	Instances Describer
 	// LocalInstance, in agent mode, is the instance the process runs on, from instance
-	// metadata: a Node without a providerID is taken to be it.
+	// metadata: the only instance the Node can be.
 	LocalInstance string
 	// GroupTTL is how long an instance's group is remembered; an instance does not change
 	// group while it runs, but may be detached. Zero means DefaultGroupTTL.
 	GroupTTL time.Duration
 	// Refused, when set, is told of each refusal (for metrics).
 	Refused func(call string)
+}
+
+// Describer is EC2's description of an instance (ownership.Instances, cached and batched).
+type Describer interface {
+	Describe(ctx context.Context, instanceID string) (inst cloud.Instance, found bool, err error)
 }
 
 // DefaultGroupTTL bounds how long an instance's group answer is reused.
@@ -145,19 +151,12 @@ func (g *Gate) check(ctx context.Context, req Request) error {
 	case err != nil:
 		return fmt.Errorf("%s for instance %s: read node %s: %w", req.Call, req.InstanceID, req.Node, err)
 	}
-	nodeInstance, err := g.nodeInstance(ctx, node, req.InstanceID)
+	nodeInstance, why, err := g.nodeInstance(ctx, node, req.InstanceID)
 	if err != nil {
 		return fmt.Errorf("%s for instance %s: %w", req.Call, req.InstanceID, err)
 	}
-	if nodeInstance != req.InstanceID {
-		if node.Spec.ProviderID == "" && nodeInstance == "" {
-			why := "it has no providerID and USE_PROVIDER_ID=true"
-			if !g.opts.UseProviderID {
-				why = "it has no providerID, and the instance's private DNS name is not the node's name"
-			}
-			return refuse("", "the node does not name the instance: %s", why)
-		}
-		return refuse(nodeInstance, "the node's providerID %q names another instance", clip(node.Spec.ProviderID))
+	if why != "" {
+		return refuse(nodeInstance, "%s", why)
 	}
 	if req.Group == "" {
 		return nil
@@ -175,27 +174,33 @@ func (g *Gate) check(ctx context.Context, req Request) error {
 	return nil
 }
 
-// nodeInstance is the instance the Node names: its providerID's, or, for a Node without one
-// when private DNS names may be matched, want when the instance's private DNS name is the
-// Node's name ("" otherwise).
-func (g *Gate) nodeInstance(ctx context.Context, node *corev1.Node, want string) (string, error) {
-	if node.Spec.ProviderID != "" {
-		return ownership.InstanceIDFromProviderID(node.Spec.ProviderID), nil
+// nodeInstance is the instance the Node names (its providerID's, "" when it has none) and,
+// when the Node does not hold want, why not.
+func (g *Gate) nodeInstance(ctx context.Context, node *corev1.Node, want string) (string, string, error) {
+	named := ownership.InstanceIDFromProviderID(node.Spec.ProviderID)
+	switch {
+	case node.Spec.ProviderID != "" && named != want:
+		return named, fmt.Sprintf("the node's providerID %q names another instance", clip(node.Spec.ProviderID)), nil
+	case g.opts.LocalInstance != "":
+		if want != g.opts.LocalInstance {
+			return g.opts.LocalInstance, fmt.Sprintf("instance metadata says this node is instance %s", g.opts.LocalInstance), nil
+		}
+		return want, "", nil
+	case g.opts.Instances == nil && node.Spec.ProviderID == "":
+		return "", "the node does not name the instance: it has no providerID", nil
+	case g.opts.Instances == nil:
+		return named, "", nil
 	}
-	if g.opts.LocalInstance != "" {
-		return g.opts.LocalInstance, nil
+	inst, found, err := g.opts.Instances.Describe(ctx, want)
+	switch {
+	case err != nil:
+		return named, "", fmt.Errorf("check node %s against EC2: %w", node.Name, err)
+	case !found:
+		return named, "EC2 does not know the instance, so the node's claim to it cannot be checked", nil
+	case ownership.DescribedAs(inst, node) == "":
+		return named, fmt.Sprintf("EC2 describes the instance (%s) as another node", ownership.Describe(inst)), nil
 	}
-	if g.opts.UseProviderID || g.opts.EC2 == nil {
-		return "", nil
-	}
-	found, err := g.opts.EC2.DescribeInstances(ctx, []string{want})
-	if err != nil {
-		return "", fmt.Errorf("resolve node %s by private DNS name: %w", node.Name, err)
-	}
-	if inst, ok := found[want]; ok && inst.PrivateDNSName != "" && inst.PrivateDNSName == node.Name {
-		return want, nil
-	}
-	return "", nil
+	return want, "", nil
 }
 
 // GroupOf is the instance's Auto Scaling group ("" when it is in none), as the gate knows it:

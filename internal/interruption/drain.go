@@ -131,7 +131,7 @@ const terminationPoll = 5 * time.Second
 func (d *drains) onlyTerminating(node *corev1.Node, rec record.Record, pending []notice.Notice) bool {
 	now := time.Now()
 	if !drainWanted(rec, pending) || slices.ContainsFunc(pending, func(n notice.Notice) bool {
-		return !takenAtDeadline(n.Kind) || n.Deadline.IsZero() || now.Before(n.Deadline)
+		return !n.Kind.GoesAtDeadline() || n.Deadline.IsZero() || now.Before(n.Deadline)
 	}) {
 		return false
 	}
@@ -142,12 +142,6 @@ func (d *drains) onlyTerminating(node *corev1.Node, rec record.Record, pending [
 	d.log.Debug("past the deadline, only terminating pods are left on the node; waiting for them without draining again",
 		"node", node.Name, "terminating", left.Terminating, "notices", ids(pending))
 	return true
-}
-
-// takenAtDeadline reports whether a notice's instance goes at its deadline and nothing
-// Lifeboat does extends it.
-func takenAtDeadline(k notice.Kind) bool {
-	return k == notice.SpotInterruption || k == notice.CapacityReservationInterruption || k == notice.CapacityBlockExpiration
 }
 
 // countDrain records a drain's duration, against the time it had until the deadline, and its

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -45,8 +44,8 @@ func PlanFor(k notice.Kind, c *config.Config) Plan {
 	if k == notice.Rebalance {
 		p.Drain = c.EnableRebalanceDraining && !c.CordonOnly
 	}
-	if c.TaintNode {
-		p.TaintKey = taintKeys[k]
+	if rules, _ := notice.RulesOf(k); c.TaintNode {
+		p.TaintKey = rules.TaintKey
 	}
 	return p
 }
@@ -63,22 +62,6 @@ func planFor(n notice.Notice, c *config.Config) Plan {
 		p.Drain = false // no readable start: a drain cannot be scheduled
 	}
 	return p
-}
-
-// taintKeys are NTH's taint keys, so existing tolerations keep working. An instance state
-// change means the instance is stopping or terminating, like an Auto Scaling termination.
-var taintKeys = map[notice.Kind]string{
-	notice.SpotInterruption: nodes.TaintSpotInterruption,
-	// NTH has no key for it; it is the same two-minute reclaim, so Spot tolerations apply.
-	notice.CapacityReservationInterruption: nodes.TaintSpotInterruption,
-	notice.ScheduledMaintenance:            nodes.TaintScheduledMaintenance,
-	notice.Rebalance:                       nodes.TaintRebalance,
-	notice.ASGTermination:                  nodes.TaintASGLifecycle,
-	notice.StateChange:                     nodes.TaintASGLifecycle,
-	// A Capacity Block's end reclaims its instances as a Spot interruption does; a failing
-	// instance is taken out of service as for maintenance.
-	notice.CapacityBlockExpiration: nodes.TaintSpotInterruption,
-	notice.InstanceImpaired:        nodes.TaintScheduledMaintenance,
 }
 
 // KeepAlive keeps the lifecycle actions of a drain's notices alive while it runs, and brings
@@ -155,13 +138,14 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 	}
 	handled := newHandledNotices()
 	h := &Handler{cfg: c, client: client, log: logger, origin: o.Origin, metrics: o.Metrics, events: o.Events, keepAlive: o.KeepAlive}
-	h.invalid = &invalidRecords{reported: utilcache.NewLRUExpireCache(invalidRecordsKept), log: logger, metrics: o.Metrics, events: o.Events}
+	h.invalid = &invalidRecords{reported: newReportedOnce(), log: logger, metrics: o.Metrics, events: o.Events}
 	h.drains = newDrains(c, client, o.Metrics, o.Events, logger)
 	h.claims = &claims{origin: o.Origin, holder: holderName(), renewEvery: OwnerRenew, cfg: c, writer: w, metrics: o.Metrics, log: logger, owning: map[string]*renewals{}}
 	h.ends = &ends{cfg: c, writer: w, handled: handled, events: o.Events, metrics: o.Metrics, log: logger}
 	reports := &reports{webhook: o.Webhook, cfg: c, metrics: o.Metrics, log: logger}
 	h.intake = &intake{cfg: c, origin: o.Origin, log: logger, cordonClient: cordonClient, cordonWriter: cordonWriter, handled: handled,
-		metrics: o.Metrics, events: o.Events, claims: h.claims, drains: h.drains, ends: h.ends, reports: reports, invalid: h.invalid}
+		metrics: o.Metrics, events: o.Events, claims: h.claims, drains: h.drains, ends: h.ends, reports: reports, invalid: h.invalid,
+		refused: &refusedClaims{reported: newReportedOnce(), log: logger, metrics: o.Metrics, events: o.Events}}
 	h.handBacks = &handBacks{waits: guarded(o.Handback, logger, o.Metrics), cfg: c, writer: w, metrics: o.Metrics, events: o.Events}
 	h.retentions = &retentions{retainer: o.Retainer, cfg: c, writer: w, events: o.Events, metrics: o.Metrics, drains: h.drains}
 	h.completion = &completions{completer: o.Completer, cfg: c, writer: w, handled: handled, events: o.Events, log: logger, claims: h.claims, reports: reports}

@@ -36,6 +36,7 @@ type intake struct {
 	ends         *ends
 	reports      *reports
 	invalid      *invalidRecords
+	refused      *refusedClaims
 }
 
 // take takes one notice for the node. In one conflict-safe write, computed from the node
@@ -116,6 +117,7 @@ func (in *intake) current(ctx context.Context, n notice.Notice, nodeName string,
 		return nil, record.Record{}, n, err
 	}
 	if id := InstanceIDOf(node); id != "" && id != n.InstanceID {
+		in.refused.report(node, n)
 		return nil, record.Record{}, n, fmt.Errorf("notice %s: node %s has providerID %q: %w", n.ID, nodeName, node.Spec.ProviderID, ErrNotOurs)
 	}
 	rec, err := record.Read(node)

@@ -99,7 +99,7 @@ const (
 // reclaimed reports whether a notice other than a termination hook takes the instance away
 // at its deadline: with one, retention is moot.
 func reclaimed(pending []notice.Notice) bool {
-	return slices.ContainsFunc(pending, func(n notice.Notice) bool { return n.Kind.Reclaims() && n.Kind != notice.ASGTermination })
+	return slices.ContainsFunc(pending, func(n notice.Notice) bool { return n.Kind.ReclaimedOutright() })
 }
 
 // unabandoned is pending without the notices whose actions were abandoned: their deadlines

@@ -3,6 +3,7 @@ package interruption
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -13,16 +14,38 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
 )
 
 // invalidRecordsKept bounds the records remembered as reported.
 const invalidRecordsKept = 4096
 
+// reportedOnce remembers what was reported, so that a notice that comes back (an IMDS
+// re-poll, a redelivered message) is not reported again for a day.
+type reportedOnce struct {
+	mu   sync.Mutex
+	seen *utilcache.LRUExpireCache
+}
+
+func newReportedOnce() *reportedOnce {
+	return &reportedOnce{seen: utilcache.NewLRUExpireCache(invalidRecordsKept)}
+}
+
+// first reports whether key is reported for the first time (in a day).
+func (o *reportedOnce) first(key string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, seen := o.seen.Get(key); seen {
+		return false
+	}
+	o.seen.Add(key, struct{}{}, 24*time.Hour)
+	return true
+}
+
 // invalidRecords report the records that cannot be read or fail validation.
 type invalidRecords struct {
-	mu       sync.Mutex
-	reported *utilcache.LRUExpireCache // node and record content, once reported
+	reported *reportedOnce // node and record content
 	log      *slog.Logger
 	metrics  *metrics.Metrics
 	events   *events.Recorder
@@ -33,18 +56,37 @@ type invalidRecords struct {
 // Event. Nothing of such a record is acted on; the next notice for the node starts a fresh one.
 func (v *invalidRecords) report(node *corev1.Node, err error) {
 	sum := sha256.Sum256([]byte(node.Annotations[record.Annotation]))
-	key := node.Name + "/" + hex.EncodeToString(sum[:8])
-	v.mu.Lock()
-	_, seen := v.reported.Get(key)
-	if !seen {
-		v.reported.Add(key, struct{}{}, 24*time.Hour)
-	}
-	v.mu.Unlock()
-	if seen {
+	if !v.reported.first(node.Name + "/" + hex.EncodeToString(sum[:8])) {
 		return
 	}
 	v.log.Warn("the node's interruption record is unreadable or invalid: it is not acted on, and the next notice for the node starts a fresh one",
 		"node", node.Name, "annotation", record.Annotation, "err", err)
 	v.metrics.InvalidRecord()
 	v.events.InvalidRecord(events.NodeOf(node), err.Error())
+}
+
+// refusedClaims report nodes whose providerID names another instance than the notice's,
+// which its source (the node's own instance metadata, or EC2 for the queue) says is the
+// node's. Nothing is done on such a node for the notice.
+type refusedClaims struct {
+	reported *reportedOnce // node, providerID and instance
+	log      *slog.Logger
+	metrics  *metrics.Metrics
+	events   *events.Recorder
+}
+
+func (c *refusedClaims) report(node *corev1.Node, n notice.Notice) {
+	if !c.reported.first(node.Name + "/" + node.Spec.ProviderID + "/" + n.InstanceID) {
+		return
+	}
+	check, source := metrics.ClaimCheckEC2, "EC2"
+	if n.Source == notice.SourceIMDS {
+		check, source = metrics.ClaimCheckInstanceMetadata, "the node's instance metadata"
+	}
+	why := fmt.Sprintf("node %s names instance %s in its providerID %q, but %s says the node is instance %s; notice %s is not acted on here",
+		node.Name, InstanceIDOf(node), node.Spec.ProviderID, source, n.InstanceID, n.ID)
+	c.log.Warn("node's claim to an instance refused: its providerID names another instance than the notice's",
+		"node", node.Name, "providerID", node.Spec.ProviderID, "instance", n.InstanceID, "notice", n.ID, "check", check)
+	c.metrics.ClaimRefused(check)
+	c.events.ClaimRefused(events.NodeOf(node), why)
 }

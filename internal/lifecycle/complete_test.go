@@ -64,7 +64,7 @@ func TestComplete(t *testing.T) {
 			asg := &autoScaling{err: tt.err}
 			m := metrics.New()
 			c := Completer{AutoScaling: asg, Metrics: m, Log: slog.New(slog.DiscardHandler),
-				Gate: instancegate.New(instancegate.Options{Nodes: fake.NewClientset(ownNode.DeepCopy()), Groups: asg, UseProviderID: true})}
+				Gate: instancegate.New(instancegate.Options{Nodes: fake.NewClientset(ownNode.DeepCopy()), Groups: asg})}
 			done, err := c.Complete(context.Background(), node, cloud.LifecycleAction{Group: tt.group, Hook: "drain", InstanceID: tt.instance}, "n1")
 			if done != tt.done {
 				t.Errorf("done %v, want %v", done, tt.done)

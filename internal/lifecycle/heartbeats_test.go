@@ -62,7 +62,7 @@ func TestHeartbeatPanicStopsThatActionOnly(t *testing.T) {
 	var logs bytes.Buffer
 	var mu sync.Mutex
 	h := &Heartbeats{AutoScaling: asg, Hooks: cloud.NewHookTimeoutCache(asg), Nodes: nodes.NewWriter(client), Metrics: m,
-		Gate: instancegate.New(instancegate.Options{Nodes: client, Groups: asg, UseProviderID: true}),
+		Gate: instancegate.New(instancegate.Options{Nodes: client, Groups: asg}),
 		Log:  slog.New(slog.NewTextHandler(&lockedBuffer{mu: &mu, b: &logs}, nil)), Policy: cloud.Heartbeats{Interval: 20 * time.Millisecond, Until: time.Hour}}
 	began := time.Now()
 	action := func(hook string) notice.Notice {

@@ -29,7 +29,7 @@ func TestOwnHook(t *testing.T) {
 		t.Fatalf("before Use: %+v, %v, %d calls; want nothing done", got, err, len(asg.calls))
 	}
 	c := Completer{AutoScaling: asg, Metrics: metrics.New(), Log: slog.New(slog.DiscardHandler),
-		Gate: instancegate.New(instancegate.Options{Nodes: fake.NewClientset(ownNode), Groups: asg, UseProviderID: true, LocalInstance: instance})}
+		Gate: instancegate.New(instancegate.Options{Nodes: fake.NewClientset(ownNode), Groups: asg, LocalInstance: instance})}
 	o.Use(c, &InstanceGroup{AutoScaling: asg, InstanceID: instance}, "drain")
 
 	got, err := o.Complete(ctx, node, hookNotice(instance))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
@@ -86,12 +87,31 @@ func (r *Retainer) Abandon(ctx context.Context, nodeName string, n notice.Notice
 }
 
 // Terminate terminates the retained instance of the node, in group, without lowering the
-// group's desired capacity.
+// group's desired capacity. The record says the instance is retained, but the record is input:
+// Auto Scaling must report the instance retained in that group, or the call is refused (an
+// instance still leaving its hook is asked about again later).
 func (r *Retainer) Terminate(ctx context.Context, nodeName, instanceID, group string) error {
-	if err := r.gate.Check(ctx, instancegate.Request{Call: instancegate.CallTerminateInstance, Node: nodeName, InstanceID: instanceID, Group: group}); err != nil {
+	req := instancegate.Request{Call: instancegate.CallTerminateInstance, Node: nodeName, InstanceID: instanceID, Group: group}
+	if err := r.gate.Check(ctx, req); err != nil {
 		return err
 	}
-	err := r.api.TerminateRetainedInstance(ctx, group, instanceID)
+	inGroup, state, err := r.api.LifecycleStateOf(ctx, instanceID)
+	r.metrics.AWSCall("DescribeAutoScalingInstances", err, nil)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s for instance %s: %w", req.Call, instanceID, err)
+	case inGroup == group && state == cloud.StateRetained:
+	case inGroup == group && strings.HasPrefix(state, "Terminating"):
+		return fmt.Errorf("%s for instance %s: Auto Scaling reports it %s, not retained yet", req.Call, instanceID, state)
+	default:
+		r.metrics.InstanceCallRefused(req.Call)
+		why := fmt.Sprintf("Auto Scaling reports the instance %s in group %q, not %s", state, inGroup, cloud.StateRetained)
+		if inGroup == "" {
+			why = "Auto Scaling reports the instance in no group"
+		}
+		return &instancegate.Refusal{Request: req, NodeInstance: instanceID, Reason: why + ": the record's word is not enough to terminate it"}
+	}
+	err = r.api.TerminateRetainedInstance(ctx, group, instanceID)
 	r.metrics.AWSCall("TerminateInstanceInAutoScalingGroup", err, nil)
 	return err
 }

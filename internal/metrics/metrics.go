@@ -95,6 +95,7 @@ type Metrics struct {
 	readiness     *prometheus.GaugeVec
 	readinessRun  *prometheus.GaugeVec
 	refusedCalls  *prometheus.CounterVec
+	claims        *prometheus.CounterVec
 	badRecords    prometheus.Counter
 }
 
@@ -204,19 +205,26 @@ func New() *Metrics {
 			Name: "lifeboat_instance_calls_refused_total",
 			Help: "AWS calls on an instance refused before they were made, by call (CompleteLifecycleAction, RecordLifecycleActionHeartbeat): the node's record named an instance the Node does not name, or a group Auto Scaling does not put it in.",
 		}, []string{"call"}),
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lifeboat_instance_claims_refused_total",
+			Help: "Nodes whose spec.providerID names an instance that is not the node, by what said so (ec2: EC2 describes the instance as another node; instance_metadata: the agent's own instance is another). Nothing is done on such a node for that instance; the notice is handled on the node EC2 describes.",
+		}, []string{"check"}),
 		badRecords: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lifeboat_invalid_records_total",
 			Help: "Node records (lifeboat.dev/interruption annotations) that could not be read or failed validation, counted once per node and content; such a record is never acted on.",
 		}),
 	}
 	m.Registry.MustRegister(m.serverRefused)
+	for _, check := range []string{ClaimCheckEC2, ClaimCheckInstanceMetadata} {
+		m.claims.WithLabelValues(check) // at zero from the start, so the first refusal is an increase
+	}
 	m.instanceStatus = newInstanceStatusMetrics(m.Registry)
 	m.panics = newPanics()
 	m.Registry.MustRegister(m.panics)
 	m.Registry.MustRegister(newBuildInfo())
 	m.retained = newRetained()
 	m.Registry.MustRegister(m.retained)
-	m.Registry.MustRegister(m.refusedCalls, m.badRecords, m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeThrottled, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
+	m.Registry.MustRegister(m.refusedCalls, m.claims, m.badRecords, m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeThrottled, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -255,6 +263,20 @@ func (m *Metrics) InstanceCallRefused(call string) {
 		return
 	}
 	m.refusedCalls.WithLabelValues(call).Inc()
+}
+
+// Claim checks, as lifeboat_instance_claims_refused_total names them.
+const (
+	ClaimCheckEC2              = "ec2"
+	ClaimCheckInstanceMetadata = "instance_metadata"
+)
+
+// ClaimRefused counts a node's claim to an instance refused by check (ClaimCheckEC2, ...).
+func (m *Metrics) ClaimRefused(check string) {
+	if m == nil {
+		return
+	}
+	m.claims.WithLabelValues(check).Inc()
 }
 
 // InvalidRecord counts a node record that was unreadable or invalid.

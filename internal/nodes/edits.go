@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"lifeboat.dev/lifeboat/internal/notice"
 )
 
 // Lifeboat's bookkeeping on the Node lives under this prefix.
@@ -15,10 +17,10 @@ const AnnotationCordonedBy = AnnotationPrefix + "cordoned"
 
 // The interruption taint keys, as NTH names them, so users' tolerations keep working.
 const (
-	TaintSpotInterruption     = "aws-node-termination-handler/spot-itn"
-	TaintScheduledMaintenance = "aws-node-termination-handler/scheduled-maintenance"
-	TaintASGLifecycle         = "aws-node-termination-handler/asg-lifecycle-termination"
-	TaintRebalance            = "aws-node-termination-handler/rebalance-recommendation"
+	TaintSpotInterruption     = notice.TaintSpotInterruption
+	TaintScheduledMaintenance = notice.TaintScheduledMaintenance
+	TaintASGLifecycle         = notice.TaintASGLifecycle
+	TaintRebalance            = notice.TaintRebalance
 	// TaintOutOfService tells Kubernetes the node is shut down, so volumes detach at once.
 	TaintOutOfService = "node.kubernetes.io/out-of-service"
 )

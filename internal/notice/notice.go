@@ -73,9 +73,11 @@ type Notice struct {
 	// Lifecycle, when set, is the Auto Scaling lifecycle action the notice answers: it is
 	// heartbeaten while the node drains and completed once it is drained.
 	Lifecycle *Lifecycle
-	// LegacyID, when set, is the id an earlier release gave the same notice (an Auto Scaling
-	// hook's id once carried its token): a record it wrote is matched on it during a rollout.
-	LegacyID string
+	// LegacyIDDigest, when set, is the Digest of the id an earlier release gave the same
+	// notice: a record it wrote is matched on it during a rollout. Only the digest is carried,
+	// because an Auto Scaling hook's id once carried its token, which completes the action for
+	// whoever holds it.
+	LegacyIDDigest string
 }
 
 // Restated reports whether a later copy of the notice may restate its start: an AWS Health
@@ -134,25 +136,8 @@ func ID(kind Kind, instanceID, eventID string) string {
 }
 
 func short(k Kind) string {
-	switch k {
-	case SpotInterruption:
-		return "spot"
-	case CapacityReservationInterruption:
-		return "capres"
-	case CapacityBlockExpiration:
-		return "capblock"
-	case ScheduledMaintenance:
-		return "sched"
-	case InstanceImpaired:
-		return "impaired"
-	case Rebalance:
-		return "rebalance"
-	case ASGTermination:
-		return "asg-term"
-	case StateChange:
-		return "state"
-	case ASGLaunch:
-		return "asg-launch"
+	if r, ok := kinds[k]; ok {
+		return r.Short
 	}
 	return string(k)
 }
@@ -163,26 +148,3 @@ func (n Notice) String() string {
 
 // RebootCodes are scheduled-event codes after which the instance comes back by itself.
 var RebootCodes = map[string]bool{"instance-reboot": true, "system-reboot": true}
-
-// Drains reports whether the kind leads to a drain by default (rebalance depends on
-// configuration, launch never drains).
-func (k Kind) Drains() bool {
-	switch k {
-	case SpotInterruption, CapacityReservationInterruption, CapacityBlockExpiration, ScheduledMaintenance, ASGTermination, StateChange, InstanceImpaired:
-		return true
-	}
-	return false
-}
-
-// Reclaims reports whether the instance is taken away at the notice's deadline whatever
-// happens: a Spot, capacity-reservation or Capacity Block warning, a termination hook (at its
-// expiry), a scheduled event (at its start). A rebalance recommendation, a state change or an
-// impaired instance is no reclaim: its deadline is a budget Lifeboat sets
-// (NODE_TERMINATION_GRACE_PERIOD).
-func (k Kind) Reclaims() bool {
-	switch k {
-	case SpotInterruption, CapacityReservationInterruption, CapacityBlockExpiration, ScheduledMaintenance, ASGTermination:
-		return true
-	}
-	return false
-}

@@ -77,7 +77,7 @@ func TestResolveAgainstAPIServerAndEC2(t *testing.T) {
 
 	factory := informers.NewSharedInformerFactory(c.Client, 0)
 	inf := factory.Core().V1().Nodes().Informer()
-	r, err := ownership.NewResolver(inf, cloud.NewAWSEC2(sandboxtest.AWSConfig(fake.URL())), ownership.Options{
+	r, err := ownership.NewResolver(inf, ownership.NewInstances(cloud.NewAWSEC2(sandboxtest.AWSConfig(fake.URL())), ownership.InstancesOptions{}), ownership.Options{
 		CheckManagedTag: true, ManagedTag: managedTag, ClusterName: "prod",
 		// Off, as in NTH: foreign instances are then looked up by private DNS name too.
 		UseProviderID: false,

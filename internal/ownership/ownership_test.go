@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -78,8 +79,12 @@ func (f *fakeEC2) setErr(err error) {
 	f.err = err
 }
 
-func node(name, providerID string) *corev1.Node {
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: providerID}}
+func node(name, providerID string, internalIPs ...string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: providerID}}
+	for _, ip := range internalIPs {
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+	}
+	return n
 }
 
 func providerID(instanceID string) string { return "aws:///us-east-1a/" + instanceID }
@@ -92,9 +97,42 @@ func instance(id, dns string, tags ...string) cloud.Instance {
 	return in
 }
 
+// withIPs gives an instance its private addresses.
+func withIPs(in cloud.Instance, ips ...string) cloud.Instance {
+	in.PrivateIPs = ips
+	return in
+}
+
+// claims records the refused claims a Resolver reports.
+type claims struct {
+	mu  sync.Mutex
+	got []Claim
+}
+
+func (c *claims) ClaimRefused(cl Claim) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.got = append(c.got, cl)
+}
+
+func (c *claims) claimants() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, cl := range c.got {
+		out = append(out, cl.Claimant.Name)
+	}
+	return out
+}
+
 // startInformer runs a node informer over a fake clientset holding nodes, with a Resolver
-// built before it starts.
+// built before it starts, over EC2 descriptions with the default cache and batch window.
 func startInformer(t *testing.T, ec2 cloud.EC2, opts Options, nodes ...*corev1.Node) (*Resolver, kubernetes.Interface) {
+	t.Helper()
+	return startInformerWith(t, NewInstances(ec2, InstancesOptions{}), opts, nodes...)
+}
+
+func startInformerWith(t *testing.T, instances *Instances, opts Options, nodes ...*corev1.Node) (*Resolver, kubernetes.Interface) {
 	t.Helper()
 	objs := make([]runtime.Object, len(nodes))
 	for i, n := range nodes {
@@ -103,7 +141,7 @@ func startInformer(t *testing.T, ec2 cloud.EC2, opts Options, nodes ...*corev1.N
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	inf := factory.Core().V1().Nodes().Informer()
-	r, err := NewResolver(inf, ec2, opts)
+	r, err := NewResolver(inf, instances, opts)
 	if err != nil {
 		t.Fatalf("NewResolver: %v", err)
 	}
@@ -126,19 +164,21 @@ func TestResolve(t *testing.T) {
 	noChecks := Options{UseProviderID: true}
 	dnsFallback := Options{CheckManagedTag: true, ManagedTag: managed}
 	ec2Down := errors.New("RequestLimitExceeded: slow down")
+	const victim, other = "ip-10-0-0-1.ec2.internal", "ip-10-0-0-2.ec2.internal"
 
 	tests := []struct {
-		name      string
-		opts      Options
-		nodes     []*corev1.Node
-		instances []cloud.Instance
-		ec2Err    error
-		id        string
-		wantOwned bool
-		wantNode  string
-		wantWhy   string // substring of Reason
-		wantErr   bool
-		wantCalls int
+		name        string
+		opts        Options
+		nodes       []*corev1.Node
+		instances   []cloud.Instance
+		ec2Err      error
+		id          string
+		wantOwned   bool
+		wantNode    string
+		wantWhy     string   // substring of Reason
+		wantRefused []string // the claimants refused, in order
+		wantErr     bool
+		wantCalls   int
 	}{
 		{
 			name: "owned: node by providerID, managed and cluster tags", opts: tagChecks,
@@ -147,70 +187,109 @@ func TestResolve(t *testing.T) {
 			id:        "i-1", wantOwned: true, wantNode: "n1", wantCalls: 1,
 		},
 		{
-			name: "owned without EC2 when no tag check is on", opts: noChecks,
-			nodes: []*corev1.Node{node("n1", providerID("i-1"))},
-			id:    "i-1", wantOwned: true, wantNode: "n1", wantCalls: 0,
+			name: "owned with no tag check: EC2 still describes the node", opts: noChecks,
+			nodes:     []*corev1.Node{node("n1", providerID("i-1"))},
+			instances: []cloud.Instance{instance("i-1", "n1")},
+			id:        "i-1", wantOwned: true, wantNode: "n1", wantCalls: 1,
 		},
 		{
 			name: "node by providerID in the zone-less form", opts: noChecks,
-			nodes: []*corev1.Node{node("whatever", "aws:///i-1")},
-			id:    "i-1", wantOwned: true, wantNode: "whatever",
+			nodes:     []*corev1.Node{node("whatever", "aws:///i-1")},
+			instances: []cloud.Instance{instance("i-1", "whatever")},
+			id:        "i-1", wantOwned: true, wantNode: "whatever", wantCalls: 1,
 		},
 		{
-			name: "no node, no EC2 call with USE_PROVIDER_ID", opts: tagChecks,
+			name: "owned by private IP when the node is not named after the private DNS name", opts: noChecks,
+			nodes:     []*corev1.Node{node("worker-7", providerID("i-1"), "10.0.0.1")},
+			instances: []cloud.Instance{withIPs(instance("i-1", victim), "10.0.0.1")},
+			id:        "i-1", wantOwned: true, wantNode: "worker-7", wantCalls: 1,
+		},
+		{
+			name: "no node is the instance as EC2 describes it", opts: tagChecks,
 			nodes:     []*corev1.Node{node("n2", providerID("i-2"))},
 			instances: []cloud.Instance{instance("i-1", "n1", managed, "", ours, "owned")},
-			id:        "i-1", wantWhy: "no node in this cluster", wantCalls: 0,
+			id:        "i-1", wantWhy: "no node in this cluster is instance i-1", wantCalls: 1,
 		},
 		{
 			name: "empty instance id", opts: tagChecks,
 			id: "", wantWhy: "names no instance",
 		},
 		{
-			name: "ambiguous: two nodes name the instance", opts: noChecks,
-			nodes: []*corev1.Node{node("a", providerID("i-1")), node("b", "aws:///us-east-1b/i-1")},
-			id:    "i-1", wantWhy: "ambiguous",
+			name: "two claims: the node EC2 describes holds it, the other is refused", opts: noChecks,
+			nodes:     []*corev1.Node{node("a", providerID("i-1")), node("b", "aws:///us-east-1b/i-1")},
+			instances: []cloud.Instance{instance("i-1", "b")},
+			id:        "i-1", wantOwned: true, wantNode: "b", wantRefused: []string{"a"}, wantCalls: 1,
+		},
+		{
+			name: "a forged claim on a node without providerID: handled on the node EC2 describes", opts: dnsFallback,
+			nodes:     []*corev1.Node{node("claimant", providerID("i-1")), node(victim, "")},
+			instances: []cloud.Instance{instance("i-1", victim, managed, "")},
+			id:        "i-1", wantOwned: true, wantNode: victim, wantRefused: []string{"claimant"}, wantCalls: 1,
+		},
+		{
+			name: "a forged claim does not silence the notice with USE_PROVIDER_ID either", opts: noChecks,
+			nodes:     []*corev1.Node{node("claimant", providerID("i-1")), node(victim, "")},
+			instances: []cloud.Instance{instance("i-1", victim)},
+			id:        "i-1", wantOwned: true, wantNode: victim, wantRefused: []string{"claimant"}, wantCalls: 1,
+		},
+		{
+			name: "the name wins over a forged InternalIP", opts: noChecks,
+			nodes:     []*corev1.Node{node("claimant", providerID("i-1"), "10.0.0.1"), node(victim, providerID("i-1"), "10.0.0.1")},
+			instances: []cloud.Instance{withIPs(instance("i-1", victim), "10.0.0.1")},
+			id:        "i-1", wantOwned: true, wantNode: victim, wantRefused: []string{"claimant"}, wantCalls: 1,
+		},
+		{
+			name: "a claim on an instance EC2 describes as no node here", opts: noChecks,
+			nodes:     []*corev1.Node{node("claimant", providerID("i-1"))},
+			instances: []cloud.Instance{instance("i-1", victim)},
+			id:        "i-1", wantWhy: "no node in this cluster is instance i-1", wantRefused: []string{"claimant"}, wantCalls: 1,
+		},
+		{
+			name: "ambiguous: two nodes have the private IP and neither the name", opts: noChecks,
+			nodes:     []*corev1.Node{node("a", providerID("i-1"), "10.0.0.1"), node("b", providerID("i-1"), "10.0.0.1")},
+			instances: []cloud.Instance{withIPs(instance("i-1", victim), "10.0.0.1")},
+			id:        "i-1", wantWhy: "ambiguous", wantCalls: 1,
 		},
 		{
 			name: "DNS fallback: node without providerID", opts: dnsFallback,
-			nodes:     []*corev1.Node{node("ip-10-0-0-1.ec2.internal", "")},
-			instances: []cloud.Instance{instance("i-1", "ip-10-0-0-1.ec2.internal", managed, "")},
-			id:        "i-1", wantOwned: true, wantNode: "ip-10-0-0-1.ec2.internal", wantCalls: 1,
+			nodes:     []*corev1.Node{node(victim, "")},
+			instances: []cloud.Instance{instance("i-1", victim, managed, "")},
+			id:        "i-1", wantOwned: true, wantNode: victim, wantCalls: 1,
 		},
 		{
 			name: "DNS fallback denied by USE_PROVIDER_ID", opts: Options{CheckManagedTag: true, ManagedTag: managed, UseProviderID: true},
-			nodes:     []*corev1.Node{node("ip-10-0-0-1.ec2.internal", "")},
-			instances: []cloud.Instance{instance("i-1", "ip-10-0-0-1.ec2.internal", managed, "")},
-			id:        "i-1", wantWhy: "USE_PROVIDER_ID=true", wantCalls: 0,
+			nodes:     []*corev1.Node{node(victim, "")},
+			instances: []cloud.Instance{instance("i-1", victim, managed, "")},
+			id:        "i-1", wantWhy: "USE_PROVIDER_ID=true", wantCalls: 1,
 		},
 		{
 			name: "DNS fallback denied: node's providerID names another instance", opts: dnsFallback,
-			nodes:     []*corev1.Node{node("ip-10-0-0-1.ec2.internal", providerID("i-other"))},
-			instances: []cloud.Instance{instance("i-1", "ip-10-0-0-1.ec2.internal", managed, "")},
+			nodes:     []*corev1.Node{node(victim, providerID("i-other"))},
+			instances: []cloud.Instance{instance("i-1", victim, managed, "")},
 			id:        "i-1", wantWhy: "names another instance", wantCalls: 1,
 		},
 		{
 			name: "DNS fallback denied: node's providerID is not an EC2 one", opts: dnsFallback,
-			nodes:     []*corev1.Node{node("ip-10-0-0-1.ec2.internal", "kwok://ip-10-0-0-1")},
-			instances: []cloud.Instance{instance("i-1", "ip-10-0-0-1.ec2.internal", managed, "")},
+			nodes:     []*corev1.Node{node(victim, "kwok://ip-10-0-0-1")},
+			instances: []cloud.Instance{instance("i-1", victim, managed, "")},
 			id:        "i-1", wantWhy: "names another instance", wantCalls: 1,
 		},
 		{
 			name: "DNS fallback: no node by that name", opts: dnsFallback,
-			nodes:     []*corev1.Node{node("ip-10-0-0-2.ec2.internal", "")},
-			instances: []cloud.Instance{instance("i-1", "ip-10-0-0-1.ec2.internal", managed, "")},
-			id:        "i-1", wantWhy: "is named ip-10-0-0-1.ec2.internal", wantCalls: 1,
+			nodes:     []*corev1.Node{node(other, "")},
+			instances: []cloud.Instance{instance("i-1", victim, managed, "")},
+			id:        "i-1", wantWhy: "no node in this cluster is instance i-1", wantCalls: 1,
 		},
 		{
 			name: "DNS fallback: instance unknown to EC2", opts: dnsFallback,
-			nodes: []*corev1.Node{node("ip-10-0-0-1.ec2.internal", "")},
+			nodes: []*corev1.Node{node(victim, "")},
 			id:    "i-1", wantWhy: "unknown to EC2", wantCalls: 1,
 		},
 		{
 			name: "DNS fallback still checks the managed tag", opts: dnsFallback,
-			nodes:     []*corev1.Node{node("ip-10-0-0-1.ec2.internal", "")},
-			instances: []cloud.Instance{instance("i-1", "ip-10-0-0-1.ec2.internal")},
-			id:        "i-1", wantNode: "ip-10-0-0-1.ec2.internal", wantWhy: "missing the managed tag " + managed, wantCalls: 1,
+			nodes:     []*corev1.Node{node(victim, "")},
+			instances: []cloud.Instance{instance("i-1", victim)},
+			id:        "i-1", wantNode: victim, wantWhy: "missing the managed tag " + managed, wantCalls: 1,
 		},
 		{
 			name: "managed tag missing", opts: tagChecks,
@@ -270,6 +349,8 @@ func TestResolve(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ec2 := newFakeEC2(tc.instances...)
 			ec2.setErr(tc.ec2Err)
+			reported := &claims{}
+			tc.opts.Claims = reported
 			r, _ := startInformer(t, ec2, tc.opts, tc.nodes...)
 			v, err := r.Resolve(context.Background(), tc.id)
 			if tc.wantErr {
@@ -282,32 +363,51 @@ func TestResolve(t *testing.T) {
 			} else if err != nil {
 				t.Fatalf("Resolve: %v", err)
 			}
-			if v.InstanceID != tc.id {
-				t.Errorf("InstanceID = %q, want %q", v.InstanceID, tc.id)
+			checkVerdict(t, v, tc.id, tc.wantOwned, tc.wantNode, tc.wantWhy, tc.wantErr)
+			if got := reported.claimants(); !slices.Equal(got, tc.wantRefused) {
+				t.Errorf("refused claims reported = %q, want %q", got, tc.wantRefused)
 			}
-			if v.Owned != tc.wantOwned {
-				t.Errorf("Owned = %v, want %v (reason %q)", v.Owned, tc.wantOwned, v.Reason)
+			if len(v.Refused) != len(tc.wantRefused) {
+				t.Errorf("verdict's refused claims = %d, want %d", len(v.Refused), len(tc.wantRefused))
 			}
-			if tc.wantOwned && v.Reason != "" {
-				t.Errorf("owned with reason %q", v.Reason)
-			}
-			if !tc.wantOwned && !tc.wantErr && !strings.Contains(v.Reason, tc.wantWhy) {
-				t.Errorf("Reason = %q, want it to contain %q", v.Reason, tc.wantWhy)
-			}
-			gotNode := ""
-			if v.Node != nil {
-				gotNode = v.Node.Name
-			}
-			if tc.wantNode != "" && gotNode != tc.wantNode {
-				t.Errorf("Node = %q, want %q", gotNode, tc.wantNode)
-			}
-			if tc.wantOwned && v.Node == nil {
-				t.Error("owned verdict without a node")
+			for _, c := range v.Refused {
+				if tc.wantOwned && c.Holder != v.Node.Name {
+					t.Errorf("refused claim names holder %q, want %q", c.Holder, v.Node.Name)
+				}
+				if msg := c.String(); !strings.Contains(msg, c.Claimant.Name) || !strings.Contains(msg, tc.id) {
+					t.Errorf("claim %q does not name the claimant and the instance", msg)
+				}
 			}
 			if got := ec2.callCount(); got != tc.wantCalls {
 				t.Errorf("EC2 calls = %d, want %d", got, tc.wantCalls)
 			}
 		})
+	}
+}
+
+func checkVerdict(t *testing.T, v Verdict, id string, wantOwned bool, wantNode, wantWhy string, wantErr bool) {
+	t.Helper()
+	if v.InstanceID != id {
+		t.Errorf("InstanceID = %q, want %q", v.InstanceID, id)
+	}
+	if v.Owned != wantOwned {
+		t.Errorf("Owned = %v, want %v (reason %q)", v.Owned, wantOwned, v.Reason)
+	}
+	if wantOwned && v.Reason != "" {
+		t.Errorf("owned with reason %q", v.Reason)
+	}
+	if !wantOwned && !wantErr && !strings.Contains(v.Reason, wantWhy) {
+		t.Errorf("Reason = %q, want it to contain %q", v.Reason, wantWhy)
+	}
+	gotNode := ""
+	if v.Node != nil {
+		gotNode = v.Node.Name
+	}
+	if wantNode != "" && gotNode != wantNode {
+		t.Errorf("Node = %q, want %q", gotNode, wantNode)
+	}
+	if wantOwned && v.Node == nil {
+		t.Error("owned verdict without a node")
 	}
 }
 
@@ -335,13 +435,13 @@ func TestResolveBatchesAndCaches(t *testing.T) {
 	for i := range n {
 		id := fmt.Sprintf("i-%017x", i)
 		nodes = append(nodes, node(fmt.Sprintf("node-%d", i), providerID(id)))
-		instances = append(instances, instance(id, "", managed, "", ours, "owned"))
+		instances = append(instances, instance(id, fmt.Sprintf("node-%d", i), managed, "", ours, "owned"))
 	}
 	ec2 := newFakeEC2(instances...)
 	r, _ := startInformer(t, ec2, Options{CheckManagedTag: true, ManagedTag: managed, ClusterName: "prod", UseProviderID: true}, nodes...)
 	clock := time.Now()
 	var clockMu sync.Mutex
-	r.now = func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return clock }
+	r.instances.now = func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return clock }
 
 	round := func() {
 		t.Helper()
@@ -408,7 +508,7 @@ func TestResolveBatchesAndCaches(t *testing.T) {
 func TestResolveSharesInflightLookup(t *testing.T) {
 	ec2 := newFakeEC2(instance("i-1", "n1", managed, ""))
 	ec2.gate = make(chan struct{})
-	r, _ := startInformer(t, ec2, Options{CheckManagedTag: true, ManagedTag: managed, UseProviderID: true, BatchWindow: time.Millisecond}, node("n1", providerID("i-1")))
+	r, _ := startInformerWith(t, NewInstances(ec2, InstancesOptions{BatchWindow: time.Millisecond}), Options{CheckManagedTag: true, ManagedTag: managed, UseProviderID: true}, node("n1", providerID("i-1")))
 
 	// The first lookup is sent and held; later ones for the same id wait for it.
 	results := make(chan error, 3)
@@ -458,7 +558,7 @@ func TestResolveCallerContext(t *testing.T) {
 }
 
 func TestResolveSeesNodesAddedLater(t *testing.T) {
-	r, client := startInformer(t, nil, Options{UseProviderID: true})
+	r, client := startInformer(t, newFakeEC2(instance("i-1", "late")), Options{UseProviderID: true})
 	if v, _ := r.Resolve(context.Background(), "i-1"); v.Owned {
 		t.Fatal("owned before the node exists")
 	}
@@ -482,7 +582,7 @@ func TestResolveSeesNodesAddedLater(t *testing.T) {
 }
 
 func TestResolveReturnsACopy(t *testing.T) {
-	r, _ := startInformer(t, nil, Options{UseProviderID: true}, node("n1", providerID("i-1")))
+	r, _ := startInformer(t, newFakeEC2(instance("i-1", "n1")), Options{UseProviderID: true}, node("n1", providerID("i-1")))
 	v, err := r.Resolve(context.Background(), "i-1")
 	if err != nil || v.Node == nil {
 		t.Fatalf("%+v, %v", v, err)
@@ -495,31 +595,25 @@ func TestResolveReturnsACopy(t *testing.T) {
 }
 
 func TestNewResolver(t *testing.T) {
-	ec2 := newFakeEC2()
 	tests := []struct {
 		name         string
-		ec2          cloud.EC2
 		opts         Options
 		wantErr      string
 		wantWarnings []string // substrings, one per warning, in order
 	}{
-		{name: "all checks", ec2: ec2, opts: Options{CheckManagedTag: true, ManagedTag: managed, ClusterName: "prod", UseProviderID: true}},
-		{name: "no cluster name", ec2: ec2, opts: Options{CheckManagedTag: true, ManagedTag: managed},
+		{name: "all checks", opts: Options{CheckManagedTag: true, ManagedTag: managed, ClusterName: "prod", UseProviderID: true}},
+		{name: "no cluster name", opts: Options{CheckManagedTag: true, ManagedTag: managed},
 			wantWarnings: []string{"CLUSTER_NAME is unset"}},
-		{name: "no tag check", ec2: ec2, opts: Options{ClusterName: "prod"},
+		{name: "no tag check", opts: Options{ClusterName: "prod"},
 			wantWarnings: []string{"any instance with a matching node"}},
-		{name: "nothing set", ec2: nil, opts: Options{UseProviderID: true},
+		{name: "nothing set", opts: Options{UseProviderID: true},
 			wantWarnings: []string{"CLUSTER_NAME is unset", "any instance with a matching node"}},
-		{name: "managed tag empty", ec2: ec2, opts: Options{CheckManagedTag: true, ManagedTag: " "}, wantErr: "MANAGED_TAG is empty"},
-		{name: "EC2 needed for tags", ec2: nil, opts: Options{CheckManagedTag: true, ManagedTag: managed, UseProviderID: true}, wantErr: "EC2 client is needed"},
-		{name: "EC2 needed for DNS names", ec2: nil, opts: Options{}, wantErr: "EC2 client is needed"},
-		{name: "negative TTL", ec2: ec2, opts: Options{CacheTTL: -time.Second}, wantErr: "negative"},
-		{name: "negative window", ec2: ec2, opts: Options{BatchWindow: -time.Second}, wantErr: "negative"},
+		{name: "managed tag empty", opts: Options{CheckManagedTag: true, ManagedTag: " "}, wantErr: "MANAGED_TAG is empty"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			inf := informers.NewSharedInformerFactory(fake.NewClientset(), 0).Core().V1().Nodes().Informer()
-			r, err := NewResolver(inf, tc.ec2, tc.opts)
+			r, err := NewResolver(inf, NewInstances(newFakeEC2(), InstancesOptions{}), tc.opts)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
@@ -538,17 +632,30 @@ func TestNewResolver(t *testing.T) {
 					t.Errorf("warning %d = %q, want it to contain %q", i, got[i], w)
 				}
 			}
-			if r.opts.CacheTTL != DefaultCacheTTL || r.opts.BatchWindow != DefaultBatchWindow {
-				t.Errorf("defaults not applied: %+v", r.opts)
-			}
 		})
+	}
+}
+
+// Instances takes its defaults for zero and negative options, and without an EC2 client
+// answers every lookup with an error rather than a verdict.
+func TestNewInstances(t *testing.T) {
+	c := NewInstances(nil, InstancesOptions{CacheTTL: -time.Second, BatchWindow: -time.Second})
+	if c.opts.CacheTTL != DefaultCacheTTL || c.opts.BatchWindow != DefaultBatchWindow {
+		t.Errorf("defaults not applied: %+v", c.opts)
+	}
+	if _, _, err := c.Describe(context.Background(), "i-1"); !errors.Is(err, errNoEC2) {
+		t.Errorf("Describe without EC2: %v, want %v", err, errNoEC2)
+	}
+	inf := informers.NewSharedInformerFactory(fake.NewClientset(), 0).Core().V1().Nodes().Informer()
+	if _, err := NewResolver(inf, nil, Options{}); err == nil {
+		t.Error("NewResolver without instances: no error")
 	}
 }
 
 func TestNewResolverTwiceOnOneInformer(t *testing.T) {
 	inf := informers.NewSharedInformerFactory(fake.NewClientset(), 0).Core().V1().Nodes().Informer()
 	for i := range 2 {
-		if _, err := NewResolver(inf, nil, Options{UseProviderID: true}); err != nil {
+		if _, err := NewResolver(inf, NewInstances(newFakeEC2(), InstancesOptions{}), Options{UseProviderID: true}); err != nil {
 			t.Fatalf("resolver %d: %v", i+1, err)
 		}
 	}
@@ -617,14 +724,14 @@ func (s *siteCount) PanicRecovered(site string) {
 	s.n[site]++
 }
 
-// A batched DescribeInstances that panics (on the timer's goroutine that sends the batch)
-// fails its lookups as an EC2 error does, at once rather than never, counted under site
+// A batched DescribeInstances that panics (on the goroutine that sends the batch) fails its
+// lookups as an EC2 error does, at once rather than never, counted under site
 // instance_lookup; the next lookup asks again and gets its answer.
 func TestResolvePanicFailsItsBatch(t *testing.T) {
 	ec2 := &panickyEC2{fakeEC2: newFakeEC2(instance("i-1", "n1", managed, ""))}
 	count := &siteCount{}
-	r, _ := startInformer(t, ec2, Options{CheckManagedTag: true, ManagedTag: managed, UseProviderID: true,
-		Logger: slog.New(slog.DiscardHandler), Panics: count}, node("n1", providerID("i-1")))
+	instances := NewInstances(ec2, InstancesOptions{Logger: slog.New(slog.DiscardHandler), Panics: count})
+	r, _ := startInformerWith(t, instances, Options{CheckManagedTag: true, ManagedTag: managed, UseProviderID: true}, node("n1", providerID("i-1")))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := r.Resolve(ctx, "i-1")

@@ -34,7 +34,7 @@ var (
 	GraceCut       = Site{"grace_cut", "this cut of leaving pods' grace periods is over; the drain goes on"}
 	InstanceStatus = Site{"instance_status", "this DescribeInstanceStatus pass is over; the next runs on time"}
 	IMDSPoll       = Site{"imds_poll", "the poll counts as failed; the next runs after the usual backoff"}
-	InstanceLookup = Site{"instance_lookup", "the DescribeInstances batch failed; its notices are retried"}
+	InstanceLookup = Site{"instance_lookup", "the DescribeInstances batch failed; its lookups (ownership, the instance gate) get an error and are retried"}
 	HandbackWait   = Site{"handback_wait", "this hand-back wait is skipped; the others go on"}
 	NodeEvent      = Site{"node_event", "this informer event of the node is dropped; its next change is looked at"}
 	Readiness      = Site{"readiness_check", "this readiness check failed; the last findings stay published and the next check runs on time"}

@@ -25,7 +25,7 @@ func TestReadRecordValidates(t *testing.T) {
 		{"another instance", func(r *record.Record) { r.Intents[0].InstanceID = "i-0fedcba9876543210" }, "not the node's instance"},
 		{"no instance", func(r *record.Record) { r.Intents[0].InstanceID = "" }, "instanceID"},
 		{"path in instance", func(r *record.Record) { r.Intents[0].InstanceID = "i-0123/../x" }, "instanceID"},
-		{"unknown kind", func(r *record.Record) { r.Intents[0].Kind = "reboot-everything" }, "kind"},
+		{"not a kind", func(r *record.Record) { r.Intents[0].Kind = "Reboot everything!" }, "kind"},
 		{"launch kind", func(r *record.Record) { r.Intents[0].Kind = string(notice.ASGLaunch) }, "kind"},
 		{"unknown source", func(r *record.Record) { r.Intents[0].Source = "webhook" }, "source"},
 		{"group too long", func(r *record.Record) { r.Intents[0].Lifecycle.Group = long }, "lifecycle.group"},
@@ -108,7 +108,7 @@ func TestLegacyTokenDropped(t *testing.T) {
 // in the record, not a second one.
 func TestLegacyIDMatched(t *testing.T) {
 	old := notice.ID(notice.ASGTermination, recordtest.Instance, "6f1d3c2a-9b8e-4d7f-a1c0-5e4b3a2f1d0c")
-	n := notice.Notice{ID: notice.ID(notice.ASGTermination, recordtest.Instance, notice.TokenDigest("6f1d3c2a-9b8e-4d7f-a1c0-5e4b3a2f1d0c")), LegacyID: old}
+	n := notice.Notice{ID: notice.ID(notice.ASGTermination, recordtest.Instance, notice.TokenDigest("6f1d3c2a-9b8e-4d7f-a1c0-5e4b3a2f1d0c")), LegacyIDDigest: notice.Digest(old)}
 	if got := (record.Record{Notices: []string{old}}).MatchLegacyID(n); got.ID != old {
 		t.Errorf("recorded under the old id: got %q", got.ID)
 	}
@@ -217,5 +217,22 @@ func TestNextEpisode(t *testing.T) {
 	}
 	if &r.Released[0] == &booted.Released[0] {
 		t.Error("the next episode shares the old record's released list")
+	}
+}
+
+// A kind this binary does not know is a newer release's: the record is read, the notice kept,
+// and no other notice of the node is lost.
+func TestRecordKeepsAnUnknownKind(t *testing.T) {
+	rec := recordtest.Good()
+	future := record.Intent{ID: "later-" + recordtest.Instance, Kind: "a-later-kind", Source: string(notice.SourceQueue), InstanceID: recordtest.Instance,
+		Origin: rec.Intents[0].Origin, Lifecycle: &record.Lifecycle{Group: "workers", Hook: "drain"}}
+	rec.Notices = append(rec.Notices, future.ID)
+	rec.Intents = append(rec.Intents, future)
+	got, err := record.Read(recordtest.NodeWith(recordtest.Encode(t, rec)))
+	if err != nil {
+		t.Fatalf("a record with a kind this binary does not know was refused: %v", err)
+	}
+	if len(got.Intents) != 2 || got.Intents[1].Kind != "a-later-kind" || !got.Has(future.ID) || got.Version != record.Version {
+		t.Errorf("read %+v, want both notices kept at version %d", got, record.Version)
 	}
 }

@@ -245,11 +245,16 @@ func (r Record) WorkDone(id string, drains bool) bool {
 // that form and not the current one: a message from before a rollout, delivered again, is
 // then the notice already recorded rather than a second one.
 func (r Record) MatchLegacyID(n notice.Notice) notice.Notice {
-	if n.LegacyID == "" || n.LegacyID == n.ID || r.Has(n.ID) || slices.Contains(r.Released, n.ID) {
+	if n.LegacyIDDigest == "" || r.Has(n.ID) || slices.Contains(r.Released, n.ID) {
 		return n
 	}
-	if r.Has(n.LegacyID) || slices.Contains(r.Released, n.LegacyID) {
-		n.ID = n.LegacyID
+	for _, ids := range [][]string{r.Notices, r.Released} {
+		for _, id := range ids {
+			if notice.Digest(id) == n.LegacyIDDigest {
+				n.ID = id
+				return n
+			}
+		}
 	}
 	return n
 }

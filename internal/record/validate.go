@@ -28,12 +28,11 @@ const (
 // noticeIDPattern is what notice.ID produces: a taint- and label-safe value.
 var noticeIDPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
-// knownKinds are the notice kinds a record may hold.
-var knownKinds = []notice.Kind{
-	notice.SpotInterruption, notice.CapacityReservationInterruption, notice.ScheduledMaintenance,
-	notice.Rebalance, notice.ASGTermination, notice.StateChange,
-	notice.CapacityBlockExpiration, notice.InstanceImpaired,
-}
+// kindPattern is the shape of a notice kind. A kind this binary does not know is a newer
+// release's: its notice is kept in the record and left to that release (nothing plans a drain,
+// a taint or a lifecycle call for a kind it does not know), while the node's other notices are
+// handled; so adding a kind needs no version bump.
+var kindPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 
 // knownSources are the notice sources a record may name.
 var knownSources = []notice.Source{notice.SourceIMDS, notice.SourceQueue, notice.SourceEC2Status}
@@ -136,7 +135,7 @@ func (i Intent) validate(nodeInstance string) error {
 	switch {
 	case !noticeIDPattern.MatchString(i.ID):
 		return fmt.Errorf("id %q is not a notice id", clipValue(i.ID))
-	case !slices.Contains(knownKinds, notice.Kind(i.Kind)):
+	case !kindPattern.MatchString(i.Kind) || notice.Kind(i.Kind) == notice.ASGLaunch:
 		return fmt.Errorf("kind %q is not a notice kind", clipValue(i.Kind))
 	case i.Source != "" && !slices.Contains(knownSources, notice.Source(i.Source)):
 		return fmt.Errorf("source %q is not a notice source", clipValue(i.Source))
@@ -155,7 +154,7 @@ func (i Intent) validate(nodeInstance string) error {
 	}
 	if lc := i.Lifecycle; lc != nil {
 		switch {
-		case i.Kind != string(notice.ASGTermination):
+		case notice.Kind(i.Kind).Known() && i.Kind != string(notice.ASGTermination):
 			return fmt.Errorf("a %s notice has no lifecycle action", i.Kind)
 		case lc.Group == "" || len(lc.Group) > maxGroupOrHook:
 			return fmt.Errorf("lifecycle.group: %d characters, want 1 to %d", len(lc.Group), maxGroupOrHook)

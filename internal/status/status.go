@@ -242,7 +242,7 @@ func (r *nodeRead) readDeadline(now time.Time) {
 			deadline = p.Deadline
 		}
 	}
-	n.Retained = retainedOf(rec, slices.ContainsFunc(r.pending, func(p notice.Notice) bool { return p.Kind.Reclaims() && p.Kind != notice.ASGTermination }))
+	n.Retained = retainedOf(rec, slices.ContainsFunc(r.pending, func(p notice.Notice) bool { return p.Kind.ReclaimedOutright() }))
 	if n.Retained != nil && n.Retained.State == RetainedDraining {
 		deadline = n.Retained.Until // the abandoned actions' deadlines no longer bind the drain
 	}

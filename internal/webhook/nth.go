@@ -1,20 +1,10 @@
 package webhook
 
-import "strings"
+import (
+	"strings"
 
-// NTH's values of .Kind and .Monitor (aws-node-termination-handler v1.25, pkg/monitor), for
-// templates written for NTH that compare them (WEBHOOK_NTH_KINDS).
-var nthKinds = map[string]string{
-	"spot-interruption": "SPOT_ITN",
-	// NTH does not read capacity reservation warnings; Lifeboat handles them as Spot
-	// warnings (two minutes, the Spot taint), so an NTH template sees them as one.
-	"capacity-reservation-interruption": "SPOT_ITN",
-	"scheduled-maintenance":             "SCHEDULED_EVENT",
-	"rebalance-recommendation":          "REBALANCE_RECOMMENDATION",
-	"asg-termination":                   "ASG_LIFECYCLE",
-	"asg-launch":                        "ASG_LAUNCH_LIFECYCLE",
-	"state-change":                      "STATE_CHANGE",
-}
+	"lifeboat.dev/lifeboat/internal/notice"
+)
 
 // nthIMDSMonitors are NTH's monitor names in IMDS mode, by NTH kind; in queue mode every
 // notice comes from NTH's SQS_MONITOR.
@@ -27,8 +17,9 @@ var nthIMDSMonitors = map[string]string{
 
 // asNTH gives n NTH's kind and monitor names; values it has no NTH name for stay as they are.
 func asNTH(n Notification) Notification {
-	kind, ok := nthKinds[n.Kind]
-	if !ok {
+	rules, ok := notice.RulesOf(notice.Kind(n.Kind))
+	kind := rules.NTHKind
+	if !ok || kind == "" {
 		return n
 	}
 	n.Kind = kind

@@ -62,13 +62,17 @@ func TestNTHKindsAreNTHs(t *testing.T) {
 	for _, v := range stringConstants(t, filepath.Join(nth.Dir(t), "pkg", "monitor")) {
 		declared[v] = true
 	}
-	for _, k := range []notice.Kind{notice.SpotInterruption, notice.CapacityReservationInterruption, notice.ScheduledMaintenance,
-		notice.Rebalance, notice.ASGTermination, notice.StateChange, notice.ASGLaunch} {
-		kind, ok := nthKinds[string(k)]
-		if !ok {
+	// Kinds NTH never reads: a template sees Lifeboat's own kind for them.
+	lifeboatOnly := map[notice.Kind]bool{notice.CapacityBlockExpiration: true, notice.InstanceImpaired: true}
+	for _, k := range notice.Kinds() {
+		rules, _ := notice.RulesOf(k)
+		switch {
+		case rules.NTHKind == "" && !lifeboatOnly[k]:
 			t.Errorf("Lifeboat kind %q has no NTH kind", k)
-		} else if !declared[kind] {
-			t.Errorf("%q -> %q: NTH declares no such kind", k, kind)
+		case rules.NTHKind != "" && lifeboatOnly[k]:
+			t.Errorf("Lifeboat kind %q is listed as Lifeboat's only, but has NTH kind %q", k, rules.NTHKind)
+		case rules.NTHKind != "" && !declared[rules.NTHKind]:
+			t.Errorf("%q -> %q: NTH declares no such kind", k, rules.NTHKind)
 		}
 	}
 	for kind, monitor := range nthIMDSMonitors {

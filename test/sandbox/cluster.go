@@ -37,6 +37,9 @@ type ClusterOptions struct {
 	NoKwok bool
 	// ExtraKwokStages are more kwok Stage YAML files, e.g. one that delays pod deletion.
 	ExtraKwokStages []string
+	// APIServerArgs are more kube-apiserver flags, e.g. --runtime-config to leave an API out
+	// as an older cluster would.
+	APIServerArgs []string
 }
 
 // Cluster is a running Kubernetes control plane on 127.0.0.1.
@@ -181,7 +184,7 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		args = append(args, "--audit-policy-file="+policy, "--audit-log-path="+c.AuditLogPath,
 			"--audit-log-mode=blocking", "--audit-log-maxsize=0")
 	}
-	c.apiserverArgs = args
+	c.apiserverArgs = append(args, c.opts.APIServerArgs...)
 	if err := c.runAPIServer(ctx); err != nil {
 		return err
 	}

@@ -23,6 +23,9 @@ type NodeSpec struct {
 	Zone         string // default us-east-1a
 	InstanceType string // default m5.large
 	PrivateIP    string // default 10.0.<i/256>.<i%256>
+	// NoProviderID registers the Node without spec.providerID, as a kubelet started before
+	// the cloud controller initialised it does (or in a cluster without one).
+	NoProviderID bool
 	Labels       map[string]string
 	Taints       []corev1.Taint
 }
@@ -52,6 +55,13 @@ func (s NodeSpec) ProviderID() string {
 	return fmt.Sprintf("aws:///%s/%s", s.Zone, s.InstanceID)
 }
 
+func (s NodeSpec) nodeProviderID() string {
+	if s.NoProviderID {
+		return ""
+	}
+	return s.ProviderID()
+}
+
 // Node builds the Node object for the spec.
 func (s NodeSpec) Node() *corev1.Node {
 	s = s.withDefaults()
@@ -72,7 +82,7 @@ func (s NodeSpec) Node() *corev1.Node {
 	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Labels: labels, Annotations: map[string]string{KwokNodeAnnotation: "fake"}},
-		Spec:       corev1.NodeSpec{ProviderID: s.ProviderID(), Taints: s.Taints},
+		Spec:       corev1.NodeSpec{ProviderID: s.nodeProviderID(), Taints: s.Taints},
 		Status: corev1.NodeStatus{
 			// Set explicitly: otherwise kwok gives every node the same address.
 			Addresses: []corev1.NodeAddress{

@@ -139,16 +139,22 @@ Environment of one component: (dict "root" $ "component" "agent" "controllerMode
   value: {{ $s | toJson }}
 {{- end }}
 {{- end }}
-{{- /* On the host network an empty bind address would serve on every address of the node:
-the servers bind to the node's IP instead, which is the pod's IP there, so the kubelet's
-probes and a scrape of the pod still reach them. An address in config wins. */}}
+{{- /* On the host network an empty bind address would serve on every address of the node.
+The metrics server binds to the node's IP instead, which is the pod's IP there, so a scrape
+of the pod still reaches it; the probes server binds to the loopback address, which only the
+node itself reaches: its probes name that host (lifeboat.probesHost), and no neighbour can
+hold its connection places. An address the user gives (config, a Secret, extraEnv) wins. */}}
 {{- if (index $root.Values .component).hostNetwork }}
-{{- range $key := list "prometheusServerBindAddress" "probesServerBindAddress" }}
-{{- if and (eq (include "lifeboat.settingValue" (get $cfg $key)) "") (not (hasKey $fromSecret $key)) }}
+{{- range $key, $default := dict "prometheusServerBindAddress" "status.hostIP" "probesServerBindAddress" "127.0.0.1" }}
+{{- if not (include "lifeboat.serverAddress" (dict "root" $root "component" $.component "key" $key) | fromYaml).given }}
 - name: {{ get $table $key }}
+{{- if eq $default "status.hostIP" }}
   valueFrom:
     fieldRef:
       fieldPath: status.hostIP
+{{- else }}
+  value: {{ $default | quote }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -165,6 +171,47 @@ probes and a scrape of the pod still reach them. An address in config wins. */}}
 {{- end }}
 {{- with (index $root.Values .component).extraEnv }}
 {{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The bind address a user gives one component's server: (dict "root" $ "component" "agent" "key"
+"probesServerBindAddress"). YAML: given (in config, a Secret or extraEnv), known (the chart
+can read it: not from a Secret or an extraEnv valueFrom) and value. The pod's environment is
+config, then the Secret's, then extraEnv, and the last of a name wins.
+*/}}
+{{- define "lifeboat.serverAddress" -}}
+{{- $cfg := include "lifeboat.effectiveConfig" . | fromYaml }}
+{{- $env := get (include "lifeboat.settingTable" . | fromYaml) .key }}
+{{- $value := include "lifeboat.settingValue" (get $cfg .key) | trim }}
+{{- $given := ne $value "" }}
+{{- $known := true }}
+{{- if hasKey (.root.Values.configFromSecret | default dict) .key }}
+{{- $given = true }}{{ $known = false }}
+{{- end }}
+{{- range (index .root.Values .component).extraEnv }}
+{{- if eq .name $env }}
+{{- $given = true }}
+{{- $known = and (not .valueFrom) (hasKey . "value") }}
+{{- $value = toString (.value | default "") | trim }}
+{{- end }}
+{{- end }}
+{{- toYaml (dict "given" $given "known" $known "value" $value) }}
+{{- end }}
+
+{{/*
+The host a component's probes name: the probes server's address on the host network, where
+the kubelet (in the host's network namespace) reaches it, the loopback address included.
+Empty, so the kubelet probes the pod's IP: on the pod network (where 127.0.0.1 would be the
+node's, not the pod's), for an address that means every interface (0.0.0.0, ::), and for one
+the chart cannot read.
+*/}}
+{{- define "lifeboat.probesHost" -}}
+{{- if (index .root.Values .component).hostNetwork }}
+{{- $a := include "lifeboat.serverAddress" (dict "root" .root "component" .component "key" "probesServerBindAddress") | fromYaml }}
+{{- if not $a.given }}127.0.0.1
+{{- else if and $a.known (not (regexMatch "^(?i)(::ffff:)?[0:.]+$" $a.value)) }}{{ $a.value }}
+{{- end }}
 {{- end }}
 {{- end }}
 
@@ -189,13 +236,20 @@ ports:
 {{- end }}
 {{- end }}
 {{- if $probes }}
+{{- $host := include "lifeboat.probesHost" . }}
 livenessProbe:
   httpGet:
+    {{- with $host }}
+    host: {{ . | quote }}
+    {{- end }}
     path: {{ include "lifeboat.settingValue" $cfg.probesServerEndpoint }}
     port: probes
   {{- toYaml $values.livenessProbe | nindent 2 }}
 readinessProbe:
   httpGet:
+    {{- with $host }}
+    host: {{ . | quote }}
+    {{- end }}
     path: /readyz
     port: probes
   {{- toYaml $values.readinessProbe | nindent 2 }}

@@ -199,7 +199,7 @@ func (h *healthEvent) noticeInstances() {
 		// Earlier releases named the notice by the envelope id: only that very message,
 		// delivered again, still matches a record they wrote (each update has a new id).
 		h.r.Notices = append(h.r.Notices, notice.Notice{
-			ID: notice.ID(notice.ScheduledMaintenance, ent.Value, h.fact), LegacyID: notice.ID(notice.ScheduledMaintenance, ent.Value, e.ID),
+			ID: notice.ID(notice.ScheduledMaintenance, ent.Value, h.fact), LegacyIDDigest: notice.Digest(notice.ID(notice.ScheduledMaintenance, ent.Value, e.ID)),
 			Kind: notice.ScheduledMaintenance, Source: notice.SourceQueue,
 			InstanceID: ent.Value, Deadline: h.start, StartTime: h.start, EndTime: h.end, Action: d.Code, CordonOnly: h.cordonOnly, Released: h.released,
 			Description: fmt.Sprintf("AWS Health scheduled change %s %s", d.Code, when),

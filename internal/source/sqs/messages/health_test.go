@@ -34,8 +34,8 @@ func TestHealthIdentity(t *testing.T) {
 			t.Errorf("id %q: want sched-<instance>-<digest>, at most 63 characters", n.ID)
 		}
 		// A record written by an earlier release names the notice by the envelope id.
-		if want := notice.ID(notice.ScheduledMaintenance, n.InstanceID, "6b8d0f2a-4c6e-4a1b-9d3f-5e7a9c1b3d5f"); n.LegacyID != want {
-			t.Errorf("legacy id %q, want %q", n.LegacyID, want)
+		if want := notice.Digest(notice.ID(notice.ScheduledMaintenance, n.InstanceID, "6b8d0f2a-4c6e-4a1b-9d3f-5e7a9c1b3d5f")); n.LegacyIDDigest != want {
+			t.Errorf("legacy id digest %q, want %q", n.LegacyIDDigest, want)
 		}
 		if !n.Restated() {
 			t.Errorf("%s: a Health notice may be restated", n.ID)

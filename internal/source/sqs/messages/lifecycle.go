@@ -123,9 +123,10 @@ func lifecycleResult(kind, prefix string, d hookFields, at time.Time, body strin
 	}
 	// The id carries a digest of the token, never the token: ids reach taints, Events, logs
 	// and webhooks. Earlier releases put the token's start in it; a record they wrote is
-	// still matched on that form (LegacyID) while messages from before a rollout come back.
+	// still matched on that form while messages from before a rollout come back, by its digest
+	// (LegacyIDDigest): the token itself goes no further than this function.
 	return one(notice.Notice{
-		ID: notice.ID(k, d.InstanceID, notice.TokenDigest(d.Token)), LegacyID: notice.ID(k, d.InstanceID, d.Token), Kind: k, Source: notice.SourceQueue,
+		ID: notice.ID(k, d.InstanceID, notice.TokenDigest(d.Token)), LegacyIDDigest: notice.Digest(notice.ID(k, d.InstanceID, d.Token)), Kind: k, Source: notice.SourceQueue,
 		InstanceID: d.InstanceID, StartTime: at, Action: d.Transition, Lifecycle: &notice.Lifecycle{Group: d.Group, Hook: d.Hook},
 		Description: fmt.Sprintf("Auto Scaling group %s is %s the instance (hook %s)", d.Group, verb, d.Hook),
 	}), nil

@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +37,11 @@ func TestLifecycleTokenStaysSecret(t *testing.T) {
 				t.Errorf("id %q, want %q", n.ID, want)
 			}
 			// Records and messages from before the change are matched on the older form.
-			if want := notice.ID(notice.ASGTermination, "i-0badc0ffee1234567", token); n.LegacyID != want {
-				t.Errorf("legacy id %q, want %q", n.LegacyID, want)
+			if want := notice.Digest(notice.ID(notice.ASGTermination, "i-0badc0ffee1234567", token)); n.LegacyIDDigest != want {
+				t.Errorf("legacy id digest %q, want %q", n.LegacyIDDigest, want)
+			}
+			if raw := fmt.Sprintf("%+v", n); strings.Contains(raw, token[:8]) {
+				t.Errorf("the notice carries the token in a field: %s", raw)
 			}
 			// Another token (the next action of the same instance) is another notice.
 			other, err := Parse(strings.ReplaceAll(body, token, "0e2d4c6b-8a9f-4e1d-b3c5-7a9b1d3f5e7a"), time.Now())
