@@ -49,7 +49,7 @@ func renderRule(t *testing.T, h helm, args ...string) prometheusRule {
 
 // TestPrometheusRule: prometheusRule.enabled renders a PrometheusRule whose alerts cover what
 // an operator must hear of (a drain cut by its deadline, pods held at the deadline, lifecycle
-// completions failing, queue receives failing, no leader); every expression parses as PromQL
+// completions failing, queue receives failing, a recovered panic, no leader); every expression parses as PromQL
 // and selects only metrics and labels Lifeboat registers; every alert has a severity, the
 // chart's extra labels, a summary and a description; `for` durations parse. Off by default,
 // and not rendered where the cluster has no PrometheusRule kind.
@@ -89,7 +89,7 @@ func TestPrometheusRule(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"LifeboatDrainCutByDeadline", "LifeboatPodsHeldAtDeadline", "LifeboatLifecycleCompletionFailing",
-		"LifeboatQueueReceiveFailing", "LifeboatNoLeader"} {
+		"LifeboatQueueReceiveFailing", "LifeboatPanicRecovered", "LifeboatNoLeader"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s (alerts: %v)", want, alerts)
 		}

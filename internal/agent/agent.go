@@ -32,6 +32,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/panics"
 	"lifeboat.dev/lifeboat/internal/source/imds"
 )
 
@@ -127,6 +128,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
+			// The notice's own goroutine: a panic outside its tries ends this notice only.
+			defer panics.Recover(panics.Notice, a.log, a.metrics, nil, "notice", n.ID)
 			if a.intake(ctx, n) {
 				episodes.Add(a.cfg.NodeName)
 			}
@@ -179,6 +182,7 @@ func (a *Agent) newPoller(instanceID string) *imds.Poller {
 	if a.metrics != nil {
 		opts.Observe = a.metrics.ObserveIMDS
 		opts.Warn = a.metrics.NoticeWarning
+		opts.Panics = a.metrics
 	}
 	poller := imds.NewPoller(a.imds, instanceID, opts)
 	a.mu.Lock()
@@ -195,9 +199,12 @@ func (a *Agent) intake(ctx context.Context, n notice.Notice) bool {
 	}
 	policy := driver.IntakePolicy{NotOurs: interruption.ErrNotOurs, MaxPause: 30 * time.Second,
 		Budget: time.Duration(a.cfg.NodeTerminationGracePeriod) * time.Second}
-	return policy.Record(ctx, n.Deadline, func(ctx context.Context) error {
+	log := a.log.With("notice", n.ID)
+	return policy.Record(ctx, n.Deadline, func(ctx context.Context) (err error) {
+		// A panic is this try's failure, retried as an error is.
+		defer panics.Recover(panics.Notice, log, a.metrics, &err)
 		return a.handler.Intake(ctx, n, a.cfg.NodeName, nil)
-	}, a.log.With("notice", n.ID))
+	}, log)
 }
 
 // releaseAfterReboot uncordons the node if it has been through a scheduled reboot since

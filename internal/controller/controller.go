@@ -141,7 +141,7 @@ func New(o Options) *Controller {
 	if o.EC2 != nil {
 		ec2 = cloud.CountedEC2{EC2: o.EC2, Calls: m}
 	}
-	c.instances = ownership.NewInstances(ec2, ownership.InstancesOptions{})
+	c.instances = ownership.NewInstances(ec2, ownership.InstancesOptions{Logger: o.Logger, Panics: m})
 	c.gate = instancegate.New(instancegate.Options{Nodes: o.Client, Groups: cloud.CountedGroups{AutoScaling: o.AutoScaling, Calls: m},
 		Instances: c.instances, Refused: m.InstanceCallRefused})
 	c.completer = lifecycle.Completer{AutoScaling: o.AutoScaling, Gate: c.gate, Metrics: m, Log: o.Logger,
@@ -314,7 +314,7 @@ func (c *Controller) consume(ctx context.Context, resolver *ownership.Resolver) 
 	consumer := sqs.NewConsumer(c.queue, sqs.ConsumerOptions{
 		QueueURL: c.cfg.QueueURL, Workers: 2 * max(c.cfg.Workers, 1),
 		VisibilityTimeout: time.Duration(c.cfg.SQSMsgVisibilityTimeoutSec) * time.Second, Logger: c.log,
-		Observe: c.metrics.ObserveSQS,
+		Observe: c.metrics.ObserveSQS, Panics: c.metrics,
 	})
 	c.consumer.Store(consumer)
 	defer c.consumer.Store(nil)
@@ -465,7 +465,7 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 	for _, n := range notices {
 		c.metrics.Notice(string(n.Kind), string(n.Source))
 	}
-	fates := runNotices(ctx, notices, c.noticeWorkers(), c.intake.Backoff(), func(ctx context.Context, n notice.Notice) noticeFate {
+	fates := runNotices(ctx, notices, c.noticePool(log), func(ctx context.Context, n notice.Notice) noticeFate {
 		return handle(ctx, resolver, n, log)
 	})
 	outcome, delay, label := messageFate(ctx, fates, m.ReceiveCount)
@@ -477,6 +477,12 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 // queue messages held at once, so that one message naming many instances is taken in as
 // fast as as many messages naming one each.
 func (c *Controller) noticeWorkers() int { return 2 * max(c.cfg.Workers, 1) }
+
+// noticePool is how a message's (or a status pass's) notices are handled: noticeWorkers at
+// once, the intake policy's backoff, and their panics logged to log and counted.
+func (c *Controller) noticePool(log *slog.Logger) noticePool {
+	return noticePool{workers: c.noticeWorkers(), backoff: c.intake.Backoff(), log: log, panics: c.metrics}
+}
 
 // parser reads this queue's messages: from the queue's own account (named in QUEUE_URL) and
 // QUEUE_ALLOWED_ACCOUNTS; from any account when QUEUE_URL names none.

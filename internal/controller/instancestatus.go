@@ -27,7 +27,7 @@ func (c *Controller) startInstanceStatus(ctx context.Context, resolver *ownershi
 		Instances: func() []string { return nodes.ListIndexFuncValues(ownership.IndexInstanceID) },
 		Interval:  time.Duration(c.cfg.InstanceStatusInterval) * time.Second,
 		Threshold: time.Duration(c.cfg.InstanceImpairedThreshold) * time.Second,
-		Logger:    log, Pass: c.metrics.InstanceStatusPass,
+		Logger:    log, Pass: c.metrics.InstanceStatusPass, Panics: c.metrics,
 	})
 	if err != nil {
 		log.Error("the DescribeInstanceStatus poll cannot start", "err", err)
@@ -52,7 +52,7 @@ func (c *Controller) takeStatusNotices(ctx context.Context, resolver *ownership.
 	for _, n := range ns {
 		c.metrics.Notice(string(n.Kind), string(n.Source))
 	}
-	fates := runNotices(ctx, ns, c.noticeWorkers(), c.intake.Backoff(), func(ctx context.Context, n notice.Notice) noticeFate {
+	fates := runNotices(ctx, ns, c.noticePool(log), func(ctx context.Context, n notice.Notice) noticeFate {
 		return c.handleNotice(ctx, resolver, n, log)
 	})
 	taken := make([]bool, len(fates))

@@ -3,16 +3,29 @@ package controller
 import (
 	"container/heap"
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/panics"
 )
 
-// runNotices handles the notices of one message with at most workers of them at once (an AWS
-// Health event may name thousands of instances), and returns each notice's fate.
+// noticePool is how runNotices works: at most workers notices at once, the backoff of a notice
+// retried in place, and where a notice's panic is logged and counted.
+type noticePool struct {
+	workers int
+	backoff wait.Backoff
+	log     *slog.Logger
+	panics  panics.Counter
+}
+
+// runNotices handles the notices of one message with at most p.workers of them at once (an
+// AWS Health event may name thousands of instances), and returns each notice's fate. A notice
+// whose handling panics is retried as one that failed: its siblings go on, and no worker is
+// lost.
 //
 // A notice that fails transiently (noticeRetry) is tried again in place, after backoff, while
 // some notice of the message has not had its first try yet: the message's own retry comes
@@ -21,9 +34,9 @@ import (
 // waiting gets one more try when it is due, and a failure then leaves the retry to the
 // message: notices that keep failing never hold the message between them. A notice never
 // handled because ctx ended is noticeCancelled.
-func runNotices(ctx context.Context, notices []notice.Notice, workers int, backoff wait.Backoff, handle func(context.Context, notice.Notice) noticeFate) []noticeFate {
+func runNotices(ctx context.Context, notices []notice.Notice, p noticePool, handle func(context.Context, notice.Notice) noticeFate) []noticeFate {
 	r := &noticeRun{
-		notices: notices, handle: handle, backoff: backoff,
+		notices: notices, handle: handle, backoff: p.backoff, log: p.log, panics: p.panics,
 		fates:   make([]noticeFate, len(notices)),
 		tried:   make([]bool, len(notices)),
 		untried: len(notices),
@@ -34,7 +47,7 @@ func runNotices(ctx context.Context, notices []notice.Notice, workers int, backo
 		r.fates[i] = noticeCancelled
 		r.ready[i] = i
 	}
-	workers = min(max(workers, 1), len(notices))
+	workers := min(max(p.workers, 1), len(notices))
 	var wg sync.WaitGroup
 	for range workers - 1 {
 		wg.Go(func() { r.work(ctx) })
@@ -51,6 +64,8 @@ type noticeRun struct {
 	notices []notice.Notice
 	handle  func(context.Context, notice.Notice) noticeFate
 	backoff wait.Backoff
+	log     *slog.Logger
+	panics  panics.Counter
 
 	mu      sync.Mutex
 	fates   []noticeFate
@@ -77,7 +92,7 @@ func (r *noticeRun) work(ctx context.Context) {
 			r.ready = r.ready[1:]
 			r.busy++
 			r.mu.Unlock()
-			fate := r.handle(ctx, r.notices[i])
+			fate := r.handleSafely(ctx, i)
 			r.mu.Lock()
 			r.busy--
 			if !r.tried[i] {
@@ -114,6 +129,15 @@ func (r *noticeRun) work(ctx context.Context) {
 		}
 		r.mu.Lock()
 	}
+}
+
+// handleSafely handles notice i; a panic is the notice's failure, retried as an error is.
+// Recovered here, it cannot take the worker (or the message's caller) with it, nor leave
+// the run's lock and count of busy notices wrong.
+func (r *noticeRun) handleSafely(ctx context.Context, i int) (fate noticeFate) {
+	fate = noticeRetry // what a panic leaves
+	defer panics.Recover(panics.Notice, r.log, r.panics, nil, "notice", r.notices[i].ID, "instance", r.notices[i].InstanceID)
+	return r.handle(ctx, r.notices[i])
 }
 
 // pause is how long notice i waits before its next try.

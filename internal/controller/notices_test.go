@@ -144,7 +144,7 @@ func failsFirst(id string, count int) bool {
 func TestRetryingNoticeHoldsNoWorker(t *testing.T) {
 	notices := []notice.Notice{{ID: "a"}, {ID: "b"}, {ID: "c"}}
 	var order []string
-	fates := runNotices(context.Background(), notices, 1, quickBackoff, func(_ context.Context, n notice.Notice) noticeFate {
+	fates := runNotices(context.Background(), notices, noticePool{workers: 1, backoff: quickBackoff}, func(_ context.Context, n notice.Notice) noticeFate {
 		order = append(order, n.ID)
 		if n.ID == "a" && len(order) == 1 {
 			return noticeRetry
@@ -166,7 +166,7 @@ func TestFailingNoticesLeaveRetryToMessage(t *testing.T) {
 	var calls atomic.Int32
 	done := make(chan []noticeFate, 1)
 	go func() {
-		done <- runNotices(context.Background(), notices, 3, quickBackoff, func(_ context.Context, n notice.Notice) noticeFate {
+		done <- runNotices(context.Background(), notices, noticePool{workers: 3, backoff: quickBackoff}, func(_ context.Context, n notice.Notice) noticeFate {
 			calls.Add(1)
 			if n.ID == "c" {
 				time.Sleep(20 * time.Millisecond) // the others retry in place meanwhile
@@ -187,11 +187,11 @@ func TestFailingNoticesLeaveRetryToMessage(t *testing.T) {
 		t.Fatal("two failing notices held the message after the last other notice was done")
 	}
 	// One notice alone leaves its retry to the message at once.
-	fates := runNotices(context.Background(), notices[:1], 3, quickBackoff, func(context.Context, notice.Notice) noticeFate { return noticeRetry })
+	fates := runNotices(context.Background(), notices[:1], noticePool{workers: 3, backoff: quickBackoff}, func(context.Context, notice.Notice) noticeFate { return noticeRetry })
 	if !slices.Equal(fates, []noticeFate{noticeRetry}) {
 		t.Errorf("one failing notice: %v", fates)
 	}
-	if got := runNotices(context.Background(), nil, 3, quickBackoff, nil); len(got) != 0 {
+	if got := runNotices(context.Background(), nil, noticePool{workers: 3, backoff: quickBackoff}, nil); len(got) != 0 {
 		t.Errorf("no notices: %v", got)
 	}
 }
@@ -200,7 +200,7 @@ func TestFailingNoticesLeaveRetryToMessage(t *testing.T) {
 func TestStoppingCancelsTheRest(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	notices := make([]notice.Notice, 50)
-	fates := runNotices(ctx, notices, 2, quickBackoff, func(ctx context.Context, n notice.Notice) noticeFate {
+	fates := runNotices(ctx, notices, noticePool{workers: 2, backoff: quickBackoff}, func(ctx context.Context, n notice.Notice) noticeFate {
 		cancel()
 		return noticeCancelled
 	})

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/panics"
 	"lifeboat.dev/lifeboat/internal/readiness"
 	"lifeboat.dev/lifeboat/internal/wiring"
 )
@@ -18,7 +19,7 @@ func (c *Controller) reportReadiness(ctx context.Context, every time.Duration) {
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
 	for {
-		findings, err := readiness.Check(ctx, c.client, opts)
+		findings, err := c.checkReadiness(ctx, opts)
 		if ctx.Err() != nil {
 			return
 		}
@@ -38,4 +39,11 @@ func (c *Controller) reportReadiness(ctx context.Context, every time.Duration) {
 		case <-ticker.C:
 		}
 	}
+}
+
+// checkReadiness runs one check. A panic (a bug met on the cluster's workloads) is that
+// check's failure: the last findings stay published, and the next check runs on time.
+func (c *Controller) checkReadiness(ctx context.Context, opts readiness.Options) (findings []readiness.Finding, err error) {
+	defer panics.Recover(panics.Readiness, c.log, c.metrics, &err)
+	return readiness.Check(ctx, c.client, opts)
 }

@@ -12,6 +12,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/episode/driver"
 	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/panics"
 	"lifeboat.dev/lifeboat/internal/record"
 )
 
@@ -32,17 +33,25 @@ func newEpisodes(informer cache.SharedIndexInformer, handler *interruption.Handl
 	if err != nil {
 		return nil, err
 	}
+	// The informer's goroutine reads each node's record, which is input: a panic drops that
+	// event only.
 	offer := func(obj any) {
-		if n, ok := obj.(*corev1.Node); ok && hasWork(n, handler, cfg) {
-			episodes.Add(n.Name)
+		if n, ok := obj.(*corev1.Node); ok {
+			defer panics.Recover(panics.NodeEvent, log, m, nil, "node", n.Name)
+			if hasWork(n, handler, cfg) {
+				episodes.Add(n.Name)
+			}
 		}
 	}
 	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: offer,
 		UpdateFunc: func(old, obj any) {
 			o, _ := old.(*corev1.Node)
-			if n, ok := obj.(*corev1.Node); ok && interruption.Wakes(o, n, handler.Origin()) {
-				offer(n)
+			if n, ok := obj.(*corev1.Node); ok {
+				defer panics.Recover(panics.NodeEvent, log, m, nil, "node", n.Name)
+				if interruption.Wakes(o, n, handler.Origin()) {
+					offer(n)
+				}
 			}
 		},
 	})

@@ -156,7 +156,7 @@ func (d *Daemon) handlerOptions(ctx context.Context, clients *Clients) (interrup
 		return interruption.Options{}, &ConfigError{fmt.Errorf("invalid Kubernetes Events settings: %w", err)}
 	}
 	d.closers = append(d.closers, stopEvents)
-	hooks, err := webhook.New(wiring.Webhook(d.cfg), webhook.Options{Logger: d.log}) // the handler counts results
+	hooks, err := webhook.New(wiring.Webhook(d.cfg), webhook.Options{Logger: d.log, Panics: d.metrics}) // the handler counts results
 	if err != nil {
 		return interruption.Options{}, &ConfigError{fmt.Errorf("invalid webhook settings: %w", err)}
 	}

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"lifeboat.dev/lifeboat/internal/panics"
 )
 
 // Options configure a Drainer.
@@ -50,6 +52,10 @@ type Options struct {
 	// Observer, when set, hears of pods whose eviction a PodDisruptionBudget refuses.
 	Observer Observer
 	Logger   *slog.Logger
+	// Panics, when set, counts the panics recovered in a drain's goroutines: a pod's eviction
+	// (site eviction: that pod fails), the drain's pod watch (pod_watch: the drain fails) and
+	// its cuts of grace periods (grace_cut).
+	Panics panics.Counter
 }
 
 // Observer hears which pods hold a drain, so that an operator does not have to guess. A
@@ -256,10 +262,12 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 	}
 
 	r.track(pods, candidates, terminating)
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	if d.opts.Pods == nil {
-		go d.watchDeletions(watchCtx, node, rv, r.tr)
+		go d.watchSafely(watchCtx, node, rv, r.tr, fail)
 	}
 	d.shortenOnTighten(watchCtx, deadline, tightened, r.tr)
 
@@ -267,7 +275,18 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 	r.tr.waitAll(ctx, terminating)
 	r.drainLate(ctx)
 	r.noteGone()
+	if err, panicked := errors.AsType[*panics.Error](context.Cause(ctx)); panicked {
+		return res, fmt.Errorf("drain %s: %w", node, err)
+	}
 	return res, r.incomplete(terminating)
+}
+
+// watchSafely runs the drain's pod watch; a panic fails the drain (fail ends it with the
+// panic as its cause), which is retried, rather than leave it blind until its deadline.
+func (d *Drainer) watchSafely(ctx context.Context, node, rv string, tr *tracker, fail context.CancelCauseFunc) {
+	if err := panics.Do(panics.PodWatch, d.opts.Logger, d.opts.Panics, func() { d.watchDeletions(ctx, node, rv, tr) }, "node", node); err != nil {
+		fail(err)
+	}
 }
 
 // drainRun is one drain's state, shared by its steps.
@@ -435,14 +454,16 @@ func (d *Drainer) evictInTiers(ctx context.Context, candidates []Candidate, out 
 	if last := slices.IndexFunc(candidates, func(c Candidate) bool { return c.Tier == TierDoNotDisrupt }); last >= 0 {
 		for i := last; i < len(candidates); i++ {
 			c, outcome := candidates[i], &out[i]
-			wg.Go(func() { d.evictAtLast(ctx, c, outcome, deadline, tr) })
+			wg.Go(func() {
+				d.evictSafely(outcome, func() { d.evictAtLast(ctx, c, outcome, deadline, tr) })
+			})
 		}
 		tiered = last
 	}
 	for start := 0; start < tiered; {
 		end := tierEnd(candidates[:tiered], start)
 		tier, tierOut := candidates[start:end], out[start:end]
-		wg.Go(func() { d.evictTier(ctx, tier, tierOut, deadline, tr, &wg) })
+		wg.Go(func() { d.evictTier(ctx, tier, tierOut, deadline, tr, &wg) }) // recovers its own panics
 		if end < tiered {
 			d.awaitTurn(ctx, tier, candidates[end:tierEnd(candidates[:tiered], end)], deadline, tr)
 		}
@@ -545,7 +566,12 @@ const lastMargin = 2 * time.Second
 // whose eviction failed, is released so as not to hold its tier back.
 func (d *Drainer) evictTier(ctx context.Context, tier []Candidate, out []PodOutcome, deadline *Deadline, tr *tracker, wg *sync.WaitGroup) {
 	inFlight := make(chan struct{}, d.opts.Concurrency) // workers always end, so no send blocks forever
-	for i := range tier {
+	started := 0
+	// A panic here fails the tier's pods not started yet, and lets the next tier go.
+	defer panics.Recover(panics.Eviction, d.opts.Logger, d.opts.Panics, nil, "node", tier[0].Pod.Spec.NodeName, "tier", tier[0].Tier.String())
+	defer failUnstarted(&started, tier, out, tr)
+	for ; started < len(tier); started++ {
+		i := started
 		inFlight <- struct{}{}
 		turn, err := d.slots.acquire(ctx, deadline.Time())
 		if err != nil {
@@ -553,6 +579,7 @@ func (d *Drainer) evictTier(ctx context.Context, tier []Candidate, out []PodOutc
 			for j := i; j < len(tier); j++ {
 				out[j].Error = "deadline reached before its eviction's turn came"
 			}
+			started = len(tier)
 			return
 		}
 		uid := tier[i].Pod.UID
@@ -560,14 +587,35 @@ func (d *Drainer) evictTier(ctx context.Context, tier []Candidate, out []PodOutc
 		free := func() { once.Do(func() { <-inFlight }) }
 		wg.Go(func() {
 			defer free()
-			d.evictOne(ctx, tier[i].Pod, &out[i], deadline, tr, turn, func() {
-				free()
-				tr.release(uid)
+			d.evictSafely(&out[i], func() {
+				d.evictOne(ctx, tier[i].Pod, &out[i], deadline, tr, turn, func() {
+					free()
+					tr.release(uid)
+				})
 			})
 			if out[i].EvictedAt.IsZero() { // failed, or the deadline came: it is not leaving
 				tr.release(uid)
 			}
 		})
+	}
+}
+
+// failUnstarted marks the pods of a tier from *started on, whose eviction never started
+// because the tier's worker panicked, as failed, and releases them so that the next tier
+// starts. It does nothing once every pod has started.
+func failUnstarted(started *int, tier []Candidate, out []PodOutcome, tr *tracker) {
+	for j := *started; j < len(tier); j++ {
+		out[j].Error = "its eviction never started: the drain's eviction worker panicked (see the log)"
+		tr.release(tier[j].Pod.UID)
+	}
+}
+
+// evictSafely runs one pod's eviction; a panic fails that pod only (its outcome says so,
+// unless its eviction was already accepted) and the drain's other pods go on.
+func (d *Drainer) evictSafely(out *PodOutcome, evict func()) {
+	err := panics.Do(panics.Eviction, d.opts.Logger, d.opts.Panics, evict, "pod", out.Pod.String())
+	if err != nil && out.EvictedAt.IsZero() {
+		out.Error = "eviction failed: " + err.Error()
 	}
 }
 
@@ -582,6 +630,11 @@ func (d *Drainer) evictOne(ctx context.Context, pod *Pod, out *PodOutcome, dl *D
 	e := &podEviction{d: d, pod: pod, out: out, dl: dl, tr: tr, refused: refused,
 		log: d.opts.Logger.With("pod", out.Pod.String(), "node", pod.Spec.NodeName), backoff: d.opts.RetryMin}
 	defer e.unblock()
+	defer func() {
+		if turn != nil {
+			turn() // a panic must not keep one of the process's eviction slots
+		}
+	}()
 	for {
 		if turn == nil {
 			var ok bool
@@ -793,7 +846,11 @@ func (d *Drainer) forceDelete(ctx context.Context, pod *Pod, out *PodOutcome, de
 // every second. changed is dl.Changed() from before the drain's first eviction. It follows
 // the deadline until ctx ends, without a goroutine of its own meanwhile.
 func (d *Drainer) shortenOnTighten(ctx context.Context, dl *Deadline, changed <-chan struct{}, tr *tracker) {
-	s := &sweeps{sweep: func() int { return d.shortenLeaving(ctx, dl, tr) }}
+	s := &sweeps{sweep: func() (failed int) {
+		// A panic ends this sweep only, as one with nothing to try again.
+		defer panics.Recover(panics.GraceCut, d.opts.Logger, d.opts.Panics, nil)
+		return d.shortenLeaving(ctx, dl, tr)
+	}}
 	stopFollowing := dl.OnTighten(s.run)
 	context.AfterFunc(ctx, func() {
 		stopFollowing()

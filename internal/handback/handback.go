@@ -9,8 +9,12 @@ package handback
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"sync"
 	"time"
+
+	"lifeboat.dev/lifeboat/internal/panics"
 )
 
 // Subject is a drained node about to be handed back, and what its drain moved away.
@@ -42,6 +46,29 @@ type Wait interface {
 // ErrSkip marks an error after which a wait is given up rather than retried (a missing
 // permission).
 var ErrSkip = errors.New("wait skipped")
+
+// Guarded is w with a panic of its Held recovered (site handback_wait), counted in c and logged
+// to log: the wait is skipped, as one that cannot be checked, and the other waits (and the
+// hand-back) go on.
+func Guarded(w Wait, log *slog.Logger, c panics.Counter) Wait {
+	return guarded{Wait: w, log: log, count: c}
+}
+
+type guarded struct {
+	Wait
+	log   *slog.Logger
+	count panics.Counter
+}
+
+func (g guarded) Held(ctx context.Context, s Subject) (held []string, err error) {
+	defer func() {
+		if _, panicked := errors.AsType[*panics.Error](err); panicked {
+			err = fmt.Errorf("%w: %w", ErrSkip, err)
+		}
+	}()
+	defer panics.Recover(panics.HandbackWait, g.log, g.count, &err, "wait", g.Name(), "node", s.Node)
+	return g.Wait.Held(ctx, s)
+}
 
 // Outcome is how a wait ended.
 type Outcome string

@@ -1,9 +1,12 @@
 package handback_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,5 +77,49 @@ func TestRunEndsWithTheContext(t *testing.T) {
 	results := handback.Run(ctx, time.Now().Add(time.Hour), handback.Subject{Node: "n1"}, &heldFor{name: "never", until: time.Now().Add(time.Hour)})
 	if results[0].Outcome != handback.Cut {
 		t.Errorf("outcome %s, want cut when the context ends", results[0].Outcome)
+	}
+}
+
+// panicking is a wait whose Held panics.
+type panicking struct{ heldFor }
+
+func (w *panicking) Held(context.Context, handback.Subject) ([]string, error) {
+	w.calls.Add(1)
+	var targets map[string]*handback.Subject
+	return []string{targets["gone"].Node}, nil // a bug met on a poll's answer
+}
+
+// siteCount counts recovered panics by site.
+type siteCount struct{ n map[string]int }
+
+func (s *siteCount) PanicRecovered(site string) { s.n[site]++ }
+
+// A guarded wait whose Held panics is skipped at once, as one that cannot be checked, with the
+// panic as its error, counted under site handback_wait and logged; the other wait is not
+// disturbed and is released in its time.
+func TestGuardedPanicSkipsThatWait(t *testing.T) {
+	var logs bytes.Buffer
+	count := &siteCount{n: map[string]int{}}
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	bad := &panicking{heldFor{name: "targets"}}
+	soon := &heldFor{name: "volumes", until: time.Now().Add(50 * time.Millisecond)}
+	results := handback.Run(context.Background(), time.Now().Add(5*time.Second), handback.Subject{Node: "n1"},
+		handback.Guarded(bad, log, count), handback.Guarded(soon, log, count))
+	if r := results[0]; r.Outcome != handback.Skipped || !errors.Is(r.Err, handback.ErrSkip) || !strings.Contains(fmt.Sprint(r.Err), "panic in handback_wait") {
+		t.Errorf("the panicking wait: %s (err %v), want skipped with the panic", r.Outcome, r.Err)
+	}
+	if n := bad.calls.Load(); n != 1 {
+		t.Errorf("the panicking wait was asked %d times, want once", n)
+	}
+	if r := results[1]; r.Outcome != handback.Released {
+		t.Errorf("the other wait: %s (err %v), want released", r.Outcome, r.Err)
+	}
+	if count.n["handback_wait"] != 1 {
+		t.Errorf("panics counted %v, want one under handback_wait", count.n)
+	}
+	for _, want := range []string{"level=ERROR", "site=handback_wait", "wait=targets", "node=n1", "handback_test.go"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs.String())
+		}
 	}
 }

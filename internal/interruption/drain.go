@@ -39,6 +39,7 @@ func newDrains(c *config.Config, client kubernetes.Interface, m *metrics.Metrics
 	d := &drains{metrics: m, events: e, log: log, running: map[string]*drain.Deadline{}}
 	opts := wiring.Drain(c, client, log)
 	opts.Observer = drain.NewReporter(e, m, log)
+	opts.Panics = m
 	d.drainer.Store(drain.New(client, opts))
 	return d
 }

@@ -98,6 +98,15 @@ func (b *handBacks) run(ctx context.Context, node *corev1.Node, pending []notice
 	return notes, safe
 }
 
+// guarded is waits, each with its panics recovered: a wait that panics is skipped.
+func guarded(waits []handback.Wait, log *slog.Logger, m *metrics.Metrics) []handback.Wait {
+	out := make([]handback.Wait, len(waits))
+	for i, w := range waits {
+		out[i] = handback.Guarded(w, log, m)
+	}
+	return out
+}
+
 // instanceOf is the node's EC2 instance id: from its notices, or else its provider id.
 func instanceOf(node *corev1.Node, pending []notice.Notice) string {
 	for _, n := range pending {

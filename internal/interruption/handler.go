@@ -140,13 +140,13 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 	h := &Handler{cfg: c, client: client, log: logger, origin: o.Origin, metrics: o.Metrics, events: o.Events, keepAlive: o.KeepAlive}
 	h.invalid = &invalidRecords{reported: newReportedOnce(), log: logger, metrics: o.Metrics, events: o.Events}
 	h.drains = newDrains(c, client, o.Metrics, o.Events, logger)
-	h.claims = &claims{origin: o.Origin, holder: holderName(), renewEvery: OwnerRenew, cfg: c, writer: w, metrics: o.Metrics, owning: map[string]*renewals{}}
+	h.claims = &claims{origin: o.Origin, holder: holderName(), renewEvery: OwnerRenew, cfg: c, writer: w, metrics: o.Metrics, log: logger, owning: map[string]*renewals{}}
 	h.ends = &ends{cfg: c, writer: w, handled: handled, events: o.Events, metrics: o.Metrics, log: logger}
 	reports := &reports{webhook: o.Webhook, cfg: c, metrics: o.Metrics, log: logger}
 	h.intake = &intake{cfg: c, origin: o.Origin, log: logger, cordonClient: cordonClient, cordonWriter: cordonWriter, handled: handled,
 		metrics: o.Metrics, events: o.Events, claims: h.claims, drains: h.drains, ends: h.ends, reports: reports, invalid: h.invalid,
 		refused: &refusedClaims{reported: newReportedOnce(), log: logger, metrics: o.Metrics, events: o.Events}}
-	h.handBacks = &handBacks{waits: o.Handback, cfg: c, writer: w, metrics: o.Metrics, events: o.Events}
+	h.handBacks = &handBacks{waits: guarded(o.Handback, logger, o.Metrics), cfg: c, writer: w, metrics: o.Metrics, events: o.Events}
 	h.retentions = &retentions{retainer: o.Retainer, cfg: c, writer: w, events: o.Events, metrics: o.Metrics, drains: h.drains}
 	h.completion = &completions{completer: o.Completer, cfg: c, writer: w, handled: handled, events: o.Events, log: logger, claims: h.claims, reports: reports}
 	return h

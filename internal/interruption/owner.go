@@ -15,6 +15,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/panics"
 	"lifeboat.dev/lifeboat/internal/record"
 )
 
@@ -30,6 +31,7 @@ type claims struct {
 	cfg        *config.Config
 	writer     *nodes.Writer
 	metrics    *metrics.Metrics
+	log        *slog.Logger
 
 	mu     sync.Mutex
 	owning map[string]*renewals // the claim of each drain running in this process
@@ -203,6 +205,8 @@ func (c *claims) follow(informer cache.SharedIndexInformer) error {
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) {
 			if n, ok := obj.(*corev1.Node); ok {
+				// The informer's goroutine: a panic on this node's record drops this event only.
+				defer panics.Recover(panics.NodeEvent, c.log, c.metrics, nil, "node", n.Name)
 				c.observe(n)
 			}
 		},
@@ -358,7 +362,7 @@ func (r *renewals) renew() {
 		return
 	}
 	started := time.Now()
-	holds, failed := r.renewOnce()
+	holds, failed := r.renewOnceSafely()
 	switch {
 	case !holds:
 		r.cancel()
@@ -367,6 +371,16 @@ func (r *renewals) renew() {
 	case r.always || r.contested:
 		r.schedule(started.Add(r.c.renewEvery)) // the renewal's own time is part of the period
 	}
+}
+
+// renewOnceSafely is renewOnce on the timer's goroutine, with its panic recovered: a claim
+// that cannot be renewed is given up as a lost one is, so the drain stops and is tried again
+// rather than run on unclaimed.
+func (r *renewals) renewOnceSafely() (holds, failed bool) {
+	if panics.Do(panics.DrainClaim, r.log, r.c.metrics, func() { holds, failed = r.renewOnce() }) != nil {
+		return false, false
+	}
+	return holds, failed
 }
 
 // renewOnce sends one renewal, and reports whether the claim still holds (false once another

@@ -17,6 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -325,4 +326,33 @@ func countVerb(actions []k8stesting.Action, verb string) int {
 		}
 	}
 	return n
+}
+
+// A renewal that panics (on the timer's goroutine) gives the claim up as a lost one is: the
+// drain's context ends, so the drain stops and is tried again rather than run on unclaimed;
+// the panic is counted under site drain_claim, and the process goes on.
+func TestRenewalPanicStopsThatDrain(t *testing.T) {
+	inst := "i-0123456789abcdef0"
+	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
+		InstanceID: inst, Deadline: time.Now().Add(90 * time.Second)}
+	ctx := context.Background()
+	client := fake.NewSimpleClientset(ownedNode(t, record.PhaseDraining, &record.Owner{Origin: queueOrigin, Renewed: time.Now().UTC()}, spot))
+	client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		var nodes map[string]*corev1.Node
+		return true, nodes["n1"].DeepCopy(), nil // a nil node: the renewal's reading of it panics
+	})
+	m := metrics.New()
+	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{Origin: queueOrigin, Metrics: m})
+	h.claims.renewEvery = 20 * time.Millisecond
+	node, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	owning, stop := h.claims.keep(ctx, node, drain.NewDeadline(time.Now().Add(time.Hour)), h.log)
+	defer stop()
+	select {
+	case <-owning.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the drain goes on after its renewal panicked")
+	}
+	if got := m.Value("lifeboat_reconcile_panics_total", "site", "drain_claim"); got != 1 {
+		t.Errorf("lifeboat_reconcile_panics_total{site=drain_claim} = %v, want 1", got)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/panics"
 	"lifeboat.dev/lifeboat/internal/record"
 )
 
@@ -52,30 +53,47 @@ func (h *Heartbeats) Start(ctx context.Context, node *corev1.Node, notices []not
 		}
 		lc := *n.Lifecycle
 		wg.Go(func() {
-			h.keepAlive(ctx, n, lc, node, deadline, h.Log.With("notice", n.ID, "group", lc.Group, "hook", lc.Hook))
+			h.keepAliveSafely(ctx, n, lc, node, deadline, h.Log.With("notice", n.ID, "group", lc.Group, "hook", lc.Hook))
 		})
 	}
 	return func() { cancel(); wg.Wait() }
 }
 
-// keepAlive sends the heartbeats of one action until ctx ends, the window closes, or the
-// action is over.
-func (h *Heartbeats) keepAlive(ctx context.Context, n notice.Notice, lc notice.Lifecycle, node *corev1.Node, deadline *drain.Deadline, log *slog.Logger) {
-	interval := h.Policy.Interval
-	began := n.StartTime
-	if began.IsZero() {
-		began = time.Now()
+// sent is one action's heartbeats so far: when the action began, and the last heartbeat
+// Auto Scaling accepted, from which its expiry counts.
+type sent struct {
+	began, last time.Time
+}
+
+// keepAliveSafely runs keepAlive as one unit of work. A panic stops this action's heartbeats
+// only, and brings the drain's deadline to the action's expiry as when they end for good: the
+// drain must not count on heartbeats that will not come. The other actions and the process go
+// on.
+func (h *Heartbeats) keepAliveSafely(ctx context.Context, n notice.Notice, lc notice.Lifecycle, node *corev1.Node, deadline *drain.Deadline, log *slog.Logger) {
+	s := &sent{began: n.StartTime}
+	if s.began.IsZero() {
+		s.began = time.Now()
 	}
-	until := began.Add(h.Policy.Until)
-	// last schedules the next heartbeat (a failure brings it forward); lastSent is the last
-	// one Auto Scaling accepted, from which the action's expiry counts.
-	last := began
+	s.last = s.began
+	err := panics.Do(panics.Heartbeat, log, h.Metrics, func() { h.keepAlive(ctx, n, lc, node, deadline, s, log) })
+	if err != nil && ctx.Err() == nil {
+		_ = panics.Do(panics.Heartbeat, log, h.Metrics, func() { h.ended(ctx, lc, s.began, s.last, false, deadline, log) })
+	}
+}
+
+// keepAlive sends the heartbeats of one action until ctx ends, the window closes, or the
+// action is over; s is kept up to date.
+func (h *Heartbeats) keepAlive(ctx context.Context, n notice.Notice, lc notice.Lifecycle, node *corev1.Node, deadline *drain.Deadline, s *sent, log *slog.Logger) {
+	interval := h.Policy.Interval
+	until := s.began.Add(h.Policy.Until)
+	// last schedules the next heartbeat (a failure brings it forward).
+	last := s.began
 	if rec, err := record.Read(node); err == nil && rec.Heartbeat != nil && rec.Heartbeat.Notice == n.ID {
 		last = rec.Heartbeat.Last
 		log.Info("resuming lifecycle heartbeats", "sent", rec.Heartbeat.Count, "last", last)
 	}
-	lastSent := last
-	ended := func(over bool) { h.ended(ctx, lc, began, lastSent, over, deadline, log) }
+	s.last = last
+	ended := func(over bool) { h.ended(ctx, lc, s.began, s.last, over, deadline, log) }
 	for {
 		next := last.Add(interval)
 		if next.After(until) {
@@ -91,7 +109,7 @@ func (h *Heartbeats) keepAlive(ctx context.Context, n notice.Notice, lc notice.L
 		switch {
 		case err == nil:
 			last = time.Now()
-			lastSent = last
+			s.last = last
 			h.note(ctx, node.Name, n.ID, last, log)
 		case errors.Is(err, errRefused):
 			return

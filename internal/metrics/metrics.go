@@ -65,8 +65,8 @@ type Metrics struct {
 	// instanceStatus: the controller's DescribeInstanceStatus passes (instancestatus.go).
 	instanceStatus *instanceStatusMetrics
 
-	reconcilePanics prometheus.Counter
-	retained        *prometheus.CounterVec
+	panics   *prometheus.CounterVec
+	retained *prometheus.CounterVec
 
 	imdsPolls     *prometheus.CounterVec
 	notices       *prometheus.CounterVec
@@ -219,8 +219,8 @@ func New() *Metrics {
 		m.claims.WithLabelValues(check) // at zero from the start, so the first refusal is an increase
 	}
 	m.instanceStatus = newInstanceStatusMetrics(m.Registry)
-	m.reconcilePanics = newReconcilePanics()
-	m.Registry.MustRegister(m.reconcilePanics)
+	m.panics = newPanics()
+	m.Registry.MustRegister(m.panics)
 	m.Registry.MustRegister(newBuildInfo())
 	m.retained = newRetained()
 	m.Registry.MustRegister(m.retained)

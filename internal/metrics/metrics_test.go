@@ -15,6 +15,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/panics"
 	"lifeboat.dev/lifeboat/internal/readiness"
 	"lifeboat.dev/lifeboat/internal/version"
 )
@@ -24,7 +25,9 @@ import (
 func exercised() *Metrics {
 	m := New()
 	m.ConnectionRefused(ServerMetrics)()
-	m.ReconcilePanic()
+	for _, s := range panics.Sites {
+		m.PanicRecovered(s.Name)
+	}
 	m.ObserveIMDS("spot/instance-action", nil)
 	for _, k := range []notice.Kind{notice.SpotInterruption, notice.CapacityReservationInterruption, notice.ScheduledMaintenance,
 		notice.Rebalance, notice.ASGTermination, notice.StateChange, notice.ASGLaunch, notice.CapacityBlockExpiration, notice.InstanceImpaired} {
@@ -235,4 +238,48 @@ func TestDescribedListsEveryCollector(t *testing.T) {
 			t.Errorf("Described misses %s: %v", want, names)
 		}
 	}
+}
+
+// lifeboat_reconcile_panics_total has a series at 0 for every site from the start (so that a
+// site's first panic is an increase), names each site in its help, and counts each site apart.
+func TestPanicsBySite(t *testing.T) {
+	m := New()
+	help := newPanics().WithLabelValues("x").Desc().String()
+	for _, s := range panics.Sites {
+		if !strings.Contains(help, s.Name+",") && !strings.Contains(help, s.Name+")") {
+			t.Errorf("the help does not name site %s", s.Name)
+		}
+		if v, present := sample(t, m, "lifeboat_reconcile_panics_total", "site", s.Name); !present || v != 0 {
+			t.Errorf("lifeboat_reconcile_panics_total{site=%q} = %v (present %v) at start, want 0", s.Name, v, present)
+		}
+	}
+	m.PanicRecovered(panics.Webhook.Name)
+	if v := m.Value("lifeboat_reconcile_panics_total", "site", "webhook"); v != 1 {
+		t.Errorf("{site=webhook} = %v, want 1", v)
+	}
+	if v := m.Value("lifeboat_reconcile_panics_total"); v != 1 {
+		t.Errorf("the sum over sites = %v, want 1", v)
+	}
+}
+
+// sample returns the value of the metric's series with the label, and whether it has one.
+func sample(t *testing.T, m *Metrics, name, label, value string) (float64, bool) {
+	t.Helper()
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return s.GetCounter().GetValue(), true
+				}
+			}
+		}
+	}
+	return 0, false
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/panics"
 )
 
 var errNoEC2 = errors.New("no EC2 client to describe instances with")
@@ -29,6 +31,10 @@ const maxPrefetch = 1000
 type InstancesOptions struct {
 	CacheTTL    time.Duration // how long EC2 answers are reused (0: DefaultCacheTTL)
 	BatchWindow time.Duration // lookups arriving within it share one call (0: DefaultBatchWindow)
+	// Logger and Panics report a batched DescribeInstances that panicked (site
+	// instance_lookup): it fails its lookups as an error does. Logger defaults to slog.Default().
+	Logger *slog.Logger
+	Panics panics.Counter
 }
 
 // Instances is EC2's description of instances, asked for in batches and cached by instance:
@@ -184,10 +190,18 @@ func (c *Instances) withPrefetchLocked(ids []string) []string {
 	return ids
 }
 
+// describe asks EC2 about ids, on a goroutine of the batch's own. A panic (a bug met on the
+// answer) fails the batch as an error does: every lookup waiting on it is told, rather than
+// waiting for ever, and is asked again.
+func describe(ctx context.Context, ec2 cloud.EC2, ids []string, o InstancesOptions) (found map[string]cloud.Instance, err error) {
+	defer panics.Recover(panics.InstanceLookup, o.Logger, o.Panics, &err, "instances", len(ids))
+	return ec2.DescribeInstances(ctx, ids)
+}
+
 // fetch asks EC2 about ids and hands the answer to everyone waiting. Errors are not cached.
 func (c *Instances) fetch(ids []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
-	found, err := c.ec2.DescribeInstances(ctx, ids)
+	found, err := describe(ctx, c.ec2, ids, c.opts)
 	cancel()
 
 	c.mu.Lock()

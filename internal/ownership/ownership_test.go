@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/panics"
 )
 
 // fakeEC2 answers from a fixed set of instances and records every call.
@@ -691,4 +693,57 @@ func FuzzInstanceIDFromProviderID(f *testing.F) {
 			t.Fatalf("InstanceIDFromProviderID(%q) = %q", s, id)
 		}
 	})
+}
+
+// panickyEC2 panics on its first answer, then answers as fakeEC2 does.
+type panickyEC2 struct {
+	*fakeEC2
+	panicked sync.Once
+}
+
+func (p *panickyEC2) DescribeInstances(ctx context.Context, ids []string) (map[string]cloud.Instance, error) {
+	p.panicked.Do(func() {
+		var answers map[string]*cloud.Instance
+		_ = answers[ids[0]].State // a bug met on EC2's answer
+	})
+	return p.fakeEC2.DescribeInstances(ctx, ids)
+}
+
+// siteCount counts recovered panics by site.
+type siteCount struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (s *siteCount) PanicRecovered(site string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[string]int{}
+	}
+	s.n[site]++
+}
+
+// A batched DescribeInstances that panics (on the goroutine that sends the batch) fails its
+// lookups as an EC2 error does, at once rather than never, counted under site
+// instance_lookup; the next lookup asks again and gets its answer.
+func TestResolvePanicFailsItsBatch(t *testing.T) {
+	ec2 := &panickyEC2{fakeEC2: newFakeEC2(instance("i-1", "n1", managed, ""))}
+	count := &siteCount{}
+	instances := NewInstances(ec2, InstancesOptions{Logger: slog.New(slog.DiscardHandler), Panics: count})
+	r, _ := startInformerWith(t, instances, Options{CheckManagedTag: true, ManagedTag: managed, UseProviderID: true}, node("n1", providerID("i-1")))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := r.Resolve(ctx, "i-1")
+	if _, panicked := errors.AsType[*panics.Error](err); !panicked {
+		t.Fatalf("error %v, want the batch's panic", err)
+	}
+	if v, err := r.Resolve(ctx, "i-1"); err != nil || !v.Owned {
+		t.Fatalf("the next lookup: %+v, %v", v, err)
+	}
+	count.mu.Lock()
+	defer count.mu.Unlock()
+	if count.n["instance_lookup"] != 1 {
+		t.Errorf("panics counted %v, want one under instance_lookup", count.n)
+	}
 }

@@ -22,6 +22,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"lifeboat.dev/lifeboat/internal/panics"
 )
 
 // Settings are what the operator sets: the WEBHOOK_* settings of NTH's configuration.
@@ -70,6 +72,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Observe, when set, receives one Result* per Send (for a metric).
 	Observe func(result string)
+	// Panics, when set, counts the Sends that panicked (site webhook): such a Send fails
+	// with the panic as its error (redacted, like every error here), and is observed failed.
+	Panics panics.Counter
 }
 
 func (o *Options) defaults() {
@@ -227,11 +232,22 @@ func (s *Sender) Enabled() bool { return s != nil && s.url != "" }
 // exponential backoff (honouring Retry-After up to MaxRetryAfter) until an attempt succeeds,
 // MaxAttempts requests were made or MaxElapsed has passed. Other answers are not retried.
 // It returns nil when the sender is disabled. The error never contains the URL, the proxy
-// or a header value.
-func (s *Sender) Send(ctx context.Context, n Notification) error {
+// or a header value. A panic while sending is this send's error; nothing else is stopped.
+func (s *Sender) Send(ctx context.Context, n Notification) (err error) {
 	if !s.Enabled() {
 		return nil
 	}
+	defer func() {
+		if _, panicked := errors.AsType[*panics.Error](err); panicked {
+			s.opts.Observe(ResultFailed)
+		}
+	}()
+	defer panics.RecoverRedacted(panics.Webhook, s.opts.Logger, s.opts.Panics, &err, s.redact.Replace, "event_id", n.EventID)
+	return s.send(ctx, n)
+}
+
+// send is one Send of an enabled sender.
+func (s *Sender) send(ctx context.Context, n Notification) error {
 	n = withPlacement(n)
 	if s.nthKinds {
 		n = asNTH(n)

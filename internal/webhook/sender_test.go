@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"lifeboat.dev/lifeboat/internal/panics"
 )
 
 // recorder is a webhook endpoint that answers from a script and records what it got.
@@ -573,5 +575,63 @@ func TestSendTemplateFailureSendsNothing(t *testing.T) {
 	}
 	if got := res.list(); !slices.Equal(got, []string{ResultInvalid}) {
 		t.Errorf("observed %v", got)
+	}
+}
+
+// roundTripper is an http.RoundTripper from a function.
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// panicCount counts recovered panics by site.
+type panicCount struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (p *panicCount) PanicRecovered(site string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n == nil {
+		p.n = map[string]int{}
+	}
+	p.n[site]++
+}
+
+// A send that panics (here in the HTTP transport, with the URL in its panic) is that send's
+// error: counted under site webhook, observed failed, logged with the stack, and the URL's
+// secret kept out of both the error and the log. The next send goes out.
+func TestSendPanicIsThatSendsError(t *testing.T) {
+	const secret = "T0123/B0456/pathsecretXYZ"
+	rec, srv := endpoint(t, statuses(200))
+	count := &panicCount{}
+	s, res, logs := newSender(t, testConfig(srv.URL+"/"+secret), Options{Panics: count})
+	working := s.client.Transport
+	s.client.Transport = roundTripper(func(r *http.Request) (*http.Response, error) {
+		panic("a bug met posting to " + r.URL.String())
+	})
+	err := s.Send(context.Background(), Notification{EventID: "e1", Kind: "spot-interruption"})
+	if _, panicked := errors.AsType[*panics.Error](err); !panicked || !strings.Contains(err.Error(), "a bug met posting to") {
+		t.Fatalf("error %v, want the panic", err)
+	}
+	if count.n["webhook"] != 1 {
+		t.Errorf("panics counted %v, want one under webhook", count.n)
+	}
+	if got := res.list(); !slices.Equal(got, []string{ResultFailed}) {
+		t.Errorf("observed %v, want failed", got)
+	}
+	for _, want := range []string{"level=ERROR", "site=webhook", "event_id=e1", "sender_test.go"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs)
+		}
+	}
+	for _, leak := range []string{secret, "pathsecretXYZ", srv.Listener.Addr().String()} {
+		if strings.Contains(err.Error(), leak) || strings.Contains(logs.String(), leak) {
+			t.Errorf("%q leaked into the error (%v) or the log:\n%s", leak, err, logs)
+		}
+	}
+	s.client.Transport = working
+	if err := s.Send(context.Background(), Notification{EventID: "e2"}); err != nil || rec.count() != 1 {
+		t.Errorf("the next send: %v, %d requests; want it sent", err, rec.count())
 	}
 }

@@ -10,13 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
+
+	"lifeboat.dev/lifeboat/internal/panics"
 )
 
 // Reconciler drives one node's episode from the record on the Node. A positive wait asks to
@@ -31,11 +32,6 @@ type Nodes interface {
 	Node(ctx context.Context, name string) (*corev1.Node, error)
 }
 
-// PanicCounter counts the reconciles that panicked (metrics.Metrics).
-type PanicCounter interface {
-	ReconcilePanic()
-}
-
 // Options are what a Driver works with. Reconciler and Nodes are required.
 type Options struct {
 	Reconciler Reconciler
@@ -46,8 +42,9 @@ type Options struct {
 	// to MaxRetry (defaults: a second, a minute).
 	FirstRetry, MaxRetry time.Duration
 	// Name names the queue in the workqueue's own metrics.
-	Name   string
-	Panics PanicCounter
+	Name string
+	// Panics counts the reconciles that panicked, under site reconcile (metrics.Metrics).
+	Panics panics.Counter
 	Logger *slog.Logger
 }
 
@@ -57,7 +54,7 @@ type Options struct {
 type Driver struct {
 	reconciler Reconciler
 	nodes      Nodes
-	panics     PanicCounter
+	panics     panics.Counter
 	log        *slog.Logger
 	workers    int
 	limiter    workqueue.TypedRateLimiter[string]
@@ -143,7 +140,7 @@ func (d *Driver) process(ctx context.Context, name string) {
 			return // stopping: the work is on the Node for the next run
 		}
 		pause := d.limiter.When(name)
-		if _, panicked := errors.AsType[panicError](err); !panicked { // a panic is logged already
+		if _, panicked := errors.AsType[*panics.Error](err); !panicked { // a panic is logged already
 			d.log.Warn("the node's interruption work is not done yet; retrying", "node", name, "retryIn", pause, "err", err)
 		}
 		d.queue.AddAfter(name, pause)
@@ -158,25 +155,11 @@ func (d *Driver) process(ctx context.Context, name string) {
 // reconcileSafely reconciles one node, turning a panic into an error: the node is retried
 // with backoff like any failure, and the other nodes' workers (and the mode's intake) go on.
 // The panic is counted, and logged with the node and the stack, since it is a bug to report.
-// A panic in a goroutine the reconcile started cannot be caught here.
+// A panic in a goroutine the reconcile started cannot be caught here: each recovers its own.
 func (d *Driver) reconcileSafely(ctx context.Context, node *corev1.Node) (after time.Duration, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			if d.panics != nil {
-				d.panics.ReconcilePanic()
-			}
-			d.log.Error("reconciling the node panicked; retrying it with backoff", "node", node.Name,
-				"retries", d.limiter.NumRequeues(node.Name), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			after, err = 0, panicError{p}
-		}
-	}()
+	defer panics.Recover(panics.Reconcile, d.log, d.panics, &err, "node", node.Name, "retries", d.limiter.NumRequeues(node.Name))
 	return d.reconciler.Reconcile(ctx, node)
 }
-
-// panicError is a recovered panic.
-type panicError struct{ value any }
-
-func (e panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 
 // jittered lengthens each backoff by up to a fifth at random, so that nodes (and the agents
 // of many nodes) that failed together, as in an API server outage, do not retry in step.

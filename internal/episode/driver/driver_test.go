@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"lifeboat.dev/lifeboat/internal/panics"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
@@ -51,9 +52,14 @@ func (n namedNodes) Node(_ context.Context, name string) (*corev1.Node, error) {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, nil
 }
 
+// panicCount counts the panics recovered at site reconcile.
 type panicCount struct{ n atomic.Int32 }
 
-func (p *panicCount) ReconcilePanic() { p.n.Add(1) }
+func (p *panicCount) PanicRecovered(site string) {
+	if site == panics.Reconcile.Name {
+		p.n.Add(1)
+	}
+}
 
 // running is a driver at work until the test ends (or stop is called).
 type running struct {
@@ -142,7 +148,7 @@ func TestPanicIsOneNodes(t *testing.T) {
 		t.Errorf("%d panics counted, want at least %d", got, tries)
 	}
 	out := r.logs.String()
-	for _, want := range []string{"reconciling the node panicked", "node=bad", "a bug met on node bad", "driver_test.go"} {
+	for _, want := range []string{"recovered a panic", "site=reconcile", "node=bad", "a bug met on node bad", "driver_test.go"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %q", want)
 		}

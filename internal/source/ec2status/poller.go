@@ -19,6 +19,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/panics"
 )
 
 // API is what the poller asks EC2; cloud.EC2 implements it.
@@ -45,6 +46,9 @@ type Options struct {
 	Pass func(requests, impaired int, err error)
 	// Now is the clock (tests replace it); default time.Now.
 	Now func() time.Time
+	// Panics, when set, counts a pass that panicked (site instance_status): that pass is
+	// over, and the next runs on time.
+	Panics panics.Counter
 }
 
 // Poller remembers between passes what it saw: since when each instance has been impaired,
@@ -94,18 +98,25 @@ type Take func(ctx context.Context, notices []notice.Notice) (taken []bool)
 // Run makes a pass at once and then every Interval until ctx ends.
 func (p *Poller) Run(ctx context.Context, take Take) {
 	for {
-		notices, err := p.Pass(ctx)
-		if err != nil && ctx.Err() == nil {
-			p.opts.Logger.Warn("DescribeInstanceStatus pass incomplete; the instances not answered are asked about again next pass", "err", err)
-		}
-		if len(notices) > 0 {
-			p.Taken(notices, take(ctx, notices))
-		}
+		p.passSafely(ctx, take)
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(p.opts.Interval):
 		}
+	}
+}
+
+// passSafely makes one pass and offers its notices; a panic ends that pass only (what the
+// poller remembers stays as the pass left it, and the next pass asks again).
+func (p *Poller) passSafely(ctx context.Context, take Take) {
+	defer panics.Recover(panics.InstanceStatus, p.opts.Logger, p.opts.Panics, nil)
+	notices, err := p.Pass(ctx)
+	if err != nil && ctx.Err() == nil {
+		p.opts.Logger.Warn("DescribeInstanceStatus pass incomplete; the instances not answered are asked about again next pass", "err", err)
+	}
+	if len(notices) > 0 {
+		p.Taken(notices, take(ctx, notices))
 	}
 }
 

@@ -1,11 +1,15 @@
 package ec2status
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -288,4 +292,113 @@ func TestRunOffers(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("nothing offered")
 	}
+}
+
+// panickyEC2 panics on its first answers, then answers as api does.
+type panickyEC2 struct {
+	api    API
+	panics atomic.Int32 // answers left to panic on
+}
+
+func (p *panickyEC2) DescribeInstanceStatus(ctx context.Context, ids []string) ([]cloud.InstanceStatus, error) {
+	if p.panics.Add(-1) >= 0 {
+		var statuses map[string]*cloud.InstanceStatus
+		_ = statuses[ids[0]].Impaired() // a bug met on EC2's answer
+	}
+	return p.api.DescribeInstanceStatus(ctx, ids)
+}
+
+// siteCount counts recovered panics by site.
+type siteCount struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (s *siteCount) PanicRecovered(site string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[string]int{}
+	}
+	s.n[site]++
+}
+
+func (s *siteCount) get(site string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[site]
+}
+
+// A pass that panics, in reading EC2's answer or in taking its notices, is that pass's end:
+// the panic is counted under site instance_status and logged with the stack, and the next
+// pass runs on time and offers what it finds.
+func TestPanickingPassIsThatPasss(t *testing.T) {
+	tests := []struct {
+		name       string
+		apiPanics  int32
+		takePanics int32
+	}{
+		{name: "in EC2's answer", apiPanics: 2},
+		{name: "in taking the notices", takePanics: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := &panickyEC2{api: &fakeEC2{statuses: map[string]cloud.InstanceStatus{a: {System: "impaired", ImpairedSince: time.Now().Add(-time.Hour)}}}}
+			api.panics.Store(tt.apiPanics)
+			count := &siteCount{}
+			var logs bytes.Buffer
+			var mu sync.Mutex
+			p, err := New(Options{API: api, Instances: func() []string { return []string{a} }, Interval: 10 * time.Millisecond, Threshold: time.Minute,
+				Panics: count, Logger: slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &logs}, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var takePanics atomic.Int32
+			takePanics.Store(tt.takePanics)
+			got := make(chan []string, 1)
+			go p.Run(ctx, func(_ context.Context, ns []notice.Notice) []bool {
+				if takePanics.Add(-1) >= 0 {
+					panic("a bug in taking " + ns[0].ID)
+				}
+				select {
+				case got <- ids(ns):
+				default:
+				}
+				return make([]bool, len(ns))
+			})
+			select {
+			case g := <-got:
+				if !slices.Equal(g, []string{impairedA}) {
+					t.Errorf("offered %v", g)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no pass after the panicking ones")
+			}
+			cancel()
+			if n := count.get("instance_status"); n != 2 {
+				t.Errorf("%d panics counted under instance_status, want 2", n)
+			}
+			mu.Lock()
+			out := logs.String()
+			mu.Unlock()
+			for _, want := range []string{"level=ERROR", "site=instance_status", "poller_test.go"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("log lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

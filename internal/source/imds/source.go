@@ -22,6 +22,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/panics"
 )
 
 // Getter reads one metadata path; found is false when the path does not exist (404), which
@@ -114,6 +115,9 @@ type Options struct {
 	// Warn, when set, is told once about each distinct part of an answer that could not be
 	// read while the rest was used (the problem, as in Warning); it is also logged once.
 	Warn func(problem string)
+	// Panics, when set, counts the polls whose reading panicked (site imds_poll): such a poll
+	// fails like one that met an error, and polling goes on.
+	Panics panics.Counter
 }
 
 type monitor struct {
@@ -229,14 +233,7 @@ func (p *Poller) runMonitor(ctx context.Context, m *monitor, out chan<- notice.N
 // poll reads one path once and records the outcome.
 func (p *Poller) poll(ctx context.Context, m *monitor) ([]notice.Notice, error) {
 	began := time.Now()
-	body, found, err := p.get.Get(ctx, m.path)
-	var (
-		notices  []notice.Notice
-		warnings []Warning
-	)
-	if err == nil && found {
-		notices, warnings, err = m.parse(body, p.instanceID)
-	}
+	notices, warnings, err := p.read(ctx, m)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -259,6 +256,17 @@ func (p *Poller) poll(ctx context.Context, m *monitor) ([]notice.Notice, error) 
 		}
 	}
 	return notices, err
+}
+
+// read gets the path's answer and parses it. A panic (a bug met on an answer) is this poll's
+// failure, recorded and backed off from like an error: the next poll runs all the same.
+func (p *Poller) read(ctx context.Context, m *monitor) (notices []notice.Notice, warnings []Warning, err error) {
+	defer panics.Recover(panics.IMDSPoll, p.opts.Logger, p.opts.Panics, &err, "path", m.path)
+	body, found, err := p.get.Get(ctx, m.path)
+	if err != nil || !found {
+		return nil, nil, err
+	}
+	return m.parse(body, p.instanceID)
 }
 
 // warnOnce logs and counts each distinct warning the first time it is seen: metadata repeats

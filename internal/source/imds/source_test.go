@@ -1,9 +1,12 @@
 package imds
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -172,5 +175,76 @@ func TestUnreadableScheduledStartGetsNoDeadline(t *testing.T) {
 	ns := collect(t, NewPoller(g, inst, Options{Scheduled: true, Interval: time.Millisecond, DrainBudget: time.Minute}), 100*time.Millisecond)
 	if len(ns) != 1 || ns[0].CordonOnly == "" || !ns[0].Deadline.IsZero() {
 		t.Errorf("notices %+v", ns)
+	}
+}
+
+// siteCount counts recovered panics by site.
+type siteCount struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (s *siteCount) PanicRecovered(site string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[string]int{}
+	}
+	s.n[site]++
+}
+
+// A poll whose reading panics fails like a poll that met an error (observed as one, and
+// backed off from), counted under site imds_poll and logged with the stack; the next polls
+// run, and the notice they find is emitted. The other path's polls are not disturbed.
+func TestPanickingPollIsThatPolls(t *testing.T) {
+	g := &fakeGetter{calls: map[string]int{}, answer: func(path string, call int) ([]byte, bool, error) {
+		if path == PathRebalance {
+			return nil, false, nil
+		}
+		if call <= 2 {
+			var answers map[string][]byte
+			answers[path] = nil // a bug met on this answer
+		}
+		return fmt.Appendf(nil, `{"action":"terminate","time":"%s"}`, time.Now().Add(2*time.Minute).Format(time.RFC3339)), true, nil
+	}}
+	count := &siteCount{}
+	var observed []string
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	p := NewPoller(g, inst, Options{Spot: true, Rebalance: true, Interval: 2 * time.Millisecond, Panics: count,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Observe: func(path string, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			observed = append(observed, fmt.Sprintf("%s %v", path, err != nil))
+		}})
+	ns := collect(t, p, 300*time.Millisecond)
+	if len(ns) != 1 || ns[0].Kind != notice.SpotInterruption {
+		t.Fatalf("notices %+v, want the spot notice of the polls after the panics", ns)
+	}
+	if n := count.n["imds_poll"]; n != 2 {
+		t.Errorf("%d panics counted under imds_poll, want 2", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var spot []string
+	rebalanceFailed := false
+	for _, o := range observed {
+		if strings.HasPrefix(o, PathSpot) {
+			spot = append(spot, o)
+		} else if strings.HasSuffix(o, "true") {
+			rebalanceFailed = true
+		}
+	}
+	if len(spot) < 3 || spot[0] != PathSpot+" true" || spot[1] != PathSpot+" true" || spot[2] != PathSpot+" false" {
+		t.Errorf("spot polls observed %v, want two failures, then successes", spot)
+	}
+	if rebalanceFailed {
+		t.Errorf("a rebalance poll failed: %v", observed)
+	}
+	for _, want := range []string{"level=ERROR", "site=imds_poll", "path=" + PathSpot, "assignment to entry in nil map", "source_test.go"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs.String())
+		}
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +28,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"lifeboat.dev/lifeboat/internal/panics"
 )
 
 // API is the part of *sqs.Client the consumer uses (so tests can fake it).
@@ -93,6 +94,9 @@ type ConsumerOptions struct {
 	// metrics. Events: "receive", "delete", "extend" (visibility renewal while a handler
 	// runs) and "retry" (visibility set to a handler's retry delay).
 	Observe func(event string, err error)
+	// Panics, when set, counts the panics recovered in a message's handling (site
+	// queue_message): the message is left for redelivery, and the other messages go on.
+	Panics panics.Counter
 }
 
 // Observe events.
@@ -271,7 +275,10 @@ func (c *Consumer) handOut(ctx context.Context, h Handler, msgs []types.Message,
 		if deleteAgain != "" {
 			// Handled and deleted before, yet here again: the delete did not take.
 			// Delete this copy with its own handle; do not handle it twice.
-			wg.Go(func() { c.deleteTombstoned(ctx, aws.ToString(m.MessageId), deleteAgain) })
+			wg.Go(func() {
+				defer panics.Recover(panics.QueueMessage, c.log, c.opts.Panics, nil, "message", aws.ToString(m.MessageId))
+				c.deleteTombstoned(ctx, aws.ToString(m.MessageId), deleteAgain)
+			})
 			continue
 		}
 		if f == nil {
@@ -288,7 +295,7 @@ func (c *Consumer) handOut(ctx context.Context, h Handler, msgs []types.Message,
 		started++
 		wg.Go(func() {
 			defer w.release(1)
-			c.handle(ctx, h, f)
+			c.handleSafely(ctx, h, f)
 		})
 	}
 	return started
@@ -426,6 +433,19 @@ func (c *Consumer) latest(f *flight) string {
 	return f.handle
 }
 
+// handleSafely is handle with a panic of the consumer's own (deleting, releasing) recovered:
+// the message is forgotten, so that its redelivery is handled again, and the other messages go on.
+func (c *Consumer) handleSafely(ctx context.Context, h Handler, f *flight) {
+	var err error
+	defer func() {
+		if err != nil {
+			c.forget(f)
+		}
+	}()
+	defer panics.Recover(panics.QueueMessage, c.log, c.opts.Panics, &err, "message", f.msg.ID)
+	c.handle(ctx, h, f)
+}
+
 // handle runs h on one message, keeping the message invisible meanwhile, then deletes or
 // releases it.
 func (c *Consumer) handle(ctx context.Context, h Handler, f *flight) {
@@ -435,9 +455,11 @@ func (c *Consumer) handle(ctx context.Context, h Handler, f *flight) {
 	renewed := make(chan struct{})
 	go func() {
 		defer close(renewed)
+		// Renewals stop; the message may come back before its handler is done.
+		defer panics.Recover(panics.QueueMessage, log, c.opts.Panics, nil)
 		c.keepInvisible(ctx, f, stop)
 	}()
-	outcome, delay, ok := call(ctx, h, f.msg, log)
+	outcome, delay, ok := call(ctx, h, f.msg, log, c.opts.Panics)
 	close(stop)
 	<-renewed
 
@@ -459,14 +481,11 @@ func (c *Consumer) handle(ctx context.Context, h Handler, f *flight) {
 	}
 }
 
-// call runs the handler, turning a panic into a log line.
-func call(ctx context.Context, h Handler, m Message, log *slog.Logger) (o Outcome, d time.Duration, ok bool) {
-	defer func() {
-		if p := recover(); p != nil {
-			log.Error("handler panicked; message left for redelivery", "panic", p, "stack", string(debug.Stack()))
-			ok = false
-		}
-	}()
+// call runs the handler, turning a panic into a log line and a count.
+func call(ctx context.Context, h Handler, m Message, log *slog.Logger, count panics.Counter) (o Outcome, d time.Duration, ok bool) {
+	var err error
+	defer func() { ok = err == nil }()
+	defer panics.Recover(panics.QueueMessage, log, count, &err)
 	o, d = h(ctx, m)
 	return o, d, true
 }

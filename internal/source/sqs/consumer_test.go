@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -38,9 +39,9 @@ type fakeQueue struct {
 	staleDeletes int // deletes with a handle that was no longer the newest
 	changes      []fakeChange
 	staleChanges int
-	delivered    map[string]int // receives per message id, kept after the delete
-	failDeletes  int            // this many deletes fail with a server error
-	beforeDelete func()         // called (unlocked) at the start of every delete
+	delivered    map[string]int      // receives per message id, kept after the delete
+	failDeletes  int                 // this many deletes fail with a server error
+	beforeDelete func(handle string) // called (unlocked) at the start of every delete
 }
 
 type fakeMsg struct {
@@ -189,7 +190,7 @@ func (q *fakeQueue) DeleteMessage(_ context.Context, in *awssqs.DeleteMessageInp
 	hook := q.beforeDelete
 	q.mu.Unlock()
 	if hook != nil {
-		hook()
+		hook(aws.ToString(in.ReceiptHandle))
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -642,22 +643,73 @@ func TestConsumerLostDeleteNotHandledAgain(t *testing.T) {
 	}
 }
 
-func TestConsumerHandlerPanic(t *testing.T) {
-	q := &fakeQueue{}
-	id := q.send("boom")[0]
-	var got calls
-	c := testConsumer(q, ConsumerOptions{Workers: 1, VisibilityTimeout: 4 * unit})
-	stop := start(t, c, func(_ context.Context, m Message) (Outcome, time.Duration) {
-		if got.add(m) == 1 {
-			panic("handler bug")
-		}
-		return Done, 0
-	})
-	eventually(t, "message deleted after the panic", func() bool { left, _, _, _, _ := q.stats(); return left == 0 })
-	stop()
-	if n := got.get(id); n != 2 {
-		t.Errorf("handled %d times, want 2 (redelivered after the panic)", n)
+// A panic while a message is handled, in the handler or in the consumer's own delete, stays
+// with that message: it is counted under site queue_message, the message comes back and is
+// handled again, and the message received with it is handled and deleted.
+func TestConsumerPanicStaysWithItsMessage(t *testing.T) {
+	tests := []struct {
+		name          string
+		handlerPanics bool
+		deletePanics  bool
+	}{
+		{name: "in the handler", handlerPanics: true},
+		{name: "in the delete", deletePanics: true},
 	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := &fakeQueue{}
+			ids := q.send("boom", "fine")
+			var deletes atomic.Int32
+			if tt.deletePanics {
+				q.beforeDelete = func(handle string) {
+					if strings.HasPrefix(handle, ids[0]+"-") && deletes.Add(1) == 1 {
+						panic("delete bug")
+					}
+				}
+			}
+			var got calls
+			count := &siteCount{}
+			c := testConsumer(q, ConsumerOptions{Workers: 2, VisibilityTimeout: 4 * unit, Panics: count})
+			stop := start(t, c, func(_ context.Context, m Message) (Outcome, time.Duration) {
+				if got.add(m) == 1 && m.Body == "boom" && tt.handlerPanics {
+					panic("handler bug")
+				}
+				return Done, 0
+			})
+			eventually(t, "both messages deleted", func() bool { left, _, _, _, _ := q.stats(); return left == 0 })
+			stop()
+			if n := got.get(ids[1]); n != 1 {
+				t.Errorf("the other message was handled %d times, want once", n)
+			}
+			if n := got.get(ids[0]) + got.get(ids[1]); n != 3 {
+				t.Errorf("%d handlings in all, want 3: the message that met the panic again on its redelivery", n)
+			}
+			if n := count.get("queue_message"); n != 1 {
+				t.Errorf("%d panics counted under queue_message, want 1", n)
+			}
+		})
+	}
+}
+
+// siteCount counts recovered panics by site.
+type siteCount struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (s *siteCount) PanicRecovered(site string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[string]int{}
+	}
+	s.n[site]++
+}
+
+func (s *siteCount) get(site string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[site]
 }
 
 func TestNewConsumerDefaults(t *testing.T) {
@@ -710,7 +762,7 @@ func TestConsumerRedeliveredDuringDelete(t *testing.T) {
 	var once sync.Once
 	// The first delete is held until SQS has handed the message out again; the handle it
 	// carries is then stale and deletes nothing.
-	q.beforeDelete = func() {
+	q.beforeDelete = func(string) {
 		once.Do(func() {
 			q.redeliver(id)
 			// Not eventually: this runs on the consumer's goroutine, where t.Fatal is not allowed.
