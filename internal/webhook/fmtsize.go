@@ -45,6 +45,14 @@ func printedLength(v any, limit int) int {
 	return c.n
 }
 
+// measure is v's printed length, counted up to MaxBodyBytes (past it, only "more than" is
+// known), and the number of list elements and map entries in it.
+func measure(v any) (length, items int) {
+	c := lengthCounter{limit: MaxBodyBytes}
+	c.operand(v, printV)
+	return c.n, c.items
+}
+
 // printLength bounds len(fmt.Sprint(args...)), or with ln, len(fmt.Sprintln(args...)).
 func printLength(args []any, ln bool, limit int) int {
 	c := lengthCounter{limit: limit}

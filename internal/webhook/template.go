@@ -33,6 +33,46 @@ type Notification struct {
 	NodeLabels       map[string]string
 }
 
+// notificationField is n's field called name. Reading it through reflection would copy the
+// whole notification on every read, the commonest command of a template.
+func notificationField(n *Notification, name string) (any, bool) {
+	switch name {
+	case "EventID":
+		return n.EventID, true
+	case "Kind":
+		return n.Kind, true
+	case "Monitor":
+		return n.Monitor, true
+	case "Description":
+		return n.Description, true
+	case "State":
+		return n.State, true
+	case "NodeName":
+		return n.NodeName, true
+	case "InstanceID":
+		return n.InstanceID, true
+	case "ProviderID":
+		return n.ProviderID, true
+	case "InstanceType":
+		return n.InstanceType, true
+	case "AutoScalingGroupName":
+		return n.AutoScalingGroupName, true
+	case "AvailabilityZone":
+		return n.AvailabilityZone, true
+	case "Region":
+		return n.Region, true
+	case "StartTime":
+		return n.StartTime, true
+	case "EndTime":
+		return n.EndTime, true
+	case "Pods":
+		return n.Pods, true
+	case "NodeLabels":
+		return n.NodeLabels, true
+	}
+	return nil, false
+}
+
 // JSON encodes v as JSON, for templates that build a JSON body: {{ .JSON .Description }}
 // yields a quoted, escaped string whatever the description holds. Inside {{ range }} the
 // method is reached as {{ $.JSON . }}. HTML characters are left as they are (they are valid
@@ -58,6 +98,16 @@ const (
 	// maxNesting bounds how deep loops and template calls nest, and with it the
 	// evaluator's recursion; no webhook message needs more.
 	maxNesting = 50
+	// maxRenderBytes bounds what one render allocates besides its body, by the evaluator's own
+	// count: each command it evaluates, each function it calls and each value a call makes.
+	// maxSteps bounds loops and MaxBodyBytes the output; this bounds the work in between, such
+	// as a loop that makes a large value and drops it on every pass.
+	maxRenderBytes = 32 * MaxBodyBytes
+	// What the evaluator counts for its own allocations: a command (its value, a variable), a
+	// call (its arguments and results), and each list element or map entry a call makes.
+	commandCost = 64
+	callCost    = 512
+	itemCost    = 32
 )
 
 var errTooLarge = fmt.Errorf("WEBHOOK_TEMPLATE: rendered body exceeds %d bytes", MaxBodyBytes)
@@ -69,9 +119,11 @@ var errTooLarge = fmt.Errorf("WEBHOOK_TEMPLATE: rendered body exceeds %d bytes",
 // none of which can read files, the environment or the network; a template asking for one
 // (env, expandenv, readFile, ...) does not parse, and the error says why. A template reaches
 // the fields of Notification, its JSON method and common time.Time methods (see eval.go).
-// Rendering is bounded in output (MaxBodyBytes) and in work (maxSteps), and a missing map key
-// is an error rather than the text "<no value>" (use {{ index .NodeLabels "key" }} for
-// labels that may be absent).
+// Rendering is bounded in output (MaxBodyBytes), in loops (maxSteps) and in memory: a function
+// whose result would pass MaxBodyBytes is refused before it runs (growth.go, printf.go), and a
+// render's commands, calls and the values they make are bounded together (maxRenderBytes). A
+// missing map key is an error rather than the text "<no value>" (use
+// {{ index .NodeLabels "key" }} for labels that may be absent).
 //
 // Values are written as they are. A template that builds JSON should pass them through
 // {{ .JSON ... }} so that quotes and newlines in, say, a description keep the body valid;
@@ -228,6 +280,9 @@ type boundedBuffer struct {
 	b   bytes.Buffer
 	max int
 }
+
+// room is what the buffer can still take.
+func (w *boundedBuffer) room() int { return w.max - w.b.Len() }
 
 func (w *boundedBuffer) Write(p []byte) (int, error) {
 	if w.b.Len()+len(p) > w.max {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -174,7 +175,8 @@ func TestParseTemplateRejects(t *testing.T) {
 		{"deep call chain", chain(60), "nested more than 50 deep"},
 		{"fan-out of template calls", `{{ define "x" }}{{ template "y" }}{{ template "y" }}{{ end }}` +
 			`{{ define "y" }}{{ range 5000 }}{{ end }}{{ end }}{{ template "x" }}`, "more than 10000"},
-		{"too much output", `{{ printf "%900000s" "" }}`, "exceeds 131072 bytes"},
+		{"too much output", `{{ printf "%900000s" "" }}`, "a width of 900000 is more than the limit of 131072 bytes"},
+		{"too much output at once", `{{ printf "%90000s" "" }}{{ printf "%90000s" "" }}`, "exceeds 131072 bytes"},
 		{"too much output in a loop", `{{ range 100 }}{{ printf "%2000s" "" }}{{ end }}`, "exceeds 131072 bytes"},
 	}
 	for _, tt := range tests {
@@ -297,5 +299,21 @@ func TestIndexAtLengthIsAnError(t *testing.T) {
 	}
 	if _, err := tmpl.Render(Notification{}); err == nil || !strings.Contains(err.Error(), "index out of range: 0") {
 		t.Errorf("index of an empty list: %v", err)
+	}
+}
+
+// Every field of a notification reads as reflection reads it.
+func TestNotificationFieldsAllRead(t *testing.T) {
+	n := notification()
+	v := reflect.ValueOf(n)
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Name
+		got, ok := notificationField(&n, name)
+		if !ok || !reflect.DeepEqual(got, v.Field(i).Interface()) {
+			t.Errorf("%s: %v, %v; want %v", name, got, ok, v.Field(i).Interface())
+		}
+	}
+	if _, ok := notificationField(&n, "JSON"); ok {
+		t.Error("JSON is a method, not a field")
 	}
 }
