@@ -183,3 +183,27 @@ func TestRenderBudget(t *testing.T) {
 		}
 	}
 }
+
+// guardedTemplate is the issue's template behind a condition that neither start-up render meets: it
+// passes the start and is refused when a notice meets it.
+const guardedTemplate = `{{ if eq .InstanceID "i-0abc" }}{{ indent 131072 (repeat 131072 "\n") }}{{ end }}ok`
+
+func TestGuardedTemplateRefusedAtRender(t *testing.T) {
+	tmpl, err := ParseTemplate(guardedTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	if a := allocated(func() { got, err = tmpl.Render(notification()) }); a > allocCeiling {
+		t.Errorf("allocated %d MiB before refusing", a>>20)
+	}
+	want := "WEBHOOK_TEMPLATE: WEBHOOK_TEMPLATE:1:35: executing at <indent>: error calling indent: output would be 17180131328 bytes, more than the limit of 131072"
+	if err == nil || err.Error() != want || got != nil {
+		t.Errorf("got %q, %v\nwant error %s", got, err, want)
+	}
+	other := notification()
+	other.InstanceID = "i-0def"
+	if got, err := tmpl.Render(other); err != nil || string(got) != "ok" {
+		t.Errorf("another instance: %q, %v", got, err)
+	}
+}

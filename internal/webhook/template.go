@@ -134,8 +134,9 @@ type Template struct {
 
 const templateName = "WEBHOOK_TEMPLATE"
 
-// ParseTemplate parses text and renders it once with a sample notification, so an unknown
-// field or a runaway loop is found at start rather than at the first interruption.
+// ParseTemplate parses text and renders it with a sample notification and with the largest
+// notification a node can bring, so an unknown field, a runaway loop or a body that grows past
+// the limit with a large node's data is found at start rather than at an interruption.
 func ParseTemplate(text string) (*Template, error) {
 	trees, err := parse.Parse(templateName, text, "", "", functionNames())
 	if err != nil {
@@ -149,6 +150,10 @@ func ParseTemplate(text string) (*Template, error) {
 	// (unknown fields, wrong arguments, too much output or work) fails here.
 	if _, err := t.render(sampleNotification(), true); err != nil {
 		return nil, fmt.Errorf("WEBHOOK_TEMPLATE: fails on a sample notification: %w", err)
+	}
+	if _, err := t.render(worstCaseNotification(), true); err != nil {
+		return nil, fmt.Errorf("WEBHOOK_TEMPLATE: fails on the largest notification a node can bring (%d pods, %d labels, a %d-byte description): %w",
+			worstPods, worstLabels, worstDescription, err)
 	}
 	return t, nil
 }
@@ -312,3 +317,43 @@ func sampleNotification() Notification {
 		NodeLabels:           map[string]string{"kubernetes.io/os": "linux"},
 	}
 }
+
+// The largest notification, for the second start-up render. Names are as long as Kubernetes
+// and AWS let them be (a namespace, a generated pod name, a node name, a label's prefix, name
+// and value, an Auto Scaling group); the counts are a large node's: the pods the largest EKS
+// instance types run, more labels than a node carries, a description twice as long as a
+// node's record keeps one.
+const (
+	worstPods        = 250
+	worstLabels      = 64
+	worstDescription = 1024
+)
+
+func worstCaseNotification() Notification {
+	n := sampleNotification()
+	n.EventID = filled("spot-i-0123456789abcdef0-", 63)
+	n.Kind = "capacity-reservation-interruption"
+	n.Monitor = "ec2-status"
+	n.State = "cordoned"
+	n.Description = filled(`Scheduled "instance-retirement" <event> & reboot\`+"\n", worstDescription)
+	n.NodeName = filled("ip-10-0-0-1-", 253-len(".ec2.internal")) + ".ec2.internal"
+	n.InstanceID = "i-0123456789abcdef0"
+	n.AvailabilityZone = "us-east-1-wl1-bos-wlz-1"
+	n.Region = "us-east-1"
+	n.ProviderID = "aws:///" + n.AvailabilityZone + "/" + n.InstanceID
+	n.InstanceType = filled("u7inh-32tb.480xlarge-", 63)
+	n.AutoScalingGroupName = filled("eks-workers-", 255)
+	n.Pods = make([]string, worstPods)
+	for i := range n.Pods {
+		n.Pods[i] = filled(fmt.Sprintf("namespace-%d-", i), 63) + "/" + filled(fmt.Sprintf("pod-%d-", i), 63)
+	}
+	n.NodeLabels = make(map[string]string, worstLabels)
+	for i := range worstLabels {
+		key := filled(fmt.Sprintf("label-%d.example.com", i), 63) + "/" + filled("name-", 63)
+		n.NodeLabels[key] = filled("value-", 63)
+	}
+	return n
+}
+
+// filled is prefix repeated to length n.
+func filled(prefix string, n int) string { return strings.Repeat(prefix, n/len(prefix)+1)[:n] }
