@@ -113,6 +113,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReadRecord$$' -fuzztime $(FUZZ_TIME) ./internal/record
 	$(GO) test -run '^$$' -fuzz '^FuzzTemplate$$' -fuzztime $(FUZZ_TIME) ./internal/webhook
 	$(GO) test -run '^$$' -fuzz '^FuzzEvaluatorMatchesTextTemplate$$' -fuzztime $(FUZZ_TIME) ./internal/webhook
+	$(GO) test -run '^$$' -fuzz '^FuzzTemplateMemory$$' -fuzztime $(FUZZ_TIME) ./internal/webhook
+	$(GO) test -run '^$$' -fuzz '^FuzzPrintfLength$$' -fuzztime $(FUZZ_TIME) ./internal/webhook
 
 ## faults: the fault suite at full length (24 crash trials, API server down up to 30 s, 60 s AWS
 ## and IMDS outages, two 10,000-message storms, the regression scenarios); prints the table behind

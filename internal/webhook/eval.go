@@ -32,6 +32,7 @@ var (
 	errBreak    = errors.New("break outside a range")
 	errContinue = errors.New("continue outside a range")
 	errTooMuch  = fmt.Errorf("more than %d loop iterations or template calls", maxSteps)
+	errTooBusy  = fmt.Errorf("the template's commands, function calls and the values they make come to more than %d bytes in one render", maxRenderBytes)
 )
 
 // noFinal marks a command that has no value piped into it.
@@ -49,7 +50,8 @@ type execution struct {
 	out            io.Writer
 	vars           []variable
 	steps          int
-	missingKeyZero bool // a missing map key yields "" instead of an error (the sample render)
+	spent          int  // of maxRenderBytes
+	missingKeyZero bool // a missing map key yields "" instead of an error (the start-up renders)
 }
 
 // execute renders the template called name from trees with data as dot.
@@ -79,6 +81,32 @@ func (e *execution) step(n parse.Node) error {
 		return fmt.Errorf("%s: %w", location, errTooMuch)
 	}
 	return nil
+}
+
+// spend counts cost against the render's budget (maxRenderBytes).
+func (e *execution) spend(n parse.Node, cost int) error {
+	e.spent += cost
+	if e.spent > maxRenderBytes {
+		location, _ := e.tree.ErrorContext(n)
+		return fmt.Errorf("%s: %w", location, errTooBusy)
+	}
+	return nil
+}
+
+// account counts a call against the budget; a value it made (makes) is refused when a body
+// could not hold it, and counts with its size. Lists can hold lists: a few calls that each
+// double a structure, by sharing it, would make the next toJson or print of it run without
+// end.
+func (e *execution) account(n parse.Node, name string, v any, makes bool) error {
+	cost := callCost
+	if makes {
+		length, items := measure(v)
+		if err := within(measured(length)); err != nil {
+			return e.fail(n, "error calling %s: %v", name, err)
+		}
+		cost = sum(cost, length, product(items, itemCost))
+	}
+	return e.spend(n, cost)
 }
 
 func (e *execution) mark() int { return len(e.vars) }
@@ -138,6 +166,14 @@ func (e *execution) print(n parse.Node, v any) error {
 	switch rv.Kind() {
 	case reflect.Chan, reflect.Func:
 		return e.fail(n, "can't print %s of type %T", n, v)
+	}
+	if s, ok := v.(string); ok {
+		_, err := io.WriteString(e.out, s) // the writer refuses it whole
+		return err
+	}
+	// fmt builds the whole text before writing it: refuse first what could not fit.
+	if out, ok := e.out.(*boundedBuffer); ok && printedLength(v, out.room()) > out.room() {
+		return errTooLarge
 	}
 	if _, err := fmt.Fprint(e.out, v); err != nil {
 		if errors.Is(err, errTooLarge) {
@@ -292,7 +328,7 @@ func (e *execution) callTemplate(dot any, t *parse.TemplateNode) error {
 	called := *e
 	called.tree, called.vars = tree, []variable{{"$", newDot}}
 	err := called.walk(newDot, tree.Root)
-	e.steps = called.steps
+	e.steps, e.spent = called.steps, called.spent
 	return err
 }
 
@@ -342,6 +378,9 @@ func (e *execution) varValue(n parse.Node, name string) (any, error) {
 
 // command evaluates one command of a pipeline; final is the previous command's value.
 func (e *execution) command(dot any, cmd *parse.CommandNode, final any) (any, error) {
+	if err := e.spend(cmd, commandCost); err != nil {
+		return nil, err
+	}
 	switch n := cmd.Args[0].(type) {
 	case *parse.FieldNode:
 		return e.fieldChain(dot, dot, n, n.Ident, cmd.Args, final)
@@ -406,14 +445,14 @@ func (e *execution) field(dot, receiver any, n parse.Node, name string, args []p
 		if name == "JSON" {
 			return e.call(dot, n, name, jsonMethod(r), args, final)
 		}
-		f := reflect.ValueOf(r).FieldByName(name)
-		if !f.IsValid() {
+		f, ok := notificationField(&r, name)
+		if !ok {
 			return nil, e.fail(n, "can't evaluate field %s in type %T", name, r)
 		}
 		if hasArgs {
 			return nil, e.fail(n, "%s has arguments but cannot be invoked as function", name)
 		}
-		return f.Interface(), nil
+		return f, nil
 	case map[string]string:
 		if hasArgs {
 			return nil, e.fail(n, "%s is not a method but has arguments", name)
@@ -529,7 +568,7 @@ func (e *execution) call(dot any, n parse.Node, name string, f function, args []
 	if err != nil {
 		return nil, e.fail(n, "error calling %s: %v", name, err)
 	}
-	return v, nil
+	return v, e.account(n, name, v, f.makes)
 }
 
 // typedArg evaluates an argument for a parameter of kind p.

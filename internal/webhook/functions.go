@@ -25,6 +25,7 @@ type function struct {
 	variadic bool             // the last parameter repeats (zero or more times)
 	lazy     func(v any) bool // and, or: true when v decides the result, so later arguments are not evaluated
 	call     func(args []any) (any, error)
+	makes    bool // its result is new text: measured, and refused past the limit (execution.account)
 }
 
 func fixed(params ...paramKind) []paramKind { return params }
@@ -37,12 +38,12 @@ var builtins = map[string]function{
 	"len":      {params: fixed(valueParam), call: length},
 	"index":    {params: fixed(valueParam, valueParam), variadic: true, call: index},
 	"slice":    {params: fixed(valueParam, valueParam), variadic: true, call: slice},
-	"print":    {params: fixed(anyParam), variadic: true, call: func(a []any) (any, error) { return fmt.Sprint(a...), nil }},
-	"println":  {params: fixed(anyParam), variadic: true, call: func(a []any) (any, error) { return fmt.Sprintln(a...), nil }},
-	"printf":   {params: fixed(stringParam, anyParam), variadic: true, call: func(a []any) (any, error) { return fmt.Sprintf(a[0].(string), a[1:]...), nil }},
-	"html":     {params: fixed(anyParam), variadic: true, call: func(a []any) (any, error) { return template.HTMLEscaper(a...), nil }},
-	"js":       {params: fixed(anyParam), variadic: true, call: func(a []any) (any, error) { return template.JSEscaper(a...), nil }},
-	"urlquery": {params: fixed(anyParam), variadic: true, call: func(a []any) (any, error) { return template.URLQueryEscaper(a...), nil }},
+	"print":    printing(fmt.Sprint),
+	"println":  {params: fixed(anyParam), variadic: true, makes: true, call: printLine},
+	"printf":   {params: fixed(stringParam, anyParam), variadic: true, makes: true, call: printf},
+	"html":     printing(template.HTMLEscaper),
+	"js":       printing(template.JSEscaper),
+	"urlquery": printing(template.URLQueryEscaper),
 	"eq":       {params: fixed(valueParam, valueParam), variadic: true, call: eq},
 	"ne":       {params: fixed(valueParam, valueParam), call: func(a []any) (any, error) { same, err := equal(a[0], a[1]); return !same, err }},
 	"lt":       {params: fixed(valueParam, valueParam), call: func(a []any) (any, error) { return less(a[0], a[1]) }},
@@ -60,6 +61,38 @@ var builtins = map[string]function{
 	}},
 }
 
+// printing is a built-in function that prints its arguments, as print does, and then perhaps
+// escapes the text: refused before it runs when the printed arguments could not fit a body
+// (escaping makes them longer still), and measured again after.
+func printing(f func(a ...any) string) function {
+	return function{params: fixed(anyParam), variadic: true, makes: true, call: func(a []any) (any, error) {
+		if err := within(measured(printLength(a, false, MaxBodyBytes))); err != nil {
+			return nil, err
+		}
+		return f(a...), nil
+	}}
+}
+
+func printLine(a []any) (any, error) {
+	if err := within(measured(printLength(a, true, MaxBodyBytes))); err != nil {
+		return nil, err
+	}
+	return fmt.Sprintln(a...), nil
+}
+
+// printf reads the format before formatting: a width or precision is applied to every
+// operand, and to every element of a list, so a short format can ask for any size.
+func printf(a []any) (any, error) {
+	n, err := printfLength(a[0].(string), a[1:], MaxBodyBytes)
+	if err == nil {
+		err = within(measured(n))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return fmt.Sprintf(a[0].(string), a[1:]...), nil
+}
+
 // functionNames is what the parser accepts as function names: the built-ins and the
 // extensions (sprig's), nothing more.
 func functionNames() map[string]any {
@@ -74,14 +107,14 @@ func functionNames() map[string]any {
 }
 
 func jsonMethod(n Notification) function {
-	return function{params: fixed(anyParam), call: func(a []any) (any, error) { return n.JSON(a[0]) }}
+	return function{params: fixed(anyParam), makes: true, call: func(a []any) (any, error) { return n.JSON(a[0]) }}
 }
 
 // timeMethods are the methods of time.Time a template may call, such as
 // {{ .StartTime.UTC.Format "2006-01-02 15:04" }}.
 var timeMethods = map[string]func(time.Time) function{
 	"Format": func(t time.Time) function {
-		return function{params: fixed(stringParam), call: func(a []any) (any, error) { return t.Format(a[0].(string)), nil }}
+		return function{params: fixed(stringParam), makes: true, call: func(a []any) (any, error) { return t.Format(a[0].(string)), nil }}
 	},
 	"UTC":       niladic(func(t time.Time) any { return t.UTC() }),
 	"Local":     niladic(func(t time.Time) any { return t.Local() }),

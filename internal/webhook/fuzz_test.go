@@ -3,6 +3,7 @@ package webhook
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"text/template"
@@ -55,6 +56,61 @@ func FuzzTemplate(f *testing.F) {
 		case err != nil && body != nil:
 			t.Fatalf("error %v with a %d-byte body", err, len(body))
 		case len(body) > MaxBodyBytes:
+			t.Fatalf("rendered %d bytes, bound is %d", len(body), MaxBodyBytes)
+		}
+	})
+}
+
+// memorySeeds ask for far more than a body may hold, each in its own way.
+var memorySeeds = []string{
+	`{{ indent 131072 (repeat 131072 "\n") }}`,
+	`{{ if ne .Description "sample notification" }}{{ indent 131072 (repeat 131072 "\n") }}{{ end }}`,
+	guardedTemplate,
+	`{{ nindent 99999 (repeat 99999 "\n") }}`,
+	`{{ replace "" (repeat 9000 "x") (repeat 90000 "a") }}`,
+	`{{ regexReplaceAll "" (repeat 90000 "a") (repeat 99 "$0") }}`,
+	`{{ regexReplaceAllLiteral "a*" (repeat 90000 "b") (repeat 9000 "x") }}`,
+	`{{ join (repeat 1000 ",") (until 9000) }}`,
+	`{{ wrapWith 1 (repeat 1000 "-") (repeat 90000 "a") }}`,
+	`{{ printf "%999999999d" 1 }}{{ printf "%*d" 999999 1 }}{{ printf "%.999999f" 1.5 }}`,
+	`{{ printf "%100000v" (until 9000) }}{{ printf "%[1]*[2]v" 100000 (list 1 2 3) }}`,
+	`{{ $s := repeat 80000 "x" }}{{ print $s $s }}{{ cat $s $s }}{{ quote $s $s }}{{ list $s $s }}{{ dict "a" $s "b" $s }}`,
+	`{{ $s := repeat 80000 "<" }}{{ html $s }}{{ js $s }}{{ urlquery $s }}{{ toJson $s }}`,
+	`{{ $l := list 1 }}{{ range 60 }}{{ $l = concat $l $l }}{{ end }}{{ len $l }}`,
+	`{{ $l := list }}{{ range 9000 }}{{ $l = list $l }}{{ end }}{{ toPrettyJson $l }}`,
+	`{{ range 9999 }}{{ $x := repeat 100000 "x" }}{{ end }}`,
+	`{{ range 9999 }}{{ $x := regexFindAll "x*" (repeat 100000 "a") -1 }}{{ end }}`,
+	`{{ range .Pods }}{{ printf "%1000s" . }}{{ end }}{{ range $k, $v := .NodeLabels }}{{ repeat 1000 $v }}{{ end }}`,
+	`{{ range 9999 }}{{ splitList "" $.Description }}{{ split "," $.Description }}{{ end }}`,
+	`{{ $d := dict }}{{ $_ := set $d "self" $d }}{{ toJson $d }}`,
+}
+
+// FuzzTemplateMemory renders arbitrary templates, with arbitrary descriptions and up to a
+// thousand pods, under a memory ceiling: a render fails or writes at most MaxBodyBytes, and
+// allocates at most allocCeiling (ParseTemplate's two start-up renders, twice that).
+func FuzzTemplateMemory(f *testing.F) {
+	for _, seed := range append(memorySeeds, differentialSeeds...) {
+		f.Add(seed, "a description", uint16(3))
+	}
+	f.Fuzz(func(t *testing.T, text, description string, pods uint16) {
+		n := notification()
+		n.Description = description
+		for i := range min(int(pods), 1000) {
+			n.Pods = append(n.Pods, fmt.Sprintf("namespace/pod-%d", i))
+		}
+		var tmpl *Template
+		var err error
+		if a := allocated(func() { tmpl, err = ParseTemplate(text) }); a > 2*allocCeiling {
+			t.Fatalf("parsing allocated %d MiB", a>>20)
+		}
+		if err != nil {
+			return
+		}
+		var body []byte
+		if a := allocated(func() { body, err = tmpl.Render(n) }); a > allocCeiling {
+			t.Fatalf("rendering allocated %d MiB", a>>20)
+		}
+		if err == nil && len(body) > MaxBodyBytes {
 			t.Fatalf("rendered %d bytes, bound is %d", len(body), MaxBodyBytes)
 		}
 	})
@@ -155,7 +211,7 @@ var differentialSeeds = []string{
 // FuzzEvaluatorMatchesTextTemplate holds the evaluator to text/template: on any template
 // and data, both render the same text or both fail, with sprig's functions offered to both.
 // The evaluator may fail where text/template would not only by its limits (steps, size of a
-// body or of a function's result) or on a method it does not offer.
+// body or of a function's result, the render's budget) or on a method it does not offer.
 func FuzzEvaluatorMatchesTextTemplate(f *testing.F) {
 	for _, seed := range differentialSeeds {
 		f.Add(seed, "team", "ns/pod-9", false)
@@ -182,8 +238,8 @@ func FuzzEvaluatorMatchesTextTemplate(f *testing.F) {
 		oursErr := execute(trees, templateName, ours, n, false)
 		switch {
 		case oursErr == nil:
-		case errors.Is(oursErr, errTooMuch), errors.Is(oursErr, errTooLarge),
-			strings.Contains(oursErr.Error(), errTooLong.Error()),
+		case errors.Is(oursErr, errTooMuch), errors.Is(oursErr, errTooLarge), errors.Is(oursErr, errTooBusy),
+			strings.Contains(oursErr.Error(), "more than the limit of"),
 			strings.Contains(oursErr.Error(), "not available in webhook templates"):
 			return
 		case strings.Contains(text, "range"):

@@ -245,12 +245,12 @@ func TestSprigFunctions(t *testing.T) {
 		}
 	}
 	for text, want := range map[string]string{
-		`{{ repeat 1000000 "abc" }}`: "would exceed", `{{ until 100000000 }}`: "more than 10000 numbers",
-		`{{ indent 1000000000 "x" }}`: "would exceed", `{{ seq 1 100000000 }}`: "more than 10000 numbers",
+		`{{ repeat 1000000 "abc" }}`: "output would be 3000000 bytes, more than the limit of 131072", `{{ until 100000000 }}`: "more than 10000 numbers",
+		`{{ indent 1000000000 "x" }}`: "output would be 1000000001 bytes, more than the limit", `{{ seq 1 100000000 }}`: "more than 10000 numbers",
 		// Structures that double by sharing themselves: each call is cheap, printing one is not.
-		`{{ $l := list 1 }}{{ range 60 }}{{ $l = list $l $l }}{{ end }}{{ toJson $l }}`:      "error calling list: the result would exceed",
-		`{{ $l := list 1 }}{{ range 60 }}{{ $l = concat $l $l }}{{ end }}{{ len $l }}`:       "error calling concat: the result would exceed",
-		`{{ $d := dict "a" 1 }}{{ range 60 }}{{ $d = dict "x" $d "y" $d }}{{ end }}{{ $d }}`: "error calling dict: the result would exceed",
+		`{{ $l := list 1 }}{{ range 60 }}{{ $l = list $l $l }}{{ end }}{{ toJson $l }}`:      "error calling list: output would be more than the limit",
+		`{{ $l := list 1 }}{{ range 60 }}{{ $l = concat $l $l }}{{ end }}{{ len $l }}`:       "error calling concat: output would be more than the limit",
+		`{{ $d := dict "a" 1 }}{{ range 60 }}{{ $d = dict "x" $d "y" $d }}{{ end }}{{ $d }}`: "error calling dict: output would be more than the limit",
 	} {
 		if _, err := ParseTemplate(text); err == nil || !strings.Contains(err.Error(), "WEBHOOK_TEMPLATE") || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error saying %q", text, err, want)

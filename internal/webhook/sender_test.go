@@ -635,3 +635,23 @@ func TestSendPanicIsThatSendsError(t *testing.T) {
 		t.Errorf("the next send: %v, %d requests; want it sent", err, rec.count())
 	}
 }
+
+// A template refused at a notice is reported as every render failure is: the send fails, the
+// result is counted as invalid and the log says why; nothing is posted and nothing crashes.
+func TestSendRefusedTemplateIsReported(t *testing.T) {
+	rec, srv := endpoint(t, statuses(200))
+	s, res, logs := newSender(t, testConfig(srv.URL, "template", guardedTemplate), Options{})
+	err := s.Send(context.Background(), notification())
+	if err == nil || !strings.Contains(err.Error(), "error calling indent: output would be 17180131328 bytes, more than the limit of 131072") {
+		t.Fatalf("error %v", err)
+	}
+	if rec.count() != 0 {
+		t.Errorf("%d requests", rec.count())
+	}
+	if got := res.list(); !slices.Equal(got, []string{ResultInvalid}) {
+		t.Errorf("observed %v", got)
+	}
+	if line := logs.String(); !strings.Contains(line, "webhook not sent: template failed") || !strings.Contains(line, "error calling indent") {
+		t.Errorf("log: %s", line)
+	}
+}

@@ -50,6 +50,8 @@ var sprigFunctions = sync.OnceValues(func() (map[string]reflect.Value, map[strin
 		}
 		if b, ok := wrapped[name]; ok {
 			fn = b
+		} else if size, ok := growth[name]; ok {
+			fn = guarded(fn, size)
 		}
 		ext[name] = reflect.ValueOf(fn)
 	}
@@ -92,36 +94,13 @@ func explainUndefined(err error) error {
 	return fmt.Errorf("function %q is not available in webhook templates: %s", m[1], why)
 }
 
-var errTooLong = fmt.Errorf("the result would exceed %d bytes", MaxBodyBytes)
-
-// bounded wraps the sprig functions whose result grows with a number the template gives, so
-// that one call cannot allocate more than a body may hold; within the bound they are sprig's.
+// bounded wraps the sprig functions whose result is a range of numbers: a range is refused
+// past maxSteps numbers, as a loop is; within the bound they are sprig's.
 func bounded(all map[string]any) map[string]any {
-	repeat := all["repeat"].(func(int, string) string)
-	indent := all["indent"].(func(int, string) string)
-	nindent := all["nindent"].(func(int, string) string)
 	until := all["until"].(func(int) []int)
 	untilStep := all["untilStep"].(func(int, int, int) []int)
 	seq := all["seq"].(func(...int) string)
 	return map[string]any{
-		"repeat": func(count int, s string) (string, error) {
-			if count > 0 && len(s) > 0 && count > MaxBodyBytes/len(s) {
-				return "", errTooLong
-			}
-			return repeat(count, s), nil
-		},
-		"indent": func(spaces int, v string) (string, error) {
-			if spaces > MaxBodyBytes {
-				return "", errTooLong
-			}
-			return indent(spaces, v), nil
-		},
-		"nindent": func(spaces int, v string) (string, error) {
-			if spaces > MaxBodyBytes {
-				return "", errTooLong
-			}
-			return nindent(spaces, v), nil
-		},
 		"until": func(count int) ([]int, error) {
 			if err := fewSteps(0, count, 1); err != nil {
 				return nil, err
@@ -182,13 +161,8 @@ func (e *execution) callGo(dot any, n parse.Node, name string, fn reflect.Value,
 	if err != nil {
 		return nil, e.fail(n, "error calling %s: %v", name, err)
 	}
-	// Lists can hold lists: a few calls that each double a structure, by sharing it, would
-	// make the next toJson or print of it run without end. Results are bounded like bodies.
-	budget := MaxBodyBytes
-	if !fits(out, &budget) {
-		return nil, e.fail(n, "error calling %s: %v", name, errTooLong)
-	}
-	return fromValue(out), nil
+	result := fromValue(out)
+	return result, e.account(n, name, result, true)
 }
 
 // goArgs evaluates a call's arguments for the parameters of typ, the value piped into it
@@ -233,38 +207,6 @@ func paramType(typ reflect.Type, i, numFixed int) reflect.Type {
 		return typ.In(typ.NumIn() - 1).Elem()
 	}
 	return typ.In(i)
-}
-
-// fits reports whether v, counted as its strings' bytes and one per other element, stays
-// within the budget; it stops counting as soon as it does not, so it costs at most the budget.
-func fits(v reflect.Value, budget *int) bool {
-	switch v.Kind() {
-	case reflect.String:
-		*budget -= v.Len()
-	case reflect.Slice, reflect.Array:
-		*budget -= 1
-		for i := 0; i < v.Len() && *budget >= 0; i++ {
-			fits(v.Index(i), budget)
-		}
-	case reflect.Map:
-		*budget -= 1
-		for it := v.MapRange(); it.Next() && *budget >= 0; {
-			fits(it.Key(), budget)
-			fits(it.Value(), budget)
-		}
-	case reflect.Interface, reflect.Pointer:
-		*budget -= 1
-		if !v.IsNil() {
-			fits(v.Elem(), budget)
-		}
-	case reflect.Struct:
-		for i := 0; i < v.NumField() && *budget >= 0; i++ {
-			fits(v.Field(i), budget)
-		}
-	default:
-		*budget -= 1
-	}
-	return *budget >= 0
 }
 
 func safeCall(fn reflect.Value, args []reflect.Value) (v reflect.Value, err error) {

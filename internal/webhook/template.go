@@ -33,6 +33,46 @@ type Notification struct {
 	NodeLabels       map[string]string
 }
 
+// notificationField is n's field called name. Reading it through reflection would copy the
+// whole notification on every read, the commonest command of a template.
+func notificationField(n *Notification, name string) (any, bool) {
+	switch name {
+	case "EventID":
+		return n.EventID, true
+	case "Kind":
+		return n.Kind, true
+	case "Monitor":
+		return n.Monitor, true
+	case "Description":
+		return n.Description, true
+	case "State":
+		return n.State, true
+	case "NodeName":
+		return n.NodeName, true
+	case "InstanceID":
+		return n.InstanceID, true
+	case "ProviderID":
+		return n.ProviderID, true
+	case "InstanceType":
+		return n.InstanceType, true
+	case "AutoScalingGroupName":
+		return n.AutoScalingGroupName, true
+	case "AvailabilityZone":
+		return n.AvailabilityZone, true
+	case "Region":
+		return n.Region, true
+	case "StartTime":
+		return n.StartTime, true
+	case "EndTime":
+		return n.EndTime, true
+	case "Pods":
+		return n.Pods, true
+	case "NodeLabels":
+		return n.NodeLabels, true
+	}
+	return nil, false
+}
+
 // JSON encodes v as JSON, for templates that build a JSON body: {{ .JSON .Description }}
 // yields a quoted, escaped string whatever the description holds. Inside {{ range }} the
 // method is reached as {{ $.JSON . }}. HTML characters are left as they are (they are valid
@@ -58,6 +98,16 @@ const (
 	// maxNesting bounds how deep loops and template calls nest, and with it the
 	// evaluator's recursion; no webhook message needs more.
 	maxNesting = 50
+	// maxRenderBytes bounds what one render allocates besides its body, by the evaluator's own
+	// count: each command it evaluates, each function it calls and each value a call makes.
+	// maxSteps bounds loops and MaxBodyBytes the output; this bounds the work in between, such
+	// as a loop that makes a large value and drops it on every pass.
+	maxRenderBytes = 32 * MaxBodyBytes
+	// What the evaluator counts for its own allocations: a command (its value, a variable), a
+	// call (its arguments and results), and each list element or map entry a call makes.
+	commandCost = 64
+	callCost    = 512
+	itemCost    = 32
 )
 
 var errTooLarge = fmt.Errorf("WEBHOOK_TEMPLATE: rendered body exceeds %d bytes", MaxBodyBytes)
@@ -69,9 +119,11 @@ var errTooLarge = fmt.Errorf("WEBHOOK_TEMPLATE: rendered body exceeds %d bytes",
 // none of which can read files, the environment or the network; a template asking for one
 // (env, expandenv, readFile, ...) does not parse, and the error says why. A template reaches
 // the fields of Notification, its JSON method and common time.Time methods (see eval.go).
-// Rendering is bounded in output (MaxBodyBytes) and in work (maxSteps), and a missing map key
-// is an error rather than the text "<no value>" (use {{ index .NodeLabels "key" }} for
-// labels that may be absent).
+// Rendering is bounded in output (MaxBodyBytes), in loops (maxSteps) and in memory: a function
+// whose result would pass MaxBodyBytes is refused before it runs (growth.go, printf.go), and a
+// render's commands, calls and the values they make are bounded together (maxRenderBytes). A
+// missing map key is an error rather than the text "<no value>" (use
+// {{ index .NodeLabels "key" }} for labels that may be absent).
 //
 // Values are written as they are. A template that builds JSON should pass them through
 // {{ .JSON ... }} so that quotes and newlines in, say, a description keep the body valid;
@@ -82,8 +134,9 @@ type Template struct {
 
 const templateName = "WEBHOOK_TEMPLATE"
 
-// ParseTemplate parses text and renders it once with a sample notification, so an unknown
-// field or a runaway loop is found at start rather than at the first interruption.
+// ParseTemplate parses text and renders it with a sample notification and with the largest
+// notification a node can bring, so an unknown field, a runaway loop or a body that grows past
+// the limit with a large node's data is found at start rather than at an interruption.
 func ParseTemplate(text string) (*Template, error) {
 	trees, err := parse.Parse(templateName, text, "", "", functionNames())
 	if err != nil {
@@ -97,6 +150,10 @@ func ParseTemplate(text string) (*Template, error) {
 	// (unknown fields, wrong arguments, too much output or work) fails here.
 	if _, err := t.render(sampleNotification(), true); err != nil {
 		return nil, fmt.Errorf("WEBHOOK_TEMPLATE: fails on a sample notification: %w", err)
+	}
+	if _, err := t.render(worstCaseNotification(), true); err != nil {
+		return nil, fmt.Errorf("WEBHOOK_TEMPLATE: fails on the largest notification a node can bring (%d pods, %d labels, a %d-byte description): %w",
+			worstPods, worstLabels, worstDescription, err)
 	}
 	return t, nil
 }
@@ -229,6 +286,9 @@ type boundedBuffer struct {
 	max int
 }
 
+// room is what the buffer can still take.
+func (w *boundedBuffer) room() int { return w.max - w.b.Len() }
+
 func (w *boundedBuffer) Write(p []byte) (int, error) {
 	if w.b.Len()+len(p) > w.max {
 		return 0, errTooLarge
@@ -257,3 +317,43 @@ func sampleNotification() Notification {
 		NodeLabels:           map[string]string{"kubernetes.io/os": "linux"},
 	}
 }
+
+// The largest notification, for the second start-up render. Names are as long as Kubernetes
+// and AWS let them be (a namespace, a generated pod name, a node name, a label's prefix, name
+// and value, an Auto Scaling group); the counts are a large node's: the pods the largest EKS
+// instance types run, more labels than a node carries, a description twice as long as a
+// node's record keeps one.
+const (
+	worstPods        = 250
+	worstLabels      = 64
+	worstDescription = 1024
+)
+
+func worstCaseNotification() Notification {
+	n := sampleNotification()
+	n.EventID = filled("spot-i-0123456789abcdef0-", 63)
+	n.Kind = "capacity-reservation-interruption"
+	n.Monitor = "ec2-status"
+	n.State = "cordoned"
+	n.Description = filled(`Scheduled "instance-retirement" <event> & reboot\`+"\n", worstDescription)
+	n.NodeName = filled("ip-10-0-0-1-", 253-len(".ec2.internal")) + ".ec2.internal"
+	n.InstanceID = "i-0123456789abcdef0"
+	n.AvailabilityZone = "us-east-1-wl1-bos-wlz-1"
+	n.Region = "us-east-1"
+	n.ProviderID = "aws:///" + n.AvailabilityZone + "/" + n.InstanceID
+	n.InstanceType = filled("u7inh-32tb.480xlarge-", 63)
+	n.AutoScalingGroupName = filled("eks-workers-", 255)
+	n.Pods = make([]string, worstPods)
+	for i := range n.Pods {
+		n.Pods[i] = filled(fmt.Sprintf("namespace-%d-", i), 63) + "/" + filled(fmt.Sprintf("pod-%d-", i), 63)
+	}
+	n.NodeLabels = make(map[string]string, worstLabels)
+	for i := range worstLabels {
+		key := filled(fmt.Sprintf("label-%d.example.com", i), 63) + "/" + filled("name-", 63)
+		n.NodeLabels[key] = filled("value-", 63)
+	}
+	return n
+}
+
+// filled is prefix repeated to length n.
+func filled(prefix string, n int) string { return strings.Repeat(prefix, n/len(prefix)+1)[:n] }

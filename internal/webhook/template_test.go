@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -174,7 +175,8 @@ func TestParseTemplateRejects(t *testing.T) {
 		{"deep call chain", chain(60), "nested more than 50 deep"},
 		{"fan-out of template calls", `{{ define "x" }}{{ template "y" }}{{ template "y" }}{{ end }}` +
 			`{{ define "y" }}{{ range 5000 }}{{ end }}{{ end }}{{ template "x" }}`, "more than 10000"},
-		{"too much output", `{{ printf "%900000s" "" }}`, "exceeds 131072 bytes"},
+		{"too much output", `{{ printf "%900000s" "" }}`, "a width of 900000 is more than the limit of 131072 bytes"},
+		{"too much output at once", `{{ printf "%90000s" "" }}{{ printf "%90000s" "" }}`, "exceeds 131072 bytes"},
 		{"too much output in a loop", `{{ range 100 }}{{ printf "%2000s" "" }}{{ end }}`, "exceeds 131072 bytes"},
 	}
 	for _, tt := range tests {
@@ -193,23 +195,41 @@ func TestParseTemplateRejects(t *testing.T) {
 	}
 }
 
-// A template that is fine on the sample can still grow past the bound with a big node's data.
+// A template whose body grows with a node's data is refused at start when the largest
+// notification a node can bring would pass the bound.
+func TestStartUpRefusesBodiesThatGrowWithData(t *testing.T) {
+	for _, text := range []string{
+		`{{ range .Pods }}{{ printf "%1000s" . }}{{ end }}`,
+		`{{ range $k, $v := .NodeLabels }}{{ repeat 20 $k }}{{ end }}`,
+		`{{ $d := .Description }}{{ range 200 }}{{ $d }}{{ end }}`,
+		`{{ range .Pods }}{{ $.JSON $.Pods }}{{ end }}`,
+		// Passes the sample render (whose description it names), not the largest notification.
+		`{{ if ne .Description "sample notification" }}{{ indent 131072 (repeat 131072 "\n") }}{{ end }}`,
+	} {
+		_, err := ParseTemplate(text)
+		if err == nil || !strings.Contains(err.Error(), "fails on the largest notification a node can bring (250 pods, 64 labels, a 1024-byte description)") {
+			t.Errorf("%s: %v", text, err)
+		}
+	}
+}
+
+// Data beyond the largest notification still cannot grow a body past the bound.
 func TestRenderBoundedOnRealData(t *testing.T) {
-	tmpl, err := ParseTemplate(`{{ range .Pods }}{{ printf "%1000s" . }}{{ end }}`)
+	tmpl, err := ParseTemplate(`{{ range .Pods }}{{ printf "%200s" . }}{{ end }}`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := notification()
-	for i := range 200 {
+	for i := range 1000 {
 		n.Pods = append(n.Pods, fmt.Sprintf("ns/pod-%d", i))
 	}
 	got, err := tmpl.Render(n)
 	if !errors.Is(err, errTooLarge) || got != nil {
 		t.Fatalf("got %d bytes, %v; want errTooLarge", len(got), err)
 	}
-	n.Pods = n.Pods[:100]
+	n.Pods = n.Pods[:500]
 	got, err = tmpl.Render(n)
-	if err != nil || len(got) != 100*1000 {
+	if err != nil || len(got) != 500*200 {
 		t.Fatalf("got %d bytes, %v; want 100000 bytes", len(got), err)
 	}
 }
@@ -297,5 +317,46 @@ func TestIndexAtLengthIsAnError(t *testing.T) {
 	}
 	if _, err := tmpl.Render(Notification{}); err == nil || !strings.Contains(err.Error(), "index out of range: 0") {
 		t.Errorf("index of an empty list: %v", err)
+	}
+}
+
+// Every field of a notification reads as reflection reads it.
+func TestNotificationFieldsAllRead(t *testing.T) {
+	n := notification()
+	v := reflect.ValueOf(n)
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Name
+		got, ok := notificationField(&n, name)
+		if !ok || !reflect.DeepEqual(got, v.Field(i).Interface()) {
+			t.Errorf("%s: %v, %v; want %v", name, got, ok, v.Field(i).Interface())
+		}
+	}
+	if _, ok := notificationField(&n, "JSON"); ok {
+		t.Error("JSON is a method, not a field")
+	}
+}
+
+// The largest notification sets every field, as long as the field can be.
+func TestWorstCaseNotificationIsFull(t *testing.T) {
+	n := worstCaseNotification()
+	v := reflect.ValueOf(n)
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			t.Errorf("%s is not set", v.Type().Field(i).Name)
+		}
+	}
+	if len(n.Pods) != worstPods || len(n.NodeLabels) != worstLabels || len(n.Description) != worstDescription {
+		t.Errorf("%d pods, %d labels, a %d-byte description", len(n.Pods), len(n.NodeLabels), len(n.Description))
+	}
+	if len(n.NodeName) != 253 || len(n.EventID) != 63 || len(n.Pods[0]) != 63+1+63 || len(n.AutoScalingGroupName) != 255 {
+		t.Errorf("node %d, event %d, pod %d, group %d bytes", len(n.NodeName), len(n.EventID), len(n.Pods[0]), len(n.AutoScalingGroupName))
+	}
+	for k, v := range n.NodeLabels {
+		if len(k) != 63+1+63 || len(v) != 63 {
+			t.Errorf("label %d=%d bytes", len(k), len(v))
+		}
+	}
+	if got := withPlacement(Notification{ProviderID: n.ProviderID}); got.AvailabilityZone != n.AvailabilityZone || got.Region != n.Region {
+		t.Errorf("zone %q and region %q do not follow from %q", n.AvailabilityZone, n.Region, n.ProviderID)
 	}
 }
