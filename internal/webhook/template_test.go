@@ -360,3 +360,20 @@ func TestWorstCaseNotificationIsFull(t *testing.T) {
 		t.Errorf("zone %q and region %q do not follow from %q", n.AvailabilityZone, n.Region, n.ProviderID)
 	}
 }
+
+// A render leaves the caller's notification as it was: sortAlpha sorts its list in place, and
+// the caller's pods keep their order.
+func TestRenderLeavesTheNotificationAlone(t *testing.T) {
+	tmpl, err := ParseTemplate(`{{ sortAlpha .Pods | join "," }}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := Notification{Pods: []string{"b/2", "a/1"}}
+	out, err := tmpl.Render(n)
+	if err != nil || string(out) != "a/1,b/2" {
+		t.Fatalf("rendered %q, %v", out, err)
+	}
+	if n.Pods[0] != "b/2" {
+		t.Errorf("the caller's pods were reordered: %v", n.Pods)
+	}
+}
