@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"sync"
 	"text/template/parse"
 
@@ -100,7 +101,16 @@ func bounded(all map[string]any) map[string]any {
 	until := all["until"].(func(int) []int)
 	untilStep := all["untilStep"].(func(int, int, int) []int)
 	seq := all["seq"].(func(...int) string)
+	sortAlpha := all["sortAlpha"].(func(any) []string)
 	return map[string]any{
+		// sprig sorts a []string in place: the notification's pods would be reordered for
+		// whoever holds them after the render.
+		"sortAlpha": func(list any) []string {
+			if l, ok := list.([]string); ok {
+				list = slices.Clone(l)
+			}
+			return sortAlpha(list)
+		},
 		"until": func(count int) ([]int, error) {
 			if err := fewSteps(0, count, 1); err != nil {
 				return nil, err

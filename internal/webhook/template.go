@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"text/template/parse"
 	"time"
@@ -177,10 +175,6 @@ func (t *Template) render(n Notification, missingKeyZero bool) (_ []byte, err er
 			err = fmt.Errorf("the template could not be rendered: %v", r)
 		}
 	}()
-	// Some functions (sortAlpha) sort their list in place: the template works on its own copy
-	// of the caller's slices and maps.
-	n.Pods = slices.Clone(n.Pods)
-	n.NodeLabels = maps.Clone(n.NodeLabels)
 	out := &boundedBuffer{max: MaxBodyBytes}
 	if err := execute(t.trees, templateName, out, n, missingKeyZero); err != nil {
 		if errors.Is(err, errTooLarge) {
