@@ -74,6 +74,9 @@ func runAs(ctx context.Context, name string, args []string, lookupEnv func(strin
 	a := &app{plugin: strings.HasPrefix(name, pluginPrefix), lookupEnv: lookupEnv, stdout: stdout, stderr: stderr}
 	root := a.rootCommand()
 	if found, _, err := root.Find(args); err == nil && found == root && !a.plugin && !asksForHelp(args) {
+		if a.onWorkstation(root, args) {
+			return a.bareHelp(root)
+		}
 		// No command: the daemon, with NTH's settings, as NTH's image runs it.
 		return a.runDaemon(ctx, "", args)
 	}
@@ -100,9 +103,10 @@ func asksForHelp(args []string) bool {
 }
 
 // commandPath is the display path of the command args name, for pointing at its help.
+// CommandPath starts from the root's display name, kubectl lifeboat as a plugin.
 func commandPath(root *cobra.Command, args []string) string {
 	if c, _, err := root.Find(args); err == nil {
-		return c.DisplayName() + strings.TrimPrefix(c.CommandPath(), root.Name())
+		return c.CommandPath()
 	}
 	return root.DisplayName()
 }
