@@ -10,7 +10,8 @@
 //
 // With no command it behaves like aws-node-termination-handler: controller mode when
 // ENABLE_SQS_TERMINATION_DRAINING is true, agent mode otherwise. Installed as kubectl-lifeboat
-// it is a kubectl plugin: `kubectl lifeboat status`.
+// it is a kubectl plugin: `kubectl lifeboat status`; installed as kubectl_complete-lifeboat, it
+// completes the plugin's arguments for kubectl.
 package main
 
 import (
@@ -71,7 +72,12 @@ type app struct {
 
 // runAs runs the command line as the binary name (argv[0]'s base) and returns the exit status.
 func runAs(ctx context.Context, name string, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
-	a := &app{plugin: strings.HasPrefix(name, pluginPrefix), lookupEnv: lookupEnv, stdout: stdout, stderr: stderr}
+	helper := name == completionHelper
+	if helper {
+		// kubectl shows the helper's stderr in the terminal, where cobra's notes do not belong.
+		args, stderr = helperArgs(args), io.Discard
+	}
+	a := &app{plugin: helper || strings.HasPrefix(name, pluginPrefix), lookupEnv: lookupEnv, stdout: stdout, stderr: stderr}
 	root := a.rootCommand()
 	if found, _, err := root.Find(args); err == nil && found == root && !a.plugin && !asksForHelp(args) {
 		if a.onWorkstation(root, args) {
@@ -135,6 +141,7 @@ their EC2 instances. As a kubectl plugin it offers Lifeboat's read-only commands
 	a.kube.bind(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&a.output, "output", "o", "", "Output format; each command lists the formats it offers")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "warn", "Log level of the read-only commands: debug, info, warn or error")
+	a.registerCompletions(root)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return err })
 	if !a.plugin {
 		root.AddCommand(a.daemonCommands()...)
@@ -144,6 +151,8 @@ their EC2 instances. As a kubectl plugin it offers Lifeboat's read-only commands
 	root.SetErr(a.stderr)
 	// Known before Execute, so that "completion" and "help" are commands, not the daemon.
 	root.InitDefaultHelpCmd()
+	// As a plugin, kubectl's own completion script and the helper complete it.
+	root.CompletionOptions.HiddenDefaultCmd = a.plugin
 	root.InitDefaultCompletionCmd()
 	return root
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -202,6 +203,64 @@ func TestKrewManifestTemplate(t *testing.T) {
 	for _, p := range m.Spec.Platforms {
 		if p.Bin != "kubectl-lifeboat" || !strings.HasPrefix(p.URI, "x-uri_") {
 			t.Errorf("platform %+v", p)
+		}
+	}
+}
+
+// Under the plugin's name the usage hint names the command as kubectl does.
+func TestPluginUsageHint(t *testing.T) {
+	var stderr bytes.Buffer
+	code := runAs(context.Background(), "kubectl-lifeboat", []string{"status", "--bogus"}, func(string) (string, bool) { return "", false }, io.Discard, &stderr)
+	if code != exitUsage || !strings.Contains(stderr.String(), "Run 'kubectl lifeboat status --help' for usage.") {
+		t.Errorf("exit %d, %q", code, stderr.String())
+	}
+}
+
+// Invoked as kubectl_complete-lifeboat, the binary completes the plugin's arguments as kubectl
+// passes them (the words after "kubectl lifeboat", the one being typed last), silently.
+func TestCompletionHelper(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c1, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u1, user: {}}]
+contexts: [{name: prod, context: {cluster: c1, user: u1}}, {name: dev, context: {cluster: c1, user: u1}}]
+current-context: prod
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(k string) (string, bool) { return kubeconfig, k == "KUBECONFIG" }
+	for _, tc := range []struct {
+		args    []string
+		want    []string // the lines, directive last
+		without []string
+	}{
+		{[]string{""}, []string{"status\t", "check\t", "version\t", ":4"}, []string{"agent", "controller", "completion"}},
+		{[]string{"status", "-o", ""}, []string{"table", "wide", "name", "json", "yaml", "jsonpath=", ":4"}, nil},
+		{[]string{"check", "--output", ""}, []string{"table", "name", "jsonpath=", ":4"}, []string{"wide"}},
+		{[]string{"version", "-o", ""}, []string{"json", "yaml", ":4"}, []string{"wide", "name"}},
+		{[]string{"status", "-o", "jsonp"}, []string{"jsonpath=", ":6"}, []string{"json\n"}}, // no space after the "="
+		{[]string{"status", "--context", ""}, []string{"dev", "prod", ":4"}, nil},
+		{[]string{"--context", "d"}, []string{"dev", ":4"}, []string{"prod"}},
+		{[]string{"check", "--cluster", ""}, []string{"c1", ":4"}, nil},
+		{[]string{"status", "-n", ""}, []string{":4"}, nil}, // the cluster does not answer: nothing, no error
+		{[]string{"__complete", "status", "-o", "y"}, []string{"yaml", ":4"}, nil},
+	} {
+		var out, errOut bytes.Buffer
+		code := runAs(context.Background(), "kubectl_complete-lifeboat", tc.args, env, &out, &errOut)
+		lines := "\n" + out.String()
+		for _, w := range tc.want {
+			if !strings.Contains(lines, "\n"+w) {
+				t.Errorf("%q: lacks %q:\n%s", tc.args, w, out.String())
+			}
+		}
+		for _, w := range tc.without {
+			if strings.Contains(lines, "\n"+w) {
+				t.Errorf("%q: offers %q:\n%s", tc.args, w, out.String())
+			}
+		}
+		if code != exitOK || errOut.Len() > 0 {
+			t.Errorf("%q: exit %d, stderr %q", tc.args, code, errOut.String())
 		}
 	}
 }
