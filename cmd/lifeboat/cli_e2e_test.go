@@ -293,17 +293,32 @@ func TestKubectlPlugin(t *testing.T) {
 	if out, _ := cmd.CombinedOutput(); !strings.Contains(string(out), "Run 'kubectl lifeboat status --help' for usage.") {
 		t.Errorf("the usage hint under kubectl:\n%s", out)
 	}
-	t.Run("kubectl completes the plugin through kubectl_complete-lifeboat", func(t *testing.T) {
+	t.Run("kubectl completes the plugin through the binary linked as kubectl_complete-lifeboat", func(t *testing.T) {
+		if err := os.Symlink("kubectl-lifeboat", filepath.Join(dir, "kubectl_complete-lifeboat")); err != nil {
+			t.Fatal(err)
+		}
+		kubectlCompletes(t, w, kubectl, dir)
+	})
+	t.Run("and through the script the krew archive ships", func(t *testing.T) {
+		script, err := os.ReadFile("../../deploy/krew/kubectl_complete-lifeboat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		helper := filepath.Join(dir, "kubectl_complete-lifeboat")
+		if err := os.Remove(helper); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(helper, script, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		kubectlCompletes(t, w, kubectl, dir)
 	})
 }
 
-// kubectlCompletes runs kubectl's own completion of "kubectl lifeboat ..." with the binary
-// installed as its completion helper, as the docs and the krew archive install it.
+// kubectlCompletes runs kubectl's own completion of "kubectl lifeboat ..." with the
+// completion helper on PATH in dir, next to the plugin.
 func kubectlCompletes(t *testing.T, w *cliWorld, kubectl, dir string) {
-	if err := os.Symlink("kubectl-lifeboat", filepath.Join(dir, "kubectl_complete-lifeboat")); err != nil {
-		t.Fatal(err)
-	}
+	t.Helper()
 	for _, tc := range []struct {
 		args []string
 		want []string

@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -188,6 +190,7 @@ func TestKrewManifestTemplate(t *testing.T) {
 	var m struct {
 		Kind string `json:"kind"`
 		Spec struct {
+			Caveats   string `json:"caveats"`
 			Platforms []struct {
 				URI string `json:"uri"`
 				Bin string `json:"bin"`
@@ -204,6 +207,26 @@ func TestKrewManifestTemplate(t *testing.T) {
 		if p.Bin != "kubectl-lifeboat" || !strings.HasPrefix(p.URI, "x-uri_") {
 			t.Errorf("platform %+v", p)
 		}
+	}
+	// krew links only bin into PATH: the completion helper is the user's to copy.
+	if !strings.Contains(m.Spec.Caveats, "kubectl_complete-lifeboat") {
+		t.Errorf("the caveats do not say how to install the completion helper:\n%s", m.Spec.Caveats)
+	}
+}
+
+// Every plugin archive the release builds holds the completion helper next to the plugin.
+func TestReleaseArchivesShipTheCompletionHelper(t *testing.T) {
+	b, err := os.ReadFile("../../.github/workflows/release.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tarLine := regexp.MustCompile(`(?m)^\s*tar .*-czf "_output/plugin/\$archive"(.*)$`).FindSubmatch(b)
+	if tarLine == nil || !slices.Contains(strings.Fields(string(tarLine[1])), "kubectl_complete-lifeboat") ||
+		!strings.Contains(string(b), "deploy/krew/kubectl_complete-lifeboat") {
+		t.Errorf("the release's plugin archives lack kubectl_complete-lifeboat (tar line %q)", tarLine)
+	}
+	if fi, err := os.Stat("../../deploy/krew/kubectl_complete-lifeboat"); err != nil || fi.Mode()&0o111 == 0 {
+		t.Errorf("deploy/krew/kubectl_complete-lifeboat is not an executable file: %v", err)
 	}
 }
 
