@@ -22,14 +22,14 @@ const bareHint = "No command, and no daemon settings outside a pod: try 'lifeboa
 // KUBERNETES_SERVICE_HOST in every container), none of the daemon's or NTH's settings in the
 // environment, and nothing on the line but the global flags --help lists. Anything else keeps
 // NTH's start-up: the daemon, its mode chosen by ENABLE_SQS_TERMINATION_DRAINING.
-func (a *app) onWorkstation(root *cobra.Command, args []string) bool {
-	if v, ok := a.lookupEnv("KUBERNETES_SERVICE_HOST"); ok && v != "" {
+func onWorkstation(root *cobra.Command, args []string, lookupEnv func(string) (string, bool)) bool {
+	if v, ok := lookupEnv("KUBERNETES_SERVICE_HOST"); ok && v != "" {
 		return false
 	}
 	for _, s := range config.Settings() {
 		for _, name := range append([]string{s.Env}, s.Aliases...) {
 			// An empty variable counts as unset, as for the settings themselves.
-			if v, ok := a.lookupEnv(name); ok && v != "" && !shellSettings[name] {
+			if v, ok := lookupEnv(name); ok && v != "" && !shellSettings[name] {
 				return false
 			}
 		}

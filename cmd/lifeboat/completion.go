@@ -37,13 +37,13 @@ func helperArgs(args []string) []string {
 
 // registerCompletions completes the global flags' values: -o, --context, --cluster, --user
 // from the kubeconfig, and -n from the cluster.
-func (a *app) registerCompletions(root *cobra.Command) {
+func registerCompletions(root *cobra.Command, kube *kubeFlags) {
 	for name, fn := range map[string]cobra.CompletionFunc{
 		"output":    completeFormats,
-		"context":   a.completeKubeconfig(func(c *clientcmdapi.Config) []string { return slices.Collect(maps.Keys(c.Contexts)) }),
-		"cluster":   a.completeKubeconfig(func(c *clientcmdapi.Config) []string { return slices.Collect(maps.Keys(c.Clusters)) }),
-		"user":      a.completeKubeconfig(func(c *clientcmdapi.Config) []string { return slices.Collect(maps.Keys(c.AuthInfos)) }),
-		"namespace": a.completeNamespaces,
+		"context":   kube.completeKubeconfig(func(c *clientcmdapi.Config) []string { return slices.Collect(maps.Keys(c.Contexts)) }),
+		"cluster":   kube.completeKubeconfig(func(c *clientcmdapi.Config) []string { return slices.Collect(maps.Keys(c.Clusters)) }),
+		"user":      kube.completeKubeconfig(func(c *clientcmdapi.Config) []string { return slices.Collect(maps.Keys(c.AuthInfos)) }),
+		"namespace": kube.completeNamespaces,
 	} {
 		// Errors only for a flag that does not exist: a programming error the tests catch.
 		if err := root.RegisterFlagCompletionFunc(name, fn); err != nil {
@@ -78,9 +78,9 @@ func completeFormats(cmd *cobra.Command, _ []string, toComplete string) ([]cobra
 
 // completeKubeconfig offers the names the kubeconfig (as --kubeconfig, KUBECONFIG or
 // ~/.kube/config give it) holds, as kubectl does for its flags.
-func (a *app) completeKubeconfig(names func(*clientcmdapi.Config) []string) cobra.CompletionFunc {
+func (k *kubeFlags) completeKubeconfig(names func(*clientcmdapi.Config) []string) cobra.CompletionFunc {
 	return func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		cfg, err := a.kube.loadingRules().Load()
+		cfg, err := k.loadingRules().Load()
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
@@ -89,8 +89,8 @@ func (a *app) completeKubeconfig(names func(*clientcmdapi.Config) []string) cobr
 }
 
 // completeNamespaces offers the cluster's namespaces; nothing, silently, when it cannot ask.
-func (a *app) completeNamespaces(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-	client, err := a.kube.client()
+func (k *kubeFlags) completeNamespaces(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	client, err := k.client()
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}

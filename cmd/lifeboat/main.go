@@ -80,7 +80,7 @@ func runAs(ctx context.Context, name string, args []string, lookupEnv func(strin
 	a := &app{plugin: helper || strings.HasPrefix(name, pluginPrefix), lookupEnv: lookupEnv, stdout: stdout, stderr: stderr}
 	root := a.rootCommand()
 	if found, _, err := root.Find(args); err == nil && found == root && !a.plugin && !asksForHelp(args) {
-		if a.onWorkstation(root, args) {
+		if onWorkstation(root, args, lookupEnv) {
 			return a.bareHelp(root)
 		}
 		// No command: the daemon, with NTH's settings, as NTH's image runs it.
@@ -141,7 +141,7 @@ their EC2 instances. As a kubectl plugin it offers Lifeboat's read-only commands
 	a.kube.bind(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&a.output, "output", "o", "", "Output format; each command lists the formats it offers")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "warn", "Log level of the read-only commands: debug, info, warn or error")
-	a.registerCompletions(root)
+	registerCompletions(root, a.kube)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return err })
 	if !a.plugin {
 		root.AddCommand(a.daemonCommands()...)
