@@ -288,6 +288,87 @@ func TestKubectlPlugin(t *testing.T) {
 	if !strings.Contains(string(out), "kubectl lifeboat [command]") || strings.Contains(string(out), "  agent ") || strings.Contains(string(out), "  controller ") {
 		t.Errorf("plugin help names it as kubectl lifeboat and offers only the read-only commands:\n%s", out)
 	}
+	cmd = exec.Command(kubectl, "lifeboat", "status", "--bogus")
+	cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"), "HOME="+w.home)
+	if out, _ := cmd.CombinedOutput(); !strings.Contains(string(out), "Run 'kubectl lifeboat status --help' for usage.") {
+		t.Errorf("the usage hint under kubectl:\n%s", out)
+	}
+	t.Run("kubectl completes the plugin through the binary linked as kubectl_complete-lifeboat", func(t *testing.T) {
+		if err := os.Symlink("kubectl-lifeboat", filepath.Join(dir, "kubectl_complete-lifeboat")); err != nil {
+			t.Fatal(err)
+		}
+		kubectlCompletes(t, w, kubectl, dir)
+	})
+	t.Run("and through the script the krew archive ships", func(t *testing.T) {
+		script, err := os.ReadFile("../../deploy/krew/kubectl_complete-lifeboat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		helper := filepath.Join(dir, "kubectl_complete-lifeboat")
+		if err := os.Remove(helper); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(helper, script, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		kubectlCompletes(t, w, kubectl, dir)
+	})
+}
+
+// kubectlCompletes runs kubectl's own completion of "kubectl lifeboat ..." with the
+// completion helper on PATH in dir, next to the plugin.
+func kubectlCompletes(t *testing.T, w *cliWorld, kubectl, dir string) {
+	t.Helper()
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{""}, []string{"status", "check"}},
+		{[]string{"status", "-o", ""}, []string{"wide", "jsonpath="}},
+		{[]string{"--context", ""}, []string{"sandbox", "gone"}},
+		{[]string{"status", "--context", "sandbox", "-n", ""}, []string{"default", "kube-system"}},
+		{[]string{"status", "--context", "sandbox", ""}, []string{w.node}},
+	} {
+		cmd := exec.Command(kubectl, append([]string{"__complete", "lifeboat"}, tc.args...)...)
+		cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"), "HOME="+w.home, "KUBECONFIG=")
+		out, err := cmd.Output()
+		for _, want := range tc.want {
+			if err != nil || !strings.Contains("\n"+string(out), "\n"+want) {
+				t.Errorf("kubectl __complete lifeboat %q: %v, lacks %q:\n%s", tc.args, err, want, out)
+			}
+		}
+	}
+}
+
+// The binary typed bare on an operator's machine prints its commands and a hint; in a pod
+// (KUBERNETES_SERVICE_HOST) it is the daemon, as NTH's image is.
+func TestBareBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	binary := filepath.Join(t.TempDir(), "lifeboat")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	home := "HOME=" + t.TempDir()
+	for _, tc := range []struct {
+		env      []string
+		args     []string
+		wantCode int
+		want     string
+	}{
+		{[]string{home}, nil, 0, bareHint},
+		{[]string{home, "KUBECONFIG=/nonexistent"}, []string{"--context", "prod"}, 0, bareHint},
+		{[]string{home, "KUBERNETES_SERVICE_HOST=10.0.0.1"}, nil, 2, "NODE_NAME is required"},
+		{[]string{home, "NODE_NAME=n", "ENABLE_PROBES_SERVER=false"}, nil, 2, "no Kubernetes API configured"},
+	} {
+		cmd := exec.Command(binary, tc.args...)
+		cmd.Env = tc.env
+		out, _ := cmd.CombinedOutput()
+		if cmd.ProcessState.ExitCode() != tc.wantCode || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%q lifeboat %q: exit %d, want %d and %q:\n%s", tc.env, tc.args, cmd.ProcessState.ExitCode(), tc.wantCode, tc.want, out)
+		}
+	}
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

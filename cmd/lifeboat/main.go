@@ -10,7 +10,8 @@
 //
 // With no command it behaves like aws-node-termination-handler: controller mode when
 // ENABLE_SQS_TERMINATION_DRAINING is true, agent mode otherwise. Installed as kubectl-lifeboat
-// it is a kubectl plugin: `kubectl lifeboat status`.
+// it is a kubectl plugin: `kubectl lifeboat status`; installed as kubectl_complete-lifeboat, it
+// completes the plugin's arguments for kubectl.
 package main
 
 import (
@@ -71,9 +72,17 @@ type app struct {
 
 // runAs runs the command line as the binary name (argv[0]'s base) and returns the exit status.
 func runAs(ctx context.Context, name string, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
-	a := &app{plugin: strings.HasPrefix(name, pluginPrefix), lookupEnv: lookupEnv, stdout: stdout, stderr: stderr}
+	helper := name == completionHelper
+	if helper {
+		// kubectl shows the helper's stderr in the terminal, where cobra's notes do not belong.
+		args, stderr = helperArgs(args), io.Discard
+	}
+	a := &app{plugin: helper || strings.HasPrefix(name, pluginPrefix), lookupEnv: lookupEnv, stdout: stdout, stderr: stderr}
 	root := a.rootCommand()
 	if found, _, err := root.Find(args); err == nil && found == root && !a.plugin && !asksForHelp(args) {
+		if onWorkstation(root, args, lookupEnv) {
+			return a.bareHelp(root)
+		}
 		// No command: the daemon, with NTH's settings, as NTH's image runs it.
 		return a.runDaemon(ctx, "", args)
 	}
@@ -100,9 +109,10 @@ func asksForHelp(args []string) bool {
 }
 
 // commandPath is the display path of the command args name, for pointing at its help.
+// CommandPath starts from the root's display name, kubectl lifeboat as a plugin.
 func commandPath(root *cobra.Command, args []string) string {
 	if c, _, err := root.Find(args); err == nil {
-		return c.DisplayName() + strings.TrimPrefix(c.CommandPath(), root.Name())
+		return c.CommandPath()
 	}
 	return root.DisplayName()
 }
@@ -131,6 +141,7 @@ their EC2 instances. As a kubectl plugin it offers Lifeboat's read-only commands
 	a.kube.bind(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&a.output, "output", "o", "", "Output format; each command lists the formats it offers")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "warn", "Log level of the read-only commands: debug, info, warn or error")
+	registerCompletions(root, a.kube)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return err })
 	if !a.plugin {
 		root.AddCommand(a.daemonCommands()...)
@@ -140,6 +151,8 @@ their EC2 instances. As a kubectl plugin it offers Lifeboat's read-only commands
 	root.SetErr(a.stderr)
 	// Known before Execute, so that "completion" and "help" are commands, not the daemon.
 	root.InitDefaultHelpCmd()
+	// As a plugin, kubectl's own completion script and the helper complete it.
+	root.CompletionOptions.HiddenDefaultCmd = a.plugin
 	root.InitDefaultCompletionCmd()
 	return root
 }

@@ -6,6 +6,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,6 +53,25 @@ func TestConfigCommand(t *testing.T) {
 		{"each read-only command has its own help", []string{"status", "--help"}, nil, 0, []string{"lifeboat status [NODE...]", "--watch", "jsonpath"}, nil},
 		{"agent without Kubernetes fails clearly", []string{"agent"}, map[string]string{"NODE_NAME": "n", "ENABLE_PROBES_SERVER": "false"}, 2,
 			nil, []string{"no Kubernetes API configured"}},
+		{"a command's usage hint names it once", []string{"status", "--bogus"}, nil, 2, nil, []string{"Run 'lifeboat status --help' for usage."}},
+		{"a nested command's usage hint", []string{"completion", "bash", "--bogus"}, nil, 2, nil, []string{"Run 'lifeboat completion bash --help' for usage."}},
+		{"a person's bare lifeboat prints the commands and a hint", nil, nil, 0, []string{"Usage:", "lifeboat [command]", "status", "agent", bareHint}, nil},
+		{"bare lifeboat with global flags too", []string{"--context", "prod", "-n=x", "-A", "-o", "json", "--kubeconfig=/k", "--log-level", "debug"}, nil, 0,
+			[]string{"Usage:", bareHint}, nil},
+		{"a shell's KUBECONFIG and AWS_REGION are no daemon settings", []string{"--context=prod"},
+			map[string]string{"KUBECONFIG": "/k", "AWS_REGION": "us-east-1", "LOG_LEVEL": "debug", "NODE_NAME": "", "HOME": "/h"}, 0, []string{bareHint}, nil},
+		{"in a pod bare lifeboat is the daemon", nil, map[string]string{"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, 2,
+			nil, []string{"NODE_NAME is required in agent mode"}},
+		{"in a pod a global flag is the daemon's to refuse", []string{"--context", "prod"}, map[string]string{"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, 2,
+			nil, []string{"flag provided but not defined: -context"}},
+		{"a daemon setting in the environment starts the daemon", nil, map[string]string{"NODE_NAME": "n", "ENABLE_PROBES_SERVER": "false"}, 2,
+			nil, []string{"no Kubernetes API configured"}},
+		{"NTH's mode variable starts the controller", nil, map[string]string{"ENABLE_SQS_TERMINATION_DRAINING": "true"}, 2,
+			nil, []string{"QUEUE_URL"}},
+		{"a deprecated NTH alias is a setting too", nil, map[string]string{"GRACE_PERIOD": "30"}, 2, nil, []string{"NODE_NAME is required"}},
+		{"a daemon flag on the line starts the daemon", []string{"--node-name=n", "--enable-probes-server=false"}, nil, 2,
+			nil, []string{"no Kubernetes API configured"}},
+		{"an unknown flag is the daemon's to refuse", []string{"--bogus"}, nil, 2, nil, []string{"flag provided but not defined: -bogus"}},
 		{"preflight: unknown mode exits 2", []string{"preflight", "drain"}, map[string]string{"NODE_NAME": "n"}, 2,
 			nil, []string{`preflight: unknown mode "drain" (agent or controller)`}},
 		{"preflight: invalid configuration exits 2", []string{"preflight", "agent"}, nil, 2, nil, []string{"NODE_NAME is required in agent mode"}},
@@ -168,6 +190,7 @@ func TestKrewManifestTemplate(t *testing.T) {
 	var m struct {
 		Kind string `json:"kind"`
 		Spec struct {
+			Caveats   string `json:"caveats"`
 			Platforms []struct {
 				URI string `json:"uri"`
 				Bin string `json:"bin"`
@@ -183,6 +206,84 @@ func TestKrewManifestTemplate(t *testing.T) {
 	for _, p := range m.Spec.Platforms {
 		if p.Bin != "kubectl-lifeboat" || !strings.HasPrefix(p.URI, "x-uri_") {
 			t.Errorf("platform %+v", p)
+		}
+	}
+	// krew links only bin into PATH: the completion helper is the user's to copy.
+	if !strings.Contains(m.Spec.Caveats, "kubectl_complete-lifeboat") {
+		t.Errorf("the caveats do not say how to install the completion helper:\n%s", m.Spec.Caveats)
+	}
+}
+
+// Every plugin archive the release builds holds the completion helper next to the plugin.
+func TestReleaseArchivesShipTheCompletionHelper(t *testing.T) {
+	b, err := os.ReadFile("../../.github/workflows/release.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tarLine := regexp.MustCompile(`(?m)^\s*tar .*-czf "_output/plugin/\$archive"(.*)$`).FindSubmatch(b)
+	if tarLine == nil || !slices.Contains(strings.Fields(string(tarLine[1])), "kubectl_complete-lifeboat") ||
+		!strings.Contains(string(b), "deploy/krew/kubectl_complete-lifeboat") {
+		t.Errorf("the release's plugin archives lack kubectl_complete-lifeboat (tar line %q)", tarLine)
+	}
+	if fi, err := os.Stat("../../deploy/krew/kubectl_complete-lifeboat"); err != nil || fi.Mode()&0o111 == 0 {
+		t.Errorf("deploy/krew/kubectl_complete-lifeboat is not an executable file: %v", err)
+	}
+}
+
+// Under the plugin's name the usage hint names the command as kubectl does.
+func TestPluginUsageHint(t *testing.T) {
+	var stderr bytes.Buffer
+	code := runAs(context.Background(), "kubectl-lifeboat", []string{"status", "--bogus"}, func(string) (string, bool) { return "", false }, io.Discard, &stderr)
+	if code != exitUsage || !strings.Contains(stderr.String(), "Run 'kubectl lifeboat status --help' for usage.") {
+		t.Errorf("exit %d, %q", code, stderr.String())
+	}
+}
+
+// Invoked as kubectl_complete-lifeboat, the binary completes the plugin's arguments as kubectl
+// passes them (the words after "kubectl lifeboat", the one being typed last), silently.
+func TestCompletionHelper(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c1, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u1, user: {}}]
+contexts: [{name: prod, context: {cluster: c1, user: u1}}, {name: dev, context: {cluster: c1, user: u1}}]
+current-context: prod
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(k string) (string, bool) { return kubeconfig, k == "KUBECONFIG" }
+	for _, tc := range []struct {
+		args    []string
+		want    []string // the lines, directive last
+		without []string
+	}{
+		{[]string{""}, []string{"status\t", "check\t", "version\t", ":4"}, []string{"agent", "controller", "completion"}},
+		{[]string{"status", "-o", ""}, []string{"table", "wide", "name", "json", "yaml", "jsonpath=", ":4"}, nil},
+		{[]string{"check", "--output", ""}, []string{"table", "name", "jsonpath=", ":4"}, []string{"wide"}},
+		{[]string{"version", "-o", ""}, []string{"json", "yaml", ":4"}, []string{"wide", "name"}},
+		{[]string{"status", "-o", "jsonp"}, []string{"jsonpath=", ":6"}, []string{"json\n"}}, // no space after the "="
+		{[]string{"status", "--context", ""}, []string{"dev", "prod", ":4"}, nil},
+		{[]string{"--context", "d"}, []string{"dev", ":4"}, []string{"prod"}},
+		{[]string{"check", "--cluster", ""}, []string{"c1", ":4"}, nil},
+		{[]string{"status", "-n", ""}, []string{":4"}, nil}, // the cluster does not answer: nothing, no error
+		{[]string{"__complete", "status", "-o", "y"}, []string{"yaml", ":4"}, nil},
+	} {
+		var out, errOut bytes.Buffer
+		code := runAs(context.Background(), "kubectl_complete-lifeboat", tc.args, env, &out, &errOut)
+		lines := "\n" + out.String()
+		for _, w := range tc.want {
+			if !strings.Contains(lines, "\n"+w) {
+				t.Errorf("%q: lacks %q:\n%s", tc.args, w, out.String())
+			}
+		}
+		for _, w := range tc.without {
+			if strings.Contains(lines, "\n"+w) {
+				t.Errorf("%q: offers %q:\n%s", tc.args, w, out.String())
+			}
+		}
+		if code != exitOK || errOut.Len() > 0 {
+			t.Errorf("%q: exit %d, stderr %q", tc.args, code, errOut.String())
 		}
 	}
 }

@@ -28,7 +28,7 @@ func (a *app) versionCommand() *cobra.Command {
 		GroupID: groupRead,
 		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			f, err := output.Parse(a.output, output.Table, output.JSON, output.YAML, output.JSONPath)
+			f, err := output.Parse(a.output, versionFormats...)
 			if err != nil {
 				return usageError("%v", err)
 			}
