@@ -15,28 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"lifeboat.dev/lifeboat/internal/panics/panicstest"
 )
-
-// siteCount counts recovered panics by site.
-type siteCount struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (s *siteCount) PanicRecovered(site string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.n == nil {
-		s.n = map[string]int{}
-	}
-	s.n[site]++
-}
-
-func (s *siteCount) get(site string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.n[site]
-}
 
 // syncBuffer is a log buffer the drain's goroutines write to at once.
 type syncBuffer struct {
@@ -112,7 +93,7 @@ func TestDrainPanicsStayInTheirUnit(t *testing.T) {
 			client := fake.NewClientset(newPod("shop", "good-1", "node-1", ownedBy("ReplicaSet", "web"), grace(30)), bad,
 				newPod("shop", "good-2", "node-1", ownedBy("ReplicaSet", "web"), grace(30)))
 			tt.react(client)
-			count, logs := &siteCount{}, &syncBuffer{}
+			count, logs := &panicstest.Counter{}, &syncBuffer{}
 			d := New(client, Options{Slots: 2, PodGracePeriod: -1, Panics: count, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 			deadline := NewDeadline(time.Now().Add(time.Minute))
 			if tt.last {
@@ -129,7 +110,7 @@ func TestDrainPanicsStayInTheirUnit(t *testing.T) {
 			start := time.Now()
 			res, err := d.DrainUntil(context.Background(), "node-1", deadline, terms)
 			tt.check(t, res, err, time.Since(start))
-			if n := count.get(tt.site); n < 1 {
+			if n := count.Get(tt.site); n < 1 {
 				t.Errorf("%d panics counted under %s, want at least 1", n, tt.site)
 			}
 			if d.slots.free != 2 {

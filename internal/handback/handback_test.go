@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/handback"
+	"lifeboat.dev/lifeboat/internal/panics/panicstest"
 )
 
 // heldFor is a wait that holds something for a while, then lets go.
@@ -89,17 +90,12 @@ func (w *panicking) Held(context.Context, handback.Subject) ([]string, error) {
 	return []string{targets["gone"].Node}, nil // a bug met on a poll's answer
 }
 
-// siteCount counts recovered panics by site.
-type siteCount struct{ n map[string]int }
-
-func (s *siteCount) PanicRecovered(site string) { s.n[site]++ }
-
 // A guarded wait whose Held panics is skipped at once, as one that cannot be checked, with the
 // panic as its error, counted under site handback_wait and logged; the other wait is not
 // disturbed and is released in its time.
 func TestGuardedPanicSkipsThatWait(t *testing.T) {
 	var logs bytes.Buffer
-	count := &siteCount{n: map[string]int{}}
+	count := &panicstest.Counter{}
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	bad := &panicking{heldFor{name: "targets"}}
 	soon := &heldFor{name: "volumes", until: time.Now().Add(50 * time.Millisecond)}
@@ -114,8 +110,8 @@ func TestGuardedPanicSkipsThatWait(t *testing.T) {
 	if r := results[1]; r.Outcome != handback.Released {
 		t.Errorf("the other wait: %s (err %v), want released", r.Outcome, r.Err)
 	}
-	if count.n["handback_wait"] != 1 {
-		t.Errorf("panics counted %v, want one under handback_wait", count.n)
+	if got := count.Get("handback_wait"); got != 1 {
+		t.Errorf("panics counted %d, want one under handback_wait", got)
 	}
 	for _, want := range []string{"level=ERROR", "site=handback_wait", "wait=targets", "node=n1", "handback_test.go"} {
 		if !strings.Contains(logs.String(), want) {

@@ -21,6 +21,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/panics"
+	"lifeboat.dev/lifeboat/internal/panics/panicstest"
 )
 
 // fakeEC2 answers from a fixed set of instances and records every call.
@@ -709,27 +710,12 @@ func (p *panickyEC2) DescribeInstances(ctx context.Context, ids []string) (map[s
 	return p.fakeEC2.DescribeInstances(ctx, ids)
 }
 
-// siteCount counts recovered panics by site.
-type siteCount struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (s *siteCount) PanicRecovered(site string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.n == nil {
-		s.n = map[string]int{}
-	}
-	s.n[site]++
-}
-
 // A batched DescribeInstances that panics (on the goroutine that sends the batch) fails its
 // lookups as an EC2 error does, at once rather than never, counted under site
 // instance_lookup; the next lookup asks again and gets its answer.
 func TestResolvePanicFailsItsBatch(t *testing.T) {
 	ec2 := &panickyEC2{fakeEC2: newFakeEC2(instance("i-1", "n1", managed, ""))}
-	count := &siteCount{}
+	count := &panicstest.Counter{}
 	instances := NewInstances(ec2, InstancesOptions{Logger: slog.New(slog.DiscardHandler), Panics: count})
 	r, _ := startInformerWith(t, instances, Options{CheckManagedTag: true, ManagedTag: managed, UseProviderID: true}, node("n1", providerID("i-1")))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -741,9 +727,7 @@ func TestResolvePanicFailsItsBatch(t *testing.T) {
 	if v, err := r.Resolve(ctx, "i-1"); err != nil || !v.Owned {
 		t.Fatalf("the next lookup: %+v, %v", v, err)
 	}
-	count.mu.Lock()
-	defer count.mu.Unlock()
-	if count.n["instance_lookup"] != 1 {
-		t.Errorf("panics counted %v, want one under instance_lookup", count.n)
+	if got := count.Get("instance_lookup"); got != 1 {
+		t.Errorf("panics counted %d, want one under instance_lookup", got)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/panics"
+	"lifeboat.dev/lifeboat/internal/panics/panicstest"
 )
 
 // recorder is a webhook endpoint that answers from a script and records what it got.
@@ -583,28 +584,13 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// panicCount counts recovered panics by site.
-type panicCount struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (p *panicCount) PanicRecovered(site string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.n == nil {
-		p.n = map[string]int{}
-	}
-	p.n[site]++
-}
-
 // A send that panics (here in the HTTP transport, with the URL in its panic) is that send's
 // error: counted under site webhook, observed failed, logged with the stack, and the URL's
 // secret kept out of both the error and the log. The next send goes out.
 func TestSendPanicIsThatSendsError(t *testing.T) {
 	const secret = "T0123/B0456/pathsecretXYZ"
 	rec, srv := endpoint(t, statuses(200))
-	count := &panicCount{}
+	count := &panicstest.Counter{}
 	s, res, logs := newSender(t, testConfig(srv.URL+"/"+secret), Options{Panics: count})
 	working := s.client.Transport
 	s.client.Transport = roundTripper(func(r *http.Request) (*http.Response, error) {
@@ -614,8 +600,8 @@ func TestSendPanicIsThatSendsError(t *testing.T) {
 	if _, panicked := errors.AsType[*panics.Error](err); !panicked || !strings.Contains(err.Error(), "a bug met posting to") {
 		t.Fatalf("error %v, want the panic", err)
 	}
-	if count.n["webhook"] != 1 {
-		t.Errorf("panics counted %v, want one under webhook", count.n)
+	if got := count.Get("webhook"); got != 1 {
+		t.Errorf("panics counted %d, want one under webhook", got)
 	}
 	if got := res.list(); !slices.Equal(got, []string{ResultFailed}) {
 		t.Errorf("observed %v, want failed", got)

@@ -15,6 +15,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/panics/panicstest"
 )
 
 // fakeEC2 answers DescribeInstanceStatus from statuses, as EC2 does: instances not running
@@ -308,27 +309,6 @@ func (p *panickyEC2) DescribeInstanceStatus(ctx context.Context, ids []string) (
 	return p.api.DescribeInstanceStatus(ctx, ids)
 }
 
-// siteCount counts recovered panics by site.
-type siteCount struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (s *siteCount) PanicRecovered(site string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.n == nil {
-		s.n = map[string]int{}
-	}
-	s.n[site]++
-}
-
-func (s *siteCount) get(site string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.n[site]
-}
-
 // A pass that panics, in reading EC2's answer or in taking its notices, is that pass's end:
 // the panic is counted under site instance_status and logged with the stack, and the next
 // pass runs on time and offers what it finds.
@@ -345,7 +325,7 @@ func TestPanickingPassIsThatPasss(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			api := &panickyEC2{api: &fakeEC2{statuses: map[string]cloud.InstanceStatus{a: {System: "impaired", ImpairedSince: time.Now().Add(-time.Hour)}}}}
 			api.panics.Store(tt.apiPanics)
-			count := &siteCount{}
+			count := &panicstest.Counter{}
 			var logs bytes.Buffer
 			var mu sync.Mutex
 			p, err := New(Options{API: api, Instances: func() []string { return []string{a} }, Interval: 10 * time.Millisecond, Threshold: time.Minute,
@@ -377,7 +357,7 @@ func TestPanickingPassIsThatPasss(t *testing.T) {
 				t.Fatal("no pass after the panicking ones")
 			}
 			cancel()
-			if n := count.get("instance_status"); n != 2 {
+			if n := count.Get("instance_status"); n != 2 {
 				t.Errorf("%d panics counted under instance_status, want 2", n)
 			}
 			mu.Lock()

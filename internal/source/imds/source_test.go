@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/panics/panicstest"
 )
 
 // fakeGetter answers from a function that sees how many times each path was read.
@@ -178,21 +179,6 @@ func TestUnreadableScheduledStartGetsNoDeadline(t *testing.T) {
 	}
 }
 
-// siteCount counts recovered panics by site.
-type siteCount struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (s *siteCount) PanicRecovered(site string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.n == nil {
-		s.n = map[string]int{}
-	}
-	s.n[site]++
-}
-
 // A poll whose reading panics fails like a poll that met an error (observed as one, and
 // backed off from), counted under site imds_poll and logged with the stack; the next polls
 // run, and the notice they find is emitted. The other path's polls are not disturbed.
@@ -207,7 +193,7 @@ func TestPanickingPollIsThatPolls(t *testing.T) {
 		}
 		return fmt.Appendf(nil, `{"action":"terminate","time":"%s"}`, time.Now().Add(2*time.Minute).Format(time.RFC3339)), true, nil
 	}}
-	count := &siteCount{}
+	count := &panicstest.Counter{}
 	var observed []string
 	var mu sync.Mutex
 	var logs bytes.Buffer
@@ -222,7 +208,7 @@ func TestPanickingPollIsThatPolls(t *testing.T) {
 	if len(ns) != 1 || ns[0].Kind != notice.SpotInterruption {
 		t.Fatalf("notices %+v, want the spot notice of the polls after the panics", ns)
 	}
-	if n := count.n["imds_poll"]; n != 2 {
+	if n := count.Get("imds_poll"); n != 2 {
 		t.Errorf("%d panics counted under imds_poll, want 2", n)
 	}
 	mu.Lock()

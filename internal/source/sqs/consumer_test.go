@@ -17,6 +17,8 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
+
+	"lifeboat.dev/lifeboat/internal/panics/panicstest"
 )
 
 // unit is what the fake queue (and the consumers under test) call a second, so that
@@ -668,7 +670,7 @@ func TestConsumerPanicStaysWithItsMessage(t *testing.T) {
 				}
 			}
 			var got calls
-			count := &siteCount{}
+			count := &panicstest.Counter{}
 			c := testConsumer(q, ConsumerOptions{Workers: 2, VisibilityTimeout: 4 * unit, Panics: count})
 			stop := start(t, c, func(_ context.Context, m Message) (Outcome, time.Duration) {
 				if got.add(m) == 1 && m.Body == "boom" && tt.handlerPanics {
@@ -684,32 +686,11 @@ func TestConsumerPanicStaysWithItsMessage(t *testing.T) {
 			if n := got.get(ids[0]) + got.get(ids[1]); n != 3 {
 				t.Errorf("%d handlings in all, want 3: the message that met the panic again on its redelivery", n)
 			}
-			if n := count.get("queue_message"); n != 1 {
+			if n := count.Get("queue_message"); n != 1 {
 				t.Errorf("%d panics counted under queue_message, want 1", n)
 			}
 		})
 	}
-}
-
-// siteCount counts recovered panics by site.
-type siteCount struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (s *siteCount) PanicRecovered(site string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.n == nil {
-		s.n = map[string]int{}
-	}
-	s.n[site]++
-}
-
-func (s *siteCount) get(site string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.n[site]
 }
 
 func TestNewConsumerDefaults(t *testing.T) {
