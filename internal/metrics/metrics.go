@@ -215,14 +215,12 @@ func New() *Metrics {
 		}),
 	}
 	m.Registry.MustRegister(m.serverRefused)
-	for _, check := range []string{ClaimCheckEC2, ClaimCheckInstanceMetadata} {
-		m.claims.WithLabelValues(check) // at zero from the start, so the first refusal is an increase
-	}
 	m.instanceStatus = newInstanceStatusMetrics(m.Registry)
 	m.panics = newPanics()
 	m.Registry.MustRegister(m.panics)
 	m.Registry.MustRegister(newBuildInfo())
 	m.retained = newRetained()
+	m.zeroKnown()
 	m.Registry.MustRegister(m.retained)
 	m.Registry.MustRegister(m.refusedCalls, m.claims, m.badRecords, m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeThrottled, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
