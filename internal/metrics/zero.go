@@ -10,7 +10,7 @@ import (
 // process's first failure would never fire.
 var (
 	results        = []string{ResultOK, ResultError}
-	actionResults  = []string{ResultOK, ResultError, ResultDryRun, ResultSkipped, ResultNotFound, ResultRefused}
+	actionResults  = []string{ResultOK, ResultError, ResultDryRun, ResultSkipped, ResultNotFound, ResultRefused, ResultGivenUp}
 	actions        = []string{ActionCordon, ActionDrain, ActionUncordon, ActionLifecycleComplete, ActionHeartbeat, ActionWebhook, ActionMarkUnhealthy}
 	evictionKinds  = []string{EvictionEvicted, EvictionForced, EvictionFailed, EvictionRefused, EvictionRetried}
 	queueOutcomes  = []string{"done", "retry", "unreadable", "ignored", "not_owned", "foreign_account", "launching"}
