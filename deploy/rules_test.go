@@ -93,7 +93,7 @@ func TestPrometheusRule(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"LifeboatDrainCutByDeadline", "LifeboatPodsHeldAtDeadline", "LifeboatLifecycleCompletionFailing",
-		"LifeboatQueueReceiveFailing", "LifeboatPanicRecovered", "LifeboatNoLeader", "LifeboatSourceUnhealthy",
+		"LifeboatLifecycleCompletionLost", "LifeboatQueueReceiveFailing", "LifeboatPanicRecovered", "LifeboatNoLeader", "LifeboatSourceUnhealthy",
 		"LifeboatControllerDown", "LifeboatAgentDown", "LifeboatAgentsAbsent", "LifeboatAgentsUnavailable"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s (alerts: %v)", want, alerts)
