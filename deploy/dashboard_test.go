@@ -175,7 +175,7 @@ func TestDashboardVariables(t *testing.T) {
 // ConfigMap with the sidecar's label and the JSON as it is in the chart.
 func TestDashboardConfigMap(t *testing.T) {
 	h := newHelm(t)
-	cm := only[*corev1.ConfigMap](t, h.template(t, "--set", "dashboard.enabled=true"))
+	cm := only[*corev1.ConfigMap](t, h.template(t, "--set", "dashboard.enabled=true", "--set", "config.enablePrometheusServer=true"))
 	if cm.Labels["grafana_dashboard"] != "1" {
 		t.Errorf("labels %v, want the sidecar's grafana_dashboard=1", cm.Labels)
 	}

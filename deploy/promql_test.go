@@ -106,7 +106,7 @@ func selectors(expr string) ([]selector, error) {
 
 // checkQuery lists what is wrong with a PromQL expression: it does not parse, selects no
 // Lifeboat metric, or selects a metric Lifeboat does not register or matches a label its
-// series do not carry.
+// series do not carry. known may name series from elsewhere (up) that an expression may use.
 func checkQuery(expr string, known map[string]series) []string {
 	sels, err := selectors(expr)
 	if err != nil {
@@ -115,12 +115,12 @@ func checkQuery(expr string, known map[string]series) []string {
 	var problems []string
 	ours := 0
 	for _, s := range sels {
-		if !strings.HasPrefix(s.name, "lifeboat_") {
+		reg, ok := known[s.name]
+		if !ok && !strings.HasPrefix(s.name, "lifeboat_") {
 			problems = append(problems, fmt.Sprintf("selects %q, not a Lifeboat metric", s.name))
 			continue
 		}
 		ours++
-		reg, ok := known[s.name]
 		if !ok {
 			problems = append(problems, fmt.Sprintf("selects %s, which Lifeboat does not register", s.name))
 			continue

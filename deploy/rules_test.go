@@ -56,6 +56,7 @@ func renderRule(t *testing.T, h helm, args ...string) prometheusRule {
 func TestPrometheusRule(t *testing.T) {
 	h := newHelm(t)
 	r := renderRule(t, h, "--set", "prometheusRule.enabled=true", "--set", "prometheusRule.noLeaderFor=7m",
+		"--set", "config.enablePrometheusServer=true", "--set", "controller.enabled=true", "--set", "agent.enabled=true",
 		"--set", "prometheusRule.namespace=monitoring", "--set", "prometheusRule.labels.release=kube-prometheus-stack",
 		"--set", "prometheusRule.ruleLabels.team=platform")
 	if r.APIVersion != "monitoring.coreos.com/v1" || r.Kind != "PrometheusRule" {
@@ -65,6 +66,9 @@ func TestPrometheusRule(t *testing.T) {
 		t.Errorf("metadata %+v: want namespace monitoring, the chart's labels and release=kube-prometheus-stack", r.Metadata)
 	}
 	known := registeredSeries(t)
+	for name, s := range seriesFromElsewhere {
+		known[name] = s
+	}
 	var alerts []string
 	for _, g := range r.Spec.Groups {
 		for _, rule := range g.Rules {
@@ -89,7 +93,8 @@ func TestPrometheusRule(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"LifeboatDrainCutByDeadline", "LifeboatPodsHeldAtDeadline", "LifeboatLifecycleCompletionFailing",
-		"LifeboatQueueReceiveFailing", "LifeboatPanicRecovered", "LifeboatNoLeader"} {
+		"LifeboatLifecycleCompletionLost", "LifeboatQueueReceiveFailing", "LifeboatPanicRecovered", "LifeboatNoLeader", "LifeboatSourceUnhealthy",
+		"LifeboatControllerDown", "LifeboatAgentDown", "LifeboatAgentsAbsent", "LifeboatAgentsUnavailable"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s (alerts: %v)", want, alerts)
 		}
@@ -104,11 +109,38 @@ func TestPrometheusRule(t *testing.T) {
 	}
 	// Where the cluster has no PrometheusRule kind, none (TestNTHValuesFilesInstall checks that
 	// the notes say so).
-	out, err = h.run("template", "lifeboat", chartDir, "--namespace", "kube-system", "--set", "prometheusRule.enabled=true")
+	out, err = h.run("template", "lifeboat", chartDir, "--namespace", "kube-system", "--set", "prometheusRule.enabled=true",
+		"--set", "config.enablePrometheusServer=true")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(out, "kind: PrometheusRule") {
 		t.Error("a PrometheusRule is rendered for a cluster that has no such kind")
+	}
+}
+
+// seriesFromElsewhere are the series alerts may select besides Lifeboat's: the scrape's up,
+// to see a Lifeboat that serves nothing, and kube-state-metrics' DaemonSet status, to see
+// nodes with no agent pod at all.
+var seriesFromElsewhere = map[string]series{
+	"up": {labels: targetLabels},
+	"kube_daemonset_status_desired_number_scheduled": {labels: []string{"namespace", "daemonset"}},
+	"kube_daemonset_status_number_ready":             {labels: []string{"namespace", "daemonset"}},
+}
+
+// TestRulesAndDashboardNeedMetrics: the PrometheusRule and the dashboard refuse to render
+// while the metrics server is off, naming their key and the metrics server's.
+func TestRulesAndDashboardNeedMetrics(t *testing.T) {
+	h := newHelm(t)
+	for _, key := range []string{"prometheusRule.enabled", "dashboard.enabled"} {
+		_, err := h.run("template", "lifeboat", chartDir, "--namespace", "kube-system", "--set", key+"=true",
+			"--api-versions", "monitoring.coreos.com/v1/PrometheusRule")
+		if err == nil || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "config.enablePrometheusServer") {
+			t.Errorf("%s with the metrics server off: err %v, want a failure naming %s and config.enablePrometheusServer", key, err, key)
+		}
+		if _, err := h.run("template", "lifeboat", chartDir, "--namespace", "kube-system", "--set", key+"=true",
+			"--set", "agent.config.enablePrometheusServer=true"); err != nil {
+			t.Errorf("%s with the agents' metrics server on: %v", key, err)
+		}
 	}
 }

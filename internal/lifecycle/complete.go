@@ -50,6 +50,7 @@ func (c Completer) Complete(ctx context.Context, node string, a cloud.LifecycleA
 			c.Metrics.Action(metrics.ActionLifecycleComplete, metrics.ResultRefused)
 		} else if cloud.IsPermanent(err) {
 			log.Error("cannot confirm the instance's Auto Scaling group, so the lifecycle action is not completed; it will time out", "err", err)
+			c.Metrics.Action(metrics.ActionLifecycleComplete, metrics.ResultGivenUp) // what the alert pages on: no retry will come
 			return false, nil
 		}
 		return false, err
@@ -65,6 +66,7 @@ func (c Completer) Complete(ctx context.Context, node string, a cloud.LifecycleA
 		log.Info("no lifecycle action to complete: already completed or timed out")
 	case cloud.IsPermanent(err):
 		log.Error("cannot complete the lifecycle action; it will time out", "err", err)
+		c.Metrics.Action(metrics.ActionLifecycleComplete, metrics.ResultGivenUp)
 	default:
 		return false, fmt.Errorf("complete lifecycle action: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aws/smithy-go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -54,6 +55,8 @@ func TestComplete(t *testing.T) {
 		{name: "already over", instance: instance, group: "workers", err: cloud.ErrNoActiveAction, calls: 1},
 		{name: "a transient failure is returned to retry", instance: instance, group: "workers", err: errors.New("throttled"), calls: 1,
 			wantErr: func(err error) bool { return err != nil && errors.Unwrap(err) != nil }},
+		{name: "a permanent failure is given up: the action times out", instance: instance, group: "workers", calls: 1,
+			err: &smithy.GenericAPIError{Code: "AccessDenied"}, result: metrics.ResultGivenUp},
 		{name: "another instance than the node's is refused without a call", instance: "i-0fedcba9876543210", group: "workers",
 			wantErr: func(err error) bool { _, refused := instancegate.IsRefusal(err); return refused }, result: metrics.ResultRefused},
 		{name: "another group than the instance's is refused without a call", instance: instance, group: "other",

@@ -28,6 +28,7 @@ const (
 	ResultSkipped  = "skipped"   // nothing to do (already done, not wanted)
 	ResultNotFound = "not_found" // a lifecycle action that is already over
 	ResultRefused  = "refused"   // not made: the instance or group is not the node's own
+	ResultGivenUp  = "given_up"  // a lifecycle action left to time out after a failure retrying cannot fix
 )
 
 // Events of a drain's ownership counted by lifeboat_drain_claims_total.
@@ -112,7 +113,7 @@ func New() *Metrics {
 		}, []string{"kind", "source"}),
 		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_actions_total",
-			Help: "Actions taken, by action (cordon, drain, uncordon, lifecycle_complete, lifecycle_heartbeat, webhook) and result (ok, error, dry_run, skipped, not_found, refused).",
+			Help: "Actions taken, by action (cordon, drain, uncordon, lifecycle_complete, lifecycle_heartbeat, webhook) and result (ok, error, dry_run, skipped, not_found, refused, given_up: a lifecycle action left to time out after a permanent failure).",
 		}, []string{"action", "result"}),
 		drainSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "lifeboat_drain_duration_seconds", Help: "Time from the start of a drain until its pods were gone (result ok) or it gave up (error).",
@@ -215,14 +216,12 @@ func New() *Metrics {
 		}),
 	}
 	m.Registry.MustRegister(m.serverRefused)
-	for _, check := range []string{ClaimCheckEC2, ClaimCheckInstanceMetadata} {
-		m.claims.WithLabelValues(check) // at zero from the start, so the first refusal is an increase
-	}
 	m.instanceStatus = newInstanceStatusMetrics(m.Registry)
 	m.panics = newPanics()
 	m.Registry.MustRegister(m.panics)
 	m.Registry.MustRegister(newBuildInfo())
 	m.retained = newRetained()
+	m.zeroKnown()
 	m.Registry.MustRegister(m.retained)
 	m.Registry.MustRegister(m.refusedCalls, m.claims, m.badRecords, m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeThrottled, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,

@@ -36,7 +36,7 @@ func exercised() *Metrics {
 		}
 	}
 	for _, a := range []string{ActionCordon, ActionDrain, ActionUncordon, ActionLifecycleComplete, ActionHeartbeat, ActionWebhook, ActionMarkUnhealthy} {
-		for _, r := range []string{ResultOK, ResultError, ResultDryRun, ResultSkipped, ResultNotFound, ResultRefused} {
+		for _, r := range []string{ResultOK, ResultError, ResultDryRun, ResultSkipped, ResultNotFound, ResultRefused, ResultGivenUp} {
 			m.Action(a, r)
 		}
 	}

@@ -284,3 +284,20 @@ pod would wait for the old pod's ports forever, so a maxSurge above 0 is refused
 {{- end }}
 {{- toYaml $s }}
 {{- end }}
+
+{{/*
+Fails unless some enabled component serves /metrics: alert rules and a dashboard over metrics
+nobody serves would render and stay silent. Call with (dict "root" $ "key" "prometheusRule.enabled").
+*/}}
+{{- define "lifeboat.requireMetrics" -}}
+{{- $served := false }}
+{{- range $component := list "controller" "agent" }}
+{{- if (index $.root.Values $component).enabled }}
+{{- $cfg := include "lifeboat.effectiveConfig" (dict "root" $.root "component" $component) | fromYaml }}
+{{- if include "lifeboat.on" (dict "config" $cfg "key" "enablePrometheusServer") }}{{ $served = true }}{{ end }}
+{{- end }}
+{{- end }}
+{{- if not $served }}
+{{- fail (printf "%s needs Lifeboat's metrics, and the metrics server is off: set config.enablePrometheusServer (ENABLE_PROMETHEUS_SERVER) to true" .key) }}
+{{- end }}
+{{- end }}

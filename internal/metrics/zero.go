@@ -1,0 +1,72 @@
+package metrics
+
+import (
+	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/notice"
+)
+
+// Closed sets of label values the code uses, for series at zero from the start. A counter
+// that first appears at 1 hides that increment from increase() and rate(), so an alert on a
+// process's first failure would never fire.
+var (
+	results        = []string{ResultOK, ResultError}
+	actionResults  = []string{ResultOK, ResultError, ResultDryRun, ResultSkipped, ResultNotFound, ResultRefused, ResultGivenUp}
+	actions        = []string{ActionCordon, ActionDrain, ActionUncordon, ActionLifecycleComplete, ActionHeartbeat, ActionWebhook, ActionMarkUnhealthy}
+	evictionKinds  = []string{EvictionEvicted, EvictionForced, EvictionFailed, EvictionRefused, EvictionRetried}
+	queueOutcomes  = []string{"done", "retry", "unreadable", "ignored", "not_owned", "foreign_account", "launching"}
+	sqsEvents      = []string{"receive", "delete", "extend", "retry"}
+	noticeSources  = []notice.Source{notice.SourceIMDS, notice.SourceQueue, notice.SourceEC2Status}
+	problems       = []string{ProblemStartTimeUnreadable, ProblemEntityNotInstance, ProblemEventStateUnknown, ProblemEventCodeUnknown, ProblemEventUnreadable, ProblemLifecycleStateUnknown}
+	claimEvents    = []string{ClaimClaimed, ClaimRenewed, ClaimWaited, ClaimLost}
+	retainedEvents = []string{RetainedAbandoned, RetainedTerminated, RetainedExpired, RetainedRefused}
+	budgetReasons  = []string{"throttled", "queueing", "demand"}
+	handbackWaits  = []string{"volumes", "targets"}
+	handbackEnds   = []string{"released", "cut", "skipped"}
+	// gatedCalls are the calls the instance gate can refuse, and the lifecycle calls whose
+	// failures the alerts watch; other AWS operations start at their first call.
+	gatedCalls = []string{"CompleteLifecycleAction", "RecordLifecycleActionHeartbeat"}
+	leftBy     = []drain.Reason{drain.ReasonMirror, drain.ReasonOwnPod, drain.ReasonFinished, drain.ReasonTerminating,
+		drain.ReasonDaemonSet, drain.ReasonLocalData, drain.ReasonTolerates, drain.ReasonDoNotEvict}
+)
+
+// zeroKnown creates every series of a known label value at zero. Labels whose values are
+// open-ended (namespaces, HTTP codes, instance-metadata paths) start at their first use.
+func (m *Metrics) zeroKnown() {
+	for _, k := range notice.Kinds() {
+		for _, s := range noticeSources {
+			m.notices.WithLabelValues(labelValue(string(k)), labelValue(string(s)))
+		}
+	}
+	for _, a := range actions {
+		each(actionResults, func(r string) { m.actions.WithLabelValues(a, r) })
+	}
+	each(results, func(r string) { m.drainSeconds.WithLabelValues(r) })
+	each(evictionKinds, func(r string) { m.evictions.WithLabelValues(r) })
+	each(queueOutcomes, func(o string) { m.queueMessages.WithLabelValues(o) })
+	for _, e := range sqsEvents {
+		each(results, func(r string) { m.sqsCalls.WithLabelValues(e, r) })
+	}
+	for _, c := range gatedCalls {
+		each([]string{ResultOK, ResultError, ResultNotFound}, func(r string) { m.awsCalls.WithLabelValues(c, r) })
+		m.refusedCalls.WithLabelValues(c)
+	}
+	each(problems, func(p string) { m.noticeWarn.WithLabelValues(p) })
+	each(claimEvents, func(e string) { m.drainClaims.WithLabelValues(e) })
+	for _, w := range handbackWaits {
+		each(handbackEnds, func(o string) { m.handback.WithLabelValues(w, o) })
+	}
+	for _, r := range leftBy {
+		m.podsLeft.WithLabelValues(r.Label())
+	}
+	each(budgetReasons, func(r string) { m.budgetChanges.WithLabelValues(r) })
+	each(retainedEvents, func(e string) { m.retained.WithLabelValues(e) })
+	each([]string{ServerProbes, ServerMetrics}, func(s string) { m.serverRefused.WithLabelValues(s) })
+	each(results, func(r string) { m.instanceStatus.passes.WithLabelValues(r) })
+	each([]string{ClaimCheckEC2, ClaimCheckInstanceMetadata}, func(c string) { m.claims.WithLabelValues(c) })
+}
+
+func each(values []string, f func(string)) {
+	for _, v := range values {
+		f(v)
+	}
+}
