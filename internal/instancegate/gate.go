@@ -197,6 +197,8 @@ func (g *Gate) nodeInstance(ctx context.Context, node *corev1.Node, want string)
 		return named, "", fmt.Errorf("check node %s against EC2: %w", node.Name, err)
 	case !found:
 		return named, "EC2 does not know the instance, so the node's claim to it cannot be checked", nil
+	case inst.PrivateDNSName == "" && len(inst.PrivateIPs) == 0:
+		return named, fmt.Sprintf("EC2 describes the instance (state %q) without a private DNS name or IP, so the node's claim to it cannot be checked", inst.State), nil
 	case ownership.DescribedAs(inst, node) == "":
 		return named, fmt.Sprintf("EC2 describes the instance (%s) as another node", ownership.Describe(inst)), nil
 	}

@@ -155,6 +155,12 @@ func (r *Resolver) Resolve(ctx context.Context, instanceID string) (Verdict, err
 		v.Reason = unknownToEC2(instanceID, claimants)
 		return v, nil
 	}
+	if inst.PrivateDNSName == "" && len(inst.PrivateIPs) == 0 {
+		// A terminated instance has neither any more: no claim can be checked, and there is
+		// nothing left on it to drain.
+		v.Reason = fmt.Sprintf("EC2 describes instance %s (state %q) without a private DNS name or IP, so which node it is cannot be checked", instanceID, inst.State)
+		return v, nil
+	}
 	described, err := r.described(inst)
 	if err != nil {
 		return v, err

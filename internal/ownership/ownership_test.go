@@ -212,6 +212,12 @@ func TestResolve(t *testing.T) {
 			id:        "i-1", wantWhy: "no node in this cluster is instance i-1", wantCalls: 1,
 		},
 		{
+			name: "a terminated instance: no node to check, no claim refused", opts: noChecks,
+			nodes:     []*corev1.Node{node("n1", providerID("i-1"))},
+			instances: []cloud.Instance{{ID: "i-1", State: "terminated"}},
+			id:        "i-1", wantWhy: "without a private DNS name or IP", wantCalls: 1,
+		},
+		{
 			name: "empty instance id", opts: tagChecks,
 			id: "", wantWhy: "names no instance",
 		},
