@@ -237,7 +237,7 @@ func settings(c *Config) []*Setting {
 			Group: groupQueue, value: stringValue{&c.ManagedTag},
 			Usage: "Tag key that marks instances Lifeboat may act on (the value is ignored)."},
 		{Env: "USE_PROVIDER_ID", Flag: "use-provider-id", Default: "false", Group: groupQueue, value: boolValue{&c.UseProviderID},
-			Usage: "Match nodes by spec.providerID only. false also allows private DNS name matching for nodes without a providerID."},
+			Usage: "true: a node is matched only when its spec.providerID names the instance; false: a node without a providerID is matched too. Either way the node must be the instance as EC2 describes it (its private DNS name, else its private IP), and a providerID EC2 does not bear out is refused."},
 		{Env: "DELETE_SQS_MSG_IF_NODE_NOT_FOUND", Flag: "delete-sqs-msg-if-node-not-found", Default: "false", Group: groupQueue, value: boolValue{&c.DeleteSQSMsgIfNodeNotFound},
 			Usage: "Delete queue messages about instances with no node in this cluster. Such notices never touch a node or complete a lifecycle action either way."},
 		{Env: "COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS", Flag: "complete-lifecycle-action-delay-seconds", Default: "-1", Group: groupQueue,
