@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -49,7 +49,7 @@ func TestAgentBinaryEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: interruption.InstanceIDOf(nodes[0]), Hostname: node,
+	m := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: episode.InstanceIDOf(nodes[0]), Hostname: node,
 		Args: []string{"spot", "-a", "terminate", "-t", time.Now().Add(2 * time.Minute).UTC().Format(time.RFC3339)}})
 	proxy := sandboxtest.IMDSProxy(t, m)
 	const spot = "/latest/meta-data/spot/instance-action"

@@ -3,9 +3,9 @@ package main
 import (
 	"github.com/spf13/cobra"
 
+	"lifeboat.dev/lifeboat/internal/check"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/output"
-	"lifeboat.dev/lifeboat/internal/readiness"
 	"lifeboat.dev/lifeboat/internal/wiring"
 )
 
@@ -30,7 +30,7 @@ Output formats: table (default), name, json, yaml, jsonpath=TEMPLATE.`,
 		GroupID: groupRead,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := output.Parse(a.output, readiness.Formats...)
+			f, err := output.Parse(a.output, check.Formats...)
 			if err != nil {
 				return usageError("%v", err)
 			}
@@ -43,12 +43,12 @@ Output formats: table (default), name, json, yaml, jsonpath=TEMPLATE.`,
 				return usageError("%v", err)
 			}
 			drain := wiring.Drain(loaded.Config, client, nil)
-			findings, err := readiness.Check(cmd.Context(), client, readiness.Options{Policy: drain.Policy, PodGracePeriod: drain.PodGracePeriod,
+			findings, err := check.Check(cmd.Context(), client, check.Options{Policy: drain.Policy, PodGracePeriod: drain.PodGracePeriod,
 				Namespace: a.kube.namespace()})
 			if err != nil {
 				return runtimeError(err) // Forbidden included: not a finding, the check could not look
 			}
-			if err := readiness.PrintFormat(a.stdout, findings, f); err != nil {
+			if err := check.PrintFormat(a.stdout, findings, f); err != nil {
 				return runtimeError(err)
 			}
 			if len(findings) > 0 {

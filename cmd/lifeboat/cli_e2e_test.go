@@ -22,7 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"lifeboat.dev/lifeboat/internal/config"
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -80,8 +80,8 @@ func (w *cliWorld) run(t *testing.T, env map[string]string, args ...string) (int
 // episode records a Spot notice on the node, as intake does, so the node is in an episode.
 func (w *cliWorld) episode(t *testing.T, node string) {
 	t.Helper()
-	inst := interruption.InstanceIDOf(mustNode(t, w, node))
-	h := interruption.NewHandler(sandboxtest.Config(t, config.ModeController, "QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/1/q", "CORDON_ONLY", "true"), w.c.Client, slog.New(slog.DiscardHandler), interruption.Options{})
+	inst := episode.InstanceIDOf(mustNode(t, w, node))
+	h := episode.NewHandler(sandboxtest.Config(t, config.ModeController, "QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/1/q", "CORDON_ONLY", "true"), w.c.Client, slog.New(slog.DiscardHandler), episode.Options{})
 	n := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
 		InstanceID: inst, Deadline: time.Now().Add(10 * time.Minute), Action: "terminate"}
 	if err := h.Intake(context.Background(), n, node, nil); err != nil {

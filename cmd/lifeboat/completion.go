@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"lifeboat.dev/lifeboat/internal/check"
 	"lifeboat.dev/lifeboat/internal/output"
-	"lifeboat.dev/lifeboat/internal/readiness"
 	"lifeboat.dev/lifeboat/internal/status"
 )
 
@@ -57,7 +57,7 @@ func completeFormats(cmd *cobra.Command, _ []string, toComplete string) ([]cobra
 	formats := status.Formats
 	switch cmd.Name() {
 	case "check":
-		formats = readiness.Formats
+		formats = check.Formats
 	case "version":
 		formats = versionFormats
 	}

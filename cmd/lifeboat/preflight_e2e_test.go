@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"lifeboat.dev/lifeboat/internal/config"
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/preflight"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -39,7 +39,7 @@ func TestPermissionsEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := nodes[0].Name
-	m := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: interruption.InstanceIDOf(nodes[0]), Hostname: node})
+	m := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: episode.InstanceIDOf(nodes[0]), Hostname: node})
 	cfg := sandboxtest.Config(t, config.ModeAgent, "NODE_NAME", node)
 	perms := preflight.Permissions(config.ModeAgent, cfg)
 

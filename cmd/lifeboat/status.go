@@ -19,7 +19,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
-	"lifeboat.dev/lifeboat/internal/handback/targets"
+	"lifeboat.dev/lifeboat/internal/detach/targets"
 	"lifeboat.dev/lifeboat/internal/output"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/internal/status"

@@ -27,8 +27,8 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/episode/driver"
-	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
@@ -51,7 +51,7 @@ type Options struct {
 	// Handler holds the process's parts of the interruption handler (Events, webhook,
 	// hand-back waits, cordon client); the agent adds its own: instance metadata as origin,
 	// and the completion of its instance's termination hook.
-	Handler interruption.Options
+	Handler episode.Options
 }
 
 // Agent protects one node.
@@ -63,7 +63,7 @@ type Agent struct {
 	client  kubernetes.Interface
 	imds    imds.Getter
 	log     *slog.Logger
-	handler *interruption.Handler
+	handler *episode.Handler
 
 	mu     sync.Mutex
 	poller *imds.Poller
@@ -80,7 +80,7 @@ func New(o Options) *Agent {
 	a := &Agent{cfg: o.Config, client: o.Client, imds: o.IMDS, log: o.Logger, metrics: o.Metrics, failingAfter: o.FailingAfter}
 	h := o.Handler
 	h.Origin, h.Completer, h.Metrics = string(notice.SourceIMDS), &a.hook, o.Metrics
-	a.handler = interruption.NewHandler(o.Config, o.Client, o.Logger, h)
+	a.handler = episode.NewHandler(o.Config, o.Client, o.Logger, h)
 	return a
 }
 
@@ -149,7 +149,7 @@ func (a *Agent) start(ctx context.Context) (instanceID string, node *corev1.Node
 	if err != nil {
 		return "", nil, fmt.Errorf("read node NODE_NAME=%q: %w", a.cfg.NodeName, err)
 	}
-	if id := interruption.InstanceIDOf(node); id != "" && id != instanceID {
+	if id := episode.InstanceIDOf(node); id != "" && id != instanceID {
 		a.handler.ReportRefusedClaim(node, instanceID, notice.SourceIMDS, "the agent stops: check that NODE_NAME comes from spec.nodeName")
 		return "", nil, fmt.Errorf("%w: node %s has providerID %q but instance metadata says %s; check that NODE_NAME comes from spec.nodeName",
 			ErrWrongNode, a.cfg.NodeName, node.Spec.ProviderID, instanceID)
@@ -191,13 +191,13 @@ func (a *Agent) newPoller(instanceID string) *imds.Poller {
 	return poller
 }
 
-// intake records the notice on the node (interruption.Handler.Intake), retried by the
+// intake records the notice on the node (episode.Handler.Intake), retried by the
 // shared intake policy, and reports whether it was recorded.
 func (a *Agent) intake(ctx context.Context, n notice.Notice) bool {
 	if n.Kind == notice.ASGTermination && !n.Released {
 		n.Deadline = a.hookDeadline(ctx, n)
 	}
-	policy := driver.IntakePolicy{NotOurs: interruption.ErrNotOurs, MaxPause: 30 * time.Second,
+	policy := driver.IntakePolicy{NotOurs: episode.ErrNotOurs, MaxPause: 30 * time.Second,
 		Budget: time.Duration(a.cfg.NodeTerminationGracePeriod) * time.Second}
 	log := a.log.With("notice", n.ID)
 	return policy.Record(ctx, n.Deadline, func(ctx context.Context) (err error) {

@@ -21,7 +21,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/agent"
 	"lifeboat.dev/lifeboat/internal/config"
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/record"
@@ -56,7 +56,7 @@ func newWorld(t testing.TB, c *sandbox.Cluster, mockArgs []string) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	instance := interruption.InstanceIDOf(created[0])
+	instance := episode.InstanceIDOf(created[0])
 	m := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: instance, Hostname: created[0].Name, Args: mockArgs})
 	user := fmt.Sprintf("lifeboat-agent-%d", worlds)
 	rc, err := c.UserConfig(user, "system:masters")

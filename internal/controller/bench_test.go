@@ -21,7 +21,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/daemon"
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox"
@@ -134,7 +134,7 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount, targetGr
 		b.Fatal(err)
 	}
 	for _, n := range all {
-		fake.AddInstance(fakeaws.Instance{ID: interruption.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: benchTags})
+		fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: benchTags})
 		for i := range podsPerNode {
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: n.Name[:len(n.Name)-len(".ec2.internal")] + "-" + strconv.Itoa(i)},
 				Spec: corev1.PodSpec{NodeName: n.Name, Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
@@ -177,14 +177,14 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount, targetGr
 	}
 	for i, n := range nodes {
 		if targetGroups > 0 {
-			if err := fake.RegisterTarget(groups[i%targetGroups], interruption.InstanceIDOf(n), 80); err != nil {
+			if err := fake.RegisterTarget(groups[i%targetGroups], episode.InstanceIDOf(n), 80); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
-	handler := interruption.Options{CordonClient: clients.Cordon}
+	handler := episode.Options{CordonClient: clients.Cordon}
 	if targetGroups > 0 {
-		handler.Handback = daemon.Handback(ctx, cfg, config.ModeController, clients.Main, m, slog.New(slog.DiscardHandler))
+		handler.DetachWaits = daemon.DetachWaits(ctx, cfg, config.ModeController, clients.Main, m, slog.New(slog.DiscardHandler))
 	}
 	ctl := controller.New(controller.Options{Config: cfg, Client: clients.Main, LeaseClient: client("lifeboat-bench-lease", 5, 10),
 		Queue: queue, EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: benchLogger(b), Metrics: m, Handler: handler})
@@ -203,7 +203,7 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount, targetGr
 	for i := 0; i < len(pending); i += 10 {
 		var ids []string
 		for _, n := range pending[i:min(i+10, len(pending))] {
-			ids = append(ids, interruption.InstanceIDOf(n))
+			ids = append(ids, episode.InstanceIDOf(n))
 		}
 		changes = append(changes, fakeaws.HealthScheduledChange(fmt.Sprintf("maintenance-%d", i), "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED", due, due.Add(2*time.Hour), "", "", ids...))
 	}
@@ -252,13 +252,13 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount, targetGr
 	start := time.Now()
 	bodies := make([]string, len(nodes))
 	for i, n := range nodes {
-		bodies[i] = spotMessage(interruption.InstanceIDOf(n))
+		bodies[i] = spotMessage(episode.InstanceIDOf(n))
 	}
 	send(bodies)
 	// As Auto Scaling would on its way to terminating them: each target drains for the delay.
 	for i, n := range nodes {
 		if targetGroups > 0 {
-			fake.DeregisterTarget(groups[i%targetGroups], interruption.InstanceIDOf(n))
+			fake.DeregisterTarget(groups[i%targetGroups], episode.InstanceIDOf(n))
 		}
 	}
 	var allCordoned, allDrained time.Duration

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
@@ -25,9 +25,9 @@ func TestCapacityBlockDrainsItsInstances(t *testing.T) {
 	const block, otherBlock = "cr-0123456789abcdef0", "cr-0fedcba9876543210"
 	inBlock, elsewhere, plain := w.nodes[:2], w.nodes[2], w.nodes[3]
 	for _, n := range inBlock {
-		w.fake.AddInstance(fakeaws.Instance{ID: interruption.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: ourTags, CapacityReservationID: block})
+		w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: ourTags, CapacityReservationID: block})
 	}
-	w.fake.AddInstance(fakeaws.Instance{ID: interruption.InstanceIDOf(elsewhere), PrivateDNSName: elsewhere.Name, Tags: ourTags, CapacityReservationID: otherBlock})
+	w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(elsewhere), PrivateDNSName: elsewhere.Name, Tags: ourTags, CapacityReservationID: otherBlock})
 	// Another cluster's instance in the same block: no Node here.
 	w.fake.AddInstance(fakeaws.Instance{ID: foreign, PrivateDNSName: "ip-10-9-0-1.ec2.internal", CapacityReservationID: block,
 		Tags: map[string]string{"aws-node-termination-handler/managed": "", "kubernetes.io/cluster/other": "owned"}})
@@ -36,7 +36,7 @@ func TestCapacityBlockDrainsItsInstances(t *testing.T) {
 	w.run(t, ctx)
 
 	for _, n := range inBlock {
-		id := notice.ID(notice.CapacityBlockExpiration, interruption.InstanceIDOf(n), block)
+		id := notice.ID(notice.CapacityBlockExpiration, episode.InstanceIDOf(n), block)
 		w.waitDrained(t, ctx, n, id)
 		r, _ := record.Read(w.node(t, ctx, n))
 		if want := warned.Add(10 * time.Minute); !r.Deadline.Equal(want) {

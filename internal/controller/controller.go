@@ -29,10 +29,10 @@ import (
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/episode/driver"
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/instancegate"
-	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/metrics"
@@ -70,7 +70,7 @@ type Controller struct {
 	completer lifecycle.Completer
 	log       *slog.Logger
 	metrics   *metrics.Metrics
-	handler   *interruption.Handler
+	handler   *episode.Handler
 	events    *events.Recorder
 
 	// heartbeats keep the termination hooks of running drains alive (HEARTBEAT_INTERVAL).
@@ -125,7 +125,7 @@ type Options struct {
 	// Handler holds the process's parts of the interruption handler (Events, webhook,
 	// hand-back waits, cordon client); the controller adds its own: the queue as origin,
 	// lifecycle completion and heartbeats.
-	Handler interruption.Options
+	Handler episode.Options
 }
 
 // New builds a controller.
@@ -146,7 +146,7 @@ func New(o Options) *Controller {
 		Instances: c.instances, Refused: m.InstanceCallRefused})
 	c.completer = lifecycle.Completer{AutoScaling: o.AutoScaling, Gate: c.gate, Metrics: m, Log: o.Logger,
 		Delay: time.Duration(cfg.CompleteLifecycleActionDelaySeconds) * time.Second}
-	c.intake = driver.IntakePolicy{NotOurs: interruption.ErrNotOurs, MaxPause: retrySoon,
+	c.intake = driver.IntakePolicy{NotOurs: episode.ErrNotOurs, MaxPause: retrySoon,
 		Budget: time.Duration(cfg.NodeTerminationGracePeriod) * time.Second}
 	c.hooks = cloud.NewHookTimeoutCache(o.AutoScaling)
 	c.hooks.Calls = m
@@ -158,7 +158,7 @@ func New(o Options) *Controller {
 	if r := lifecycle.NewRetainer(o.AutoScaling, c.gate, m, o.Logger, cfg.AbandonOnIncompleteDrain, cfg.RetainedDrainTimeout); r != nil {
 		h.Retainer = r
 	}
-	c.handler = interruption.NewHandler(cfg, o.Client, o.Logger, h)
+	c.handler = episode.NewHandler(cfg, o.Client, o.Logger, h)
 	return c
 }
 
@@ -302,7 +302,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	warnIdentity(c.log, c.metrics, c.cfg, resolver.Warnings())
 	defer c.startInstanceStatus(ctx, resolver, nodeInformer.GetIndexer())() // before the reconciler stops
 	if every := c.cfg.ReadinessReportInterval; every > 0 {
-		go c.reportReadiness(ctx, every)
+		go c.reportChecks(ctx, every)
 	}
 	return c.consume(ctx, resolver)
 }
@@ -558,7 +558,7 @@ func retryDelay(receiveCount int) time.Duration {
 }
 
 // handleNotice takes one notice of a message: ownership, its deadline, then its record on
-// the Node (interruption.Handler.Intake). The node's reconciler does the rest.
+// the Node (episode.Handler.Intake). The node's reconciler does the rest.
 func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, log *slog.Logger) noticeFate {
 	if n.Kind == notice.ASGLaunch {
 		return c.handleLaunch(ctx, resolver, n, log)

@@ -18,7 +18,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
@@ -56,7 +56,7 @@ func TestControllerEndToEnd(t *testing.T) {
 	}
 	ours := map[string]string{"aws-node-termination-handler/managed": "", "kubernetes.io/cluster/sandbox": "owned"}
 	for _, n := range nodes {
-		fake.AddInstance(fakeaws.Instance{ID: interruption.InstanceIDOf(n), PrivateDNSName: n.Name, AutoScalingGroup: "workers", Tags: ours})
+		fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(n), PrivateDNSName: n.Name, AutoScalingGroup: "workers", Tags: ours})
 	}
 	// Another cluster's instance: in EC2, with a lifecycle action pending, but no node here.
 	fake.AddInstance(fakeaws.Instance{ID: foreign, PrivateDNSName: "ip-10-9-0-1.ec2.internal", AutoScalingGroup: "workers",
@@ -69,7 +69,7 @@ func TestControllerEndToEnd(t *testing.T) {
 	fake.AddLifecycleHook(fakeaws.LifecycleHook{Name: "launch", AutoScalingGroup: "workers", Transition: "autoscaling:EC2_INSTANCE_LAUNCHING"})
 	fake.BeginLifecycleAction("launch", "workers", launchingID, "token-launch")
 	spotNode, hookNode, quiet := nodes[0], nodes[1], nodes[2]
-	fake.BeginLifecycleAction("drain", "workers", interruption.InstanceIDOf(hookNode), "token-ours")
+	fake.BeginLifecycleAction("drain", "workers", episode.InstanceIDOf(hookNode), "token-ours")
 	fake.BeginLifecycleAction("drain", "workers", foreign, "token-foreign")
 	if err := c.EnsureNamespace(ctx, "shop"); err != nil {
 		t.Fatal(err)
@@ -87,8 +87,8 @@ func TestControllerEndToEnd(t *testing.T) {
 	awsCfg := sandboxtest.AWSConfig(fake.URL())
 	queue := awssqs.NewFromConfig(awsCfg)
 	queueURL := q.QueueURLs["lifeboat"]
-	for _, body := range []string{spotMessage(interruption.InstanceIDOf(spotNode)), hookMessage(interruption.InstanceIDOf(hookNode), "token-ours"),
-		hookMessage(foreign, "token-foreign"), hookMessage(interruption.InstanceIDOf(hookNode), "token-ours"), /* a duplicate */
+	for _, body := range []string{spotMessage(episode.InstanceIDOf(spotNode)), hookMessage(episode.InstanceIDOf(hookNode), "token-ours"),
+		hookMessage(foreign, "token-foreign"), hookMessage(episode.InstanceIDOf(hookNode), "token-ours"), /* a duplicate */
 		lifecycleMessage(launchingID, "token-launch", "launch", "autoscaling:EC2_INSTANCE_LAUNCHING")} {
 		if _, err := queue.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: &queueURL, MessageBody: aws.String(body)}); err != nil {
 			t.Fatal(err)
@@ -164,7 +164,7 @@ func TestControllerEndToEnd(t *testing.T) {
 			}
 			if id := call.Params.Get("InstanceId"); id == launchingID {
 				continue
-			} else if completions++; id != interruption.InstanceIDOf(hookNode) {
+			} else if completions++; id != episode.InstanceIDOf(hookNode) {
 				t.Errorf("CompleteLifecycleAction for %q", id)
 			}
 		}

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/events"
-	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
@@ -89,7 +89,7 @@ func TestEpisodes(t *testing.T) {
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 4)
 	spotAfterUncordon, hookAfterUncordon, stopped, newer := w.nodes[0], w.nodes[1], w.nodes[2], w.nodes[3]
-	id := func(n *corev1.Node) string { return interruption.InstanceIDOf(n) }
+	id := func(n *corev1.Node) string { return episode.InstanceIDOf(n) }
 	w.fake.AddInstance(fakeaws.Instance{ID: id(hookAfterUncordon), PrivateDNSName: hookAfterUncordon.Name, AutoScalingGroup: "workers", Tags: ourTags})
 	w.fake.AddLifecycleHook(fakeaws.LifecycleHook{Name: "drain", AutoScalingGroup: "workers"})
 	w.updateNode(t, ctx, stopped, true, func(n *corev1.Node) { n.Status.NodeInfo.BootID = "boot-1" })
@@ -182,7 +182,7 @@ func TestScheduledRebootNotRedone(t *testing.T) {
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 1)
 	n := w.nodes[0]
-	inst := interruption.InstanceIDOf(n)
+	inst := episode.InstanceIDOf(n)
 	w.updateNode(t, ctx, n, true, func(n *corev1.Node) { n.Status.NodeInfo.BootID = "boot-1" })
 	w.run(t, ctx)
 

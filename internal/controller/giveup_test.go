@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
@@ -29,7 +29,7 @@ func TestIntakeGivesUpLateNotices(t *testing.T) {
 	}
 	w.run(t, ctx)
 	// A Spot warning gives two minutes: sent five minutes ago, its deadline is three past.
-	w.send(t, ctx, fakeaws.SpotInterruptionWarning(interruption.InstanceIDOf(late), "terminate", time.Now().Add(-5*time.Minute)))
+	w.send(t, ctx, fakeaws.SpotInterruptionWarning(episode.InstanceIDOf(late), "terminate", time.Now().Add(-5*time.Minute)))
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return w.metrics.Value("lifeboat_queue_messages_total", "outcome", "done") == 1 && w.queueLength(t, ctx) == 0, nil
 	})
@@ -40,7 +40,7 @@ func TestIntakeGivesUpLateNotices(t *testing.T) {
 		t.Error("no log line giving the late notice up")
 	}
 
-	w.send(t, ctx, fakeaws.SpotInterruptionWarning(interruption.InstanceIDOf(due), "terminate", time.Now()))
+	w.send(t, ctx, fakeaws.SpotInterruptionWarning(episode.InstanceIDOf(due), "terminate", time.Now()))
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return w.metrics.Value("lifeboat_queue_messages_total", "outcome", "retry") >= 2, nil
 	})

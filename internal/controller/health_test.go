@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/events"
-	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
@@ -47,7 +47,7 @@ func TestHealthUpdatesJoinOneNotice(t *testing.T) {
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 3)
 	alone, twoEvents, reboot := w.nodes[0], w.nodes[1], w.nodes[2]
-	id := interruption.InstanceIDOf
+	id := episode.InstanceIDOf
 	const retire, stop, rebootCode = "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED", "AWS_EC2_INSTANCE_STOP_SCHEDULED", "AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED"
 	start := time.Now().Add(14 * 24 * time.Hour).Truncate(time.Second)
 	moved := start.Add(24 * time.Hour)

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
@@ -26,7 +26,7 @@ func TestImpairedInstanceDrained(t *testing.T) {
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 3)
 	failing, recovering := w.nodes[0], w.nodes[1]
-	failingID, recoveringID := interruption.InstanceIDOf(failing), interruption.InstanceIDOf(recovering)
+	failingID, recoveringID := episode.InstanceIDOf(failing), episode.InstanceIDOf(recovering)
 	w.fake.AddInstance(fakeaws.Instance{ID: failingID, PrivateDNSName: failing.Name, Tags: ourTags, AutoScalingGroup: "workers"})
 	w.fake.SetInstanceStatus(failingID, fakeaws.Status{Failed: []string{"system"}})
 	w.fake.SetInstanceStatus(recoveringID, fakeaws.Status{Failed: []string{"ebs"}})
@@ -100,7 +100,7 @@ func TestScheduledEventFromInstanceStatus(t *testing.T) {
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 2)
 	n, other := w.nodes[0], w.nodes[1]
-	instance := interruption.InstanceIDOf(n)
+	instance := episode.InstanceIDOf(n)
 	start := time.Now().Add(12 * time.Second).Truncate(time.Second)
 	event := fakeaws.StatusEvent{ID: "instance-event-0d59937288b749b32", Code: "system-reboot", Description: "The instance is scheduled for a reboot",
 		NotBefore: start, NotAfter: start.Add(2 * time.Hour)}

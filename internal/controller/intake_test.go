@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/events"
-	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/record"
@@ -60,7 +60,7 @@ func newIntakeWorld(t *testing.T, ctx context.Context, nodeCount int) *intakeWor
 		t.Fatal(err)
 	}
 	for _, n := range added {
-		fake.AddInstance(fakeaws.Instance{ID: interruption.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: ourTags})
+		fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: ourTags})
 	}
 	fake.AddInstance(fakeaws.Instance{ID: foreign, PrivateDNSName: "ip-10-9-0-1.ec2.internal",
 		Tags: map[string]string{"aws-node-termination-handler/managed": "", "kubernetes.io/cluster/other": "owned"}})
@@ -146,7 +146,7 @@ func TestHealthEventNoticesStandAlone(t *testing.T) {
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 5)
 	soon, later, unreadable := w.nodes[:2], w.nodes[2:4], w.nodes[4]
-	id := func(n *corev1.Node) string { return interruption.InstanceIDOf(n) }
+	id := func(n *corev1.Node) string { return episode.InstanceIDOf(n) }
 	const code = "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED"
 	// Drains start NODE_TERMINATION_GRACE_PERIOD (5 s) before each event's start.
 	start := time.Now().Add(15 * time.Second)
@@ -290,7 +290,7 @@ func TestDeadlinePerKind(t *testing.T) {
 		timeout int
 		node    *corev1.Node
 	}{{"routine", 3600, long}, {"hurried", 60, short}} {
-		instance := interruption.InstanceIDOf(h.node)
+		instance := episode.InstanceIDOf(h.node)
 		w.fake.AddInstance(fakeaws.Instance{ID: instance, PrivateDNSName: h.node.Name, AutoScalingGroup: h.group, Tags: ourTags})
 		w.fake.AddLifecycleHook(fakeaws.LifecycleHook{Name: "drain", AutoScalingGroup: h.group, HeartbeatTimeout: h.timeout})
 		w.fake.BeginLifecycleAction("drain", h.group, instance, "token-"+h.group)
@@ -298,9 +298,9 @@ func TestDeadlinePerKind(t *testing.T) {
 	grace := watchGrace(t, ctx, w.c, "shop")
 	now := time.Now()
 	w.send(t, ctx,
-		fakeaws.TerminateLifecycleAction("routine", "drain", interruption.InstanceIDOf(long), "token-routine", now),
-		fakeaws.TerminateLifecycleAction("hurried", "drain", interruption.InstanceIDOf(short), "token-hurried", now),
-		fakeaws.CapacityReservationInterruptionWarning(interruption.InstanceIDOf(capres), "terminate", now))
+		fakeaws.TerminateLifecycleAction("routine", "drain", episode.InstanceIDOf(long), "token-routine", now),
+		fakeaws.TerminateLifecycleAction("hurried", "drain", episode.InstanceIDOf(short), "token-hurried", now),
+		fakeaws.CapacityReservationInterruptionWarning(episode.InstanceIDOf(capres), "terminate", now))
 	w.run(t, ctx, "TAINT_NODE", "true")
 
 	for _, n := range w.nodes {
@@ -354,7 +354,7 @@ func TestHookTimeoutUnknownKeepsPodGrace(t *testing.T) {
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 1)
 	n := w.nodes[0]
-	instance := interruption.InstanceIDOf(n)
+	instance := episode.InstanceIDOf(n)
 	w.fake.AddInstance(fakeaws.Instance{ID: instance, PrivateDNSName: n.Name, AutoScalingGroup: "workers", Tags: ourTags})
 	w.fake.AddLifecycleHook(fakeaws.LifecycleHook{Name: "drain", AutoScalingGroup: "workers", HeartbeatTimeout: 60})
 	w.fake.BeginLifecycleAction("drain", "workers", instance, "token-1")
@@ -407,7 +407,7 @@ func TestFailedLookupComesBackSoon(t *testing.T) {
 	n := w.nodes[0]
 	w.fake.SetFault(fakeaws.Fault{Service: "ec2", Action: "DescribeInstances", Status: 503, Code: "RequestLimitExceeded"})
 	w.run(t, ctx)
-	w.send(t, ctx, fakeaws.SpotInterruptionWarning(interruption.InstanceIDOf(n), "terminate", time.Now()))
+	w.send(t, ctx, fakeaws.SpotInterruptionWarning(episode.InstanceIDOf(n), "terminate", time.Now()))
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return w.metrics.Value("lifeboat_queue_messages_total", "outcome", "retry") >= 1, nil
 	})

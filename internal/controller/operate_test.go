@@ -24,8 +24,8 @@ import (
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/events"
-	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/internal/webhook"
@@ -91,7 +91,7 @@ func (w *operateWorld) send(t *testing.T, ctx context.Context, bodies ...string)
 }
 
 // run starts a controller as user until the test ends.
-func (w *operateWorld) run(t *testing.T, ctx context.Context, cfg *config.Config, user string, m *metrics.Metrics, wire func(*interruption.Options)) {
+func (w *operateWorld) run(t *testing.T, ctx context.Context, cfg *config.Config, user string, m *metrics.Metrics, wire func(*episode.Options)) {
 	t.Helper()
 	startController(t, ctx, w.c, w.awsCfg, w.queue, cfg, user, m, w.logs, wire)
 }
@@ -99,7 +99,7 @@ func (w *operateWorld) run(t *testing.T, ctx context.Context, cfg *config.Config
 // startController runs a controller of the cluster as user, with Events, until the test ends;
 // its log goes to logs and is printed when the test fails.
 func startController(t *testing.T, ctx context.Context, c *sandbox.Cluster, awsCfg aws.Config, queue *awssqs.Client, cfg *config.Config,
-	user string, m *metrics.Metrics, logs *sandboxtest.LogBuffer, wire func(*interruption.Options)) (stop func()) {
+	user string, m *metrics.Metrics, logs *sandboxtest.LogBuffer, wire func(*episode.Options)) (stop func()) {
 	t.Helper()
 	rc, err := c.UserConfig(user, "system:masters")
 	if err != nil {
@@ -110,7 +110,7 @@ func startController(t *testing.T, ctx context.Context, c *sandbox.Cluster, awsC
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler := interruption.Options{Events: recorder}
+	handler := episode.Options{Events: recorder}
 	if wire != nil {
 		wire(&handler)
 	}
@@ -188,7 +188,7 @@ func TestOneInterruptionOneWebhook(t *testing.T) {
 	}
 	m := metrics.New()
 	w.send(t, ctx, spotMessage(w.instance), hookMessage(w.instance, "token-1"), stateMessage(w.instance, "shutting-down"))
-	w.run(t, ctx, cfg, "lifeboat", m, func(h *interruption.Options) { h.Webhook = sender })
+	w.run(t, ctx, cfg, "lifeboat", m, func(h *episode.Options) { h.Webhook = sender })
 
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 		_, completed, _, _ := w.fake.LifecycleAction("token-1")

@@ -13,8 +13,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/events"
-	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
@@ -88,7 +88,7 @@ func TestPodPolicies(t *testing.T) {
 	w.run(t, ctx, "TAINT_NODE", "true")
 
 	// A rebalance recommendation: everything leaves but the pinned pod.
-	w.send(t, ctx, fakeaws.RebalanceRecommendation(interruption.InstanceIDOf(rebalanced), time.Now()))
+	w.send(t, ctx, fakeaws.RebalanceRecommendation(episode.InstanceIDOf(rebalanced), time.Now()))
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		r, _ := record.Read(w.node(t, ctx, rebalanced))
 		return r.Phase == record.PhaseDrained && len(r.Finished) == 1 && w.podsOn(t, ctx, rebalanced) == 1, nil
@@ -122,8 +122,8 @@ func TestPodPolicies(t *testing.T) {
 
 	// Spot warnings already 110 s old: the drain has its 30 s minimum budget.
 	sent := time.Now()
-	w.send(t, ctx, fakeaws.SpotInterruptionWarning(interruption.InstanceIDOf(rebalanced), "terminate", sent.Add(-110*time.Second)),
-		fakeaws.SpotInterruptionWarning(interruption.InstanceIDOf(tolerant), "terminate", sent.Add(-110*time.Second)))
+	w.send(t, ctx, fakeaws.SpotInterruptionWarning(episode.InstanceIDOf(rebalanced), "terminate", sent.Add(-110*time.Second)),
+		fakeaws.SpotInterruptionWarning(episode.InstanceIDOf(tolerant), "terminate", sent.Add(-110*time.Second)))
 	leftAt := map[string]time.Time{}
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 45*time.Second, true, func(ctx context.Context) (bool, error) {
 		for _, name := range []string{pinned, "ca-pinned-" + tolerant.Name, "app-" + tolerant.Name} {
@@ -175,7 +175,7 @@ func TestBlockedPodReported(t *testing.T) {
 	w.addPolicyPod(t, ctx, n, "ledger-0", func(p *corev1.Pod) { p.Labels = map[string]string{"app": "ledger"} })
 	lift := sandboxtest.BlockEvictions(t, ctx, w.c, "shop", map[string]string{"app": "ledger"})
 	w.run(t, ctx)
-	w.send(t, ctx, spotMessage(interruption.InstanceIDOf(n)))
+	w.send(t, ctx, spotMessage(episode.InstanceIDOf(n)))
 
 	eventOn := func(namespace, name string) string {
 		return w.eventMessage(t, ctx, namespace, name, events.ReasonEvictionBlocked)

@@ -9,8 +9,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/episode/driver"
-	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/panics"
 	"lifeboat.dev/lifeboat/internal/record"
@@ -24,10 +24,10 @@ const maxDraining = 1000
 // newEpisodes builds the driver of every node's interruption episode (the one both modes
 // share), reading nodes from the informer, and decides what wakes a node: an informer event
 // on a node whose record has work (pending notices, or an episode whose instance booted
-// again). An update wakes a node only when it changes its work (interruption.Wakes), so the
+// again). An update wakes a node only when it changes its work (episode.Wakes), so the
 // reconciler's own renewals do not undo the backoff. Because the work lives on the Node, a
 // restarted process or a new leader finds it in the informer's first list and goes on.
-func newEpisodes(informer cache.SharedIndexInformer, handler *interruption.Handler, cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*driver.Driver, error) {
+func newEpisodes(informer cache.SharedIndexInformer, handler *episode.Handler, cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*driver.Driver, error) {
 	episodes, err := driver.New(driver.Options{Reconciler: handler, Nodes: driver.CachedNodes{Indexer: informer.GetIndexer()}, Workers: maxDraining,
 		FirstRetry: time.Second, MaxRetry: time.Minute, Name: "lifeboat-node-episodes", Panics: m, Logger: log})
 	if err != nil {
@@ -49,7 +49,7 @@ func newEpisodes(informer cache.SharedIndexInformer, handler *interruption.Handl
 			o, _ := old.(*corev1.Node)
 			if n, ok := obj.(*corev1.Node); ok {
 				defer panics.Recover(panics.NodeEvent, log, m, nil, "node", n.Name)
-				if interruption.Wakes(o, n, handler.Origin()) {
+				if episode.Wakes(o, n, handler.Origin()) {
 					offer(n)
 				}
 			}
@@ -65,7 +65,7 @@ func newEpisodes(informer cache.SharedIndexInformer, handler *interruption.Handl
 // hasWork reports whether the node's record has work: pending notices, or an episode whose
 // instance booted again (given back, without waiting for a next notice). An invalid record
 // is reported, and never acted on.
-func hasWork(n *corev1.Node, handler *interruption.Handler, cfg *config.Config) bool {
+func hasWork(n *corev1.Node, handler *episode.Handler, cfg *config.Config) bool {
 	if n.Annotations[record.Annotation] == "" {
 		return false
 	}
@@ -74,7 +74,7 @@ func hasWork(n *corev1.Node, handler *interruption.Handler, cfg *config.Config) 
 		handler.ReportInvalidRecord(n, err)
 		return false
 	}
-	return len(interruption.Pending(rec, cfg, handler.Origin())) > 0 || record.BootedAgain(n, rec)
+	return len(episode.Pending(rec, cfg, handler.Origin())) > 0 || record.BootedAgain(n, rec)
 }
 
 // runEpisodes runs the driver until ctx ends or stop is called; stop returns once its

@@ -11,7 +11,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
@@ -63,7 +63,7 @@ func TestRestartResumesPendingEpisodes(t *testing.T) {
 	drainDue := start.Add(-grace * time.Second)
 	var instances []string
 	for _, n := range w.nodes {
-		instances = append(instances, interruption.InstanceIDOf(n))
+		instances = append(instances, episode.InstanceIDOf(n))
 	}
 	for i := 0; i < len(instances); i += 20 { // several Health events, 20 instances each
 		batch := instances[i:min(i+20, len(instances))]

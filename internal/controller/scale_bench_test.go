@@ -38,7 +38,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/daemon"
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/kube/pacing"
 	"lifeboat.dev/lifeboat/internal/metrics"
@@ -251,7 +251,7 @@ func azReclaim(b *testing.B, sc azScale) {
 	logs := &azLogCounter{counts: map[string]int{}, samples: map[string]string{}}
 	ctl := controller.New(controller.Options{Config: cfg, Client: clients.Main, LeaseClient: clients.Lease, Queue: awssqs.NewFromConfig(awsCfg),
 		EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(logs), Metrics: m,
-		Handler: interruption.Options{CordonClient: clients.Cordon}})
+		Handler: episode.Options{CordonClient: clients.Cordon}})
 
 	// What the cluster shows, from two watches (the harness keeps no copies of the objects).
 	progress := newAZProgress(w)
@@ -293,7 +293,7 @@ func azReclaim(b *testing.B, sc azScale) {
 	// The burst.
 	bodies := make([]string, len(w.notice))
 	for i, n := range w.notice {
-		bodies[i] = spotMessage(interruption.InstanceIDOf(n))
+		bodies[i] = spotMessage(episode.InstanceIDOf(n))
 	}
 	before := azSnapshot(m, fake)
 	latencyBefore := azClientLatency(m)
@@ -596,7 +596,7 @@ func azBuildWorld(ctx context.Context, c *sandbox.Cluster, fake *fakeaws.Server,
 	}
 	w.notice, w.other = all[:sc.notices], all[sc.notices:]
 	for _, n := range all {
-		fake.AddInstance(fakeaws.Instance{ID: interruption.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: benchTags})
+		fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: benchTags})
 	}
 
 	rc := rest.CopyConfig(c.AdminConfig)

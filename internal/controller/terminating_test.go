@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/events"
-	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
@@ -31,7 +31,7 @@ func TestPastDeadlineOnlyTerminatingPodsLeft(t *testing.T) {
 	w.addPolicyPod(t, ctx, n, "held", func(p *corev1.Pod) { p.Finalizers = []string{hold} })
 
 	// Warned 116 s ago: the instance goes 4 s from now.
-	instance := interruption.InstanceIDOf(n)
+	instance := episode.InstanceIDOf(n)
 	w.send(t, ctx, fakeaws.SpotInterruptionWarning(instance, "terminate", time.Now().Add(-116*time.Second)))
 	w.run(t, ctx)
 

@@ -23,8 +23,8 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/agent"
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/events"
-	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
@@ -71,7 +71,7 @@ func (w *webhookCounter) naming(node string) int {
 // arguments, until the test ends.
 func (w *intakeWorld) runAgent(t *testing.T, ctx context.Context, node *corev1.Node, mockArgs []string, hook *webhookCounter, settings ...string) {
 	t.Helper()
-	m := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: interruption.InstanceIDOf(node), Hostname: node.Name, Args: mockArgs})
+	m := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: episode.InstanceIDOf(node), Hostname: node.Name, Args: mockArgs})
 	rc, err := w.c.UserConfig("lifeboat-agent-"+node.Name, "system:masters")
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func (w *intakeWorld) runAgent(t *testing.T, ctx context.Context, node *corev1.N
 		t.Fatal(err)
 	}
 	a := agent.New(agent.Options{Config: cfg, Client: client, IMDS: imds.NewClient(cfg.MetadataURL, cfg.MetadataTries, false), Logger: slog.New(slog.NewTextHandler(logs, nil)),
-		Handler: interruption.Options{Events: recorder, Webhook: sender}})
+		Handler: episode.Options{Events: recorder, Webhook: sender}})
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- a.Run(runCtx) }()
@@ -135,7 +135,7 @@ func TestAgentAndControllerOnOneCluster(t *testing.T) {
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 2)
 	same, held := w.nodes[0], w.nodes[1]
-	id := func(n *corev1.Node) string { return interruption.InstanceIDOf(n) }
+	id := func(n *corev1.Node) string { return episode.InstanceIDOf(n) }
 	hook := newWebhookCounter(t)
 	w.addPods(t, ctx, same, "web", 2)
 	// The held node's pods may not leave until the test lets them.
@@ -218,7 +218,7 @@ func TestControllerRenewsOnlyOnceAnAgentWaits(t *testing.T) {
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 1)
 	held := w.nodes[0]
-	id := interruption.InstanceIDOf(held)
+	id := episode.InstanceIDOf(held)
 	hook := newWebhookCounter(t)
 	w.addHeldPods(t, ctx, held)
 	// A queue's rebalance recommendation drains by NODE_TERMINATION_GRACE_PERIOD: ten minutes.
@@ -255,7 +255,7 @@ func TestControllerRenewsOnlyOnceAnAgentWaits(t *testing.T) {
 	contested := readRecord().Owner.Contested
 	// Past the lease from the contest: had the controller not renewed, the agent would
 	// have taken over and started a second drain.
-	time.Sleep(time.Until(contested.Add(interruption.OwnerLease + 8*time.Second)))
+	time.Sleep(time.Until(contested.Add(episode.OwnerLease + 8*time.Second)))
 	o := readRecord().Owner
 	switch {
 	case o == nil || !strings.HasPrefix(o.Origin, "queue "):
@@ -264,7 +264,7 @@ func TestControllerRenewsOnlyOnceAnAgentWaits(t *testing.T) {
 		t.Errorf("claim %+v not renewed since the contest at %v", o, contested)
 	}
 	if got := w.metrics.Value("lifeboat_drain_claims_total", "event", metrics.ClaimRenewed); got < 2 {
-		t.Errorf("%v renewals in the lease after the contest, want 2 (every %v)", got, interruption.OwnerRenew)
+		t.Errorf("%v renewals in the lease after the contest, want 2 (every %v)", got, episode.OwnerRenew)
 	}
 	if got := w.eventCount(t, ctx, held, events.ReasonDrainStarted); got != 1 {
 		t.Errorf("%d drains started while the controller's is held, want 1", got)

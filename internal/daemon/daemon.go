@@ -23,9 +23,9 @@ import (
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/health"
-	"lifeboat.dev/lifeboat/internal/interruption"
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/preflight"
@@ -112,7 +112,7 @@ func (d *Daemon) connect() (*Clients, error) {
 }
 
 // buildAgent makes the agent the process's driver.
-func (d *Daemon) buildAgent(clients *Clients, handler interruption.Options) {
+func (d *Daemon) buildAgent(clients *Clients, handler episode.Options) {
 	cfg, logger := d.cfg, d.log
 	a := agent.New(agent.Options{Config: cfg, Client: clients.Main, Logger: logger, Metrics: d.metrics, Handler: handler,
 		IMDS: imds.NewClient(cfg.MetadataURL, cfg.MetadataTries, cfg.AllowIMDSv1)})
@@ -127,7 +127,7 @@ func (d *Daemon) buildAgent(clients *Clients, handler interruption.Options) {
 }
 
 // buildController makes the controller, with its AWS clients, the process's driver.
-func (d *Daemon) buildController(ctx context.Context, clients *Clients, handler interruption.Options) error {
+func (d *Daemon) buildController(ctx context.Context, clients *Clients, handler episode.Options) error {
 	cfg, logger := d.cfg, d.log
 	awsCfg, err := cloud.LoadAWSConfig(ctx, cfg.AWSRegion, cfg.AWSEndpoint)
 	if err != nil {
@@ -150,18 +150,18 @@ func (d *Daemon) buildController(ctx context.Context, clients *Clients, handler 
 // handlerOptions are the process's parts of the interruption handler: Events, the webhook, the
 // hand-back waits, and the cordon client. Cordons go through the budget's urgent lane: in a
 // burst they never queue behind the evictions of nodes cordoned earlier.
-func (d *Daemon) handlerOptions(ctx context.Context, clients *Clients) (interruption.Options, error) {
+func (d *Daemon) handlerOptions(ctx context.Context, clients *Clients) (episode.Options, error) {
 	recorder, stopEvents, err := events.New(clients.Events, wiring.Events(d.cfg, d.log))
 	if err != nil {
-		return interruption.Options{}, &ConfigError{fmt.Errorf("invalid Kubernetes Events settings: %w", err)}
+		return episode.Options{}, &ConfigError{fmt.Errorf("invalid Kubernetes Events settings: %w", err)}
 	}
 	d.closers = append(d.closers, stopEvents)
 	hooks, err := webhook.New(wiring.Webhook(d.cfg), webhook.Options{Logger: d.log, Panics: d.metrics}) // the handler counts results
 	if err != nil {
-		return interruption.Options{}, &ConfigError{fmt.Errorf("invalid webhook settings: %w", err)}
+		return episode.Options{}, &ConfigError{fmt.Errorf("invalid webhook settings: %w", err)}
 	}
-	return interruption.Options{Metrics: d.metrics, Events: recorder, Webhook: hooks, CordonClient: clients.Cordon,
-		Handback: Handback(ctx, d.cfg, d.mode, clients.Main, d.metrics, d.log)}, nil
+	return episode.Options{Metrics: d.metrics, Events: recorder, Webhook: hooks, CordonClient: clients.Cordon,
+		DetachWaits: DetachWaits(ctx, d.cfg, d.mode, clients.Main, d.metrics, d.log)}, nil
 }
 
 // Run serves metrics and probes and runs the mode until ctx ends or the mode stops by itself;

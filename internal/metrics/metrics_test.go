@@ -13,10 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 
+	"lifeboat.dev/lifeboat/internal/check"
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/panics"
-	"lifeboat.dev/lifeboat/internal/readiness"
 	"lifeboat.dev/lifeboat/internal/version"
 )
 
@@ -70,8 +70,8 @@ func exercised() *Metrics {
 		Waiting: func(string) int { return 0 }, InFlight: func(string) int { return 1 }})
 	m.BudgetChanged(4, "throttled")
 	findings := map[ReadinessKey]int{}
-	for _, r := range []string{readiness.ReasonBudgetBlocks, readiness.ReasonLongGrace, readiness.ReasonDoNotDisrupt,
-		readiness.ReasonSingleReplica, readiness.ReasonLocalData, readiness.ReasonUnmanaged} {
+	for _, r := range []string{check.ReasonBudgetBlocks, check.ReasonLongGrace, check.ReasonDoNotDisrupt,
+		check.ReasonSingleReplica, check.ReasonLocalData, check.ReasonUnmanaged} {
 		findings[ReadinessKey{Namespace: "shop-eu", Reason: r}] = 1
 	}
 	m.Readiness(findings, time.Now(), nil)
@@ -149,7 +149,7 @@ func TestSnakeCaseValidation(t *testing.T) {
 func TestLabelValuesFromElsewhere(t *testing.T) {
 	m := New()
 	m.Notice(string(notice.SpotInterruption), "imds")
-	m.Readiness(map[ReadinessKey]int{{Namespace: "shop-eu", Reason: readiness.ReasonBudgetBlocks}: 2}, time.Now(), nil)
+	m.Readiness(map[ReadinessKey]int{{Namespace: "shop-eu", Reason: check.ReasonBudgetBlocks}: 2}, time.Now(), nil)
 	if v := m.Value("lifeboat_notices_total", "kind", "spot_interruption"); v != 1 {
 		t.Errorf("lifeboat_notices_total{kind=spot_interruption} = %v, want 1", v)
 	}

@@ -5,7 +5,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"lifeboat.dev/lifeboat/internal/handback"
+	"lifeboat.dev/lifeboat/internal/detach"
 	"lifeboat.dev/lifeboat/internal/kube/pacing"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/source/sqs"
@@ -67,7 +67,7 @@ func TestKnownLabelValuesAtZero(t *testing.T) {
 	for _, e := range []string{sqs.EventReceive, sqs.EventDelete, sqs.EventExtend, sqs.EventRetry} {
 		want = append(want, []string{"lifeboat_sqs_calls_total", "event", e, "result", ResultError})
 	}
-	for _, o := range []handback.Outcome{handback.Released, handback.Cut, handback.Skipped} {
+	for _, o := range []detach.Outcome{detach.Released, detach.Cut, detach.Skipped} {
 		want = append(want, []string{"lifeboat_handback_wait_seconds", "wait", "volumes", "outcome", string(o)})
 	}
 	for _, r := range []string{pacing.ReasonThrottled, pacing.ReasonQueueing, pacing.ReasonDemand} {

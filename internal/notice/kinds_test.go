@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"lifeboat.dev/lifeboat/internal/config"
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/internal/record/recordtest"
@@ -40,7 +40,7 @@ func TestEveryKindReachesEveryConsumer(t *testing.T) {
 			if rules.GoesAtDeadline && !rules.Reclaims || rules.Reclaims && !rules.Drains {
 				t.Errorf("inconsistent rules: %+v", rules)
 			}
-			plan := interruption.PlanFor(k, cfg)
+			plan := episode.PlanFor(k, cfg)
 			if plan.TaintKey != rules.TaintKey {
 				t.Errorf("plan taints %q, table says %q", plan.TaintKey, rules.TaintKey)
 			}

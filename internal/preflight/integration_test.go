@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"lifeboat.dev/lifeboat/internal/config"
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/source/imds"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
@@ -165,7 +165,7 @@ func TestInSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	node, other := nodes[0], nodes[1]
-	m := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: interruption.InstanceIDOf(node), Hostname: node.Name})
+	m := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: episode.InstanceIDOf(node), Hostname: node.Name})
 	agentCfg := func(t *testing.T, nodeName, metadataURL string) *config.Config {
 		return sandboxtest.Config(t, config.ModeAgent, "NODE_NAME", nodeName, "INSTANCE_METADATA_URL", metadataURL, "METADATA_TRIES", "1")
 	}
@@ -235,7 +235,7 @@ func TestInSandbox(t *testing.T) {
 
 	t.Run("agent: completing lifecycle hooks adds the Auto Scaling checks", func(t *testing.T) {
 		fake := sandboxtest.FakeAWS(t, "")
-		fake.AddInstance(fakeaws.Instance{ID: interruption.InstanceIDOf(node), AutoScalingGroup: "workers"})
+		fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(node), AutoScalingGroup: "workers"})
 		cfg := sandboxtest.Config(t, config.ModeAgent, "NODE_NAME", node.Name, "INSTANCE_METADATA_URL", m.URL,
 			"ENABLE_ASG_LIFECYCLE_DRAINING", "true", "ASG_LIFECYCLE_HOOK_NAME", "drain")
 		rows := Run(ctx, config.ModeAgent, cfg, Env{Kube: agent, IMDS: imds.NewClient(m.URL, 1, false), AWS: NewAWS(sandboxtest.AWSConfig(fake.URL()))})

@@ -22,9 +22,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/detach"
 	"lifeboat.dev/lifeboat/internal/drain"
-	"lifeboat.dev/lifeboat/internal/handback"
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/output"
 	"lifeboat.dev/lifeboat/internal/record"
@@ -128,7 +128,7 @@ const (
 // TargetReader lists the load-balancer targets still holding an instance or its pods' IPs;
 // the hand-back's target wait is one.
 type TargetReader interface {
-	Held(ctx context.Context, s handback.Subject) ([]string, error)
+	Held(ctx context.Context, s detach.Subject) ([]string, error)
 }
 
 // Options add what Kubernetes does not hold, and choose the nodes.
@@ -154,7 +154,7 @@ func Collect(ctx context.Context, client kubernetes.Interface, cfg *config.Confi
 		rec, err := record.Read(node)
 		if err != nil || !rec.Open() {
 			if len(opts.Nodes) > 0 { // asked for by name: say it is in no episode
-				r.Nodes = append(r.Nodes, Node{Name: node.Name, Instance: interruption.InstanceIDOf(node), Phase: PhaseNone,
+				r.Nodes = append(r.Nodes, Node{Name: node.Name, Instance: episode.InstanceIDOf(node), Phase: PhaseNone,
 					Notices: []Notice{}, Pods: []Pod{}})
 			}
 			continue
@@ -208,8 +208,8 @@ func readNodes(ctx context.Context, client kubernetes.Interface, names []string)
 // (host-network pods excluded), which IP target groups may hold.
 func nodeStatus(ctx context.Context, client kubernetes.Interface, cfg *config.Config, node *corev1.Node, rec record.Record,
 	budgets *budgetCache, now time.Time) (Node, []string, error) {
-	r := &nodeRead{cfg: cfg, node: node, rec: rec, pending: interruption.Pending(rec, cfg, "")}
-	r.n = Node{Name: node.Name, Instance: interruption.InstanceIDOf(node), Phase: rec.Phase.String(), Notices: []Notice{}, Pods: []Pod{}}
+	r := &nodeRead{cfg: cfg, node: node, rec: rec, pending: episode.Pending(rec, cfg, "")}
+	r.n = Node{Name: node.Name, Instance: episode.InstanceIDOf(node), Phase: rec.Phase.String(), Notices: []Notice{}, Pods: []Pod{}}
 	r.readDeadline(now)
 	r.n.Owner = ownerOf(rec)
 	r.readNotices()
@@ -325,7 +325,7 @@ func (r *nodeRead) readPods(ctx context.Context, client kubernetes.Interface, po
 	for _, p := range pods {
 		labelsOf[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = p.Labels
 	}
-	evict, skipped := drain.Select(drain.PodsOf(pods), wiring.Drain(r.cfg, client, nil).Policy, interruption.TermsOf(r.node, r.pending))
+	evict, skipped := drain.Select(drain.PodsOf(pods), wiring.Drain(r.cfg, client, nil).Policy, episode.TermsOf(r.node, r.pending))
 	for _, s := range skipped {
 		switch s.Reason {
 		case drain.ReasonFinished, drain.ReasonMirror:
@@ -354,8 +354,8 @@ func (r *nodeRead) readPods(ctx context.Context, client kubernetes.Interface, po
 
 // subjectOf is what a load balancer may still hold for the node: its instance, the IPs of
 // the pods on it, and those its drain recorded for the hand-back (pods already gone).
-func subjectOf(node *corev1.Node, rec record.Record, podIPs []string) handback.Subject {
-	s := handback.Subject{Node: node.Name, InstanceID: interruption.InstanceIDOf(node), PodIPs: podIPs}
+func subjectOf(node *corev1.Node, rec record.Record, podIPs []string) detach.Subject {
+	s := detach.Subject{Node: node.Name, InstanceID: episode.InstanceIDOf(node), PodIPs: podIPs}
 	if h := rec.Handback; h != nil {
 		for _, ip := range h.PodIPs {
 			if !slices.Contains(s.PodIPs, ip) {

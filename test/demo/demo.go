@@ -16,7 +16,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/test/sandbox"
 )
 
@@ -104,10 +104,10 @@ func Run(ctx context.Context, opts Options) (_ *Result, err error) {
 	defer e.stop()
 	nodeA, nodeB, nodeC := e.nodes[0], e.nodes[1], e.nodes[2]
 	lanes := []lane{
-		{name: "A", label: "node A", node: nodeA.Name, instance: interruption.InstanceIDOf(nodeA)},
-		{name: "B", label: "node B", node: nodeB.Name, instance: interruption.InstanceIDOf(nodeB), token: tokenB, targetGroup: targetGroupName},
+		{name: "A", label: "node A", node: nodeA.Name, instance: episode.InstanceIDOf(nodeA)},
+		{name: "B", label: "node B", node: nodeB.Name, instance: episode.InstanceIDOf(nodeB), token: tokenB, targetGroup: targetGroupName},
 		{name: "foreign", label: "foreign", instance: foreignID, token: tokenForeign},
-		{name: "C", label: "node C", node: nodeC.Name, instance: interruption.InstanceIDOf(nodeC)},
+		{name: "C", label: "node C", node: nodeC.Name, instance: episode.InstanceIDOf(nodeC)},
 	}
 	fmt.Fprintf(out, "  up after %.1fs\n", time.Since(begin).Seconds())
 	fmt.Fprintf(out, "  node A %s  (%s)  spot instance, protected by the agent\n", nodeA.Name, lanes[0].instance)

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
@@ -70,7 +70,7 @@ func (e *env) watchCompletions() {
 	e.atCompletion = map[string]heldAtCompletion{}
 	nodeOf := map[string]string{}
 	for _, n := range e.nodes {
-		nodeOf[interruption.InstanceIDOf(n)] = n.Name
+		nodeOf[episode.InstanceIDOf(n)] = n.Name
 	}
 	e.aws.OnCall(func(c fakeaws.Call) {
 		if c.Action != "CompleteLifecycleAction" {
@@ -152,7 +152,7 @@ func startEnv(ctx context.Context, tools sandbox.Tools, dir string) (e *env, err
 	e.watchCompletions()
 	ours := map[string]string{managedTag: "", "kubernetes.io/cluster/" + ClusterName: "owned"}
 	for i, n := range e.nodes {
-		e.aws.AddInstance(fakeaws.Instance{ID: interruption.InstanceIDOf(n), PrivateDNSName: n.Name, AvailabilityZone: specs[i].Zone,
+		e.aws.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(n), PrivateDNSName: n.Name, AvailabilityZone: specs[i].Zone,
 			InstanceType: "m5.large", AutoScalingGroup: ourGroup, Tags: ours})
 	}
 	// Another cluster's instance, as an account-wide EventBridge rule or a shared queue
@@ -164,7 +164,7 @@ func startEnv(ctx context.Context, tools sandbox.Tools, dir string) (e *env, err
 	for _, g := range []string{ourGroup, foreignGroup} {
 		e.aws.AddLifecycleHook(fakeaws.LifecycleHook{Name: hookName, AutoScalingGroup: g, HeartbeatTimeout: 300})
 	}
-	if err := e.addTargetGroup(interruption.InstanceIDOf(e.nodes[1])); err != nil {
+	if err := e.addTargetGroup(episode.InstanceIDOf(e.nodes[1])); err != nil {
 		return nil, err
 	}
 
@@ -173,7 +173,7 @@ func startEnv(ctx context.Context, tools sandbox.Tools, dir string) (e *env, err
 	// scenario shows it. (The mock restates the time on every request; Lifeboat must still
 	// see one notice.)
 	a := e.nodes[0]
-	m, err := sandbox.StartIMDS(ctx, tools, dir, sandbox.IMDSOptions{Name: "imds-node-a", InstanceID: interruption.InstanceIDOf(a),
+	m, err := sandbox.StartIMDS(ctx, tools, dir, sandbox.IMDSOptions{Name: "imds-node-a", InstanceID: episode.InstanceIDOf(a),
 		Zone: specs[0].Zone, Hostname: a.Name, Args: []string{"spot", "-a", "terminate"}})
 	if err != nil {
 		return nil, err

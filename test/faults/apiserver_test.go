@@ -10,7 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -116,7 +116,7 @@ func restartMidDrain(ctx context.Context, t *testing.T, w *world, user string, e
 func agentAPIServerTrial(t *testing.T, w *world, node *corev1.Node, pods []string, down time.Duration) (lost int, exits []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	instance := interruption.InstanceIDOf(node)
+	instance := episode.InstanceIDOf(node)
 	m := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: instance, Hostname: node.Name,
 		Args: []string{"spot", "-a", "terminate", "-t", time.Now().Add(2 * time.Minute).UTC().Format(time.RFC3339)}})
 	user := "lifeboat-agent-" + shortName(node)

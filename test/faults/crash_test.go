@@ -13,7 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -153,7 +153,7 @@ func agentCrashTrial(t *testing.T, w *world, r *rand.Rand) (landed []string, dra
 	defer cancel()
 	node := w.addNodes(t, 1)[0]
 	pods := w.addPods(t, node, podSpec{hold: true}, podSpec{hold: true}, podSpec{hold: true}, podSpec{}, podSpec{critical: true})
-	instance := interruption.InstanceIDOf(node)
+	instance := episode.InstanceIDOf(node)
 	m := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: instance, Hostname: node.Name,
 		Args: []string{"spot", "-a", "terminate", "-t", time.Now().Add(2 * time.Minute).UTC().Format(time.RFC3339)}})
 	user := "lifeboat-agent-" + shortName(node)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
@@ -296,7 +296,7 @@ func imdsOutage(t *testing.T, w *world, name string, apply func(*sandbox.IMDSPro
 	defer cancel()
 	node := w.addNodes(t, 1)[0]
 	pods := w.addPods(t, node, podSpec{}, podSpec{})
-	instance := interruption.InstanceIDOf(node)
+	instance := episode.InstanceIDOf(node)
 	m := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: instance, Hostname: node.Name,
 		Args: []string{"spot", "-a", "terminate", "-t", time.Now().Add(d + 2*time.Minute).UTC().Format(time.RFC3339)}})
 	proxy := sandboxtest.IMDSProxy(t, m)

@@ -14,7 +14,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	corev1 "k8s.io/api/core/v1"
 
-	"lifeboat.dev/lifeboat/internal/interruption"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox"
@@ -70,7 +70,7 @@ func newQueues(t testing.TB, w *world, names ...string) *queues {
 // addInstances makes the nodes' instances known to EC2 and Auto Scaling as this cluster's.
 func (q *queues) addInstances(nodes ...*corev1.Node) {
 	for _, n := range nodes {
-		q.fake.AddInstance(fakeaws.Instance{ID: interruption.InstanceIDOf(n), PrivateDNSName: n.Name, AvailabilityZone: "us-east-1a",
+		q.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(n), PrivateDNSName: n.Name, AvailabilityZone: "us-east-1a",
 			AutoScalingGroup: asgName, Tags: map[string]string{"aws-node-termination-handler/managed": "", "kubernetes.io/cluster/" + clusterName: "owned"}})
 	}
 }
@@ -79,13 +79,13 @@ func (q *queues) addInstances(nodes ...*corev1.Node) {
 // its token.
 func (q *queues) beginTermination(n *corev1.Node) string {
 	token := "token-" + shortName(n)
-	q.fake.BeginLifecycleAction(hookName, asgName, interruption.InstanceIDOf(n), token)
+	q.fake.BeginLifecycleAction(hookName, asgName, episode.InstanceIDOf(n), token)
 	return token
 }
 
 // spot is an EventBridge Spot interruption warning for the node, and what it is about.
 func spot(n *corev1.Node, at time.Time) (string, delivery) {
-	id := interruption.InstanceIDOf(n)
+	id := episode.InstanceIDOf(n)
 	body := fmt.Sprintf(`{"version":"0","id":"e-%s","detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","account":"000000000000","time":"%s","region":"us-east-1","resources":[],"detail":{"instance-id":"%s","instance-action":"terminate"}}`,
 		id, at.UTC().Format(time.RFC3339), id)
 	return body, delivery{node: n.Name, notice: notice.ID(notice.SpotInterruption, id, "terminate")}
@@ -93,7 +93,7 @@ func spot(n *corev1.Node, at time.Time) (string, delivery) {
 
 // hook is an Auto Scaling terminate lifecycle notification for the node.
 func hook(n *corev1.Node, token string, at time.Time) (string, delivery) {
-	id := interruption.InstanceIDOf(n)
+	id := episode.InstanceIDOf(n)
 	body := fmt.Sprintf(`{"Origin":"AutoScalingGroup","Destination":"EC2","Service":"AWS Auto Scaling","Time":"%s","AccountId":"000000000000","RequestId":"r-%s","LifecycleActionToken":"%s","AutoScalingGroupName":"%s","LifecycleHookName":"%s","EC2InstanceId":"%s","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`,
 		at.UTC().Format(time.RFC3339), token, token, asgName, hookName, id)
 	return body, delivery{node: n.Name, notice: notice.ID(notice.ASGTermination, id, notice.TokenDigest(token)), token: token}

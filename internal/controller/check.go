@@ -1,0 +1,49 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	"lifeboat.dev/lifeboat/internal/check"
+	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/panics"
+	"lifeboat.dev/lifeboat/internal/wiring"
+)
+
+// reportChecks runs `lifeboat check` every READINESS_REPORT_INTERVAL while this replica
+// leads, and publishes the workloads it finds per namespace and reason: a team learns that its
+// workload could not leave a node within a Spot warning before an interruption shows it.
+func (c *Controller) reportChecks(ctx context.Context, every time.Duration) {
+	drainOpts := wiring.Drain(c.cfg, c.client, nil)
+	opts := check.Options{Policy: drainOpts.Policy, PodGracePeriod: drainOpts.PodGracePeriod, FromCache: true}
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		findings, err := c.runCheck(ctx, opts)
+		if ctx.Err() != nil {
+			return
+		}
+		workloads := map[metrics.ReadinessKey]int{}
+		for _, f := range findings {
+			workloads[metrics.ReadinessKey{Namespace: f.Namespace, Reason: f.Reason}]++
+		}
+		c.metrics.Readiness(workloads, time.Now(), err)
+		if err != nil {
+			c.log.Warn("periodic readiness check failed; the last findings stay published", "err", err)
+		} else {
+			c.log.Debug("periodic readiness check", "workloads", len(findings))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// runCheck runs one check. A panic (a bug met on the cluster's workloads) is that
+// check's failure: the last findings stay published, and the next check runs on time.
+func (c *Controller) runCheck(ctx context.Context, opts check.Options) (findings []check.Finding, err error) {
+	defer panics.Recover(panics.Readiness, c.log, c.metrics, &err)
+	return check.Check(ctx, c.client, opts)
+}

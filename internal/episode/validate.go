@@ -1,0 +1,92 @@
+package episode
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"lifeboat.dev/lifeboat/internal/events"
+	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
+)
+
+// invalidRecordsKept bounds the records remembered as reported.
+const invalidRecordsKept = 4096
+
+// reportedOnce remembers what was reported, so that a notice that comes back (an IMDS
+// re-poll, a redelivered message) is not reported again for a day.
+type reportedOnce struct {
+	mu   sync.Mutex
+	seen *utilcache.LRUExpireCache
+}
+
+func newReportedOnce() *reportedOnce {
+	return &reportedOnce{seen: utilcache.NewLRUExpireCache(invalidRecordsKept)}
+}
+
+// first reports whether key is reported for the first time (in a day).
+func (o *reportedOnce) first(key string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, seen := o.seen.Get(key); seen {
+		return false
+	}
+	o.seen.Add(key, struct{}{}, 24*time.Hour)
+	return true
+}
+
+// invalidRecords report the records that cannot be read or fail validation.
+type invalidRecords struct {
+	reported *reportedOnce // node and record content
+	log      *slog.Logger
+	metrics  *metrics.Metrics
+	events   *events.Recorder
+}
+
+// report says, once per node and record content, that the node's record could
+// not be read or failed validation (err, from record.Read): a log line, a metric and a Warning
+// Event. Nothing of such a record is acted on; the next notice for the node starts a fresh one.
+func (v *invalidRecords) report(node *corev1.Node, err error) {
+	sum := sha256.Sum256([]byte(node.Annotations[record.Annotation]))
+	if !v.reported.first(node.Name + "/" + hex.EncodeToString(sum[:8])) {
+		return
+	}
+	v.log.Warn("the node's interruption record is unreadable or invalid: it is not acted on, and the next notice for the node starts a fresh one",
+		"node", node.Name, "annotation", record.Annotation, "err", err)
+	v.metrics.InvalidRecord()
+	v.events.InvalidRecord(events.NodeOf(node), err.Error())
+}
+
+// refusedClaims report nodes whose providerID names another instance than the notice's,
+// which its source (the node's own instance metadata, or EC2 for the queue) says is the
+// node's. Nothing is done on such a node for the notice.
+type refusedClaims struct {
+	reported *reportedOnce // node, providerID and instance
+	log      *slog.Logger
+	metrics  *metrics.Metrics
+	events   *events.Recorder
+}
+
+func (c *refusedClaims) report(node *corev1.Node, instanceID string, from notice.Source, what string) {
+	if !c.reported.first(node.Name + "/" + node.Spec.ProviderID + "/" + instanceID) {
+		return
+	}
+	check, source := metrics.ClaimCheckEC2, "EC2"
+	if from == notice.SourceIMDS {
+		check, source = metrics.ClaimCheckInstanceMetadata, "the node's instance metadata"
+	}
+	why := fmt.Sprintf("node %s names instance %s in its providerID %q, but %s says the node is instance %s; %s",
+		node.Name, InstanceIDOf(node), node.Spec.ProviderID, source, instanceID, what)
+	c.log.Warn("node's claim to an instance refused: its providerID names another instance than the one "+source+" says it is",
+		"node", node.Name, "providerID", node.Spec.ProviderID, "instance", instanceID, "check", check, "consequence", what)
+	c.metrics.ClaimRefused(check)
+	c.events.ClaimRefused(events.NodeOf(node), why)
+}
