@@ -147,8 +147,8 @@ func (d *Daemon) buildController(ctx context.Context, clients *Clients, handler 
 	return nil
 }
 
-// handlerOptions are the process's parts of the interruption handler: Events, the webhook, the
-// hand-back waits, and the cordon client. Cordons go through the budget's urgent lane: in a
+// handlerOptions are the process's parts of the episode's handler: Events, the webhook, the
+// drainer, the detach waits, and the cordon client. Cordons go through the budget's urgent lane: in a
 // burst they never queue behind the evictions of nodes cordoned earlier.
 func (d *Daemon) handlerOptions(ctx context.Context, clients *Clients) (episode.Options, error) {
 	recorder, stopEvents, err := events.New(clients.Events, wiring.Events(d.cfg, d.log))
@@ -161,6 +161,7 @@ func (d *Daemon) handlerOptions(ctx context.Context, clients *Clients) (episode.
 		return episode.Options{}, &ConfigError{fmt.Errorf("invalid webhook settings: %w", err)}
 	}
 	return episode.Options{Metrics: d.metrics, Events: recorder, Webhook: hooks, CordonClient: clients.Cordon,
+		Drainer:     episode.NewDrainer(d.cfg, clients.Main, d.metrics, recorder, d.log),
 		DetachWaits: DetachWaits(ctx, d.cfg, d.mode, clients.Main, d.metrics, d.log)}, nil
 }
 

@@ -1,10 +1,11 @@
 package drain
 
 import (
-	"container/heap"
 	"context"
 	"sync"
 	"time"
+
+	"lifeboat.dev/lifeboat/internal/waitqueue"
 )
 
 // evictionSlots bounds the eviction requests a process has waiting for the request budget or
@@ -18,8 +19,7 @@ import (
 type evictionSlots struct {
 	mu      sync.Mutex
 	free    int
-	waiters slotQueue
-	seq     uint64
+	waiters waitqueue.Queue
 }
 
 func newEvictionSlots(n int) *evictionSlots { return &evictionSlots{free: n} }
@@ -27,25 +27,23 @@ func newEvictionSlots(n int) *evictionSlots { return &evictionSlots{free: n} }
 // acquire waits for a slot, or for ctx to end. release gives the slot back; call it once.
 func (s *evictionSlots) acquire(ctx context.Context, deadline time.Time) (release func(), err error) {
 	s.mu.Lock()
-	if s.free > 0 && len(s.waiters) == 0 {
+	if s.free > 0 && s.waiters.Len() == 0 {
 		s.free--
 		s.mu.Unlock()
 		return s.releaseFunc(), nil
 	}
-	w := &slotWaiter{deadline: deadline, seq: s.seq, ready: make(chan struct{})}
-	s.seq++
-	heap.Push(&s.waiters, w)
+	w := s.waiters.Add(deadline)
 	s.mu.Unlock()
 	select {
-	case <-w.ready:
+	case <-w.Ready():
 		return s.releaseFunc(), nil
 	case <-ctx.Done():
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if w.index < 0 { // handed a slot just as ctx ended: pass it on
+		if w.Queued() {
+			s.waiters.Remove(w)
+		} else { // handed a slot just as ctx ended: pass it on
 			s.releaseLocked()
-		} else {
-			heap.Remove(&s.waiters, w.index)
 		}
 		return nil, ctx.Err()
 	}
@@ -64,45 +62,7 @@ func (s *evictionSlots) releaseFunc() func() {
 
 // releaseLocked hands the slot to the soonest waiter, or frees it.
 func (s *evictionSlots) releaseLocked() {
-	if len(s.waiters) == 0 {
+	if !s.waiters.Serve() {
 		s.free++
-		return
 	}
-	w := heap.Pop(&s.waiters).(*slotWaiter)
-	close(w.ready)
-}
-
-type slotWaiter struct {
-	deadline time.Time
-	seq      uint64
-	index    int // in the heap; -1 once handed a slot
-	ready    chan struct{}
-}
-
-// slotQueue is a heap of waiters, soonest deadline first, then first come.
-type slotQueue []*slotWaiter
-
-func (q slotQueue) Len() int { return len(q) }
-func (q slotQueue) Less(i, j int) bool {
-	if !q[i].deadline.Equal(q[j].deadline) {
-		return q[i].deadline.Before(q[j].deadline)
-	}
-	return q[i].seq < q[j].seq
-}
-func (q slotQueue) Swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	q[i].index, q[j].index = i, j
-}
-func (q *slotQueue) Push(x any) {
-	w := x.(*slotWaiter)
-	w.index = len(*q)
-	*q = append(*q, w)
-}
-func (q *slotQueue) Pop() any {
-	old := *q
-	w := old[len(old)-1]
-	old[len(old)-1] = nil
-	*q = old[:len(old)-1]
-	w.index = -1
-	return w
 }

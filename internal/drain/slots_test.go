@@ -93,8 +93,8 @@ func TestEvictionSlotsCancelledWait(t *testing.T) {
 		if _, err := s.acquire(ctx, time.Now()); err == nil {
 			t.Fatal("acquire with every slot held returned before its context ended")
 		}
-		if len(s.waiters) != 0 {
-			t.Fatalf("%d waiters left after the wait ended", len(s.waiters))
+		if s.waiters.Len() != 0 {
+			t.Fatalf("%d waiters left after the wait ended", s.waiters.Len())
 		}
 		// Hand the slot to a waiter, then end its wait before it runs.
 		ctx2, cancel2 := context.WithCancel(context.Background())
@@ -114,8 +114,8 @@ func TestEvictionSlotsCancelledWait(t *testing.T) {
 			s.releaseLocked()
 			s.mu.Unlock()
 		}
-		if s.free != 1 || len(s.waiters) != 0 {
-			t.Errorf("after the race: %d free, %d waiting; want 1 and 0", s.free, len(s.waiters))
+		if s.free != 1 || s.waiters.Len() != 0 {
+			t.Errorf("after the race: %d free, %d waiting; want 1 and 0", s.free, s.waiters.Len())
 		}
 	})
 }

@@ -34,14 +34,21 @@ type drains struct {
 	running map[string]*drain.Deadline // the deadline of each drain running in this process
 }
 
-// newDrains builds the drain phase; its drains report what holds them (drain.Reporter).
-func newDrains(c *config.Config, client kubernetes.Interface, m *metrics.Metrics, e *events.Recorder, log *slog.Logger) *drains {
+// newDrains builds the drain phase around the drainer the composition root built.
+func newDrains(drainer *drain.Drainer, m *metrics.Metrics, e *events.Recorder, log *slog.Logger) *drains {
 	d := &drains{metrics: m, events: e, log: log, running: map[string]*drain.Deadline{}}
+	d.drainer.Store(drainer)
+	return d
+}
+
+// NewDrainer builds the drainer the configuration asks for, whose drains report what holds
+// them (drain.Reporter) and count their panics. The composition root calls it; so does
+// NewHandler for options that bring none (tests).
+func NewDrainer(c *config.Config, client kubernetes.Interface, m *metrics.Metrics, e *events.Recorder, log *slog.Logger) *drain.Drainer {
 	opts := wiring.Drain(c, client, log)
 	opts.Observer = drain.NewReporter(e, m, log)
 	opts.Panics = m
-	d.drainer.Store(drain.New(client, opts))
-	return d
+	return drain.New(client, opts)
 }
 
 // useNodePods makes the drains that start from now on list and follow their pods from one

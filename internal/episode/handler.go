@@ -99,6 +99,9 @@ type Options struct {
 	// limit of its own, cordons never wait behind other nodes' evictions and records in a
 	// burst. Default: the Handler's client.
 	CordonClient kubernetes.Interface
+	// Drainer empties the nodes (NewDrainer). Default: the one NewDrainer builds from the
+	// Handler's configuration and client.
+	Drainer *drain.Drainer
 	// Retainer, when set, lets a termination hook whose drain cannot finish in time be
 	// abandoned to its group's retention (ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN; see
 	// retain.go).
@@ -139,7 +142,11 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 	handled := newHandledNotices()
 	h := &Handler{cfg: c, client: client, log: logger, origin: o.Origin, metrics: o.Metrics, events: o.Events, keepAlive: o.KeepAlive}
 	h.invalid = &invalidRecords{reported: newReportedOnce(), log: logger, metrics: o.Metrics, events: o.Events}
-	h.drains = newDrains(c, client, o.Metrics, o.Events, logger)
+	drainer := o.Drainer
+	if drainer == nil {
+		drainer = NewDrainer(c, client, o.Metrics, o.Events, logger)
+	}
+	h.drains = newDrains(drainer, o.Metrics, o.Events, logger)
 	h.claims = &claims{origin: o.Origin, holder: holderName(), renewEvery: OwnerRenew, cfg: c, writer: w, metrics: o.Metrics, log: logger, owning: map[string]*renewals{}}
 	h.ends = &ends{cfg: c, writer: w, handled: handled, events: o.Events, metrics: o.Metrics, log: logger}
 	reports := &reports{webhook: o.Webhook, cfg: c, metrics: o.Metrics, log: logger}

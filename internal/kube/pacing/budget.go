@@ -18,7 +18,6 @@
 package pacing
 
 import (
-	"container/heap"
 	"context"
 	"io"
 	"net/http"
@@ -28,6 +27,7 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
+	"lifeboat.dev/lifeboat/internal/waitqueue"
 )
 
 // Lane orders requests waiting for the budget: a lower lane goes first.
@@ -140,8 +140,7 @@ type Budget struct {
 	mu       sync.Mutex
 	limit    float64 // ordinary and background requests in flight at most
 	inFlight [3]int  // by lane
-	queues   [3]waitQueue
-	arrived  uint64
+	queues   [3]waitqueue.Queue
 
 	// The rate cap's tokens, when Options.Rate is set.
 	tokens float64
@@ -215,23 +214,22 @@ func (b *Budget) Acquire(ctx context.Context, lane Lane) (done func(), err error
 	now := time.Now()
 	b.mu.Lock()
 	change := b.reconsiderLocked(now)
-	b.arrived++
-	w := &waiter{lane: lane, due: now, order: b.arrived, ready: make(chan struct{})}
+	due := now // ordinary requests by their context's deadline, the others as they come
 	if d, ok := ctx.Deadline(); ok && lane == Ordinary {
-		w.due = d
+		due = d
 	}
-	heap.Push(&b.queues[lane], w)
+	w := b.queues[lane].Add(due)
 	b.grantLocked(now)
 	b.mu.Unlock()
 	b.report(change)
 
 	select {
-	case <-w.ready:
+	case <-w.Ready():
 		return b.ender(lane), nil
 	case <-ctx.Done():
 		b.mu.Lock()
-		if w.index >= 0 {
-			heap.Remove(&b.queues[lane], w.index)
+		if w.Queued() {
+			b.queues[lane].Remove(w)
 		} else { // its turn came as ctx ended: the request will not be sent
 			b.countBusyLocked(time.Now())
 			b.inFlight[lane]--
@@ -270,7 +268,7 @@ func (b *Budget) grantLocked(now time.Time) {
 	b.refillLocked(now)
 	for q := &b.queues[Urgent]; q.Len() > 0 && b.inFlight[Urgent] < b.opts.Urgent && b.tokenLocked(); {
 		b.inFlight[Urgent]++
-		close(heap.Pop(q).(*waiter).ready)
+		q.Serve()
 	}
 	bound := int(b.limit)
 	if b.inFlight[Urgent] > 0 || b.queues[Urgent].Len() > 0 {
@@ -284,7 +282,7 @@ func (b *Budget) grantLocked(now time.Time) {
 		}
 		for q.Len() > 0 && b.inFlight[Ordinary]+b.inFlight[Background] < bound && b.tokenLocked() {
 			b.inFlight[lane]++
-			close(heap.Pop(q).(*waiter).ready)
+			q.Serve()
 		}
 	}
 	b.waited = b.waited || b.boundHoldsLocked()
@@ -605,45 +603,4 @@ func (e *endingBody) Read(p []byte) (int, error) {
 func (e *endingBody) Close() error {
 	e.done()
 	return e.ReadCloser.Close()
-}
-
-// waiter is one request waiting for its turn.
-type waiter struct {
-	lane  Lane
-	due   time.Time // its context's deadline (ordinary lane), else when it arrived
-	order uint64
-	ready chan struct{} // closed at its turn
-	index int           // in its queue; -1 once out of it
-}
-
-type waitQueue []*waiter
-
-func (q waitQueue) Len() int { return len(q) }
-
-func (q waitQueue) Less(i, j int) bool {
-	a, b := q[i], q[j]
-	if !a.due.Equal(b.due) {
-		return a.due.Before(b.due)
-	}
-	return a.order < b.order
-}
-
-func (q waitQueue) Swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	q[i].index, q[j].index = i, j
-}
-
-func (q *waitQueue) Push(x any) {
-	w := x.(*waiter)
-	w.index = len(*q)
-	*q = append(*q, w)
-}
-
-func (q *waitQueue) Pop() any {
-	old := *q
-	w := old[len(old)-1]
-	old[len(old)-1] = nil
-	*q = old[:len(old)-1]
-	w.index = -1
-	return w
 }

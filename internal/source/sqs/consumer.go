@@ -6,11 +6,14 @@ package sqs
 // The consumer: long-polls the queue with a bounded number of workers, keeps each message
 // invisible for as long as its handler runs, and deletes it only when the handler says so.
 //
-// Lessons from NTH that shape it: NTH never renews visibility, so a drain longer than the
-// visibility timeout makes SQS hand the message out again; NTH then drops the new copy as a
-// duplicate and deletes with the receipt handle it got first, which SQS may accept without
-// deleting anything. Here every receive of a message that is still being handled only
-// records the newest receipt handle, and every later call (renewal, delete, release) uses it.
+// The handler only takes the notice in (intake): it returns once the notice is recorded on its
+// Node, and the drain follows from that record, not from the message. Intake is short when the
+// API server answers, but it retries through an API server outage until the notice is
+// recorded or given up, which can outlast the visibility timeout: renewal keeps the message
+// from coming back meanwhile. A message that comes back anyway (a renewal failed) is not
+// handled twice: every receive of a message still being handled only records the newest
+// receipt handle, and every later call (renewal, delete, release) uses it, since an older
+// handle may be accepted by SQS without deleting anything (flights.go).
 
 import (
 	"context"
@@ -131,23 +134,14 @@ type Consumer struct {
 	backoffMax     time.Duration // longest pause after failed receives
 	deleteAttempts int           // calls per delete or release before giving up
 	deleteBackoff  time.Duration // pause after the first failed attempt, doubled each time
-	tombstoneTTL   time.Duration // how long a deleted message's id is remembered
 	now            func() time.Time
 
 	mu           sync.Mutex
-	inflight     map[string]*flight   // by message id: messages whose handler (or delete) is running
-	tombstones   map[string]time.Time // ids of messages deleted after Done, until when to remember them
-	nextPrune    time.Time
+	flights      *flights
 	failures     int          // consecutive failed receives
 	receiveWait  wait.Backoff // the pauses after them; reset by a receive that works
 	failingSince time.Time
 	lastErr      error
-}
-
-// flight is one message being handled. handle is guarded by Consumer.mu.
-type flight struct {
-	msg    Message
-	handle string // the newest receipt handle: older ones may no longer delete the message
 }
 
 // NewConsumer makes a consumer of opts.QueueURL through api (usually an *sqs.Client).
@@ -175,10 +169,8 @@ func NewConsumer(api API, opts ConsumerOptions) *Consumer {
 		backoffMax:     30 * time.Second,
 		deleteAttempts: 4,
 		deleteBackoff:  250 * time.Millisecond,
-		tombstoneTTL:   15 * time.Minute,
 		now:            time.Now,
-		inflight:       map[string]*flight{},
-		tombstones:     map[string]time.Time{},
+		flights:        newFlights(15*time.Minute, time.Now),
 	}
 }
 
@@ -370,25 +362,13 @@ func (c *Consumer) admit(m types.Message) (f *flight, deleteAgain string) {
 	if id == "" {
 		id = handle // cannot happen with SQS; still tracked, under a name of its own
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cur, ok := c.inflight[id]; ok {
-		cur.handle = handle
+	msg := Message{ID: id, Body: aws.ToString(m.Body), ReceiveCount: receiveCount(m), SentAt: sentAt(m)}
+	f, again, deleteAgain := c.flights.start(msg, handle)
+	if again {
 		c.log.Warn("message delivered again while still being handled; keeping one handler and using the newest receipt handle",
-			"message", id, "receiveCount", receiveCount(m))
-		return nil, ""
+			"message", id, "receiveCount", msg.ReceiveCount)
 	}
-	if until, ok := c.tombstones[id]; ok && c.now().Before(until) {
-		return nil, handle
-	}
-	f = &flight{msg: Message{
-		ID:           id,
-		Body:         aws.ToString(m.Body),
-		ReceiveCount: receiveCount(m),
-		SentAt:       sentAt(m),
-	}, handle: handle}
-	c.inflight[id] = f
-	return f, ""
+	return f, deleteAgain
 }
 
 func receiveCount(m types.Message) int {
@@ -404,34 +384,10 @@ func sentAt(m types.Message) time.Time {
 	return time.UnixMilli(ms).UTC()
 }
 
-// forget ends tracking of f; after Done it remembers the id, so that a copy whose delete did
-// not take is deleted rather than handled again.
-func (c *Consumer) forget(f *flight) { c.forgetAs(f, false) }
+// forget ends tracking of f without its delete: a copy that comes back is handled again.
+func (c *Consumer) forget(f *flight) { c.flights.end(f, false) }
 
-func (c *Consumer) forgetAs(f *flight, done bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.inflight, f.msg.ID)
-	if !done {
-		return
-	}
-	now := c.now()
-	c.tombstones[f.msg.ID] = now.Add(c.tombstoneTTL)
-	if now.After(c.nextPrune) {
-		for id, until := range c.tombstones {
-			if !now.Before(until) {
-				delete(c.tombstones, id)
-			}
-		}
-		c.nextPrune = now.Add(c.tombstoneTTL / 4)
-	}
-}
-
-func (c *Consumer) latest(f *flight) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return f.handle
-}
+func (c *Consumer) latest(f *flight) string { return c.flights.latest(f) }
 
 // handleSafely is handle with a panic of the consumer's own (deleting, releasing) recovered:
 // the message is forgotten, so that its redelivery is handled again, and the other messages go on.
@@ -562,7 +518,7 @@ func (c *Consumer) finish(ctx context.Context, f *flight, log *slog.Logger) {
 		}
 		break
 	}
-	c.forgetAs(f, true)
+	c.flights.end(f, true)
 }
 
 // retryLater makes the message visible again after delay (clamped to 0..12 h).
