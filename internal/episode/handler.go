@@ -128,6 +128,7 @@ type Handler struct {
 	retentions  *retentions
 	completion  *completions
 	invalid     *invalidRecords
+	newer       *newerRecords
 }
 
 // NewHandler builds a Handler from the configuration.
@@ -142,6 +143,7 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 	handled := newHandledNotices()
 	h := &Handler{cfg: c, client: client, log: logger, origin: o.Origin, metrics: o.Metrics, events: o.Events, keepAlive: o.KeepAlive}
 	h.invalid = &invalidRecords{reported: newReportedOnce(), log: logger, metrics: o.Metrics, events: o.Events}
+	h.newer = &newerRecords{reported: newReportedOnce(), log: logger, metrics: o.Metrics, events: o.Events}
 	drainer := o.Drainer
 	if drainer == nil {
 		drainer = NewDrainer(c, client, o.Metrics, o.Events, logger)

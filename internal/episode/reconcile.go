@@ -35,8 +35,10 @@ func (h *Handler) Reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		return 0, nil
 	}
 	if !rec.Known() {
+		h.newer.record(node, rec)
 		return 0, nil
 	}
+	h.newer.notices(node, rec)
 	if record.EpisodeEnded(node, rec) == "" {
 		pending := Pending(rec, h.cfg, h.origin)
 		if len(pending) == 0 || retentionStopped(rec, pending) {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -89,4 +90,45 @@ func (c *refusedClaims) report(node *corev1.Node, instanceID string, from notice
 		"node", node.Name, "providerID", node.Spec.ProviderID, "instance", instanceID, "check", check, "consequence", what)
 	c.metrics.ClaimRefused(check)
 	c.events.ClaimRefused(events.NodeOf(node), why)
+}
+
+// newerRecords say what this binary leaves to a newer Lifeboat, once per node and record
+// version or notice: a log line, a metric and an Event. During an upgrade (or after a rollback)
+// an older replica may read what a newer one wrote; it must neither act on it nor stay silent.
+type newerRecords struct {
+	reported *reportedOnce
+	log      *slog.Logger
+	metrics  *metrics.Metrics
+	events   *events.Recorder
+}
+
+// record reports a record of a schema version this binary does not know: nothing of it is acted on.
+func (n *newerRecords) record(node *corev1.Node, rec record.Record) {
+	if !n.reported.first(fmt.Sprintf("%s/v%d", node.Name, rec.Version)) {
+		return
+	}
+	n.log.Info("the node's record has a newer schema version: left whole to a newer Lifeboat",
+		"node", node.Name, "version", rec.Version, "known", record.Version)
+	n.metrics.LeftToNewer(metrics.LeftRecord)
+	n.events.LeftToNewer(events.NodeOf(node), fmt.Sprintf("the node's record (schema version %d, this one knows %d)", rec.Version, record.Version))
+}
+
+// notices reports the open notices of the record whose kind this binary does not know; it
+// works on the node's other notices.
+func (n *newerRecords) notices(node *corev1.Node, rec record.Record) {
+	if !rec.Open() {
+		return
+	}
+	for _, i := range rec.Intents {
+		if notice.Kind(i.Kind).Known() || slices.Contains(rec.Released, i.ID) || slices.Contains(rec.Finished, i.ID) {
+			continue
+		}
+		if !n.reported.first(node.Name + "/" + i.ID) {
+			continue
+		}
+		n.log.Info("a recorded notice of a kind this Lifeboat does not know: left to a newer Lifeboat",
+			"node", node.Name, "notice", i.ID, "kind", i.Kind)
+		n.metrics.LeftToNewer(metrics.LeftNotice)
+		n.events.LeftToNewer(events.NodeOf(node), fmt.Sprintf("notice %s of kind %q", i.ID, i.Kind))
+	}
 }

@@ -67,6 +67,7 @@ const (
 	ReasonLifecycleCompleted  = "LifecycleActionCompleted"
 	ReasonInstanceCallRefused = "InstanceCallRefused"  // a call on an instance the node does not name, or in another group
 	ReasonInvalidRecord       = "InvalidRecord"        // the node's record failed validation: never acted on
+	ReasonLeftToNewer         = "LeftToNewerLifeboat"  // a record or notice of a newer Lifeboat: left to it
 	ReasonClaimRefused        = "InstanceClaimRefused" // the node's providerID names an instance that is not the node
 	ReasonDrainNotScheduled   = "DrainNotScheduled"
 	ReasonHandbackWaited      = "HandbackWaited"         // a wait before the hand-back ended in time
@@ -275,6 +276,12 @@ func (r *Recorder) ClaimRefused(node Node, why string) {
 // not act on it, and the next notice for the node starts a fresh one.
 func (r *Recorder) InvalidRecord(node Node, why string) {
 	r.emit(node, corev1.EventTypeWarning, ReasonInvalidRecord, clip("Lifeboat ignores the node's interruption record: "+why))
+}
+
+// LeftToNewer records that this Lifeboat leaves part of the node's record to a newer one: the
+// whole record (a newer schema version) or one notice (a kind this binary does not know).
+func (r *Recorder) LeftToNewer(node Node, what string) {
+	r.emit(node, corev1.EventTypeNormal, ReasonLeftToNewer, clip("This Lifeboat leaves "+what+" to a newer Lifeboat: it does not know it"))
 }
 
 // HandbackWaited records that the node waited before its instance was handed back, for what

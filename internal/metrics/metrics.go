@@ -98,6 +98,7 @@ type Metrics struct {
 	refusedCalls  *prometheus.CounterVec
 	claims        *prometheus.CounterVec
 	badRecords    prometheus.Counter
+	leftToNewer   *prometheus.CounterVec
 }
 
 // New registers Lifeboat's metrics, plus the Go runtime and process collectors.
@@ -214,6 +215,10 @@ func New() *Metrics {
 			Name: "lifeboat_invalid_records_total",
 			Help: "Node records (lifeboat.dev/interruption annotations) that could not be read or failed validation, counted once per node and content; such a record is never acted on.",
 		}),
+		leftToNewer: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lifeboat_left_to_newer_total",
+			Help: "What this binary leaves to a newer Lifeboat, by what (record: a node record of a newer schema version, left whole; notice: a recorded notice of a kind this binary does not know, while it works on the node's other notices), counted once per node and record version or notice. Seen during an upgrade or after a rollback.",
+		}, []string{"what"}),
 	}
 	m.Registry.MustRegister(m.serverRefused)
 	m.instanceStatus = newInstanceStatusMetrics(m.Registry)
@@ -223,7 +228,7 @@ func New() *Metrics {
 	m.retained = newRetained()
 	m.zeroKnown()
 	m.Registry.MustRegister(m.retained)
-	m.Registry.MustRegister(m.refusedCalls, m.claims, m.badRecords, m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeThrottled, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
+	m.Registry.MustRegister(m.refusedCalls, m.claims, m.badRecords, m.leftToNewer, m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeThrottled, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -284,6 +289,21 @@ func (m *Metrics) InvalidRecord() {
 		return
 	}
 	m.badRecords.Inc()
+}
+
+// What a binary leaves to a newer one (LeftToNewer).
+const (
+	LeftRecord = "record"
+	LeftNotice = "notice"
+)
+
+// LeftToNewer counts a node record (LeftRecord) or a recorded notice (LeftNotice) this binary
+// does not understand and leaves to a newer one.
+func (m *Metrics) LeftToNewer(what string) {
+	if m == nil {
+		return
+	}
+	m.leftToNewer.WithLabelValues(what).Inc()
 }
 
 // ObserveIMDS records one poll; it fits imds.Options.Observe.

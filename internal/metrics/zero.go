@@ -22,6 +22,7 @@ var (
 	budgetReasons  = []string{"throttled", "queueing", "demand"}
 	handbackWaits  = []string{"volumes", "targets"}
 	handbackEnds   = []string{"released", "cut", "skipped"}
+	leftToNewer    = []string{LeftRecord, LeftNotice}
 	// gatedCalls are the calls the instance gate can refuse, and the lifecycle calls whose
 	// failures the alerts watch; other AWS operations start at their first call.
 	gatedCalls = []string{"CompleteLifecycleAction", "RecordLifecycleActionHeartbeat"}
@@ -52,6 +53,7 @@ func (m *Metrics) zeroKnown() {
 	}
 	each(problems, func(p string) { m.noticeWarn.WithLabelValues(p) })
 	each(claimEvents, func(e string) { m.drainClaims.WithLabelValues(e) })
+	each(leftToNewer, func(w string) { m.leftToNewer.WithLabelValues(w) })
 	for _, w := range handbackWaits {
 		each(handbackEnds, func(o string) { m.handback.WithLabelValues(w, o) })
 	}
