@@ -195,7 +195,7 @@ func (a *Agent) newPoller(instanceID string) *imds.Poller {
 // shared intake policy, and reports whether it was recorded.
 func (a *Agent) intake(ctx context.Context, n notice.Notice) bool {
 	if n.Kind == notice.ASGTermination && !n.Released {
-		n.Deadline = a.hookDeadline(ctx, n)
+		n.Deadline = a.hookDeadlineOrAssumed(ctx, n)
 	}
 	policy := driver.IntakePolicy{NotOurs: episode.ErrNotOurs, MaxPause: 30 * time.Second,
 		Budget: time.Duration(a.cfg.NodeTerminationGracePeriod) * time.Second}

@@ -16,7 +16,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
@@ -71,6 +73,36 @@ func TestIntakePanicIsRetried(t *testing.T) {
 	logs.mu.Lock()
 	defer logs.mu.Unlock()
 	for _, want := range []string{"site=notice", "notice=spot-1", "intake_test.go", "retrying"} {
+		if !strings.Contains(logs.b.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs.b.String())
+		}
+	}
+}
+
+// panickingGroups is an Auto Scaling client whose every call panics (a nil method set).
+type panickingGroups struct{ cloud.AutoScaling }
+
+// A panic while reading the termination hook's timeout does not lose the notice: the poller
+// reports a notice once, so it goes on to its intake with the assumed deadline, and the panic is
+// counted under its own site and logged.
+func TestHookTimeoutPanicKeepsTheNotice(t *testing.T) {
+	m, logs := metrics.New(), &syncBuffer{}
+	a := New(Options{Config: sandboxtest.Config(t, config.ModeAgent, "NODE_NAME", "n1", "ASG_LIFECYCLE_HOOK_NAME", "drain"),
+		Client: fake.NewClientset(), Metrics: m, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	a.group = &lifecycle.InstanceGroup{AutoScaling: panickingGroups{}, InstanceID: "i-0123456789abcdef0"}
+	a.hooks = cloud.NewHookTimeoutCache(panickingGroups{})
+	start := time.Now().Add(-time.Minute)
+	n := notice.Notice{ID: "asg-1", Kind: notice.ASGTermination, Source: notice.SourceIMDS, InstanceID: "i-0123456789abcdef0", StartTime: start}
+	got := a.hookDeadlineOrAssumed(context.Background(), n)
+	if want := cloud.AssumedHookTimeouts.Deadline(start, cloud.Heartbeats{}); !got.Equal(want) {
+		t.Errorf("deadline after a panic = %v, want the assumed %v", got, want)
+	}
+	if got := m.Value("lifeboat_reconcile_panics_total", "site", "hook_timeout"); got != 1 {
+		t.Errorf("lifeboat_reconcile_panics_total{site=hook_timeout} = %v, want 1", got)
+	}
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	for _, want := range []string{"site=hook_timeout", "notice=asg-1", "intake_test.go"} {
 		if !strings.Contains(logs.b.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, logs.b.String())
 		}

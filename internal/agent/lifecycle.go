@@ -11,6 +11,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/instancegate"
 	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/panics"
 )
 
 // hookDeadline is when this instance's termination hook expires, counted from when the agent
@@ -41,6 +42,25 @@ func (a *Agent) hookDeadline(ctx context.Context, n notice.Notice) time.Time {
 		return assumed.Deadline(start, cloud.Heartbeats{})
 	}
 	return lifecycle.Deadline(ctx, a.hooks, group, a.cfg.ASGLifecycleHookName, start, cloud.Heartbeats{}, log)
+}
+
+// hookDeadlineOrAssumed is hookDeadline with a panic (a bug met on an AWS answer) taken as a
+// timeout it could not read: counted and logged, and the notice goes on to its intake with
+// the assumed deadline. The poller reports a notice once, so one lost here would wait for a
+// restart.
+func (a *Agent) hookDeadlineOrAssumed(ctx context.Context, n notice.Notice) (deadline time.Time) {
+	var err error
+	defer func() {
+		if err != nil {
+			start := n.StartTime
+			if start.IsZero() {
+				start = time.Now()
+			}
+			deadline = cloud.AssumedHookTimeouts.Deadline(start, cloud.Heartbeats{})
+		}
+	}()
+	defer panics.Recover(panics.HookTimeout, a.log, a.metrics, &err, "notice", n.ID)
+	return a.hookDeadline(ctx, n)
 }
 
 // useLifecycleHook sets up the completion of this instance's Auto Scaling termination hook

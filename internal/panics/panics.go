@@ -27,6 +27,7 @@ var (
 	Reconcile      = Site{"reconcile", "the node's interruption work is retried with backoff; the other nodes go on"}
 	QueueMessage   = Site{"queue_message", "the message is left on the queue and comes back after its visibility timeout"}
 	Notice         = Site{"notice", "the notice is retried as after an error (its message comes back); the message's other notices go on"}
+	HookTimeout    = Site{"hook_timeout", "the termination hook's timeout is taken as unknown: the notice goes on to its intake with Auto Scaling's default of one hour"}
 	Heartbeat      = Site{"lifecycle_heartbeat", "this lifecycle action's heartbeats stop and the drain's deadline is brought to the action's expiry; other actions go on"}
 	Eviction       = Site{"eviction", "this pod's eviction failed and the pod is reported left on the node; the drain's other pods go on"}
 	PodWatch       = Site{"pod_watch", "the drain failed and its node is retried with backoff"}
@@ -42,7 +43,7 @@ var (
 )
 
 // Sites lists every site.
-var Sites = []Site{Reconcile, QueueMessage, Notice, Heartbeat, Eviction, PodWatch, DrainClaim, GraceCut,
+var Sites = []Site{Reconcile, QueueMessage, Notice, HookTimeout, Heartbeat, Eviction, PodWatch, DrainClaim, GraceCut,
 	InstanceStatus, IMDSPoll, InstanceLookup, HandbackWait, NodeEvent, Readiness, Webhook}
 
 // Counter counts recovered panics by site name (metrics.Metrics does).
