@@ -18,7 +18,7 @@ import (
 )
 
 func TestRelease(t *testing.T) {
-	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{AuditLog: true}) // the package's one cluster: handler_test.go reads the audit log
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	load := func(env ...string) *config.Config { return sandboxtest.Config(t, "", env...) }

@@ -21,11 +21,11 @@ import (
 // started when a test first asks for it and stopped when the package's tests end, instead of
 // each starting etcd and kube-apiserver (and more) of its own.
 //
-// A test holds its cluster alone from Shared until it ends; then everything it added is
-// deleted (sandbox.Cluster.Reset): its namespaces and all they hold, Nodes, Leases, RBAC,
-// admission policies and webhooks. The next test starts from an empty cluster, so tests may
-// keep fixed names (a node ip-10-0-0-1.ec2.internal, a namespace "shop"). Tests that run in
-// parallel get clusters of their own from the same pool.
+// A test holds its cluster alone from Shared until it ends; before the next test gets it,
+// everything the last one added is deleted (sandbox.Cluster.Reset): its namespaces and all
+// they hold, Nodes, Leases, RBAC, admission policies and webhooks. Each test starts from an
+// empty cluster, so tests may keep fixed names (a node ip-10-0-0-1.ec2.internal, a namespace
+// "shop"). Tests that run in parallel get clusters of their own from the same pool.
 //
 // A test needs Cluster, a control plane of its own, when it restarts or stops a component,
 // starts the API server with flags of its own, or changes an object the control plane made
@@ -71,9 +71,9 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// Shared hands the test a control plane with opts (opts.Dir is ignored) that no other test
-// uses until this one ends, and a namespace made for it. The cluster is emptied when the test
-// ends and kept for the package's next test with the same options.
+// Shared hands the test a control plane with opts (opts.Dir is ignored; AuditLog is always
+// on) that no other test uses until this one ends, and a namespace made for it. The cluster
+// is kept for the package's next test with the same options, which finds it emptied.
 func Shared(t testing.TB, opts sandbox.ClusterOptions) (*sandbox.Cluster, string) {
 	t.Helper()
 	startsSandbox(t)
@@ -83,7 +83,9 @@ func Shared(t testing.TB, opts sandbox.ClusterOptions) (*sandbox.Cluster, string
 		pool.Unlock()
 		t.Fatal("sandboxtest.Shared needs the package's TestMain to call sandboxtest.Main(m), which stops the shared clusters")
 	}
-	opts.Dir = ""
+	// Every shared cluster keeps an audit log (AuditEvents reads only the test's own
+	// requests): tests that read it and tests that do not take turns on one cluster.
+	opts.Dir, opts.AuditLog = "", true
 	key := fmt.Sprintf("%#v", opts)
 	var s *sharedCluster
 	if idle := pool.idle[key]; len(idle) > 0 {
@@ -91,6 +93,9 @@ func Shared(t testing.TB, opts sandbox.ClusterOptions) (*sandbox.Cluster, string
 	}
 	pool.Unlock()
 
+	if s != nil && !s.empty(t) {
+		s = nil
+	}
 	if s == nil {
 		var err error
 		if s, err = startShared(t, tools, opts); err != nil {
@@ -131,7 +136,8 @@ func startShared(t testing.TB, tools sandbox.Tools, opts sandbox.ClusterOptions)
 	return &sharedCluster{c: c, dir: dir}, nil
 }
 
-// release empties the cluster for the next test; one that cannot be emptied is stopped.
+// release puts the cluster back for the package's next test, which empties it first (so
+// the package's last test leaves nothing to empty).
 func release(t testing.TB, key string, s *sharedCluster) {
 	if t.Failed() {
 		s.failed = true
@@ -146,16 +152,22 @@ func release(t testing.TB, key string, s *sharedCluster) {
 		}
 		t.Logf("shared sandbox files kept in %s", s.dir)
 	}
+	pool.Lock()
+	defer pool.Unlock()
+	pool.idle[key] = append(pool.idle[key], s)
+}
+
+// empty deletes what the previous test left; a cluster that cannot be emptied is stopped,
+// and the test gets a new one.
+func (s *sharedCluster) empty(t testing.TB) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := s.c.Reset(ctx); err != nil {
 		t.Logf("shared cluster not reused: %v", err)
 		s.c.Stop()
-		return
+		return false
 	}
-	pool.Lock()
-	defer pool.Unlock()
-	pool.idle[key] = append(pool.idle[key], s)
+	return true
 }
 
 var notDNS = regexp.MustCompile(`[^a-z0-9]+`)
