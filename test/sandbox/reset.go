@@ -203,9 +203,8 @@ func (c *Cluster) resetPass(ctx context.Context, dyn dynamic.Interface) (int, er
 					return deleted, fmt.Errorf("reset: clear finalizers of %s %s/%s: %w", r.gvr.Resource, ns, name, err)
 				}
 			}
-			if o.GetDeletionTimestamp() != nil && len(o.GetFinalizers()) == 0 {
-				continue // going already
-			}
+			// Also when it is terminating already: a pod waits for its kubelet, which for a
+			// Node deleted or never run by kwok never confirms; grace 0 removes it at once.
 			err := client.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero, PropagationPolicy: &background})
 			if err != nil && !apierrors.IsNotFound(err) {
 				return deleted, fmt.Errorf("reset: delete %s %s/%s: %w", r.gvr.Resource, ns, name, err)

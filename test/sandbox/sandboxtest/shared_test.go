@@ -42,6 +42,16 @@ func TestSharedClusterIsEmptiedBetweenTests(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// A pod terminating on a node no kubelet runs stays so until it is deleted at once.
+		grace := int64(300)
+		leaving := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "leaving", Namespace: "shop"},
+			Spec: corev1.PodSpec{NodeName: "no-kubelet", TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
+		if _, err := c.Client.CoreV1().Pods("shop").Create(ctx, leaving, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Client.CoreV1().Pods("shop").Delete(ctx, leaving.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "lifeboat-leader", Namespace: "kube-system"}}
 		if _, err := c.Client.CoordinationV1().Leases("kube-system").Create(ctx, lease, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
