@@ -99,7 +99,7 @@ test-long: sandbox
 	LIFEBOAT_REQUIRE_SANDBOX=1 LIFEBOAT_LONG=1 $(GO) test -race -count=1 -timeout 30m -run TestAgentEndToEnd ./internal/agent
 	LIFEBOAT_REQUIRE_SANDBOX=1 LIFEBOAT_PENDING_EPISODES=500 $(GO) test -race -count=1 -timeout 30m -run TestRestartResumesPendingEpisodes -v ./internal/controller
 
-## unit: tests that need no sandbox (sandbox tests skip when the tools are not built)
+## unit: tests that need no sandbox (under -short every test that would start a sandbox process skips)
 unit:
 	$(GO) test -race -count=1 -short ./...
 	cd hack/release && $(GO) test -count=1 -short ./...

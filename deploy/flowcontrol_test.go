@@ -61,7 +61,7 @@ func TestFlowSchemaClassifiesLifeboatsRequests(t *testing.T) {
 		t.Skip("starts a sandbox cluster")
 	}
 	h := newHelm(t)
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{NoKwok: true})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{}) // kwok idle: no nodes here
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, err := runTool(ctx, h.bin, h.env, "install", "lifeboat", chartDir, "--namespace", namespace, "--kubeconfig", c.KubeconfigPath,

@@ -34,7 +34,7 @@ func TestAgentNodeRestriction(t *testing.T) {
 		t.Skip("starts a sandbox cluster")
 	}
 	h := newHelm(t)
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1}, sandbox.NodeSpec{Index: 2})

@@ -83,7 +83,7 @@ func TestNTHValuesFilesInstall(t *testing.T) {
 		t.Skip("starts a sandbox cluster")
 	}
 	h := newHelm(t)
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

@@ -36,7 +36,7 @@ func TestNodeProviderIDPolicy(t *testing.T) {
 		t.Skip("starts a sandbox cluster")
 	}
 	h := newHelm(t)
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	added, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1, NoProviderID: true}, sandbox.NodeSpec{Index: 2, NoProviderID: true})

@@ -53,7 +53,7 @@ func TestRolloutOnSingleControlPlaneNode(t *testing.T) {
 	}
 	h := newHelm(t)
 	tools := sandboxtest.Tools(t)
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{ControllerManager: true, Scheduler: true})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{ControllerManager: true, Scheduler: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{

@@ -31,7 +31,7 @@ func TestAgentBinaryEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts the sandbox")
 	}
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})

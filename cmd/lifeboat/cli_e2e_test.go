@@ -39,7 +39,7 @@ type cliWorld struct {
 
 func newCLIWorld(t *testing.T) *cliWorld {
 	t.Helper()
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{NoKwok: true})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{NoKwok: true})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1}, sandbox.NodeSpec{Index: 2})

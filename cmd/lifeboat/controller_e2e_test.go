@@ -43,7 +43,7 @@ func TestControllerFailover(t *testing.T) {
 func failover(t *testing.T, bin string, stopSignal os.Signal) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{AuditLog: true})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{AuditLog: true})
 	q := sandboxtest.SQS(t, sandbox.SQSOptions{Queues: []string{"lifeboat"}, VisibilityTimeout: 5})
 	fake := sandboxtest.FakeAWS(t, q.Endpoint)
 	node, instance := sandboxtest.TerminatingNode(t, ctx, c, fake,

@@ -31,7 +31,7 @@ func TestPermissionsEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts the sandbox")
 	}
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{NoKwok: true})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{NoKwok: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})

@@ -87,7 +87,7 @@ func (s shop) budget(app string, allowed, desired, current int32) {
 func TestCheck(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{NoKwok: true})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{NoKwok: true})
 	if err := c.EnsureNamespace(ctx, "shop"); err != nil {
 		t.Fatal(err)
 	}

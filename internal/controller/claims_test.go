@@ -53,7 +53,7 @@ func forgedClaim(t *testing.T, victimHasProviderID bool, useProviderID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const token = "0b7c2d4e-6f8a-4b1c-9d3e-5f7a9b1c3d5e"
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	q := sandboxtest.SQS(t, sandbox.SQSOptions{Queues: []string{"lifeboat"}, VisibilityTimeout: 2})
 	fake := sandboxtest.FakeAWS(t, q.Endpoint)
 	victimSpec := sandbox.NodeSpec{Index: 1, NoProviderID: !victimHasProviderID}

@@ -47,7 +47,7 @@ func TestControllerEndToEnd(t *testing.T) {
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{AuditLog: true})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{AuditLog: true})
 	q := sandboxtest.SQS(t, sandbox.SQSOptions{Queues: []string{"lifeboat"}, VisibilityTimeout: 5})
 	fake := sandboxtest.FakeAWS(t, q.Endpoint)
 	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1}, sandbox.NodeSpec{Index: 2}, sandbox.NodeSpec{Index: 3})

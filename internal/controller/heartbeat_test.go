@@ -130,7 +130,8 @@ type heldHook struct {
 
 func newHeldHook(t *testing.T, ctx context.Context, token string) heldHook {
 	t.Helper()
-	h := heldHook{c: sandboxtest.Cluster(t, sandbox.ClusterOptions{})}
+	var h heldHook
+	h.c, _ = sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	q := sandboxtest.SQS(t, sandbox.SQSOptions{Queues: []string{"lifeboat"}, VisibilityTimeout: 2})
 	h.fake = sandboxtest.FakeAWS(t, q.Endpoint)
 	h.node, h.instance = sandboxtest.TerminatingNode(t, ctx, h.c, h.fake, map[string]string{"aws-node-termination-handler/managed": ""}, token)

@@ -48,7 +48,7 @@ func newIntakeWorld(t *testing.T, ctx context.Context, nodeCount int) *intakeWor
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDSANDBOX")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "sandbox-secret")
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	q := sandboxtest.SQS(t, sandbox.SQSOptions{Queues: []string{"lifeboat"}, VisibilityTimeout: 5})
 	fake := sandboxtest.FakeAWS(t, q.Endpoint)
 	var specs []sandbox.NodeSpec

@@ -27,7 +27,7 @@ import (
 func TestFailedWorkLoopReleasesLease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{NoKwok: true})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	const namespace = "kube-system"
 	// No QUEUE_URL: Run starts (informers synced, reconciler running) and its consumer refuses.
 	cfg := sandboxtest.Config(t, config.Mode(""), "POD_NAME", "leader-0", "NAMESPACE", namespace, "AWS_REGION", "us-east-1")

@@ -60,7 +60,7 @@ func newOperateWorld(t *testing.T, ctx context.Context, opts sandbox.ClusterOpti
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDSANDBOX")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "sandbox-secret")
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	c := sandboxtest.Cluster(t, opts)
+	c, _ := sandboxtest.Shared(t, opts)
 	q := sandboxtest.SQS(t, sandbox.SQSOptions{Queues: []string{"lifeboat"}, VisibilityTimeout: 5})
 	fake := sandboxtest.FakeAWS(t, q.Endpoint)
 	node, instance := sandboxtest.TerminatingNode(t, ctx, c, fake,

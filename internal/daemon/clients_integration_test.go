@@ -74,7 +74,7 @@ func smallPriorityLevel(t *testing.T, ctx context.Context, admin kubernetes.Inte
 func TestBudgetYieldsToASmallPriorityLevel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{NoKwok: true})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{NoKwok: true})
 	const user, otherUser = "lifeboat-small", "another-controller"
 	smallPriorityLevel(t, ctx, c.Client, user)
 	// Plain users with a role, not system:masters, whose requests skip flow control.
@@ -192,7 +192,7 @@ func (c *contentTypes) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestClientsSpeakProtobuf(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{NoKwok: true})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{NoKwok: true})
 	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -36,7 +36,7 @@ func testContext(t *testing.T, d time.Duration) context.Context {
 // oneNodeCluster starts a sandbox cluster with opts and one kwok node, and returns the node's name.
 func oneNodeCluster(t *testing.T, ctx context.Context, opts sandbox.ClusterOptions) (*sandbox.Cluster, string) {
 	t.Helper()
-	c := sandboxtest.Cluster(t, opts)
+	c, _ := sandboxtest.Shared(t, opts)
 	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +77,7 @@ func createPods(t *testing.T, ctx context.Context, c *sandbox.Cluster, pods ...*
 // Invariant 1: the watch cache, a quorum read and an informer give identical selections.
 func TestFilterMatrixIdenticalAcrossListSources(t *testing.T) {
 	ctx := testContext(t, 2*time.Minute)
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{NoKwok: true})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{NoKwok: true})
 	const node = "n"
 	if _, err := c.Client.CoreV1().Nodes().Create(ctx, sandbox.NodeSpec{Name: node}.Node(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func TestPodDisruptionBudgets(t *testing.T) {
 		t.Skip("needs the controller manager for PDB status")
 	}
 	ctx := testContext(t, 3*time.Minute)
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{ControllerManager: true})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{ControllerManager: true})
 	// The PDB controller only counts Ready pods; kwok makes them Ready.
 	makeGuarded := func(t *testing.T, node, app string, pdb policyv1.PodDisruptionBudgetSpec) {
 		t.Helper()
@@ -485,7 +485,7 @@ func createHeldPod(t *testing.T, ctx context.Context, c *sandbox.Cluster, node s
 // it ends before the new deadline rather than under a vanishing instance.
 func TestTightenedDeadlineCutsTheGraceOfLeavingPods(t *testing.T) {
 	ctx := testContext(t, 2*time.Minute)
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	// A node no kubelet (nor kwok) runs: its pods' deletions keep the grace period they
 	// were given, so it can be read.
 	const node = "unattended"
@@ -553,7 +553,7 @@ func TestTightenedDeadlineCutsTheGraceOfLeavingPods(t *testing.T) {
 // stays, and the drain reports it as held.
 func TestDoNotDisruptLeavesLastAndOnlyUnderAReclaim(t *testing.T) {
 	ctx := testContext(t, 2*time.Minute)
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1}, sandbox.NodeSpec{Index: 2}, sandbox.NodeSpec{Index: 3})
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 // ends, if that comes before its turn at the deadline.
 func TestDoNotDisruptDurationEndsBeforeItsTurn(t *testing.T) {
 	ctx := testContext(t, time.Minute)
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	// No kubelet runs this node: the pod has no start time, so its protection counts from
 	// the drain's selection, and an evicted pod stays terminating to be read.
 	const node = "unattended"

@@ -47,7 +47,7 @@ func (l nodePodsLister) PodsOnNode(ctx context.Context, node string) ([]*Pod, st
 // being fed.
 func TestSharedInformerDrainsSendOnlyEvictions(t *testing.T) {
 	ctx := testContext(t, 2*time.Minute)
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{AuditLog: true})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{AuditLog: true})
 	var specs []sandbox.NodeSpec
 	for i := range 4 {
 		specs = append(specs, sandbox.NodeSpec{Index: i + 1})

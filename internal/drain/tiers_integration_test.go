@@ -123,7 +123,7 @@ func TestCriticalTierNotHeldBackByABudget(t *testing.T) {
 // own grace period before the deadline.
 func TestCriticalTierWaitsForLeavingPodsUntilItsLatestMoment(t *testing.T) {
 	ctx := testContext(t, 2*time.Minute)
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	// No kubelet (nor kwok) runs this node: an evicted pod stays terminating until the test
 	// deletes it, as a slow pod would.
 	const node = "unattended"

@@ -22,7 +22,7 @@ import (
 )
 
 func TestHandlerCoalescing(t *testing.T) {
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{AuditLog: true})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{AuditLog: true})
 	rc, err := c.UserConfig("lifeboat-handler", "system:masters")
 	if err != nil {
 		t.Fatal(err)

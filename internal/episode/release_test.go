@@ -18,7 +18,7 @@ import (
 )
 
 func TestRelease(t *testing.T) {
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	load := func(env ...string) *config.Config { return sandboxtest.Config(t, "", env...) }

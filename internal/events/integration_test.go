@@ -69,7 +69,7 @@ func keys[V any](m map[string]V) []string {
 }
 
 func TestEventsAgainstAPIServer(t *testing.T) {
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{NoKwok: true})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{NoKwok: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	next := 0

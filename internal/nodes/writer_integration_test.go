@@ -21,7 +21,7 @@ import (
 
 // One control plane for all node-writer tests; each subtest has its own node.
 func TestWriterAgainstAPIServer(t *testing.T) {
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{NoKwok: true})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{NoKwok: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	next := 0

@@ -26,7 +26,7 @@ const (
 // 50 nodes of this cluster and 10 foreign instances behind one queue, resolved all at once
 // against the real API server and the fake EC2 endpoint through the real SDK client.
 func TestResolveAgainstAPIServerAndEC2(t *testing.T) {
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	fake := sandboxtest.FakeAWS(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

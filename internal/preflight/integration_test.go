@@ -102,7 +102,7 @@ func rowsByCheck(rows []Row) map[string]Row {
 // Against the real API server with RBAC on: a service account missing some permissions is
 // told exactly those, a fully granted one passes, and the agent's checks find its Node.
 func TestInSandbox(t *testing.T) {
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{NoKwok: true})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{NoKwok: true})
 	ctx := testContext(t)
 
 	t.Run("rbac: exactly the missing permissions fail", func(t *testing.T) {

@@ -67,7 +67,7 @@ func pod(name, node string, edit func(*corev1.Pod)) *corev1.Pod {
 func TestStatus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := sandboxtest.Cluster(t, sandbox.ClusterOptions{NoKwok: true})
+	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{NoKwok: true})
 	now := time.Now().Truncate(time.Second)
 	deadline := now.Add(2 * time.Minute)
 	const name = "ip-10-0-0-1.ec2.internal"

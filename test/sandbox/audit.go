@@ -33,7 +33,7 @@ type AuditEvent struct {
 	StageTimestamp time.Time `json:"stageTimestamp"`
 }
 
-// AuditEvents returns one event per API request so far (a watch appears once, when it
+// AuditEvents returns one event per API request so far (since SkipAudit, if called) (a watch appears once, when it
 // starts), optionally only those for which keep returns true.
 func (c *Cluster) AuditEvents(keep func(AuditEvent) bool) ([]AuditEvent, error) {
 	if c.AuditLogPath == "" {
@@ -44,9 +44,18 @@ func (c *Cluster) AuditEvents(keep func(AuditEvent) bool) ([]AuditEvent, error) 
 		return nil, err
 	}
 	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	if c.auditFrom > 0 {
+		// Start at the line that begins at or after auditFrom.
+		if _, err := f.Seek(c.auditFrom-1, io.SeekStart); err != nil {
+			return nil, err
+		}
+		if _, err := r.ReadBytes('\n'); err != nil && err != io.EOF {
+			return nil, fmt.Errorf("audit log %s: %w", c.AuditLogPath, err)
+		}
+	}
 	seen := map[string]bool{}
 	var out []AuditEvent
-	r := bufio.NewReaderSize(f, 1<<20)
 	for {
 		line, err := r.ReadBytes('\n')
 		if err == io.EOF {

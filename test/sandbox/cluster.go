@@ -60,6 +60,10 @@ type Cluster struct {
 
 	apiserverArgs     []string // kept for RestartAPIServer
 	apiserverRestarts int
+
+	baseline  map[string]bool // objects at Snapshot, kept by Reset
+	resetList []resetResource
+	auditFrom int64 // AuditEvents reads from here (SkipAudit)
 }
 
 // StartCluster starts etcd and kube-apiserver, then the optional components, and waits until

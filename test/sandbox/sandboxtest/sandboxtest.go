@@ -2,7 +2,8 @@
 // failure the components' logs are kept and their ends printed.
 //
 // Tests skip when the sandbox tools are not built, unless LIFEBOAT_REQUIRE_SANDBOX is set
-// (as `make test` does), in which case they fail.
+// (as `make test` does), in which case they fail. Under -short (`make unit`) every test that
+// would start a sandbox process skips, tools built or not.
 package sandboxtest
 
 import (
@@ -45,6 +46,15 @@ func Tools(t testing.TB) sandbox.Tools {
 	return tools
 }
 
+// startsSandbox skips the test under -short: `make unit` starts no sandbox process. Every
+// function here that starts one calls it first.
+func startsSandbox(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts sandbox processes (etcd, kube-apiserver, mocks): skipped under -short")
+	}
+}
+
 // Dir makes a directory for sandbox files. It is removed after a passing test and kept,
 // with the ends of its logs printed, after a failing one.
 func Dir(t testing.TB) string {
@@ -80,6 +90,7 @@ func startContext(t testing.TB) context.Context {
 // Cluster starts a control plane (opts.Dir is filled in) that stops when the test ends.
 func Cluster(t testing.TB, opts sandbox.ClusterOptions) *sandbox.Cluster {
 	t.Helper()
+	startsSandbox(t)
 	tools := Tools(t)
 	opts.Dir = Dir(t)
 	c, err := sandbox.StartCluster(startContext(t), tools, opts)
@@ -93,6 +104,7 @@ func Cluster(t testing.TB, opts sandbox.ClusterOptions) *sandbox.Cluster {
 // IMDS starts an instance-metadata mock that stops when the test ends.
 func IMDS(t testing.TB, opts sandbox.IMDSOptions) *sandbox.IMDS {
 	t.Helper()
+	startsSandbox(t)
 	tools := Tools(t)
 	m, err := sandbox.StartIMDS(startContext(t), tools, Dir(t), opts)
 	if err != nil {
@@ -105,6 +117,7 @@ func IMDS(t testing.TB, opts sandbox.IMDSOptions) *sandbox.IMDS {
 // SQS starts the SQS server that stops when the test ends.
 func SQS(t testing.TB, opts sandbox.SQSOptions) *sandbox.SQS {
 	t.Helper()
+	startsSandbox(t)
 	tools := Tools(t)
 	s, err := sandbox.StartSQS(startContext(t), tools, Dir(t), opts)
 	if err != nil {
