@@ -39,7 +39,7 @@ type hookFields struct {
 func parseLifecycle(body string, e envelope, at time.Time) (Result, error) {
 	var d hookFields
 	if err := json.Unmarshal(e.Detail, &d); err != nil {
-		return Result{}, fmt.Errorf("%s: detail: %v (body %q)", kindLifecycle, err, clip(body))
+		return Result{}, detailError(kindLifecycle, err, body)
 	}
 	want := TransitionTerminating
 	if e.DetailType == detailTypeLaunchAction {
@@ -68,7 +68,7 @@ func (p Parser) parseHook(body string, receivedAt time.Time) (Result, error) {
 		return Result{}, err
 	}
 	if v.Event == "autoscaling:TEST_NOTIFICATION" {
-		return Result{Ignore: true, Reason: fmt.Sprintf("Auto Scaling test notification for group %q", clip(v.Group))}, nil
+		return ignored(IgnoreASGTestNotification, ReasonTestNotification, fmt.Sprintf("Auto Scaling test notification for group %q", clip(v.Group))), nil
 	}
 	if v.Event != "" {
 		return Result{}, fmt.Errorf("%s: unknown Event %q (body %q)", kindHook, clip(v.Event), clip(body))
