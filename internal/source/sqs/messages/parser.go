@@ -213,8 +213,11 @@ type eventKind struct {
 // eventKinds are the EventBridge events a queue may carry. A kind not listed is unreadable.
 var eventKinds = []eventKind{
 	{source: "aws.ec2", detailTypes: []string{"EC2 Spot Instance Interruption Warning"}, name: kindSpot, parse: parseSpot},
-	{source: "aws.ec2", detailTypes: []string{"EC2 Capacity Reservation Instance Interruption Warning"}, name: kindCapacity, parse: parseCapacityReservation},
-	{source: "aws.ec2", detailTypes: []string{"EC2 Interruptible Capacity Reservation Allocation Reclamation Completed"},
+	{source: "aws.ec2", detailTypes: []string{"EC2 Capacity Reservation Instance Interruption Warning",
+		// The spelling of one version of the EC2 user guide's page.
+		"EC2 Interruptible Capacity Reservation Instance Interruption Warning"}, name: kindCapacity, parse: parseCapacityReservation},
+	{source: "aws.ec2", detailTypes: []string{"EC2 Interruptible Capacity Reservation Allocation Reclamation Completed",
+		"EC2 Capacity Reservation Interruptible Reclamation Complete"}, // both printed by the EC2 user guide
 		// Sent to the reservation's owner once its capacity is back: nothing runs on it any more.
 		ignored:    "an interruptible Capacity Reservation's reclamation completed: told to the reservation's owner, no instance to act on",
 		ignoreKind: IgnoreCapacityReservationReclaimed, ignoreReason: ReasonReclamationCompleted},

@@ -402,6 +402,9 @@ func FuzzParse(f *testing.F) {
 		}
 		f.Add(fixture(f, e.Name()))
 	}
+	for _, body := range corpusBodies(f) {
+		f.Add(body)
+	}
 	f.Add(`{"Type":"Notification","Message":"{\"Type\":\"Notification\",\"Message\":\"{}\"}"}`)
 	f.Add(`null`)
 	f.Add(strings.Replace(fixture(f, "spot.json"), "111122223333", "444455556666", 1))
