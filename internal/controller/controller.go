@@ -451,8 +451,9 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 			return sqs.Retry, retryDelay(m.ReceiveCount)
 		}
 		if notices = append(notices, more...); len(notices) == 0 {
-			return c.ignoreMessage(messages.Result{Ignore: true, IgnoredKind: messages.IgnoreCapacityBlockExpiration,
-				IgnoredReason: messages.ReasonNoInstanceOfOurs, Reason: "the capacity reservation runs no instance of this cluster"}, log)
+			// Told and counted by kind and reason in reservationNotices.
+			c.metrics.QueueMessage("ignored")
+			return sqs.Done, 0
 		}
 	}
 	handle := c.handleOne

@@ -1,7 +1,12 @@
 package fakeaws
 
 import (
+	"cmp"
 	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"net/http"
+	"net/url"
 	"time"
 )
 
@@ -53,4 +58,66 @@ func documentedEnvelope(id, detailType string, at time.Time, detail map[string]s
 		panic(err) // maps of strings: cannot fail
 	}
 	return string(b)
+}
+
+// CapacityReservation is what DescribeCapacityReservations reports of a reservation added
+// with AddCapacityReservation.
+type CapacityReservation struct {
+	ID           string
+	Type         string // ReservationType; "" reports capacity-block
+	State        string // "" reports active
+	InstanceType string // "" reports p5.48xlarge
+	EndDate      time.Time
+}
+
+// AddCapacityReservation makes EC2 describe a capacity reservation from now on (replacing
+// one of the same id: a Capacity Block extended to a later end date).
+func (s *Server) AddCapacityReservation(r CapacityReservation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reservations == nil {
+		s.reservations = map[string]CapacityReservation{}
+	}
+	s.reservations[r.ID] = r
+}
+
+type ec2DescribeCapacityReservationsResponse struct {
+	XMLName xml.Name `xml:"http://ec2.amazonaws.com/doc/2016-11-15/ DescribeCapacityReservationsResponse"`
+	ec2Meta
+	Reservations []ec2CapacityReservation `xml:"capacityReservationSet>item"`
+}
+
+type ec2CapacityReservation struct {
+	ID              string `xml:"capacityReservationId"`
+	InstanceType    string `xml:"instanceType"`
+	State           string `xml:"state"`
+	ReservationType string `xml:"reservationType"`
+	EndDate         string `xml:"endDate,omitempty"`
+	EndDateType     string `xml:"endDateType"`
+}
+
+// ec2DescribeCapacityReservations answers for the ids named (CapacityReservationId.N) as EC2
+// does: an id it does not know fails the whole call with InvalidCapacityReservationId.NotFound.
+func (s *Server) ec2DescribeCapacityReservations(p url.Values) (any, error) {
+	if p.Get("DryRun") == "true" {
+		return nil, &apiError{Status: http.StatusPreconditionFailed, Code: "DryRunOperation", Message: "Request would have succeeded, but DryRun flag is set."}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := &ec2DescribeCapacityReservationsResponse{}
+	for i := 1; p.Has(fmt.Sprintf("CapacityReservationId.%d", i)); i++ {
+		id := p.Get(fmt.Sprintf("CapacityReservationId.%d", i))
+		r, ok := s.reservations[id]
+		if !ok {
+			return nil, &apiError{Status: http.StatusBadRequest, Code: "InvalidCapacityReservationId.NotFound",
+				Message: fmt.Sprintf("The capacity reservation ID '%s' does not exist", id)}
+		}
+		item := ec2CapacityReservation{ID: r.ID, InstanceType: cmp.Or(r.InstanceType, "p5.48xlarge"), State: cmp.Or(r.State, "active"),
+			ReservationType: cmp.Or(r.Type, "capacity-block"), EndDateType: "unlimited"}
+		if !r.EndDate.IsZero() {
+			item.EndDate, item.EndDateType = r.EndDate.UTC().Format(time.RFC3339), "limited"
+		}
+		out.Reservations = append(out.Reservations, item)
+	}
+	return out, nil
 }
