@@ -301,6 +301,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer func() { c.episodes.Store(nil); stopEpisodes() }()
 	warnIdentity(c.log, c.metrics, c.cfg, resolver.Warnings())
 	defer c.startInstanceStatus(ctx, resolver, nodeInformer.GetIndexer())() // before the reconciler stops
+	defer c.startRetainedSweep(ctx, resolver)()
 	if every := c.cfg.ReadinessReportInterval; every > 0 {
 		go c.reportChecks(ctx, every)
 	}
