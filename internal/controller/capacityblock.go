@@ -96,6 +96,7 @@ func (c *Controller) reservationNotices(ctx context.Context, resolver *ownership
 			log.Warn("a Capacity Block expiration warning names a reservation EC2 does not know: nothing drained (the message is not a real warning)",
 				"reservation", r.ID, "err", err)
 			c.metrics.QueueMessageIgnored(messages.IgnoreCapacityBlockExpiration, messages.ReasonReservationAbsent)
+			c.events.ForgedCapacityBlock(c.ownPod(), "EC2 knows no capacity reservation "+r.ID)
 			continue
 		}
 		if err != nil {
@@ -170,4 +171,12 @@ func (c *Controller) blockNotDrained(r messages.Reservation, v blockVerdict, min
 	for _, n := range mine.nodes {
 		c.events.CapacityBlockNotDrained(n, v.forged, v.why+": nothing drained")
 	}
+	if v.forged {
+		c.events.ForgedCapacityBlock(c.ownPod(), v.why)
+	}
+}
+
+// ownPod is Lifeboat's own pod (POD_NAME, NAMESPACE); no name when they are unset.
+func (c *Controller) ownPod() events.Pod {
+	return events.Pod{Namespace: c.cfg.PodNamespace, Name: c.cfg.PodName}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"lifeboat.dev/lifeboat/internal/episode"
@@ -131,13 +133,30 @@ func TestCapacityBlockForgedReservation(t *testing.T) {
 	now := time.Now()
 	w.fake.AddCapacityReservation(fakeaws.CapacityReservation{ID: ordinary, Type: "default", InstanceType: "m7i.large", EndDate: now.Add(40 * time.Minute)})
 	w.send(t, ctx, fakeaws.CapacityBlockExpirationWarning("cr-0bbbbbbbbbbbbbbb2", now))
-	w.run(t, ctx)
+	w.run(t, ctx, "POD_NAME", "lifeboat-0", "NAMESPACE", "kube-system")
 	w.waitIgnored(t, ctx, "capacity_block_expiration", "reservation_not_found")
 	w.send(t, ctx, fakeaws.CapacityBlockExpirationWarning(ordinary, now))
 	w.waitIgnored(t, ctx, "capacity_block_expiration", "not_capacity_block")
 	w.untouchedBy(t, ctx, events.ReasonCapacityBlockNotDrained)
 	if out := w.logs.String(); strings.Contains(out, "level=ERROR") || !strings.Contains(out, "does not know") || !strings.Contains(out, "not a Capacity Block") {
 		t.Errorf("want a Warn line for each, no ERROR:\n%s", out)
+	}
+	// Both are told on Lifeboat's own pod too: the first names no instance to tell.
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := w.c.Client.CoreV1().Events("kube-system").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.name", "lifeboat-0").String()})
+		if err != nil {
+			return false, err
+		}
+		var n int32
+		for _, e := range list.Items {
+			if e.Reason == events.ReasonCapacityBlockNotDrained && e.Type == corev1.EventTypeWarning {
+				n += max(e.Count, 1)
+			}
+		}
+		return n == 2, nil
+	})
+	if err != nil {
+		t.Errorf("no two Warning Events on Lifeboat's own pod: %v", err)
 	}
 }
 

@@ -1,6 +1,10 @@
 package events
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+)
 
 // Reasons of a Capacity Block expiration warning that EC2 contradicts, and of the sweep of
 // instances Auto Scaling retained.
@@ -26,4 +30,15 @@ func (r *Recorder) CapacityBlockNotDrained(node Node, forged bool, why string) {
 // terminate it.
 func (r *Recorder) RetainedInstanceBusy(node Node, why string) {
 	r.emit(node, corev1.EventTypeWarning, ReasonRetainedInstanceBusy, clip(why))
+}
+
+// ForgedCapacityBlock records, on Lifeboat's own pod, a Capacity Block expiration warning that
+// cannot be a real one (EC2 knows no such reservation, or it is not a Capacity Block): there
+// may be no Node to tell, and whoever can write to the queue should be looked at.
+func (r *Recorder) ForgedCapacityBlock(own Pod, why string) {
+	if !r.Enabled() || own.Name == "" {
+		return
+	}
+	r.rec.AnnotatedEventf(own.reference(), maps.Clone(r.annotations), corev1.EventTypeWarning, ReasonCapacityBlockNotDrained, "%s",
+		clip("A Capacity Block expiration warning on the queue is not a real one: "+why+"; nothing drained. Check who can send to the queue."))
 }
