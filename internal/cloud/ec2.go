@@ -32,12 +32,17 @@ type EC2 interface {
 	// DescribeInstanceStatus returns the status checks and scheduled events of at most
 	// MaxStatusInstances running instances, in one request.
 	DescribeInstanceStatus(ctx context.Context, ids []string) ([]InstanceStatus, error)
+	// DescribeCapacityReservation reads one capacity reservation (a Capacity Block's type,
+	// state, end date and instance type); an error wrapping ErrReservationNotFound when EC2
+	// knows no such reservation.
+	DescribeCapacityReservation(ctx context.Context, id string) (CapacityReservation, error)
 }
 
 // ec2API are the SDK calls AWSEC2 makes.
 type ec2API interface {
 	ec2.DescribeInstancesAPIClient
 	DescribeInstanceStatus(ctx context.Context, in *ec2.DescribeInstanceStatusInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstanceStatusOutput, error)
+	DescribeCapacityReservations(ctx context.Context, in *ec2.DescribeCapacityReservationsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeCapacityReservationsOutput, error)
 }
 
 // MaxFilterValues is how many values EC2 accepts in one DescribeInstances filter.

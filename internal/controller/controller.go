@@ -301,6 +301,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer func() { c.episodes.Store(nil); stopEpisodes() }()
 	warnIdentity(c.log, c.metrics, c.cfg, resolver.Warnings())
 	defer c.startInstanceStatus(ctx, resolver, nodeInformer.GetIndexer())() // before the reconciler stops
+	defer c.startRetainedSweep(ctx, resolver)()
 	if every := c.cfg.ReadinessReportInterval; every > 0 {
 		go c.reportChecks(ctx, every)
 	}
@@ -441,9 +442,7 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 		c.metrics.NoticeWarning(w.Problem)
 	}
 	if res.Ignore {
-		log.Info("queue message ignored", "reason", res.Reason)
-		c.metrics.QueueMessage("ignored")
-		return sqs.Done, 0
+		return c.ignoreMessage(res, log)
 	}
 	notices := res.Notices
 	if len(res.Reservations) > 0 {
@@ -453,7 +452,7 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 			return sqs.Retry, retryDelay(m.ReceiveCount)
 		}
 		if notices = append(notices, more...); len(notices) == 0 {
-			log.Info("queue message ignored", "reason", "the capacity reservation runs no instance of this cluster")
+			// Told and counted by kind and reason in reservationNotices.
 			c.metrics.QueueMessage("ignored")
 			return sqs.Done, 0
 		}
@@ -471,6 +470,21 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 	outcome, delay, label := messageFate(ctx, fates, m.ReceiveCount)
 	c.metrics.QueueMessage(label)
 	return outcome, delay
+}
+
+// ignoreMessage deletes a message that is recognised and names nothing to act on: logged at
+// Info, counted by kind and reason. An event of a kind Lifeboat does not know is deleted too,
+// logged at Warn with the EventBridge rule pattern that sent it, so that the rule can be narrowed.
+func (c *Controller) ignoreMessage(res messages.Result, log *slog.Logger) (sqs.Outcome, time.Duration) {
+	if res.Unknown != nil {
+		log.Warn("queue message of a kind Lifeboat does not know deleted", "source", res.Unknown.Source, "detailType", res.Unknown.DetailType,
+			"rule", res.Unknown.Rule(), "reason", res.Reason)
+	} else {
+		log.Info("queue message ignored", "kind", res.IgnoredKind, "why", res.IgnoredReason, "reason", res.Reason)
+	}
+	c.metrics.QueueMessage("ignored")
+	c.metrics.QueueMessageIgnored(res.IgnoredKind, res.IgnoredReason)
+	return sqs.Done, 0
 }
 
 // noticeWorkers is how many notices of one message are handled at once: as many as the

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -203,6 +204,57 @@ func (g *Gate) nodeInstance(ctx context.Context, node *corev1.Node, want string)
 		return named, fmt.Sprintf("EC2 describes the instance (%s) as another node", ownership.Describe(inst)), nil
 	}
 	return want, "", nil
+}
+
+// KnownGroups are the Auto Scaling groups of the instances the gate has checked within
+// GroupTTL, sorted: the groups of this cluster's nodes that had lifecycle work.
+func (g *Gate) KnownGroups() []string {
+	var out []string
+	for _, k := range g.groups.Keys() {
+		if v, ok := g.groups.Get(k); ok {
+			if group := v.(string); group != "" && !slices.Contains(out, group) {
+				out = append(out, group)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// CheckNodeless is Check for a call about an instance no Node of this cluster names any more
+// (a retained instance whose Node is gone): there is no Node to hold it, so the call rests on
+// the instance's ownership tags (tagsRefusal: why they say it is not this cluster's, "" when
+// they say it is, decided from EC2's description) and on Auto Scaling reporting the instance
+// in req.Group. req.Node is ignored.
+func (g *Gate) CheckNodeless(ctx context.Context, req Request, tagsRefusal string) error {
+	req.Node = "(none)"
+	err := g.checkNodeless(ctx, req, tagsRefusal)
+	if r, ok := IsRefusal(err); ok && g.opts.Refused != nil {
+		g.opts.Refused(r.Call)
+	}
+	return err
+}
+
+func (g *Gate) checkNodeless(ctx context.Context, req Request, tagsRefusal string) error {
+	refuse := func(reason string, args ...any) error {
+		return &Refusal{Request: req, Reason: fmt.Sprintf(reason, args...)}
+	}
+	switch {
+	case !notice.ValidInstanceID(req.InstanceID):
+		return refuse("%q is not an EC2 instance id", clip(req.InstanceID))
+	case tagsRefusal != "":
+		return refuse("%s", tagsRefusal)
+	case req.Group == "":
+		return refuse("the call names no Auto Scaling group")
+	}
+	group, err := g.groupOf(ctx, req.InstanceID)
+	if err != nil {
+		return fmt.Errorf("%s for instance %s: %w", req.Call, req.InstanceID, err)
+	}
+	if group != req.Group {
+		return refuse("Auto Scaling reports the instance in group %q, not in group %q", group, clip(req.Group))
+	}
+	return nil
 }
 
 // GroupOf is the instance's Auto Scaling group ("" when it is in none), as the gate knows it:

@@ -68,6 +68,8 @@ type Metrics struct {
 
 	panics   *prometheus.CounterVec
 	retained *prometheus.CounterVec
+	// ignoredMessages: queue messages recognised with nothing to act on (ignored.go).
+	ignoredMessages *prometheus.CounterVec
 
 	imdsPolls     *prometheus.CounterVec
 	notices       *prometheus.CounterVec
@@ -228,6 +230,8 @@ func New() *Metrics {
 	m.retained = newRetained()
 	m.zeroKnown()
 	m.Registry.MustRegister(m.retained)
+	m.ignoredMessages = newIgnoredMessages()
+	m.Registry.MustRegister(m.ignoredMessages)
 	m.Registry.MustRegister(m.refusedCalls, m.claims, m.badRecords, m.leftToNewer, m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeThrottled, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -18,7 +18,7 @@ var (
 	noticeSources  = []notice.Source{notice.SourceIMDS, notice.SourceQueue, notice.SourceEC2Status}
 	problems       = []string{ProblemStartTimeUnreadable, ProblemEntityNotInstance, ProblemEventStateUnknown, ProblemEventCodeUnknown, ProblemEventUnreadable, ProblemLifecycleStateUnknown}
 	claimEvents    = []string{ClaimClaimed, ClaimRenewed, ClaimWaited, ClaimLost}
-	retainedEvents = []string{RetainedAbandoned, RetainedTerminated, RetainedExpired, RetainedRefused}
+	retainedEvents = []string{RetainedAbandoned, RetainedTerminated, RetainedExpired, RetainedRefused, RetainedSwept, RetainedBusy}
 	budgetReasons  = []string{"throttled", "queueing", "demand"}
 	handbackWaits  = []string{"volumes", "targets"}
 	handbackEnds   = []string{"released", "cut", "skipped"}

@@ -205,6 +205,24 @@ func (r *Resolver) falseClaims(inst cloud.Instance, claimants, described []*core
 	return out
 }
 
+// TagsRefusal is why EC2's description of the instance says it is not this cluster's to act
+// on ("" when its tags say it is), for an instance no Node may name any more (a retained
+// instance whose Node is gone). Stricter than for a notice: without CLUSTER_NAME there is no
+// cluster tag to rest on, and the answer is a refusal.
+func (r *Resolver) TagsRefusal(ctx context.Context, instanceID string) (string, error) {
+	if r.opts.ClusterName == "" {
+		return "CLUSTER_NAME is unset, so the instance's cluster tag cannot be checked", nil
+	}
+	inst, found, err := r.instances.Describe(ctx, instanceID)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("ownership of %s: %w", instanceID, err)
+	case !found:
+		return fmt.Sprintf("instance %s is unknown to EC2", instanceID), nil
+	}
+	return r.tagsRefuse(instanceID, inst.Tags), nil
+}
+
 // tagsRefuse is why the instance's tags say it is not this cluster's to act on, or "".
 func (r *Resolver) tagsRefuse(instanceID string, tags map[string]string) string {
 	if r.opts.CheckManagedTag {

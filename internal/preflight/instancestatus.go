@@ -23,6 +23,19 @@ func CheckCapacityBlockLookup(ctx context.Context, api EC2API) Row {
 		"allow ec2:DescribeInstances if the cluster runs instances in Capacity Blocks")
 }
 
+// CheckCapacityReservations asks DescribeCapacityReservations with DryRun, as a Capacity
+// Block expiration warning does without it: without the permission no warning can be checked
+// against EC2, so none drains anything (the message comes back until it expires). A denial
+// is a warning: only clusters that run in Capacity Blocks need it.
+func CheckCapacityReservations(ctx context.Context, api EC2API) Row {
+	_, err := api.DescribeCapacityReservations(ctx, &ec2.DescribeCapacityReservationsInput{DryRun: aws.Bool(true)})
+	return warnIfDenied(dryRunRow("ec2:DescribeCapacityReservations", "read the reservation a Capacity Block expiration warning names (type, state, end date, instance type)", err), err,
+		func(why string) string {
+			return "denied (" + why + "): a Capacity Block expiration warning cannot be checked against EC2, so its instances are not drained before the block ends"
+		},
+		"allow ec2:DescribeCapacityReservations if the cluster runs instances in Capacity Blocks")
+}
+
 // CheckInstanceStatus asks DescribeInstanceStatus with DryRun, as the poll of
 // ENABLE_INSTANCE_STATUS_DRAINING does without it: without the permission no failing instance
 // is drained, so a denial fails.

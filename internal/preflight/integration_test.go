@@ -285,9 +285,9 @@ func TestInSandbox(t *testing.T) {
 				t.Errorf("%s: %s: %s (fix: %s)", r.Check, r.Status, r.Detail, r.Fix)
 			}
 		}
-		// api, rbac, queue + 2 probes, EC2, Auto Scaling (complete, group lookup, hook timeouts),
-		// ELBv2 target groups, 3 identity rows
-		if want := 1 + len(perms) + 3 + 1 + 3 + 1 + 3; len(rows) != want {
+		// api, rbac, queue + 2 probes, EC2 (instances, capacity reservations), Auto Scaling
+		// (complete, group lookup, hook timeouts), ELBv2 target groups, 3 identity rows
+		if want := 1 + len(perms) + 3 + 2 + 3 + 1 + 3; len(rows) != want {
 			t.Errorf("%d rows, want %d: %+v", len(rows), want, rows)
 		}
 	})

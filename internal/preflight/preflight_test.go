@@ -288,6 +288,10 @@ func (e ec2Answer) DescribeInstanceStatus(context.Context, *ec2.DescribeInstance
 	return &ec2.DescribeInstanceStatusOutput{}, e.err
 }
 
+func (e ec2Answer) DescribeCapacityReservations(context.Context, *ec2.DescribeCapacityReservationsInput, ...func(*ec2.Options)) (*ec2.DescribeCapacityReservationsOutput, error) {
+	return &ec2.DescribeCapacityReservationsOutput{}, e.err
+}
+
 func TestCheckEC2Answers(t *testing.T) {
 	tests := []struct {
 		name string

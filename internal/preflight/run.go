@@ -146,6 +146,7 @@ func (r *run) controller() {
 	} else {
 		r.add(func(ctx context.Context) Row { return CheckCapacityBlockLookup(ctx, ec2) })
 	}
+	r.add(func(ctx context.Context) Row { return CheckCapacityReservations(ctx, ec2) })
 	if cfg.EnableInstanceStatusDraining {
 		r.add(func(ctx context.Context) Row { return CheckInstanceStatus(ctx, ec2) })
 	}

@@ -272,6 +272,25 @@ func (s *Server) terminating(a *lifecycleAction) bool {
 	return true
 }
 
+// TimeOutLifecycleAction ends the action as its hook's timeout (heartbeat or global) does:
+// with a policy that retains abandoned instances the instance stays Terminating:Retained,
+// without one its termination goes on. It reports whether the action was active.
+func (s *Server) TimeOutLifecycleAction(token string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.actions[token]
+	if a == nil || a.completed {
+		return false
+	}
+	a.completed, a.result = true, "ABANDON"
+	if !s.retainOnAbandon[a.group] && s.terminating(a) {
+		if i := s.instanceIndex(a.instanceID); i >= 0 {
+			s.instances[i].State = "terminated"
+		}
+	}
+	return true
+}
+
 // SetRetainOnAbandon sets the group's instance lifecycle policy: with retain, an instance
 // whose termination hook is completed with ABANDON stays in the Terminating:Retained state
 // until TerminateInstanceInAutoScalingGroup; without, it is terminated at once.

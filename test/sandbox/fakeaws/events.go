@@ -46,6 +46,18 @@ func CapacityReservationInterruptionWarning(instance, action string, at time.Tim
 			"instance-termination-time": at.Add(2 * time.Minute).UTC().Format(time.RFC3339), "azId": "use1-az1"})
 }
 
+// CapacityReservationInterruptionWarningDocumented is the same warning as the EC2 user guide
+// prints it: resources is a string, not a list.
+func CapacityReservationInterruptionWarningDocumented(instance string, at time.Time) string {
+	var e map[string]any
+	if err := json.Unmarshal([]byte(CapacityReservationInterruptionWarning(instance, "terminate", at)), &e); err != nil {
+		panic(err)
+	}
+	e["resources"] = instanceARN(instance)[0]
+	b, _ := json.Marshal(e)
+	return string(b)
+}
+
 // RebalanceRecommendation is EC2's rebalance recommendation for an instance, sent at at.
 func RebalanceRecommendation(instance string, at time.Time) string {
 	return envelope("rebalance-"+instance, "aws.ec2", "EC2 Instance Rebalance Recommendation", at, instanceARN(instance),

@@ -100,9 +100,10 @@ type Server struct {
 	// retainOnAbandon holds the groups whose instance lifecycle policy retains an instance
 	// whose termination hook is abandoned (TerminateHookAbandon: retain).
 	retainOnAbandon map[string]bool
-	groups          []*targetGroup    // ELBv2, in the order added
-	statuses        map[string]Status // DescribeInstanceStatus, by instance
-	unhealthy       map[string]int    // SetInstanceHealth Unhealthy calls, by instance
+	groups          []*targetGroup                 // ELBv2, in the order added
+	statuses        map[string]Status              // DescribeInstanceStatus, by instance
+	reservations    map[string]CapacityReservation // DescribeCapacityReservations, by id
+	unhealthy       map[string]int                 // SetInstanceHealth Unhealthy calls, by instance
 	calls           []Call
 	faults          []Fault
 	requestSeq      int

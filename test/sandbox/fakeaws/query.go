@@ -61,6 +61,8 @@ var ec2Actions = map[string]handler{
 	"DescribeTags":      (*Server).ec2DescribeTags,
 	// Status checks and scheduled events: instancestatus.go.
 	"DescribeInstanceStatus": (*Server).ec2DescribeInstanceStatus,
+	// Capacity reservations (a Capacity Block's end): capacityblock.go.
+	"DescribeCapacityReservations": (*Server).ec2DescribeCapacityReservations,
 }
 
 var asgActions = map[string]handler{

@@ -15,10 +15,13 @@ import (
 // begins to terminate the instances still running in it.
 //
 // AWS documents the detail-type in two spellings, and both are accepted. Its example also
-// writes the envelope's keys as detail_type and customer_event_id; that spelling is not
-// accepted: an event reaches the queue only through an EventBridge rule, which matches
-// detail-type, and EventBridge writes every event's envelope with detail-type and id (see
-// parse, which names the difference in its error).
+// writes the envelope's keys as detail_type and customer_event_id; those are read as well
+// (readEnvelope): refusing them could only lose a real warning.
+//
+// The warning is not trusted as sent: the controller reads the reservation from EC2
+// (DescribeCapacityReservations) and acts only on an active Capacity Block that ends within
+// the warning's window, with the deadline taken from EC2's end date (see
+// controller/capacityblock.go). The deadline computed here is the message's own claim.
 const kindCapacityBlock = "capacity block expiration"
 
 // Capacity Block timing, as EC2 documents it.
@@ -61,7 +64,7 @@ func parseCapacityBlock(body string, e envelope, at time.Time) (Result, error) {
 		EndDate       *string `json:"end-date"`
 	}
 	if err := json.Unmarshal(e.Detail, &d); err != nil {
-		return Result{}, fmt.Errorf("%s: detail: %v (body %q)", kindCapacityBlock, err, clip(body))
+		return Result{}, detailError(kindCapacityBlock, err, body)
 	}
 	switch {
 	case d.ReservationID == "":

@@ -21,8 +21,8 @@ func TestCapacityBlockWarning(t *testing.T) {
 		{file: "capacity-block-reservation-spelling.json", deadline: "2026-11-21T11:30:00Z"},
 		// A warning sent late: 30 min before the end date comes first.
 		{file: "capacity-block-late.json", deadline: "2026-11-21T11:30:00Z"},
-		// The envelope keys of AWS's documentation example are refused, naming why.
-		{file: "capacity-block-underscore-keys.json", wantErr: []string{"detail_type is not an EventBridge envelope key", "detail-type"}},
+		// The envelope keys of AWS's documentation example are read as EventBridge's.
+		{file: "capacity-block-underscore-keys.json", deadline: "2026-11-21T11:30:00Z"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -68,7 +68,7 @@ func TestCapacityBlockDetails(t *testing.T) {
 	for _, tt := range []struct{ from, to, want string }{
 		{`"capacity-reservation-id": "cr-0a1b2c3d4e5f60718",`, ``, "missing detail.capacity-reservation-id"},
 		{`cr-0a1b2c3d4e5f60718",`, `i-0123456789abcdef0",`, `detail.capacity-reservation-id "i-0123456789abcdef0" is not a capacity reservation id`},
-		{`"detail": {`, `"detail": {"capacity-reservation-id": 7, "x": {`, "capacity block expiration: detail:"},
+		{`"detail": {`, `"detail": {"capacity-reservation-id": 7, "x": {`, "capacity block expiration: detail.capacity-reservation-id is a JSON number, not a string"},
 	} {
 		odd := strings.Replace(body, tt.from, tt.to, 1)
 		if tt.from == `"detail": {` {

@@ -52,7 +52,7 @@ var healthTakesDown = map[string]bool{
 func parseHealth(body string, e envelope, _ time.Time) (Result, error) {
 	var d healthDetail
 	if err := json.Unmarshal(e.Detail, &d); err != nil {
-		return Result{}, fmt.Errorf("%s: detail: %v (body %q)", kindHealth, err, clip(body))
+		return Result{}, detailError(kindHealth, err, body)
 	}
 	if ignored, ok := d.ignored(); ok {
 		return ignored, nil
@@ -65,35 +65,37 @@ func parseHealth(body string, e envelope, _ time.Time) (Result, error) {
 	h.readTimes()
 	h.noticeInstances()
 	if len(h.r.Notices) == 0 {
-		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health event %s (%s) names no EC2 instance", h.name, d.Code), Warnings: h.r.Warnings}, nil
+		r := ignored(IgnoreHealth, ReasonNoInstance, fmt.Sprintf("AWS Health event %s (%s) names no EC2 instance", h.name, d.Code))
+		r.Warnings = h.r.Warnings
+		return r, nil
 	}
 	return h.r, nil
 }
 
 // healthDetail is the detail of an AWS Health event.
 type healthDetail struct {
-	EventArn string `json:"eventArn"`
-	Service  string `json:"service"`
-	Category string `json:"eventTypeCategory"`
-	Code     string `json:"eventTypeCode"`
-	Status   string `json:"statusCode"` // upcoming, open, closed
-	Start    string `json:"startTime"`
-	End      string `json:"endTime"`
+	EventArn string      `json:"eventArn"`
+	Service  string      `json:"service"`
+	Category string      `json:"eventTypeCategory"`
+	Code     string      `json:"eventTypeCode"`
+	Status   string      `json:"statusCode"` // upcoming, open, closed
+	Start    string      `json:"startTime"`
+	End      looseString `json:"endTime"` // optional: an unreadable end is warned about
 	Entities []struct {
-		Value string `json:"entityValue"`
+		Value looseString `json:"entityValue"` // an entity that is no string is skipped as no instance
 	} `json:"affectedEntities"`
 }
 
 // ignored is the result for an event that is no EC2 scheduled change taking an instance down.
 func (d *healthDetail) ignored() (Result, bool) {
 	if d.Service != "EC2" {
-		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health %s event %s of service %q concerns no EC2 instance", clip(d.Category), clip(d.Code), clip(d.Service))}, true
+		return ignored(IgnoreHealth, ReasonOtherService, fmt.Sprintf("AWS Health %s event %s of service %q concerns no EC2 instance", clip(d.Category), clip(d.Code), clip(d.Service))), true
 	}
 	if d.Category != "scheduledChange" {
-		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health %s event %s is not an EC2 scheduled change", clip(d.Category), clip(d.Code))}, true
+		return ignored(IgnoreHealth, ReasonInformational, fmt.Sprintf("AWS Health %s event %s is not an EC2 scheduled change: informational, nothing scheduled to act on", clip(d.Category), clip(d.Code))), true
 	}
 	if why, ok := healthStays[d.Code]; ok {
-		return Result{Ignore: true, Reason: fmt.Sprintf("AWS Health scheduled change %s does not take the instance down (%s)", d.Code, why)}, true
+		return ignored(IgnoreHealth, ReasonInstanceStays, fmt.Sprintf("AWS Health scheduled change %s does not take the instance down (%s)", d.Code, why)), true
 	}
 	return Result{}, false
 }
@@ -102,7 +104,7 @@ func (d *healthDetail) ignored() (Result, bool) {
 // or more than a message may name.
 func (d *healthDetail) check(body string, e envelope) error {
 	if e.ID == "" {
-		return fmt.Errorf("%s: missing id (body %q)", kindHealth, clip(body))
+		return fmt.Errorf("%s: missing id (or customer_event_id), or not a string (body %q)", kindHealth, clip(body))
 	}
 	for _, f := range []struct{ name, value string }{{"id", e.ID}, {"detail.eventArn", d.EventArn}, {"detail.eventTypeCode", d.Code}} {
 		if n := utf8.RuneCountInString(f.value); n > maxNameLength {
@@ -167,7 +169,7 @@ func (h *healthEvent) readTimes() {
 	if h.cordonOnly != "" {
 		h.r.Warnings = append(h.r.Warnings, Warning{Problem: problemStartUnreadable, Detail: h.cordonOnly + ": its instances are cordoned, not drained"})
 	}
-	end, endErr := ParseHealthTime(d.End)
+	end, endErr := ParseHealthTime(string(d.End))
 	h.end = end
 	if d.End != "" && endErr != nil {
 		h.r.Warnings = append(h.r.Warnings, Warning{Problem: problemEndUnreadable, Detail: fmt.Sprintf("the AWS Health event %s has detail.endTime %v: ignored", h.name, endErr)})
@@ -185,23 +187,23 @@ func (h *healthEvent) noticeInstances() {
 	seen := map[string]bool{}
 	skipped := 0
 	for i, ent := range d.Entities {
-		if !isInstanceID(ent.Value) {
+		if !isInstanceID(string(ent.Value)) {
 			if skipped++; skipped <= maxEntityWarnings {
 				h.r.Warnings = append(h.r.Warnings, Warning{Problem: problemEntityNotInstance,
-					Detail: fmt.Sprintf("the AWS Health event %s: detail.affectedEntities[%d].entityValue %q is not an EC2 instance id: skipped", h.name, i, clip(ent.Value))})
+					Detail: fmt.Sprintf("the AWS Health event %s: detail.affectedEntities[%d].entityValue %q is not an EC2 instance id: skipped", h.name, i, clip(string(ent.Value)))})
 			}
 			continue
 		}
-		if seen[ent.Value] {
+		if seen[string(ent.Value)] {
 			continue
 		}
-		seen[ent.Value] = true
+		seen[string(ent.Value)] = true
 		// Earlier releases named the notice by the envelope id: only that very message,
 		// delivered again, still matches a record they wrote (each update has a new id).
 		h.r.Notices = append(h.r.Notices, notice.Notice{
-			ID: notice.ID(notice.ScheduledMaintenance, ent.Value, h.fact), LegacyIDDigest: notice.Digest(notice.ID(notice.ScheduledMaintenance, ent.Value, e.ID)),
+			ID: notice.ID(notice.ScheduledMaintenance, string(ent.Value), h.fact), LegacyIDDigest: notice.Digest(notice.ID(notice.ScheduledMaintenance, string(ent.Value), e.ID)),
 			Kind: notice.ScheduledMaintenance, Source: notice.SourceQueue,
-			InstanceID: ent.Value, Deadline: h.start, StartTime: h.start, EndTime: h.end, Action: d.Code, CordonOnly: h.cordonOnly, Released: h.released,
+			InstanceID: string(ent.Value), Deadline: h.start, StartTime: h.start, EndTime: h.end, Action: d.Code, CordonOnly: h.cordonOnly, Released: h.released,
 			Description: fmt.Sprintf("AWS Health scheduled change %s %s", d.Code, when),
 		})
 	}

@@ -20,6 +20,10 @@ const (
 	detailTypeLaunchAction    = "EC2 Instance-launch Lifecycle Action"
 )
 
+// testNotification is the Event (and, in some shapes, LifecycleTransition) of the message Auto
+// Scaling sends when a hook's target is set up.
+const testNotification = "autoscaling:TEST_NOTIFICATION"
+
 // Lifecycle transitions.
 const (
 	TransitionTerminating = "autoscaling:EC2_INSTANCE_TERMINATING"
@@ -37,9 +41,17 @@ type hookFields struct {
 }
 
 func parseLifecycle(body string, e envelope, at time.Time) (Result, error) {
-	var d hookFields
+	var d struct {
+		hookFields
+		Event string `json:"Event"`
+	}
 	if err := json.Unmarshal(e.Detail, &d); err != nil {
-		return Result{}, fmt.Errorf("%s: detail: %v (body %q)", kindLifecycle, err, clip(body))
+		return Result{}, detailError(kindLifecycle, err, body)
+	}
+	if d.Event == testNotification || d.Transition == testNotification {
+		// Auto Scaling's test notification, forwarded by an EventBridge rule (NTH's tests
+		// carry this shape).
+		return ignored(IgnoreASGTestNotification, ReasonTestNotification, fmt.Sprintf("Auto Scaling test notification for group %q", clip(d.Group))), nil
 	}
 	want := TransitionTerminating
 	if e.DetailType == detailTypeLaunchAction {
@@ -50,7 +62,7 @@ func parseLifecycle(body string, e envelope, at time.Time) (Result, error) {
 	} else if d.Transition != want {
 		return Result{}, fmt.Errorf("%s: detail.LifecycleTransition %q does not match detail-type %q (body %q)", kindLifecycle, clip(d.Transition), e.DetailType, clip(body))
 	}
-	return lifecycleResult(kindLifecycle, "detail.", d, at, body)
+	return lifecycleResult(kindLifecycle, "detail.", d.hookFields, at, body)
 }
 
 // parseHook reads a message Auto Scaling sent straight to the queue (no EventBridge).
@@ -67,8 +79,8 @@ func (p Parser) parseHook(body string, receivedAt time.Time) (Result, error) {
 	if err := p.checkAccount(kindHook, "AccountId", v.AccountID, body); err != nil {
 		return Result{}, err
 	}
-	if v.Event == "autoscaling:TEST_NOTIFICATION" {
-		return Result{Ignore: true, Reason: fmt.Sprintf("Auto Scaling test notification for group %q", clip(v.Group))}, nil
+	if v.Event == testNotification {
+		return ignored(IgnoreASGTestNotification, ReasonTestNotification, fmt.Sprintf("Auto Scaling test notification for group %q", clip(v.Group))), nil
 	}
 	if v.Event != "" {
 		return Result{}, fmt.Errorf("%s: unknown Event %q (body %q)", kindHook, clip(v.Event), clip(body))

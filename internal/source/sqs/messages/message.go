@@ -25,8 +25,13 @@ type Result struct {
 	// Ignore means the message is well-formed but there is nothing to act on (a test
 	// notification, an uninteresting state change). The consumer deletes it.
 	Ignore bool
-	// Reason says why the message was ignored, for the log.
-	Reason string
+	// Reason says why the message was ignored, for the log; IgnoredKind and IgnoredReason
+	// name it for the counter (ignored.go).
+	Reason                     string
+	IgnoredKind, IgnoredReason string
+	// Unknown is set when the message is an EventBridge event of a kind Lifeboat does not
+	// know: it is ignored, and the log names the rule that sent it.
+	Unknown *UnknownKind
 	// Reservations are warnings that name a capacity reservation, not its instances (a
 	// Capacity Block's end): the consumer looks up its instances and takes a notice for each.
 	Reservations []Reservation

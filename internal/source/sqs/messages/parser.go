@@ -68,13 +68,12 @@ func (p Parser) parse(body string, receivedAt time.Time, wrapped bool) (Result, 
 			return Result{}, fmt.Errorf("SNS notification: nested inside another SNS notification (body %q)", clip(body))
 		}
 		return p.parseSNS(body, receivedAt)
-	case has(top, "detail-type"):
-		return p.parseEnvelope(body, receivedAt)
+	case has(top, "detail-type") || has(top, "detail_type"):
+		// detail_type is the spelling of AWS's Capacity Block examples; EventBridge writes
+		// detail-type. Both are read (see readEnvelope).
+		return p.parseEnvelope(top, body, receivedAt)
 	case has(top, "Event") || has(top, "LifecycleTransition"):
 		return p.parseHook(body, receivedAt)
-	case has(top, "detail_type"):
-		// The spelling of some of AWS's documentation examples; EventBridge delivers detail-type.
-		return Result{}, fmt.Errorf("queue message: detail_type is not an EventBridge envelope key (EventBridge writes detail-type, and its rules match on it) (body %q)", clip(body))
 	}
 	return Result{}, fmt.Errorf("queue message: neither an EventBridge event, an Auto Scaling hook nor an SNS notification (body %q)", clip(body))
 }
@@ -87,9 +86,9 @@ func has(m map[string]json.RawMessage, key string) bool {
 // parseSNS unwraps one level of SNS.
 func (p Parser) parseSNS(body string, receivedAt time.Time) (Result, error) {
 	var v struct {
-		Type      string `json:"Type"`
-		MessageID string `json:"MessageId"`
-		Message   string `json:"Message"`
+		Type      string      `json:"Type"`
+		MessageID looseString `json:"MessageId"` // only logged
+		Message   string      `json:"Message"`
 	}
 	if err := json.Unmarshal([]byte(body), &v); err != nil {
 		return Result{}, fmt.Errorf("SNS notification: %v (body %q)", err, clip(body))
@@ -97,45 +96,91 @@ func (p Parser) parseSNS(body string, receivedAt time.Time) (Result, error) {
 	switch v.Type {
 	case "Notification":
 	case "SubscriptionConfirmation", "UnsubscribeConfirmation":
-		return Result{Ignore: true, Reason: "SNS " + v.Type}, nil
+		return ignored(ignoreSNS, "subscription", "SNS "+v.Type), nil
 	default:
 		return Result{}, fmt.Errorf("SNS notification: unknown Type %q (body %q)", clip(v.Type), clip(body))
 	}
 	if v.Message == "" {
-		return Result{}, fmt.Errorf("SNS notification %s: empty Message (body %q)", clip(v.MessageID), clip(body))
+		return Result{}, fmt.Errorf("SNS notification %s: empty Message (body %q)", clip(string(v.MessageID)), clip(body))
 	}
 	r, err := p.parse(v.Message, receivedAt, true)
 	if err != nil {
-		return Result{}, fmt.Errorf("SNS notification %s: %w", clip(v.MessageID), err)
+		return Result{}, fmt.Errorf("SNS notification %s: %w", clip(string(v.MessageID)), err)
 	}
 	return r, nil
 }
 
-// envelope is an EventBridge event.
+// envelope is what Lifeboat reads of an EventBridge event: the keys a kind uses, nothing
+// else. resources, region and version are never decoded, so no shape of theirs can refuse a
+// message (AWS's user guide prints the interruptible Capacity Reservation warning's resources
+// as a string, not a list).
 type envelope struct {
-	ID         string          `json:"id"`
-	Account    string          `json:"account"`
-	DetailType string          `json:"detail-type"`
-	Source     string          `json:"source"`
-	Time       string          `json:"time"`
-	Resources  []string        `json:"resources"`
-	Detail     json.RawMessage `json:"detail"`
+	ID         string // id, or customer_event_id; "" when it is not a string
+	Account    string
+	DetailType string
+	Source     string
+	Time       string
+	Detail     json.RawMessage
 }
 
-func (p Parser) parseEnvelope(body string, receivedAt time.Time) (Result, error) {
+// Envelope keys, in both spellings AWS documents: EventBridge writes detail-type and id, the
+// Capacity Block examples of the EC2 user guide detail_type and customer_event_id.
+var (
+	keysDetailType = []string{"detail-type", "detail_type"}
+	keysID         = []string{"id", "customer_event_id"}
+)
+
+// readEnvelope reads the envelope's keys one by one. The keys a notice depends on (source,
+// detail-type, account, time) must be strings, and an error names the key; the id is only
+// needed by AWS Health events (which check it) and is read leniently.
+func readEnvelope(top map[string]json.RawMessage, body string) (envelope, error) {
 	var e envelope
-	if err := json.Unmarshal([]byte(body), &e); err != nil {
-		return Result{}, fmt.Errorf("EventBridge event: %v (body %q)", err, clip(body))
+	for _, f := range []struct {
+		keys []string
+		to   *string
+	}{{[]string{"source"}, &e.Source}, {keysDetailType, &e.DetailType}, {[]string{"account"}, &e.Account}, {[]string{"time"}, &e.Time}} {
+		if err := stringKey(top, f.keys, f.to); err != nil {
+			return envelope{}, fmt.Errorf("EventBridge event: %v (body %q)", err, clip(body))
+		}
+	}
+	_ = stringKey(top, keysID, &e.ID)
+	e.Detail = top["detail"]
+	return e, nil
+}
+
+// stringKey reads the first of keys that top has, which must be a JSON string (or null).
+func stringKey(top map[string]json.RawMessage, keys []string, to *string) error {
+	for _, k := range keys {
+		raw, ok := top[k]
+		if !ok {
+			continue
+		}
+		var v *string
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return fmt.Errorf("%s is %s, not a string", k, jsonKind(raw))
+		}
+		if v != nil {
+			*to = *v
+		}
+		return nil
+	}
+	return nil
+}
+
+func (p Parser) parseEnvelope(top map[string]json.RawMessage, body string, receivedAt time.Time) (Result, error) {
+	e, err := readEnvelope(top, body)
+	if err != nil {
+		return Result{}, err
 	}
 	if err := p.checkAccount("EventBridge event", "account", e.Account, body); err != nil {
 		return Result{}, err
 	}
 	k, ok := eventKindOf(e.Source, e.DetailType)
 	if !ok {
-		return Result{}, fmt.Errorf("EventBridge event: unknown kind (source %q, detail-type %q) (body %q)", clip(e.Source), clip(e.DetailType), clip(body))
+		return unknownKind(e.Source, e.DetailType), nil
 	}
 	if k.ignored != "" {
-		return Result{Ignore: true, Reason: k.ignored}, nil
+		return ignored(k.ignoreKind, k.ignoreReason, k.ignored), nil
 	}
 	kind := k.name
 	if len(e.Detail) == 0 || string(e.Detail) == "null" {
@@ -160,23 +205,43 @@ type eventKind struct {
 	name        string   // how errors name it
 	// parse reads the event's detail; at is its time (the envelope's, else the receipt's).
 	parse func(body string, e envelope, at time.Time) (Result, error)
-	// ignored, when set, says why such an event is well-formed but never acted on.
-	ignored string
+	// ignored, when set, says why such an event is well-formed but never acted on;
+	// ignoreKind and ignoreReason name it for the counter.
+	ignored, ignoreKind, ignoreReason string
 }
 
 // eventKinds are the EventBridge events a queue may carry. A kind not listed is unreadable.
 var eventKinds = []eventKind{
 	{source: "aws.ec2", detailTypes: []string{"EC2 Spot Instance Interruption Warning"}, name: kindSpot, parse: parseSpot},
-	{source: "aws.ec2", detailTypes: []string{"EC2 Capacity Reservation Instance Interruption Warning"}, name: kindCapacity, parse: parseCapacityReservation},
-	{source: "aws.ec2", detailTypes: []string{"EC2 Interruptible Capacity Reservation Allocation Reclamation Completed"},
+	{source: "aws.ec2", detailTypes: []string{"EC2 Capacity Reservation Instance Interruption Warning",
+		// The spelling of one version of the EC2 user guide's page.
+		"EC2 Interruptible Capacity Reservation Instance Interruption Warning"}, name: kindCapacity, parse: parseCapacityReservation},
+	{source: "aws.ec2", detailTypes: []string{"EC2 Interruptible Capacity Reservation Allocation Reclamation Completed",
+		"EC2 Capacity Reservation Interruptible Reclamation Complete"}, // both printed by the EC2 user guide
 		// Sent to the reservation's owner once its capacity is back: nothing runs on it any more.
-		ignored: "an interruptible Capacity Reservation's reclamation completed: told to the reservation's owner, no instance to act on"},
+		ignored:    "an interruptible Capacity Reservation's reclamation completed: told to the reservation's owner, no instance to act on",
+		ignoreKind: IgnoreCapacityReservationReclaimed, ignoreReason: ReasonReclamationCompleted},
 	// AWS documents both spellings (capacityblock.go).
 	{source: "aws.ec2", detailTypes: []string{"Capacity Block Expiration Warning", "Capacity Block Reservation Expiration Warning"}, name: kindCapacityBlock, parse: parseCapacityBlock},
+	{source: "aws.ec2", detailTypes: []string{"Capacity Block Delivered", "Capacity Block Reservation Delivered"},
+		// A rule for every Capacity Block event delivers it: the block starts, nothing ends.
+		ignored:    "a Capacity Block was delivered: its capacity starts, nothing to drain",
+		ignoreKind: IgnoreCapacityBlockDelivered, ignoreReason: ReasonCapacityStarts},
+	{source: "aws.ec2", detailTypes: capacityReservationStates,
+		// A rule for the prefix "EC2 Capacity Reservation" delivers these beside the
+		// interruption warning: a (future-dated) reservation changed state, no instance named.
+		ignored:    "a Capacity Reservation changed state: the event names no instance to act on",
+		ignoreKind: IgnoreCapacityReservationState, ignoreReason: ReasonStateChange},
 	{source: "aws.ec2", detailTypes: []string{"EC2 Instance Rebalance Recommendation"}, name: kindRebalance, parse: parseRebalance},
 	{source: "aws.ec2", detailTypes: []string{"EC2 Instance State-change Notification"}, name: kindState, parse: parseStateChange},
 	{source: "aws.autoscaling", detailTypes: []string{detailTypeTerminateAction, detailTypeLaunchAction}, name: kindLifecycle, parse: parseLifecycle},
 	{source: "aws.health", detailTypes: []string{"AWS Health Event"}, name: kindHealth, parse: parseHealth},
+}
+
+// capacityReservationStates are the detail-types of a Capacity Reservation's state changes.
+var capacityReservationStates = []string{
+	"EC2 Capacity Reservation Scheduled", "EC2 Capacity Reservation Active", "EC2 Capacity Reservation Delayed",
+	"EC2 Capacity Reservation Unsupported", "EC2 Capacity Reservation Failed", "EC2 Capacity Reservation Expired",
 }
 
 // eventKindOf finds the kind of an event by its source and detail-type.

@@ -17,7 +17,7 @@ func parseRebalance(body string, e envelope, at time.Time) (Result, error) {
 		InstanceID string `json:"instance-id"`
 	}
 	if err := json.Unmarshal(e.Detail, &d); err != nil {
-		return Result{}, fmt.Errorf("%s: detail: %v (body %q)", kindRebalance, err, clip(body))
+		return Result{}, detailError(kindRebalance, err, body)
 	}
 	if err := checkInstance(kindRebalance, "detail.instance-id", d.InstanceID, body); err != nil {
 		return Result{}, err

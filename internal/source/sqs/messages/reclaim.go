@@ -58,7 +58,7 @@ func parseReclaim(body string, e envelope, at time.Time, kind string, k notice.K
 		Action     string `json:"instance-action"`
 	}
 	if err := json.Unmarshal(e.Detail, &d); err != nil {
-		return Result{}, fmt.Errorf("%s: detail: %v (body %q)", kind, err, clip(body))
+		return Result{}, detailError(kind, err, body)
 	}
 	if err := checkInstance(kind, "detail.instance-id", d.InstanceID, body); err != nil {
 		return Result{}, err

@@ -22,13 +22,13 @@ func parseStateChange(body string, e envelope, at time.Time) (Result, error) {
 		State      string `json:"state"`
 	}
 	if err := json.Unmarshal(e.Detail, &d); err != nil {
-		return Result{}, fmt.Errorf("%s: detail: %v (body %q)", kindState, err, clip(body))
+		return Result{}, detailError(kindState, err, body)
 	}
 	if err := checkInstance(kindState, "detail.instance-id", d.InstanceID, body); err != nil {
 		return Result{}, err
 	}
 	if stateStaying[d.State] {
-		return Result{Ignore: true, Reason: fmt.Sprintf("instance %s is %s", d.InstanceID, d.State)}, nil
+		return ignored(IgnoreStateChange, ReasonInstanceStays, fmt.Sprintf("instance %s is %s", d.InstanceID, d.State)), nil
 	}
 	if !stateGoing[d.State] {
 		return Result{}, fmt.Errorf("%s: detail.state %q is not an EC2 instance state (body %q)", kindState, clip(d.State), clip(body))
