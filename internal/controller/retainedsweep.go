@@ -134,6 +134,10 @@ func (s *retainedSweep) one(ctx context.Context, r cloud.RetainedInstance) {
 		return
 	}
 	log = log.With("node", v.Node.Name)
+	if !v.Owned {
+		s.terminate(ctx, r, v.Node.Name, &instancegate.Refusal{Request: req, NodeInstance: r.ID, Reason: v.Reason}, log)
+		return
+	}
 	if rec, _ := record.Read(v.Node); rec.Retained != nil {
 		return // Lifeboat abandoned it: its episode drains and terminates it
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"lifeboat.dev/lifeboat/internal/controller"
@@ -20,22 +21,29 @@ import (
 //   - gone: instance C, this cluster's by its tags, whose Node was deleted;
 //
 // are terminated; node B, whose pods still run, is reported (Warning Event, metric); another
-// cluster's instance D is left alone.
+// cluster's instance D, and the instance of empty node E that lacks this cluster's tag, are
+// left alone.
 func TestRetainedInstancesSwept(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	w := newIntakeWorld(t, ctx, 2)
-	a, b := w.nodes[0], w.nodes[1]
+	w := newIntakeWorld(t, ctx, 3)
+	a, b, e := w.nodes[0], w.nodes[1], w.nodes[2]
 	const gone, foreignRetained = "i-0c0ffee0000000c01", "i-0c0ffee0000000d01"
-	for _, n := range w.nodes {
+	for _, n := range w.nodes[:2] {
 		w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: ourTags, AutoScalingGroup: "workers"})
+	}
+	w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(e), PrivateDNSName: e.Name, AutoScalingGroup: "workers",
+		Tags: map[string]string{"aws-node-termination-handler/managed": ""}})
+	zero := int64(0)
+	if err := w.c.Client.CoreV1().Pods("shop").Delete(ctx, "app-"+e.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
 	}
 	w.fake.AddInstance(fakeaws.Instance{ID: gone, PrivateDNSName: "ip-10-0-9-1.ec2.internal", Tags: ourTags, AutoScalingGroup: "workers"})
 	w.fake.AddInstance(fakeaws.Instance{ID: foreignRetained, PrivateDNSName: "ip-10-0-9-2.ec2.internal", AutoScalingGroup: "workers",
 		Tags: map[string]string{"aws-node-termination-handler/managed": "", "kubernetes.io/cluster/other": "owned"}})
 	w.fake.AddLifecycleHook(fakeaws.LifecycleHook{Name: "drain", AutoScalingGroup: "workers", HeartbeatTimeout: 300})
 	w.fake.SetRetainOnAbandon("workers", true)
-	for _, id := range []string{episode.InstanceIDOf(a), episode.InstanceIDOf(b), gone, foreignRetained} {
+	for _, id := range []string{episode.InstanceIDOf(a), episode.InstanceIDOf(b), episode.InstanceIDOf(e), gone, foreignRetained} {
 		w.fake.BeginLifecycleAction("drain", "workers", id, "tok-"+id)
 		if !w.fake.TimeOutLifecycleAction("tok-" + id) {
 			t.Fatalf("no action for %s", id)
@@ -57,8 +65,9 @@ func TestRetainedInstancesSwept(t *testing.T) {
 			w.metrics.Value("lifeboat_retained_instances_total", "event", "busy"), err, w.logs.String())
 	}
 	time.Sleep(2 * time.Second) // a few more passes
-	if terminated(episode.InstanceIDOf(b)) || terminated(foreignRetained) {
-		t.Errorf("terminated B (pods on it) %v, another cluster's instance %v", terminated(episode.InstanceIDOf(b)), terminated(foreignRetained))
+	if terminated(episode.InstanceIDOf(b)) || terminated(foreignRetained) || terminated(episode.InstanceIDOf(e)) {
+		t.Errorf("terminated B (pods on it) %v, another cluster's instance %v, E (no cluster tag) %v", terminated(episode.InstanceIDOf(b)),
+			terminated(foreignRetained), terminated(episode.InstanceIDOf(e)))
 	}
 	if !w.nodeEventReasons(t, ctx, b)[events.ReasonRetainedInstanceBusy] {
 		t.Errorf("no %s Event on %s", events.ReasonRetainedInstanceBusy, b.Name)
