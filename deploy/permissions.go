@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package deploy holds Lifeboat's install artefacts: the Helm chart (chart/lifeboat), the
 // plain manifests rendered from it (manifests/), and, as data, the Kubernetes permissions the
 // chart grants, so that tests can hold the chart, the manifests and the binary's own start-up
