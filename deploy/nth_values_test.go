@@ -578,7 +578,7 @@ func TestChartAdditions(t *testing.T) {
 // NTH's image, or a mirror of it, is refused rather than run.
 func TestNTHImageIsNotRun(t *testing.T) {
 	h := newHelm(t)
-	for _, tag := range []string{"0.2.0", "0.2.0-rc.1", "sha-0123abc"} {
+	for _, tag := range []string{"0.2.0", "0.2.0-rc.1", "sha-0123abc", "0.2.0@sha256:" + strings.Repeat("ab", 32)} {
 		r := h.template(t, "--set", "image.tag="+tag)
 		if img := container(t, only[*appsv1.DaemonSet](t, r).Spec.Template.Spec).Image; img != "ghcr.io/lifeboat-dev/lifeboat:"+tag {
 			t.Errorf("image.tag=%s: image %s", tag, img)

@@ -271,3 +271,27 @@ func TestOneVersion(t *testing.T) {
 		t.Errorf("CHANGELOG.md has no \"## [%s]\" section", chart.Version)
 	}
 }
+
+// TestReleasedChartNamesTheImageByDigest: the release workflow fills the chart's one empty
+// image.tag line with <version>@<digest> before packaging; values.yaml must keep exactly that
+// line under image, and the workflow must fill it.
+func TestReleasedChartNamesTheImageByDigest(t *testing.T) {
+	values, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "chart", "lifeboat", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := regexp.MustCompile(`(?m)^  tag: ""$`).FindAllIndex(values, -1)
+	if len(lines) != 1 {
+		t.Fatalf("values.yaml has %d lines '  tag: \"\"', want 1 (image.tag, which the release fills)", len(lines))
+	}
+	if image := bytes.LastIndex(values[:lines[0][0]], []byte("\nimage:\n")); image < 0 || bytes.Contains(values[image+1:lines[0][0]], []byte("\n\n")) {
+		t.Error("the empty tag line of values.yaml is not image.tag")
+	}
+	workflow, err := os.ReadFile(releaseWorkflow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(workflow, []byte(`sed -i "s|^  tag: \"\"\$|  tag: \"$VERSION@$DIGEST\"|" "$values"`)) {
+		t.Error("the release workflow no longer writes the image digest into the chart before packaging it")
+	}
+}
