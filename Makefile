@@ -163,7 +163,7 @@ bench-scale: sandbox
 ## docs: regenerate docs/configuration.md from the settings table and docs/reference/metrics.md from the
 ## metrics registry (a test fails when either is stale)
 docs:
-	$(GO) generate ./internal/config ./internal/metrics ./internal/notice
+	$(GO) generate ./internal/config ./internal/metrics ./internal/notice ./deploy
 
 ## demo: on the local sandbox, the agent and the controller handle a spot notice, an ASG terminate hook and
 ## another cluster's notice; prints each step and a summary, draws _output/demo/timeline.svg. DEMO_ARGS=--hold

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package deploy_test
 
 import (
@@ -48,6 +50,7 @@ resources:
 `
 	nthIMDSValues = `
 enableSqsTerminationDraining: false
+enableASGLifecycleDraining: false
 daemonsetPriorityClassName: nth-critical
 daemonsetTolerations:
   - key: dedicated
@@ -64,6 +67,7 @@ podAnnotations:
   team: platform
 `
 	nthWebhookValues = `
+enableASGLifecycleDraining: true
 webhookURLSecretName: nth-webhook
 webhookTemplateConfigMapName: nth-webhook-template
 webhookTemplateConfigMapKey: template.json
@@ -157,14 +161,24 @@ func TestNTHValuesFilesInstall(t *testing.T) {
 		if spec.SecurityContext.RunAsUser == nil || *spec.SecurityContext.RunAsUser != 65532 || spec.SecurityContext.FSGroup != nil {
 			t.Errorf("pod security context %+v, want Lifeboat's (user 65532, no fsGroup)", spec.SecurityContext)
 		}
-		wantEnv("nth-defaults", spec, map[string]string{"ENABLE_PROBES_SERVER": "true", "ENABLE_ASG_LIFECYCLE_DRAINING": "false", "TAINT_NODE": "false"})
-		if !strings.Contains(out, "enableASGLifecycleDraining is off (NTH's is on)") {
-			t.Errorf("the notes do not point out the lifecycle-state default:\n%s", out)
+		// NTH's values.yaml names enableASGLifecycleDraining: true, NTH's default: kept.
+		wantEnv("nth-defaults", spec, map[string]string{"ENABLE_PROBES_SERVER": "true", "ENABLE_ASG_LIFECYCLE_DRAINING": "true", "TAINT_NODE": "false"})
+		if spec.ServiceAccountName != "nth-defaults-aws-node-termination-handler" {
+			t.Errorf("service account %q, want NTH's name for the release, nth-defaults-aws-node-termination-handler", spec.ServiceAccountName)
+		}
+		if !strings.Contains(out, `agent.serviceAccount.name = "nth-defaults-aws-node-termination-handler"`) {
+			t.Errorf("the notes do not name NTH's ServiceAccount:\n%s", out)
 		}
 	})
 
 	t.Run("queue mode, IRSA, ServiceMonitor", func(t *testing.T) {
-		out, err := install("nth-queue", write("queue.yaml", nthQueueValues))
+		// The sandbox serves no ServiceMonitor (no Prometheus Operator CRDs): the install fails
+		// naming the key, where a release without its monitor would go unnoticed.
+		queueValues := write("queue.yaml", nthQueueValues)
+		if _, err := install("nth-queue", queueValues); err == nil || !strings.Contains(err.Error(), "serviceMonitor.create is true, and the cluster serves no monitoring.coreos.com/v1/ServiceMonitor") {
+			t.Fatalf("install with a ServiceMonitor on a cluster without its CRD: %v, want a refusal naming serviceMonitor.create", err)
+		}
+		out, err := install("nth-queue", queueValues, "--set", "serviceMonitor.create=false")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,15 +199,11 @@ func TestNTHValuesFilesInstall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if sa.Name != "nth-queue-aws-node-termination-handler" {
+			t.Errorf("controller's service account %q, want NTH's name for the release, nth-queue-aws-node-termination-handler", sa.Name)
+		}
 		if got := sa.Annotations["eks.amazonaws.com/role-arn"]; got != "arn:aws:iam::123456789012:role/nth-prod" {
 			t.Errorf("service account %s role annotation %q", sa.Name, got)
-		}
-		svc, err := c.Client.CoreV1().Services(namespace).Get(ctx, "nth-queue-lifeboat-controller-metrics", metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("no metrics Service for the ServiceMonitor: %v", err)
-		}
-		if svc.Spec.Ports[0].Port != 9092 {
-			t.Errorf("metrics Service port %d, want 9092", svc.Spec.Ports[0].Port)
 		}
 		if _, err := c.Client.PolicyV1().PodDisruptionBudgets(namespace).Get(ctx, "nth-queue-lifeboat-controller", metav1.GetOptions{}); err != nil {
 			t.Errorf("no PodDisruptionBudget: %v", err)
@@ -201,9 +211,9 @@ func TestNTHValuesFilesInstall(t *testing.T) {
 		for _, want := range []string{
 			"queueURL -> config.queueUrl", "enableSqsTerminationDraining -> controller.enabled = true, agent.enabled = false",
 			"serviceAccount.annotations -> controller.serviceAccount.annotations",
-			// The sandbox has no Prometheus Operator CRDs: the notes say no ServiceMonitor and no
-			// alert rules were installed.
-			"no ServiceMonitor was installed", "no alert rules were installed",
+			// The sandbox has no Prometheus Operator CRDs: the notes say no alert rules (a
+			// Lifeboat value) were installed.
+			"no alert rules were installed",
 		} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the notes do not say %q:\n%s", want, out)

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package deploy_test
 
 import (
@@ -27,6 +29,7 @@ type nthEntry struct {
 	Refuse  string   `json:"refuse"`
 	Restore any      `json:"restore"`
 	Note    string   `json:"note"`
+	Legacy  string   `json:"legacy"`
 }
 
 func readYAML(t *testing.T, path string, into any) {
@@ -103,6 +106,15 @@ func TestEveryNTHValueIsMappedOrRefused(t *testing.T) {
 
 	for key, e := range table {
 		got, ok := lookup(values, key)
+		if e.Legacy != "" {
+			if ok {
+				t.Errorf("nth/keys.yaml: %s is marked legacy (from NTH's chart %s), but NTH's values.yaml still has it", key, e.Legacy)
+			}
+			if e.Refuse == "" && len(e.To) == 0 && e.Ignored == "" {
+				t.Errorf("nth/keys.yaml: legacy %s must map, be ignored, or be refused naming its replacement", key)
+			}
+			continue
+		}
 		if !ok {
 			t.Errorf("nth/keys.yaml: %s is not a value of NTH's chart", key)
 			continue
@@ -136,7 +148,7 @@ func TestEveryNTHValueIsMappedOrRefused(t *testing.T) {
 			}
 		}
 		// A setting keeps NTH's name (its variable's), but for NTH's deprecated spellings.
-		renamed := map[string]string{"checkASGTagBeforeDraining": "checkTagBeforeDraining", "managedAsgTag": "managedTag"}
+		renamed := map[string]string{"checkASGTagBeforeDraining": "checkTagBeforeDraining", "managedAsgTag": "managedTag", "gracePeriod": "podTerminationGracePeriod"}
 		if len(e.To) == 1 && strings.HasPrefix(e.To[0], "config.") {
 			want := key
 			if r, ok := renamed[key]; ok {
@@ -189,6 +201,10 @@ func nthTestValue(key string, e nthEntry) (any, string) {
 		return false, "mapped"
 	case "enableASGLifecycleDraining":
 		return false, "ignored" // false is Lifeboat's default: the release stays as it is
+	case "checkASGTagBeforeDraining", "managedAsgTag":
+		// Without its replacement it did nothing in NTH: refused, naming the replacement.
+		v, _ := nthTestValue("", nthEntry{Default: e.Default})
+		return v, "refused"
 	case "serviceAccount.create":
 		// As for Lifeboat's own value, an existing account must then be named.
 		return false, "refused: serviceAccount.name is required"
@@ -210,8 +226,15 @@ func nthTestValue(key string, e nthEntry) (any, string) {
 	case []any:
 		return []any{map[string]any{"name": "NTH_TEST", "value": "v"}}, outcome
 	case nil:
-		if key == "terminationGracePeriodSeconds" {
+		switch key {
+		case "terminationGracePeriodSeconds", "gracePeriod":
 			return 45, outcome
+		case "securityContext.runAsUserID", "securityContext.runAsGroupID":
+			return 1000, outcome
+		case "linuxUpdateStrategy":
+			return map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxUnavailable": 3, "maxSurge": 0}}, outcome
+		case "windowsUpdateStrategy":
+			return map[string]any{"type": "OnDelete"}, outcome
 		}
 	}
 	return "nth-test", outcome
@@ -241,8 +264,11 @@ func TestEachNTHValueTakesEffect(t *testing.T) {
 		return h.run("template", "lifeboat", chartDir, "--namespace", "kube-system", "--values", f.Name())
 	}
 	queue := map[string]any{"enableSqsTerminationDraining": true, "queueURL": "https://sqs.eu-west-1.amazonaws.com/123456789012/q"}
+	// In IMDS mode NTH's values must say whether the agent drains on the lifecycle state
+	// (NTH's default is on, Lifeboat's off): the base says no, Lifeboat's default.
+	imds := map[string]any{"enableASGLifecycleDraining": false}
 	bases := map[string]string{}
-	for name, values := range map[string]map[string]any{"imds": {}, "queue": queue} {
+	for name, values := range map[string]map[string]any{"imds": imds, "queue": queue} {
 		out, err := render(values)
 		if err != nil {
 			t.Fatal(err)
@@ -261,7 +287,7 @@ func TestEachNTHValueTakesEffect(t *testing.T) {
 	for _, st := range config.Settings() {
 		envOfKey[chartKey(st.Env)] = st.Env
 	}
-	batch := map[string]any{}
+	batch := map[string]any{"enableASGLifecycleDraining": false}
 	wantEnv := map[string]string{}
 	keys := make([]string, 0, len(table))
 	for k, e := range table {
@@ -303,7 +329,7 @@ func TestEachNTHValueTakesEffect(t *testing.T) {
 		t.Run(key, func(t *testing.T) {
 			t.Parallel()
 			value, want := nthTestValue(key, e)
-			base, mode := map[string]any{}, "imds"
+			base, mode := imds, "imds"
 			for _, to := range e.To {
 				if strings.HasPrefix(to, "controller.") && len(e.To) == 1 {
 					base, mode = queue, "queue"
@@ -355,10 +381,14 @@ func set(m map[string]any, path string, v any) {
 }
 
 // TestNTHDefaultsChangeNothing renders NTH's own values.yaml, and NTH's example values files,
-// through the chart: NTH's defaults give exactly Lifeboat's default release.
+// through the chart. NTH's defaults give Lifeboat's default release but for two things NTH's
+// values ask for: the agent runs as the ServiceAccount NTH's chart names (so that its IAM
+// role still trusts it), and it drains on the Auto Scaling target lifecycle state, which NTH's
+// values.yaml turns on. An example that leaves the lifecycle state out is refused, naming it.
 func TestNTHDefaultsChangeNothing(t *testing.T) {
 	h := newHelm(t)
-	base, err := h.run("template", "lifeboat", chartDir, "--namespace", "kube-system")
+	base, err := h.run("template", "lifeboat", chartDir, "--namespace", "kube-system",
+		"--set", "config.enableAsgLifecycleDraining=true", "--set", "agent.serviceAccount.name=lifeboat-aws-node-termination-handler")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,19 +397,24 @@ func TestNTHDefaultsChangeNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got != base {
-		t.Errorf("NTH's default values change Lifeboat's release (first difference at line %d)", firstDifferentLine(got, base))
+		t.Errorf("NTH's default values change Lifeboat's release beyond the ServiceAccount name and the lifecycle state (first difference at line %d)", firstDifferentLine(got, base))
 	}
-	for _, tc := range []struct{ file, want string }{
-		{"example-values-imds-linux.yaml", "kind: DaemonSet"},
-		{"example-values-queue.yaml", "kind: Deployment"},
-		{"example-values-imds-windows.yaml", "targetNodeOs: Lifeboat runs on Linux nodes only"},
+	for _, tc := range []struct {
+		file string
+		args []string
+		want string
+	}{
+		{"example-values-imds-linux.yaml", nil, "enableASGLifecycleDraining: left out"},
+		{"example-values-imds-linux.yaml", []string{"--set", "enableASGLifecycleDraining=false"}, "kind: DaemonSet"},
+		{"example-values-queue.yaml", nil, "kind: Deployment"},
+		{"example-values-imds-windows.yaml", nil, "targetNodeOs: Lifeboat runs on Linux nodes only"},
 	} {
-		out, err := h.run("template", "lifeboat", chartDir, "--namespace", "kube-system", "--values", filepath.Join(nth.ChartDir(t), tc.file))
+		out, err := h.run(append([]string{"template", "lifeboat", chartDir, "--namespace", "kube-system", "--values", filepath.Join(nth.ChartDir(t), tc.file)}, tc.args...)...)
 		if err != nil {
 			out = err.Error()
 		}
 		if !strings.Contains(out, tc.want) {
-			t.Errorf("NTH's %s: want %q in\n%.600s", tc.file, tc.want, out)
+			t.Errorf("NTH's %s %v: want %q in\n%.600s", tc.file, tc.args, tc.want, out)
 		}
 	}
 }
@@ -431,6 +466,19 @@ func TestMonitorsRender(t *testing.T) {
 	// The Service selects the controller's pods, whose container port is named metrics.
 	if !strings.Contains(out, "- name: metrics\n              containerPort: 9100") {
 		t.Error("the controller's container has no port named metrics on 9100")
+	}
+	// Without --api-versions (helm template for Argo CD or a CI check), as NTH's chart does: a
+	// requested monitor is rendered, not left out in silence.
+	out, err = h.run("template", "lifeboat", chartDir, "--namespace", "kube-system",
+		"--set", "controller.enabled=true", "--set", "config.enablePrometheusServer=true",
+		"--set", "serviceMonitor.create=true", "--set", "podMonitor.create=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"ServiceMonitor", "PodMonitor"} {
+		if len(objectsOfKind(decodeMaps(t, out), kind)) != 1 {
+			t.Errorf("no %s rendered without --api-versions", kind)
+		}
 	}
 	for _, tc := range []struct {
 		args []string
@@ -530,6 +578,12 @@ func TestChartAdditions(t *testing.T) {
 // NTH's image, or a mirror of it, is refused rather than run.
 func TestNTHImageIsNotRun(t *testing.T) {
 	h := newHelm(t)
+	for _, tag := range []string{"0.2.0", "0.2.0-rc.1", "sha-0123abc", "0.2.0@sha256:" + strings.Repeat("ab", 32)} {
+		r := h.template(t, "--set", "image.tag="+tag)
+		if img := container(t, only[*appsv1.DaemonSet](t, r).Spec.Template.Spec).Image; img != "ghcr.io/lifeboat-dev/lifeboat:"+tag {
+			t.Errorf("image.tag=%s: image %s", tag, img)
+		}
+	}
 	r := h.template(t, "--set", "image.repository=public.ecr.aws/aws-ec2/aws-node-termination-handler")
 	if img := container(t, only[*appsv1.DaemonSet](t, r).Spec.Template.Spec).Image; !strings.HasPrefix(img, "ghcr.io/lifeboat-dev/lifeboat:") {
 		t.Errorf("image %s, want Lifeboat's", img)
@@ -542,6 +596,9 @@ func TestNTHImageIsNotRun(t *testing.T) {
 			`image.tag: "v1.25.1" is a tag of NTH's image`},
 		{[]string{"--set", "image.repository=123456789012.dkr.ecr.eu-west-1.amazonaws.com/mirror/aws-node-termination-handler"},
 			"looks like NTH's image"},
+		// NTH's numbering with Lifeboat's image: a tag that does not exist.
+		{[]string{"--set", "image.tag=v1.22.0"}, `image.tag: "v1.22.0" is a release of NTH (v1.x.y)`},
+		{[]string{"--set", "image.tag=v1.25.1-linux-amd64"}, `image.tag: "v1.25.1-linux-amd64" is a release of NTH`},
 	} {
 		_, err := h.run(append([]string{"template", "lifeboat", chartDir}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package deploy holds Lifeboat's install artefacts: the Helm chart (chart/lifeboat), the
 // plain manifests rendered from it (manifests/), and, as data, the Kubernetes permissions the
 // chart grants, so that tests can hold the chart, the manifests and the binary's own start-up
@@ -57,4 +59,39 @@ var ReaderPermissions = []authorizationv1.ResourceAttributes{
 	{Group: "apps", Resource: "replicasets", Verb: "list"},
 	{Group: "apps", Resource: "deployments", Verb: "list"},
 	{Group: "apps", Resource: "statefulsets", Verb: "list"},
+}
+
+//go:generate go test -count=1 -run ^TestMigrationGuidePermissions$ . -args -update
+
+// AWSPermission is one IAM action the binary calls: the policies under deploy/aws grant
+// exactly these, and the IAM tables of the docs are generated from them.
+type AWSPermission struct {
+	Action string // service:Operation, as IAM spells it
+	// Scope is "queue" (the cluster's queue only), "group" (Auto Scaling groups) or "*"
+	// (Describe calls, which take no resource).
+	Scope string
+	// Optional names the setting or command that makes the call; empty: always needed.
+	Optional string
+	Why      string
+}
+
+// AWSPermissions are every AWS call of the binary (controller, and an agent that completes
+// lifecycle actions), and nothing more. deploy/aws_test.go holds them to the calls in the
+// code, and the CloudFormation template and Terraform module to them.
+var AWSPermissions = []AWSPermission{
+	{Action: "sqs:ReceiveMessage", Scope: "queue", Why: "read notices from the cluster's queue"},
+	{Action: "sqs:DeleteMessage", Scope: "queue", Why: "delete a message once its notices are recorded on the Node"},
+	{Action: "sqs:ChangeMessageVisibility", Scope: "queue", Why: "keep a message hidden while its drain runs, and bring it back later on a retry; NTH's policy lacks it"},
+	{Action: "sqs:GetQueueAttributes", Scope: "queue", Optional: "lifeboat preflight", Why: "confirm the queue exists"},
+	{Action: "ec2:DescribeInstances", Scope: "*", Why: "an instance's managed tag, cluster tag, private DNS name and IP (batched and cached); the instances of an expiring Capacity Block"},
+	{Action: "ec2:DescribeInstanceStatus", Scope: "*", Optional: "ENABLE_INSTANCE_STATUS_DRAINING", Why: "failing status checks and listed scheduled events of this cluster's instances"},
+	{Action: "autoscaling:DescribeAutoScalingInstances", Scope: "*", Why: "that an instance is in the group its record names, before a lifecycle completion or heartbeat"},
+	{Action: "autoscaling:DescribeLifecycleHooks", Scope: "*", Why: "a terminate hook's heartbeat and global timeouts: the drain's deadline"},
+	{Action: "autoscaling:CompleteLifecycleAction", Scope: "group", Why: "hand a terminating instance back once drained; complete a launch hook once the node is Ready"},
+	{Action: "autoscaling:RecordLifecycleActionHeartbeat", Scope: "group", Optional: "HEARTBEAT_INTERVAL", Why: "extend a lifecycle action during a long drain"},
+	{Action: "autoscaling:SetInstanceHealth", Scope: "group", Optional: "SET_IMPAIRED_INSTANCE_UNHEALTHY", Why: "mark a drained impaired instance Unhealthy so that its group replaces it"},
+	{Action: "autoscaling:DescribeAutoScalingGroups", Scope: "*", Optional: "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN", Why: "whether a group retains abandoned instances"},
+	{Action: "autoscaling:TerminateInstanceInAutoScalingGroup", Scope: "group", Optional: "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN", Why: "terminate a retained instance once its node is drained"},
+	{Action: "elasticloadbalancing:DescribeTargetGroups", Scope: "*", Optional: "WAIT_FOR_LOAD_BALANCER_TARGETS", Why: "the target groups an instance or its pods may be registered in"},
+	{Action: "elasticloadbalancing:DescribeTargetHealth", Scope: "*", Optional: "WAIT_FOR_LOAD_BALANCER_TARGETS", Why: "wait until the instance and the evicted pods have left every target group"},
 }

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command lifeboat drains Kubernetes nodes before AWS takes their instances away.
 //
 //	lifeboat agent       one node, notices from instance metadata (a DaemonSet)

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package chartschema writes the chart's values.schema.json from its values.yaml and the NTH
 // keys it takes (nth/keys.yaml): every object the chart defines refuses keys it does not know,
 // so a typo fails the install naming the key, while NTH's keys pass on to the templates, which

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command release builds and publishes Lifeboat's container image without a container engine.
 //
 //	release image -out DIR -binary linux/amd64=PATH -binary linux/arm64=PATH -version V -revision SHA -created TIME [...]

@@ -1,10 +1,14 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -66,7 +70,8 @@ func TestWorkflowLintCatchesMistakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := []struct{ name, old, new string }{
-		{"misspelt action input", "fetch-depth: 0", "fetch-dept: 0"},
+		{"unknown permission value", "id-token: write", "id-token: writ"},
+		{"undefined step output", "steps.image.outputs.digest", "steps.imag.outputs.digest"},
 		{"unknown context", "${{ secrets.GITHUB_TOKEN }}", "${{ secret.GITHUB_TOKEN }}"},
 		{"unknown permission", "packages: write", "package: write"},
 	}
@@ -140,4 +145,153 @@ func makeVariable(t *testing.T, name string) string {
 	}
 	t.Fatalf("the Makefile sets no %s ?= default", name)
 	return ""
+}
+
+// usesLine is a step's or a job's `uses:`, with what follows on the line.
+var usesLine = regexp.MustCompile(`^\s*(?:-\s+)?uses:\s*(\S+)(.*)$`)
+
+// pinned is an action pinned to a commit, with the release it is in a comment.
+var pinned = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(?:/[^@\s]+)?@[0-9a-f]{40}$`)
+var versionComment = regexp.MustCompile(`^\s+#\s*v[0-9]+(\.[0-9]+)*\b`)
+
+// unpinned returns each `uses:` of a workflow not pinned to a 40-hex commit with its release
+// in a comment (a tag or a branch can be moved to other code). Local actions (./) are the
+// repository's own.
+func unpinned(content []byte) []string {
+	var out []string
+	for i, line := range strings.Split(string(content), "\n") {
+		m := usesLine.FindStringSubmatch(line)
+		if m == nil || strings.HasPrefix(m[1], "./") {
+			continue
+		}
+		if !pinned.MatchString(m[1]) || !versionComment.MatchString(m[2]) {
+			out = append(out, fmt.Sprintf("line %d: %s", i+1, strings.TrimSpace(line)))
+		}
+	}
+	return out
+}
+
+// TestActionsArePinned: every action every workflow uses is pinned by commit SHA, with its
+// release in a comment, and the check refuses a tag, a branch, a short SHA and a pin without
+// its comment.
+func TestActionsArePinned(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(repoRoot, ".github", "workflows", "*.y*ml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uses := 0
+	for _, f := range files {
+		content, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uses += strings.Count(string(content), "uses:")
+		for _, u := range unpinned(content) {
+			t.Errorf("%s: %s: pin the action to a commit SHA with its release in a comment (uses: owner/repo@<40 hex> # vX.Y.Z)", f, u)
+		}
+	}
+	if uses == 0 {
+		t.Fatal("no uses: found: the check reads nothing")
+	}
+	for _, bad := range []string{
+		"      - uses: actions/checkout@v4",
+		"      - uses: actions/checkout@main # v4.2.2",
+		"      - uses: actions/checkout@11bd719 # v4.2.2",
+		"      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683",
+		"    uses: octo/workflows/.github/workflows/x.yaml@v1",
+		"      - uses: docker://alpine:3",
+	} {
+		if len(unpinned([]byte(bad))) != 1 {
+			t.Errorf("the check passes %q", bad)
+		}
+	}
+	if got := unpinned([]byte("      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2\n      - uses: ./local")); len(got) != 0 {
+		t.Errorf("the check refuses a pinned action: %v", got)
+	}
+}
+
+// TestWorkflowHoldsItsToken: no checkout leaves its token in .git/config for later steps, the
+// workflow grants nothing by default, and every job names its own permissions.
+func TestWorkflowHoldsItsToken(t *testing.T) {
+	var workflow struct {
+		Permissions any `yaml:"permissions"`
+		Jobs        map[string]struct {
+			Permissions map[string]string `yaml:"permissions"`
+			Steps       []struct {
+				Uses string         `yaml:"uses"`
+				With map[string]any `yaml:"with"`
+			} `yaml:"steps"`
+		} `yaml:"jobs"`
+	}
+	readYAML(t, releaseWorkflow, &workflow)
+	if m, ok := workflow.Permissions.(map[string]any); !ok || len(m) != 0 {
+		t.Errorf("the workflow's permissions are %v, want {} (each job names its own)", workflow.Permissions)
+	}
+	for name, job := range workflow.Jobs {
+		if len(job.Permissions) == 0 {
+			t.Errorf("job %s names no permissions", name)
+		}
+		for _, step := range job.Steps {
+			if strings.HasPrefix(step.Uses, "actions/checkout@") && step.With["persist-credentials"] != false {
+				t.Errorf("job %s: checkout without persist-credentials: false leaves the token in .git/config for every later step", name)
+			}
+		}
+		signs := false
+		for _, step := range job.Steps {
+			signs = signs || strings.HasPrefix(step.Uses, "actions/attest-build-provenance@")
+		}
+		if signs && (job.Permissions["id-token"] != "write" || job.Permissions["attestations"] != "write") {
+			t.Errorf("job %s attests provenance without id-token: write and attestations: write", name)
+		}
+		if !signs && (job.Permissions["id-token"] != "" || job.Permissions["attestations"] != "") {
+			t.Errorf("job %s may mint OIDC tokens or attestations and makes none", name)
+		}
+	}
+}
+
+// TestOneVersion: the chart's version and appVersion are one 0.x version, and CHANGELOG.md
+// has a section for it (the release workflow refuses a tag that names another).
+func TestOneVersion(t *testing.T) {
+	var chart struct {
+		Version    string `yaml:"version"`
+		AppVersion string `yaml:"appVersion"`
+	}
+	readYAML(t, filepath.Join(repoRoot, "deploy", "chart", "lifeboat", "Chart.yaml"), &chart)
+	if !regexp.MustCompile(`^0\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`).MatchString(chart.Version) {
+		t.Errorf("chart version %q is not 0.x semver", chart.Version)
+	}
+	if chart.AppVersion != chart.Version {
+		t.Errorf("chart appVersion %q, version %q: one version for binary, image and chart", chart.AppVersion, chart.Version)
+	}
+	changelog, err := os.ReadFile(filepath.Join(repoRoot, "CHANGELOG.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^## \[` + regexp.QuoteMeta(chart.Version) + `\]`).Match(changelog) {
+		t.Errorf("CHANGELOG.md has no \"## [%s]\" section", chart.Version)
+	}
+}
+
+// TestReleasedChartNamesTheImageByDigest: the release workflow fills the chart's one empty
+// image.tag line with <version>@<digest> before packaging; values.yaml must keep exactly that
+// line under image, and the workflow must fill it.
+func TestReleasedChartNamesTheImageByDigest(t *testing.T) {
+	values, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "chart", "lifeboat", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := regexp.MustCompile(`(?m)^  tag: ""$`).FindAllIndex(values, -1)
+	if len(lines) != 1 {
+		t.Fatalf("values.yaml has %d lines '  tag: \"\"', want 1 (image.tag, which the release fills)", len(lines))
+	}
+	if image := bytes.LastIndex(values[:lines[0][0]], []byte("\nimage:\n")); image < 0 || bytes.Contains(values[image+1:lines[0][0]], []byte("\n\n")) {
+		t.Error("the empty tag line of values.yaml is not image.tag")
+	}
+	workflow, err := os.ReadFile(releaseWorkflow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(workflow, []byte(`sed -i "s|^  tag: \"\"\$|  tag: \"$VERSION@$DIGEST\"|" "$values"`)) {
+		t.Error("the release workflow no longer writes the image digest into the chart before packaging it")
+	}
 }

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package agent runs Lifeboat's agent mode: a DaemonSet pod that watches its own instance's
 // metadata and cordons and drains its own node (NODE_NAME). Intake records each notice on the
 // Node; the reconcile driver both modes share (episode/driver), with one worker for the one

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cloud is Lifeboat's view of the AWS APIs it calls, behind small interfaces so the
 // rest of the code can be tested against fakes and the sandbox.
 package cloud

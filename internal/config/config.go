@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package config reads Lifeboat's configuration. It accepts every variable of
 // aws-node-termination-handler (NTH) under the same environment names and flags, so an NTH
 // deployment can switch without edits, and adds a few settings of its own.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package config
 
 // validateInstanceStatus checks the settings of the DescribeInstanceStatus poll: a controller

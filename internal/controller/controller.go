@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package controller runs Lifeboat's controller mode. Intake consumes the cluster's SQS queue
 // (EventBridge events and Auto Scaling hooks), checks that each instance belongs to this
 // cluster, and records each notice on its Node (cordon and intent, one write) before the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package daemon is Lifeboat's composition root. From the configuration it builds every part of
 // a running agent or controller: the metrics and probe servers, the Kubernetes clients and their
 // shared request budget, Kubernetes Events, the webhook, the hand-back waits, the AWS clients

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package events records Kubernetes Events on Nodes (EMIT_KUBERNETES_EVENTS), so that
 // `kubectl describe node` and `kubectl get events` show which notice Lifeboat saw and what
 // it did about it.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package health serves Lifeboat's probes. Liveness (PROBES_SERVER_ENDPOINT, /healthz by
 // default) answers while the process serves requests at all; readiness (/readyz) tells the
 // truth about the notice source: it fails while the source (instance metadata, the queue)

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package instancegate decides whether Lifeboat may make an AWS call that acts on an instance
 // (complete or heartbeat its lifecycle action, terminate a retained instance)
 // for a node's episode.

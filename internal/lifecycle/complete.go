@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package lifecycle makes the Auto Scaling calls an episode needs for its node's instance,
 // each only once the instance gate has confirmed that the instance is the node's own and in
 // the hook's group: completing a drained notice's termination hook (after

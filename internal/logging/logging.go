@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package logging builds Lifeboat's slog logger and routes client-go's klog output into it, so
 // every line has one format whatever library wrote it.
 package logging

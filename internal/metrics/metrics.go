@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package metrics holds Lifeboat's Prometheus metrics on a registry of its own (no global
 // state, so tests and several instances in one process do not collide). Labels are bounded:
 // never a node name, instance id or notice id. Names and label values follow Prometheus's

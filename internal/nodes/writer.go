@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package nodes changes Node objects without losing another writer's data.
 //
 // Every write is a JSON merge patch that holds only the changed fields plus the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package notice defines what every source (instance metadata, the queue) turns an AWS
 // announcement into, and how a notice is identified.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package output writes what the read-only commands report in kubectl's output formats: a
 // table (and its wide form), each item's name, JSON, YAML, or a JSONPath template. JSON and
 // YAML carry apiVersion and kind, so that scripts can tell what they read, and numbers as

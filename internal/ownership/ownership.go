@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package ownership decides whether an instance named by a queue notice belongs to this
 // cluster, before anything is done about it (docs/architecture.md, invariant 5).
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package panics keeps a panic inside the unit of work that met it: one node's reconcile, one
 // notice, one pod's eviction, one poll, one webhook send. Each goroutine that handles input
 // defers Recover (or runs its unit in Do): the panic is counted by site

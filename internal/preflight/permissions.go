@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package preflight checks that Lifeboat can do its job before it is trusted with one: its
 // Kubernetes permissions (SelfSubjectAccessReviews), instance metadata and its Node (agent
 // mode), the queue and the EC2 and Auto Scaling permissions (controller mode), and the

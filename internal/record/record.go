@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package record is the Node record of an interruption episode: its schema and versions,
 // reading and validating it (the annotation is input: any credential that may write the Node
 // can forge it), and the edits that change it inside one conflict-safe Node write. What an

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package status answers, read-only, "what is Lifeboat doing to my nodes, and what holds it":
 // every node in an interruption episode with its notices, phase, deadline and time left, the
 // pods still on it and why each is there, the volumes and (when asked) load-balancer targets

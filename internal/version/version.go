@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package version reports which Lifeboat build is running.
 //
 // `make build` stamps Version, Commit and CommitTime with -ldflags -X (see LDFLAGS in the

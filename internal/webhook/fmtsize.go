@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package webhook
 
 // This file bounds the length of what fmt would write for a value without writing it, so that

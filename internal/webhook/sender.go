@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package webhook posts a templated message per node interruption to WEBHOOK_URL, with NTH's
 // template fields and settings (WEBHOOK_PROXY, WEBHOOK_HEADERS, WEBHOOK_TEMPLATE,
 // WEBHOOK_TEMPLATE_FILE).

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package wiring maps Lifeboat's configuration (the settings an operator writes, NTH's
 // names) onto the options of the parts that do the work. The parts (drain, events, kube,
 // webhook) know nothing of the configuration: each takes only what it uses, so it can be read,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package benchreport reads the plain output of `go test -bench` and reports it as one
 // table, as JSON and as an SVG bar chart (make bench).
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package demo runs Lifeboat's end-to-end demonstration against the local sandbox: three
 // kwok nodes running a DaemonSet, two Deployments under PodDisruptionBudgets (one allowing no
 // disruption until the demo, as its owner, relaxes it mid-drain), a critical Deployment and

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package faults is Lifeboat's scripted fault suite. Its tests run the real lifeboat binary
 // against the sandbox (kube-apiserver with an audit log, kwok, the instance-metadata mock,
 // goaws and the fake EC2 / Auto Scaling endpoint) and break things on purpose: SIGKILL in the

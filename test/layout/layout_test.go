@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package layout holds the project's layout to its limits: no product function longer than
 // maxFunctionLines (tables aside) and no type with more than maxMethods methods, so that the
 // code stays one a new engineer can walk. Today's exceptions are listed by name; each is

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package nth finds aws-node-termination-handler's source, at the version pinned in
 // tools/nth/go.mod, for tests that hold Lifeboat to NTH's facts (its Helm chart's values, its
 // webhook kinds and templates). The go command fetches it into the module cache on first use.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package retained measures the heap a value keeps alive, for memory benchmarks.
 package retained
 

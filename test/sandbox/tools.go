@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sandbox starts and stops the real programs that Lifeboat's tests and demo run
 // against, as local processes on 127.0.0.1: etcd and kube-apiserver (optionally
 // kube-controller-manager and kube-scheduler), kwok with fake nodes, the EC2 instance

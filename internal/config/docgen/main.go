@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command docgen writes the configuration reference (docs/configuration.md) from Lifeboat's
 // settings table. Run it through `make docs` (or `go generate ./internal/config`).
 package main

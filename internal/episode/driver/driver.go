@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package driver runs the per-node reconcile that both modes share, and the retry policy of
 // their intake. The modes keep what is theirs: where notices come from and what wakes a
 // node; the driver takes a node name and sees the node's episode through: it reads the node,

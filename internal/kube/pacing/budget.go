@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package pacing is the request budget Lifeboat's Kubernetes clients share. It bounds how
 // many of their requests are in flight at the API server at once, hands turns out in lanes
 // (cordons first, the rest soonest deadline first, Events last), and sizes the bound from the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package panicstest counts recovered panics by site, for tests.
 package panicstest
 

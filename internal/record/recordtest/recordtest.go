@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package recordtest builds Node records and nodes that carry them, for tests.
 package recordtest
 

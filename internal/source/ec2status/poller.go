@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package ec2status is the controller's third source of notices: a DescribeInstanceStatus pass
 // over this cluster's instances every interval. An instance whose status checks have failed
 // for longer than a threshold becomes an instance-impaired notice; the scheduled events EC2

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package imds turns EC2 instance metadata into notices for agent mode: it polls the spot,
 // scheduled-maintenance, rebalance and Auto Scaling lifecycle paths over IMDSv2.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sqs is the queue's transport: it receives messages from an SQS queue, keeps each
 // invisible while it is handled, and deletes it or lets it come back as the handler decides.
 // What a message says is package messages'.

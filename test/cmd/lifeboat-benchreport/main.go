@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command lifeboat-benchreport reads `go test -bench` output on standard input (or -in),
 // prints one table of every benchmark metric, and writes the results as JSON and as an SVG
 // bar chart. make bench runs it on the benchmarks' output.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command lifeboat-sandbox runs Lifeboat's demo on the local sandbox: a real Kubernetes
 // control plane with three kwok nodes backed by fake EC2 instances and a few workloads, the
 // lifeboat agent for one node and the controller for the cluster, then a spot notice, an

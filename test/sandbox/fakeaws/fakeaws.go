@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fakeaws is a small in-process fake of the AWS EC2, Auto Scaling and
 // Elastic Load Balancing v2 query APIs, for tests and sandboxes that have no
 // network access to AWS.

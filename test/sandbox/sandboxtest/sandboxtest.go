@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sandboxtest starts sandbox components for a test and stops them when it ends. On
 // failure the components' logs are kept and their ends printed.
 //

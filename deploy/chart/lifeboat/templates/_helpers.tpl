@@ -101,9 +101,30 @@ spellings of true that the binary accepts (Go's strconv.ParseBool).
 {{- end }}
 
 {{/*
-Environment of one component: (dict "root" $ "component" "agent" "controllerMode" "false").
+Environment of one component: (dict "root" $ "component" "agent" "controllerMode" "false"): the
+chart's variables, then <component>.extraEnv. A name in extraEnv replaces the chart's variable of
+that name (a pod whose env names a variable twice is refused by server-side apply, and the
+last would win elsewhere); extraEnv naming one variable twice is refused.
 */}}
 {{- define "lifeboat.env" -}}
+{{- $extra := (index .root.Values .component).extraEnv | default list }}
+{{- $names := list }}
+{{- range $extra }}
+{{- if has .name $names }}
+{{- fail (printf "%s.extraEnv names %s twice: keep one" $.component .name) }}
+{{- end }}
+{{- $names = append $names .name }}
+{{- end }}
+{{- $env := list }}
+{{- range (include "lifeboat.chartEnv" . | fromYamlArray) }}
+{{- if not (has .name $names) }}{{ $env = append $env . }}{{ end }}
+{{- end }}
+{{- $env = concat $env $extra }}
+{{- toYaml $env }}
+{{- end }}
+
+{{/* The chart's own variables of one component (without extraEnv). */}}
+{{- define "lifeboat.chartEnv" -}}
 {{- $root := .root }}
 {{- $table := include "lifeboat.settingTable" . | fromYaml }}
 {{- $cfg := include "lifeboat.effectiveConfig" . | fromYaml }}
@@ -168,9 +189,6 @@ hold its connection places. An address the user gives (config, a Secret, extraEn
     secretKeyRef:
       name: {{ required (printf "configFromSecret.%s.name is required" $key) $ref.name }}
       key: {{ required (printf "configFromSecret.%s.key is required" $key) $ref.key }}
-{{- end }}
-{{- with (index $root.Values .component).extraEnv }}
-{{ toYaml . }}
 {{- end }}
 {{- end }}
 
@@ -299,5 +317,19 @@ nobody serves would render and stay silent. Call with (dict "root" $ "key" "prom
 {{- end }}
 {{- if not $served }}
 {{- fail (printf "%s needs Lifeboat's metrics, and the metrics server is off: set config.enablePrometheusServer (ENABLE_PROMETHEUS_SERVER) to true" .key) }}
+{{- end }}
+{{- end }}
+
+{{/*
+A requested monitor renders whether or not the cluster serves its kind, as NTH's chart renders
+it: helm template (Argo CD, a CI check) has no cluster to ask. Installed into a cluster (helm
+reaches it: its default Namespace can be read) that serves no monitoring.coreos.com/v1 <kind>,
+the install fails here naming the key, rather than with the API server's "no matches for kind".
+(dict "root" $ "kind" "PodMonitor" "key" "podMonitor.create")
+*/}}
+{{- define "lifeboat.requireMonitorAPI" -}}
+{{- $api := printf "monitoring.coreos.com/v1/%s" .kind }}
+{{- if and (not (.root.Capabilities.APIVersions.Has $api)) (lookup "v1" "Namespace" "" "default") }}
+{{- fail (printf "%s is true, and the cluster serves no %s (the Prometheus Operator's CRDs are not installed): install the CRDs first, or set %s=false" .key $api .key) }}
 {{- end }}
 {{- end }}

@@ -34,6 +34,34 @@ included, reads the same values whichever helm renders first.
 {{- $_ := set $m (last $parts) $v }}
 {{- end }}
 
+{{/* NTH's drain sources in IMDS mode, and what each drains on. */}}
+{{- define "lifeboat.nth.drainSources" -}}
+enableSpotInterruptionDraining: Spot interruption notices
+enableScheduledEventDraining: scheduled maintenance events
+enableRebalanceMonitoring: rebalance recommendations (cordon)
+enableRebalanceDraining: rebalance recommendations (drain)
+enableASGLifecycleDraining: the Auto Scaling target lifecycle state
+{{- end }}
+
+{{/*
+The ServiceAccount NTH's chart names for this release and these values when it creates one:
+its full name (fullnameOverride; else the release name when it contains the chart name or
+nameOverride, else "<release>-<that name>"), cut to 63 characters. serviceAccount.name, when
+given, is taken as it is elsewhere.
+*/}}
+{{- define "lifeboat.nth.serviceAccountName" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default "aws-node-termination-handler" .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{- define "lifeboat.nth.apply" -}}
 {{- if not (hasKey $ "lifeboatNTH") }}
 {{- $table := .Files.Get "nth/keys.yaml" | fromYaml }}
@@ -44,7 +72,9 @@ included, reads the same values whichever helm renders first.
 {{- if $json }}
 {{- $v := get (fromJson $json) "v" }}
 {{- if not $entry.same }}{{ $present = append $present $key }}{{ end }}
-{{- if ne (toJson $v) (toJson $entry.default) }}{{ $_ := set $given $key $v }}{{ end }}
+{{- /* A drain source named in the values file counts even at NTH's default: NTH's default
+is not Lifeboat's for all of them, and what the file asks for is kept. */}}
+{{- if or (ne (toJson $v) (toJson $entry.default)) (has $key (include "lifeboat.nth.drainSources" $ | fromYaml | keys)) }}{{ $_ := set $given $key $v }}{{ end }}
 {{- end }}
 {{- end }}
 
@@ -55,6 +85,10 @@ included, reads the same values whichever helm renders first.
 {{- if $entry.refuse }}{{ $refused = append $refused (printf "%s: %s" $key $entry.refuse) }}{{ end }}
 {{- end }}
 {{- $repo := toString .Values.image.repository }}
+{{- $tag := toString (.Values.image.tag | default "") }}
+{{- if and (ne $repo (include "lifeboat.nth.repository" .)) (regexMatch "^v1\\.[0-9]+\\.[0-9]+" $tag) }}
+{{- $refused = append $refused (printf "image.tag: %q is a release of NTH (v1.x.y); Lifeboat's releases are 0.x and its image tags have no leading v: leave image.tag out to run the image of this chart's version (%s), or name one of Lifeboat's tags" $tag .Chart.AppVersion) }}
+{{- end }}
 {{- if and (contains "aws-node-termination-handler" $repo) (ne $repo (include "lifeboat.nth.repository" .)) }}
 {{- $refused = append $refused (printf "image.repository: %q looks like NTH's image; name Lifeboat's image (default %s) or leave image.repository out" $repo (include "lifeboat.nth.defaultRepository" .)) }}
 {{- end }}
@@ -64,6 +98,15 @@ included, reads the same values whichever helm renders first.
 {{- with get $given "podDisruptionBudget" }}
 {{- if ne (toJson .) (toJson (dict "maxUnavailable" 1)) }}
 {{- $refused = append $refused (printf "podDisruptionBudget: %s: Lifeboat's controller has its own budget, maxUnavailable 1 (controller.podDisruptionBudget.enabled), so that the budget never blocks draining the node the controller runs on; remove podDisruptionBudget" (toJson .)) }}
+{{- end }}
+{{- end }}
+{{- /* NTH's chart passes a deprecated key's variable and its replacement's (at its default)
+alike, and NTH's binary then takes the replacement: the deprecated key alone had no effect. */}}
+{{- range $pair := list (list "checkASGTagBeforeDraining" "checkTagBeforeDraining") (list "managedAsgTag" "managedTag") }}
+{{- $old := index $pair 0 }}
+{{- $new := index $pair 1 }}
+{{- if and (hasKey $given $old) (not (hasKey $given $new)) }}
+{{- $refused = append $refused (printf "%s: %s had no effect in NTH: its chart passes %s (%s) as well, and NTH takes that one. Set %s: %s to have Lifeboat do what this asks, or remove %s to keep what NTH did" $old (toJson (get $given $old)) $new (toJson (get $table $new).default) $new (toJson (get $given $old)) $old) }}
 {{- end }}
 {{- end }}
 {{- if and (or (hasKey $given "webhookTemplateConfigMapName") (hasKey $given "webhookTemplateConfigMapKey")) (not (and (hasKey $given "webhookTemplateConfigMapName") (hasKey $given "webhookTemplateConfigMapKey"))) }}
@@ -79,7 +122,7 @@ included, reads the same values whichever helm renders first.
   "nodeSelector" "daemonsetNodeSelector" "linuxNodeSelector" "affinity" "daemonsetAffinity" "linuxAffinity"
   "tolerations" "daemonsetTolerations" "linuxTolerations" "probes" "webhookURLSecretName" "webhookTemplate"
   "webhookTemplateConfigMapName" "webhookTemplateConfigMapKey" "checkASGTagBeforeDraining" "checkTagBeforeDraining"
-  "managedAsgTag" "managedTag" "podDisruptionBudget" "dnsPolicy" "linuxDnsPolicy" }}
+  "managedAsgTag" "managedTag" "podDisruptionBudget" "dnsPolicy" "linuxDnsPolicy" "serviceAccount.name" }}
 {{- range $key := keys $given | sortAlpha }}
 {{- $entry := get $table $key }}
 {{- $v := get $given $key }}
@@ -220,6 +263,54 @@ which then see NTH's kind names. */}}
 {{- if eq $repo (include "lifeboat.nth.repository" .) }}
 {{- $_ := set .Values.image "repository" (include "lifeboat.nth.defaultRepository" .) }}
 {{- $applied = append $applied (printf "image.repository %s (NTH's image) -> %s" $repo (include "lifeboat.nth.defaultRepository" .)) }}
+{{- end }}
+
+{{- /* NTH's identity: the workload that needs AWS credentials in this mode (the controller
+in queue mode, else the agent, which completes lifecycle actions) runs as the ServiceAccount NTH's
+chart would name for this release and these values, so that an IAM role's trust policy (IRSA) or
+a Pod Identity association made for NTH still matches. The other workload keeps its own name. */}}
+{{- if $present }}
+{{- $credential := ternary "controller" "agent" (eq (toString .Values.controller.enabled) "true") }}
+{{- $other := ternary "agent" "controller" (eq $credential "controller") }}
+{{- $sa := (index .Values $credential).serviceAccount }}
+{{- if hasKey $given "serviceAccount.name" }}
+{{- $name := get $given "serviceAccount.name" }}
+{{- include "lifeboat.nth.put" (dict "values" .Values "path" (printf "%s.serviceAccount.name" $credential) "value" $name) }}
+{{- $applied = append $applied (printf "serviceAccount.name -> %s.serviceAccount.name = %s" $credential (toJson $name)) }}
+{{- if not (index .Values $other).serviceAccount.create }}
+{{- include "lifeboat.nth.put" (dict "values" .Values "path" (printf "%s.serviceAccount.name" $other) "value" $name) }}
+{{- $applied = append $applied (printf "serviceAccount.name -> %s.serviceAccount.name = %s (serviceAccount.create is false: an existing account)" $other (toJson $name)) }}
+{{- end }}
+{{- else if and $sa.create (not $sa.name) }}
+{{- $name := include "lifeboat.nth.serviceAccountName" . }}
+{{- include "lifeboat.nth.put" (dict "values" .Values "path" (printf "%s.serviceAccount.name" $credential) "value" $name) }}
+{{- $applied = append $applied (printf "(NTH's ServiceAccount) -> %s.serviceAccount.name = %s, the name NTH's chart gives this release" $credential (toJson $name)) }}
+{{- end }}
+{{- end }}
+
+{{- /* No silent loss of protection: a drain source NTH's values turn on (given, or left at
+NTH's default) that the agent would leave off fails the render, naming the key and the values
+that settle it either way. */}}
+{{- if and $present .Values.agent.enabled (not (eq (toString (get $given "enableSqsTerminationDraining")) "true")) }}
+{{- $cfg := include "lifeboat.effectiveConfig" (dict "root" $ "component" "agent") | fromYaml }}
+{{- $lost := list }}
+{{- range $key, $what := include "lifeboat.nth.drainSources" $ | fromYaml }}
+{{- $entry := get $table $key }}
+{{- $setting := trimPrefix "config." (first $entry.to) }}
+{{- $nthOn := eq (toString $entry.default) "true" }}
+{{- $json := include "lifeboat.nth.lookup" (dict "values" $.Values "path" $key) }}
+{{- if $json }}{{ $nthOn = eq (toString (get (fromJson $json) "v")) "true" }}{{ end }}
+{{- if and $nthOn (not (include "lifeboat.on" (dict "config" $cfg "key" $setting))) }}
+{{- if $json }}
+{{- $lost = append $lost (printf "%s: true asks the agent to drain on %s, and config.%s or agent.config.%s turns it off: remove the override, or set %s: false" $key $what $setting $setting $key) }}
+{{- else }}
+{{- $lost = append $lost (printf "%s: left out, NTH drains on %s (its default is true) and Lifeboat's agent would not (its default is false): set %s: true to keep draining on it, or %s: false to accept Lifeboat's default" $key $what $key $key) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if $lost }}
+{{- fail (printf "aws-node-termination-handler values that would lower protection without a word:\n  %s" (join "\n  " $lost)) }}
+{{- end }}
 {{- end }}
 
 {{- $_ := set $ "lifeboatNTH" (dict "applied" $applied "ignored" $ignored "present" $present "given" (keys $given)) }}

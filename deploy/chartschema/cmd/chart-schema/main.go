@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command chart-schema writes deploy/chart/lifeboat/values.schema.json (make manifests runs
 // it; a test fails when the file is stale).
 package main

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command clientgofloor is the least a Kubernetes node agent built on client-go does: it
 // builds a clientset from KUBECONFIG, reads the node NODE_NAME once, then waits for a signal.
 // BenchmarkIdleAgent measures its resident memory beside the agent's, as the floor any

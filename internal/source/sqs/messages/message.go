@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package messages reads what AWS puts on an SQS queue (EventBridge events, Auto Scaling
 // lifecycle hooks sent straight to the queue, and either of those wrapped by SNS) and turns it
 // into notices. parser.go routes a message to its kind's parser (the table eventKinds); each

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package messages
 
 import (
@@ -252,4 +254,25 @@ func eventKindOf(source, detailType string) (eventKind, bool) {
 		}
 	}
 	return eventKind{}, false
+}
+
+// EventKind is one kind of EventBridge event Lifeboat acts on, as an EventBridge rule
+// selects it: its source and the detail-type values that name it.
+type EventKind struct {
+	Name        string
+	Source      string
+	DetailTypes []string
+}
+
+// EventKinds are the EventBridge events Lifeboat acts on (those it only recognises are left
+// out): each needs a rule that sends it to the queue. deploy/aws's tests hold the shipped
+// rules to this list.
+func EventKinds() []EventKind {
+	var out []EventKind
+	for _, k := range eventKinds {
+		if k.ignored == "" {
+			out = append(out, EventKind{Name: k.name, Source: k.source, DetailTypes: slices.Clone(k.detailTypes)})
+		}
+	}
+	return out
 }
