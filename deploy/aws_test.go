@@ -505,4 +505,3 @@ func TestEksctlSnippet(t *testing.T) {
 	}
 	checkPolicy(t, "eksctl.yaml", policyActions(t, "eksctl.yaml", assocs[0].(map[string]any)["permissionPolicy"]))
 }
-

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package check finds, before any interruption, the workloads that could not leave a node
 // within a Spot warning's two minutes, and says how to fix each: a PodDisruptionBudget that
 // allows no disruption now, a grace period longer than the warning, a do-not-disrupt mark, a

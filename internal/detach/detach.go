@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package detach decides when a drained node's instance is safe to hand back: its lifecycle
 // action completed, its termination allowed. An empty node is not yet a safe one. The volumes
 // of the pods that left may still be attached to the instance, so their replacements wait on

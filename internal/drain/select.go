@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package drain empties a node before its deadline: it selects the pods to evict through one
 // filter (whatever the list source), evicts them in priority tiers with bounded concurrency,
 // retries PodDisruptionBudget refusals with backoff, caps grace periods so pods end before the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package episode turns notices about a node into its episode's work. Intake plans the
 // notice's actions from its kind and the configuration and applies them to the node (taint,
 // cordon) in one conflict-safe write that also records the notice's intent on the node.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package waitqueue is a queue of waiters served soonest due first, then first come. The
 // request budget's lanes (kube/pacing) and the drain's eviction slots both hand out turns
 // this way. A Queue is not safe for concurrent use: its owner guards it with its own lock.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package targets waits until a drained node has left every load-balancer target group:
 // the instance (instance targets) and its evicted pods' IPs (IP targets, as the AWS Load
 // Balancer Controller registers pods) are absent or "unused", no longer "draining". A load

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package volumes waits until the volumes of the pods a drain evicted are detached from the
 // node: their VolumeAttachments are gone. A replacement pod on another node cannot attach an
 // EBS volume still attached here; it waits on Multi-Attach errors for minutes if the instance
