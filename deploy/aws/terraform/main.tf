@@ -63,6 +63,7 @@ locals {
   describe_actions = [
     "ec2:DescribeInstances",
     "ec2:DescribeInstanceStatus",
+    "ec2:DescribeCapacityReservations",
     "autoscaling:DescribeAutoScalingInstances",
     "autoscaling:DescribeLifecycleHooks",
     "autoscaling:DescribeAutoScalingGroups",
