@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -97,7 +98,20 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 			return wait, err
 		}
 	}
-	return 0, h.completion.finishAll(ctx, e.node, pending, &e.outcome)
+	if err := h.completion.finishAll(ctx, e.node, pending, &e.outcome); err != nil {
+		return 0, err
+	}
+	h.conditions.set(e.node, ConditionHandedBack, handedBackMessage(pending, e.outcome))
+	return 0, nil
+}
+
+// handedBackMessage is the condition's message once the notices are finished.
+func handedBackMessage(pending []notice.Notice, done drainOutcome) string {
+	msg := "Drained for notice " + strings.Join(ids(pending), ", ") + "; the instance is handed back and may go"
+	if done.ran {
+		msg += fmt.Sprintf(" (%d pod(s) evicted)", len(done.evicted))
+	}
+	return msg
 }
 
 // episode is what one reconcile knows of the node's episode as its phases run.
@@ -127,6 +141,7 @@ func (h *Handler) drainEpisode(ctx context.Context, e *episode) (wait time.Durat
 		defer h.keepAlive.Start(ctx, node, live, deadline)() // an abandoned action has no heartbeat to keep
 	}
 	defer h.drains.track(node.Name, deadline)()
+	h.conditions.set(node, ConditionDraining, drainingMessage(e.pending[0].ID, deadline.Time()))
 	if e.retention.state != stateRetained {
 		h.events.DrainStarted(events.NodeOf(node), e.pending[0].ID, deadline.Time())
 	}

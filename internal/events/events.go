@@ -75,6 +75,8 @@ const (
 	ReasonPodHeld             = "PodHeld"                // on such a pod: the same, told to its owners
 	ReasonEvictionBlocked     = "EvictionBlocked"        // on the pod and its node: a disruption budget refuses its eviction
 	ReasonUnreadableMark      = "DoNotDisruptUnreadable" // on the pod: its do-not-disrupt annotation is taken as "true"
+	ReasonPodEvicted          = "InterruptionEviction"   // on the pod: evicted to drain its node
+	ReasonPodDeleted          = "InterruptionDeletion"   // on the pod: deleted past its budget near the deadline
 )
 
 // maxDetail bounds the part of a message that comes from elsewhere (an error, a
@@ -332,6 +334,26 @@ func (r *Recorder) UnreadableMark(pod Pod, why string) {
 	r.rec.AnnotatedEventf(pod.reference(), maps.Clone(r.annotations), corev1.EventTypeWarning, ReasonUnreadableMark, "%s",
 		clip("Lifeboat protects the pod from its node's drains as if it were marked not to disrupt without an end: "+why+
 			". Write \"true\", or a duration from the pod's start such as \"30m\""))
+}
+
+// PodEvicted records, on the pod, that its eviction was accepted: its node is drained before
+// its instance goes away, and the pod has graceSeconds to stop.
+func (r *Recorder) PodEvicted(pod Pod, node string, graceSeconds int64) {
+	if !r.Enabled() {
+		return
+	}
+	r.rec.AnnotatedEventf(pod.reference(), maps.Clone(r.annotations), corev1.EventTypeNormal, ReasonPodEvicted, "%s",
+		clip(fmt.Sprintf("Lifeboat evicted the pod to drain node %s, whose instance is being interrupted; grace period %ds", node, graceSeconds)))
+}
+
+// PodDeleted records, on the pod, that it was deleted although a disruption budget still
+// protected it: its node's deadline was near (FORCE_DELETE_BEFORE_DEADLINE_SECONDS).
+func (r *Recorder) PodDeleted(pod Pod, node string, graceSeconds int64) {
+	if !r.Enabled() {
+		return
+	}
+	r.rec.AnnotatedEventf(pod.reference(), maps.Clone(r.annotations), corev1.EventTypeWarning, ReasonPodDeleted, "%s",
+		clip(fmt.Sprintf("Lifeboat deleted the pod past its PodDisruptionBudget: node %s's instance goes at the deadline, which is near; grace period %ds", node, graceSeconds)))
 }
 
 // DrainBlocked records, on the node, a pod its drain cannot evict yet and what refuses. The
