@@ -25,7 +25,8 @@ import (
 // pod and its budget, and its lifeboat.dev/phase label says draining; every pod the drain moves
 // gets an Event of its own; once the budget allows, the condition says HandedBack; when an
 // operator takes the node back the episode ends and the condition turns False, the label gone.
-// The condition's writes, from the audit log: one per phase change, no more.
+// The condition's writes, from the audit log: one per phase change, no more. The interruption's
+// latency is measured once per stage.
 func TestInterruptionVisible(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -40,7 +41,8 @@ func TestInterruptionVisible(t *testing.T) {
 	cfg := sandboxtest.Config(t, config.ModeController, "ENABLE_SQS_TERMINATION_DRAINING", "true", "QUEUE_URL", w.queueURL,
 		"AWS_REGION", "us-east-1", "AWS_ENDPOINT", w.fake.URL(), "CLUSTER_NAME", "sandbox", "SQS_MSG_VISIBILITY_TIMEOUT_SEC", "5",
 		"EMIT_KUBERNETES_EVENTS", "true", "WAIT_FOR_LOAD_BALANCER_TARGETS", "false")
-	w.run(t, ctx, cfg, "lifeboat", metrics.New(), nil)
+	m := metrics.New()
+	w.run(t, ctx, cfg, "lifeboat", m, nil)
 	w.send(t, ctx, spotMessage(w.instance))
 
 	var last *corev1.Node
@@ -100,6 +102,12 @@ func TestInterruptionVisible(t *testing.T) {
 		t.Errorf("the pod held, then moved: %s Event %q, want one naming the node", events.ReasonPodEvicted, msg)
 	}
 	since := nodes.ConditionOf(last, nodes.ConditionInterruption).LastTransitionTime
+	// The interruption's latency, from the warning's time, once per stage.
+	for _, stage := range []string{metrics.StageCordoned, metrics.StageDrained, metrics.StageHandedBack} {
+		if got := m.Value("lifeboat_interruption_latency_seconds", "kind", "spot_interruption", "stage", stage); got != 1 {
+			t.Errorf("lifeboat_interruption_latency_seconds{kind=spot_interruption, stage=%s} counted %v, want 1", stage, got)
+		}
+	}
 
 	// An operator takes the node back: the episode is over.
 	if _, err := w.c.Client.CoreV1().Nodes().Patch(ctx, w.node.Name, types.MergePatchType, []byte(`{"spec":{"unschedulable":false}}`), metav1.PatchOptions{}); err != nil {

@@ -88,6 +88,9 @@ func (in *intake) take(ctx context.Context, n notice.Notice, nodeName string, ca
 	if err != nil {
 		return nil, err
 	}
+	if !rec.Has(n.ID) && !in.cfg.DryRun {
+		in.metrics.InterruptionLatency(n.Kind, metrics.StageCordoned, n.Announced)
+	}
 	if !plan.Drain {
 		if notify {
 			in.reports.notify(ctx, n, written, "cordoned", nil)
@@ -127,6 +130,9 @@ func (in *intake) current(ctx context.Context, n notice.Notice, nodeName string,
 		in.invalid.report(node, err)
 	}
 	n = rec.MatchLegacyID(n)
+	if n.Announced.IsZero() {
+		n.Announced = time.Now() // a notice that states no time of its own: when Lifeboat first saw it
+	}
 	if !rec.Known() {
 		// Another release of Lifeboat is at work on this node (a rollout): leave it alone,
 		// and keep the notice (it comes back) for a binary that knows the record.

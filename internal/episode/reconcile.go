@@ -102,6 +102,7 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		return 0, err
 	}
 	h.conditions.set(e.node, ConditionHandedBack, handedBackMessage(pending, e.outcome))
+	observeLatency(h.metrics, h.cfg, pending, metrics.StageHandedBack)
 	return 0, nil
 }
 
@@ -150,6 +151,9 @@ func (h *Handler) drainEpisode(ctx context.Context, e *episode) (wait time.Durat
 	e.outcome, err = h.drains.run(owning, node, deadline, e.retention.terms(node, e.pending), e.log)
 	e.outcome.abandoned = abandoned
 	safe := true
+	if err == nil && e.outcome.ran && owning.Err() == nil {
+		observeLatency(h.metrics, h.cfg, e.pending, metrics.StageDrained)
+	}
 	if err == nil {
 		e.outcome.notes, safe = h.detachPhase.run(owning, node, e.pending, deadline, e.outcome, e.rec.Handback, e.log)
 	}
@@ -175,6 +179,17 @@ func (h *Handler) drainEpisode(ctx context.Context, e *episode) (wait time.Durat
 		return 0, false, fmt.Errorf("node %s: stopped before the instance was handed back: %w", node.Name, stopped)
 	}
 	return 0, true, nil
+}
+
+// observeLatency records that the notices reached the stage (not under DRY_RUN, which does
+// nothing).
+func observeLatency(m *metrics.Metrics, c *config.Config, ns []notice.Notice, stage string) {
+	if c.DryRun {
+		return
+	}
+	for _, n := range ns {
+		m.InterruptionLatency(n.Kind, stage, n.Announced)
+	}
 }
 
 // ids lists the notices' ids, for the log.

@@ -98,6 +98,7 @@ type Metrics struct {
 	refusedCalls  *prometheus.CounterVec
 	claims        *prometheus.CounterVec
 	badRecords    prometheus.Counter
+	latency       *prometheus.HistogramVec
 }
 
 // New registers Lifeboat's metrics, plus the Go runtime and process collectors.
@@ -221,6 +222,7 @@ func New() *Metrics {
 	m.Registry.MustRegister(m.panics)
 	m.Registry.MustRegister(newBuildInfo())
 	m.retained = newRetained()
+	m.latency = newLatency(m.Registry)
 	m.zeroKnown()
 	m.Registry.MustRegister(m.retained)
 	m.Registry.MustRegister(m.refusedCalls, m.claims, m.badRecords, m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeThrottled, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
