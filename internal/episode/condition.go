@@ -56,6 +56,7 @@ type conditions struct {
 	shown   map[string]*shownCondition
 	queue   []string // nodes with a write due, first come first
 	workers int
+	swept   time.Time // when forgetIdleLocked last looked
 }
 
 // shownCondition is what the condition of one node should say and what was last written.
@@ -89,6 +90,7 @@ func (c *conditions) set(node *corev1.Node, reason, message string) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.forgetIdleLocked(time.Now())
 	s := c.shown[node.Name]
 	if s == nil {
 		if status == corev1.ConditionFalse && nodes.ConditionOf(node, nodes.ConditionInterruption) == nil {
@@ -101,6 +103,25 @@ func (c *conditions) set(node *corev1.Node, reason, message string) {
 	msg, held := c.message(node.Name, reason, message)
 	s.want, s.wantHeld = corev1.NodeCondition{Type: nodes.ConditionInterruption, Status: status, Reason: reason, Message: msg}, held
 	c.dueLocked(node.Name, s)
+}
+
+// conditionForget is how long a node whose condition is written and unchanged is remembered:
+// a node handed back is usually deleted with its instance, and never told its episode ended.
+// Forgotten, its next state is written as a phase change.
+const conditionForget = time.Hour
+
+// forgetIdleLocked forgets the nodes whose condition has been written and left alone for
+// conditionForget, so that the map holds the nodes of recent episodes only.
+func (c *conditions) forgetIdleLocked(now time.Time) {
+	if now.Sub(c.swept) < conditionForget/4 {
+		return
+	}
+	c.swept = now
+	for name, s := range c.shown {
+		if !s.queued && !s.writing && s.timer == nil && now.Sub(s.lastWrite) > conditionForget && sameCondition(s.want, s.written) {
+			delete(c.shown, name)
+		}
+	}
 }
 
 // heldChanged is told that the pods holding the node's drain changed: a draining node's
@@ -182,7 +203,7 @@ const conditionWriteTimeout = time.Minute
 func (c *conditions) write(node string, s *shownCondition, want corev1.NodeCondition, held bool, hint *corev1.Node) {
 	ctx, cancel := context.WithTimeout(context.Background(), conditionWriteTimeout)
 	defer cancel()
-	res, err := c.writer.SetCondition(ctx, node, hint, want)
+	_, err := c.writer.SetCondition(ctx, node, hint, want)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s.lastWrite, s.writing = time.Now(), false
@@ -192,8 +213,8 @@ func (c *conditions) write(node string, s *shownCondition, want corev1.NodeCondi
 		return
 	}
 	s.written, s.writtenHeld = want, held
-	if res.Node != nil && (s.hint == nil || s.hint == hint) {
-		s.hint = res.Node
+	if s.hint == hint {
+		s.hint = nil // the next phase brings a copy of its own; none is kept meanwhile
 	}
 	if want.Status == corev1.ConditionFalse && sameCondition(s.want, want) && s.timer == nil && !s.queued {
 		delete(c.shown, node) // over: nothing more to show until the next episode
