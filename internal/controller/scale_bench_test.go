@@ -237,7 +237,8 @@ func azReclaim(b *testing.B, sc azScale) {
 	// Lifeboat, built as cmd/lifeboat builds it.
 	awsCfg := benchAWSConfig(fake.URL())
 	queueURL := q.QueueURLs["lifeboat"]
-	cfg := benchConfig(b, queueURL, fake.URL())
+	visible := azVisible(b)
+	cfg := benchConfig(b, queueURL, fake.URL(), "EMIT_KUBERNETES_EVENTS", fmt.Sprint(visible), "NODE_CONDITION", fmt.Sprint(visible))
 	m := metrics.New()
 	base, err := c.UserConfig(azLifeboatUser, saGroups...)
 	if err != nil {
@@ -251,7 +252,7 @@ func azReclaim(b *testing.B, sc azScale) {
 	logs := &azLogCounter{counts: map[string]int{}, samples: map[string]string{}}
 	ctl := controller.New(controller.Options{Config: cfg, Client: clients.Main, LeaseClient: clients.Lease, Queue: awssqs.NewFromConfig(awsCfg),
 		EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(logs), Metrics: m,
-		Handler: episode.Options{CordonClient: clients.Cordon}})
+		Handler: azHandler(b, clients, cfg)})
 
 	// What the cluster shows, from two watches (the harness keeps no copies of the objects).
 	progress := newAZProgress(w)
@@ -416,6 +417,8 @@ func azReclaim(b *testing.B, sc azScale) {
 	hwm, _ := azProcStatus("VmHWM")
 	after := azSnapshot(m, fake)
 	apfAfter := azAPF(ctx, c.Client)
+	settledBackground := azBackgroundSettled(ctx, m)
+	final := azSnapshot(m, fake)
 	stopController()
 	burst := end.Sub(start)
 
@@ -499,6 +502,7 @@ func azReclaim(b *testing.B, sc azScale) {
 	for _, kind := range azSortedKeys(kubeByKind) {
 		say("  %-32s %7.0f   429s %.0f", kind, kubeByKind[kind], throttledByKind[kind])
 	}
+	azBackgroundReport(ctx, say, c.Client, before, final, visible, sc.notices, settledBackground)
 	say("API Priority and Fairness during the burst: rejections (priority level, flow schema, reason) %s; workload-low's seat limit now %.0f (nominal %.0f); "+
 		"peak nodes draining at once %d, %s", azFormat(azDiff(apfAfter.rejected, apfCal.rejected)),
 		apfAfter.currentSeats["workload-low"], apfAfter.nominalSeats["workload-low"], p.peakDraining,
