@@ -77,7 +77,7 @@ import (
 //
 // Lifeboat then runs in this process with default settings (WORKERS 10, KUBE_API_QPS 100,
 // KUBE_API_BURST 200), its clients built as cmd/lifeboat builds them (main, cordon, lease,
-// each counted by kube.Instrumented). It and the calibration authenticate as service
+// events, each counted by kube.Instrumented). It and the calibration authenticate as service
 // accounts, so API Priority and Fairness classifies them as in a cluster (the built-in
 // service-accounts FlowSchema, priority level workload-low); the set-up runs as
 // system:masters. The report: set-up and calibration times; from the notices' sending, the
@@ -87,8 +87,10 @@ import (
 // its peak heap and resident memory and the CPU time of this process (harness included) and
 // of the sandbox's processes; its eviction and cordon rates against the calibrated ones, and
 // the sustained comparison (evictions counted until their pods were gone, on both sides);
-// whether the evictions fit in the two-minute Spot warning. Numbers are printed, never
-// asserted.
+// whether the evictions fit in the two-minute Spot warning; the Events (on nodes and on every
+// moved pod) and the nodes' condition writes, all in the background lane, counted once they
+// settle after the burst (LIFEBOAT_SCALE_EVENTS=false leaves both out, for the difference).
+// Numbers are printed, never asserted.
 //
 //	make bench-scale
 //	LIFEBOAT_SCALE_NODES=100 LIFEBOAT_SCALE_NOTICES=50 LIFEBOAT_SCALE_PODS=5 LIFEBOAT_SCALE_CALIBRATION=100 \

@@ -55,7 +55,7 @@ func azBackgroundSettled(ctx context.Context, m *metrics.Metrics) time.Duration 
 // all of Lifeboat's requests with them, for the run without them (LIFEBOAT_SCALE_EVENTS=false)
 // to compare.
 func azBackgroundReport(ctx context.Context, say func(string, ...any), client kubernetes.Interface, before, final azCounts, visible bool, nodes int, settled time.Duration) {
-	var all, eventReqs, statusReqs, moved float64
+	var all, eventReqs, statusReqs, statusConflicts, moved float64
 	for k, v := range final.kube {
 		v -= before.kube[k]
 		all += v
@@ -64,6 +64,9 @@ func azBackgroundReport(ctx context.Context, say func(string, ...any), client ku
 			eventReqs += v
 		case strings.HasPrefix(k.resource, "nodes/status"):
 			statusReqs += v
+			if k.code == "409" {
+				statusConflicts += v
+			}
 		case k.resource == "pods/eviction" && k.code == "201":
 			moved += v
 		}
@@ -78,8 +81,8 @@ func azBackgroundReport(ctx context.Context, say func(string, ...any), client ku
 	}
 	say("Events and node conditions (LIFEBOAT_SCALE_EVENTS=%v; background lane; settled %s after the burst):", visible, settled.Round(100*time.Millisecond))
 	say("  pods moved (evictions accepted) %.0f; %s Events on pods %d", moved, events.ReasonPodEvicted, podEvents)
-	say("  Event requests %.0f: %.2f per moved pod (with the nodes' own Events); node condition writes %.0f: %.1f per node",
-		eventReqs, eventReqs/max(moved, 1), statusReqs, statusReqs/float64(max(nodes, 1)))
+	say("  Event requests %.0f: %.2f per moved pod (with the nodes' own Events); node condition patches %.0f (%.0f of them refused on a conflict, then "+
+		"read again): %.1f written per node", eventReqs, eventReqs/max(moved, 1), statusReqs, statusConflicts, (statusReqs-statusConflicts)/float64(max(nodes, 1)))
 	say("  Lifeboat's Kubernetes requests, the late Events included: %.0f (%.2f per moved pod)", all, all/max(moved, 1))
 }
 
