@@ -149,7 +149,8 @@ bench: sandbox
 ## LIFEBOAT_SCALE_CALIBRATION_PODS, LIFEBOAT_SCALE_CALIBRATION_SECONDS.
 ## LIFEBOAT_SCALE_HEAP_PROFILE=file writes a heap profile at the peak live heap (go tool pprof file), and file.goroutines
 ## the goroutines at their peak, grouped by stack. LIFEBOAT_SCALE_CPU_PROFILE=file writes a CPU profile of the
-## burst's first 15 s (the cordons and the first evictions).
+## burst's first 15 s (the cordons and the first evictions). LIFEBOAT_SCALE_EVENTS=false runs it without Events and
+## node conditions, for their cost.
 BENCH_SCALE_OUT ?= _output/bench-scale
 bench-scale: sandbox
 	@mkdir -p $(BENCH_SCALE_OUT)
@@ -158,6 +159,7 @@ bench-scale: sandbox
 	LIFEBOAT_SCALE_PODS=$(LIFEBOAT_SCALE_PODS) LIFEBOAT_SCALE_CALIBRATION=$(LIFEBOAT_SCALE_CALIBRATION) \
 	LIFEBOAT_SCALE_CALIBRATION_PODS=$(LIFEBOAT_SCALE_CALIBRATION_PODS) LIFEBOAT_SCALE_CALIBRATION_SECONDS=$(LIFEBOAT_SCALE_CALIBRATION_SECONDS) \
 	LIFEBOAT_SCALE_HEAP_PROFILE=$(LIFEBOAT_SCALE_HEAP_PROFILE) LIFEBOAT_SCALE_CPU_PROFILE=$(LIFEBOAT_SCALE_CPU_PROFILE) \
+	LIFEBOAT_SCALE_EVENTS=$(LIFEBOAT_SCALE_EVENTS) \
 	$(GO) test -run '^$$' -bench '^BenchmarkAZReclaim$$' -benchtime 1x -v -timeout 60m ./internal/controller 2>&1 | tee $(BENCH_SCALE_OUT)/raw.txt
 
 ## docs: regenerate docs/configuration.md from the settings table and docs/reference/metrics.md from the

@@ -11,7 +11,6 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -164,8 +163,9 @@ func TestAgentNodeRestriction(t *testing.T) {
 // checkOwnNodeWrites holds the agent of node to what it writes on its own Node:
 // spec.unschedulable, its taint keys, lifeboat.dev/ labels and annotations, and the
 // out-of-service taint and the load-balancer label only once the chart's settings turn them on.
-// Every other label, annotation, taint, spec field and the status is refused with a message
-// naming it. The agent's own writes go through nodes.Writer, as Lifeboat makes them, with
+// In the status it may set and clear its lifeboat.dev/Interruption condition, and nothing else.
+// Every other label, annotation, taint, spec field, condition and status field is refused
+// with a message naming it. The agent's own writes go through nodes.Writer, as Lifeboat makes them, with
 // foreign taints (one with a timeAdded) carried over in the replaced list.
 func checkOwnNodeWrites(ctx context.Context, t *testing.T, c *sandbox.Cluster, h helm, agent kubernetes.Interface, node string,
 	agentOn func(node string) kubernetes.Interface) {
@@ -244,23 +244,33 @@ func checkOwnNodeWrites(ctx context.Context, t *testing.T, c *sandbox.Cluster, h
 	refused("a pod CIDR", patch(agent, node, `{"spec":{"podCIDR":"10.244.7.0/24"}}`), prefix+"spec.podCIDR")
 	refused("a finalizer", patch(agent, node, `{"metadata":{"finalizers":["example.com/hold"]}}`), prefix+"metadata.finalizers")
 
-	// The status, even with RBAC that allows it.
-	if _, err := c.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "node-status-writer"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// In the status, only Lifeboat's own condition (the chart grants nodes/status patch for it).
+	condition := func(client kubernetes.Interface, name string, status corev1.ConditionStatus) error {
+		_, err := nodes.NewWriter(client).SetCondition(ctx, name, nil, corev1.NodeCondition{Type: nodes.ConditionInterruption, Status: status,
+			Reason: "Draining", Message: "pod shop/web held by a budget"})
+		return err
 	}
-	if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "node-status-writer"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "node-status-writer"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: namespace, Name: "lifeboat-agent"}}}, metav1.CreateOptions{}); err != nil {
+	allowed("the agent sets its condition", condition(agent, node, corev1.ConditionTrue))
+	allowed("the agent clears its condition", condition(agent, node, corev1.ConditionFalse))
+	if n, err := c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
+	} else if got := nodes.ConditionOf(n, nodes.ConditionInterruption); got == nil || got.Status != corev1.ConditionFalse {
+		t.Errorf("the agent's condition: %+v, want False", got)
 	}
-	// RBAC takes the binding up within moments; until then the patch is refused without the policy's say.
-	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		err := patch(agent, node, `{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Forged"}]}}`, "status")
-		return err == nil || strings.Contains(err.Error(), "Lifeboat agent node restriction"), nil
-	})
-	refused("its Node's status", patch(agent, node, `{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Forged"}]}}`, "status"),
-		"the agent of node "+node+" may not write the status of its Node")
+	// Conditions merge by type in a strategic merge patch: only the named ones change.
+	merge := func(body string) error {
+		_, err := agent.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(body), metav1.PatchOptions{}, "status")
+		return err
+	}
+	refused("another condition", merge(`{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Forged"}]}}`),
+		prefix+"condition Ready in the status of its Node; it may change only its condition lifeboat.dev/Interruption")
+	refused("another condition beside its own", merge(`{"status":{"conditions":[{"type":"lifeboat.dev/Interruption","status":"True"},`+
+		`{"type":"example.com/Healthy","status":"True"}]}}`), prefix+"condition example.com/Healthy in the status")
+	refused("every condition replaced by its own", patch(agent, node, `{"status":{"conditions":[{"type":"lifeboat.dev/Interruption","status":"True"}]}}`, "status"),
+		prefix+"condition Ready")
+	refused("a status field", patch(agent, node, `{"status":{"capacity":{"pods":"500"}}}`, "status"), prefix+"status.capacity")
+	refused("a label through the status", patch(agent, node, `{"metadata":{"labels":{"topology.kubernetes.io/zone":"us-east-1b"}}}`, "status"),
+		prefix+"label(s) topology.kubernetes.io/zone")
 
 	// A providerID may be set once, from empty, by the API's own rules: the agent may not set
 	// it, so it cannot point its Node at another instance.
@@ -270,6 +280,8 @@ func checkOwnNodeWrites(ctx context.Context, t *testing.T, c *sandbox.Cluster, h
 	}
 	refused("a providerID", patch(agentOn(bare.Name), bare.Name, `{"spec":{"providerID":"aws:///us-east-1a/i-0123456789abcdef0"}}`),
 		"the agent of node bare-node may not change spec.providerID")
+	refused("its condition on another node", condition(agent, bare.Name, corev1.ConditionTrue),
+		"the agent of node "+node+" may not write node bare-node")
 
 	allowed("the agent's undo edits", write(nodes.Uncordon(), nodes.RemoveTaint(nodes.TaintSpotInterruption, ""),
 		nodes.RemoveTaint(nodes.TaintScheduledMaintenance, ""), nodes.RemoveLabel(nodes.LabelUncordonAfterReboot),

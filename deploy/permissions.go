@@ -20,6 +20,7 @@ const LeaseName = "lifeboat-controller"
 var AgentPermissions = []authorizationv1.ResourceAttributes{
 	{Resource: "nodes", Verb: "get"},
 	{Resource: "nodes", Verb: "patch"},
+	{Resource: "nodes", Subresource: "status", Verb: "patch"},
 	{Resource: "pods", Verb: "list"},
 	{Resource: "pods", Verb: "watch"},
 	{Resource: "pods", Verb: "delete"},

@@ -94,7 +94,7 @@ func TestPrometheusRule(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"LifeboatDrainCutByDeadline", "LifeboatPodsHeldAtDeadline", "LifeboatLifecycleCompletionFailing",
+	for _, want := range []string{"LifeboatDrainCutByDeadline", "LifeboatDrainPastDeadlineMargin", "LifeboatPodsHeldAtDeadline", "LifeboatLifecycleCompletionFailing",
 		"LifeboatLifecycleCompletionLost", "LifeboatQueueReceiveFailing", "LifeboatPanicRecovered", "LifeboatNoLeader", "LifeboatSourceUnhealthy",
 		"LifeboatControllerDown", "LifeboatAgentDown", "LifeboatAgentsAbsent", "LifeboatAgentsUnavailable"} {
 		if !slices.Contains(alerts, want) {

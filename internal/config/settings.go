@@ -31,6 +31,7 @@ type Config struct {
 	TaintNode                  bool    // TAINT_NODE
 	TaintEffect                string  // TAINT_EFFECT
 	EnableOutOfServiceTaint    bool    // ENABLE_OUT_OF_SERVICE_TAINT
+	NodeCondition              bool    // NODE_CONDITION
 	ExcludeFromLoadBalancers   bool    // EXCLUDE_FROM_LOAD_BALANCERS
 	UptimeFromFile             string  // UPTIME_FROM_FILE
 	Workers                    int     // WORKERS
@@ -183,6 +184,8 @@ func settings(c *Config) []*Setting {
 			Usage: "Effect of the interruption taints."},
 		{Env: "ENABLE_OUT_OF_SERVICE_TAINT", Flag: "enable-out-of-service-taint", Default: "false", Group: groupDrain, value: boolValue{&c.EnableOutOfServiceTaint},
 			Usage: "After the drain, taint node.kubernetes.io/out-of-service=nodeshutdown:NoExecute."},
+		{Env: "NODE_CONDITION", Flag: "node-condition", Default: "true", Group: groupDrain, Lifeboat: true, value: boolValue{&c.NodeCondition},
+			Usage: "Show the interruption on the Node: the condition lifeboat.dev/Interruption (True while an episode holds the node, its reason the phase, its message what the phase waits for, such as the pods a disruption budget holds; False once the episode is over) and the label lifeboat.dev/phase. Condition writes go on the status subresource, at the lowest priority of the request budget, at most one per phase change and one refresh of the message per 30 s per node. false: neither is written."},
 		{Env: "EXCLUDE_FROM_LOAD_BALANCERS", Flag: "exclude-from-load-balancers", Default: "false", Group: groupDrain, value: boolValue{&c.ExcludeFromLoadBalancers},
 			Usage: "Label node.kubernetes.io/exclude-from-external-load-balancers before cordoning."},
 		{Env: "UPTIME_FROM_FILE", Flag: "uptime-from-file", Group: groupDrain, value: stringValue{&c.UptimeFromFile},

@@ -184,7 +184,7 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount, targetGr
 			}
 		}
 	}
-	handler := episode.Options{CordonClient: clients.Cordon}
+	handler := episode.Options{CordonClient: clients.Cordon, StatusClient: clients.Events} // node conditions in the background lane, as the binary writes them
 	if targetGroups > 0 {
 		handler.DetachWaits = daemon.DetachWaits(ctx, cfg, config.ModeController, clients.Main, m, slog.New(slog.DiscardHandler))
 	}

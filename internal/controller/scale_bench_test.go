@@ -79,7 +79,7 @@ import (
 //
 // Lifeboat then runs in this process with default settings (WORKERS 10, KUBE_API_QPS 100,
 // KUBE_API_BURST 200), its clients built as cmd/lifeboat builds them (main, cordon, lease,
-// each counted by kube.Instrumented). It and the calibration authenticate as service
+// events, each counted by kube.Instrumented). It and the calibration authenticate as service
 // accounts, so API Priority and Fairness classifies them as in a cluster (the built-in
 // service-accounts FlowSchema, priority level workload-low); the set-up runs as
 // system:masters. The report: set-up and calibration times; from the notices' sending, the
@@ -89,8 +89,10 @@ import (
 // its peak heap and resident memory and the CPU time of this process (harness included) and
 // of the sandbox's processes; its eviction and cordon rates against the calibrated ones, and
 // the sustained comparison (evictions counted until their pods were gone, on both sides);
-// whether the evictions fit in the two-minute Spot warning. Numbers are printed, never
-// asserted.
+// whether the evictions fit in the two-minute Spot warning; the Events (on nodes and on every
+// moved pod) and the nodes' condition writes, all in the background lane, counted once they
+// settle after the burst (LIFEBOAT_SCALE_EVENTS=false leaves both out, for the difference).
+// Numbers are printed, never asserted.
 //
 //	make bench-scale
 //	LIFEBOAT_SCALE_NODES=100 LIFEBOAT_SCALE_NOTICES=50 LIFEBOAT_SCALE_PODS=5 LIFEBOAT_SCALE_CALIBRATION=100 \
@@ -239,7 +241,8 @@ func azReclaim(b *testing.B, sc azScale) {
 	// Lifeboat, built as cmd/lifeboat builds it.
 	awsCfg := benchAWSConfig(fake.URL())
 	queueURL := q.QueueURLs["lifeboat"]
-	cfg := benchConfig(b, queueURL, fake.URL())
+	visible := azVisible(b)
+	cfg := benchConfig(b, queueURL, fake.URL(), "EMIT_KUBERNETES_EVENTS", fmt.Sprint(visible), "NODE_CONDITION", fmt.Sprint(visible))
 	m := metrics.New()
 	base, err := c.UserConfig(azLifeboatUser, saGroups...)
 	if err != nil {
@@ -253,7 +256,7 @@ func azReclaim(b *testing.B, sc azScale) {
 	logs := &azLogCounter{counts: map[string]int{}, samples: map[string]string{}}
 	ctl := controller.New(controller.Options{Config: cfg, Client: clients.Main, LeaseClient: clients.Lease, Queue: awssqs.NewFromConfig(awsCfg),
 		EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(logs), Metrics: m,
-		Handler: episode.Options{CordonClient: clients.Cordon}})
+		Handler: azHandler(b, clients, cfg)})
 
 	// What the cluster shows, from two watches (the harness keeps no copies of the objects).
 	progress := newAZProgress(w)
@@ -418,6 +421,8 @@ func azReclaim(b *testing.B, sc azScale) {
 	hwm, _ := azProcStatus("VmHWM")
 	after := azSnapshot(m, fake)
 	apfAfter := azAPF(ctx, c.Client)
+	settledBackground := azBackgroundSettled(ctx, m)
+	final := azSnapshot(m, fake)
 	stopController()
 	burst := end.Sub(start)
 
@@ -501,6 +506,7 @@ func azReclaim(b *testing.B, sc azScale) {
 	for _, kind := range azSortedKeys(kubeByKind) {
 		say("  %-32s %7.0f   429s %.0f", kind, kubeByKind[kind], throttledByKind[kind])
 	}
+	azBackgroundReport(ctx, say, c.Client, before, final, visible, sc.notices, settledBackground)
 	say("API Priority and Fairness during the burst: rejections (priority level, flow schema, reason) %s; workload-low's seat limit now %.0f (nominal %.0f); "+
 		"peak nodes draining at once %d, %s", azFormat(azDiff(apfAfter.rejected, apfCal.rejected)),
 		apfAfter.currentSeats["workload-low"], apfAfter.nominalSeats["workload-low"], p.peakDraining,

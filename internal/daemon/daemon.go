@@ -150,8 +150,9 @@ func (d *Daemon) buildController(ctx context.Context, clients *Clients, handler 
 }
 
 // handlerOptions are the process's parts of the episode's handler: Events, the webhook, the
-// drainer, the detach waits, and the cordon client. Cordons go through the budget's urgent lane: in a
-// burst they never queue behind the evictions of nodes cordoned earlier.
+// drainer, the detach waits, and the cordon and status clients. Cordons go through the budget's urgent lane: in a
+// burst they never queue behind the evictions of nodes cordoned earlier; the node's condition goes through the
+// background lane, with the Events, behind every ordinary request.
 func (d *Daemon) handlerOptions(ctx context.Context, clients *Clients) (episode.Options, error) {
 	recorder, stopEvents, err := events.New(clients.Events, wiring.Events(d.cfg, d.log))
 	if err != nil {
@@ -162,7 +163,7 @@ func (d *Daemon) handlerOptions(ctx context.Context, clients *Clients) (episode.
 	if err != nil {
 		return episode.Options{}, &ConfigError{fmt.Errorf("invalid webhook settings: %w", err)}
 	}
-	return episode.Options{Metrics: d.metrics, Events: recorder, Webhook: hooks, CordonClient: clients.Cordon,
+	return episode.Options{Metrics: d.metrics, Events: recorder, Webhook: hooks, CordonClient: clients.Cordon, StatusClient: clients.Events,
 		Drainer:     episode.NewDrainer(d.cfg, clients.Main, d.metrics, recorder, d.log),
 		DetachWaits: DetachWaits(ctx, d.cfg, d.mode, clients.Main, d.metrics, d.log)}, nil
 }

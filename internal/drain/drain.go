@@ -69,12 +69,22 @@ type MarkObserver interface {
 	UnreadableMark(pod *Pod, why string)
 }
 
+// MoveObserver is an Observer that also hears of each pod a drain moves: its eviction
+// accepted, or (forced) its deletion past a budget near the deadline, with the grace period it
+// was given. Calls come from the drain's workers, concurrently, and must not block.
+type MoveObserver interface {
+	Moved(pod *Pod, forced bool, graceSeconds int64)
+}
+
 // Drainer empties nodes.
 type Drainer struct {
 	client kubernetes.Interface
 	opts   Options
 	slots  *evictionSlots // shared by the copies WithNodePods makes
 }
+
+// Observer is the observer the drainer reports to (Options.Observer).
+func (d *Drainer) Observer() Observer { return d.opts.Observer }
 
 // WithNodePods returns a copy of d whose drains list and follow their pods from p.
 func (d *Drainer) WithNodePods(p *NodePods) *Drainer {

@@ -162,7 +162,15 @@ func (e *podEviction) accepted(ctx context.Context, a attempt) {
 		grace = *g
 	}
 	e.tr.leavingBy(e.pod, e.out.EvictedAt.Add(time.Duration(grace)*time.Second))
+	e.d.moved(e.pod, false, grace)
 	e.d.catchUp(ctx, a.tightened, e.dl, e.tr)
+}
+
+// moved tells the observer, if it hears of them, of a pod the drain moved.
+func (d *Drainer) moved(pod *Pod, forced bool, grace int64) {
+	if o, ok := d.opts.Observer.(MoveObserver); ok {
+		o.Moved(pod, forced, grace)
+	}
 }
 
 // refusedAttempt handles a refusal, by a disruption budget or a transient one: it forces the
@@ -260,6 +268,7 @@ func (d *Drainer) forceDelete(ctx context.Context, pod *Pod, out *PodOutcome, de
 	}
 	log.Warn("deleted a pod its PodDisruptionBudget still protected: the deadline is near", "gracePeriodSeconds", grace)
 	out.EvictedAt, out.Forced = time.Now(), true
+	d.moved(pod, true, grace)
 	tr.leavingBy(pod, out.EvictedAt.Add(time.Duration(grace)*time.Second))
 }
 

@@ -4,8 +4,13 @@ package drain
 
 import (
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"lifeboat.dev/lifeboat/internal/events"
 )
@@ -28,7 +33,60 @@ type Reporter struct {
 	// marksTold holds the pods (UID and what their annotation says) told of an unreadable
 	// do-not-disrupt annotation, so that the drains of one episode tell each once.
 	marksTold map[string]time.Time
+	// holding lists, per node, the pods a budget holds now and what holds each.
+	holding map[string]map[types.UID]string
+	// heldChanged, when set, is told the node whose holding pods changed.
+	heldChanged atomic.Pointer[func(node string)]
 }
+
+// Holding lists the pods that a disruption budget holds on the node's drain now, each as
+// "namespace/name (what refuses)", in order.
+func (r *Reporter) Holding(node string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := slices.Collect(maps.Values(r.holding[node]))
+	slices.Sort(out)
+	return out
+}
+
+// OnHeldChange has fn told the node whose holding pods changed (see Holding), from the
+// drain's workers: it must not block.
+func (r *Reporter) OnHeldChange(fn func(node string)) { r.heldChanged.Store(&fn) }
+
+// hold notes the pod held (by not nil) or no longer held, and tells OnHeldChange's function.
+func (r *Reporter) hold(pod *Pod, by *Blocker) {
+	node := pod.Spec.NodeName
+	r.mu.Lock()
+	if r.holding == nil {
+		r.holding = map[string]map[types.UID]string{}
+	}
+	if by != nil {
+		if r.holding[node] == nil {
+			r.holding[node] = map[types.UID]string{}
+		}
+		r.holding[node][pod.UID] = pod.Namespace + "/" + pod.Name + " (" + by.String() + ")"
+	} else {
+		delete(r.holding[node], pod.UID)
+		if len(r.holding[node]) == 0 {
+			delete(r.holding, node)
+		}
+	}
+	r.mu.Unlock()
+	if fn := r.heldChanged.Load(); fn != nil {
+		(*fn)(node)
+	}
+}
+
+// Moved tells the pod's owners, on the pod, that the drain moved it.
+func (r *Reporter) Moved(pod *Pod, forced bool, grace int64) {
+	if forced {
+		r.events.PodDeleted(events.PodOf(pod), pod.Spec.NodeName, grace)
+		return
+	}
+	r.events.PodEvicted(events.PodOf(pod), pod.Spec.NodeName, grace)
+}
+
+var _ MoveObserver = (*Reporter)(nil)
 
 // BlockedPods counts the pods that hold a drain, by what holds them (metrics.Metrics fits it).
 type BlockedPods interface {
@@ -77,6 +135,7 @@ func (r *Reporter) Blocked(pod *Pod, by Blocker) {
 	r.metrics.BlockedPod(blockReason(by), 1)
 	r.log.Warn("eviction refused by a disruption budget; retrying until the deadline", "pod", pod.Namespace+"/"+pod.Name,
 		"node", pod.Spec.NodeName, "budget", by.Budget, "detail", by.Detail)
+	r.hold(pod, &by)
 	r.events.EvictionBlocked(events.PodOf(pod), by.String())
 	if r.nodeEventDue(pod.Spec.NodeName) {
 		r.events.DrainBlocked(events.Node{Name: pod.Spec.NodeName}, pod.Namespace+"/"+pod.Name, by.String())
@@ -85,6 +144,7 @@ func (r *Reporter) Blocked(pod *Pod, by Blocker) {
 
 func (r *Reporter) Unblocked(pod *Pod, by Blocker, evicted bool) {
 	r.metrics.BlockedPod(blockReason(by), -1)
+	r.hold(pod, nil)
 	if evicted {
 		r.log.Info("eviction accepted after a disruption budget refused it", "pod", pod.Namespace+"/"+pod.Name, "node", pod.Spec.NodeName, "budget", by.Budget)
 	}

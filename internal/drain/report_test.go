@@ -3,8 +3,12 @@
 package drain
 
 import (
+	"log/slog"
+	"slices"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // An unreadable do-not-disrupt annotation is told once per pod and value through the drains of
@@ -29,3 +33,35 @@ func TestUnreadableMarkToldOncePerPod(t *testing.T) {
 		}
 	}
 }
+
+// The pods a budget holds are listed per node while they are held, and each change is told.
+func TestHolding(t *testing.T) {
+	r := NewReporter(nil, noBlockedPods{}, slog.New(slog.DiscardHandler))
+	var told []string
+	r.OnHeldChange(func(node string) { told = append(told, node) })
+	pod := func(name, node string) *Pod {
+		p := &Pod{Spec: PodSpec{NodeName: node}}
+		p.Namespace, p.Name, p.UID = "shop", name, types.UID(name)
+		return p
+	}
+	by := Blocker{Budget: "ledger", Detail: "needs 1 healthy pods and has 1 currently"}
+	r.Blocked(pod("b", "n1"), by)
+	r.Blocked(pod("a", "n1"), by)
+	r.Blocked(pod("c", "n2"), by)
+	if got := r.Holding("n1"); !slices.Equal(got, []string{"shop/a (PodDisruptionBudget ledger (needs 1 healthy pods and has 1 currently))",
+		"shop/b (PodDisruptionBudget ledger (needs 1 healthy pods and has 1 currently))"}) {
+		t.Errorf("holding n1: %q", got)
+	}
+	r.Unblocked(pod("a", "n1"), by, true)
+	r.Unblocked(pod("b", "n1"), by, false)
+	if got := r.Holding("n1"); len(got) != 0 {
+		t.Errorf("holding n1 after both left: %q", got)
+	}
+	if !slices.Equal(told, []string{"n1", "n1", "n2", "n1", "n1"}) {
+		t.Errorf("told %q", told)
+	}
+}
+
+type noBlockedPods struct{}
+
+func (noBlockedPods) BlockedPod(string, float64) {}

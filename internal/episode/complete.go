@@ -66,7 +66,8 @@ func (c *completions) finish(ctx context.Context, n notice.Notice, nodeName stri
 		}
 	}
 	var notify bool
-	edits := []nodes.Edit{claimOutcome(record.OutcomeDrained, &notify), record.PhaseEdit(n.ID, record.PhaseDrained, time.Time{}), c.claims.disownEdit()}
+	edits := []nodes.Edit{claimOutcome(record.OutcomeDrained, &notify), record.PhaseEdit(n.ID, record.PhaseDrained, time.Time{}),
+		phaseLabel(c.cfg.NodeCondition), c.claims.disownEdit()}
 	if done.ran {
 		edits = append(edits, record.Edit(func(r *record.Record) { r.Held, r.Handback = done.held, nil }))
 	}

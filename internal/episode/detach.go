@@ -34,6 +34,8 @@ type detachPhase struct {
 	writer  *nodes.Writer
 	metrics *metrics.Metrics
 	events  *events.Recorder
+	// conditions is told what the waits still find held.
+	conditions *conditions
 }
 
 // waitDone says, for the Event, what a wait that ended in time waited for.
@@ -68,6 +70,7 @@ func (b *detachPhase) run(ctx context.Context, node *corev1.Node, pending []noti
 	if len(subject.Claims)+len(subject.PodIPs) > 0 && !covers(recorded, subject) {
 		waits = b.recordWhenHeld(ctx, node.Name, subject, log)
 	}
+	waits = b.showingHeld(node, waits)
 	bounded, cancel := deadline.Bound(ctx, handbackMargin)
 	defer cancel()
 	results := detach.Run(bounded, deadline.Time().Add(-handbackMargin), subject, waits...)
@@ -98,6 +101,65 @@ func (b *detachPhase) run(ctx context.Context, node *corev1.Node, pending []noti
 		}
 	}
 	return notes, safe
+}
+
+// waitReasons are the condition's reasons while a wait finds something held, in the order
+// they are shown when several do.
+var waitReasons = []struct{ wait, reason string }{
+	{"volumes", ConditionWaitingForVolumes},
+	{"targets", ConditionWaitingForTargets},
+}
+
+// showingHeld wraps the waits so that the node's condition says what they still find held:
+// the reason of the first wait (in waitReasons' order) that holds something, and everything
+// held in its message.
+func (b *detachPhase) showingHeld(node *corev1.Node, waits []detach.Wait) []detach.Wait {
+	if b.conditions == nil || b.conditions.writer == nil {
+		return waits
+	}
+	var (
+		mu   sync.Mutex
+		held = map[string][]string{}
+	)
+	show := func(wait string, items []string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(items) == 0 && len(held[wait]) == 0 {
+			return
+		}
+		held[wait] = items
+		reason, parts := "", []string{}
+		for _, w := range waitReasons {
+			if len(held[w.wait]) > 0 {
+				if reason == "" {
+					reason = w.reason
+				}
+				parts = append(parts, waitDone[w.wait]+": "+strings.Join(held[w.wait], ", "))
+			}
+		}
+		if reason != "" {
+			b.conditions.set(node, reason, "Drained; waiting before the instance is handed back until "+strings.Join(parts, "; "))
+		}
+	}
+	out := make([]detach.Wait, len(waits))
+	for i, w := range waits {
+		out[i] = showingWait{Wait: w, show: show}
+	}
+	return out
+}
+
+// showingWait is a Wait that shows what it finds held.
+type showingWait struct {
+	detach.Wait
+	show func(wait string, held []string)
+}
+
+func (w showingWait) Held(ctx context.Context, s detach.Subject) ([]string, error) {
+	held, err := w.Wait.Held(ctx, s)
+	if err == nil {
+		w.show(w.Name(), held)
+	}
+	return held, err
 }
 
 // guarded is waits, each with its panics recovered: a wait that panics is skipped.

@@ -108,6 +108,10 @@ type Options struct {
 	// abandoned to its group's retention (ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN; see
 	// retain.go).
 	Retainer Retainer
+	// StatusClient writes the node's lifeboat.dev/Interruption condition (NODE_CONDITION): in the
+	// request budget's background lane, so that it never holds a cordon or an eviction back.
+	// Default: the Handler's client.
+	StatusClient kubernetes.Interface
 }
 
 // Handler takes notices for nodes of this cluster (Intake) and drives each node's episode
@@ -131,6 +135,7 @@ type Handler struct {
 	completion  *completions
 	invalid     *invalidRecords
 	newer       *newerRecords
+	conditions  *conditions
 }
 
 // NewHandler builds a Handler from the configuration.
@@ -151,16 +156,33 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 		drainer = NewDrainer(c, client, o.Metrics, o.Events, logger)
 	}
 	h.drains = newDrains(drainer, o.Metrics, o.Events, logger)
+	h.conditions = newConditions(conditionWriter(c, client, o.StatusClient), logger)
+	if r, ok := drainer.Observer().(*drain.Reporter); ok && h.conditions.writer != nil {
+		h.conditions.held = r.Holding
+		r.OnHeldChange(h.conditions.heldChanged)
+	}
 	h.claims = &claims{origin: o.Origin, holder: holderName(), renewEvery: OwnerRenew, cfg: c, writer: w, metrics: o.Metrics, log: logger, owning: map[string]*renewals{}}
-	h.ends = &ends{cfg: c, writer: w, handled: handled, events: o.Events, metrics: o.Metrics, log: logger}
+	h.ends = &ends{cfg: c, writer: w, handled: handled, events: o.Events, metrics: o.Metrics, log: logger, conditions: h.conditions}
 	reports := &reports{webhook: o.Webhook, cfg: c, metrics: o.Metrics, log: logger}
 	h.intake = &intake{cfg: c, origin: o.Origin, log: logger, cordonClient: cordonClient, cordonWriter: cordonWriter, handled: handled,
-		metrics: o.Metrics, events: o.Events, claims: h.claims, drains: h.drains, ends: h.ends, reports: reports, invalid: h.invalid,
+		metrics: o.Metrics, events: o.Events, claims: h.claims, drains: h.drains, ends: h.ends, reports: reports, invalid: h.invalid, conditions: h.conditions,
 		refused: &refusedClaims{reported: newReportedOnce(), log: logger, metrics: o.Metrics, events: o.Events}}
-	h.detachPhase = &detachPhase{waits: guarded(o.DetachWaits, logger, o.Metrics), cfg: c, writer: w, metrics: o.Metrics, events: o.Events}
+	h.detachPhase = &detachPhase{waits: guarded(o.DetachWaits, logger, o.Metrics), cfg: c, writer: w, metrics: o.Metrics, events: o.Events, conditions: h.conditions}
 	h.retentions = &retentions{retainer: o.Retainer, cfg: c, writer: w, events: o.Events, metrics: o.Metrics, drains: h.drains}
 	h.completion = &completions{completer: o.Completer, cfg: c, writer: w, handled: handled, events: o.Events, log: logger, claims: h.claims, reports: reports}
 	return h
+}
+
+// conditionWriter writes the node condition through status (else client); nil when
+// NODE_CONDITION is off or under DRY_RUN, which writes nothing.
+func conditionWriter(c *config.Config, client, status kubernetes.Interface) *nodes.Writer {
+	if !c.NodeCondition || c.DryRun {
+		return nil
+	}
+	if status == nil {
+		status = client
+	}
+	return nodes.NewWriter(status)
 }
 
 // UseNodePods makes the drains that start from now on list and follow their pods from one

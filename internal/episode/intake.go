@@ -39,6 +39,7 @@ type intake struct {
 	reports      *reports
 	invalid      *invalidRecords
 	refused      *refusedClaims
+	conditions   *conditions
 }
 
 // take takes one notice for the node. In one conflict-safe write, computed from the node
@@ -89,6 +90,9 @@ func (in *intake) take(ctx context.Context, n notice.Notice, nodeName string, ca
 	if err != nil {
 		return nil, err
 	}
+	if !rec.Has(n.ID) && !in.cfg.DryRun {
+		in.metrics.InterruptionLatency(n.Kind, metrics.StageCordoned, n.Announced)
+	}
 	if !plan.Drain {
 		if notify {
 			in.reports.notify(ctx, n, written, "cordoned", nil)
@@ -128,6 +132,9 @@ func (in *intake) current(ctx context.Context, n notice.Notice, nodeName string,
 		in.invalid.report(node, err)
 	}
 	n = rec.MatchLegacyID(n)
+	if n.Announced.IsZero() {
+		n.Announced = time.Now() // a notice that states no time of its own: when Lifeboat first saw it
+	}
 	if !rec.Known() {
 		// Another release of Lifeboat is at work on this node (a rollout): leave it alone,
 		// and keep the notice (it comes back) for a binary that knows the record.
@@ -170,10 +177,37 @@ func (in *intake) cordon(ctx context.Context, n notice.Notice, plan Plan, node *
 		in.metrics.Action(metrics.ActionCordon, metrics.ResultSkipped)
 	}
 	log.Info("node cordoned", "changed", res.Changed, "drain", plan.Drain, "deadline", n.Deadline, "dryRun", in.cfg.DryRun)
+	in.showCondition(n, plan, res.Node)
 	if ended != "" {
 		log.Info("the node's previous interruption episode ended just before this write; this notice opened a new one", "why", ended)
 	}
 	return res.Node, notify, nil
+}
+
+// showCondition states the node's condition after the notice's write: draining when its drain
+// follows at once, else cordoned (and when, if ever, the drain starts). A cordon-only notice
+// joining an episode drained already leaves the condition as it is.
+func (in *intake) showCondition(n notice.Notice, plan Plan, node *corev1.Node) {
+	if rec, _ := record.Read(node); !plan.Drain && rec.Phase >= record.PhaseDrained {
+		return
+	}
+	what := fmt.Sprintf("notice %s (%s)", n.ID, n.Kind)
+	start := drainStart(in.cfg, n)
+	switch {
+	case !plan.Drain && n.CordonOnly != "":
+		in.conditions.set(node, ConditionCordoned, "Cordoned for "+what+"; no drain: "+n.CordonOnly)
+	case !plan.Drain:
+		in.conditions.set(node, ConditionCordoned, "Cordoned for "+what+"; no drain")
+	case time.Until(start) > 0:
+		in.conditions.set(node, ConditionCordoned, "Cordoned for "+what+"; the drain starts at "+start.UTC().Format(time.RFC3339))
+	default:
+		in.conditions.set(node, ConditionDraining, drainingMessage(n.ID, drainDeadline(n)))
+	}
+}
+
+// drainingMessage is the condition's message while the drain for the notice runs.
+func drainingMessage(id string, deadline time.Time) string {
+	return "Draining for notice " + id + " by " + deadline.UTC().Format(time.RFC3339)
 }
 
 // read returns the node to decide on: the cached copy, unless it says there is
@@ -211,7 +245,8 @@ func (in *intake) edits(n notice.Notice, plan Plan, ended *string, notify, wasSc
 	if plan.Drain {
 		phase = record.PhaseDraining
 	}
-	edits = append(edits, record.PhaseEdit(n.ID, phase, n.Deadline), record.IntentEdit(n, in.origin, time.Duration(in.cfg.NodeTerminationGracePeriod)*time.Second))
+	edits = append(edits, record.PhaseEdit(n.ID, phase, n.Deadline), phaseLabel(in.cfg.NodeCondition),
+		record.IntentEdit(n, in.origin, time.Duration(in.cfg.NodeTerminationGracePeriod)*time.Second))
 	if plan.Drain && !in.cfg.DryRun && time.Until(drainStart(in.cfg, n)) <= 0 {
 		// The drain follows at once: claim it in this write rather than in one more.
 		edits = append(edits, in.claims.intakeEdit(n))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -101,7 +102,21 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 			return wait, err
 		}
 	}
-	return 0, h.completion.finishAll(ctx, e.node, pending, &e.outcome)
+	if err := h.completion.finishAll(ctx, e.node, pending, &e.outcome); err != nil {
+		return 0, err
+	}
+	h.conditions.set(e.node, ConditionHandedBack, handedBackMessage(pending, e.outcome))
+	observeLatency(h.metrics, h.cfg, pending, metrics.StageHandedBack)
+	return 0, nil
+}
+
+// handedBackMessage is the condition's message once the notices are finished.
+func handedBackMessage(pending []notice.Notice, done drainOutcome) string {
+	msg := "Drained for notice " + strings.Join(ids(pending), ", ") + "; the instance is handed back and may go"
+	if done.ran {
+		msg += fmt.Sprintf(" (%d pod(s) evicted)", len(done.evicted))
+	}
+	return msg
 }
 
 // episode is what one reconcile knows of the node's episode as its phases run.
@@ -131,6 +146,7 @@ func (h *Handler) drainEpisode(ctx context.Context, e *episode) (wait time.Durat
 		defer h.keepAlive.Start(ctx, node, live, deadline)() // an abandoned action has no heartbeat to keep
 	}
 	defer h.drains.track(node.Name, deadline)()
+	h.conditions.set(node, ConditionDraining, drainingMessage(e.pending[0].ID, deadline.Time()))
 	if e.retention.state != stateRetained {
 		h.events.DrainStarted(events.NodeOf(node), e.pending[0].ID, deadline.Time())
 	}
@@ -139,6 +155,9 @@ func (h *Handler) drainEpisode(ctx context.Context, e *episode) (wait time.Durat
 	e.outcome, err = h.drains.run(owning, node, deadline, e.retention.terms(node, e.pending), e.log)
 	e.outcome.abandoned = abandoned
 	safe := true
+	if err == nil && e.outcome.ran && owning.Err() == nil {
+		observeLatency(h.metrics, h.cfg, e.pending, metrics.StageDrained)
+	}
 	if err == nil {
 		e.outcome.notes, safe = h.detachPhase.run(owning, node, e.pending, deadline, e.outcome, e.rec.Handback, e.log)
 	}
@@ -164,6 +183,17 @@ func (h *Handler) drainEpisode(ctx context.Context, e *episode) (wait time.Durat
 		return 0, false, fmt.Errorf("node %s: stopped before the instance was handed back: %w", node.Name, stopped)
 	}
 	return 0, true, nil
+}
+
+// observeLatency records that the notices reached the stage (not under DRY_RUN, which does
+// nothing).
+func observeLatency(m *metrics.Metrics, c *config.Config, ns []notice.Notice, stage string) {
+	if c.DryRun {
+		return
+	}
+	for _, n := range ns {
+		m.InterruptionLatency(n.Kind, stage, n.Announced)
+	}
 }
 
 // ids lists the notices' ids, for the log.

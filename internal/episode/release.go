@@ -29,6 +29,8 @@ type ends struct {
 	events  *events.Recorder
 	metrics *metrics.Metrics
 	log     *slog.Logger
+	// conditions is told when an episode is over.
+	conditions *conditions
 }
 
 // booted closes the node's episode if the instance has booted again since it
@@ -79,6 +81,7 @@ func (e *ends) end(ctx context.Context, node *corev1.Node, ended func(*corev1.No
 		return "", nil, err
 	}
 	if why != "" {
+		e.conditions.set(res.Node, ConditionEpisodeEnded, "The interruption episode is over: "+why)
 		e.handled.forget(previous...)
 		e.log.Info("the node's interruption episode is over: Lifeboat's cordon and taints taken back", "node", node.Name, "why", why, "notices", previous)
 		if !e.cfg.DryRun {
@@ -116,6 +119,7 @@ func (e *ends) release(ctx context.Context, n notice.Notice, node *corev1.Node, 
 		return err
 	}
 	if uncordoned {
+		e.conditions.set(node, ConditionEpisodeEnded, "The interruption episode is over: every notice was released (its event canceled or completed)")
 		e.metrics.Action(metrics.ActionUncordon, dryRunOr(e.cfg.DryRun, metrics.ResultOK))
 		e.events.Uncordoned(events.NodeOf(node), "the scheduled event "+n.ID+" was canceled or completed")
 	}
@@ -160,7 +164,7 @@ func (e *ends) undo(rec record.Record) []nodes.Edit {
 	if e.cfg.ExcludeFromLoadBalancers {
 		edits = append(edits, nodes.RemoveLabel(nodes.LabelExcludeFromLoadBalancers))
 	}
-	return append(edits, nodes.RemoveLabel(nodes.LabelUncordonAfterReboot))
+	return append(edits, nodes.RemoveLabel(nodes.LabelUncordonAfterReboot), nodes.RemoveLabel(nodes.LabelPhase))
 }
 
 var interruptionTaints = []string{nodes.TaintSpotInterruption, nodes.TaintScheduledMaintenance, nodes.TaintASGLifecycle, nodes.TaintRebalance}
@@ -191,6 +195,7 @@ func (e *ends) afterReboot(ctx context.Context, node *corev1.Node, bootTime time
 		return false, err
 	}
 	if released {
+		e.conditions.set(node, ConditionEpisodeEnded, "The interruption episode is over: the node has been through its scheduled reboot")
 		e.log.Info("node rebooted after its scheduled reboot; uncordoned", "node", node.Name, "bootTime", bootTime)
 	}
 	return released, nil

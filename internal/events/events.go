@@ -14,7 +14,8 @@
 // Uncordon), so filters written for NTH keep working; the rest are Lifeboat's.
 //
 // Recording never blocks and never fails the caller. The broadcaster bounds its own cost:
-// at most 1000 Events queued (more are dropped and logged), client-go's default spam filter
+// at most 1000 Events queued, the nodes' and the pods' each in a queue of their own (more are
+// dropped: a burst's pod Events never crowd out a node's), client-go's default spam filter
 // (per node: a burst of 25, then one every 5 minutes) and aggregation of similar Events, and
 // at most 12 write attempts per Event. Events still queued when the stop function runs may
 // be lost: an Event is a report, never the record Lifeboat resumes from.
@@ -78,6 +79,8 @@ const (
 	ReasonPodHeld             = "PodHeld"                // on such a pod: the same, told to its owners
 	ReasonEvictionBlocked     = "EvictionBlocked"        // on the pod and its node: a disruption budget refuses its eviction
 	ReasonUnreadableMark      = "DoNotDisruptUnreadable" // on the pod: its do-not-disrupt annotation is taken as "true"
+	ReasonPodEvicted          = "InterruptionEviction"   // on the pod: evicted to drain its node
+	ReasonPodDeleted          = "InterruptionDeletion"   // on the pod: deleted past its budget near the deadline
 )
 
 // maxDetail bounds the part of a message that comes from elsewhere (an error, a
@@ -121,7 +124,8 @@ func (n Node) reference() *corev1.ObjectReference {
 // Recorder records Lifeboat's Events. Its methods do nothing when EMIT_KUBERNETES_EVENTS is
 // off, and a nil *Recorder is a disabled one.
 type Recorder struct {
-	rec         record.EventRecorder
+	rec         record.EventRecorder // the nodes' Events
+	pods        record.EventRecorder // the pods' Events, queued apart
 	dryRun      bool
 	annotations map[string]string
 }
@@ -154,13 +158,21 @@ func New(client kubernetes.Interface, o Options) (*Recorder, func(), error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	b.StartEventWatcher(func(e *corev1.Event) {
-		logger.Debug("kubernetes event", "node", e.InvolvedObject.Name, "type", e.Type, "reason", e.Reason, "message", e.Message)
-	})
-	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component, Host: o.Host})
-	return newRecorder(rec, o), b.Shutdown, nil
+	// Two broadcasters, each with its own bounded queue: the pods' Events (one per pod a drain
+	// moves, tens of thousands when a zone is reclaimed) never crowd the nodes' out.
+	start := func() (record.EventRecorder, func()) {
+		b := record.NewBroadcaster()
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+		b.StartEventWatcher(func(e *corev1.Event) {
+			logger.Debug("kubernetes event", "kind", e.InvolvedObject.Kind, "name", e.InvolvedObject.Name, "type", e.Type, "reason", e.Reason, "message", e.Message)
+		})
+		return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component, Host: o.Host}), b.Shutdown
+	}
+	rec, stopNodes := start()
+	pods, stopPods := start()
+	r := newRecorder(rec, o)
+	r.pods = pods
+	return r, func() { stopPods(); stopNodes() }, nil
 }
 
 func newRecorder(rec record.EventRecorder, o Options) *Recorder {
@@ -171,7 +183,15 @@ func newRecorder(rec record.EventRecorder, o Options) *Recorder {
 	if o.DryRun {
 		annotations[AnnotationDryRun] = "true"
 	}
-	return &Recorder{rec: rec, dryRun: o.DryRun, annotations: annotations}
+	return &Recorder{rec: rec, pods: rec, dryRun: o.DryRun, annotations: annotations}
+}
+
+// podEvent records an Event on the pod, through the pods' own queue.
+func (r *Recorder) podEvent(pod Pod, eventType, reason, msg string) {
+	if !r.Enabled() {
+		return
+	}
+	r.pods.AnnotatedEventf(pod.reference(), maps.Clone(r.annotations), eventType, reason, "%s", msg)
 }
 
 // Enabled reports whether Events are recorded.
@@ -313,10 +333,7 @@ func (r *Recorder) PodsHeld(node Node, held []string) {
 // its owners see in their namespace that the node is cordoned and going, and that the pod
 // goes with the instance unless they move it or a reclaim's drain evicts it last.
 func (r *Recorder) PodHeld(pod Pod, node string) {
-	if !r.Enabled() {
-		return
-	}
-	r.rec.AnnotatedEventf(pod.reference(), maps.Clone(r.annotations), corev1.EventTypeWarning, ReasonPodHeld, "%s",
+	r.podEvent(pod, corev1.EventTypeWarning, ReasonPodHeld,
 		clip("Lifeboat leaves the pod on node "+node+", which is cordoned for an interruption, because it is marked not to disrupt and no notice reclaims the instance yet; "+
 			"it ends with the instance unless it is moved, or a reclaim's drain evicts it last"))
 }
@@ -324,10 +341,7 @@ func (r *Recorder) PodHeld(pod Pod, node string) {
 // EvictionBlocked records, on the pod, that its node's drain cannot evict it yet, and what
 // refuses (a PodDisruptionBudget and its numbers): Lifeboat retries until the deadline.
 func (r *Recorder) EvictionBlocked(pod Pod, by string) {
-	if !r.Enabled() {
-		return
-	}
-	r.rec.AnnotatedEventf(pod.reference(), maps.Clone(r.annotations), corev1.EventTypeWarning, ReasonEvictionBlocked, "%s",
+	r.podEvent(pod, corev1.EventTypeWarning, ReasonEvictionBlocked,
 		clip("Lifeboat cannot evict the pod to drain its node: refused by "+by+"; retrying until the node's deadline"))
 }
 
@@ -335,12 +349,23 @@ func (r *Recorder) EvictionBlocked(pod Pod, by string) {
 // not be read (why says what it holds) and is taken as "true". The caller sends one per pod
 // and episode.
 func (r *Recorder) UnreadableMark(pod Pod, why string) {
-	if !r.Enabled() {
-		return
-	}
-	r.rec.AnnotatedEventf(pod.reference(), maps.Clone(r.annotations), corev1.EventTypeWarning, ReasonUnreadableMark, "%s",
+	r.podEvent(pod, corev1.EventTypeWarning, ReasonUnreadableMark,
 		clip("Lifeboat protects the pod from its node's drains as if it were marked not to disrupt without an end: "+why+
 			". Write \"true\", or a duration from the pod's start such as \"30m\""))
+}
+
+// PodEvicted records, on the pod, that its eviction was accepted: its node is drained before
+// its instance goes away, and the pod has graceSeconds to stop.
+func (r *Recorder) PodEvicted(pod Pod, node string, graceSeconds int64) {
+	r.podEvent(pod, corev1.EventTypeNormal, ReasonPodEvicted,
+		clip(fmt.Sprintf("Lifeboat evicted the pod to drain node %s, whose instance is being interrupted; grace period %ds", node, graceSeconds)))
+}
+
+// PodDeleted records, on the pod, that it was deleted although a disruption budget still
+// protected it: its node's deadline was near (FORCE_DELETE_BEFORE_DEADLINE_SECONDS).
+func (r *Recorder) PodDeleted(pod Pod, node string, graceSeconds int64) {
+	r.podEvent(pod, corev1.EventTypeWarning, ReasonPodDeleted,
+		clip(fmt.Sprintf("Lifeboat deleted the pod past its PodDisruptionBudget: node %s's instance goes at the deadline, which is near; grace period %ds", node, graceSeconds)))
 }
 
 // DrainBlocked records, on the node, a pod its drain cannot evict yet and what refuses. The

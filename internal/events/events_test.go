@@ -245,3 +245,27 @@ func TestUnreadableMarkOnThePod(t *testing.T) {
 		t.Errorf("reference %+v", e.ref)
 	}
 }
+
+// A pod the drain moves hears why, on the pod: evicted (Normal) or deleted past its budget
+// near the deadline (Warning), with the node and the grace period; pod Events go through the
+// pods' own queue, never the nodes'.
+func TestMovedPodEvents(t *testing.T) {
+	nodes, pods := &capture{}, &capture{}
+	r := newRecorder(nodes, Options{})
+	r.pods = pods
+	pod := Pod{Namespace: "shop", Name: "web-1", UID: "pod-uid"}
+	r.PodEvicted(pod, "n1", 30)
+	r.PodDeleted(pod, "n1", 4)
+	if len(nodes.events) != 0 || len(pods.events) != 2 {
+		t.Fatalf("%d node events, %d pod events; want 0 and 2", len(nodes.events), len(pods.events))
+	}
+	for i, want := range []struct{ eventType, reason, grace string }{{"Normal", ReasonPodEvicted, "30s"}, {"Warning", ReasonPodDeleted, "4s"}} {
+		e := pods.events[i]
+		if e.eventType != want.eventType || e.reason != want.reason || !strings.Contains(e.message, "node n1") || !strings.Contains(e.message, "grace period "+want.grace) {
+			t.Errorf("got %s %s %q", e.eventType, e.reason, e.message)
+		}
+		if e.ref.Kind != "Pod" || e.ref.Name != "web-1" {
+			t.Errorf("reference %+v", e.ref)
+		}
+	}
+}

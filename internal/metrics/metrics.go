@@ -103,6 +103,7 @@ type Metrics struct {
 	claims        *prometheus.CounterVec
 	badRecords    prometheus.Counter
 	leftToNewer   *prometheus.CounterVec
+	latency       *prometheus.HistogramVec
 }
 
 // New registers Lifeboat's metrics, plus the Go runtime and process collectors.
@@ -230,6 +231,7 @@ func New() *Metrics {
 	m.Registry.MustRegister(m.panics)
 	m.Registry.MustRegister(newBuildInfo())
 	m.retained = newRetained()
+	m.latency = newLatency(m.Registry)
 	m.zeroKnown()
 	m.Registry.MustRegister(m.retained)
 	m.ignoredMessages = newIgnoredMessages()

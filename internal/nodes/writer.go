@@ -100,22 +100,32 @@ func (w *Writer) Apply(ctx context.Context, name string, hint *corev1.Node, what
 		res = Result{Node: updated, Changed: true, Patch: patch}
 		return nil
 	}
+	if err := w.retry(ctx, name, what, attempt, func() { current = nil }); err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+// retry runs attempt until it succeeds, fails with another error than a conflict, or has had
+// maxAttempts; after each conflict it calls reread (the next attempt starts from a fresh read)
+// and waits a jittered, growing delay.
+func (w *Writer) retry(ctx context.Context, name, what string, attempt func() error, reread func()) error {
 	delay := firstConflictDelay
 	for i := 1; ; i++ {
 		err := attempt()
 		if err == nil {
-			return res, nil
+			return nil
 		}
 		if !apierrors.IsConflict(err) || i == maxAttempts {
-			return Result{}, fmt.Errorf("node %s: %s: %w", name, what, err)
+			return fmt.Errorf("node %s: %s: %w", name, what, err)
 		}
 		if w.Conflicts != nil {
 			w.Conflicts()
 		}
-		current = nil // re-read: the node changed since the copy the patch came from
+		reread() // the node changed since the copy the patch came from
 		select {
 		case <-ctx.Done():
-			return Result{}, fmt.Errorf("node %s: %s: gave up after %d conflicts: %w", name, what, i, err)
+			return fmt.Errorf("node %s: %s: gave up after %d conflicts: %w", name, what, i, err)
 		case <-time.After(delay/2 + rand.N(delay)):
 		}
 		delay = min(delay*3/2, maxConflictDelay)

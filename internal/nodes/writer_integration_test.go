@@ -243,6 +243,59 @@ func TestWriterAgainstAPIServer(t *testing.T) {
 		t.Logf("%d writers x %d rounds, %d Lifeboat rounds: 0 lost, 0 resurrected", writers, rounds, lifeboatRounds)
 	})
 
+	t.Run("the condition is set on the status alone, other conditions untouched", func(t *testing.T) {
+		name := newNode(t)
+		other := corev1.NodeCondition{Type: "example.com/DiskHealthy", Status: corev1.ConditionTrue, Reason: "Fine", Message: "theirs"}
+		if _, err := nodes.NewWriter(c.Client).SetCondition(ctx, name, nil, other); err != nil {
+			t.Fatal(err)
+		}
+		stale := get(t, name)
+		// Another writer changes its condition after our read: our patch must not undo it.
+		other.Message = "theirs, changed"
+		if _, err := nodes.NewWriter(c.Client).SetCondition(ctx, name, nil, other); err != nil {
+			t.Fatal(err)
+		}
+		var conflicts atomic.Int32
+		lw := nodes.NewWriter(c.Client)
+		lw.Conflicts = func() { conflicts.Add(1) }
+		ours := corev1.NodeCondition{Type: nodes.ConditionInterruption, Status: corev1.ConditionTrue, Reason: "Draining", Message: "pod a/b held"}
+		res, err := lw.SetCondition(ctx, name, stale, ours)
+		if err != nil || !res.Changed {
+			t.Fatalf("set: changed=%v err=%v", res.Changed, err)
+		}
+		if conflicts.Load() != 1 {
+			t.Errorf("%d conflicts, want 1 (the stale copy's resourceVersion refused)", conflicts.Load())
+		}
+		n := get(t, name)
+		got, theirs := nodes.ConditionOf(n, nodes.ConditionInterruption), nodes.ConditionOf(n, other.Type)
+		if got == nil || got.Reason != "Draining" || got.Message != "pod a/b held" || theirs == nil || theirs.Message != "theirs, changed" {
+			t.Fatalf("conditions %+v", n.Status.Conditions)
+		}
+		if res, err := lw.SetCondition(ctx, name, nil, ours); err != nil || res.Changed {
+			t.Fatalf("the same again: changed=%v err=%v, want no write", res.Changed, err)
+		}
+		since := got.LastTransitionTime
+		time.Sleep(1100 * time.Millisecond)
+		ours.Reason, ours.Message = "HandedBack", "done"
+		if _, err := lw.SetCondition(ctx, name, nil, ours); err != nil {
+			t.Fatal(err)
+		}
+		if got := nodes.ConditionOf(get(t, name), ours.Type); !got.LastTransitionTime.Equal(&since) {
+			t.Errorf("transition time moved from %v to %v with the status unchanged", since, got.LastTransitionTime)
+		}
+		ours.Status, ours.Reason = corev1.ConditionFalse, "EpisodeEnded"
+		if _, err := lw.SetCondition(ctx, name, nil, ours); err != nil {
+			t.Fatal(err)
+		}
+		n = get(t, name)
+		if got := nodes.ConditionOf(n, ours.Type); got.Status != corev1.ConditionFalse || got.LastTransitionTime.Equal(&since) {
+			t.Errorf("after the end: %+v", got)
+		}
+		if len(n.Status.Conditions) != 2 {
+			t.Errorf("conditions %+v, want theirs and ours", n.Status.Conditions)
+		}
+	})
+
 	t.Run("a plain patch from a stale copy does lose the taint (why the precondition exists)", func(t *testing.T) {
 		name := newNode(t)
 		stale := get(t, name)

@@ -55,13 +55,17 @@ const (
 
 // Notice is one announcement about one instance.
 type Notice struct {
-	ID          string // stable identity; see New
-	Kind        Kind
-	Source      Source
-	InstanceID  string
-	Deadline    time.Time // when the instance is expected to go away
-	StartTime   time.Time // when AWS says the event starts (for messages)
-	EndTime     time.Time
+	ID         string // stable identity; see New
+	Kind       Kind
+	Source     Source
+	InstanceID string
+	Deadline   time.Time // when the instance is expected to go away
+	StartTime  time.Time // when AWS says the event starts (for messages)
+	EndTime    time.Time
+	// Announced is the notice's own time, when AWS announced it: the EventBridge event's time,
+	// the lifecycle hook's time, or, for a notice that states none (instance metadata), when
+	// Lifeboat first saw it. Latencies are measured from it; it is not part of the identity.
+	Announced   time.Time
 	Description string
 	// Released means the event was canceled or completed: undo what its notice (same ID) did.
 	Released bool

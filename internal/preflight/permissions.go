@@ -76,6 +76,9 @@ func Permissions(mode config.Mode, cfg *config.Config) []Permission {
 		{Resource: "nodes", Verb: "get", Why: "read the node afresh before each change"},
 		{Resource: "nodes", Verb: "patch", Why: "taint, label and cordon the node and record progress on it"},
 	}
+	if cfg.NodeCondition {
+		perms = append(perms, Permission{Resource: "nodes", Subresource: "status", Verb: "patch", Why: "NODE_CONDITION: the node's lifeboat.dev/Interruption condition"})
+	}
 	if mode == config.ModeController {
 		perms = append(perms,
 			Permission{Resource: "nodes", Verb: "list", Why: "node informer: find the node of an instance"},

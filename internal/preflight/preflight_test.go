@@ -33,8 +33,8 @@ func permissionStrings(perms []Permission) []string {
 
 func TestPermissions(t *testing.T) {
 	// delete pods always: a drain whose deadline moves earlier cuts the grace of leaving pods.
-	agentBase := []string{"get nodes", "patch nodes", "list pods", "watch pods", "create pods/eviction", "delete pods", "get persistentvolumeclaims", "list volumeattachments.storage.k8s.io", "watch volumeattachments.storage.k8s.io"}
-	controllerBase := []string{"get nodes", "patch nodes", "list nodes", "watch nodes", "list pods", "watch pods", "create pods/eviction", "delete pods",
+	agentBase := []string{"get nodes", "patch nodes", "patch nodes/status", "list pods", "watch pods", "create pods/eviction", "delete pods", "get persistentvolumeclaims", "list volumeattachments.storage.k8s.io", "watch volumeattachments.storage.k8s.io"}
+	controllerBase := []string{"get nodes", "patch nodes", "patch nodes/status", "list nodes", "watch nodes", "list pods", "watch pods", "create pods/eviction", "delete pods",
 		"get persistentvolumeclaims", "list volumeattachments.storage.k8s.io", "watch volumeattachments.storage.k8s.io"}
 	events := []string{"create events", "patch events"} // EMIT_KUBERNETES_EVENTS, on by default
 	leases := func(ns string) []string {
@@ -56,7 +56,9 @@ func TestPermissions(t *testing.T) {
 			[]string{"NODE_NAME", "n", "FORCE_DELETE_BEFORE_DEADLINE_SECONDS", "20", "EMIT_KUBERNETES_EVENTS", "false"}, agentBase},
 		{"agent: DRY_RUN keeps every permission", config.ModeAgent, []string{"NODE_NAME", "n", "DRY_RUN", "true"}, slices.Concat(agentBase, events)},
 		{"agent: no volume wait, no volume reads", config.ModeAgent, []string{"NODE_NAME", "n", "WAIT_FOR_VOLUME_DETACHMENT", "false"},
-			slices.Concat(agentBase[:6], events)},
+			slices.Concat(agentBase[:7], events)},
+		{"agent: no node condition, no status writes", config.ModeAgent, []string{"NODE_NAME", "n", "NODE_CONDITION", "false"},
+			slices.Concat(agentBase[:2], agentBase[3:], events)},
 		{"controller defaults: Lease in kube-system", config.ModeController, controllerEnv,
 			slices.Concat(controllerBase, events, leases("kube-system"))},
 		{"controller: NAMESPACE moves the Lease; Events off", config.ModeController,
@@ -87,6 +89,7 @@ func TestPolicyRules(t *testing.T) {
 		"": {
 			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "patch", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}},
 			{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get"}},
 			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"delete", "list", "watch"}},
 			{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},

@@ -53,6 +53,9 @@ func moveStart(r *Record, i int, n notice.Notice, grace time.Duration, now time.
 	}
 	moved := IntentOf(n, old.Origin)
 	moved.Lifecycle = old.Lifecycle
+	if !old.Announced.IsZero() {
+		moved.Announced = old.Announced // the notice was announced with its first copy
+	}
 	r.Intents[i] = moved
 	// The episode's deadline is the earliest of its notices': recount it without the old one.
 	if !r.Deadline.Equal(old.Deadline) && !r.Deadline.After(deadline) {

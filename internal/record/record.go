@@ -138,6 +138,9 @@ type Intent struct {
 	End         time.Time `json:"end,omitzero"`
 	Description string    `json:"description,omitempty"`
 	CordonOnly  string    `json:"cordonOnly,omitempty"`
+	// Announced is the notice's own time (notice.Notice.Announced), for the latency metric of
+	// the stages after intake; older records have none.
+	Announced time.Time `json:"announced,omitzero"`
 	// Origin is where the Lifeboat that took the notice takes notices from ("imds", or
 	// "queue " and the queue's URL): that Lifeboat drives it.
 	Origin string `json:"origin,omitempty"`
@@ -163,7 +166,7 @@ func IntentOf(n notice.Notice, origin string) Intent {
 	i := Intent{Origin: origin,
 		ID: n.ID, Kind: string(n.Kind), Source: string(n.Source), InstanceID: n.InstanceID, Action: n.Action,
 		Deadline: n.Deadline.UTC().Truncate(time.Second), Start: n.StartTime.UTC(), End: n.EndTime.UTC(),
-		Description: n.Description, CordonOnly: n.CordonOnly,
+		Description: n.Description, CordonOnly: n.CordonOnly, Announced: n.Announced.UTC().Truncate(time.Second),
 	}
 	if len(i.Description) > maxDescription {
 		i.Description = i.Description[:maxDescription] + "…"
@@ -178,7 +181,7 @@ func IntentOf(n notice.Notice, origin string) Intent {
 func (i Intent) Notice() notice.Notice {
 	n := notice.Notice{
 		ID: i.ID, Kind: notice.Kind(i.Kind), Source: notice.Source(i.Source), InstanceID: i.InstanceID, Action: i.Action,
-		Deadline: i.Deadline, StartTime: i.Start, EndTime: i.End, Description: i.Description, CordonOnly: i.CordonOnly,
+		Deadline: i.Deadline, StartTime: i.Start, EndTime: i.End, Description: i.Description, CordonOnly: i.CordonOnly, Announced: i.Announced,
 	}
 	if lc := i.Lifecycle; lc != nil {
 		n.Lifecycle = &notice.Lifecycle{Group: lc.Group, Hook: lc.Hook}

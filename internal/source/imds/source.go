@@ -247,6 +247,9 @@ func (p *Poller) poll(ctx context.Context, m *monitor) ([]notice.Notice, error) 
 	now := time.Now()
 	for i := range notices {
 		n := &notices[i]
+		if n.Announced.IsZero() {
+			n.Announced = p.seen(n.ID, now) // instance metadata states no announcement time
+		}
 		if n.Deadline.IsZero() && n.CordonOnly == "" {
 			// No time of its own (rebalance, lifecycle state): the budget runs from when this
 			// process first saw it, which also stands in for when the action began.

@@ -19,6 +19,7 @@ cordonOnly: CORDON_ONLY
 taintNode: TAINT_NODE
 taintEffect: TAINT_EFFECT
 enableOutOfServiceTaint: ENABLE_OUT_OF_SERVICE_TAINT
+nodeCondition: NODE_CONDITION
 excludeFromLoadBalancers: EXCLUDE_FROM_LOAD_BALANCERS
 uptimeFromFile: UPTIME_FROM_FILE
 forceDeleteBeforeDeadlineSeconds: FORCE_DELETE_BEFORE_DEADLINE_SECONDS

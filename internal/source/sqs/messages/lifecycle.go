@@ -98,7 +98,8 @@ func (p Parser) parseHook(body string, receivedAt time.Time) (Result, error) {
 		}
 		at = t
 	}
-	return lifecycleResult(kindHook, "", v.hookFields, at, body)
+	res, err := lifecycleResult(kindHook, "", v.hookFields, at, body)
+	return announced(res, at), err
 }
 
 // lifecycleResult checks a hook and builds its notice. The token identifies the action. No

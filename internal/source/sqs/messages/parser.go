@@ -196,7 +196,18 @@ func (p Parser) parseEnvelope(top map[string]json.RawMessage, body string, recei
 		}
 		at = t
 	}
-	return k.parse(body, e, at)
+	res, err := k.parse(body, e, at)
+	return announced(res, at), err
+}
+
+// announced stamps the notices of res with at, the message's own time, unless they carry one.
+func announced(res Result, at time.Time) Result {
+	for i := range res.Notices {
+		if res.Notices[i].Announced.IsZero() {
+			res.Notices[i].Announced = at
+		}
+	}
+	return res
 }
 
 // eventKind is one kind of EventBridge event: where it comes from, how it is named, and its

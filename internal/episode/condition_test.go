@@ -1,0 +1,106 @@
+package episode
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"lifeboat.dev/lifeboat/internal/nodes"
+)
+
+// The condition is written once per phase change, and once when the drain first finds a pod
+// held; further changes of the held pods are written at most once per refresh interval,
+// coalesced; the end turns it False and forgets the node.
+func TestConditionWrites(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	client := fake.NewClientset(node)
+	c := newConditions(nodes.NewWriter(client), slog.New(slog.DiscardHandler))
+	c.refresh = 500 * time.Millisecond
+	var (
+		mu   sync.Mutex
+		held []string
+	)
+	c.held = func(string) []string { mu.Lock(); defer mu.Unlock(); return held }
+	hold := func(pods ...string) {
+		mu.Lock()
+		held = pods
+		mu.Unlock()
+		c.heldChanged("n1")
+	}
+	writes := func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "patch" && a.GetSubresource() == "status" {
+				n++
+			}
+		}
+		return n
+	}
+	current := func() *corev1.NodeCondition {
+		n, err := client.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nodes.ConditionOf(n, nodes.ConditionInterruption)
+	}
+	waitWrites := func(want int, what string) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			return writes() >= want, nil
+		}); err != nil || writes() != want {
+			t.Fatalf("%s: %d writes, want %d; condition %+v", what, writes(), want, current())
+		}
+	}
+
+	c.set(node, ConditionEpisodeEnded, "never shown")
+	time.Sleep(50 * time.Millisecond)
+	if writes() != 0 {
+		t.Fatalf("clearing a condition never shown wrote %d times", writes())
+	}
+	c.set(node, ConditionDraining, "Draining for notice x")
+	waitWrites(1, "draining")
+	hold("shop/a (budget)")
+	waitWrites(2, "the first held pod, at once")
+	if got := current(); got.Message != "Draining for notice x; 1 pod(s) held: shop/a (budget)" {
+		t.Errorf("message %q", got.Message)
+	}
+	began := time.Now()
+	hold("shop/a (budget)", "shop/b (budget)")
+	hold("shop/a (budget)", "shop/b (budget)", "shop/c (budget)")
+	time.Sleep(100 * time.Millisecond)
+	if writes() != 2 {
+		t.Fatalf("held pods changing within the refresh interval wrote at once: %d writes", writes())
+	}
+	waitWrites(3, "the refresh, coalesced")
+	if took := time.Since(began); took < 300*time.Millisecond {
+		t.Errorf("refreshed after %v, want about the interval", took)
+	}
+	if got := current(); got.Message != "Draining for notice x; 3 pod(s) held: shop/a (budget); shop/b (budget); shop/c (budget)" {
+		t.Errorf("message %q", got.Message)
+	}
+	c.set(node, ConditionHandedBack, "handed back")
+	waitWrites(4, "handed back, at once")
+	c.set(node, ConditionHandedBack, "handed back")
+	c.set(node, ConditionEpisodeEnded, "over")
+	waitWrites(5, "the end")
+	if got := current(); got.Status != corev1.ConditionFalse || got.Reason != ConditionEpisodeEnded {
+		t.Errorf("after the end: %+v", got)
+	}
+	_ = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Second, true, func(context.Context) (bool, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.shown) == 0 && c.workers == 0, nil
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.shown) != 0 || c.workers != 0 {
+		t.Errorf("after the end: %d nodes remembered, %d workers", len(c.shown), c.workers)
+	}
+}

@@ -1,0 +1,96 @@
+package nodes
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// ConditionInterruption is Lifeboat's own Node condition: True while an interruption episode
+// holds the node (its reason is the episode's phase, its message what the phase waits for),
+// False once the episode is over. A condition type of Lifeboat's own, under its domain, so it
+// never collides with the kubelet's or another agent's conditions.
+const ConditionInterruption corev1.NodeConditionType = AnnotationPrefix + "Interruption"
+
+// LabelPhase is the phase of the node's open episode (cordoned, draining, drained), for
+// `kubectl get nodes -L lifeboat.dev/phase`; absent when the node has none.
+const LabelPhase = AnnotationPrefix + "phase"
+
+// SetCondition sets one condition of the node's status, leaving every other condition and
+// status field as it is: a strategic merge patch of the status subresource that names only
+// this condition (conditions merge by type), with the resourceVersion it was computed from,
+// re-read and recomputed on conflict. The transition time moves only when the status
+// changes. hint, when not nil, is a recent copy used for a first attempt; "nothing to change"
+// is decided on a fresh read only.
+func (w *Writer) SetCondition(ctx context.Context, name string, hint *corev1.Node, c corev1.NodeCondition) (Result, error) {
+	current := hint
+	if hint != nil && !conditionDiffers(hint, c) {
+		current = nil
+	}
+	var res Result
+	attempt := func() error {
+		if current == nil {
+			n, err := w.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			current = n
+		}
+		if !conditionDiffers(current, c) {
+			res = Result{Node: current}
+			return nil
+		}
+		patch, err := conditionPatch(current, c, time.Now())
+		if err != nil {
+			return err
+		}
+		if w.DryRun {
+			res = Result{Node: current, Changed: true, Patch: patch}
+			return nil
+		}
+		updated, err := w.client.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+		if err != nil {
+			return err
+		}
+		res = Result{Node: updated, Changed: true, Patch: patch}
+		return nil
+	}
+	if err := w.retry(ctx, name, "set condition "+string(c.Type), attempt, func() { current = nil }); err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+// ConditionOf returns the node's condition of type t, or nil.
+func ConditionOf(n *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == t {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// conditionDiffers reports whether the node's condition of c's type differs from c in status,
+// reason or message (or is missing).
+func conditionDiffers(n *corev1.Node, c corev1.NodeCondition) bool {
+	old := ConditionOf(n, c.Type)
+	return old == nil || old.Status != c.Status || old.Reason != c.Reason || old.Message != c.Message
+}
+
+// conditionPatch is the strategic merge patch that sets c on current's status at now.
+func conditionPatch(current *corev1.Node, c corev1.NodeCondition, now time.Time) ([]byte, error) {
+	at := metav1.NewTime(now.UTC().Truncate(time.Second))
+	c.LastHeartbeatTime, c.LastTransitionTime = at, at
+	if old := ConditionOf(current, c.Type); old != nil && old.Status == c.Status {
+		c.LastTransitionTime = old.LastTransitionTime
+	}
+	return json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": current.ResourceVersion},
+		"status":   map[string]any{"conditions": []corev1.NodeCondition{c}},
+	})
+}
