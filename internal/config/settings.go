@@ -140,7 +140,7 @@ func settings(c *Config) []*Setting {
 		{Env: "NODE_NAME", Flag: "node-name", Group: groupGeneral, value: stringValue{&c.NodeName},
 			Usage: "The node this pod runs on. Required in agent mode, where it is the node Lifeboat protects."},
 		{Env: "POD_NAME", Flag: "pod-name", Group: groupGeneral, value: stringValue{&c.PodName},
-			Usage: "Lifeboat's own pod, never evicted; also the leader-election identity."},
+			Usage: "Lifeboat's own pod: an agent never evicts it; a controller evicts it last on a node it drains, once every other pod's eviction was accepted, and its standby takes over. Also the leader-election identity."},
 		{Env: "NAMESPACE", Flag: "pod-namespace", Default: "kube-system", Group: groupGeneral, value: stringValue{&c.PodNamespace},
 			Usage:      "Lifeboat's own namespace: its pod is never evicted and the controller's Lease lives here.",
 			NTHDefault: "", Why: "the controller's leader-election Lease needs a namespace even when the Downward API does not set one"},
