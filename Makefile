@@ -144,9 +144,12 @@ bench: sandbox
 
 ## bench-scale: an Availability Zone reclaimed at once: 2000 kwok nodes, Spot warnings for 1000 of them with 20
 ## ReplicaSet pods each, after calibrating the API server's patch and eviction rates in the same run; prints a
-## report (times, requests and 429s, AWS calls, memory, CPU, rates against the calibrated ones). About 10 minutes
+## report (times, requests and 429s, AWS calls, memory, CPU, rates against the calibrated ones). About 20 minutes (two runs)
 ## on 2 cores. Smaller: LIFEBOAT_SCALE_NODES, LIFEBOAT_SCALE_NOTICES, LIFEBOAT_SCALE_PODS, LIFEBOAT_SCALE_CALIBRATION,
-## LIFEBOAT_SCALE_CALIBRATION_PODS, LIFEBOAT_SCALE_CALIBRATION_SECONDS.
+## LIFEBOAT_SCALE_CALIBRATION_PODS, LIFEBOAT_SCALE_CALIBRATION_SECONDS. Two runs, each in its own world: no-kill, and
+## leader-killed (a warm standby waits; the leader is killed once LIFEBOAT_SCALE_KILL_AT percent of the evictions were
+## accepted, default 25; the report gives the stall and the last eviction beside the run without a kill);
+## LIFEBOAT_SCALE_KILL=off or only runs one of them; LIFEBOAT_SCALE_LEASE=15s/10s/2s sets the Lease's timings.
 ## LIFEBOAT_SCALE_HEAP_PROFILE=file writes a heap profile at the peak live heap (go tool pprof file), and file.goroutines
 ## the goroutines at their peak, grouped by stack. LIFEBOAT_SCALE_CPU_PROFILE=file writes a CPU profile of the
 ## burst's first 15 s (the cordons and the first evictions). LIFEBOAT_SCALE_EVENTS=false runs it without Events and
@@ -160,6 +163,7 @@ bench-scale: sandbox
 	LIFEBOAT_SCALE_CALIBRATION_PODS=$(LIFEBOAT_SCALE_CALIBRATION_PODS) LIFEBOAT_SCALE_CALIBRATION_SECONDS=$(LIFEBOAT_SCALE_CALIBRATION_SECONDS) \
 	LIFEBOAT_SCALE_HEAP_PROFILE=$(LIFEBOAT_SCALE_HEAP_PROFILE) LIFEBOAT_SCALE_CPU_PROFILE=$(LIFEBOAT_SCALE_CPU_PROFILE) \
 	LIFEBOAT_SCALE_EVENTS=$(LIFEBOAT_SCALE_EVENTS) \
+	LIFEBOAT_SCALE_KILL=$(LIFEBOAT_SCALE_KILL) LIFEBOAT_SCALE_KILL_AT=$(LIFEBOAT_SCALE_KILL_AT) LIFEBOAT_SCALE_LEASE=$(LIFEBOAT_SCALE_LEASE) \
 	$(GO) test -run '^$$' -bench '^BenchmarkAZReclaim$$' -benchtime 1x -v -timeout 60m ./internal/controller 2>&1 | tee $(BENCH_SCALE_OUT)/raw.txt
 
 ## docs: regenerate docs/configuration.md from the settings table and docs/reference/metrics.md from the

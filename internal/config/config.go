@@ -360,6 +360,7 @@ func (l *Loaded) validateController() (problems []string) {
 	if c.QueueURL != "" && AccountFromQueueURL(c.QueueURL) == "" {
 		l.Warnings = append(l.Warnings, fmt.Sprintf("QUEUE_URL=%q names no AWS account (its path is not /<12-digit account>/<queue>): messages are accepted from any account", c.QueueURL))
 	}
+	problems = append(problems, c.leaseProblems()...)
 	if c.ClusterName == "" {
 		l.Warnings = append(l.Warnings, "CLUSTER_NAME is unset: instances are not checked for this cluster's kubernetes.io/cluster/<name> tag, so a queue shared with another cluster could make Lifeboat act on a node of the same name there; set CLUSTER_NAME")
 	}
@@ -378,6 +379,19 @@ func (c *Config) managedTagProblems() []string {
 		return []string{"MANAGED_TAG is empty while CHECK_TAG_BEFORE_DRAINING=true: name the tag key, or set CHECK_TAG_BEFORE_DRAINING=false"}
 	}
 	return nil
+}
+
+// leaseProblems checks the Lease's timings together, as the leader election needs them: the
+// leader stops its work (at the renew deadline) before the Lease runs out, and retries
+// (jittered up to 2.2 times the period) within its deadline.
+func (c *Config) leaseProblems() (problems []string) {
+	if c.LeaseRenewDeadline >= c.LeaseDuration {
+		problems = append(problems, fmt.Sprintf("LEADER_ELECTION_RENEW_DEADLINE=%s must be less than LEADER_ELECTION_LEASE_DURATION=%s", c.LeaseRenewDeadline, c.LeaseDuration))
+	}
+	if float64(c.LeaseRenewDeadline) <= 1.2*float64(c.LeaseRetryPeriod) {
+		problems = append(problems, fmt.Sprintf("LEADER_ELECTION_RENEW_DEADLINE=%s must be more than 1.2 × LEADER_ELECTION_RETRY_PERIOD=%s", c.LeaseRenewDeadline, c.LeaseRetryPeriod))
+	}
+	return problems
 }
 
 // validateHeartbeats checks the heartbeat settings together, and gives HEARTBEAT_UNTIL its

@@ -145,7 +145,7 @@ A drain evicts every pod on the node except these, which stay (each is counted i
 | pod | rule | reason label |
 | --- | --- | --- |
 | mirror pods of static pods | the kubelet owns them | ` + "`mirror`" + ` |
-| Lifeboat's own pod (POD_NAME in NAMESPACE) | it must finish the job | ` + "`own_pod`" + ` |
+| Lifeboat's own pod (POD_NAME in NAMESPACE), an agent's | it must finish the job (a controller's is evicted last instead, once every other pod's eviction was accepted: its standby takes over) | ` + "`own_pod`" + ` |
 | Succeeded or Failed pods | nothing to stop | ` + "`finished`" + ` |
 | pods already terminating | already leaving; the drain waits for them | ` + "`terminating`" + ` |
 | DaemonSet pods, with IGNORE_DAEMON_SETS=true | they would come straight back | ` + "`daemonset`" + ` |

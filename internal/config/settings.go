@@ -70,6 +70,9 @@ type Config struct {
 	HeartbeatUntil                      int           // HEARTBEAT_UNTIL, seconds; -1 = default when heartbeats are on
 	AbandonOnIncompleteDrain            bool          // ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN
 	RetainedDrainTimeout                time.Duration // RETAINED_DRAIN_TIMEOUT
+	LeaseDuration                       time.Duration // LEADER_ELECTION_LEASE_DURATION
+	LeaseRenewDeadline                  time.Duration // LEADER_ELECTION_RENEW_DEADLINE
+	LeaseRetryPeriod                    time.Duration // LEADER_ELECTION_RETRY_PERIOD
 	SQSMsgVisibilityTimeoutSec          int           // SQS_MSG_VISIBILITY_TIMEOUT_SEC
 	QueueAllowedAccounts                []string      // QUEUE_ALLOWED_ACCOUNTS
 	EnableInstanceStatusDraining        bool          // ENABLE_INSTANCE_STATUS_DRAINING
@@ -140,7 +143,7 @@ func settings(c *Config) []*Setting {
 		{Env: "NODE_NAME", Flag: "node-name", Group: groupGeneral, value: stringValue{&c.NodeName},
 			Usage: "The node this pod runs on. Required in agent mode, where it is the node Lifeboat protects."},
 		{Env: "POD_NAME", Flag: "pod-name", Group: groupGeneral, value: stringValue{&c.PodName},
-			Usage: "Lifeboat's own pod, never evicted; also the leader-election identity."},
+			Usage: "Lifeboat's own pod: an agent never evicts it; a controller evicts it last on a node it drains, once every other pod's eviction was accepted, and its standby takes over. Also the leader-election identity."},
 		{Env: "NAMESPACE", Flag: "pod-namespace", Default: "kube-system", Group: groupGeneral, value: stringValue{&c.PodNamespace},
 			Usage:      "Lifeboat's own namespace: its pod is never evicted and the controller's Lease lives here.",
 			NTHDefault: "", Why: "the controller's leader-election Lease needs a namespace even when the Downward API does not set one"},
@@ -266,6 +269,15 @@ func settings(c *Config) []*Setting {
 		{Env: "RETAINED_DRAIN_TIMEOUT", Flag: "retained-drain-timeout", Default: "24h", Group: groupQueue, Lifeboat: true,
 			value: durationValue{p: &c.RetainedDrainTimeout, min: 10 * time.Second, max: 7 * 24 * time.Hour},
 			Usage: "With ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN: how long Lifeboat keeps draining a retained instance; after that it reports (Warning Event, metric, log) and stops, leaving the instance retained, never terminating it with pods on it."},
+		{Env: "LEADER_ELECTION_LEASE_DURATION", Flag: "leader-election-lease-duration", Default: "15s", Group: groupQueue, Lifeboat: true,
+			value: durationValue{p: &c.LeaseDuration, min: 2 * time.Second, max: 5 * time.Minute},
+			Usage: "Controller: how long a leader's Lease holds without a renewal. A leader killed without releasing it (its node gone, SIGKILL) is replaced this long after its last renewal, plus up to two retry periods; a shorter one takes over sooner but loses the Lease sooner when the API server is slow to answer renewals. A leader that stops (SIGTERM, its pod evicted, its work loop ended) releases the Lease at once and is replaced within a retry period."},
+		{Env: "LEADER_ELECTION_RENEW_DEADLINE", Flag: "leader-election-renew-deadline", Default: "10s", Group: groupQueue, Lifeboat: true,
+			value: durationValue{p: &c.LeaseRenewDeadline, min: time.Second, max: 5 * time.Minute},
+			Usage: "Controller: how long the leader keeps trying to renew its Lease before it stops its work and gives the Lease up; less than LEADER_ELECTION_LEASE_DURATION, so that its work has stopped before another replica can take over."},
+		{Env: "LEADER_ELECTION_RETRY_PERIOD", Flag: "leader-election-retry-period", Default: "500ms", Group: groupQueue, Lifeboat: true,
+			value: durationValue{p: &c.LeaseRetryPeriod, min: 100 * time.Millisecond, max: time.Minute},
+			Usage: "Controller: how often the leader renews its Lease (one write each) and a standby looks at it (one read each, at up to 2.2 times this with jitter). It bounds how late a standby notices a Lease that ran out or was released."},
 		{Env: "SQS_MSG_VISIBILITY_TIMEOUT_SEC", Flag: "sqs-msg-visibility-timeout-sec", Default: "20", Group: groupQueue,
 			value: intValue{p: &c.SQSMsgVisibilityTimeoutSec, min: 1, max: 119},
 			Usage: "Visibility timeout of received messages; extended while their work is in progress."},

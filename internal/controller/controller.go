@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -21,12 +20,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/cache"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
@@ -35,7 +31,6 @@ import (
 	"lifeboat.dev/lifeboat/internal/episode/driver"
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/instancegate"
-	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
@@ -45,9 +40,6 @@ import (
 	"lifeboat.dev/lifeboat/internal/source/sqs"
 	"lifeboat.dev/lifeboat/internal/source/sqs/messages"
 )
-
-// LeaseName is the Lease replicas compete for, in NAMESPACE.
-const LeaseName = "lifeboat-controller"
 
 // Controller protects every node of the cluster.
 type Controller struct {
@@ -85,6 +77,8 @@ type Controller struct {
 	episodes atomic.Pointer[driver.Driver]
 
 	leading    atomic.Bool
+	working    atomic.Bool                  // the work loop runs: the reconciler takes nodes
+	warmed     atomic.Pointer[warm]         // what warmUp keeps ready, while it runs
 	podsSynced atomic.Bool                  // the drains' shared pod informer has listed the cluster's pods
 	consumer   atomic.Pointer[sqs.Consumer] // while Run consumes the queue
 
@@ -98,10 +92,10 @@ type Controller struct {
 }
 
 // Healthy is the readiness check: a leader whose queue receives keep failing is not ready; a
-// standby is, since it can take over.
+// standby is once its caches are synced, since it can then take over at once.
 func (c *Controller) Healthy() error {
-	if !c.leading.Load() {
-		return nil
+	if !c.leading.Load() && !c.working.Load() {
+		return c.standbyReady()
 	}
 	if q := c.consumer.Load(); q != nil {
 		return q.Healthy()
@@ -156,6 +150,12 @@ func New(o Options) *Controller {
 		Metrics: m, Events: o.Handler.Events, Log: o.Logger, Policy: heartbeatPolicy(cfg, time.Second)}
 	h := o.Handler
 	h.Origin, h.Metrics, h.KeepAlive = "queue "+cfg.QueueURL, m, c.heartbeats
+	if h.Drainer == nil {
+		h.Drainer = episode.NewDrainer(cfg, o.Client, m, h.Events, o.Logger)
+	}
+	// A leader draining its own node is evicted last there: its standby takes over once, at
+	// the end of that drain (the pod's eviction stops this process, which releases the Lease).
+	h.Drainer = h.Drainer.WithOwnPodLast()
 	h.Completer = lifecycle.QueueNotices{Completer: c.completer, MarkUnhealthy: cfg.SetImpairedInstanceUnhealthy && !cfg.DryRun}
 	if r := lifecycle.NewRetainer(o.AutoScaling, c.gate, m, o.Logger, cfg.AbandonOnIncompleteDrain, cfg.RetainedDrainTimeout); r != nil {
 		h.Retainer = r
@@ -164,150 +164,43 @@ func New(o Options) *Controller {
 	return c
 }
 
-// RunWithLeaderElection runs the controller while this replica holds the Lease, and stops
-// when it loses it or ctx ends (releasing the Lease, so a standby takes over at once). If the
-// work loop (Run) ends by itself while leading, it releases the Lease too and returns Run's
-// error, rather than keep renewing a Lease for a leader that does nothing.
-func (c *Controller) RunWithLeaderElection(ctx context.Context) error {
-	c.metrics.Leader(false) // a standby says so from the start
-	identity := c.cfg.PodName
-	if identity == "" {
-		host, _ := os.Hostname()
-		identity = host + "-" + rand.String(5)
-	}
-	leases := c.leaseClient
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, c.cfg.PodNamespace, LeaseName,
-		leases.CoreV1(), leases.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
-	if err != nil {
-		return err
-	}
-	// The elector releases the Lease only when its context ends: ending it is how a work loop
-	// that stopped by itself hands over to a standby.
-	electing, stopElecting := context.WithCancel(ctx)
-	defer stopElecting()
-	term := &leaderTerm{c: c, identity: identity, stopElecting: stopElecting}
-	leaderelection.RunOrDie(electing, leaderelection.LeaderElectionConfig{
-		Lock: lock, ReleaseOnCancel: true,
-		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-		Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: term.lead, OnStoppedLeading: term.lost},
-	})
-	return term.wait()
-}
-
-// leaderTerm is one RunWithLeaderElection: the work loop run while this replica leads. The
-// elector starts OnStartedLeading in a goroutine of its own and may return before it ends;
-// wait waits for it, so in-flight work has stopped when RunWithLeaderElection returns.
-type leaderTerm struct {
-	c            *Controller
-	identity     string
-	stopElecting context.CancelFunc
-
-	mu      sync.Mutex
-	stopped bool          // the elector returned: a late start runs nothing
-	runDone chan struct{} // closed when the work loop has ended
-	runErr  error
-}
-
-// lead runs the work loop while leading. A loop that ends by itself (neither lost nor
-// stopping) ends the election too, releasing the Lease to a standby.
-func (t *leaderTerm) lead(ctx context.Context) {
-	t.mu.Lock()
-	if t.stopped {
-		t.mu.Unlock()
-		return
-	}
-	done := make(chan struct{})
-	t.runDone = done
-	t.mu.Unlock()
-	c := t.c
-	c.log.Info("leading", "identity", t.identity, "lease", c.cfg.PodNamespace+"/"+LeaseName)
-	c.leading.Store(true)
-	c.metrics.Leader(true)
-	t.runErr = c.Run(ctx)
-	if ctx.Err() == nil {
-		if t.runErr == nil {
-			t.runErr = errors.New("the controller's work loop ended while leading")
-		}
-		c.log.Error("work loop ended while leading; releasing the Lease", "identity", t.identity, "err", t.runErr)
-	}
-	close(done)
-	t.stopElecting()
-}
-
-// lost says that this replica no longer leads.
-func (t *leaderTerm) lost() {
-	t.c.leading.Store(false)
-	t.c.metrics.Leader(false)
-	t.c.log.Info("no longer leading", "identity", t.identity)
-}
-
-// wait waits for a work loop that started, and returns its error.
-func (t *leaderTerm) wait() error {
-	t.mu.Lock()
-	t.stopped = true
-	done := t.runDone
-	t.mu.Unlock()
-	if done == nil {
-		return nil
-	}
-	<-done
-	return t.runErr
-}
-
-// Run consumes the queue until ctx ends.
+// Run consumes the queue until ctx ends, as a leader does (RunWithLeaderElection runs it
+// only while this replica holds the Lease).
 func (c *Controller) Run(ctx context.Context) error {
-	factory := informers.NewSharedInformerFactoryWithOptions(c.client, 0, informers.WithTransform(kube.TrimNode))
-	nodeInformer := factory.Core().V1().Nodes().Informer()
-	resolver, err := ownership.NewResolver(nodeInformer, c.instances, ownership.Options{
-		CheckManagedTag: c.cfg.CheckTagBeforeDraining, ManagedTag: c.cfg.ManagedTag,
-		ClusterName: c.cfg.ClusterName, UseProviderID: c.cfg.UseProviderID,
-		Claims: claimReports{events: c.events, metrics: c.metrics, log: c.log},
-	})
+	w, err := c.warmUp()
 	if err != nil {
 		return err
 	}
-	episodes, err := newEpisodes(nodeInformer, c.handler, c.cfg, c.metrics, c.log)
-	if err != nil {
-		return err
-	}
-	// The drains' claims follow the informer: renewed only once another origin waits.
-	if err := c.handler.FollowNodes(nodeInformer); err != nil {
-		return err
-	}
-	defer episodes.ShutDown() // also when the informers never sync and its workers never run
-	stop := make(chan struct{})
-	factory.Start(stop)
-	defer func() { close(stop); factory.Shutdown() }()
-	if c.cfg.UseAPIServerCache {
-		// Drains read one shared pod informer rather than each listing and watching its node's
-		// pods. It is not waited for here: intake and cordons do not need it, and a drain waits
-		// for its first list itself.
-		stopPods, err := c.shareNodePods()
-		if err != nil {
-			return err
-		}
-		defer stopPods() // after the reconciler's drains have stopped (deferred below)
-	}
-	if !cacheSynced(ctx, factory) {
+	defer w.stop()
+	return c.work(ctx, w)
+}
+
+// work is the leader's work loop on what warmUp keeps ready: it waits for the node cache
+// (synced already on a warm standby), starts the reconciler on every node with work, and
+// consumes the queue until ctx ends.
+func (c *Controller) work(ctx context.Context, w *warm) error {
+	if !cacheSynced(ctx, w.factory) {
 		return ctx.Err()
 	}
 	// The episode gauges, counted from the informer's Nodes while this replica leads.
 	c.metrics.CountEpisodes(func() (metrics.Episodes, bool) {
-		return record.CountEpisodes(nodeInformer.GetStore().List()), true
+		return record.CountEpisodes(w.nodes.GetStore().List()), true
 	})
 	defer c.metrics.CountEpisodes(nil)
 	// The reconciler stops (and its drains with it) only after intake has: a notice recorded
 	// by intake is always reconciled, here or by the next leader.
-	stopEpisodes := runEpisodes(ctx, episodes)
-	c.episodes.Store(episodes)
-	defer func() { c.episodes.Store(nil); stopEpisodes() }()
-	warnIdentity(c.log, c.metrics, c.cfg, resolver.Warnings())
-	defer c.startInstanceStatus(ctx, resolver, nodeInformer.GetIndexer())() // before the reconciler stops
-	defer c.startRetainedSweep(ctx, resolver)()
+	stopEpisodes := runEpisodes(ctx, w.episodes)
+	c.working.Store(true)
+	w.offerAll(w.offer) // what the informer listed while no work loop ran to take it
+	c.episodes.Store(w.episodes)
+	defer func() { c.episodes.Store(nil); c.working.Store(false); stopEpisodes() }()
+	warnIdentity(c.log, c.metrics, c.cfg, w.resolver.Warnings())
+	defer c.startInstanceStatus(ctx, w.resolver, w.nodes.GetIndexer())() // before the reconciler stops
+	defer c.startRetainedSweep(ctx, w.resolver)()
 	if every := c.cfg.ReadinessReportInterval; every > 0 {
 		go c.reportChecks(ctx, every)
 	}
-	return c.consume(ctx, resolver)
+	return c.consume(ctx, w.resolver)
 }
 
 // consume takes the queue's messages in until ctx ends. Intake holds a message only until

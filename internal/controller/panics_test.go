@@ -158,7 +158,7 @@ func TestNodeEventPanicIsThatEvents(t *testing.T) {
 	m := metrics.New()
 	var logs bytes.Buffer
 	var mu sync.Mutex
-	if _, err := newEpisodes(informer, nil, &config.Config{}, m, slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))); err != nil {
+	if _, _, err := newEpisodes(informer, nil, &config.Config{}, m, slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil)), func() bool { return true }); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})

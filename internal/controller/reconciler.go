@@ -29,24 +29,34 @@ const maxDraining = 1000
 // again). An update wakes a node only when it changes its work (episode.Wakes), so the
 // reconciler's own renewals do not undo the backoff. Because the work lives on the Node, a
 // restarted process or a new leader finds it in the informer's first list and goes on.
-func newEpisodes(informer cache.SharedIndexInformer, handler *episode.Handler, cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*driver.Driver, error) {
-	episodes, err := driver.New(driver.Options{Reconciler: handler, Nodes: driver.CachedNodes{Indexer: informer.GetIndexer()}, Workers: maxDraining,
+//
+// The informer runs on a standby too (a warm cache): working says whether the work loop runs,
+// and until it does no node is offered, nor an invalid record reported. offer is what the
+// work loop calls on every node of the cache when it starts.
+func newEpisodes(informer cache.SharedIndexInformer, handler *episode.Handler, cfg *config.Config, m *metrics.Metrics, log *slog.Logger,
+	working func() bool) (episodes *driver.Driver, offer func(*corev1.Node), err error) {
+	episodes, err = driver.New(driver.Options{Reconciler: handler, Nodes: driver.CachedNodes{Indexer: informer.GetIndexer()}, Workers: maxDraining,
 		FirstRetry: time.Second, MaxRetry: time.Minute, Name: "lifeboat-node-episodes", Panics: m, Logger: log})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// The informer's goroutine reads each node's record, which is input: a panic drops that
 	// event only.
-	offer := func(obj any) {
-		if n, ok := obj.(*corev1.Node); ok {
-			defer panics.Recover(panics.NodeEvent, log, m, nil, "node", n.Name)
-			if hasWork(n, handler, cfg) {
-				episodes.Add(n.Name)
-			}
+	offer = func(n *corev1.Node) {
+		if !working() {
+			return
+		}
+		defer panics.Recover(panics.NodeEvent, log, m, nil, "node", n.Name)
+		if hasWork(n, handler, cfg) {
+			episodes.Add(n.Name)
 		}
 	}
 	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: offer,
+		AddFunc: func(obj any) {
+			if n, ok := obj.(*corev1.Node); ok {
+				offer(n)
+			}
+		},
 		UpdateFunc: func(old, obj any) {
 			o, _ := old.(*corev1.Node)
 			if n, ok := obj.(*corev1.Node); ok {
@@ -59,9 +69,9 @@ func newEpisodes(informer cache.SharedIndexInformer, handler *episode.Handler, c
 	})
 	if err != nil {
 		episodes.ShutDown()
-		return nil, err
+		return nil, nil, err
 	}
-	return episodes, nil
+	return episodes, offer, nil
 }
 
 // hasWork reports whether the node's record has work: pending notices, or an episode that is

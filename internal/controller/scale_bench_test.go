@@ -97,10 +97,22 @@ import (
 //	make bench-scale
 //	LIFEBOAT_SCALE_NODES=100 LIFEBOAT_SCALE_NOTICES=50 LIFEBOAT_SCALE_PODS=5 LIFEBOAT_SCALE_CALIBRATION=100 \
 //	LIFEBOAT_SCALE_CALIBRATION_PODS=1500 LIFEBOAT_SCALE_CALIBRATION_SECONDS=2 make bench-scale
+//
+// Two runs, each in a world of its own (LIFEBOAT_SCALE_KILL: both, the default; off; only):
+// no-kill, and leader-killed, where a second replica waits as a warm standby and the leader
+// is killed (its API connection cut, its work cancelled, its Lease not released) once
+// LIFEBOAT_SCALE_KILL_AT percent of the evictions were accepted (default 25). The killed run
+// reports the stall, the longest pause from the kill on before the next accepted eviction,
+// beside the lease duration, and when the last eviction was accepted beside the run without
+// a kill; and what the standby cost while it waited (live heap, requests).
 func BenchmarkAZReclaim(b *testing.B) {
 	sc := azScaleFromEnv(b)
-	for range b.N {
-		azReclaim(b, sc)
+	for _, run := range azRuns(b, os.Getenv("LIFEBOAT_SCALE_KILL")) {
+		b.Run(run, func(b *testing.B) {
+			for range b.N {
+				azReclaim(b, sc, run == azRunKilled)
+			}
+		})
 	}
 }
 
@@ -110,6 +122,7 @@ type azScale struct {
 	calibration          int           // node patches per calibration step
 	evictionStep         time.Duration // how long each eviction step of the calibration lasts
 	calibrationPods      int           // pods kept for the eviction steps
+	killAt               int           // percent of the evictions accepted when the killed run kills the leader
 }
 
 func azScaleFromEnv(b *testing.B) azScale {
@@ -131,6 +144,7 @@ func azScaleFromEnv(b *testing.B) azScale {
 		calibration:     get("LIFEBOAT_SCALE_CALIBRATION", 600, 20),
 		evictionStep:    time.Duration(get("LIFEBOAT_SCALE_CALIBRATION_SECONDS", 10, 1)) * time.Second,
 		calibrationPods: get("LIFEBOAT_SCALE_CALIBRATION_PODS", 12000, 100),
+		killAt:          get("LIFEBOAT_SCALE_KILL_AT", 25, 1),
 	}
 	if sc.notices >= sc.nodes {
 		b.Fatalf("LIFEBOAT_SCALE_NOTICES (%d) must be less than LIFEBOAT_SCALE_NODES (%d): the other nodes carry the calibration", sc.notices, sc.nodes)
@@ -160,7 +174,7 @@ type azWorld struct {
 	calibration   []string // names of the calibration pods, in namespace "calibration"
 }
 
-func azReclaim(b *testing.B, sc azScale) {
+func azReclaim(b *testing.B, sc azScale, kill bool) {
 	b.StopTimer()
 	b.Setenv("AWS_ACCESS_KEY_ID", "AKIDSANDBOX")
 	b.Setenv("AWS_SECRET_ACCESS_KEY", "sandbox-secret")
@@ -242,13 +256,17 @@ func azReclaim(b *testing.B, sc azScale) {
 	awsCfg := benchAWSConfig(fake.URL())
 	queueURL := q.QueueURLs["lifeboat"]
 	visible := azVisible(b)
-	cfg := benchConfig(b, queueURL, fake.URL(), "EMIT_KUBERNETES_EVENTS", fmt.Sprint(visible), "NODE_CONDITION", fmt.Sprint(visible))
+	cfg := benchConfig(b, queueURL, fake.URL(), append(azLeaseSettings(b), "EMIT_KUBERNETES_EVENTS", fmt.Sprint(visible), "NODE_CONDITION", fmt.Sprint(visible))...)
 	m := metrics.New()
 	base, err := c.UserConfig(azLifeboatUser, saGroups...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	base.UserAgent = version.UserAgent()
+	killSwitch := &azKillSwitch{}
+	if kill {
+		base.Wrap(killSwitch.wrap)
+	}
 	clients, err := daemon.KubeClients(base, cfg, m) // as the binary builds them
 	if err != nil {
 		b.Fatal(err)
@@ -294,6 +312,17 @@ func azReclaim(b *testing.B, sc azScale) {
 	}
 	say("controller: leading and consuming after %s (node informer synced on %d nodes), the drains' pod informer synced after %s",
 		leading.Round(10*time.Millisecond), sc.nodes, time.Since(leadStart).Round(10*time.Millisecond))
+	var standby *azStandby
+	if kill {
+		standbyBase, err := c.UserConfig(azLifeboatUser, saGroups...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		standbyBase.UserAgent = version.UserAgent()
+		standbyCtx, stopStandby := context.WithCancel(ctx)
+		standby = azStartStandby(standbyCtx, b, standbyBase, cfg, queueURL, fake)
+		defer func() { stopStandby(); <-standby.done }()
+	}
 
 	// The burst.
 	bodies := make([]string, len(w.notice))
@@ -394,9 +423,27 @@ func azReclaim(b *testing.B, sc azScale) {
 	// there and waited in its queues during the cordons, against the whole burst's.
 	var apfCordoned *azAPFState
 	var latencyCordoned map[string]azMean
+	var killedAt time.Time
+	watching := done // the replica that leads: the standby's after a kill
+	var ledAfter time.Duration
+	acceptedAtKill, leaseAtKill := 0, 0.0
+	leaseWrites := func() float64 {
+		return m.Value("lifeboat_kube_requests_total", "client", "lease", "verb", "update", "code", "200")
+	}
 	for ctx.Err() == nil && !timedOut && !leaderLost && !progress.finished() {
 		sample()
 		sampleBudget()
+		if n := progress.acceptedCount(); kill && killedAt.IsZero() && n*100 >= sc.killAt*len(w.workload) {
+			// SIGKILL: nothing more reaches the API server, no release; the work stops.
+			killSwitch.killed.Store(true)
+			killedAt, acceptedAtKill, leaseAtKill = time.Now(), n, leaseWrites()
+			standby.killed()
+			stop() // its RunWithLeaderElection sends to done, which nothing reads any more
+			watching, stopped = standby.done, true
+		}
+		if !killedAt.IsZero() && ledAfter == 0 && standby.ctl.Leading() {
+			ledAfter = time.Since(killedAt)
+		}
 		if apfCordoned == nil && progress.allCordoned() {
 			s := azAPF(ctx, c.Client)
 			apfCordoned, latencyCordoned = &s, azClientLatency(m)
@@ -407,7 +454,7 @@ func azReclaim(b *testing.B, sc azScale) {
 		select {
 		case <-limit:
 			timedOut = true
-		case err := <-done:
+		case err := <-watching:
 			leaderLost, stopped = true, true
 			b.Errorf("the controller stopped during the burst: %v", err)
 		case <-time.After(100 * time.Millisecond):
@@ -533,7 +580,16 @@ func azReclaim(b *testing.B, sc azScale) {
 		after.fakeSQS-before.fakeSQS, (len(bodies)+9)/10)
 	say("Lifeboat's outcomes: evictions %s; actions %s; drains %s; drain claims (renewed only once another origin waits) %s", azFormat(azDiff(after.evictions, before.evictions)),
 		azFormat(azDiff(after.actions, before.actions)), azFormat(azDiff(after.drains, before.drains)), azFormat(azDiff(after.claims, before.claims)))
-	say("Lease: %.0f renewals during the burst, leader lost: %v", after.kube[azKubeKey{"lease", "update", "leases", "200"}]-before.kube[azKubeKey{"lease", "update", "leases", "200"}], leaderLost)
+	renewals, renewing := after.kube[azKubeKey{"lease", "update", "leases", "200"}]-before.kube[azKubeKey{"lease", "update", "leases", "200"}], burst
+	if kill && !killedAt.IsZero() {
+		renewals, renewing = leaseAtKill-before.kube[azKubeKey{"lease", "update", "leases", "200"}], killedAt.Sub(start)
+	}
+	say("Lease: %.0f renewals during the burst (%.1f a minute, retry period %s), leader lost: %v", renewals, renewals/renewing.Minutes(), cfg.LeaseRetryPeriod, leaderLost)
+	if kill {
+		azKilledReport(b, say, standby, cfg, p, killedAt.Sub(start), ledAfter, acceptedAtKill, renewals, renewing.Minutes())
+	} else if p.nAccepted == len(w.workload) {
+		azPlainAccepted.Store(int64(p.accepted))
+	}
 	hwmNote := "since the burst began (reset through /proc/self/clear_refs)"
 	if !hwmReset {
 		hwmNote = "since the process began (could not reset it)"
@@ -1141,6 +1197,13 @@ func (p *azProgress) allCordoned() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.nCordoned == len(p.cordoned)
+}
+
+// acceptedCount is how many evictions have been seen accepted.
+func (p *azProgress) acceptedCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.nAccepted
 }
 
 func (p *azProgress) finished() bool {

@@ -93,6 +93,14 @@ func (d *Drainer) WithNodePods(p *NodePods) *Drainer {
 	return &c
 }
 
+// WithOwnPodLast returns a copy of d that evicts Lifeboat's own pod too, last on its node
+// (Policy.OwnPodLast): a controller's, whose standby takes over when it stops.
+func (d *Drainer) WithOwnPodLast() *Drainer {
+	c := *d
+	c.opts.OwnPodLast = true
+	return &c
+}
+
 // New returns a Drainer; zero options get their defaults.
 func New(client kubernetes.Interface, opts Options) *Drainer {
 	if opts.Lister == nil {

@@ -25,8 +25,12 @@ type Policy struct {
 	// DeleteLocalData evicts pods with emptyDir volumes (DELETE_LOCAL_DATA); otherwise they
 	// stay and are reported.
 	DeleteLocalData bool
-	// OwnPod is Lifeboat's own pod, never evicted.
+	// OwnPod is Lifeboat's own pod: never evicted, unless OwnPodLast.
 	OwnPod types.NamespacedName
+	// OwnPodLast evicts OwnPod too (if the other filters let it go), last: once every other
+	// pod's eviction on the node was accepted or has ended its attempts (TierOwnPod). A
+	// controller leader draining its own node thus hands over once, at the end of the drain.
+	OwnPodLast bool
 }
 
 // Terms are what the notices behind one drain allow it, beyond the Policy.
@@ -100,10 +104,13 @@ const (
 	// evicted in turn: each leaves at the deadline minus its grace period, the last moment
 	// that still lets it stop cleanly, whatever the other tiers are doing.
 	TierDoNotDisrupt
+	// TierOwnPod is Lifeboat's own pod (Policy.OwnPodLast): evicted once every other pod's
+	// eviction was accepted or has ended its attempts, so that its end comes after theirs.
+	TierOwnPod
 )
 
 func (t Tier) String() string {
-	return [...]string{"workload", "daemonset", "critical", "critical-daemonset", "do-not-disrupt"}[t]
+	return [...]string{"workload", "daemonset", "critical", "critical-daemonset", "do-not-disrupt", "own-pod"}[t]
 }
 
 // Candidate is a pod selected for eviction.
@@ -148,7 +155,7 @@ func Select(pods []*Pod, p Policy, terms Terms) (evict []Candidate, skipped []Sk
 		switch {
 		case isMirror(pod):
 			reason = ReasonMirror
-		case key == p.OwnPod:
+		case key == p.OwnPod && !p.OwnPodLast:
 			reason = ReasonOwnPod
 		case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
 			reason = ReasonFinished
@@ -167,7 +174,11 @@ func Select(pods []*Pod, p Policy, terms Terms) (evict []Candidate, skipped []Sk
 			skipped = append(skipped, Skipped{Pod: key, UID: pod.UID, Reason: reason, MarkError: markError})
 			continue
 		}
-		evict = append(evict, Candidate{Pod: pod, Tier: tierOf(pod, fromDaemonSet, marked), Unmanaged: owner == nil,
+		tier := tierOf(pod, fromDaemonSet, marked)
+		if key == p.OwnPod {
+			tier = TierOwnPod
+		}
+		evict = append(evict, Candidate{Pod: pod, Tier: tier, Unmanaged: owner == nil,
 			ProtectedUntil: until, MarkError: markError})
 	}
 	slices.SortStableFunc(evict, func(a, b Candidate) int { return int(a.Tier) - int(b.Tier) })

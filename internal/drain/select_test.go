@@ -272,3 +272,30 @@ func TestReviseSkipped(t *testing.T) {
 		t.Errorf("got %+v, want %+v: the DaemonSet pod once, the newcomer added, the released pod gone", got, want)
 	}
 }
+
+// OwnPodLast: the own pod is a candidate of its own tier, after every other tier, the pods
+// marked not to disrupt included; the other filters still apply to it. Without it, it stays.
+func TestOwnPodLast(t *testing.T) {
+	own := types.NamespacedName{Namespace: "kube-system", Name: "lifeboat-abc"}
+	pods := []*corev1.Pod{
+		newPod("kube-system", "lifeboat-abc", "n", ownedBy("ReplicaSet", "lifeboat")),
+		newPod("a", "dns", "n", ownedBy("ReplicaSet", "dns"), critical("system-cluster-critical")),
+		newPod("a", "web", "n", ownedBy("ReplicaSet", "web")),
+	}
+	pods[2].Annotations = map[string]string{AnnotationDoNotDisrupt: "true"}
+	evict, skipped := Select(keepAll(pods), Policy{DeleteLocalData: true, OwnPod: own, OwnPodLast: true}, Terms{Reclaim: true})
+	if len(skipped) != 0 || len(evict) != 3 {
+		t.Fatalf("evict %d, skipped %+v; want all three evicted", len(evict), skipped)
+	}
+	if last := evict[2]; last.Pod.Name != own.Name || last.Tier != TierOwnPod || last.Tier.String() != "own-pod" {
+		t.Errorf("last candidate %s in tier %s; want the own pod in the own-pod tier", last.Pod.Name, last.Tier)
+	}
+	_, skipped = Select(keepAll(pods), Policy{DeleteLocalData: true, OwnPod: own}, Terms{Reclaim: true})
+	if len(skipped) != 1 || skipped[0].Reason != ReasonOwnPod {
+		t.Errorf("without OwnPodLast: skipped %+v; want the own pod alone", skipped)
+	}
+	pods[0].DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	if _, skipped = Select(keepAll(pods), Policy{DeleteLocalData: true, OwnPod: own, OwnPodLast: true}, Terms{Reclaim: true}); len(skipped) != 1 || skipped[0].Reason != ReasonTerminating {
+		t.Errorf("terminating own pod: skipped %+v; want it left as terminating", skipped)
+	}
+}

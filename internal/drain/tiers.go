@@ -23,6 +23,11 @@ import (
 // own time (evictAtLast). It returns when every pod is gone or has ended its attempts.
 func (d *Drainer) evictInTiers(ctx context.Context, candidates []Candidate, out []PodOutcome, deadline *Deadline, tr *tracker) {
 	var wg sync.WaitGroup
+	own := len(candidates)
+	if i := slices.IndexFunc(candidates, func(c Candidate) bool { return c.Tier == TierOwnPod }); i >= 0 {
+		own = i
+	}
+	candidates, ownPods, ownOut := candidates[:own], candidates[own:], out[own:]
 	tiered := len(candidates)
 	if last := slices.IndexFunc(candidates, func(c Candidate) bool { return c.Tier == TierDoNotDisrupt }); last >= 0 {
 		for i := last; i < len(candidates); i++ {
@@ -43,6 +48,7 @@ func (d *Drainer) evictInTiers(ctx context.Context, candidates []Candidate, out 
 		start = end
 	}
 	wg.Wait()
+	d.evictOwnPodLast(ctx, ownPods, ownOut, deadline, tr)
 	var uids []types.UID
 	for i := range out {
 		if !out[i].EvictedAt.IsZero() {
@@ -50,6 +56,21 @@ func (d *Drainer) evictInTiers(ctx context.Context, candidates []Candidate, out 
 		}
 	}
 	tr.waitAll(ctx, uids)
+}
+
+// evictOwnPodLast evicts Lifeboat's own pod (Policy.OwnPodLast) once every other pod's
+// eviction has ended its attempts: its eviction ends this process's work (the kubelet stops
+// it, and a leader releases its Lease), so the drain hands over once, at its end. The next
+// leader finds the node's other pods leaving or gone.
+func (d *Drainer) evictOwnPodLast(ctx context.Context, own []Candidate, out []PodOutcome, deadline *Deadline, tr *tracker) {
+	for i, c := range own {
+		if ctx.Err() != nil {
+			out[i].Error = "the drain stopped before Lifeboat's own pod's turn"
+			continue
+		}
+		d.opts.Logger.Info("evicting Lifeboat's own pod, last on its node: the next leader takes over", "pod", out[i].Pod.String())
+		d.evictSafely(&out[i], func() { d.evictOne(ctx, c.Pod, &out[i], deadline, tr, nil, nil) })
+	}
 }
 
 // tierEnd is the end of the tier that starts at candidates[start].

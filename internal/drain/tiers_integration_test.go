@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"lifeboat.dev/lifeboat/test/sandbox"
@@ -210,4 +211,35 @@ func TestCriticalTierWaitsForLeavingPodsUntilItsLatestMoment(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A controller leader drains the node its own pod runs on (Policy.OwnPodLast): its own pod,
+// in a ReplicaSet as the chart runs it, is evicted last, after every other pod's eviction
+// was accepted, critical ones included, so that the hand-over to a standby comes once, at
+// the end of the drain.
+func TestOwnPodEvictedLast(t *testing.T) {
+	ctx := testContext(t, 2*time.Minute)
+	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{})
+	createPods(t, ctx, c,
+		newPod("kube-system", "lifeboat-controller-a", node, ownedBy("ReplicaSet", "lifeboat-controller")),
+		newPod("apps", "web-0", node, ownedBy("ReplicaSet", "web")),
+		newPod("apps", "web-1", node, ownedBy("ReplicaSet", "web")),
+		newPod("kube-system", "coredns", node, ownedBy("ReplicaSet", "coredns"), critical("system-cluster-critical")))
+	own := types.NamespacedName{Namespace: "kube-system", Name: "lifeboat-controller-a"}
+	d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true, OwnPod: own, OwnPodLast: true}, PodGracePeriod: -1,
+		Lister: APILister{Client: c.Client, Quorum: true}})
+	res, err := d.DrainUntil(ctx, node, NewDeadline(time.Now().Add(2*time.Minute)), Terms{Reclaim: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := outcomeNamed(t, res, own.Name)
+	if mine.EvictedAt.IsZero() || mine.Tier != TierOwnPod {
+		t.Fatalf("own pod: %+v; want evicted, in the own-pod tier", mine)
+	}
+	for _, name := range []string{"web-0", "web-1", "coredns"} {
+		p := outcomeNamed(t, res, name)
+		if p.EvictedAt.IsZero() || !p.EvictedAt.Before(mine.EvictedAt) {
+			t.Errorf("%s evicted at %v, own pod at %v; want every other pod's eviction accepted first", name, p.EvictedAt, mine.EvictedAt)
+		}
+	}
 }

@@ -1,0 +1,203 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"runtime"
+	rtmetrics "runtime/metrics"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"k8s.io/client-go/rest"
+
+	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/controller"
+	"lifeboat.dev/lifeboat/internal/daemon"
+	"lifeboat.dev/lifeboat/internal/episode"
+	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
+)
+
+// The AZ reclaim's runs (LIFEBOAT_SCALE_KILL): without a kill, and with the leader killed
+// mid-eviction while a warm standby waits.
+const (
+	azRunPlain  = "no-kill"
+	azRunKilled = "leader-killed"
+)
+
+// azRuns are the runs LIFEBOAT_SCALE_KILL asks for: both (default), off (no kill) or only.
+func azRuns(b *testing.B, kill string) []string {
+	switch kill {
+	case "", "both":
+		return []string{azRunPlain, azRunKilled}
+	case "off":
+		return []string{azRunPlain}
+	case "only":
+		return []string{azRunKilled}
+	}
+	b.Fatalf("LIFEBOAT_SCALE_KILL=%q: want both, off or only", kill)
+	return nil
+}
+
+// azLeaseSettings are the Lease's timings LIFEBOAT_SCALE_LEASE sets, as
+// "duration/renew-deadline/retry-period" (e.g. 15s/10s/2s); none: the defaults.
+func azLeaseSettings(b *testing.B) []string {
+	v := os.Getenv("LIFEBOAT_SCALE_LEASE")
+	if v == "" {
+		return nil
+	}
+	parts := strings.Split(v, "/")
+	if len(parts) != 3 {
+		b.Fatalf("LIFEBOAT_SCALE_LEASE=%q: want duration/renew-deadline/retry-period, e.g. 15s/10s/2s", v)
+	}
+	return []string{"LEADER_ELECTION_LEASE_DURATION", parts[0], "LEADER_ELECTION_RENEW_DEADLINE", parts[1], "LEADER_ELECTION_RETRY_PERIOD", parts[2]}
+}
+
+// azPlainAccepted is when the run without a kill had every eviction accepted, for the killed
+// run's comparison (the runs go one after the other).
+var azPlainAccepted atomic.Int64
+
+// azKillSwitch cuts a replica off from the API server at once, as SIGKILL does: every request
+// from then on fails without reaching the server (the Lease is not released), and the
+// caller cancels the replica's work. Requests already at the server are answered there, as
+// they would be for a killed process.
+type azKillSwitch struct{ killed atomic.Bool }
+
+func (k *azKillSwitch) wrap(rt http.RoundTripper) http.RoundTripper {
+	return azRoundTripper(func(r *http.Request) (*http.Response, error) {
+		if k.killed.Load() {
+			return nil, errors.New("killed")
+		}
+		return rt.RoundTrip(r)
+	})
+}
+
+type azRoundTripper func(*http.Request) (*http.Response, error)
+
+func (f azRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// azStandby is the second replica of the killed run, and what it cost while it waited.
+type azStandby struct {
+	ctl     *controller.Controller
+	metrics *metrics.Metrics
+	fake    *fakeaws.Server
+	done    chan error
+	synced  time.Duration // from its start until its caches were synced (Ready)
+	syncAt  time.Time
+	heap    int64 // live heap after a GC, synced, minus before it started
+	// its requests by client, verb and resource: until Ready, and until the kill
+	atSync, atKill map[string]float64
+	waited         time.Duration // from Ready until the kill
+	logs           *azLogCounter
+}
+
+// azStartStandby starts a second replica with the leader's settings but its own identity and
+// clients, and waits until it is Ready: its node and pod caches synced. It measures the live
+// heap it added (after a GC on either side) and snapshots its requests so far.
+func azStartStandby(ctx context.Context, b *testing.B, base *rest.Config, cfg *config.Config, queueURL string, fake *fakeaws.Server) *azStandby {
+	b.Helper()
+	awsURL := fake.URL()
+	standbyCfg := benchConfig(b, queueURL, awsURL, "POD_NAME", "lifeboat-standby",
+		"LEADER_ELECTION_LEASE_DURATION", cfg.LeaseDuration.String(), "LEADER_ELECTION_RENEW_DEADLINE", cfg.LeaseRenewDeadline.String(),
+		"LEADER_ELECTION_RETRY_PERIOD", cfg.LeaseRetryPeriod.String())
+	s := &azStandby{metrics: metrics.New(), fake: fake, done: make(chan error, 1), logs: &azLogCounter{counts: map[string]int{}, samples: map[string]string{}}}
+	clients, err := daemon.KubeClients(base, standbyCfg, s.metrics)
+	if err != nil {
+		b.Fatal(err)
+	}
+	awsCfg := benchAWSConfig(awsURL)
+	before := azLiveHeap()
+	start := time.Now()
+	s.ctl = controller.New(controller.Options{Config: standbyCfg, Client: clients.Main, LeaseClient: clients.Lease, Queue: awssqs.NewFromConfig(awsCfg),
+		EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(s.logs), Metrics: s.metrics,
+		Handler: episode.Options{CordonClient: clients.Cordon}})
+	go func() { s.done <- s.ctl.RunWithLeaderElection(ctx) }()
+	for ctx.Err() == nil && s.ctl.Healthy() != nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.syncAt = time.Now()
+	s.synced = s.syncAt.Sub(start)
+	s.heap = int64(azLiveHeap()) - int64(before)
+	s.atSync = s.requests()
+	return s
+}
+
+// killed notes the standby's requests at the leader's kill.
+func (s *azStandby) killed() {
+	s.atKill, s.waited = s.requests(), time.Since(s.syncAt)
+}
+
+// requests are the standby's Kubernetes requests so far, by client, verb and resource.
+func (s *azStandby) requests() map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range azSnapshot(s.metrics, s.fake).kube {
+		out[k.client+" "+k.verb+" "+k.resource] += v
+	}
+	return out
+}
+
+// azLiveHeap is the live heap after a full GC.
+func azLiveHeap() uint64 {
+	runtime.GC()
+	live := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	rtmetrics.Read(live)
+	if live[0].Value.Kind() != rtmetrics.KindUint64 {
+		return 0
+	}
+	return live[0].Value.Uint64()
+}
+
+// azStall is the longest pause from the kill on before the next accepted eviction (the kill
+// itself counts as the first moment), and when the first eviction after the kill came.
+func azStall(accepted []time.Duration, kill time.Duration) (stall, first time.Duration) {
+	after := slices.Sorted(slices.Values(accepted))
+	prev := kill
+	for _, a := range after {
+		if a < kill {
+			continue
+		}
+		if first == 0 {
+			first = a - kill
+		}
+		stall = max(stall, a-prev)
+		prev = a
+	}
+	return stall, first
+}
+
+// azKilledReport says what the killed run measured: the kill, the take-over, the stall and
+// the last eviction beside the run without a kill, and what the standby cost.
+func azKilledReport(b *testing.B, say func(string, ...any), s *azStandby, cfg *config.Config, p azTimes, killAfter, ledAfter time.Duration, acceptedAtKill int, leaderLeaseWrites, minutes float64) {
+	stall, first := azStall(p.acceptedAfter, killAfter)
+	say("leader killed (its API connection cut, its work cancelled, the Lease not released) %s after the sending, %d evictions accepted by then; "+
+		"Lease %s, renew deadline %s, retry period %s", killAfter.Round(10*time.Millisecond), acceptedAtKill, cfg.LeaseDuration, cfg.LeaseRenewDeadline, cfg.LeaseRetryPeriod)
+	led := "never"
+	if ledAfter > 0 {
+		led = ledAfter.Round(10*time.Millisecond).String() + " after the kill"
+	}
+	say("  the standby led %s; first eviction after the kill %s after it; stall (longest pause from the kill on before the next accepted eviction) %s; the goal, lease + 2 s = %s: %v",
+		led, first.Round(10*time.Millisecond), stall.Round(10*time.Millisecond), cfg.LeaseDuration+2*time.Second, stall <= cfg.LeaseDuration+2*time.Second)
+	if plain := time.Duration(azPlainAccepted.Load()); plain > 0 {
+		say("  last eviction accepted %s after the sending; without a kill %s; the goal, at most that plus the stall (%s): %v",
+			p.accepted.Round(10*time.Millisecond), plain.Round(10*time.Millisecond), (plain + stall).Round(10*time.Millisecond), p.accepted <= plain+stall)
+	} else {
+		say("  last eviction accepted %s after the sending (no run without a kill to compare with)", p.accepted.Round(10*time.Millisecond))
+	}
+	waited := azDiff(s.atKill, s.atSync)
+	say("standby: Ready (node and pod caches synced) %s after its start; live heap +%.1f MiB after a GC (those caches); its requests until Ready: %s; "+
+		"while it waited, %s: %s (%.0f Lease reads a minute, no write)", s.synced.Round(10*time.Millisecond), float64(s.heap)/(1<<20), azFormat(s.atSync),
+		s.waited.Round(100*time.Millisecond), azFormat(waited), waited["lease get leases"]/s.waited.Minutes())
+	say("standby, after the kill: requests %s; warnings and errors: %s", azFormat(azDiff(s.requests(), s.atKill)), s.logs)
+	b.ReportMetric(stall.Seconds(), "stall-s")
+	b.ReportMetric(ledAfter.Seconds(), "takeover-s")
+	b.ReportMetric(float64(s.heap)/(1<<20), "standby-heap-MiB")
+	say("the leader's Lease writes: %.1f a minute during the burst", leaderLeaseWrites/minutes)
+}
