@@ -222,15 +222,16 @@ func matches(t *testing.T, pattern, event any) bool {
 // (internal/source/sqs/messages/testdata), and messages of those types no rule may send.
 var (
 	noticeSamples = map[string]string{
-		"EC2 Spot Instance Interruption Warning":                 "spot.json",
-		"EC2 Capacity Reservation Instance Interruption Warning": "capacity-reservation.json",
-		"Capacity Block Expiration Warning":                      "capacity-block.json",
-		"Capacity Block Reservation Expiration Warning":          "capacity-block-reservation-spelling.json",
-		"EC2 Instance Rebalance Recommendation":                  "rebalance.json",
-		"EC2 Instance State-change Notification":                 "state-stopping.json",
-		"EC2 Instance-terminate Lifecycle Action":                "asg-terminate.json",
-		"EC2 Instance-launch Lifecycle Action":                   "asg-launch.json",
-		"AWS Health Event":                                       "health-ec2.json",
+		"EC2 Spot Instance Interruption Warning":                               "spot.json",
+		"EC2 Capacity Reservation Instance Interruption Warning":               "capacity-reservation.json",
+		"EC2 Interruptible Capacity Reservation Instance Interruption Warning": "corpus/aws-capacity-reservation-interruption-interruptible-spelling.json",
+		"Capacity Block Expiration Warning":                                    "capacity-block.json",
+		"Capacity Block Reservation Expiration Warning":                        "capacity-block-reservation-spelling.json",
+		"EC2 Instance Rebalance Recommendation":                                "rebalance.json",
+		"EC2 Instance State-change Notification":                               "state-stopping.json",
+		"EC2 Instance-terminate Lifecycle Action":                              "asg-terminate.json",
+		"EC2 Instance-launch Lifecycle Action":                                 "asg-launch.json",
+		"AWS Health Event":                                                     "health-ec2.json",
 	}
 	// A running instance and another service's Health event: nothing to act on.
 	noticeNonSamples = []string{"state-running.json", "health-other.json"}

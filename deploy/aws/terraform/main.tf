@@ -32,7 +32,7 @@ locals {
     }
     capacity-reservation-interruption = {
       source      = ["aws.ec2"]
-      detail-type = ["EC2 Capacity Reservation Instance Interruption Warning"]
+      detail-type = ["EC2 Capacity Reservation Instance Interruption Warning", "EC2 Interruptible Capacity Reservation Instance Interruption Warning"]
     }
     capacity-block-expiration = {
       source      = ["aws.ec2"]
