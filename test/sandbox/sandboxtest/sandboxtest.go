@@ -12,6 +12,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -142,14 +145,37 @@ func FakeAWS(t testing.TB, sqsEndpoint string) *fakeaws.Server {
 }
 
 // AWSConfig is an SDK configuration for local endpoints: static dummy credentials and a fixed
-// region, so the SDK never looks for credentials on 169.254.169.254.
+// region, so the SDK never looks for credentials on 169.254.169.254. One attempt a call, so
+// that tests count calls exactly; its HTTP client sends each request's body from a copy (see
+// bufferedBodies).
 func AWSConfig(endpoint string) aws.Config {
 	return aws.Config{
 		Region:           "us-east-1",
 		Credentials:      credentials.NewStaticCredentialsProvider("AKIDSANDBOX", "sandbox-secret", ""),
 		BaseEndpoint:     aws.String(endpoint),
 		RetryMaxAttempts: 1,
+		HTTPClient:       bufferedBodies{awshttp.NewBuildableClient()},
 	}
+}
+
+// bufferedBodies sends a request's body from a copy read before the request goes out. The
+// SDK's own body stream can fail the transport's last read (the one that finds its end) once
+// the answer is already in, and the transport then closes the connection under the answer
+// being read ("use of closed network connection"). The SDK retries that error; with one
+// attempt a call, a test would fail now and then for it.
+type bufferedBodies struct{ next aws.HTTPClient }
+
+func (b bufferedBodies) Do(req *http.Request) (*http.Response, error) {
+	if req.Body != nil && req.Body != http.NoBody {
+		body, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	return b.next.Do(req)
 }
 
 // IMDSProxy puts a gating and fault-injecting proxy in front of an IMDS mock for the test.
