@@ -313,7 +313,10 @@ func TestHandBackWaitsSurviveARestart(t *testing.T) {
 	if n := m.Value("lifeboat_handback_wait_seconds", "wait", "volumes", "outcome", "released"); n != 1 {
 		t.Errorf("the second controller's volume wait: released %v times, want 1", n)
 	}
-	if r := recorded(); r != nil {
-		t.Errorf("the record still holds %+v after the hand-back", r)
+	// The record is written once the action is completed: wait for that write.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return recorded() == nil, nil
+	}); err != nil {
+		t.Errorf("the record still holds %+v after the hand-back", recorded())
 	}
 }
