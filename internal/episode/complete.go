@@ -15,6 +15,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/instancegate"
 	"lifeboat.dev/lifeboat/internal/lifecycle"
+	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
@@ -37,6 +38,7 @@ type completions struct {
 	writer    *nodes.Writer
 	handled   *handledNotices
 	events    *events.Recorder
+	metrics   *metrics.Metrics
 	log       *slog.Logger
 	claims    *claims
 	reports   *reports
@@ -65,6 +67,12 @@ func (c *completions) finish(ctx context.Context, n notice.Notice, nodeName stri
 				"nodeInstance", refused.NodeInstance, "group", refused.Group, "why", refused.Reason)
 		}
 	}
+	wouldComplete := c.completer != nil && c.cfg.DryRun && n.Lifecycle != nil && !slices.Contains(done.abandoned, n.ID)
+	if wouldComplete {
+		c.log.Info("dry run: would complete the lifecycle action (CONTINUE)", "notice", n.ID, "node", nodeName,
+			"instance", n.InstanceID, "group", n.Lifecycle.Group, "hook", n.Lifecycle.Hook)
+		c.metrics.Action(metrics.ActionLifecycleComplete, metrics.ResultDryRun)
+	}
 	var notify bool
 	edits := []nodes.Edit{claimOutcome(record.OutcomeDrained, &notify), record.PhaseEdit(n.ID, record.PhaseDrained, time.Time{}),
 		phaseLabel(c.cfg.NodeCondition), c.claims.disownEdit()}
@@ -87,6 +95,9 @@ func (c *completions) finish(ctx context.Context, n notice.Notice, nodeName stri
 	done.tell()
 	if completed != nil {
 		c.events.LifecycleCompleted(events.NodeOf(res.Node), completed.Hook, n.InstanceID, completed.Result)
+	}
+	if wouldComplete { // worded as what a dry run would have done
+		c.events.LifecycleCompleted(events.NodeOf(res.Node), n.Lifecycle.Hook, n.InstanceID, "CONTINUE")
 	}
 	if refused != nil {
 		c.events.InstanceCallRefused(events.NodeOf(res.Node), refused.Error())

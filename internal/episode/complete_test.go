@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +14,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/instancegate"
 	"lifeboat.dev/lifeboat/internal/lifecycle"
+	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
@@ -67,5 +69,35 @@ func TestCompletionFinishesOnlyWhatIsDone(t *testing.T) {
 				t.Errorf("the claim outlived the finished notice: %+v", r.Owner)
 			}
 		})
+	}
+}
+
+// Under DRY_RUN the lifecycle action is not completed, and that is said: a log line, the
+// dry_run count of lifecycle_complete, and the notice still finished in the record.
+func TestDryRunSaysItWouldComplete(t *testing.T) {
+	ctx := context.Background()
+	hook := notice.Notice{ID: notice.ID(notice.ASGTermination, "i-0123456789abcdef0", notice.TokenDigest("t")), Kind: notice.ASGTermination,
+		Source: notice.SourceQueue, InstanceID: "i-0123456789abcdef0", Lifecycle: &notice.Lifecycle{Group: "workers", Hook: "drain"}}
+	client := fake.NewSimpleClientset(ownedNode(t, record.PhaseDraining, &record.Owner{Origin: queueOrigin}, hook))
+	cfg := sandboxtest.Config(t, "", "DRY_RUN", "true")
+	logs, m, calls := &sandboxtest.LogBuffer{}, metrics.New(), 0
+	c := &completions{cfg: cfg, writer: nodes.NewWriter(client), handled: newHandledNotices(), metrics: m,
+		log: slog.New(slog.NewTextHandler(logs, nil)), claims: &claims{origin: queueOrigin},
+		reports: &reports{cfg: cfg, log: slog.New(slog.DiscardHandler)},
+		completer: CompleteFunc(func(context.Context, string, notice.Notice) (*lifecycle.Completed, error) {
+			calls++
+			return nil, nil
+		})}
+	if _, err := c.finish(ctx, hook, "n1", nil, &drainOutcome{ran: true}); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 0 {
+		t.Errorf("%d completer calls under DRY_RUN, want 0", calls)
+	}
+	if got := m.Value("lifeboat_actions_total", "action", "lifecycle_complete", "result", "dry_run"); got != 1 {
+		t.Errorf("lifeboat_actions_total{lifecycle_complete,dry_run} = %v, want 1", got)
+	}
+	if !strings.Contains(logs.String(), "dry run: would complete the lifecycle action") || !strings.Contains(logs.String(), "hook=drain") {
+		t.Errorf("no log line of the completion a dry run leaves out:\n%s", logs.String())
 	}
 }

@@ -169,7 +169,7 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 		refused: &refusedClaims{reported: newReportedOnce(), log: logger, metrics: o.Metrics, events: o.Events}}
 	h.detachPhase = &detachPhase{waits: guarded(o.DetachWaits, logger, o.Metrics), cfg: c, writer: w, metrics: o.Metrics, events: o.Events, conditions: h.conditions}
 	h.retentions = &retentions{retainer: o.Retainer, cfg: c, writer: w, events: o.Events, metrics: o.Metrics, drains: h.drains}
-	h.completion = &completions{completer: o.Completer, cfg: c, writer: w, handled: handled, events: o.Events, log: logger, claims: h.claims, reports: reports}
+	h.completion = &completions{completer: o.Completer, cfg: c, writer: w, handled: handled, events: o.Events, metrics: o.Metrics, log: logger, claims: h.claims, reports: reports}
 	return h
 }
 
