@@ -74,6 +74,12 @@ type Config struct {
 	InstanceImpairedThreshold           int           // INSTANCE_IMPAIRED_THRESHOLD, seconds
 	SetImpairedInstanceUnhealthy        bool          // SET_IMPAIRED_INSTANCE_UNHEALTHY
 
+	// Node health (controller): repairs driven by Node conditions.
+	EnableNodeRepair       bool              // ENABLE_NODE_REPAIR
+	NodeRepairConditions   []RepairCondition // NODE_REPAIR_CONDITIONS; empty = DefaultRepairConditions
+	NodeRepairDrainTimeout time.Duration     // NODE_REPAIR_DRAIN_TIMEOUT
+	NodeRepairAction       string            // NODE_REPAIR_ACTION
+
 	JSONLogging      bool   // JSON_LOGGING
 	LogLevel         string // LOG_LEVEL
 	LogFormatVersion string // LOG_FORMAT_VERSION
@@ -121,6 +127,7 @@ const (
 	groupIMDS     = "Agent mode (instance metadata)"
 	groupQueue    = "Controller mode (queue)"
 	groupWebhook  = "Webhook"
+	groupHealth   = "Controller mode (node health)"
 	groupOperate  = "Logs, metrics, probes and events"
 	defaultTaints = "NoSchedule"
 )
@@ -279,6 +286,20 @@ func settings(c *Config) []*Setting {
 		{Env: "SET_IMPAIRED_INSTANCE_UNHEALTHY", Flag: "set-impaired-instance-unhealthy", Default: "false", Group: groupQueue, Lifeboat: true,
 			value: boolValue{&c.SetImpairedInstanceUnhealthy},
 			Usage: "After draining an impaired instance's node (ENABLE_INSTANCE_STATUS_DRAINING), mark the instance Unhealthy in its Auto Scaling group (SetInstanceHealth, respecting the group's grace period) so that the group replaces it; once the node names the instance and Auto Scaling reports it in that group. Needs autoscaling:SetInstanceHealth."},
+
+		// Node health
+		{Env: "ENABLE_NODE_REPAIR", Flag: "enable-node-repair", Default: "false", Group: groupHealth, Lifeboat: true,
+			value: boolValue{&c.EnableNodeRepair},
+			Usage: "Controller: repair nodes that their node agent (node-problem-detector, the EKS node monitoring agent) reports unhealthy through a Node condition. A node whose condition has held a status of NODE_REPAIR_CONDITIONS for its duration, counted from the condition's lastTransitionTime, is cordoned and drained as for any notice (NODE_REPAIR_DRAIN_TIMEOUT is the budget), then its instance is handed to its Auto Scaling group as NODE_REPAIR_ACTION says, through the same check of the instance as every call on an instance. Needs autoscaling:SetInstanceHealth (ec2:TerminateInstances with NODE_REPAIR_ACTION=terminate)."},
+		{Env: "NODE_REPAIR_CONDITIONS", Flag: "node-repair-conditions", Group: groupHealth, Lifeboat: true,
+			value: repairConditionsValue{&c.NodeRepairConditions},
+			Usage: "Comma-separated Type=Status:Duration, e.g. KernelReady=False:30m,AcceleratedHardwareReady=False:10m (status True, False or Unknown; duration 0s to 168h). Empty: the EKS node monitoring agent's conditions, AcceleratedHardwareReady=False:10m and ContainerRuntimeReady, KernelReady, NetworkingReady, StorageReady=False:30m. A condition that recovers within its duration changes nothing."},
+		{Env: "NODE_REPAIR_DRAIN_TIMEOUT", Flag: "node-repair-drain-timeout", Default: "10m", Group: groupHealth, Lifeboat: true,
+			value: durationValue{p: &c.NodeRepairDrainTimeout, min: 10 * time.Second, max: 24 * time.Hour},
+			Usage: "The deadline of a repair's drain, from the moment the repair starts: pods keep their own grace periods unless they would end after it, as for any notice."},
+		{Env: "NODE_REPAIR_ACTION", Flag: "node-repair-action", Default: RepairMarkUnhealthy, Group: groupHealth, Lifeboat: true,
+			value: enumValue{&c.NodeRepairAction, []string{RepairMarkUnhealthy, RepairTerminate}},
+			Usage: "What a repaired node's instance is given once drained: mark-unhealthy marks it Unhealthy in its Auto Scaling group (SetInstanceHealth), which replaces it; an instance in no group is left drained, with an Event and a metric. terminate: the instance is terminated (ec2:TerminateInstances) whether a group holds it or not; a group then replaces it."},
 
 		// Webhook
 		{Env: "WEBHOOK_URL", Flag: "webhook-url", Group: groupWebhook, Secret: true,

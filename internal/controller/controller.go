@@ -145,7 +145,7 @@ func New(o Options) *Controller {
 	c.gate = instancegate.New(instancegate.Options{Nodes: o.Client, Groups: cloud.CountedGroups{AutoScaling: o.AutoScaling, Calls: m},
 		Instances: c.instances, Refused: m.InstanceCallRefused})
 	c.completer = lifecycle.Completer{AutoScaling: o.AutoScaling, Gate: c.gate, Metrics: m, Log: o.Logger,
-		Delay: time.Duration(cfg.CompleteLifecycleActionDelaySeconds) * time.Second}
+		Delay: time.Duration(cfg.CompleteLifecycleActionDelaySeconds) * time.Second, Events: o.Handler.Events}
 	c.intake = driver.IntakePolicy{NotOurs: episode.ErrNotOurs, MaxPause: retrySoon,
 		Budget: time.Duration(cfg.NodeTerminationGracePeriod) * time.Second}
 	c.hooks = cloud.NewHookTimeoutCache(o.AutoScaling)
@@ -154,7 +154,8 @@ func New(o Options) *Controller {
 		Metrics: m, Events: o.Handler.Events, Log: o.Logger, Policy: heartbeatPolicy(cfg, time.Second)}
 	h := o.Handler
 	h.Origin, h.Metrics, h.KeepAlive = "queue "+cfg.QueueURL, m, c.heartbeats
-	h.Completer = lifecycle.QueueNotices{Completer: c.completer, MarkUnhealthy: cfg.SetImpairedInstanceUnhealthy && !cfg.DryRun}
+	h.Completer = lifecycle.QueueNotices{Completer: c.completer, MarkUnhealthy: cfg.SetImpairedInstanceUnhealthy && !cfg.DryRun,
+		Repairs: repairs(cfg, o.EC2)}
 	if r := lifecycle.NewRetainer(o.AutoScaling, c.gate, m, o.Logger, cfg.AbandonOnIncompleteDrain, cfg.RetainedDrainTimeout); r != nil {
 		h.Retainer = r
 	}
@@ -301,6 +302,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer func() { c.episodes.Store(nil); stopEpisodes() }()
 	warnIdentity(c.log, c.metrics, c.cfg, resolver.Warnings())
 	defer c.startInstanceStatus(ctx, resolver, nodeInformer.GetIndexer())() // before the reconciler stops
+	defer c.startNodeRepair(ctx, resolver, nodeInformer)()
 	if every := c.cfg.ReadinessReportInterval; every > 0 {
 		go c.reportChecks(ctx, every)
 	}

@@ -61,6 +61,8 @@ var ec2Actions = map[string]handler{
 	"DescribeTags":      (*Server).ec2DescribeTags,
 	// Status checks and scheduled events: instancestatus.go.
 	"DescribeInstanceStatus": (*Server).ec2DescribeInstanceStatus,
+	// Terminations and stopped instances: terminate.go.
+	"TerminateInstances": (*Server).ec2TerminateInstances,
 }
 
 var asgActions = map[string]handler{

@@ -55,6 +55,10 @@ enableInstanceStatusDraining: ENABLE_INSTANCE_STATUS_DRAINING
 instanceStatusInterval: INSTANCE_STATUS_INTERVAL
 instanceImpairedThreshold: INSTANCE_IMPAIRED_THRESHOLD
 setImpairedInstanceUnhealthy: SET_IMPAIRED_INSTANCE_UNHEALTHY
+enableNodeRepair: ENABLE_NODE_REPAIR
+nodeRepairConditions: NODE_REPAIR_CONDITIONS
+nodeRepairDrainTimeout: NODE_REPAIR_DRAIN_TIMEOUT
+nodeRepairAction: NODE_REPAIR_ACTION
 webhookUrl: WEBHOOK_URL
 webhookProxy: WEBHOOK_PROXY
 webhookHeaders: WEBHOOK_HEADERS

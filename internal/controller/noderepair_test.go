@@ -1,0 +1,148 @@
+package controller_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"lifeboat.dev/lifeboat/internal/episode"
+	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
+	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
+)
+
+// repairSettings turn node repair on: KernelReady False for 3 s, NetworkingReady False for an
+// hour.
+var repairSettings = []string{"ENABLE_NODE_REPAIR", "true", "NODE_REPAIR_CONDITIONS", "KernelReady=False:3s,NetworkingReady=False:1h"}
+
+// setCondition sets a node condition on the status subresource, as a node agent does.
+func (w *intakeWorld) setCondition(t *testing.T, ctx context.Context, n *corev1.Node, typ string, status corev1.ConditionStatus, since time.Time) {
+	t.Helper()
+	w.updateNode(t, ctx, n, true, func(got *corev1.Node) {
+		c := corev1.NodeCondition{Type: corev1.NodeConditionType(typ), Status: status, Reason: "AgentSays", Message: "set by the test",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.NewTime(since)}
+		for i := range got.Status.Conditions {
+			if string(got.Status.Conditions[i].Type) == typ {
+				got.Status.Conditions[i] = c
+				return
+			}
+		}
+		got.Status.Conditions = append(got.Status.Conditions, c)
+	})
+}
+
+// repairID is the repair notice of a node for its condition typ.
+func repairID(n *corev1.Node, typ string) string {
+	return notice.ID(notice.NodeRepair, episode.InstanceIDOf(n), typ)
+}
+
+// Two nodes whose agent says KernelReady=False past its duration are drained and marked
+// Unhealthy in their group once each: one failing for long already, one that reaches its
+// duration while Lifeboat watches. An instance in no group is drained and left so, with a
+// Warning Event. A node whose condition recovers within its duration, one whose condition has
+// not held long enough, and a healthy one are not touched.
+func TestNodeRepairDrainsAndMarksUnhealthy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 6)
+	old, fresh, flapping, slow, lonely := w.nodes[0], w.nodes[1], w.nodes[2], w.nodes[3], w.nodes[5]
+	for _, n := range w.nodes[:5] {
+		w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: ourTags, AutoScalingGroup: "workers"})
+	}
+	longAgo := time.Now().Add(-time.Hour).Truncate(time.Second)
+	w.setCondition(t, ctx, old, "KernelReady", corev1.ConditionFalse, longAgo)
+	w.setCondition(t, ctx, slow, "NetworkingReady", corev1.ConditionFalse, longAgo.Add(30*time.Minute))
+	w.setCondition(t, ctx, lonely, "KernelReady", corev1.ConditionFalse, longAgo)
+	w.run(t, ctx, repairSettings...)
+
+	now := time.Now().Truncate(time.Second)
+	w.setCondition(t, ctx, fresh, "KernelReady", corev1.ConditionFalse, now)
+	w.setCondition(t, ctx, flapping, "KernelReady", corev1.ConditionFalse, now)
+	time.Sleep(time.Second)
+	w.setCondition(t, ctx, flapping, "KernelReady", corev1.ConditionTrue, time.Now())
+
+	w.waitDrained(t, ctx, old, repairID(old, "KernelReady"))
+	w.waitDrained(t, ctx, fresh, repairID(fresh, "KernelReady"))
+	if took := time.Since(now); took < 3*time.Second {
+		t.Errorf("the fresh failure was repaired after %v, before its 3 s", took)
+	}
+	for _, n := range []*corev1.Node{old, fresh} {
+		id := episode.InstanceIDOf(n)
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+			return w.fake.UnhealthyMarks(id) > 0, nil
+		})
+		if err != nil {
+			t.Fatalf("%s: the instance was not marked Unhealthy", n.Name)
+		}
+	}
+	// More node updates come and go: each repair stays one drain and one mark.
+	w.setCondition(t, ctx, old, "KernelReady", corev1.ConditionFalse, longAgo)
+	time.Sleep(4 * time.Second)
+	for _, n := range []*corev1.Node{old, fresh} {
+		if got := w.fake.UnhealthyMarks(episode.InstanceIDOf(n)); got != 1 {
+			t.Errorf("%s: %d Unhealthy marks, want 1", n.Name, got)
+		}
+		if got := w.eventCount(t, ctx, n, "DrainStarted"); got != 1 {
+			t.Errorf("%s: %d drains started, want 1", n.Name, got)
+		}
+		if got := w.eventCount(t, ctx, n, "NodeRepair"); got != 1 {
+			t.Errorf("%s: %d NodeRepair Events, want 1", n.Name, got)
+		}
+	}
+	for _, n := range []*corev1.Node{flapping, slow, w.nodes[4]} {
+		got := w.node(t, ctx, n)
+		if got.Spec.Unschedulable || w.podsOn(t, ctx, n) != 1 || got.Annotations[record.Annotation] != "" {
+			t.Errorf("%s was touched: unschedulable %v, %d pods", n.Name, got.Spec.Unschedulable, w.podsOn(t, ctx, n))
+		}
+	}
+	if got := w.metrics.Value("lifeboat_actions_total", "action", "mark_unhealthy", "result", "ok"); got != 2 {
+		t.Errorf("lifeboat_actions_total{action=mark_unhealthy,result=ok} = %v, want 2", got)
+	}
+	w.waitDrained(t, ctx, lonely, repairID(lonely, "KernelReady"))
+	if got := w.eventCount(t, ctx, lonely, "RepairInstanceNoGroup"); got != 1 {
+		t.Errorf("%d RepairInstanceNoGroup Events for the instance in no group, want 1", got)
+	}
+	if got := w.metrics.Value("lifeboat_actions_total", "action", "mark_unhealthy", "result", "skipped"); got != 1 {
+		t.Errorf("lifeboat_actions_total{action=mark_unhealthy,result=skipped} = %v, want 1", got)
+	}
+	if got := w.fake.UnhealthyMarks(episode.InstanceIDOf(lonely)); got != 0 {
+		t.Errorf("the instance in no group was marked Unhealthy %d times", got)
+	}
+}
+
+// With NODE_REPAIR_ACTION=terminate, a repaired node's instance is terminated once, and not
+// marked Unhealthy.
+func TestNodeRepairTerminates(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 2)
+	sick, well := w.nodes[0], w.nodes[1]
+	w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(sick), PrivateDNSName: sick.Name, Tags: ourTags, AutoScalingGroup: "workers"})
+	w.setCondition(t, ctx, sick, "AcceleratedHardwareReady", corev1.ConditionFalse, time.Now().Add(-20*time.Minute))
+	w.run(t, ctx, "ENABLE_NODE_REPAIR", "true", "NODE_REPAIR_ACTION", "terminate") // the default conditions
+	w.waitDrained(t, ctx, sick, repairID(sick, "AcceleratedHardwareReady"))
+	id := episode.InstanceIDOf(sick)
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+		return w.fake.Terminations(id) > 0, nil
+	})
+	if err != nil {
+		t.Fatal("the repaired instance was not terminated")
+	}
+	time.Sleep(2 * time.Second)
+	if got := w.fake.Terminations(id); got != 1 {
+		t.Errorf("%d terminations, want 1", got)
+	}
+	if got := w.fake.UnhealthyMarks(id); got != 0 {
+		t.Errorf("%d Unhealthy marks, want none", got)
+	}
+	if got := w.eventCount(t, ctx, sick, "RepairInstanceTerminated"); got != 1 {
+		t.Errorf("%d RepairInstanceTerminated Events, want 1", got)
+	}
+	if w.node(t, ctx, well).Spec.Unschedulable {
+		t.Error("the healthy node was cordoned")
+	}
+}

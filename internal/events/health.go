@@ -1,0 +1,36 @@
+package events
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Reasons of node health's Events (ENABLE_NODE_REPAIR and the fast path for dead instances).
+const (
+	ReasonNodeRepair            = "NodeRepair"               // a node's condition held long enough: the repair's notice
+	ReasonRepairInstanceNoGroup = "RepairInstanceNoGroup"    // the drained instance is in no Auto Scaling group: nothing replaces it
+	ReasonRepairMarkedUnhealthy = "RepairMarkedUnhealthy"    // the drained instance was marked Unhealthy in its group
+	ReasonRepairTerminated      = "RepairInstanceTerminated" // the drained instance was terminated (NODE_REPAIR_ACTION=terminate)
+)
+
+// RepairNoGroup records that a drained node's instance is in no Auto Scaling group, so
+// marking it Unhealthy would replace nothing: it stays drained and cordoned.
+func (r *Recorder) RepairNoGroup(node Node, instanceID, why string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonRepairInstanceNoGroup, clip(fmt.Sprintf(
+		"Instance %s (%s) is in no Auto Scaling group: nothing replaces it, so it is not marked Unhealthy; the node stays drained and cordoned (NODE_REPAIR_ACTION=terminate terminates such instances)",
+		instanceID, why)))
+}
+
+// RepairMarkedUnhealthy records that a drained node's instance was marked Unhealthy in its
+// group, which replaces it.
+func (r *Recorder) RepairMarkedUnhealthy(node Node, instanceID, group, why string) {
+	r.emit(node, corev1.EventTypeNormal, ReasonRepairMarkedUnhealthy, clip(fmt.Sprintf(
+		"The node is drained (%s): marked instance %s Unhealthy in Auto Scaling group %s, which replaces it", why, instanceID, group)))
+}
+
+// RepairTerminated records that a drained node's instance was terminated.
+func (r *Recorder) RepairTerminated(node Node, instanceID, why string) {
+	r.emit(node, corev1.EventTypeNormal, ReasonRepairTerminated, clip(fmt.Sprintf(
+		"The node is drained (%s): terminated instance %s (TerminateInstances)", why, instanceID)))
+}
