@@ -75,10 +75,13 @@ type Config struct {
 	SetImpairedInstanceUnhealthy        bool          // SET_IMPAIRED_INSTANCE_UNHEALTHY
 
 	// Node health (controller): repairs driven by Node conditions.
-	EnableNodeRepair       bool              // ENABLE_NODE_REPAIR
-	NodeRepairConditions   []RepairCondition // NODE_REPAIR_CONDITIONS; empty = DefaultRepairConditions
-	NodeRepairDrainTimeout time.Duration     // NODE_REPAIR_DRAIN_TIMEOUT
-	NodeRepairAction       string            // NODE_REPAIR_ACTION
+	EnableNodeRepair              bool              // ENABLE_NODE_REPAIR
+	NodeRepairConditions          []RepairCondition // NODE_REPAIR_CONDITIONS; empty = DefaultRepairConditions
+	NodeRepairDrainTimeout        time.Duration     // NODE_REPAIR_DRAIN_TIMEOUT
+	NodeRepairAction              string            // NODE_REPAIR_ACTION
+	NodeRepairMaxUnhealthyPercent int               // NODE_REPAIR_MAX_UNHEALTHY_PERCENT
+	NodeRepairMaxParallel         int               // NODE_REPAIR_MAX_PARALLEL; 0 = no cap
+	NodeRepairPaused              bool              // NODE_REPAIR_PAUSED
 
 	JSONLogging      bool   // JSON_LOGGING
 	LogLevel         string // LOG_LEVEL
@@ -300,6 +303,15 @@ func settings(c *Config) []*Setting {
 		{Env: "NODE_REPAIR_ACTION", Flag: "node-repair-action", Default: RepairMarkUnhealthy, Group: groupHealth, Lifeboat: true,
 			value: enumValue{&c.NodeRepairAction, []string{RepairMarkUnhealthy, RepairTerminate}},
 			Usage: "What a repaired node's instance is given once drained: mark-unhealthy marks it Unhealthy in its Auto Scaling group (SetInstanceHealth), which replaces it; an instance in no group is left drained, with an Event and a metric. terminate: the instance is terminated (ec2:TerminateInstances) whether a group holds it or not; a group then replaces it."},
+		{Env: "NODE_REPAIR_MAX_UNHEALTHY_PERCENT", Flag: "node-repair-max-unhealthy-percent", Default: "20", Group: groupHealth, Lifeboat: true,
+			value: intValue{p: &c.NodeRepairMaxUnhealthyPercent, min: 0, max: 100},
+			Usage: "The breaker: while more than this share of the cluster's nodes have a condition of NODE_REPAIR_CONDITIONS in its status (however long), no new repair starts; repairs already started finish. One correlated false alarm (an agent bug, a bad AMI) then drains nothing. 100: no breaker."},
+		{Env: "NODE_REPAIR_MAX_PARALLEL", Flag: "node-repair-max-parallel", Default: "5", Group: groupHealth, Lifeboat: true,
+			value: intValue{p: &c.NodeRepairMaxParallel, min: 0, max: maxInt},
+			Usage: "At most this many repairs run at once (recorded on their Node and not finished); the next starts when one finishes. 0: no cap."},
+		{Env: "NODE_REPAIR_PAUSED", Flag: "node-repair-paused", Default: "false", Group: groupHealth, Lifeboat: true,
+			value: boolValue{&c.NodeRepairPaused},
+			Usage: "Start no new repair (repairs already started finish). A single node is kept out of repairs with the annotation lifeboat.dev/node-repair=disabled."},
 
 		// Webhook
 		{Env: "WEBHOOK_URL", Flag: "webhook-url", Group: groupWebhook, Secret: true,

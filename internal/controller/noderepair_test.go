@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,9 +16,12 @@ import (
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
-// repairSettings turn node repair on: KernelReady False for 3 s, NetworkingReady False for an
-// hour.
-var repairSettings = []string{"ENABLE_NODE_REPAIR", "true", "NODE_REPAIR_CONDITIONS", "KernelReady=False:3s,NetworkingReady=False:1h"}
+// repairConditions repair KernelReady False for 3 s, NetworkingReady False for an hour.
+var repairConditions = []string{"ENABLE_NODE_REPAIR", "true", "NODE_REPAIR_CONDITIONS", "KernelReady=False:3s,NetworkingReady=False:1h"}
+
+// repairSettings are repairConditions without the breaker's share: these small clusters have
+// half their nodes unhealthy.
+var repairSettings = append(repairConditions, "NODE_REPAIR_MAX_UNHEALTHY_PERCENT", "100")
 
 // setCondition sets a node condition on the status subresource, as a node agent does.
 func (w *intakeWorld) setCondition(t *testing.T, ctx context.Context, n *corev1.Node, typ string, status corev1.ConditionStatus, since time.Time) {
@@ -123,7 +127,7 @@ func TestNodeRepairTerminates(t *testing.T) {
 	sick, well := w.nodes[0], w.nodes[1]
 	w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(sick), PrivateDNSName: sick.Name, Tags: ourTags, AutoScalingGroup: "workers"})
 	w.setCondition(t, ctx, sick, "AcceleratedHardwareReady", corev1.ConditionFalse, time.Now().Add(-20*time.Minute))
-	w.run(t, ctx, "ENABLE_NODE_REPAIR", "true", "NODE_REPAIR_ACTION", "terminate") // the default conditions
+	w.run(t, ctx, "ENABLE_NODE_REPAIR", "true", "NODE_REPAIR_ACTION", "terminate", "NODE_REPAIR_MAX_UNHEALTHY_PERCENT", "50") // the default conditions
 	w.waitDrained(t, ctx, sick, repairID(sick, "AcceleratedHardwareReady"))
 	id := episode.InstanceIDOf(sick)
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -144,5 +148,111 @@ func TestNodeRepairTerminates(t *testing.T) {
 	}
 	if w.node(t, ctx, well).Spec.Unschedulable {
 		t.Error("the healthy node was cordoned")
+	}
+}
+
+// With 70 % of the nodes unhealthy and a 30 % breaker, no repair starts, and the breaker
+// says so (Events on the held nodes, its metric, the log). Once enough nodes recover, the
+// repairs of those still failing start, but for the node an operator vetoed.
+func TestNodeRepairBreaker(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 10)
+	for _, n := range w.nodes {
+		w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: ourTags, AutoScalingGroup: "workers"})
+	}
+	longAgo := time.Now().Add(-time.Hour).Truncate(time.Second)
+	sick := w.nodes[:7]
+	for _, n := range sick {
+		w.setCondition(t, ctx, n, "KernelReady", corev1.ConditionFalse, longAgo)
+	}
+	vetoed := sick[1]
+	w.updateNode(t, ctx, vetoed, false, func(n *corev1.Node) { n.Annotations["lifeboat.dev/node-repair"] = "disabled" })
+	w.run(t, ctx, append(repairConditions, "NODE_REPAIR_MAX_UNHEALTHY_PERCENT", "30")...)
+
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		return w.metrics.Value("lifeboat_node_repair_breaker_open", "cause", "unhealthy_share") == 1 &&
+			w.eventCount(t, ctx, sick[0], "NodeRepairHeld") > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the breaker did not say it is open: metric %v", w.metrics.Value("lifeboat_node_repair_breaker_open", "cause", "unhealthy_share"))
+	}
+	time.Sleep(3 * time.Second)
+	for _, n := range w.nodes {
+		if got := w.node(t, ctx, n); got.Spec.Unschedulable || got.Annotations[record.Annotation] != "" {
+			t.Errorf("%s was touched while the breaker is open", n.Name)
+		}
+	}
+	if got := w.metrics.Value("lifeboat_node_repair_unhealthy_nodes"); got != 7 {
+		t.Errorf("lifeboat_node_repair_unhealthy_nodes = %v, want 7", got)
+	}
+	if !strings.Contains(w.logs.String(), "node repair breaker open") {
+		t.Error("the log does not say the breaker is open")
+	}
+	if got := w.eventCount(t, ctx, vetoed, "NodeRepairVetoed"); got != 1 {
+		t.Errorf("%d NodeRepairVetoed Events on the vetoed node, want 1", got)
+	}
+
+	// Five recover: 2 of 10 are unhealthy, under 30 %. The one not vetoed is repaired.
+	for _, n := range sick[2:] {
+		w.setCondition(t, ctx, n, "KernelReady", corev1.ConditionTrue, time.Now())
+	}
+	w.waitDrained(t, ctx, sick[0], repairID(sick[0], "KernelReady"))
+	if got := w.metrics.Value("lifeboat_node_repair_breaker_open", "cause", "unhealthy_share"); got != 0 {
+		t.Errorf("the breaker still says open: %v", got)
+	}
+	if got := w.node(t, ctx, vetoed); got.Spec.Unschedulable || got.Annotations[record.Annotation] != "" {
+		t.Errorf("the vetoed node was touched")
+	}
+	if got := w.metrics.Value("lifeboat_node_repairs_total", "outcome", "started"); got != 1 {
+		t.Errorf("lifeboat_node_repairs_total{outcome=started} = %v, want 1", got)
+	}
+}
+
+// A controller stopped in the middle of a repair (its drain held by a disruption budget) and
+// a new one started: the repair is neither repeated nor lost. One notice on the record, one
+// NodeRepair Event, one Unhealthy mark once the budget lets the pods go.
+func TestNodeRepairSurvivesRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 2)
+	n := w.nodes[0]
+	w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: ourTags, AutoScalingGroup: "workers"})
+	w.addHeldPods(t, ctx, n)
+	w.setCondition(t, ctx, n, "KernelReady", corev1.ConditionFalse, time.Now().Add(-time.Hour))
+	stop := w.run(t, ctx, repairSettings...)
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		return w.phase(t, ctx, n) == record.PhaseDraining && w.eventCount(t, ctx, n, "EvictionBlocked") > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the repair's drain did not start: phase %v", w.phase(t, ctx, n))
+	}
+	stop()
+	w.run(t, ctx, repairSettings...)
+	time.Sleep(2 * time.Second) // the new controller has looked at the node
+	if err := w.c.Client.PolicyV1().PodDisruptionBudgets("shop").Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	id := repairID(n, "KernelReady")
+	w.waitDrained(t, ctx, n, id)
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+		return w.fake.UnhealthyMarks(episode.InstanceIDOf(n)) > 0, nil
+	})
+	if err != nil {
+		t.Fatal("the repair was lost: the instance was not marked Unhealthy")
+	}
+	time.Sleep(2 * time.Second)
+	r, _ := record.Read(w.node(t, ctx, n))
+	if len(r.Notices) != 1 || r.Notices[0] != id {
+		t.Errorf("record notices %v, want only %s", r.Notices, id)
+	}
+	if got := w.fake.UnhealthyMarks(episode.InstanceIDOf(n)); got != 1 {
+		t.Errorf("%d Unhealthy marks, want 1", got)
+	}
+	if got := w.eventCount(t, ctx, n, "NodeRepair"); got != 1 {
+		t.Errorf("%d NodeRepair Events, want 1", got)
+	}
+	if got := w.eventCount(t, ctx, n, "CordonAndDrain"); got != 1 {
+		t.Errorf("%d drained Events, want 1", got)
 	}
 }

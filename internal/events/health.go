@@ -12,7 +12,22 @@ const (
 	ReasonRepairInstanceNoGroup = "RepairInstanceNoGroup"    // the drained instance is in no Auto Scaling group: nothing replaces it
 	ReasonRepairMarkedUnhealthy = "RepairMarkedUnhealthy"    // the drained instance was marked Unhealthy in its group
 	ReasonRepairTerminated      = "RepairInstanceTerminated" // the drained instance was terminated (NODE_REPAIR_ACTION=terminate)
+	ReasonRepairHeld            = "NodeRepairHeld"           // the breaker keeps the node's due repair from starting
+	ReasonRepairVetoed          = "NodeRepairVetoed"         // the node carries lifeboat.dev/node-repair=disabled
 )
+
+// RepairHeld records that the node's repair came due (why) but does not start while the
+// breaker is open (reason); it starts once the breaker closes.
+func (r *Recorder) RepairHeld(node Node, why, reason string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonRepairHeld, clip(fmt.Sprintf(
+		"Node repair is due (%s) but held: the repair breaker is open (%s); it starts once the breaker closes", why, reason)))
+}
+
+// RepairVetoed records that the node's repair came due but an operator vetoed repairs of it.
+func (r *Recorder) RepairVetoed(node Node, why, annotation string) {
+	r.emit(node, corev1.EventTypeNormal, ReasonRepairVetoed, clip(fmt.Sprintf(
+		"Node repair is due (%s) but not started: the node carries %s", why, annotation)))
+}
 
 // RepairNoGroup records that a drained node's instance is in no Auto Scaling group, so
 // marking it Unhealthy would replace nothing: it stays drained and cordoned.

@@ -1,5 +1,70 @@
 package metrics
 
+import "github.com/prometheus/client_golang/prometheus"
+
 // ActionTerminateInstance is TerminateInstances on a repaired node's instance
 // (NODE_REPAIR_ACTION=terminate), counted by lifeboat_actions_total.
 const ActionTerminateInstance = "terminate_instance"
+
+// Outcomes of a repair that came due (lifeboat_node_repairs_total).
+const (
+	RepairStarted = "started" // handed to intake: recorded on its Node
+	RepairHeld    = "held"    // the breaker kept it from starting (it starts once the breaker closes)
+	RepairVetoed  = "vetoed"  // the node carries lifeboat.dev/node-repair=disabled
+)
+
+// Causes of an open breaker (lifeboat_node_repair_breaker_open).
+var repairBreakerCauses = []string{"paused", "unhealthy_share", "max_parallel"}
+
+// nodeRepairMetrics are the controller's node repairs (ENABLE_NODE_REPAIR).
+type nodeRepairMetrics struct {
+	repairs   *prometheus.CounterVec
+	breaker   *prometheus.GaugeVec
+	unhealthy prometheus.Gauge
+	running   prometheus.Gauge
+}
+
+func newNodeRepairMetrics(reg *prometheus.Registry) *nodeRepairMetrics {
+	r := &nodeRepairMetrics{
+		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lifeboat_node_repairs_total", Help: "Node repairs that came due, by outcome: started (recorded on the Node), held (the breaker kept it from starting; counted once per node each time the breaker holds it), vetoed (the node carries lifeboat.dev/node-repair=disabled; once per node and failure).",
+		}, []string{"outcome"}),
+		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lifeboat_node_repair_breaker_open", Help: "1 while the node repair breaker holds new repairs, by cause (paused: NODE_REPAIR_PAUSED; unhealthy_share: more nodes unhealthy than NODE_REPAIR_MAX_UNHEALTHY_PERCENT; max_parallel: NODE_REPAIR_MAX_PARALLEL repairs running); 0 otherwise. Read when a repair comes due.",
+		}, []string{"cause"}),
+		unhealthy: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lifeboat_node_repair_unhealthy_nodes", Help: "Nodes with a condition of NODE_REPAIR_CONDITIONS in its status, however long, when a repair last came due.",
+		}),
+		running: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lifeboat_node_repairs_running", Help: "Repairs recorded on their Node and not finished, when a repair last came due.",
+		}),
+	}
+	reg.MustRegister(r.repairs, r.breaker, r.unhealthy, r.running)
+	each([]string{RepairStarted, RepairHeld, RepairVetoed}, func(o string) { r.repairs.WithLabelValues(o) })
+	each(repairBreakerCauses, func(c string) { r.breaker.WithLabelValues(c) })
+	return r
+}
+
+// NodeRepair counts a repair that came due, by outcome.
+func (m *Metrics) NodeRepair(outcome string) {
+	if m == nil {
+		return
+	}
+	m.nodeRepair.repairs.WithLabelValues(outcome).Inc()
+}
+
+// RepairBreaker records the breaker's state: cause is "" when it is closed.
+func (m *Metrics) RepairBreaker(cause string, unhealthy, running int) {
+	if m == nil {
+		return
+	}
+	for _, c := range repairBreakerCauses {
+		v := 0.0
+		if c == cause {
+			v = 1
+		}
+		m.nodeRepair.breaker.WithLabelValues(c).Set(v)
+	}
+	m.nodeRepair.unhealthy.Set(float64(unhealthy))
+	m.nodeRepair.running.Set(float64(running))
+}

@@ -43,6 +43,26 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (tests replace it); default time.Now.
 	Now func() time.Time
+	// Limits are the breaker's (see Assess).
+	Limits Limits
+	// Recheck is how soon a repair the breaker holds is looked at again; default 15 s.
+	Recheck time.Duration
+	// Report, when set, is told what became of each repair that came due.
+	Report Reporter
+}
+
+// Reporter makes the repairs' fate visible (Events, metrics, logs).
+type Reporter interface {
+	// Breaker is the breaker's state, read when a repair came due.
+	Breaker(b Breaker)
+	// Held says the node's due repair does not start while the breaker is open (once per
+	// node and cause).
+	Held(node *corev1.Node, n notice.Notice, b Breaker)
+	// Vetoed says the node's due repair does not start: an operator vetoed it (once per
+	// node and failure).
+	Vetoed(node *corev1.Node, n notice.Notice)
+	// Started says the node's repair was recorded.
+	Started(node *corev1.Node, n notice.Notice)
 }
 
 // Watcher turns the informer's Nodes into repair notices. It remembers in the process which
@@ -54,6 +74,10 @@ type Watcher struct {
 
 	mu    sync.Mutex
 	taken map[string]string // node name -> the repair notice taken for it, with its condition's lastTransitionTime
+
+	// Only Run's goroutine reads and writes these.
+	started  map[string]time.Time // repairs taken and maybe not yet seen on their Node by the informer
+	reported map[string]string    // node name -> what was last reported of its due repair (held's cause, vetoed)
 }
 
 // New builds a Watcher.
@@ -70,7 +94,13 @@ func New(o Options) (*Watcher, error) {
 	if o.Retry <= 0 {
 		o.Retry = 5 * time.Second
 	}
-	return &Watcher{opts: o, taken: map[string]string{}}, nil
+	if o.Recheck <= 0 {
+		o.Recheck = 15 * time.Second
+	}
+	if o.Report == nil {
+		o.Report = quiet{}
+	}
+	return &Watcher{opts: o, taken: map[string]string{}, started: map[string]time.Time{}, reported: map[string]string{}}, nil
 }
 
 // Run watches until ctx ends: every Node added or changed is looked at once, and again when
@@ -133,13 +163,16 @@ func (w *Watcher) look(ctx context.Context, name string, take Take) {
 	w.mu.Lock()
 	done := w.taken[name] == key
 	w.mu.Unlock()
-	if done {
+	if done || !w.admit(node, n, key) {
 		return
 	}
 	if taken := take(ctx, []notice.Notice{n}); len(taken) == 1 && taken[0] {
 		w.mu.Lock()
 		w.taken[name] = key
 		w.mu.Unlock()
+		w.started[name] = w.opts.Now()
+		delete(w.reported, name)
+		w.opts.Report.Started(node, n)
 		return
 	}
 	if ctx.Err() == nil {

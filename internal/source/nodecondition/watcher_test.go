@@ -52,3 +52,33 @@ func TestEvaluate(t *testing.T) {
 		}
 	}
 }
+
+func TestAssess(t *testing.T) {
+	now := time.Now()
+	conds := []config.RepairCondition{{Type: "KernelReady", Status: "False", For: time.Hour}}
+	sick := func() *corev1.Node { return node("", cond("KernelReady", corev1.ConditionFalse, now)) }
+	well := func() *corev1.Node { return node("", cond("KernelReady", corev1.ConditionTrue, now)) }
+	three := []*corev1.Node{sick(), sick(), well(), well(), well(), well(), well(), well(), well(), well()}
+	for _, tc := range []struct {
+		name    string
+		nodes   []*corev1.Node
+		l       Limits
+		pending int
+		cause   string
+	}{
+		{name: "20% of 20%", nodes: three, l: Limits{MaxUnhealthyPercent: 20}},
+		{name: "20% of 10%", nodes: three, l: Limits{MaxUnhealthyPercent: 10}, cause: "unhealthy_share"},
+		{name: "paused", nodes: three, l: Limits{MaxUnhealthyPercent: 100, Paused: true}, cause: "paused"},
+		{name: "parallel", nodes: three, l: Limits{MaxUnhealthyPercent: 100, MaxParallel: 1}, pending: 1, cause: "max_parallel"},
+		{name: "parallel off", nodes: three, l: Limits{MaxUnhealthyPercent: 100}, pending: 9},
+		{name: "no nodes", l: Limits{}},
+	} {
+		b := Assess(tc.nodes, conds, tc.l, tc.pending)
+		if b.Cause != tc.cause || b.Open != (tc.cause != "") || b.Open && b.Reason == "" {
+			t.Errorf("%s: %+v, want cause %q", tc.name, b, tc.cause)
+		}
+	}
+	if b := Assess(three, conds, Limits{MaxUnhealthyPercent: 20}, 0); b.Unhealthy != 2 || b.Nodes != 10 {
+		t.Errorf("counted %+v", b)
+	}
+}

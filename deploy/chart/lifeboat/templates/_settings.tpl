@@ -59,6 +59,9 @@ enableNodeRepair: ENABLE_NODE_REPAIR
 nodeRepairConditions: NODE_REPAIR_CONDITIONS
 nodeRepairDrainTimeout: NODE_REPAIR_DRAIN_TIMEOUT
 nodeRepairAction: NODE_REPAIR_ACTION
+nodeRepairMaxUnhealthyPercent: NODE_REPAIR_MAX_UNHEALTHY_PERCENT
+nodeRepairMaxParallel: NODE_REPAIR_MAX_PARALLEL
+nodeRepairPaused: NODE_REPAIR_PAUSED
 webhookUrl: WEBHOOK_URL
 webhookProxy: WEBHOOK_PROXY
 webhookHeaders: WEBHOOK_HEADERS
