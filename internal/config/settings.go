@@ -75,13 +75,15 @@ type Config struct {
 	SetImpairedInstanceUnhealthy        bool          // SET_IMPAIRED_INSTANCE_UNHEALTHY
 
 	// Node health (controller): repairs driven by Node conditions.
-	EnableNodeRepair              bool              // ENABLE_NODE_REPAIR
-	NodeRepairConditions          []RepairCondition // NODE_REPAIR_CONDITIONS; empty = DefaultRepairConditions
-	NodeRepairDrainTimeout        time.Duration     // NODE_REPAIR_DRAIN_TIMEOUT
-	NodeRepairAction              string            // NODE_REPAIR_ACTION
-	NodeRepairMaxUnhealthyPercent int               // NODE_REPAIR_MAX_UNHEALTHY_PERCENT
-	NodeRepairMaxParallel         int               // NODE_REPAIR_MAX_PARALLEL; 0 = no cap
-	NodeRepairPaused              bool              // NODE_REPAIR_PAUSED
+	EnableNodeRepair                bool              // ENABLE_NODE_REPAIR
+	NodeRepairConditions            []RepairCondition // NODE_REPAIR_CONDITIONS; empty = DefaultRepairConditions
+	NodeRepairDrainTimeout          time.Duration     // NODE_REPAIR_DRAIN_TIMEOUT
+	NodeRepairAction                string            // NODE_REPAIR_ACTION
+	NodeRepairMaxUnhealthyPercent   int               // NODE_REPAIR_MAX_UNHEALTHY_PERCENT
+	NodeRepairMaxParallel           int               // NODE_REPAIR_MAX_PARALLEL; 0 = no cap
+	NodeRepairPaused                bool              // NODE_REPAIR_PAUSED
+	DeadInstanceFastPath            bool              // DEAD_INSTANCE_FAST_PATH
+	DeadInstanceFastPathUnreachable bool              // DEAD_INSTANCE_FAST_PATH_UNREACHABLE
 
 	JSONLogging      bool   // JSON_LOGGING
 	LogLevel         string // LOG_LEVEL
@@ -312,6 +314,12 @@ func settings(c *Config) []*Setting {
 		{Env: "NODE_REPAIR_PAUSED", Flag: "node-repair-paused", Default: "false", Group: groupHealth, Lifeboat: true,
 			value: boolValue{&c.NodeRepairPaused},
 			Usage: "Start no new repair (repairs already started finish). A single node is kept out of repairs with the annotation lifeboat.dev/node-repair=disabled."},
+		{Env: "DEAD_INSTANCE_FAST_PATH", Flag: "dead-instance-fast-path", Default: "true", Group: groupHealth, Lifeboat: true,
+			value: boolValue{&c.DeadInstanceFastPath},
+			Usage: "Controller, every notice kind: when a node's drain starts while its Ready condition is Unknown (the node lifecycle controller's verdict) and EC2 says its instance is stopped, stopping, shutting-down or terminated, nothing runs its pods any more: they are deleted with grace 0, with no eviction and no budget wait, and the hand-back's volume waits are skipped. Reported as a Warning Event DeadInstanceFastPath, a metric and a log line. Acts only on that certainty, so it is on by default."},
+		{Env: "DEAD_INSTANCE_FAST_PATH_UNREACHABLE", Flag: "dead-instance-fast-path-unreachable", Default: "false", Group: groupHealth, Lifeboat: true,
+			value: boolValue{&c.DeadInstanceFastPathUnreachable},
+			Usage: "Also take the fast path for a node whose Ready condition is Unknown while EC2 says its instance is running (unreachable, or failing status checks). That may be a network partition, not a death: a StatefulSet's pod could then run twice. Opt in only where that is acceptable."},
 
 		// Webhook
 		{Env: "WEBHOOK_URL", Flag: "webhook-url", Group: groupWebhook, Secret: true,

@@ -156,6 +156,9 @@ func New(o Options) *Controller {
 	h.Origin, h.Metrics, h.KeepAlive = "queue "+cfg.QueueURL, m, c.heartbeats
 	h.Completer = lifecycle.QueueNotices{Completer: c.completer, MarkUnhealthy: cfg.SetImpairedInstanceUnhealthy && !cfg.DryRun,
 		Repairs: repairs(cfg, o.EC2)}
+	if cfg.DeadInstanceFastPath && o.EC2 != nil {
+		h.Dead = deadInstances{ec2: cloud.CountedEC2{EC2: o.EC2, Calls: m}, unreachable: cfg.DeadInstanceFastPathUnreachable, log: o.Logger}
+	}
 	if r := lifecycle.NewRetainer(o.AutoScaling, c.gate, m, o.Logger, cfg.AbandonOnIncompleteDrain, cfg.RetainedDrainTimeout); r != nil {
 		h.Retainer = r
 	}

@@ -106,6 +106,9 @@ type Options struct {
 	// abandoned to its group's retention (ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN; see
 	// retain.go).
 	Retainer Retainer
+	// Dead, when set, tells whether a node's instance is dead before its drain (the fast
+	// path: see dead.go).
+	Dead DeadCheck
 }
 
 // Handler takes notices for nodes of this cluster (Intake) and drives each node's episode
@@ -126,6 +129,7 @@ type Handler struct {
 	drains      *drains
 	detachPhase *detachPhase
 	retentions  *retentions
+	dead        *deadPath
 	completion  *completions
 	invalid     *invalidRecords
 	newer       *newerRecords
@@ -141,7 +145,8 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 		cordonWriter.DryRun = c.DryRun
 	}
 	handled := newHandledNotices()
-	h := &Handler{cfg: c, client: client, log: logger, origin: o.Origin, metrics: o.Metrics, events: o.Events, keepAlive: o.KeepAlive}
+	h := &Handler{cfg: c, client: client, log: logger, origin: o.Origin, metrics: o.Metrics, events: o.Events, keepAlive: o.KeepAlive,
+		dead: &deadPath{check: o.Dead, dryRun: c.DryRun, events: o.Events, metrics: o.Metrics}}
 	h.invalid = &invalidRecords{reported: newReportedOnce(), log: logger, metrics: o.Metrics, events: o.Events}
 	h.newer = &newerRecords{reported: newReportedOnce(), log: logger, metrics: o.Metrics, events: o.Events}
 	drainer := o.Drainer

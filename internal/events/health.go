@@ -49,3 +49,14 @@ func (r *Recorder) RepairTerminated(node Node, instanceID, why string) {
 	r.emit(node, corev1.EventTypeNormal, ReasonRepairTerminated, clip(fmt.Sprintf(
 		"The node is drained (%s): terminated instance %s (TerminateInstances)", why, instanceID)))
 }
+
+// ReasonDeadInstance is the fast path for a dead instance: its pods deleted with grace 0.
+const ReasonDeadInstance = "DeadInstanceFastPath"
+
+// DeadInstance records that the node's instance is dead (why), so its pods are deleted with
+// grace 0, with no eviction, no budget wait and no wait for its volumes.
+func (r *Recorder) DeadInstance(node Node, why string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonDeadInstance, clip(
+		"The node's instance is dead ("+why+"): its pods are deleted with grace 0, without eviction or PodDisruptionBudget, and volume waits are skipped; "+
+			"their controllers recreate them elsewhere and the attach-detach controller forces their volumes off"))
+}

@@ -22,6 +22,7 @@ type nodeRepairMetrics struct {
 	breaker   *prometheus.GaugeVec
 	unhealthy prometheus.Gauge
 	running   prometheus.Gauge
+	dead      prometheus.Counter
 }
 
 func newNodeRepairMetrics(reg *prometheus.Registry) *nodeRepairMetrics {
@@ -39,7 +40,11 @@ func newNodeRepairMetrics(reg *prometheus.Registry) *nodeRepairMetrics {
 			Name: "lifeboat_node_repairs_running", Help: "Repairs recorded on their Node and not finished, when a repair last came due.",
 		}),
 	}
-	reg.MustRegister(r.repairs, r.breaker, r.unhealthy, r.running)
+	r.dead = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "lifeboat_dead_instance_fast_path_total",
+		Help: "Drains of nodes whose instance was dead (Ready Unknown and EC2 stopped, stopping, shutting down or terminated; or, with DEAD_INSTANCE_FAST_PATH_UNREACHABLE, merely unreachable): pods deleted with grace 0, no eviction, no budget or volume wait.",
+	})
+	reg.MustRegister(r.repairs, r.breaker, r.unhealthy, r.running, r.dead)
 	each([]string{RepairStarted, RepairHeld, RepairVetoed}, func(o string) { r.repairs.WithLabelValues(o) })
 	each(repairBreakerCauses, func(c string) { r.breaker.WithLabelValues(c) })
 	return r
@@ -67,4 +72,12 @@ func (m *Metrics) RepairBreaker(cause string, unhealthy, running int) {
 	}
 	m.nodeRepair.unhealthy.Set(float64(unhealthy))
 	m.nodeRepair.running.Set(float64(running))
+}
+
+// DeadInstance counts a drain that took the fast path for a dead instance.
+func (m *Metrics) DeadInstance() {
+	if m == nil {
+		return
+	}
+	m.nodeRepair.dead.Inc()
 }

@@ -62,6 +62,8 @@ nodeRepairAction: NODE_REPAIR_ACTION
 nodeRepairMaxUnhealthyPercent: NODE_REPAIR_MAX_UNHEALTHY_PERCENT
 nodeRepairMaxParallel: NODE_REPAIR_MAX_PARALLEL
 nodeRepairPaused: NODE_REPAIR_PAUSED
+deadInstanceFastPath: DEAD_INSTANCE_FAST_PATH
+deadInstanceFastPathUnreachable: DEAD_INSTANCE_FAST_PATH_UNREACHABLE
 webhookUrl: WEBHOOK_URL
 webhookProxy: WEBHOOK_PROXY
 webhookHeaders: WEBHOOK_HEADERS
