@@ -106,6 +106,7 @@ var samples = map[string][2]string{
 	"NODE_REPAIR_DRAIN_TIMEOUT":                    {"15m", "15m0s"},
 	"NODE_REPAIR_MAX_UNHEALTHY_PERCENT":            {"30", "30"},
 	"NODE_REPAIR_MAX_PARALLEL":                     {"0", "0"},
+	"NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS":     {"ng-1,ng-2", "ng-1,ng-2"},
 	"DEAD_INSTANCE_FAST_PATH":                      {"false", "false"},
 	"DEAD_INSTANCE_FAST_PATH_UNREACHABLE":          {"true", "true"},
 	"NODE_REPAIR_PAUSED":                           {"true", "true"},

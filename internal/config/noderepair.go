@@ -120,3 +120,17 @@ func validateNodeRepair(l *Loaded, mode Mode) (problems []string) {
 	}
 	return problems
 }
+
+// EKSAutoRepaired reports whether NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS names the managed
+// node group (or is "*").
+func (c *Config) EKSAutoRepaired(nodegroup string) bool {
+	if nodegroup == "" {
+		return false
+	}
+	for g := range strings.SplitSeq(c.NodeRepairEKSAutoRepaired, ",") {
+		if g = strings.TrimSpace(g); g == "*" || g == nodegroup {
+			return true
+		}
+	}
+	return false
+}

@@ -48,3 +48,13 @@ func TestNodeRepairValidation(t *testing.T) {
 		t.Errorf("agent mode: problems %v, warnings %v; want one warning", p, l.Warnings)
 	}
 }
+
+func TestEKSAutoRepaired(t *testing.T) {
+	c := &Config{NodeRepairEKSAutoRepaired: " ng-1, ng-2"}
+	if !c.EKSAutoRepaired("ng-2") || c.EKSAutoRepaired("ng-3") || c.EKSAutoRepaired("") {
+		t.Error("a listed group is not, or another is, auto repaired")
+	}
+	if !(&Config{NodeRepairEKSAutoRepaired: "*"}).EKSAutoRepaired("any") {
+		t.Error("* does not name every group")
+	}
+}

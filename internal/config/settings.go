@@ -82,6 +82,7 @@ type Config struct {
 	NodeRepairMaxUnhealthyPercent   int               // NODE_REPAIR_MAX_UNHEALTHY_PERCENT
 	NodeRepairMaxParallel           int               // NODE_REPAIR_MAX_PARALLEL; 0 = no cap
 	NodeRepairPaused                bool              // NODE_REPAIR_PAUSED
+	NodeRepairEKSAutoRepaired       string            // NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS
 	DeadInstanceFastPath            bool              // DEAD_INSTANCE_FAST_PATH
 	DeadInstanceFastPathUnreachable bool              // DEAD_INSTANCE_FAST_PATH_UNREACHABLE
 
@@ -314,6 +315,9 @@ func settings(c *Config) []*Setting {
 		{Env: "NODE_REPAIR_PAUSED", Flag: "node-repair-paused", Default: "false", Group: groupHealth, Lifeboat: true,
 			value: boolValue{&c.NodeRepairPaused},
 			Usage: "Start no new repair (repairs already started finish). A single node is kept out of repairs with the annotation lifeboat.dev/node-repair=disabled."},
+		{Env: "NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS", Flag: "node-repair-eks-auto-repaired-nodegroups", Group: groupHealth, Lifeboat: true,
+			value: stringValue{&c.NodeRepairEKSAutoRepaired},
+			Usage: "Comma-separated EKS managed node groups whose node auto repair is on (*: every managed node group): their nodes (label eks.amazonaws.com/nodegroup) are left to EKS's repair, with one Event each. Nodes Karpenter manages (label karpenter.sh/nodepool) are always left to Karpenter's. No EKS API call is made."},
 		{Env: "DEAD_INSTANCE_FAST_PATH", Flag: "dead-instance-fast-path", Default: "true", Group: groupHealth, Lifeboat: true,
 			value: boolValue{&c.DeadInstanceFastPath},
 			Usage: "Controller, every notice kind: when a node's drain starts while its Ready condition is Unknown (the node lifecycle controller's verdict) and EC2 says its instance is stopped, stopping, shutting-down or terminated, nothing runs its pods any more: they are deleted with grace 0, with no eviction and no budget wait, and the hand-back's volume waits are skipped. Reported as a Warning Event DeadInstanceFastPath, a metric and a log line. Acts only on that certainty, so it is on by default."},

@@ -30,7 +30,7 @@ func (c *Controller) startNodeRepair(ctx context.Context, resolver *ownership.Re
 	log := c.log.With("source", string(notice.SourceNodeCondition))
 	w, err := nodecondition.New(nodecondition.Options{
 		Nodes: nodes, Conditions: c.cfg.RepairConditions(), DrainTimeout: c.cfg.NodeRepairDrainTimeout, Logger: log,
-		Limits: nodecondition.LimitsOf(c.cfg), Report: &repairReports{c: c, log: log},
+		Limits: nodecondition.LimitsOf(c.cfg), Report: &repairReports{c: c, log: log}, AutoRepaired: c.cfg.EKSAutoRepaired,
 	})
 	if err != nil {
 		log.Error("node repair cannot start", "err", err)
@@ -101,4 +101,10 @@ func (r *repairReports) Vetoed(node *corev1.Node, n notice.Notice) {
 
 func (r *repairReports) Started(*corev1.Node, notice.Notice) {
 	r.c.metrics.NodeRepair(metrics.RepairStarted)
+}
+
+func (r *repairReports) LeftTo(node *corev1.Node, n notice.Notice, owner string) {
+	r.c.metrics.NodeRepair(metrics.RepairLeftTo)
+	r.log.Info("node repair left to the system that repairs the node", "node", node.Name, "notice", n.ID, "to", owner)
+	r.c.events.RepairLeftTo(events.NodeOf(node), n.Description, owner)
 }

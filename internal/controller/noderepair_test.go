@@ -256,3 +256,36 @@ func TestNodeRepairSurvivesRestart(t *testing.T) {
 		t.Errorf("%d drained Events, want 1", got)
 	}
 }
+
+// A node of a Karpenter NodePool, and one of an EKS managed node group named as auto
+// repaired, are left to their own repair with one Event each; a node of a managed node group
+// not named, failing the same way, is repaired.
+func TestNodeRepairLeavesOthersNodes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 3)
+	karpenter, eks, ours := w.nodes[0], w.nodes[1], w.nodes[2]
+	labels := map[*corev1.Node][2]string{karpenter: {"karpenter.sh/nodepool", "default"}, eks: {"eks.amazonaws.com/nodegroup", "ng-repaired"},
+		ours: {"eks.amazonaws.com/nodegroup", "ng-plain"}}
+	since := time.Now().Add(-time.Hour).Truncate(time.Second)
+	for n, l := range labels {
+		w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: ourTags, AutoScalingGroup: "workers"})
+		w.updateNode(t, ctx, n, false, func(got *corev1.Node) { got.Labels[l[0]] = l[1] })
+		w.setCondition(t, ctx, n, "KernelReady", corev1.ConditionFalse, since)
+	}
+	w.run(t, ctx, append(repairSettings, "NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS", "ng-repaired")...)
+	w.waitDrained(t, ctx, ours, repairID(ours, "KernelReady"))
+	w.setCondition(t, ctx, karpenter, "KernelReady", corev1.ConditionFalse, since) // another update, the same failure
+	time.Sleep(2 * time.Second)
+	for _, n := range []*corev1.Node{karpenter, eks} {
+		if got := w.node(t, ctx, n); got.Spec.Unschedulable || got.Annotations[record.Annotation] != "" {
+			t.Errorf("%s was touched", n.Name)
+		}
+		if got := w.eventCount(t, ctx, n, "NodeRepairLeftToOwner"); got != 1 {
+			t.Errorf("%s: %d NodeRepairLeftToOwner Events, want 1", n.Name, got)
+		}
+	}
+	if got := w.metrics.Value("lifeboat_node_repairs_total", "outcome", "left_to_owner"); got != 2 {
+		t.Errorf("lifeboat_node_repairs_total{outcome=left_to_owner} = %v, want 2", got)
+	}
+}

@@ -60,3 +60,13 @@ func (r *Recorder) DeadInstance(node Node, why string) {
 		"The node's instance is dead ("+why+"): its pods are deleted with grace 0, without eviction or PodDisruptionBudget, and volume waits are skipped; "+
 			"their controllers recreate them elsewhere and the attach-detach controller forces their volumes off"))
 }
+
+// ReasonRepairLeftTo is a due repair left to the system that repairs the node.
+const ReasonRepairLeftTo = "NodeRepairLeftToOwner"
+
+// RepairLeftTo records that the node's repair came due (why) but is left to owner, which
+// repairs the node itself.
+func (r *Recorder) RepairLeftTo(node Node, why, owner string) {
+	r.emit(node, corev1.EventTypeNormal, ReasonRepairLeftTo, clip(fmt.Sprintf(
+		"Node repair is due (%s) but left to %s, which repairs this node itself", why, owner)))
+}

@@ -8,9 +8,10 @@ const ActionTerminateInstance = "terminate_instance"
 
 // Outcomes of a repair that came due (lifeboat_node_repairs_total).
 const (
-	RepairStarted = "started" // handed to intake: recorded on its Node
-	RepairHeld    = "held"    // the breaker kept it from starting (it starts once the breaker closes)
-	RepairVetoed  = "vetoed"  // the node carries lifeboat.dev/node-repair=disabled
+	RepairStarted = "started"       // handed to intake: recorded on its Node
+	RepairHeld    = "held"          // the breaker kept it from starting (it starts once the breaker closes)
+	RepairVetoed  = "vetoed"        // the node carries lifeboat.dev/node-repair=disabled
+	RepairLeftTo  = "left_to_owner" // Karpenter or EKS node auto repair repairs the node
 )
 
 // Causes of an open breaker (lifeboat_node_repair_breaker_open).
@@ -28,7 +29,7 @@ type nodeRepairMetrics struct {
 func newNodeRepairMetrics(reg *prometheus.Registry) *nodeRepairMetrics {
 	r := &nodeRepairMetrics{
 		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lifeboat_node_repairs_total", Help: "Node repairs that came due, by outcome: started (recorded on the Node), held (the breaker kept it from starting; counted once per node each time the breaker holds it), vetoed (the node carries lifeboat.dev/node-repair=disabled; once per node and failure).",
+			Name: "lifeboat_node_repairs_total", Help: "Node repairs that came due, by outcome: started (recorded on the Node), held (the breaker kept it from starting; counted once per node each time the breaker holds it), vetoed (the node carries lifeboat.dev/node-repair=disabled; once per node and failure), left_to_owner (Karpenter or EKS node auto repair repairs the node; once per node and failure).",
 		}, []string{"outcome"}),
 		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_node_repair_breaker_open", Help: "1 while the node repair breaker holds new repairs, by cause (paused: NODE_REPAIR_PAUSED; unhealthy_share: more nodes unhealthy than NODE_REPAIR_MAX_UNHEALTHY_PERCENT; max_parallel: NODE_REPAIR_MAX_PARALLEL repairs running); 0 otherwise. Read when a repair comes due.",
@@ -45,7 +46,7 @@ func newNodeRepairMetrics(reg *prometheus.Registry) *nodeRepairMetrics {
 		Help: "Drains of nodes whose instance was dead (Ready Unknown and EC2 stopped, stopping, shutting down or terminated; or, with DEAD_INSTANCE_FAST_PATH_UNREACHABLE, merely unreachable): pods deleted with grace 0, no eviction, no budget or volume wait.",
 	})
 	reg.MustRegister(r.repairs, r.breaker, r.unhealthy, r.running, r.dead)
-	each([]string{RepairStarted, RepairHeld, RepairVetoed}, func(o string) { r.repairs.WithLabelValues(o) })
+	each([]string{RepairStarted, RepairHeld, RepairVetoed, RepairLeftTo}, func(o string) { r.repairs.WithLabelValues(o) })
 	each(repairBreakerCauses, func(c string) { r.breaker.WithLabelValues(c) })
 	return r
 }

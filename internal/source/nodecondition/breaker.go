@@ -104,6 +104,13 @@ func Vetoed(n *corev1.Node) bool { return n.Annotations[AnnotationVeto] == VetoV
 // while the breaker is open. A repair already recorded on the node always goes on (intake
 // finds it recorded). A held repair is looked at again after Recheck.
 func (w *Watcher) admit(node *corev1.Node, n notice.Notice, key string) bool {
+	if owner := LeftTo(node, w.opts.AutoRepaired); owner != "" {
+		if w.reported[node.Name] != "left "+key {
+			w.reported[node.Name] = "left " + key
+			w.opts.Report.LeftTo(node, n, owner)
+		}
+		return false
+	}
 	if Vetoed(node) {
 		if w.reported[node.Name] != "vetoed "+key {
 			w.reported[node.Name] = "vetoed " + key
@@ -165,7 +172,8 @@ func recorded(n *corev1.Node) bool {
 // quiet reports nothing.
 type quiet struct{}
 
-func (quiet) Breaker(Breaker)                           {}
-func (quiet) Held(*corev1.Node, notice.Notice, Breaker) {}
-func (quiet) Vetoed(*corev1.Node, notice.Notice)        {}
-func (quiet) Started(*corev1.Node, notice.Notice)       {}
+func (quiet) Breaker(Breaker)                            {}
+func (quiet) Held(*corev1.Node, notice.Notice, Breaker)  {}
+func (quiet) Vetoed(*corev1.Node, notice.Notice)         {}
+func (quiet) Started(*corev1.Node, notice.Notice)        {}
+func (quiet) LeftTo(*corev1.Node, notice.Notice, string) {}

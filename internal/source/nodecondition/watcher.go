@@ -49,6 +49,9 @@ type Options struct {
 	Recheck time.Duration
 	// Report, when set, is told what became of each repair that came due.
 	Report Reporter
+	// AutoRepaired says whether an EKS managed node group repairs its own nodes
+	// (NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS).
+	AutoRepaired func(nodegroup string) bool
 }
 
 // Reporter makes the repairs' fate visible (Events, metrics, logs).
@@ -63,6 +66,9 @@ type Reporter interface {
 	Vetoed(node *corev1.Node, n notice.Notice)
 	// Started says the node's repair was recorded.
 	Started(node *corev1.Node, n notice.Notice)
+	// LeftTo says the node's due repair is left to the system that repairs it (once per node
+	// and failure).
+	LeftTo(node *corev1.Node, n notice.Notice, owner string)
 }
 
 // Watcher turns the informer's Nodes into repair notices. It remembers in the process which
