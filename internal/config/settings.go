@@ -83,6 +83,8 @@ type Config struct {
 	NodeRepairMaxParallel           int               // NODE_REPAIR_MAX_PARALLEL; 0 = no cap
 	NodeRepairPaused                bool              // NODE_REPAIR_PAUSED
 	NodeRepairEKSAutoRepaired       string            // NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS
+	DeleteNodeAfterTermination      bool              // DELETE_NODE_AFTER_TERMINATION
+	NodeCleanupInterval             time.Duration     // NODE_CLEANUP_INTERVAL
 	DeadInstanceFastPath            bool              // DEAD_INSTANCE_FAST_PATH
 	DeadInstanceFastPathUnreachable bool              // DEAD_INSTANCE_FAST_PATH_UNREACHABLE
 
@@ -318,6 +320,12 @@ func settings(c *Config) []*Setting {
 		{Env: "NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS", Flag: "node-repair-eks-auto-repaired-nodegroups", Group: groupHealth, Lifeboat: true,
 			value: stringValue{&c.NodeRepairEKSAutoRepaired},
 			Usage: "Comma-separated EKS managed node groups whose node auto repair is on (*: every managed node group): their nodes (label eks.amazonaws.com/nodegroup) are left to EKS's repair, with one Event each. Nodes Karpenter manages (label karpenter.sh/nodepool) are always left to Karpenter's. No EKS API call is made."},
+		{Env: "DELETE_NODE_AFTER_TERMINATION", Flag: "delete-node-after-termination", Default: "false", Group: groupHealth, Lifeboat: true,
+			value: boolValue{&c.DeleteNodeAfterTermination},
+			Usage: "Controller: delete the Node of a terminated instance, for clusters without a cloud controller manager that would (k3s, some kOps). Every NODE_CLEANUP_INTERVAL, one DescribeInstances asks about the Nodes whose Ready condition is not True; a Node is deleted once EC2 says its instance is terminated or, once EC2 no longer describes it, when a sighting of it shutting down or terminated was recorded on the Node (lifeboat.dev/instance-gone). Never a Node whose name or addresses EC2 did not give for that instance: refused with a Warning Event. Needs delete on nodes."},
+		{Env: "NODE_CLEANUP_INTERVAL", Flag: "node-cleanup-interval", Default: "60s", Group: groupHealth, Lifeboat: true,
+			value: durationValue{p: &c.NodeCleanupInterval, min: time.Second, max: time.Hour},
+			Usage: "Time between two passes of DELETE_NODE_AFTER_TERMINATION."},
 		{Env: "DEAD_INSTANCE_FAST_PATH", Flag: "dead-instance-fast-path", Default: "true", Group: groupHealth, Lifeboat: true,
 			value: boolValue{&c.DeadInstanceFastPath},
 			Usage: "Controller, every notice kind: when a node's drain starts while its Ready condition is Unknown (the node lifecycle controller's verdict) and EC2 says its instance is stopped, stopping, shutting-down or terminated, nothing runs its pods any more: they are deleted with grace 0, with no eviction and no budget wait, and the hand-back's volume waits are skipped. Reported as a Warning Event DeadInstanceFastPath, a metric and a log line. Acts only on that certainty, so it is on by default."},

@@ -306,6 +306,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	warnIdentity(c.log, c.metrics, c.cfg, resolver.Warnings())
 	defer c.startInstanceStatus(ctx, resolver, nodeInformer.GetIndexer())() // before the reconciler stops
 	defer c.startNodeRepair(ctx, resolver, nodeInformer)()
+	defer c.startNodeCleanup(ctx, nodeInformer.GetStore())()
 	if every := c.cfg.ReadinessReportInterval; every > 0 {
 		go c.reportChecks(ctx, every)
 	}

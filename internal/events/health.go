@@ -70,3 +70,20 @@ func (r *Recorder) RepairLeftTo(node Node, why, owner string) {
 	r.emit(node, corev1.EventTypeNormal, ReasonRepairLeftTo, clip(fmt.Sprintf(
 		"Node repair is due (%s) but left to %s, which repairs this node itself", why, owner)))
 }
+
+// Reasons of DELETE_NODE_AFTER_TERMINATION.
+const (
+	ReasonNodeDeleted       = "NodeDeleted"       // the Node of a terminated instance was deleted
+	ReasonNodeDeleteRefused = "NodeDeleteRefused" // EC2 does not describe the instance as this Node
+)
+
+// NodeDeleted records that the Node was deleted: its instance is terminated (why).
+func (r *Recorder) NodeDeleted(node Node, why string) {
+	r.emit(node, corev1.EventTypeNormal, ReasonNodeDeleted, clip("Deleted the Node: "+why))
+}
+
+// NodeDeleteRefused records that the Node of a terminated instance was kept: EC2 did not give
+// its name or addresses for that instance.
+func (r *Recorder) NodeDeleteRefused(node Node, why string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonNodeDeleteRefused, clip("Not deleting the Node: "+why))
+}

@@ -24,6 +24,7 @@ type nodeRepairMetrics struct {
 	unhealthy prometheus.Gauge
 	running   prometheus.Gauge
 	dead      prometheus.Counter
+	cleanup   *prometheus.CounterVec
 }
 
 func newNodeRepairMetrics(reg *prometheus.Registry) *nodeRepairMetrics {
@@ -45,7 +46,12 @@ func newNodeRepairMetrics(reg *prometheus.Registry) *nodeRepairMetrics {
 		Name: "lifeboat_dead_instance_fast_path_total",
 		Help: "Drains of nodes whose instance was dead (Ready Unknown and EC2 stopped, stopping, shutting down or terminated; or, with DEAD_INSTANCE_FAST_PATH_UNREACHABLE, merely unreachable): pods deleted with grace 0, no eviction, no budget or volume wait.",
 	})
-	reg.MustRegister(r.repairs, r.breaker, r.unhealthy, r.running, r.dead)
+	r.cleanup = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "lifeboat_node_cleanup_total",
+		Help: "DELETE_NODE_AFTER_TERMINATION: Nodes of terminated instances deleted, and refused (EC2 does not describe the instance as the Node; once per node and instance).",
+	}, []string{"result"})
+	each([]string{"deleted", "refused"}, func(v string) { r.cleanup.WithLabelValues(v) })
+	reg.MustRegister(r.repairs, r.breaker, r.unhealthy, r.running, r.dead, r.cleanup)
 	each([]string{RepairStarted, RepairHeld, RepairVetoed, RepairLeftTo}, func(o string) { r.repairs.WithLabelValues(o) })
 	each(repairBreakerCauses, func(c string) { r.breaker.WithLabelValues(c) })
 	return r
@@ -81,4 +87,12 @@ func (m *Metrics) DeadInstance() {
 		return
 	}
 	m.nodeRepair.dead.Inc()
+}
+
+// NodeCleanup counts a Node deleted or refused by DELETE_NODE_AFTER_TERMINATION.
+func (m *Metrics) NodeCleanup(result string) {
+	if m == nil {
+		return
+	}
+	m.nodeRepair.cleanup.WithLabelValues(result).Inc()
 }
