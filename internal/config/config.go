@@ -318,6 +318,7 @@ func (l *Loaded) Validate(mode Mode) error {
 	problems = append(problems, c.validateHeartbeats()...)
 	problems = append(problems, c.readTemplateFile()...)
 	problems = append(problems, l.validateInstanceStatus(mode)...)
+	problems = append(problems, validateNodeRepair(l, mode)...)
 	problems = append(problems, c.portProblems()...)
 	if len(problems) > 0 {
 		return &Error{Problems: problems}

@@ -237,6 +237,8 @@ func accepted(v value) string {
 		return fmt.Sprintf("Go duration, %s to %s", v.min, v.max)
 	case pathValue:
 		return "HTTP path starting with /"
+	case repairConditionsValue:
+		return "Type=Status:Duration,... (status True, False or Unknown; duration 0s to 168h); empty for the defaults"
 	case ipValue:
 		return "IP address, or empty for every interface"
 	case accountsValue:

@@ -80,6 +80,20 @@ type Config struct {
 	InstanceImpairedThreshold           int           // INSTANCE_IMPAIRED_THRESHOLD, seconds
 	SetImpairedInstanceUnhealthy        bool          // SET_IMPAIRED_INSTANCE_UNHEALTHY
 
+	// Node health (controller): repairs driven by Node conditions.
+	EnableNodeRepair                bool              // ENABLE_NODE_REPAIR
+	NodeRepairConditions            []RepairCondition // NODE_REPAIR_CONDITIONS; empty = DefaultRepairConditions
+	NodeRepairDrainTimeout          time.Duration     // NODE_REPAIR_DRAIN_TIMEOUT
+	NodeRepairAction                string            // NODE_REPAIR_ACTION
+	NodeRepairMaxUnhealthyPercent   int               // NODE_REPAIR_MAX_UNHEALTHY_PERCENT
+	NodeRepairMaxParallel           int               // NODE_REPAIR_MAX_PARALLEL; 0 = no cap
+	NodeRepairPaused                bool              // NODE_REPAIR_PAUSED
+	NodeRepairEKSAutoRepaired       string            // NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS
+	DeleteNodeAfterTermination      bool              // DELETE_NODE_AFTER_TERMINATION
+	NodeCleanupInterval             time.Duration     // NODE_CLEANUP_INTERVAL
+	DeadInstanceFastPath            bool              // DEAD_INSTANCE_FAST_PATH
+	DeadInstanceFastPathUnreachable bool              // DEAD_INSTANCE_FAST_PATH_UNREACHABLE
+
 	JSONLogging      bool   // JSON_LOGGING
 	LogLevel         string // LOG_LEVEL
 	LogFormatVersion string // LOG_FORMAT_VERSION
@@ -127,6 +141,7 @@ const (
 	groupIMDS     = "Agent mode (instance metadata)"
 	groupQueue    = "Controller mode (queue)"
 	groupWebhook  = "Webhook"
+	groupHealth   = "Controller mode (node health)"
 	groupOperate  = "Logs, metrics, probes and events"
 	defaultTaints = "NoSchedule"
 )
@@ -296,6 +311,44 @@ func settings(c *Config) []*Setting {
 		{Env: "SET_IMPAIRED_INSTANCE_UNHEALTHY", Flag: "set-impaired-instance-unhealthy", Default: "false", Group: groupQueue, Lifeboat: true,
 			value: boolValue{&c.SetImpairedInstanceUnhealthy},
 			Usage: "After draining an impaired instance's node (ENABLE_INSTANCE_STATUS_DRAINING), mark the instance Unhealthy in its Auto Scaling group (SetInstanceHealth, respecting the group's grace period) so that the group replaces it; once the node names the instance and Auto Scaling reports it in that group. Needs autoscaling:SetInstanceHealth."},
+
+		// Node health
+		{Env: "ENABLE_NODE_REPAIR", Flag: "enable-node-repair", Default: "false", Group: groupHealth, Lifeboat: true,
+			value: boolValue{&c.EnableNodeRepair},
+			Usage: "Controller: repair nodes that their node agent (node-problem-detector, the EKS node monitoring agent) reports unhealthy through a Node condition. A node whose condition has held a status of NODE_REPAIR_CONDITIONS for its duration, counted from the condition's lastTransitionTime, is cordoned and drained as for any notice (NODE_REPAIR_DRAIN_TIMEOUT is the budget), then its instance is handed to its Auto Scaling group as NODE_REPAIR_ACTION says, through the same check of the instance as every call on an instance. Needs autoscaling:SetInstanceHealth (ec2:TerminateInstances with NODE_REPAIR_ACTION=terminate)."},
+		{Env: "NODE_REPAIR_CONDITIONS", Flag: "node-repair-conditions", Group: groupHealth, Lifeboat: true,
+			value: repairConditionsValue{&c.NodeRepairConditions},
+			Usage: "Comma-separated Type=Status:Duration, e.g. KernelReady=False:30m,AcceleratedHardwareReady=False:10m (status True, False or Unknown; duration 0s to 168h). Empty: the EKS node monitoring agent's conditions, AcceleratedHardwareReady=False:10m and ContainerRuntimeReady, KernelReady, NetworkingReady, StorageReady=False:30m. A condition that recovers within its duration changes nothing."},
+		{Env: "NODE_REPAIR_DRAIN_TIMEOUT", Flag: "node-repair-drain-timeout", Default: "10m", Group: groupHealth, Lifeboat: true,
+			value: durationValue{p: &c.NodeRepairDrainTimeout, min: 10 * time.Second, max: 24 * time.Hour},
+			Usage: "The deadline of a repair's drain, from the moment the repair starts: pods keep their own grace periods unless they would end after it, as for any notice."},
+		{Env: "NODE_REPAIR_ACTION", Flag: "node-repair-action", Default: RepairMarkUnhealthy, Group: groupHealth, Lifeboat: true,
+			value: enumValue{&c.NodeRepairAction, []string{RepairMarkUnhealthy, RepairTerminate}},
+			Usage: "What a repaired node's instance is given once drained: mark-unhealthy marks it Unhealthy in its Auto Scaling group (SetInstanceHealth), which replaces it; an instance in no group is left drained, with an Event and a metric. terminate: the instance is terminated (ec2:TerminateInstances) whether a group holds it or not; a group then replaces it."},
+		{Env: "NODE_REPAIR_MAX_UNHEALTHY_PERCENT", Flag: "node-repair-max-unhealthy-percent", Default: "20", Group: groupHealth, Lifeboat: true,
+			value: intValue{p: &c.NodeRepairMaxUnhealthyPercent, min: 0, max: 100},
+			Usage: "The breaker: while more than this share of the cluster's nodes have a condition of NODE_REPAIR_CONDITIONS in its status (however long), no new repair starts; repairs already started finish. One correlated false alarm (an agent bug, a bad AMI) then drains nothing. 100: no breaker."},
+		{Env: "NODE_REPAIR_MAX_PARALLEL", Flag: "node-repair-max-parallel", Default: "5", Group: groupHealth, Lifeboat: true,
+			value: intValue{p: &c.NodeRepairMaxParallel, min: 0, max: maxInt},
+			Usage: "At most this many repairs run at once (recorded on their Node and not finished); the next starts when one finishes. 0: no cap."},
+		{Env: "NODE_REPAIR_PAUSED", Flag: "node-repair-paused", Default: "false", Group: groupHealth, Lifeboat: true,
+			value: boolValue{&c.NodeRepairPaused},
+			Usage: "Start no new repair (repairs already started finish). A single node is kept out of repairs with the annotation lifeboat.dev/node-repair=disabled."},
+		{Env: "NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS", Flag: "node-repair-eks-auto-repaired-nodegroups", Group: groupHealth, Lifeboat: true,
+			value: stringValue{&c.NodeRepairEKSAutoRepaired},
+			Usage: "Comma-separated EKS managed node groups whose node auto repair is on (*: every managed node group): their nodes (label eks.amazonaws.com/nodegroup) are left to EKS's repair, with one Event each. Nodes Karpenter manages (label karpenter.sh/nodepool) are always left to Karpenter's. No EKS API call is made."},
+		{Env: "DELETE_NODE_AFTER_TERMINATION", Flag: "delete-node-after-termination", Default: "false", Group: groupHealth, Lifeboat: true,
+			value: boolValue{&c.DeleteNodeAfterTermination},
+			Usage: "Controller: delete the Node of a terminated instance, for clusters without a cloud controller manager that would (k3s, some kOps). Every NODE_CLEANUP_INTERVAL, one DescribeInstances asks about the Nodes whose Ready condition is not True; a Node is deleted once EC2 says its instance is terminated or, once EC2 no longer describes it, when a sighting of it shutting down or terminated was recorded on the Node (lifeboat.dev/instance-gone). Never a Node whose name or addresses EC2 did not give for that instance: refused with a Warning Event. Needs delete on nodes."},
+		{Env: "NODE_CLEANUP_INTERVAL", Flag: "node-cleanup-interval", Default: "60s", Group: groupHealth, Lifeboat: true,
+			value: durationValue{p: &c.NodeCleanupInterval, min: time.Second, max: time.Hour},
+			Usage: "Time between two passes of DELETE_NODE_AFTER_TERMINATION."},
+		{Env: "DEAD_INSTANCE_FAST_PATH", Flag: "dead-instance-fast-path", Default: "true", Group: groupHealth, Lifeboat: true,
+			value: boolValue{&c.DeadInstanceFastPath},
+			Usage: "Controller, every notice kind: when a node's drain starts while its Ready condition is Unknown (the node lifecycle controller's verdict) and EC2 says its instance is stopped, stopping, shutting-down or terminated, nothing runs its pods any more: they are deleted with grace 0, with no eviction and no budget wait, and the hand-back's volume waits are skipped. Reported as a Warning Event DeadInstanceFastPath, a metric and a log line. Acts only on that certainty, so it is on by default."},
+		{Env: "DEAD_INSTANCE_FAST_PATH_UNREACHABLE", Flag: "dead-instance-fast-path-unreachable", Default: "false", Group: groupHealth, Lifeboat: true,
+			value: boolValue{&c.DeadInstanceFastPathUnreachable},
+			Usage: "Also take the fast path for a node whose Ready condition is Unknown while EC2 says its instance is running (unreachable, or failing status checks). That may be a network partition, not a death: a StatefulSet's pod could then run twice. Opt in only where that is acceptable."},
 
 		// Webhook
 		{Env: "WEBHOOK_URL", Flag: "webhook-url", Group: groupWebhook, Secret: true,

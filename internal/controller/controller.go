@@ -141,7 +141,7 @@ func New(o Options) *Controller {
 	c.gate = instancegate.New(instancegate.Options{Nodes: o.Client, Groups: cloud.CountedGroups{AutoScaling: o.AutoScaling, Calls: m},
 		Instances: c.instances, Refused: m.InstanceCallRefused})
 	c.completer = lifecycle.Completer{AutoScaling: o.AutoScaling, Gate: c.gate, Metrics: m, Log: o.Logger,
-		Delay: time.Duration(cfg.CompleteLifecycleActionDelaySeconds) * time.Second}
+		Delay: time.Duration(cfg.CompleteLifecycleActionDelaySeconds) * time.Second, Events: o.Handler.Events}
 	c.intake = driver.IntakePolicy{NotOurs: episode.ErrNotOurs, MaxPause: retrySoon,
 		Budget: time.Duration(cfg.NodeTerminationGracePeriod) * time.Second}
 	c.hooks = cloud.NewHookTimeoutCache(o.AutoScaling)
@@ -156,7 +156,11 @@ func New(o Options) *Controller {
 	// A leader draining its own node is evicted last there: its standby takes over once, at
 	// the end of that drain (the pod's eviction stops this process, which releases the Lease).
 	h.Drainer = h.Drainer.WithOwnPodLast()
-	h.Completer = lifecycle.QueueNotices{Completer: c.completer, MarkUnhealthy: cfg.SetImpairedInstanceUnhealthy && !cfg.DryRun}
+	h.Completer = lifecycle.QueueNotices{Completer: c.completer, MarkUnhealthy: cfg.SetImpairedInstanceUnhealthy && !cfg.DryRun,
+		Repairs: repairs(cfg, o.EC2)}
+	if cfg.DeadInstanceFastPath && o.EC2 != nil {
+		h.Dead = deadInstances{ec2: cloud.CountedEC2{EC2: o.EC2, Calls: m}, unreachable: cfg.DeadInstanceFastPathUnreachable, log: o.Logger}
+	}
 	if r := lifecycle.NewRetainer(o.AutoScaling, c.gate, m, o.Logger, cfg.AbandonOnIncompleteDrain, cfg.RetainedDrainTimeout); r != nil {
 		h.Retainer = r
 	}
@@ -197,6 +201,8 @@ func (c *Controller) work(ctx context.Context, w *warm) error {
 	warnIdentity(c.log, c.metrics, c.cfg, w.resolver.Warnings())
 	defer c.startInstanceStatus(ctx, w.resolver, w.nodes.GetIndexer())() // before the reconciler stops
 	defer c.startRetainedSweep(ctx, w.resolver)()
+	defer c.startNodeRepair(ctx, w.resolver, w.nodes)()
+	defer c.startNodeCleanup(ctx, w.nodes.GetStore())()
 	if every := c.cfg.ReadinessReportInterval; every > 0 {
 		go c.reportChecks(ctx, every)
 	}

@@ -180,6 +180,9 @@ func (d *Drainer) DrainUntil(ctx context.Context, node string, deadline *Deadlin
 	if d.opts.DryRun || len(candidates)+len(terminating) == 0 {
 		return res, nil
 	}
+	if terms.Dead != "" {
+		return res, r.deleteDead(ctx, pods, candidates, terminating)
+	}
 
 	r.track(pods, candidates, terminating)
 	ctx, fail := context.WithCancelCause(ctx)

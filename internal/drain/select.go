@@ -44,6 +44,9 @@ type Terms struct {
 	// Taints are Lifeboat's interruption taints on the node (none without TAINT_NODE). A pod
 	// that tolerates every one of them stays: evicted, it would be scheduled straight back.
 	Taints []corev1.Taint
+	// Dead, when set, says why the node's instance is dead (stopped, terminated, ...): its
+	// pods are deleted with grace 0, with no eviction and no budget wait (see deleteDead).
+	Dead string
 }
 
 // Reason says why a pod was not evicted.

@@ -112,6 +112,9 @@ type Options struct {
 	// request budget's background lane, so that it never holds a cordon or an eviction back.
 	// Default: the Handler's client.
 	StatusClient kubernetes.Interface
+	// Dead, when set, tells whether a node's instance is dead before its drain (the fast
+	// path: see dead.go).
+	Dead DeadCheck
 }
 
 // Handler takes notices for nodes of this cluster (Intake) and drives each node's episode
@@ -132,6 +135,7 @@ type Handler struct {
 	drains      *drains
 	detachPhase *detachPhase
 	retentions  *retentions
+	dead        *deadPath
 	completion  *completions
 	invalid     *invalidRecords
 	newer       *newerRecords
@@ -148,7 +152,8 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 		cordonWriter.DryRun = c.DryRun
 	}
 	handled := newHandledNotices()
-	h := &Handler{cfg: c, client: client, log: logger, origin: o.Origin, metrics: o.Metrics, events: o.Events, keepAlive: o.KeepAlive}
+	h := &Handler{cfg: c, client: client, log: logger, origin: o.Origin, metrics: o.Metrics, events: o.Events, keepAlive: o.KeepAlive,
+		dead: &deadPath{check: o.Dead, dryRun: c.DryRun, events: o.Events, metrics: o.Metrics}}
 	h.invalid = &invalidRecords{reported: newReportedOnce(), log: logger, metrics: o.Metrics, events: o.Events}
 	h.newer = &newerRecords{reported: newReportedOnce(), log: logger, metrics: o.Metrics, events: o.Events}
 	drainer := o.Drainer

@@ -185,13 +185,20 @@ func (c *claims) write(ctx context.Context, node *corev1.Node) (*corev1.Node, bo
 // keptByDrain trims a node this process read or wrote (never an informer's copy) to what a
 // drain keeps for the rest of its run, as the next write's hint and its Events' subject: the
 // metadata without managed fields, the spec, and of the status only the boot ID (an episode's
-// end; nothing else of the status is read, and no write sends the status). The merge patch a
+// end) and the Ready condition (the fast path for a dead instance); nothing else of the
+// status is read, and no write sends the status. The merge patch a
 // write computes from it is the same, since no edit touches what is dropped. A whole node is
 // mostly its status (capacity, conditions), kept by every drain at once otherwise.
 func keptByDrain(n *corev1.Node) *corev1.Node {
 	trimmed, _ := kube.TrimNode(n)
 	kept := trimmed.(*corev1.Node)
-	kept.Status = corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: kept.Status.NodeInfo.BootID}}
+	var ready []corev1.NodeCondition
+	for _, c := range kept.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			ready = append(ready, c)
+		}
+	}
+	kept.Status = corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: kept.Status.NodeInfo.BootID}, Conditions: ready}
 	return kept
 }
 

@@ -152,13 +152,14 @@ func (h *Handler) drainEpisode(ctx context.Context, e *episode) (wait time.Durat
 	}
 	owning, stopOwning := h.claims.keep(ctx, node, deadline, e.log)
 	abandoned := e.outcome.abandoned
-	e.outcome, err = h.drains.run(owning, node, deadline, e.retention.terms(node, e.pending), e.log)
+	terms := h.dead.terms(owning, node, e.retention.terms(node, e.pending), e.log)
+	e.outcome, err = h.drains.run(owning, node, deadline, terms, e.log)
 	e.outcome.abandoned = abandoned
 	safe := true
 	if err == nil && e.outcome.ran && owning.Err() == nil {
 		observeLatency(h.metrics, h.cfg, e.pending, metrics.StageDrained)
 	}
-	if err == nil {
+	if err == nil && terms.Dead == "" { // a dead instance's volumes are the attach-detach controller's to force off
 		e.outcome.notes, safe = h.detachPhase.run(owning, node, e.pending, deadline, e.outcome, e.rec.Handback, e.log)
 	}
 	// Read before stopOwning, which ends owning too: a claim lost (or a shutdown) during the

@@ -40,6 +40,8 @@ const (
 	// CallSetInstanceHealth marks an impaired instance Unhealthy in its group, which then
 	// terminates and replaces it.
 	CallSetInstanceHealth = "SetInstanceHealth"
+	// CallTerminateInstances terminates a repaired node's instance (NODE_REPAIR_ACTION=terminate).
+	CallTerminateInstances = "TerminateInstances"
 )
 
 // Request is one call about to be made for a node's episode.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/instancegate"
 	"lifeboat.dev/lifeboat/internal/metrics"
 )
@@ -30,6 +31,9 @@ type Completer struct {
 	Log         *slog.Logger
 	// Delay is waited before each completion (COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS).
 	Delay time.Duration
+	// Events, when set, tell the node what became of its instance after a drain that marks it
+	// Unhealthy or terminates it.
+	Events *events.Recorder
 }
 
 // Complete completes the action a of the instance behind node. It reports whether it

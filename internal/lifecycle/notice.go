@@ -7,6 +7,7 @@ import (
 	"errors"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/instancegate"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
@@ -30,12 +31,17 @@ type QueueNotices struct {
 	Completer Completer
 	// MarkUnhealthy is SET_IMPAIRED_INSTANCE_UNHEALTHY, off in DRY_RUN.
 	MarkUnhealthy bool
+	// Repairs is what a repaired node's instance is given (NODE_REPAIR_ACTION).
+	Repairs Repairs
 }
 
 // Complete completes the notice's action once its node (nodeName) is drained. A refusal of
 // the instance gate is returned as the *instancegate.Refusal it is; another error is
 // transient, to retry.
 func (q QueueNotices) Complete(ctx context.Context, nodeName string, n notice.Notice) (*Completed, error) {
+	if n.Kind == notice.NodeRepair {
+		return nil, q.Completer.repair(ctx, nodeName, n, q.Repairs)
+	}
 	if n.Kind == notice.InstanceImpaired {
 		if !q.MarkUnhealthy {
 			return nil, nil
@@ -67,8 +73,9 @@ func (c Completer) markUnhealthy(ctx context.Context, nodeName string, n notice.
 	case err != nil:
 		return err
 	case group == "":
-		log.Info("the impaired instance is in no Auto Scaling group: nothing replaces it, its node stays drained")
+		log.Info("the instance is in no Auto Scaling group: nothing replaces it, its node stays drained", "kind", n.Kind)
 		c.Metrics.Action(metrics.ActionMarkUnhealthy, metrics.ResultSkipped)
+		c.Events.RepairNoGroup(events.Node{Name: nodeName}, n.InstanceID, titleOf(n.Kind))
 		return nil
 	}
 	if err := c.Gate.Check(ctx, instancegate.Request{Call: instancegate.CallSetInstanceHealth, Node: nodeName, InstanceID: n.InstanceID, Group: group}); err != nil {
@@ -82,7 +89,8 @@ func (c Completer) markUnhealthy(ctx context.Context, nodeName string, n notice.
 	switch {
 	case err == nil:
 		c.Metrics.Action(metrics.ActionMarkUnhealthy, metrics.ResultOK)
-		log.Info("impaired instance marked Unhealthy: its Auto Scaling group replaces it", "group", group)
+		log.Info("instance marked Unhealthy: its Auto Scaling group replaces it", "group", group, "kind", n.Kind)
+		c.Events.RepairMarkedUnhealthy(events.Node{Name: nodeName}, n.InstanceID, group, titleOf(n.Kind))
 	case cloud.IsPermanent(err):
 		c.Metrics.Action(metrics.ActionMarkUnhealthy, metrics.ResultError)
 		log.Error("cannot mark the impaired instance Unhealthy; its node stays drained", "err", err)

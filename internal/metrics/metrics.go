@@ -67,6 +67,8 @@ type Metrics struct {
 	serverRefused *prometheus.CounterVec
 	// instanceStatus: the controller's DescribeInstanceStatus passes (instancestatus.go).
 	instanceStatus *instanceStatusMetrics
+	// nodeRepair: the controller's node repairs and their breaker (noderepair.go).
+	nodeRepair *nodeRepairMetrics
 
 	panics   *prometheus.CounterVec
 	retained *prometheus.CounterVec
@@ -227,6 +229,7 @@ func New() *Metrics {
 	}
 	m.Registry.MustRegister(m.serverRefused)
 	m.instanceStatus = newInstanceStatusMetrics(m.Registry)
+	m.nodeRepair = newNodeRepairMetrics(m.Registry)
 	m.panics = newPanics()
 	m.Registry.MustRegister(m.panics)
 	m.Registry.MustRegister(newBuildInfo())

@@ -13,11 +13,11 @@ import (
 var (
 	results        = []string{ResultOK, ResultError}
 	actionResults  = []string{ResultOK, ResultError, ResultDryRun, ResultSkipped, ResultNotFound, ResultRefused, ResultGivenUp}
-	actions        = []string{ActionCordon, ActionDrain, ActionUncordon, ActionLifecycleComplete, ActionHeartbeat, ActionWebhook, ActionMarkUnhealthy}
+	actions        = []string{ActionCordon, ActionDrain, ActionUncordon, ActionLifecycleComplete, ActionHeartbeat, ActionWebhook, ActionMarkUnhealthy, ActionTerminateInstance}
 	evictionKinds  = []string{EvictionEvicted, EvictionForced, EvictionFailed, EvictionRefused, EvictionRetried}
 	queueOutcomes  = []string{"done", "retry", "unreadable", "ignored", "not_owned", "foreign_account", "launching"}
 	sqsEvents      = []string{"receive", "delete", "extend", "retry"}
-	noticeSources  = []notice.Source{notice.SourceIMDS, notice.SourceQueue, notice.SourceEC2Status}
+	noticeSources  = []notice.Source{notice.SourceIMDS, notice.SourceQueue, notice.SourceEC2Status, notice.SourceNodeCondition}
 	problems       = []string{ProblemStartTimeUnreadable, ProblemEntityNotInstance, ProblemEventStateUnknown, ProblemEventCodeUnknown, ProblemEventUnreadable, ProblemLifecycleStateUnknown}
 	claimEvents    = []string{ClaimClaimed, ClaimRenewed, ClaimWaited, ClaimLost}
 	retainedEvents = []string{RetainedAbandoned, RetainedTerminated, RetainedExpired, RetainedRefused, RetainedSwept, RetainedBusy}

@@ -63,6 +63,10 @@ var kinds = map[Kind]Rules{
 	InstanceImpaired: {Short: "impaired", Drains: true,
 		TaintKey: TaintScheduledMaintenance, EventReason: "InstanceImpaired", Title: "Failing EC2 status checks",
 		About: "the instance's EC2 status checks have failed for longer than INSTANCE_IMPAIRED_THRESHOLD"},
+	// A node its agent reports unhealthy is taken out of service as a failing instance is.
+	NodeRepair: {Short: "repair", Drains: true,
+		TaintKey: TaintScheduledMaintenance, EventReason: "NodeRepair", Title: "Node repair",
+		About: "a condition a node agent sets has held an unhealthy status for longer than its NODE_REPAIR_CONDITIONS duration"},
 	Rebalance: {Short: "rebalance",
 		TaintKey: TaintRebalance, EventReason: "RebalanceRecommendation", Title: "Rebalance recommendation", NTHKind: "REBALANCE_RECOMMENDATION",
 		About: "EC2 says a Spot instance is at higher risk of interruption"},

@@ -40,6 +40,10 @@ const (
 	// InstanceImpaired is an instance whose EC2 status checks have failed for longer than
 	// INSTANCE_IMPAIRED_THRESHOLD: it is drained so that its pods run elsewhere.
 	InstanceImpaired Kind = "instance-impaired"
+	// NodeRepair is a node whose agent-set condition (node-problem-detector, the EKS node
+	// monitoring agent) has held an unhealthy status for longer than its NODE_REPAIR_CONDITIONS
+	// duration: it is drained and its instance handed to its group for replacement.
+	NodeRepair Kind = "node-repair"
 )
 
 // Source says where a notice came from.
@@ -51,6 +55,8 @@ const (
 	// SourceEC2Status is the controller's DescribeInstanceStatus poll (failing status checks
 	// and the scheduled events EC2 lists for an instance).
 	SourceEC2Status Source = "ec2-status"
+	// SourceNodeCondition is the controller's watch of Node conditions (ENABLE_NODE_REPAIR).
+	SourceNodeCondition Source = "node-condition"
 )
 
 // Notice is one announcement about one instance.

@@ -84,6 +84,9 @@ func Permissions(mode config.Mode, cfg *config.Config) []Permission {
 			Permission{Resource: "nodes", Verb: "list", Why: "node informer: find the node of an instance"},
 			Permission{Resource: "nodes", Verb: "watch", Why: "node informer: find the node of an instance"},
 		)
+		if cfg.DeleteNodeAfterTermination {
+			perms = append(perms, Permission{Resource: "nodes", Verb: "delete", Why: "DELETE_NODE_AFTER_TERMINATION: delete the Node of a terminated instance"})
+		}
 	}
 	perms = append(perms,
 		Permission{Resource: "pods", Verb: "list", Why: "find the pods to drain on the node"},

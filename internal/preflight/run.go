@@ -152,7 +152,7 @@ func (r *run) controller() {
 	if cfg.EnableInstanceStatusDraining {
 		r.add(func(ctx context.Context) Row { return CheckInstanceStatus(ctx, ec2) })
 	}
-	if cfg.SetImpairedInstanceUnhealthy {
+	if cfg.SetImpairedInstanceUnhealthy || cfg.EnableNodeRepair && cfg.NodeRepairAction == config.RepairMarkUnhealthy {
 		r.add(func(ctx context.Context) Row { return CheckSetInstanceHealth(ctx, as) })
 	}
 	r.add(func(ctx context.Context) Row { return CheckAutoScaling(ctx, as) })

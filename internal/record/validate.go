@@ -37,7 +37,7 @@ var noticeIDPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 var kindPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 
 // knownSources are the notice sources a record may name.
-var knownSources = []notice.Source{notice.SourceIMDS, notice.SourceQueue, notice.SourceEC2Status}
+var knownSources = []notice.Source{notice.SourceIMDS, notice.SourceQueue, notice.SourceEC2Status, notice.SourceNodeCondition}
 
 // validate checks every field of a record read from a Node. nodeInstance is the instance the
 // Node's providerID names ("" when it has none): a record about another instance is a

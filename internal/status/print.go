@@ -49,6 +49,7 @@ func PrintFormat(w io.Writer, r *Report, f output.Format) error {
 		}
 		return nil
 	}
+	printRepairs(w, r.Repairs)
 	return printTable(w, r, f.Name == output.Wide)
 }
 

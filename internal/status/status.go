@@ -30,6 +30,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/output"
 	"lifeboat.dev/lifeboat/internal/record"
+	"lifeboat.dev/lifeboat/internal/source/nodecondition"
 	"lifeboat.dev/lifeboat/internal/wiring"
 )
 
@@ -44,6 +45,8 @@ type Report struct {
 	Nodes      []Node    `json:"nodes"`
 	// TargetsRead says whether load-balancer targets were asked for (Options.Targets).
 	TargetsRead bool `json:"targetsRead"`
+	// Repairs is the node repair breaker (ENABLE_NODE_REPAIR, every node read).
+	Repairs *nodecondition.Breaker `json:"repairs,omitempty"`
 }
 
 // Node is one node's episode.
@@ -149,7 +152,8 @@ func Collect(ctx context.Context, client kubernetes.Interface, cfg *config.Confi
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{APIVersion: output.APIVersion, Kind: Kind, At: now, Nodes: []Node{}, TargetsRead: opts.Targets != nil}
+	r := &Report{APIVersion: output.APIVersion, Kind: Kind, At: now, Nodes: []Node{}, TargetsRead: opts.Targets != nil,
+		Repairs: repairBreaker(cfg, nodes, len(opts.Nodes) > 0)}
 	budgets := budgetCache{client: client, byNamespace: map[string][]policyv1.PodDisruptionBudget{}}
 	var attachments map[string][]string
 	for _, node := range nodes {

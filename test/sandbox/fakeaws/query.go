@@ -65,6 +65,8 @@ var ec2Actions = map[string]handler{
 	"DescribeInstanceStatus": (*Server).ec2DescribeInstanceStatus,
 	// Capacity reservations (a Capacity Block's end): capacityblock.go.
 	"DescribeCapacityReservations": (*Server).ec2DescribeCapacityReservations,
+	// Terminations and stopped instances: terminate.go.
+	"TerminateInstances": (*Server).ec2TerminateInstances,
 }
 
 var asgActions = map[string]handler{

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/events"
+	"lifeboat.dev/lifeboat/internal/nodecleanup"
+)
+
+// startNodeCleanup starts the deletion of terminated instances' Nodes
+// (DELETE_NODE_AFTER_TERMINATION) over the controller's node informer; stop ends it and waits.
+// DRY_RUN deletes nothing, so it does not start.
+func (c *Controller) startNodeCleanup(ctx context.Context, nodes toolscache.Store) (stop func()) {
+	if !c.cfg.DeleteNodeAfterTermination || c.cfg.DryRun || c.ec2 == nil {
+		return func() {}
+	}
+	log := c.log.With("part", "node-cleanup")
+	cl := &nodecleanup.Cleaner{Client: c.client, EC2: cloud.CountedEC2{EC2: c.ec2, Calls: c.metrics}, Nodes: nodes,
+		Interval: c.cfg.NodeCleanupInterval, Log: log, Report: cleanupReports{c: c}}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		log.Info("deleting the Nodes of terminated instances", "interval", c.cfg.NodeCleanupInterval.String())
+		cl.Run(ctx)
+	}()
+	return func() { cancel(); <-done }
+}
+
+// cleanupReports make each deletion and refusal visible: an Event, a metric, a log line.
+type cleanupReports struct{ c *Controller }
+
+func (r cleanupReports) Deleted(node *corev1.Node, instanceID, why string) {
+	r.c.metrics.NodeCleanup("deleted")
+	r.c.log.Info("deleted the Node of a terminated instance", "node", node.Name, "instance", instanceID, "why", why)
+	r.c.events.NodeDeleted(events.NodeOf(node), why)
+}
+
+func (r cleanupReports) Refused(node *corev1.Node, instanceID, why string) {
+	r.c.metrics.NodeCleanup("refused")
+	r.c.log.Warn("the Node of a terminated instance is not deleted: EC2 does not describe the instance as this node", "node", node.Name, "instance", instanceID, "why", why)
+	r.c.events.NodeDeleteRefused(events.NodeOf(node), why)
+}

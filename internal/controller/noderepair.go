@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/events"
+	"lifeboat.dev/lifeboat/internal/lifecycle"
+	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/ownership"
+	"lifeboat.dev/lifeboat/internal/source/nodecondition"
+)
+
+// startNodeRepair starts the watch of Node conditions (ENABLE_NODE_REPAIR) on the
+// controller's node informer; stop ends it and waits for it. Its notices are taken as a queue
+// message's are (handleNotice: ownership, then the record on the Node), so a repair joins
+// whatever else the node's episode holds, and a restart or a new leader finds it recorded.
+func (c *Controller) startNodeRepair(ctx context.Context, resolver *ownership.Resolver, nodes toolscache.SharedIndexInformer) (stop func()) {
+	if !c.cfg.EnableNodeRepair {
+		return func() {}
+	}
+	log := c.log.With("source", string(notice.SourceNodeCondition))
+	w, err := nodecondition.New(nodecondition.Options{
+		Nodes: nodes, Conditions: c.cfg.RepairConditions(), DrainTimeout: c.cfg.NodeRepairDrainTimeout, Logger: log,
+		Limits: nodecondition.LimitsOf(c.cfg), Report: &repairReports{c: c, log: log}, AutoRepaired: c.cfg.EKSAutoRepaired,
+	})
+	if err != nil {
+		log.Error("node repair cannot start", "err", err)
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		log.Info("watching node conditions for repairs", "conditions", c.cfg.RepairConditions(), "drainTimeout", c.cfg.NodeRepairDrainTimeout.String(),
+			"action", c.cfg.NodeRepairAction, "maxUnhealthyPercent", c.cfg.NodeRepairMaxUnhealthyPercent, "maxParallel", c.cfg.NodeRepairMaxParallel,
+			"paused", c.cfg.NodeRepairPaused)
+		if err := w.Run(ctx, func(ctx context.Context, ns []notice.Notice) []bool {
+			return c.takeStatusNotices(ctx, resolver, ns, log)
+		}); err != nil {
+			log.Error("node repair stopped", "err", err)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// repairs is what the drains of repaired nodes ask of AWS: nothing under DRY_RUN or with
+// repairs off.
+func repairs(cfg *config.Config, ec2 cloud.EC2) lifecycle.Repairs {
+	if !cfg.EnableNodeRepair || cfg.DryRun {
+		return lifecycle.Repairs{}
+	}
+	t, _ := ec2.(cloud.Terminator)
+	return lifecycle.Repairs{Action: cfg.NodeRepairAction, Terminator: t}
+}
+
+// repairReports make the repairs' fate visible: Events on the node, metrics, and a log line
+// when the breaker opens or closes.
+type repairReports struct {
+	c   *Controller
+	log *slog.Logger
+
+	mu    sync.Mutex
+	cause string // the breaker's last cause, "" while closed
+}
+
+func (r *repairReports) Breaker(b nodecondition.Breaker) {
+	r.c.metrics.RepairBreaker(b.Cause, b.Unhealthy, b.Running)
+	r.mu.Lock()
+	changed := b.Cause != r.cause
+	r.cause = b.Cause
+	r.mu.Unlock()
+	switch {
+	case changed && b.Open:
+		r.log.Warn("node repair breaker open: no new repair starts; repairs already started finish", "reason", b.Reason,
+			"unhealthy", b.Unhealthy, "nodes", b.Nodes, "running", b.Running)
+	case changed:
+		r.log.Info("node repair breaker closed: repairs start again", "unhealthy", b.Unhealthy, "nodes", b.Nodes, "running", b.Running)
+	}
+}
+
+func (r *repairReports) Held(node *corev1.Node, n notice.Notice, b nodecondition.Breaker) {
+	r.c.metrics.NodeRepair(metrics.RepairHeld)
+	r.log.Info("node repair held by the breaker", "node", node.Name, "notice", n.ID, "reason", b.Reason)
+	r.c.events.RepairHeld(events.NodeOf(node), n.Description, b.Reason)
+}
+
+func (r *repairReports) Vetoed(node *corev1.Node, n notice.Notice) {
+	r.c.metrics.NodeRepair(metrics.RepairVetoed)
+	r.log.Info("node repair vetoed by the node's annotation", "node", node.Name, "notice", n.ID, "annotation", nodecondition.AnnotationVeto)
+	r.c.events.RepairVetoed(events.NodeOf(node), n.Description, nodecondition.AnnotationVeto+"="+nodecondition.VetoValue)
+}
+
+func (r *repairReports) Started(*corev1.Node, notice.Notice) {
+	r.c.metrics.NodeRepair(metrics.RepairStarted)
+}
+
+func (r *repairReports) LeftTo(node *corev1.Node, n notice.Notice, owner string) {
+	r.c.metrics.NodeRepair(metrics.RepairLeftTo)
+	r.log.Info("node repair left to the system that repairs the node", "node", node.Name, "notice", n.ID, "to", owner)
+	r.c.events.RepairLeftTo(events.NodeOf(node), n.Description, owner)
+}

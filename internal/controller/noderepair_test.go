@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package controller_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"lifeboat.dev/lifeboat/internal/episode"
+	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
+	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
+)
+
+// repairConditions repair KernelReady False for 3 s, NetworkingReady False for an hour.
+var repairConditions = []string{"ENABLE_NODE_REPAIR", "true", "NODE_REPAIR_CONDITIONS", "KernelReady=False:3s,NetworkingReady=False:1h"}
+
+// repairSettings are repairConditions without the breaker's share: these small clusters have
+// half their nodes unhealthy.
+var repairSettings = append(repairConditions, "NODE_REPAIR_MAX_UNHEALTHY_PERCENT", "100")
+
+// setCondition sets a node condition on the status subresource, as a node agent does.
+func (w *intakeWorld) setCondition(t *testing.T, ctx context.Context, n *corev1.Node, typ string, status corev1.ConditionStatus, since time.Time) {
+	t.Helper()
+	w.updateNode(t, ctx, n, true, func(got *corev1.Node) {
+		c := corev1.NodeCondition{Type: corev1.NodeConditionType(typ), Status: status, Reason: "AgentSays", Message: "set by the test",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.NewTime(since)}
+		for i := range got.Status.Conditions {
+			if string(got.Status.Conditions[i].Type) == typ {
+				got.Status.Conditions[i] = c
+				return
+			}
+		}
+		got.Status.Conditions = append(got.Status.Conditions, c)
+	})
+}
+
+// repairID is the repair notice of a node for its condition typ.
+func repairID(n *corev1.Node, typ string) string {
+	return notice.ID(notice.NodeRepair, episode.InstanceIDOf(n), typ)
+}
+
+// Two nodes whose agent says KernelReady=False past its duration are drained and marked
+// Unhealthy in their group once each: one failing for long already, one that reaches its
+// duration while Lifeboat watches. An instance in no group is drained and left so, with a
+// Warning Event. A node whose condition recovers within its duration, one whose condition has
+// not held long enough, and a healthy one are not touched.
+func TestNodeRepairDrainsAndMarksUnhealthy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 6)
+	old, fresh, flapping, slow, lonely := w.nodes[0], w.nodes[1], w.nodes[2], w.nodes[3], w.nodes[5]
+	for _, n := range w.nodes[:5] {
+		w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: ourTags, AutoScalingGroup: "workers"})
+	}
+	longAgo := time.Now().Add(-time.Hour).Truncate(time.Second)
+	w.setCondition(t, ctx, old, "KernelReady", corev1.ConditionFalse, longAgo)
+	w.setCondition(t, ctx, slow, "NetworkingReady", corev1.ConditionFalse, longAgo.Add(30*time.Minute))
+	w.setCondition(t, ctx, lonely, "KernelReady", corev1.ConditionFalse, longAgo)
+	w.run(t, ctx, repairSettings...)
+
+	now := time.Now().Truncate(time.Second)
+	w.setCondition(t, ctx, fresh, "KernelReady", corev1.ConditionFalse, now)
+	w.setCondition(t, ctx, flapping, "KernelReady", corev1.ConditionFalse, now)
+	time.Sleep(time.Second)
+	w.setCondition(t, ctx, flapping, "KernelReady", corev1.ConditionTrue, time.Now())
+
+	w.waitDrained(t, ctx, old, repairID(old, "KernelReady"))
+	w.waitDrained(t, ctx, fresh, repairID(fresh, "KernelReady"))
+	if took := time.Since(now); took < 3*time.Second {
+		t.Errorf("the fresh failure was repaired after %v, before its 3 s", took)
+	}
+	for _, n := range []*corev1.Node{old, fresh} {
+		id := episode.InstanceIDOf(n)
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+			return w.fake.UnhealthyMarks(id) > 0, nil
+		})
+		if err != nil {
+			t.Fatalf("%s: the instance was not marked Unhealthy", n.Name)
+		}
+	}
+	// More node updates come and go: each repair stays one drain and one mark.
+	w.setCondition(t, ctx, old, "KernelReady", corev1.ConditionFalse, longAgo)
+	time.Sleep(4 * time.Second)
+	for _, n := range []*corev1.Node{old, fresh} {
+		if got := w.fake.UnhealthyMarks(episode.InstanceIDOf(n)); got != 1 {
+			t.Errorf("%s: %d Unhealthy marks, want 1", n.Name, got)
+		}
+		if got := w.eventCount(t, ctx, n, "DrainStarted"); got != 1 {
+			t.Errorf("%s: %d drains started, want 1", n.Name, got)
+		}
+		if got := w.eventCount(t, ctx, n, "NodeRepair"); got != 1 {
+			t.Errorf("%s: %d NodeRepair Events, want 1", n.Name, got)
+		}
+	}
+	for _, n := range []*corev1.Node{flapping, slow, w.nodes[4]} {
+		got := w.node(t, ctx, n)
+		if got.Spec.Unschedulable || w.podsOn(t, ctx, n) != 1 || got.Annotations[record.Annotation] != "" {
+			t.Errorf("%s was touched: unschedulable %v, %d pods", n.Name, got.Spec.Unschedulable, w.podsOn(t, ctx, n))
+		}
+	}
+	if got := w.metrics.Value("lifeboat_actions_total", "action", "mark_unhealthy", "result", "ok"); got != 2 {
+		t.Errorf("lifeboat_actions_total{action=mark_unhealthy,result=ok} = %v, want 2", got)
+	}
+	w.waitDrained(t, ctx, lonely, repairID(lonely, "KernelReady"))
+	if got := w.eventCount(t, ctx, lonely, "RepairInstanceNoGroup"); got != 1 {
+		t.Errorf("%d RepairInstanceNoGroup Events for the instance in no group, want 1", got)
+	}
+	if got := w.metrics.Value("lifeboat_actions_total", "action", "mark_unhealthy", "result", "skipped"); got != 1 {
+		t.Errorf("lifeboat_actions_total{action=mark_unhealthy,result=skipped} = %v, want 1", got)
+	}
+	if got := w.fake.UnhealthyMarks(episode.InstanceIDOf(lonely)); got != 0 {
+		t.Errorf("the instance in no group was marked Unhealthy %d times", got)
+	}
+}
+
+// With NODE_REPAIR_ACTION=terminate, a repaired node's instance is terminated once, and not
+// marked Unhealthy.
+func TestNodeRepairTerminates(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 2)
+	sick, well := w.nodes[0], w.nodes[1]
+	w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(sick), PrivateDNSName: sick.Name, Tags: ourTags, AutoScalingGroup: "workers"})
+	w.setCondition(t, ctx, sick, "AcceleratedHardwareReady", corev1.ConditionFalse, time.Now().Add(-20*time.Minute))
+	w.run(t, ctx, "ENABLE_NODE_REPAIR", "true", "NODE_REPAIR_ACTION", "terminate", "NODE_REPAIR_MAX_UNHEALTHY_PERCENT", "50") // the default conditions
+	w.waitDrained(t, ctx, sick, repairID(sick, "AcceleratedHardwareReady"))
+	id := episode.InstanceIDOf(sick)
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+		return w.fake.Terminations(id) > 0, nil
+	})
+	if err != nil {
+		t.Fatal("the repaired instance was not terminated")
+	}
+	time.Sleep(2 * time.Second)
+	if got := w.fake.Terminations(id); got != 1 {
+		t.Errorf("%d terminations, want 1", got)
+	}
+	if got := w.fake.UnhealthyMarks(id); got != 0 {
+		t.Errorf("%d Unhealthy marks, want none", got)
+	}
+	if got := w.eventCount(t, ctx, sick, "RepairInstanceTerminated"); got != 1 {
+		t.Errorf("%d RepairInstanceTerminated Events, want 1", got)
+	}
+	if w.node(t, ctx, well).Spec.Unschedulable {
+		t.Error("the healthy node was cordoned")
+	}
+}
+
+// With 70 % of the nodes unhealthy and a 30 % breaker, no repair starts, and the breaker
+// says so (Events on the held nodes, its metric, the log). Once enough nodes recover, the
+// repairs of those still failing start, but for the node an operator vetoed.
+func TestNodeRepairBreaker(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 10)
+	for _, n := range w.nodes {
+		w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: ourTags, AutoScalingGroup: "workers"})
+	}
+	longAgo := time.Now().Add(-time.Hour).Truncate(time.Second)
+	sick := w.nodes[:7]
+	for _, n := range sick {
+		w.setCondition(t, ctx, n, "KernelReady", corev1.ConditionFalse, longAgo)
+	}
+	vetoed := sick[1]
+	w.updateNode(t, ctx, vetoed, false, func(n *corev1.Node) { n.Annotations["lifeboat.dev/node-repair"] = "disabled" })
+	w.run(t, ctx, append(repairConditions, "NODE_REPAIR_MAX_UNHEALTHY_PERCENT", "30")...)
+
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		return w.metrics.Value("lifeboat_node_repair_breaker_open", "cause", "unhealthy_share") == 1 &&
+			w.eventCount(t, ctx, sick[0], "NodeRepairHeld") > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the breaker did not say it is open: metric %v", w.metrics.Value("lifeboat_node_repair_breaker_open", "cause", "unhealthy_share"))
+	}
+	time.Sleep(3 * time.Second)
+	for _, n := range w.nodes {
+		if got := w.node(t, ctx, n); got.Spec.Unschedulable || got.Annotations[record.Annotation] != "" {
+			t.Errorf("%s was touched while the breaker is open", n.Name)
+		}
+	}
+	if got := w.metrics.Value("lifeboat_node_repair_unhealthy_nodes"); got != 7 {
+		t.Errorf("lifeboat_node_repair_unhealthy_nodes = %v, want 7", got)
+	}
+	if !strings.Contains(w.logs.String(), "node repair breaker open") {
+		t.Error("the log does not say the breaker is open")
+	}
+	if got := w.eventCount(t, ctx, vetoed, "NodeRepairVetoed"); got != 1 {
+		t.Errorf("%d NodeRepairVetoed Events on the vetoed node, want 1", got)
+	}
+
+	// Five recover: 2 of 10 are unhealthy, under 30 %. The one not vetoed is repaired.
+	for _, n := range sick[2:] {
+		w.setCondition(t, ctx, n, "KernelReady", corev1.ConditionTrue, time.Now())
+	}
+	w.waitDrained(t, ctx, sick[0], repairID(sick[0], "KernelReady"))
+	if got := w.metrics.Value("lifeboat_node_repair_breaker_open", "cause", "unhealthy_share"); got != 0 {
+		t.Errorf("the breaker still says open: %v", got)
+	}
+	if got := w.node(t, ctx, vetoed); got.Spec.Unschedulable || got.Annotations[record.Annotation] != "" {
+		t.Errorf("the vetoed node was touched")
+	}
+	if got := w.metrics.Value("lifeboat_node_repairs_total", "outcome", "started"); got != 1 {
+		t.Errorf("lifeboat_node_repairs_total{outcome=started} = %v, want 1", got)
+	}
+}
+
+// A controller stopped in the middle of a repair (its drain held by a disruption budget) and
+// a new one started: the repair is neither repeated nor lost. One notice on the record, one
+// NodeRepair Event, one Unhealthy mark once the budget lets the pods go.
+func TestNodeRepairSurvivesRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 2)
+	n := w.nodes[0]
+	w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: ourTags, AutoScalingGroup: "workers"})
+	w.addHeldPods(t, ctx, n)
+	w.setCondition(t, ctx, n, "KernelReady", corev1.ConditionFalse, time.Now().Add(-time.Hour))
+	stop := w.run(t, ctx, repairSettings...)
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		return w.phase(t, ctx, n) == record.PhaseDraining && w.eventCount(t, ctx, n, "EvictionBlocked") > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the repair's drain did not start: phase %v", w.phase(t, ctx, n))
+	}
+	stop()
+	w.run(t, ctx, repairSettings...)
+	time.Sleep(2 * time.Second) // the new controller has looked at the node
+	if err := w.c.Client.PolicyV1().PodDisruptionBudgets("shop").Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	id := repairID(n, "KernelReady")
+	w.waitDrained(t, ctx, n, id)
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+		return w.fake.UnhealthyMarks(episode.InstanceIDOf(n)) > 0, nil
+	})
+	if err != nil {
+		t.Fatal("the repair was lost: the instance was not marked Unhealthy")
+	}
+	time.Sleep(2 * time.Second)
+	r, _ := record.Read(w.node(t, ctx, n))
+	if len(r.Notices) != 1 || r.Notices[0] != id {
+		t.Errorf("record notices %v, want only %s", r.Notices, id)
+	}
+	if got := w.fake.UnhealthyMarks(episode.InstanceIDOf(n)); got != 1 {
+		t.Errorf("%d Unhealthy marks, want 1", got)
+	}
+	if got := w.eventCount(t, ctx, n, "NodeRepair"); got != 1 {
+		t.Errorf("%d NodeRepair Events, want 1", got)
+	}
+	if got := w.eventCount(t, ctx, n, "CordonAndDrain"); got != 1 {
+		t.Errorf("%d drained Events, want 1", got)
+	}
+}
+
+// A node of a Karpenter NodePool, and one of an EKS managed node group named as auto
+// repaired, are left to their own repair with one Event each; a node of a managed node group
+// not named, failing the same way, is repaired.
+func TestNodeRepairLeavesOthersNodes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 3)
+	karpenter, eks, ours := w.nodes[0], w.nodes[1], w.nodes[2]
+	labels := map[*corev1.Node][2]string{karpenter: {"karpenter.sh/nodepool", "default"}, eks: {"eks.amazonaws.com/nodegroup", "ng-repaired"},
+		ours: {"eks.amazonaws.com/nodegroup", "ng-plain"}}
+	since := time.Now().Add(-time.Hour).Truncate(time.Second)
+	for n, l := range labels {
+		w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: ourTags, AutoScalingGroup: "workers"})
+		w.updateNode(t, ctx, n, false, func(got *corev1.Node) { got.Labels[l[0]] = l[1] })
+		w.setCondition(t, ctx, n, "KernelReady", corev1.ConditionFalse, since)
+	}
+	w.run(t, ctx, append(repairSettings, "NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS", "ng-repaired")...)
+	w.waitDrained(t, ctx, ours, repairID(ours, "KernelReady"))
+	w.setCondition(t, ctx, karpenter, "KernelReady", corev1.ConditionFalse, since) // another update, the same failure
+	time.Sleep(2 * time.Second)
+	for _, n := range []*corev1.Node{karpenter, eks} {
+		if got := w.node(t, ctx, n); got.Spec.Unschedulable || got.Annotations[record.Annotation] != "" {
+			t.Errorf("%s was touched", n.Name)
+		}
+		if got := w.eventCount(t, ctx, n, "NodeRepairLeftToOwner"); got != 1 {
+			t.Errorf("%s: %d NodeRepairLeftToOwner Events, want 1", n.Name, got)
+		}
+	}
+	if got := w.metrics.Value("lifeboat_node_repairs_total", "outcome", "left_to_owner"); got != 2 {
+		t.Errorf("lifeboat_node_repairs_total{outcome=left_to_owner} = %v, want 2", got)
+	}
+}

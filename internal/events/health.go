@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package events
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Reasons of node health's Events (ENABLE_NODE_REPAIR and the fast path for dead instances).
+const (
+	ReasonNodeRepair            = "NodeRepair"               // a node's condition held long enough: the repair's notice
+	ReasonRepairInstanceNoGroup = "RepairInstanceNoGroup"    // the drained instance is in no Auto Scaling group: nothing replaces it
+	ReasonRepairMarkedUnhealthy = "RepairMarkedUnhealthy"    // the drained instance was marked Unhealthy in its group
+	ReasonRepairTerminated      = "RepairInstanceTerminated" // the drained instance was terminated (NODE_REPAIR_ACTION=terminate)
+	ReasonRepairHeld            = "NodeRepairHeld"           // the breaker keeps the node's due repair from starting
+	ReasonRepairVetoed          = "NodeRepairVetoed"         // the node carries lifeboat.dev/node-repair=disabled
+)
+
+// RepairHeld records that the node's repair came due (why) but does not start while the
+// breaker is open (reason); it starts once the breaker closes.
+func (r *Recorder) RepairHeld(node Node, why, reason string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonRepairHeld, clip(fmt.Sprintf(
+		"Node repair is due (%s) but held: the repair breaker is open (%s); it starts once the breaker closes", why, reason)))
+}
+
+// RepairVetoed records that the node's repair came due but an operator vetoed repairs of it.
+func (r *Recorder) RepairVetoed(node Node, why, annotation string) {
+	r.emit(node, corev1.EventTypeNormal, ReasonRepairVetoed, clip(fmt.Sprintf(
+		"Node repair is due (%s) but not started: the node carries %s", why, annotation)))
+}
+
+// RepairNoGroup records that a drained node's instance is in no Auto Scaling group, so
+// marking it Unhealthy would replace nothing: it stays drained and cordoned.
+func (r *Recorder) RepairNoGroup(node Node, instanceID, why string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonRepairInstanceNoGroup, clip(fmt.Sprintf(
+		"Instance %s (%s) is in no Auto Scaling group: nothing replaces it, so it is not marked Unhealthy; the node stays drained and cordoned (NODE_REPAIR_ACTION=terminate terminates such instances)",
+		instanceID, why)))
+}
+
+// RepairMarkedUnhealthy records that a drained node's instance was marked Unhealthy in its
+// group, which replaces it.
+func (r *Recorder) RepairMarkedUnhealthy(node Node, instanceID, group, why string) {
+	r.emit(node, corev1.EventTypeNormal, ReasonRepairMarkedUnhealthy, clip(fmt.Sprintf(
+		"The node is drained (%s): marked instance %s Unhealthy in Auto Scaling group %s, which replaces it", why, instanceID, group)))
+}
+
+// RepairTerminated records that a drained node's instance was terminated.
+func (r *Recorder) RepairTerminated(node Node, instanceID, why string) {
+	r.emit(node, corev1.EventTypeNormal, ReasonRepairTerminated, clip(fmt.Sprintf(
+		"The node is drained (%s): terminated instance %s (TerminateInstances)", why, instanceID)))
+}
+
+// ReasonDeadInstance is the fast path for a dead instance: its pods deleted with grace 0.
+const ReasonDeadInstance = "DeadInstanceFastPath"
+
+// DeadInstance records that the node's instance is dead (why), so its pods are deleted with
+// grace 0, with no eviction, no budget wait and no wait for its volumes.
+func (r *Recorder) DeadInstance(node Node, why string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonDeadInstance, clip(
+		"The node's instance is dead ("+why+"): its pods are deleted with grace 0, without eviction or PodDisruptionBudget, and volume waits are skipped; "+
+			"their controllers recreate them elsewhere and the attach-detach controller forces their volumes off"))
+}
+
+// ReasonRepairLeftTo is a due repair left to the system that repairs the node.
+const ReasonRepairLeftTo = "NodeRepairLeftToOwner"
+
+// RepairLeftTo records that the node's repair came due (why) but is left to owner, which
+// repairs the node itself.
+func (r *Recorder) RepairLeftTo(node Node, why, owner string) {
+	r.emit(node, corev1.EventTypeNormal, ReasonRepairLeftTo, clip(fmt.Sprintf(
+		"Node repair is due (%s) but left to %s, which repairs this node itself", why, owner)))
+}
+
+// Reasons of DELETE_NODE_AFTER_TERMINATION.
+const (
+	ReasonNodeDeleted       = "NodeDeleted"       // the Node of a terminated instance was deleted
+	ReasonNodeDeleteRefused = "NodeDeleteRefused" // EC2 does not describe the instance as this Node
+)
+
+// NodeDeleted records that the Node was deleted: its instance is terminated (why).
+func (r *Recorder) NodeDeleted(node Node, why string) {
+	r.emit(node, corev1.EventTypeNormal, ReasonNodeDeleted, clip("Deleted the Node: "+why))
+}
+
+// NodeDeleteRefused records that the Node of a terminated instance was kept: EC2 did not give
+// its name or addresses for that instance.
+func (r *Recorder) NodeDeleteRefused(node Node, why string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonNodeDeleteRefused, clip("Not deleting the Node: "+why))
+}

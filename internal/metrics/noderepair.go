@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// ActionTerminateInstance is TerminateInstances on a repaired node's instance
+// (NODE_REPAIR_ACTION=terminate), counted by lifeboat_actions_total.
+const ActionTerminateInstance = "terminate_instance"
+
+// Outcomes of a repair that came due (lifeboat_node_repairs_total).
+const (
+	RepairStarted = "started"       // handed to intake: recorded on its Node
+	RepairHeld    = "held"          // the breaker kept it from starting (it starts once the breaker closes)
+	RepairVetoed  = "vetoed"        // the node carries lifeboat.dev/node-repair=disabled
+	RepairLeftTo  = "left_to_owner" // Karpenter or EKS node auto repair repairs the node
+)
+
+// Causes of an open breaker (lifeboat_node_repair_breaker_open).
+var repairBreakerCauses = []string{"paused", "unhealthy_share", "max_parallel"}
+
+// nodeRepairMetrics are the controller's node repairs (ENABLE_NODE_REPAIR).
+type nodeRepairMetrics struct {
+	repairs   *prometheus.CounterVec
+	breaker   *prometheus.GaugeVec
+	unhealthy prometheus.Gauge
+	running   prometheus.Gauge
+	dead      prometheus.Counter
+	cleanup   *prometheus.CounterVec
+}
+
+func newNodeRepairMetrics(reg *prometheus.Registry) *nodeRepairMetrics {
+	r := &nodeRepairMetrics{
+		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lifeboat_node_repairs_total", Help: "Node repairs that came due, by outcome: started (recorded on the Node), held (the breaker kept it from starting; counted once per node each time the breaker holds it), vetoed (the node carries lifeboat.dev/node-repair=disabled; once per node and failure), left_to_owner (Karpenter or EKS node auto repair repairs the node; once per node and failure).",
+		}, []string{"outcome"}),
+		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lifeboat_node_repair_breaker_open", Help: "1 while the node repair breaker holds new repairs, by cause (paused: NODE_REPAIR_PAUSED; unhealthy_share: more nodes unhealthy than NODE_REPAIR_MAX_UNHEALTHY_PERCENT; max_parallel: NODE_REPAIR_MAX_PARALLEL repairs running); 0 otherwise. Read when a repair comes due.",
+		}, []string{"cause"}),
+		unhealthy: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lifeboat_node_repair_unhealthy_nodes", Help: "Nodes with a condition of NODE_REPAIR_CONDITIONS in its status, however long, when a repair last came due.",
+		}),
+		running: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lifeboat_node_repairs_running", Help: "Repairs recorded on their Node and not finished, when a repair last came due.",
+		}),
+	}
+	r.dead = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "lifeboat_dead_instance_fast_path_total",
+		Help: "Drains of nodes whose instance was dead (Ready Unknown and EC2 stopped, stopping, shutting down or terminated; or, with DEAD_INSTANCE_FAST_PATH_UNREACHABLE, merely unreachable): pods deleted with grace 0, no eviction, no budget or volume wait.",
+	})
+	r.cleanup = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "lifeboat_node_cleanup_total",
+		Help: "DELETE_NODE_AFTER_TERMINATION: Nodes of terminated instances deleted, and refused (EC2 does not describe the instance as the Node; once per node and instance).",
+	}, []string{"result"})
+	each([]string{"deleted", "refused"}, func(v string) { r.cleanup.WithLabelValues(v) })
+	reg.MustRegister(r.repairs, r.breaker, r.unhealthy, r.running, r.dead, r.cleanup)
+	each([]string{RepairStarted, RepairHeld, RepairVetoed, RepairLeftTo}, func(o string) { r.repairs.WithLabelValues(o) })
+	each(repairBreakerCauses, func(c string) { r.breaker.WithLabelValues(c) })
+	return r
+}
+
+// NodeRepair counts a repair that came due, by outcome.
+func (m *Metrics) NodeRepair(outcome string) {
+	if m == nil {
+		return
+	}
+	m.nodeRepair.repairs.WithLabelValues(outcome).Inc()
+}
+
+// RepairBreaker records the breaker's state: cause is "" when it is closed.
+func (m *Metrics) RepairBreaker(cause string, unhealthy, running int) {
+	if m == nil {
+		return
+	}
+	for _, c := range repairBreakerCauses {
+		v := 0.0
+		if c == cause {
+			v = 1
+		}
+		m.nodeRepair.breaker.WithLabelValues(c).Set(v)
+	}
+	m.nodeRepair.unhealthy.Set(float64(unhealthy))
+	m.nodeRepair.running.Set(float64(running))
+}
+
+// DeadInstance counts a drain that took the fast path for a dead instance.
+func (m *Metrics) DeadInstance() {
+	if m == nil {
+		return
+	}
+	m.nodeRepair.dead.Inc()
+}
+
+// NodeCleanup counts a Node deleted or refused by DELETE_NODE_AFTER_TERMINATION.
+func (m *Metrics) NodeCleanup(result string) {
+	if m == nil {
+		return
+	}
+	m.nodeRepair.cleanup.WithLabelValues(result).Inc()
+}

@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package nodecondition is the controller's source of node repairs (ENABLE_NODE_REPAIR): it
+// watches the Node conditions that node agents set (node-problem-detector, the EKS node
+// monitoring agent) through the controller's node informer, and turns a node whose condition
+// has held a configured status for its duration into a node-repair notice. The duration is
+// counted from the condition's lastTransitionTime, so neither a restart nor a change of
+// leader resets it, and a condition that recovers sooner changes nothing. A node not due yet
+// is looked at again when it would be due (a timer on a delaying queue), not polled. Nothing
+// here writes anything: the controller takes the notices as it takes a queue message's.
+package nodecondition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/ownership"
+)
+
+// Take hands notices to the controller and says, for each, whether it was taken (recorded
+// on its node, or found not to be this cluster's). A notice not taken is offered again.
+type Take func(ctx context.Context, notices []notice.Notice) (taken []bool)
+
+// Options configure a Watcher. Nodes and Conditions are required.
+type Options struct {
+	// Nodes is the controller's node informer.
+	Nodes cache.SharedIndexInformer
+	// Conditions are NODE_REPAIR_CONDITIONS.
+	Conditions []config.RepairCondition
+	// DrainTimeout is the repair's drain budget from the moment it starts
+	// (NODE_REPAIR_DRAIN_TIMEOUT).
+	DrainTimeout time.Duration
+	// Retry is the pause before a notice that was not taken is offered again; default 5 s.
+	Retry  time.Duration
+	Logger *slog.Logger
+	// Now is the clock (tests replace it); default time.Now.
+	Now func() time.Time
+	// Limits are the breaker's (see Assess).
+	Limits Limits
+	// Recheck is how soon a repair the breaker holds is looked at again; default 15 s.
+	Recheck time.Duration
+	// Report, when set, is told what became of each repair that came due.
+	Report Reporter
+	// AutoRepaired says whether an EKS managed node group repairs its own nodes
+	// (NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS).
+	AutoRepaired func(nodegroup string) bool
+}
+
+// Reporter makes the repairs' fate visible (Events, metrics, logs).
+type Reporter interface {
+	// Breaker is the breaker's state, read when a repair came due.
+	Breaker(b Breaker)
+	// Held says the node's due repair does not start while the breaker is open (once per
+	// node and cause).
+	Held(node *corev1.Node, n notice.Notice, b Breaker)
+	// Vetoed says the node's due repair does not start: an operator vetoed it (once per
+	// node and failure).
+	Vetoed(node *corev1.Node, n notice.Notice)
+	// Started says the node's repair was recorded.
+	Started(node *corev1.Node, n notice.Notice)
+	// LeftTo says the node's due repair is left to the system that repairs it (once per node
+	// and failure).
+	LeftTo(node *corev1.Node, n notice.Notice, owner string)
+}
+
+// Watcher turns the informer's Nodes into repair notices. It remembers in the process which
+// notice it handed over for each node; a restart offers them again, and the Node's record
+// recognises them as the notices it holds.
+type Watcher struct {
+	opts  Options
+	queue workqueue.TypedDelayingInterface[string]
+
+	mu    sync.Mutex
+	taken map[string]string // node name -> the repair notice taken for it, with its condition's lastTransitionTime
+
+	// Only Run's goroutine reads and writes these.
+	started  map[string]time.Time // repairs taken and maybe not yet seen on their Node by the informer
+	reported map[string]string    // node name -> what was last reported of its due repair (held's cause, vetoed)
+}
+
+// New builds a Watcher.
+func New(o Options) (*Watcher, error) {
+	if o.Nodes == nil || len(o.Conditions) == 0 {
+		return nil, errors.New("nodecondition: a node informer and at least one condition are needed")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Retry <= 0 {
+		o.Retry = 5 * time.Second
+	}
+	if o.Recheck <= 0 {
+		o.Recheck = 15 * time.Second
+	}
+	if o.Report == nil {
+		o.Report = quiet{}
+	}
+	return &Watcher{opts: o, taken: map[string]string{}, started: map[string]time.Time{}, reported: map[string]string{}}, nil
+}
+
+// Run watches until ctx ends: every Node added or changed is looked at once, and again when
+// a condition would reach its duration.
+func (w *Watcher) Run(ctx context.Context, take Take) error {
+	w.queue = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "node-repair"})
+	reg, err := w.opts.Nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.enqueue(obj) },
+		UpdateFunc: func(_, obj any) { w.enqueue(obj) },
+		DeleteFunc: func(obj any) { w.forget(obj) },
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = w.opts.Nodes.RemoveEventHandler(reg) }()
+	go func() { <-ctx.Done(); w.queue.ShutDown() }()
+	for {
+		name, shutdown := w.queue.Get()
+		if shutdown {
+			return nil
+		}
+		w.look(ctx, name, take)
+		w.queue.Done(name)
+	}
+}
+
+func (w *Watcher) enqueue(obj any) {
+	if n, ok := obj.(*corev1.Node); ok {
+		w.queue.Add(n.Name)
+	}
+}
+
+func (w *Watcher) forget(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if n, ok := obj.(*corev1.Node); ok {
+		w.mu.Lock()
+		delete(w.taken, n.Name)
+		w.mu.Unlock()
+	}
+}
+
+// look decides about one node: offer its repair notice when one is due and not taken yet,
+// or look again when the next condition would be due.
+func (w *Watcher) look(ctx context.Context, name string, take Take) {
+	obj, exists, err := w.opts.Nodes.GetStore().GetByKey(name)
+	if err != nil || !exists {
+		return
+	}
+	node := obj.(*corev1.Node)
+	n, due, wait := w.Evaluate(node)
+	if !due {
+		if wait > 0 {
+			w.queue.AddAfter(name, wait)
+		}
+		return
+	}
+	key := n.ID + "@" + n.StartTime.UTC().Format(time.RFC3339)
+	w.mu.Lock()
+	done := w.taken[name] == key
+	w.mu.Unlock()
+	if done || !w.admit(node, n, key) {
+		return
+	}
+	if taken := take(ctx, []notice.Notice{n}); len(taken) == 1 && taken[0] {
+		w.mu.Lock()
+		w.taken[name] = key
+		w.mu.Unlock()
+		w.started[name] = w.opts.Now()
+		delete(w.reported, name)
+		w.opts.Report.Started(node, n)
+		return
+	}
+	if ctx.Err() == nil {
+		w.queue.AddAfter(name, w.opts.Retry)
+	}
+}
+
+// Evaluate is the node's repair notice when one of its conditions has held its configured
+// status for the configured duration (the first such in NODE_REPAIR_CONDITIONS' order); else
+// wait is how long until the soonest would (0 when none is on its way).
+func (w *Watcher) Evaluate(node *corev1.Node) (n notice.Notice, due bool, wait time.Duration) {
+	instance := ownership.InstanceIDFromProviderID(node.Spec.ProviderID)
+	if instance == "" {
+		return notice.Notice{}, false, 0
+	}
+	now := w.opts.Now()
+	for _, r := range w.opts.Conditions {
+		c, ok := Matching(node, r)
+		if !ok {
+			continue
+		}
+		since := c.LastTransitionTime.Time
+		if held := now.Sub(since); held < r.For {
+			if left := r.For - held; wait == 0 || left < wait {
+				wait = left
+			}
+			continue
+		}
+		return w.notice(instance, r, c, now), true, 0
+	}
+	return notice.Notice{}, false, wait
+}
+
+// Matching is the node's condition of r's type when it has r's status.
+func Matching(node *corev1.Node, r config.RepairCondition) (corev1.NodeCondition, bool) {
+	for _, c := range node.Status.Conditions {
+		if string(c.Type) == r.Type {
+			return c, string(c.Status) == r.Status
+		}
+	}
+	return corev1.NodeCondition{}, false
+}
+
+// notice names a repair by the instance and the condition type, never by a time: an agent
+// that restarts may restate lastTransitionTime, and the failure is still one. As for an
+// impaired instance, a node is repaired for a condition once per episode; a failure after an
+// operator took the node back opens a new episode under the same id.
+func (w *Watcher) notice(instance string, r config.RepairCondition, c corev1.NodeCondition, now time.Time) notice.Notice {
+	since := c.LastTransitionTime.Time
+	event := r.Type
+	desc := fmt.Sprintf("Node condition %s has been %s since %s (for more than %s)", r.Type, r.Status, since.UTC().Format(time.RFC3339), r.For)
+	if c.Reason != "" || c.Message != "" {
+		desc += fmt.Sprintf(": %s %s", c.Reason, c.Message)
+	}
+	return notice.Notice{
+		ID: notice.ID(notice.NodeRepair, instance, event), Kind: notice.NodeRepair, Source: notice.SourceNodeCondition,
+		InstanceID: instance, StartTime: since, Deadline: now.Add(w.opts.DrainTimeout), Action: r.Type, Description: desc,
+	}
+}

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package status
+
+import (
+	"fmt"
+	"io"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/source/nodecondition"
+)
+
+// repairBreaker is the node repair breaker as the controller would read it from these nodes
+// (ENABLE_NODE_REPAIR; nil when off, or when only some nodes were read).
+func repairBreaker(cfg *config.Config, nodes []*corev1.Node, named bool) *nodecondition.Breaker {
+	if cfg == nil || !cfg.EnableNodeRepair || named {
+		return nil
+	}
+	b := nodecondition.Assess(nodes, cfg.RepairConditions(), nodecondition.LimitsOf(cfg), 0)
+	return &b
+}
+
+// printRepairs writes the breaker's line.
+func printRepairs(w io.Writer, b *nodecondition.Breaker) {
+	if b == nil {
+		return
+	}
+	state := "closed: repairs start when due"
+	if b.Open {
+		state = "open: no new repair starts (" + b.Reason + ")"
+	}
+	fmt.Fprintf(w, "Node repair breaker %s; %d of %d nodes unhealthy, %d repairs running\n", state, b.Unhealthy, b.Nodes, b.Running)
+}
