@@ -73,7 +73,11 @@ type AWSPermission struct {
 	Scope string
 	// Optional names the setting or command that makes the call; empty: always needed.
 	Optional string
-	Why      string
+	// OptIn keeps the action out of the shipped policies (CloudFormation, Terraform, eksctl):
+	// it acts on any instance, so an operator grants it, narrowed to the cluster's instances,
+	// only when turning its setting on.
+	OptIn bool
+	Why   string
 }
 
 // AWSPermissions are every AWS call of the binary (controller, and an agent that completes
@@ -87,11 +91,12 @@ var AWSPermissions = []AWSPermission{
 	{Action: "ec2:DescribeInstances", Scope: "*", Why: "an instance's managed tag, cluster tag, private DNS name and IP (batched and cached); the instances of an expiring Capacity Block"},
 	{Action: "ec2:DescribeCapacityReservations", Scope: "*", Why: "that a Capacity Block expiration warning names an active Capacity Block ending soon, and when it ends: the drain's deadline"},
 	{Action: "ec2:DescribeInstanceStatus", Scope: "*", Optional: "ENABLE_INSTANCE_STATUS_DRAINING", Why: "failing status checks and listed scheduled events of this cluster's instances"},
+	{Action: "ec2:TerminateInstances", Scope: "*", Optional: "NODE_REPAIR_ACTION=terminate", OptIn: true, Why: "terminate a repaired node's instance once drained, after the instance gate's check; not in the shipped policies: grant it, narrowed to this cluster's instances (a tag condition), when turning it on"},
 	{Action: "autoscaling:DescribeAutoScalingInstances", Scope: "*", Why: "that an instance is in the group its record names, before a lifecycle completion or heartbeat"},
 	{Action: "autoscaling:DescribeLifecycleHooks", Scope: "*", Why: "a terminate hook's heartbeat and global timeouts: the drain's deadline"},
 	{Action: "autoscaling:CompleteLifecycleAction", Scope: "group", Why: "hand a terminating instance back once drained; complete a launch hook once the node is Ready"},
 	{Action: "autoscaling:RecordLifecycleActionHeartbeat", Scope: "group", Optional: "HEARTBEAT_INTERVAL", Why: "extend a lifecycle action during a long drain"},
-	{Action: "autoscaling:SetInstanceHealth", Scope: "group", Optional: "SET_IMPAIRED_INSTANCE_UNHEALTHY", Why: "mark a drained impaired instance Unhealthy so that its group replaces it"},
+	{Action: "autoscaling:SetInstanceHealth", Scope: "group", Optional: "SET_IMPAIRED_INSTANCE_UNHEALTHY or ENABLE_NODE_REPAIR", Why: "mark a drained impaired or repaired instance Unhealthy so that its group replaces it"},
 	{Action: "autoscaling:DescribeAutoScalingGroups", Scope: "*", Optional: "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN", Why: "whether a group retains abandoned instances; the periodic sweep of the instances a group retained"},
 	{Action: "autoscaling:TerminateInstanceInAutoScalingGroup", Scope: "group", Optional: "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN", Why: "terminate a retained instance once its node is drained"},
 	{Action: "elasticloadbalancing:DescribeTargetGroups", Scope: "*", Optional: "WAIT_FOR_LOAD_BALANCER_TARGETS", Why: "the target groups an instance or its pods may be registered in"},

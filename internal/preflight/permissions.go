@@ -72,22 +72,7 @@ func (p Permission) String() string {
 // (its informer maps instances to nodes) and holds a Lease in NAMESPACE. DRY_RUN does not
 // shrink the list: a dry run must be able to become a real run by flipping one setting.
 func Permissions(mode config.Mode, cfg *config.Config) []Permission {
-	perms := []Permission{
-		{Resource: "nodes", Verb: "get", Why: "read the node afresh before each change"},
-		{Resource: "nodes", Verb: "patch", Why: "taint, label and cordon the node and record progress on it"},
-	}
-	if cfg.NodeCondition {
-		perms = append(perms, Permission{Resource: "nodes", Subresource: "status", Verb: "patch", Why: "NODE_CONDITION: the node's lifeboat.dev/Interruption condition"})
-	}
-	if mode == config.ModeController {
-		perms = append(perms,
-			Permission{Resource: "nodes", Verb: "list", Why: "node informer: find the node of an instance"},
-			Permission{Resource: "nodes", Verb: "watch", Why: "node informer: find the node of an instance"},
-		)
-		if cfg.DeleteNodeAfterTermination {
-			perms = append(perms, Permission{Resource: "nodes", Verb: "delete", Why: "DELETE_NODE_AFTER_TERMINATION: delete the Node of a terminated instance"})
-		}
-	}
+	perms := nodePermissions(mode, cfg)
 	perms = append(perms,
 		Permission{Resource: "pods", Verb: "list", Why: "find the pods to drain on the node"},
 		Permission{Resource: "pods", Verb: "watch", Why: "see evicted pods go"},
@@ -113,24 +98,52 @@ func Permissions(mode config.Mode, cfg *config.Config) []Permission {
 		)
 	}
 	if mode == config.ModeController {
-		const group = "coordination.k8s.io"
-		ns := cfg.PodNamespace
+		perms = append(perms, controllerPermissions(cfg)...)
+	}
+	return perms
+}
+
+// nodePermissions are what a mode does with Nodes.
+func nodePermissions(mode config.Mode, cfg *config.Config) []Permission {
+	perms := []Permission{
+		{Resource: "nodes", Verb: "get", Why: "read the node afresh before each change"},
+		{Resource: "nodes", Verb: "patch", Why: "taint, label and cordon the node and record progress on it"},
+	}
+	if cfg.NodeCondition {
+		perms = append(perms, Permission{Resource: "nodes", Subresource: "status", Verb: "patch", Why: "NODE_CONDITION: the node's lifeboat.dev/Interruption condition"})
+	}
+	if mode != config.ModeController {
+		return perms
+	}
+	perms = append(perms,
+		Permission{Resource: "nodes", Verb: "list", Why: "node informer: find the node of an instance"},
+		Permission{Resource: "nodes", Verb: "watch", Why: "node informer: find the node of an instance"},
+	)
+	if cfg.DeleteNodeAfterTermination {
+		perms = append(perms, Permission{Resource: "nodes", Verb: "delete", Why: "DELETE_NODE_AFTER_TERMINATION: delete the Node of a terminated instance"})
+	}
+	return perms
+}
+
+// controllerPermissions are the controller's own: leader election and the periodic check.
+func controllerPermissions(cfg *config.Config) []Permission {
+	const group = "coordination.k8s.io"
+	ns := cfg.PodNamespace
+	perms := []Permission{
+		{Group: group, Resource: "leases", Verb: "get", Namespace: ns, Name: controller.LeaseName, Why: "leader election"},
+		{Group: group, Resource: "leases", Verb: "create", Namespace: ns, Why: "leader election: create the Lease the first time"},
+		{Group: group, Resource: "leases", Verb: "update", Namespace: ns, Name: controller.LeaseName, Why: "leader election: renew and release the Lease"},
+	}
+	if cfg.ReadinessReportInterval > 0 {
+		// Pods are listed already; the check also reads budgets and the workloads pods
+		// belong to. The chart's reader role grants these.
+		const why = "READINESS_REPORT_INTERVAL: the periodic readiness check"
 		perms = append(perms,
-			Permission{Group: group, Resource: "leases", Verb: "get", Namespace: ns, Name: controller.LeaseName, Why: "leader election"},
-			Permission{Group: group, Resource: "leases", Verb: "create", Namespace: ns, Why: "leader election: create the Lease the first time"},
-			Permission{Group: group, Resource: "leases", Verb: "update", Namespace: ns, Name: controller.LeaseName, Why: "leader election: renew and release the Lease"},
+			Permission{Group: "policy", Resource: "poddisruptionbudgets", Verb: "list", Why: why},
+			Permission{Group: "apps", Resource: "replicasets", Verb: "list", Why: why},
+			Permission{Group: "apps", Resource: "deployments", Verb: "list", Why: why},
+			Permission{Group: "apps", Resource: "statefulsets", Verb: "list", Why: why},
 		)
-		if cfg.ReadinessReportInterval > 0 {
-			// Pods are listed already; the check also reads budgets and the workloads pods
-			// belong to. The chart's reader role grants these.
-			const why = "READINESS_REPORT_INTERVAL: the periodic readiness check"
-			perms = append(perms,
-				Permission{Group: "policy", Resource: "poddisruptionbudgets", Verb: "list", Why: why},
-				Permission{Group: "apps", Resource: "replicasets", Verb: "list", Why: why},
-				Permission{Group: "apps", Resource: "deployments", Verb: "list", Why: why},
-				Permission{Group: "apps", Resource: "statefulsets", Verb: "list", Why: why},
-			)
-		}
 	}
 	return perms
 }
