@@ -34,9 +34,8 @@ func handled() *Result {
 		Cases: []Case{
 			{Name: "A", Handler: "agent", Notice: 0, Cordoned: s / 2, Drained: 4 * s, Recorded: 4 * s, Completed: -1, Evicted: pods(0), Skipped: skipped, Blocked: blocked},
 			{Name: "B", Handler: "controller", HasHook: true, Notice: 0, Cordoned: s / 2, Drained: 5 * s, Recorded: 11 * s, Completed: 11 * s,
-				Completions: 1, LifecycleResult: "CONTINUE", Evicted: pods(s),
-				Skipped:  append(skipped, SkippedPod{Pod: systemNamespace + "/" + ControllerPodName, Tier: TierWorkload, Reason: "Lifeboat's own pod"}),
-				Handback: handedBack()},
+				Completions: 1, LifecycleResult: "CONTINUE", Evicted: append(pods(s), EvictedPod{Pod: ownPod, Tier: TierWorkload, Evicted: 6 * s, Gone: 6 * s, Attempts: 1}),
+				Skipped: skipped, Handback: handedBack()},
 		},
 		Foreign:       Foreign{InstanceID: foreignID, Refused: s / 4, Reason: "no node in this cluster names " + foreignID, RetryAfter: 5 * time.Minute, InFlight: 1},
 		Quiet:         Quiet{Node: "c"},
@@ -96,9 +95,13 @@ func TestCheck(t *testing.T) {
 		{"workload pod skipped", func(r *Result) {
 			r.Cases[0].Skipped = append(r.Cases[0].Skipped, SkippedPod{Pod: "shop/web-2", Tier: TierWorkload, Reason: "uses emptyDir and DELETE_LOCAL_DATA=false"})
 		}, "shop/web-2 left on the node"},
-		{"own pod evicted", func(r *Result) {
-			r.Cases[1].Evicted = append(r.Cases[1].Evicted, EvictedPod{Pod: systemNamespace + "/" + ControllerPodName, Tier: TierWorkload, Gone: 1})
+		{"own pod evicted before the others", func(r *Result) {
+			r.Cases[1].Evicted[len(r.Cases[1].Evicted)-1].Evicted = 0
 		}, "own pod"},
+		{"own pod left on the node", func(r *Result) {
+			r.Cases[1].Evicted = r.Cases[1].Evicted[:len(r.Cases[1].Evicted)-1]
+			r.Cases[1].Skipped = append(r.Cases[1].Skipped, SkippedPod{Pod: ownPod, Tier: TierWorkload, Reason: "Lifeboat's own pod"})
+		}, "left on the node"},
 		{"lifecycle completed twice", func(r *Result) { r.Cases[1].Completions, r.CompleteCalls = 2, 2 }, "2 CompleteLifecycleAction calls"},
 		{"lifecycle never completed", func(r *Result) {
 			r.Cases[1].Completions, r.Cases[1].LifecycleResult, r.CompleteCalls = 0, "", 0

@@ -60,7 +60,7 @@ func TestTimeline(t *testing.T) {
 	if root != "svg" {
 		t.Errorf("root element %q, want svg", root)
 	}
-	want := map[string]int{"notice": 3, "cordoned": 2, "draining:": 2, "evicted": 6, "drained": 2, "lifecycle": 1, "refused": 1,
+	want := map[string]int{"notice": 3, "cordoned": 2, "draining:": 2, "evicted": 7, "drained": 2, "lifecycle": 1, "refused": 1,
 		"hand-back": 1, "target": 1, "gone": 1, "volume": 1, "app": 1}
 	for k, n := range want {
 		if titles[k] != n {

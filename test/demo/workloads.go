@@ -24,6 +24,7 @@ const (
 	// ControllerPodName is the controller's POD_NAME: a pod of that name on node B stands in
 	// for the controller's own Deployment pod (the controller itself runs as a local process).
 	ControllerPodName = "lifeboat-controller-5f7c9d-x2k4q"
+	ownPod            = systemNamespace + "/" + ControllerPodName
 )
 
 type workload struct {
