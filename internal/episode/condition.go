@@ -94,7 +94,8 @@ func (c *conditions) set(node *corev1.Node, reason, message string) {
 	defer c.mu.Unlock()
 	c.forgetIdleLocked(time.Now())
 	s := c.shown[node.Name]
-	if s == nil {
+	fresh := s == nil
+	if fresh {
 		if status == corev1.ConditionFalse && nodes.ConditionOf(node, nodes.ConditionInterruption) == nil {
 			return // never shown: nothing to clear
 		}
@@ -104,6 +105,13 @@ func (c *conditions) set(node *corev1.Node, reason, message string) {
 	s.hint, s.base = node, message
 	msg, held := c.message(node.Name, reason, message)
 	s.want, s.wantHeld = corev1.NodeCondition{Type: nodes.ConditionInterruption, Status: status, Reason: reason, Message: msg}, held
+	if fresh {
+		// New to this process (a restart, or a leader taking over the drains of the last):
+		// what the node, as the phase just read or wrote it, already shows needs no write.
+		if old := nodes.ConditionOf(node, nodes.ConditionInterruption); old != nil && sameCondition(*old, s.want) {
+			s.written, s.writtenHeld = s.want, held
+		}
+	}
 	c.dueLocked(node.Name, s)
 }
 

@@ -106,3 +106,53 @@ func TestConditionWrites(t *testing.T) {
 		t.Errorf("after the end: %d nodes remembered, %d workers", len(c.shown), c.workers)
 	}
 }
+
+// A process new to a node (a restart, or a leader taking over the last one's drains) sends
+// nothing, not even a read, when the node it just read or wrote already shows the condition
+// it wants, and writes once when the node shows anything else; the phase after writes as
+// usual. Without
+// this, a new leader rewrote every draining node's condition, unchanged, in the middle of
+// the evictions it had taken over.
+func TestConditionTakenOverNotRewritten(t *testing.T) {
+	shown := corev1.NodeCondition{Type: nodes.ConditionInterruption, Status: corev1.ConditionTrue, Reason: ConditionDraining,
+		Message: drainingMessage("spot-i-1", time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{shown}}}
+	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+		{Type: nodes.ConditionInterruption, Status: corev1.ConditionTrue, Reason: ConditionCordoned, Message: "Cordoned for notice spot-i-2"}}}}
+	client := fake.NewClientset(node, other)
+	c := newConditions(nodes.NewWriter(client), slog.New(slog.DiscardHandler))
+	// requests about the node: a read to check counts as much as a write
+	writesTo := func(name string) int {
+		n := 0
+		for _, a := range client.Actions() {
+			if p, ok := a.(interface{ GetName() string }); ok && p.GetName() == name {
+				n++
+			}
+		}
+		return n
+	}
+	settle := func(want map[string]int) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			for name, n := range want {
+				if writesTo(name) < n {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		time.Sleep(100 * time.Millisecond) // room for a write that should not come
+		for name, n := range want {
+			if got := writesTo(name); got != n || err != nil {
+				t.Fatalf("%s: %d requests, want %d", name, got, n)
+			}
+		}
+	}
+
+	c.set(node, ConditionDraining, shown.Message)
+	c.set(other, ConditionDraining, drainingMessage("spot-i-2", time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)))
+	settle(map[string]int{"n1": 0, "n2": 1})
+
+	c.set(node, ConditionHandedBack, "Drained and handed back")
+	settle(map[string]int{"n1": 1, "n2": 1})
+}

@@ -185,20 +185,21 @@ func (c *claims) write(ctx context.Context, node *corev1.Node) (*corev1.Node, bo
 // keptByDrain trims a node this process read or wrote (never an informer's copy) to what a
 // drain keeps for the rest of its run, as the next write's hint and its Events' subject: the
 // metadata without managed fields, the spec, and of the status only the boot ID (an episode's
-// end) and the Ready condition (the fast path for a dead instance); nothing else of the
-// status is read, and no write sends the status. The merge patch a
+// end), the Ready condition (the fast path for a dead instance) and Lifeboat's own condition
+// (a leader that takes over a drain finds it already says so, and writes nothing); nothing
+// else of the status is read, and no write sends the status. The merge patch a
 // write computes from it is the same, since no edit touches what is dropped. A whole node is
 // mostly its status (capacity, conditions), kept by every drain at once otherwise.
 func keptByDrain(n *corev1.Node) *corev1.Node {
 	trimmed, _ := kube.TrimNode(n)
 	kept := trimmed.(*corev1.Node)
-	var ready []corev1.NodeCondition
+	var conditions []corev1.NodeCondition
 	for _, c := range kept.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			ready = append(ready, c)
+		if c.Type == corev1.NodeReady || c.Type == nodes.ConditionInterruption {
+			conditions = append(conditions, c)
 		}
 	}
-	kept.Status = corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: kept.Status.NodeInfo.BootID}, Conditions: ready}
+	kept.Status = corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: kept.Status.NodeInfo.BootID}, Conditions: conditions}
 	return kept
 }
 

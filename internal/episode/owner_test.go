@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -20,6 +21,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -356,5 +358,30 @@ func TestRenewalPanicStopsThatDrain(t *testing.T) {
 	}
 	if got := m.Value("lifeboat_reconcile_panics_total", "site", "drain_claim"); got != 1 {
 		t.Errorf("lifeboat_reconcile_panics_total{site=drain_claim} = %v, want 1", got)
+	}
+}
+
+// What a drain keeps of a node it wrote: the Ready condition and Lifeboat's own, the boot ID,
+// nothing else of the status.
+func TestKeptByDrain(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "7"}, Status: corev1.NodeStatus{
+		Capacity: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110")},
+		NodeInfo: corev1.NodeSystemInfo{BootID: "boot-1", KernelVersion: "6.1"},
+		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
+			{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse},
+			{Type: nodes.ConditionInterruption, Status: corev1.ConditionTrue, Reason: ConditionDraining}}}}
+	kept := keptByDrain(n)
+	var types []corev1.NodeConditionType
+	for _, c := range kept.Status.Conditions {
+		types = append(types, c.Type)
+	}
+	if len(types) != 2 || types[0] != corev1.NodeReady || types[1] != nodes.ConditionInterruption {
+		t.Errorf("conditions kept %v, want Ready and %s", types, nodes.ConditionInterruption)
+	}
+	if kept.Status.NodeInfo.BootID != "boot-1" || kept.Status.NodeInfo.KernelVersion != "" || len(kept.Status.Capacity) != 0 {
+		t.Errorf("status kept %+v, want the boot ID only besides the conditions", kept.Status)
+	}
+	if kept.ResourceVersion != "7" {
+		t.Errorf("resourceVersion %q kept, want 7: the next write patches from it", kept.ResourceVersion)
 	}
 }
