@@ -9,6 +9,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -69,6 +70,8 @@ type Controller struct {
 
 	// heartbeats keep the termination hooks of running drains alive (HEARTBEAT_INTERVAL).
 	heartbeats *lifecycle.Heartbeats
+	// retainedSweepEvery is the pause between passes of the retained-instance sweep.
+	retainedSweepEvery time.Duration
 
 	// starting bounds notices between receipt and their ownership and deadline being known
 	// (WORKERS): the EC2 and Auto Scaling lookups in flight at once.
@@ -122,6 +125,9 @@ type Options struct {
 	// hand-back waits, cordon client); the controller adds its own: the queue as origin,
 	// lifecycle completion and heartbeats.
 	Handler episode.Options
+	// RetainedSweepEvery is the pause between two passes of the sweep of retained instances.
+	// Default: five minutes.
+	RetainedSweepEvery time.Duration
 }
 
 // New builds a controller.
@@ -133,6 +139,7 @@ func New(o Options) *Controller {
 	if c.leaseClient == nil {
 		c.leaseClient = o.Client
 	}
+	c.retainedSweepEvery = cmp.Or(o.RetainedSweepEvery, retainedSweepEvery)
 	var ec2 cloud.EC2
 	if o.EC2 != nil {
 		ec2 = cloud.CountedEC2{EC2: o.EC2, Calls: m}

@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/daemon"
-	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/record"
@@ -111,8 +111,8 @@ func detachWhenGone(t *testing.T, ctx context.Context, w *operateWorld, podIP, i
 // runWithDetachWaits runs a controller whose handler has the waits the configuration turns on,
 // built as the binary builds them.
 func runWithDetachWaits(t *testing.T, ctx context.Context, w *operateWorld, cfg *config.Config, m *metrics.Metrics) {
-	w.run(t, ctx, cfg, "lifeboat", m, func(h *episode.Options) {
-		h.DetachWaits = daemon.DetachWaits(ctx, cfg, config.ModeController, w.c.Client, m, slog.New(slog.NewTextHandler(w.logs, nil)))
+	w.run(t, ctx, cfg, "lifeboat", m, func(o *controller.Options) {
+		o.Handler.DetachWaits = daemon.DetachWaits(ctx, cfg, config.ModeController, w.c.Client, m, slog.New(slog.NewTextHandler(w.logs, nil)))
 	})
 }
 
@@ -121,6 +121,7 @@ func runWithDetachWaits(t *testing.T, ctx context.Context, w *operateWorld, cfg 
 // lifecycle action is completed once, and only after the volume is detached and both targets
 // have left "draining".
 func TestHandBackWhenSafe(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newOperateWorld(t, ctx, sandbox.ClusterOptions{})
@@ -203,6 +204,7 @@ func TestHandBackWhenSafe(t *testing.T) {
 // TestHandBackWaitCutByTheDeadline: a Spot warning that leaves no time for a 300 s
 // deregistration delay: the wait ends at the deadline and says so (log, Event, metric).
 func TestHandBackWaitCutByTheDeadline(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newOperateWorld(t, ctx, sandbox.ClusterOptions{})
@@ -249,6 +251,7 @@ func TestHandBackWaitCutByTheDeadline(t *testing.T) {
 // volume; the next one (whose own drain finds the node empty) waits for that volume too,
 // from the node's record, and completes the lifecycle action once, after it detached.
 func TestHandBackWaitsSurviveARestart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newOperateWorld(t, ctx, sandbox.ClusterOptions{})
@@ -257,8 +260,8 @@ func TestHandBackWaitsSurviveARestart(t *testing.T) {
 		"AWS_REGION", "us-east-1", "AWS_ENDPOINT", w.fake.URL(), "CLUSTER_NAME", "sandbox", "SQS_MSG_VISIBILITY_TIMEOUT_SEC", "5",
 		"EMIT_KUBERNETES_EVENTS", "true")
 	start := func(m *metrics.Metrics) (stop func()) {
-		return startController(t, ctx, w.c, w.awsCfg, w.queue, cfg, "lifeboat", m, w.logs, func(h *episode.Options) {
-			h.DetachWaits = daemon.DetachWaits(ctx, cfg, config.ModeController, w.c.Client, m, slog.New(slog.NewTextHandler(w.logs, nil)))
+		return startController(t, ctx, w.c, w.awsCfg, w.queue, cfg, "lifeboat", m, w.logs, func(o *controller.Options) {
+			o.Handler.DetachWaits = daemon.DetachWaits(ctx, cfg, config.ModeController, w.c.Client, m, slog.New(slog.NewTextHandler(w.logs, nil)))
 		})
 	}
 	w.send(t, ctx, hookMessage(w.instance, "token-1"))

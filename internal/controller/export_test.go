@@ -12,11 +12,3 @@ func SetHeartbeatUnit(c *Controller, unit time.Duration) {
 
 // PodsSynced reports whether the drains' shared pod informer has listed the cluster's pods.
 func PodsSynced(c *Controller) bool { return c.podsSynced.Load() }
-
-// SetRetainedSweepInterval makes the sweep of retained instances pass every d, for the
-// controllers started after it; the returned function restores the default.
-func SetRetainedSweepInterval(d time.Duration) (restore func()) {
-	was := retainedSweepEvery
-	retainedSweepEvery = d
-	return func() { retainedSweepEvery = was }
-}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/metrics"
@@ -39,6 +40,7 @@ type intakeWorld struct {
 	nodes    []*corev1.Node
 	logs     *sandboxtest.LogBuffer
 	metrics  *metrics.Metrics
+	wire     func(*controller.Options) // changes the next run's options
 }
 
 const podGrace = 300
@@ -47,9 +49,6 @@ var ourTags = map[string]string{"aws-node-termination-handler/managed": "", "kub
 
 func newIntakeWorld(t *testing.T, ctx context.Context, nodeCount int) *intakeWorld {
 	t.Helper()
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDSANDBOX")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "sandbox-secret")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	q := sandboxtest.SQS(t, sandbox.SQSOptions{Queues: []string{"lifeboat"}, VisibilityTimeout: 5})
 	fake := sandboxtest.FakeAWS(t, q.Endpoint)
@@ -89,7 +88,7 @@ func (w *intakeWorld) run(t *testing.T, ctx context.Context, settings ...string)
 	cfg := sandboxtest.Config(t, config.ModeController, append([]string{"ENABLE_SQS_TERMINATION_DRAINING", "true",
 		"QUEUE_URL", w.queueURL, "AWS_REGION", "us-east-1", "AWS_ENDPOINT", w.fake.URL(), "CLUSTER_NAME", "sandbox",
 		"EMIT_KUBERNETES_EVENTS", "true"}, settings...)...)
-	return startController(t, ctx, w.c, sandboxtest.AWSConfig(w.fake.URL()), w.queue, cfg, "lifeboat-controller", w.metrics, w.logs, nil)
+	return startController(t, ctx, w.c, sandboxtest.AWSConfig(w.fake.URL()), w.queue, cfg, "lifeboat-controller", w.metrics, w.logs, w.wire)
 }
 
 func (w *intakeWorld) send(t *testing.T, ctx context.Context, bodies ...string) {
@@ -144,6 +143,7 @@ func (w *intakeWorld) nodeEventReasons(t *testing.T, ctx context.Context, n *cor
 // each is drained on its own schedule, and a start time that cannot be read cordons without
 // a drain instead of losing the notice.
 func TestHealthEventNoticesStandAlone(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 5)
@@ -283,6 +283,7 @@ func (g *graceWatch) of(pod string) (int64, bool) {
 // pod keeps its 300 s; 60 s without heartbeats: cut to fit), a capacity-reservation warning's
 // is two minutes, as a Spot warning's.
 func TestDeadlinePerKind(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 3)
@@ -352,6 +353,7 @@ func TestDeadlinePerKind(t *testing.T) {
 // Without permission to read a hook's timeouts, pods keep their own grace periods and the log
 // says why.
 func TestHookTimeoutUnknownKeepsPodGrace(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 1)
@@ -382,6 +384,7 @@ func TestHookTimeoutUnknownKeepsPodGrace(t *testing.T) {
 // Another cluster's notice is kept on the queue for that cluster and comes back every few
 // minutes: it is logged at Info once, and its copies at Debug.
 func TestForeignNoticeLoggedOnce(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 1)
@@ -403,6 +406,7 @@ func TestForeignNoticeLoggedOnce(t *testing.T) {
 // first delivery, not after ten: one failed batched DescribeInstances holds every notice of a
 // burst, and a Spot warning gives two minutes. Once EC2 answers, the node is cordoned.
 func TestFailedLookupComesBackSoon(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 1)

@@ -58,10 +58,7 @@ type operateWorld struct {
 func newOperateWorld(t *testing.T, ctx context.Context, opts sandbox.ClusterOptions) *operateWorld {
 	t.Helper()
 	// Waits built as the binary builds them load AWS settings through the SDK's credential
-	// chain: static keys, and never the instance metadata address, whatever the environment.
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDSANDBOX")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "sandbox-secret")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	// chain: TestMain (sandboxtest.Main) gives it static keys and no instance metadata.
 	c, _ := sandboxtest.Shared(t, opts)
 	q := sandboxtest.SQS(t, sandbox.SQSOptions{Queues: []string{"lifeboat"}, VisibilityTimeout: 5})
 	fake := sandboxtest.FakeAWS(t, q.Endpoint)
@@ -93,7 +90,7 @@ func (w *operateWorld) send(t *testing.T, ctx context.Context, bodies ...string)
 }
 
 // run starts a controller as user until the test ends.
-func (w *operateWorld) run(t *testing.T, ctx context.Context, cfg *config.Config, user string, m *metrics.Metrics, wire func(*episode.Options)) {
+func (w *operateWorld) run(t *testing.T, ctx context.Context, cfg *config.Config, user string, m *metrics.Metrics, wire func(*controller.Options)) {
 	t.Helper()
 	startController(t, ctx, w.c, w.awsCfg, w.queue, cfg, user, m, w.logs, wire)
 }
@@ -101,7 +98,7 @@ func (w *operateWorld) run(t *testing.T, ctx context.Context, cfg *config.Config
 // startController runs a controller of the cluster as user, with Events, until the test ends;
 // its log goes to logs and is printed when the test fails.
 func startController(t *testing.T, ctx context.Context, c *sandbox.Cluster, awsCfg aws.Config, queue *awssqs.Client, cfg *config.Config,
-	user string, m *metrics.Metrics, logs *sandboxtest.LogBuffer, wire func(*episode.Options)) (stop func()) {
+	user string, m *metrics.Metrics, logs *sandboxtest.LogBuffer, wire func(*controller.Options)) (stop func()) {
 	t.Helper()
 	rc, err := c.UserConfig(user, "system:masters")
 	if err != nil {
@@ -112,12 +109,12 @@ func startController(t *testing.T, ctx context.Context, c *sandbox.Cluster, awsC
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler := episode.Options{Events: recorder}
+	o := controller.Options{Config: cfg, Client: client, Queue: queue, EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg),
+		Logger: slog.New(slog.NewTextHandler(logs, nil)), Metrics: m, Handler: episode.Options{Events: recorder}}
 	if wire != nil {
-		wire(&handler)
+		wire(&o)
 	}
-	ctl := controller.New(controller.Options{Config: cfg, Client: client, Queue: queue, EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg),
-		Logger: slog.New(slog.NewTextHandler(logs, nil)), Metrics: m, Handler: handler})
+	ctl := controller.New(o)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- ctl.Run(runCtx) }()
@@ -157,6 +154,7 @@ func (w *operateWorld) nodeEvents(t *testing.T, ctx context.Context) map[string]
 // instance make one drain, one lifecycle completion, one webhook (delivered on its second
 // attempt), one drained Event and one lifecycle-completed Event; the metrics count each step.
 func TestOneInterruptionOneWebhook(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newOperateWorld(t, ctx, sandbox.ClusterOptions{})
@@ -190,7 +188,7 @@ func TestOneInterruptionOneWebhook(t *testing.T) {
 	}
 	m := metrics.New()
 	w.send(t, ctx, spotMessage(w.instance), hookMessage(w.instance, "token-1"), stateMessage(w.instance, "shutting-down"))
-	w.run(t, ctx, cfg, "lifeboat", m, func(h *episode.Options) { h.Webhook = sender })
+	w.run(t, ctx, cfg, "lifeboat", m, func(o *controller.Options) { o.Handler.Webhook = sender })
 
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 		_, completed, _, _ := w.fake.LifecycleAction("token-1")
@@ -254,6 +252,7 @@ func TestOneInterruptionOneWebhook(t *testing.T) {
 // what it would do, and writes nothing else: no node or pod write and no eviction reaches the
 // API server (from its audit log), no message is deleted and no lifecycle action completed.
 func TestDryRunWritesNothing(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newOperateWorld(t, ctx, sandbox.ClusterOptions{AuditLog: true})

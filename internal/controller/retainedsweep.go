@@ -30,15 +30,15 @@ import (
 // this cluster's nodes, an instance in Terminating:Retained whose Node is drained or gone is
 // terminated, one whose Node still runs pods is reported.
 //
-// Cost: one pass every retainedSweepEvery while this replica leads, with ABANDON_LIFECYCLE_-
+// Cost: one pass every five minutes while this replica leads, with ABANDON_LIFECYCLE_-
 // ACTION_ON_INCOMPLETE_DRAIN on (the setting that grants the calls). A pass makes one
 // DescribeAutoScalingGroups per 100 groups (paged) and nothing more unless an instance is
 // retained: then, per retained instance, the ownership lookup (DescribeInstances, cached), a
 // list of its Node's pods, and the instance gate's DescribeAutoScalingInstances (cached)
 // before TerminateInstanceInAutoScalingGroup.
 
-// retainedSweepEvery is the pause between two passes (tests shorten it).
-var retainedSweepEvery = 5 * time.Minute
+// retainedSweepEvery is the default pause between two passes (Options.RetainedSweepEvery).
+const retainedSweepEvery = 5 * time.Minute
 
 // sweepGroupMemory is how long a group the gate once knew is still swept.
 const sweepGroupMemory = 24 * time.Hour
@@ -67,7 +67,7 @@ func (c *Controller) startRetainedSweep(ctx context.Context, resolver *ownership
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(retainedSweepEvery)
+		t := time.NewTicker(c.retainedSweepEvery)
 		defer t.Stop()
 		for {
 			select {

@@ -26,6 +26,7 @@ import (
 // cluster's instance D, and the instance of empty node E that lacks this cluster's tag, are
 // left alone.
 func TestRetainedInstancesSwept(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 3)
@@ -53,7 +54,7 @@ func TestRetainedInstancesSwept(t *testing.T) {
 	}
 	// A's hook message comes late: its drain runs after the action timed out.
 	w.send(t, ctx, fakeaws.TerminateLifecycleAction("workers", "drain", episode.InstanceIDOf(a), "tok-"+episode.InstanceIDOf(a), time.Now()))
-	t.Cleanup(controller.SetRetainedSweepInterval(500 * time.Millisecond))
+	w.wire = func(o *controller.Options) { o.RetainedSweepEvery = 500 * time.Millisecond }
 	w.run(t, ctx, "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN", "true")
 	w.waitDrained(t, ctx, a, notice.ID(notice.ASGTermination, episode.InstanceIDOf(a), notice.TokenDigest("tok-"+episode.InstanceIDOf(a))))
 
