@@ -16,6 +16,14 @@ TEST_TIMEOUT ?= 25m
 # Fuzzing runs a fixed number of inputs per parser: a time limit can end with the engine's own
 # "context deadline exceeded" on a loaded machine, which is not a finding.
 FUZZ_TIME    ?= 50000x
+# make test's share: the engine keeps what it found interesting in the Go build cache, so each
+# run on a machine goes on from the last one's corpus.
+TEST_FUZZ_TIME ?= 20000x
+# FUZZ_WORKERS: fuzzing processes per target (default: one per CPU)
+FUZZ_WORKERS ?=
+FUZZ          = $(GO) test -run '^$$' -fuzztime $(FUZZ_TIME) $(if $(FUZZ_WORKERS),-parallel $(FUZZ_WORKERS))
+# TEST_PACKAGES: test binaries make test runs at once
+TEST_PACKAGES ?= 4
 
 # Build stamp: what `lifeboat version` prints. The commit's own time, not the build's, so two
 # builds of one commit are the same binary. Without git (a source archive) the version reads
@@ -32,7 +40,7 @@ LDFLAGS     := -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Comm
 GO_BUILD    := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 BIN         ?= bin
 
-.PHONY: all build lifeboat image image-push release-tool sandbox vet test test-long unit fuzz faults bench bench-scale docs demo manifests clean
+.PHONY: all build lifeboat image image-push release-tool sandbox vet test test-packages test-release test-long unit fuzz faults bench bench-scale docs demo manifests clean
 
 all: build
 
@@ -84,14 +92,23 @@ vet:
 	$(GO) vet ./...
 	cd hack/release && $(GO) vet ./...
 
-## test: vet, unit and integration tests with the race detector, the image and the release workflow
-## (hack/release, its own module), then a short fuzz of each parser
+## test: vet, then side by side: unit and integration tests with the race detector, the image and the
+## release workflow (hack/release, its own module), and a short fuzz of each parser (one worker,
+## TEST_FUZZ_TIME inputs each)
+# Sandbox tests mostly wait on Leases, hooks and polls, so TEST_PACKAGES test binaries run at once
+# and the fuzzing takes the CPU they leave; each part's output is printed when it ends.
 # hack/release runs without the race detector: it starts no goroutines of its own, and the
 # instrumented gzip compression of its layers would dominate its run.
 test: sandbox vet
-	LIFEBOAT_REQUIRE_SANDBOX=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@$(MAKE) --no-print-directory -j3 --output-sync=target test-packages test-release fuzz FUZZ_WORKERS=1 FUZZ_TIME=$(TEST_FUZZ_TIME)
+
+# The longest packages are named first, so that they start first rather than end the run.
+test-packages:
+	LIFEBOAT_REQUIRE_SANDBOX=1 $(GO) test -race -count=1 -p $(TEST_PACKAGES) -timeout $(TEST_TIMEOUT) \
+		./test/faults ./internal/controller ./deploy ./cmd/lifeboat ./internal/drain ./...
+
+test-release:
 	cd hack/release && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
-	$(MAKE) --no-print-directory fuzz
 
 ## test-long: the agent scenarios at full length (ASG Terminated for 2 minutes, IMDS failing for a minute each way),
 ## and a controller restarted with 500 scheduled episodes pending on their Nodes (make test: 30)
@@ -105,16 +122,16 @@ unit:
 	cd hack/release && $(GO) test -count=1 -short ./...
 
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzLoadEnv$$' -fuzztime $(FUZZ_TIME) ./internal/config
-	$(GO) test -run '^$$' -fuzz '^FuzzLabelValue$$' -fuzztime $(FUZZ_TIME) ./internal/nodes
-	$(GO) test -run '^$$' -fuzz '^FuzzParsers$$' -fuzztime $(FUZZ_TIME) ./internal/source/imds
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_TIME) ./internal/source/sqs/messages
-	$(GO) test -run '^$$' -fuzz '^FuzzInstanceIDFromProviderID$$' -fuzztime $(FUZZ_TIME) ./internal/ownership
-	$(GO) test -run '^$$' -fuzz '^FuzzReadRecord$$' -fuzztime $(FUZZ_TIME) ./internal/record
-	$(GO) test -run '^$$' -fuzz '^FuzzTemplate$$' -fuzztime $(FUZZ_TIME) ./internal/webhook
-	$(GO) test -run '^$$' -fuzz '^FuzzEvaluatorMatchesTextTemplate$$' -fuzztime $(FUZZ_TIME) ./internal/webhook
-	$(GO) test -run '^$$' -fuzz '^FuzzTemplateMemory$$' -fuzztime $(FUZZ_TIME) ./internal/webhook
-	$(GO) test -run '^$$' -fuzz '^FuzzPrintfLength$$' -fuzztime $(FUZZ_TIME) ./internal/webhook
+	$(FUZZ) -fuzz '^FuzzLoadEnv$$' ./internal/config
+	$(FUZZ) -fuzz '^FuzzLabelValue$$' ./internal/nodes
+	$(FUZZ) -fuzz '^FuzzParsers$$' ./internal/source/imds
+	$(FUZZ) -fuzz '^FuzzParse$$' ./internal/source/sqs/messages
+	$(FUZZ) -fuzz '^FuzzInstanceIDFromProviderID$$' ./internal/ownership
+	$(FUZZ) -fuzz '^FuzzReadRecord$$' ./internal/record
+	$(FUZZ) -fuzz '^FuzzTemplate$$' ./internal/webhook
+	$(FUZZ) -fuzz '^FuzzEvaluatorMatchesTextTemplate$$' ./internal/webhook
+	$(FUZZ) -fuzz '^FuzzTemplateMemory$$' ./internal/webhook
+	$(FUZZ) -fuzz '^FuzzPrintfLength$$' ./internal/webhook
 
 ## faults: the fault suite at full length (24 crash trials, API server down up to 30 s, 60 s AWS
 ## and IMDS outages, two 10,000-message storms, the regression scenarios); prints the table behind

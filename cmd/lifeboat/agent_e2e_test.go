@@ -30,6 +30,7 @@ import (
 // it answers its probes and metrics, drains its node when a spot notice appears, and exits 0
 // promptly on SIGTERM.
 func TestAgentBinaryEndToEnd(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and starts the sandbox")
 	}

@@ -266,6 +266,7 @@ func TestReadOnlyCommandsLikeKubectl(t *testing.T) {
 
 // Installed as kubectl-lifeboat, the binary is a kubectl plugin.
 func TestKubectlPlugin(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and starts the sandbox")
 	}

@@ -30,6 +30,7 @@ import (
 // back to it, and it finishes. The lifecycle action is completed once, the message deleted
 // once, and no pod is evicted twice.
 func TestControllerFailover(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and starts the sandbox")
 	}
@@ -38,7 +39,7 @@ func TestControllerFailover(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	for _, sig := range []os.Signal{os.Kill, syscall.SIGTERM} {
-		t.Run(sig.String(), func(t *testing.T) { failover(t, bin, sig) })
+		t.Run(sig.String(), func(t *testing.T) { t.Parallel(); failover(t, bin, sig) }) // each on a cluster of its own
 	}
 }
 

@@ -85,10 +85,8 @@ func TestConfigCommand(t *testing.T) {
 			map[string]string{"ENABLE_SQS_TERMINATION_DRAINING": "true", "QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/q"}, 1,
 			[]string{"lifeboat preflight, controller mode", "FAIL    sqs queue", "WARN    identity: CLUSTER_NAME"}, nil},
 	}
-	// The AWS SDK reads credentials from the process environment: never from instance metadata.
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
+	// The AWS SDK reads credentials from the process environment, which TestMain
+	// (sandboxtest.Main) gives static keys and no instance metadata.
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code, out, errOut := runWith(t, tt.args, tt.env)

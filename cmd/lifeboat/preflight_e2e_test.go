@@ -30,6 +30,7 @@ import (
 // names it and exits 1, and `lifeboat agent` refuses to start, naming it too. With every
 // permission granted, preflight passes.
 func TestPermissionsEndToEnd(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and starts the sandbox")
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,20 +48,20 @@ type world struct {
 	metrics  *metrics.Metrics
 }
 
-var worlds int
+var worlds atomic.Int32 // each world its own node and user
 
 func newWorld(t testing.TB, c *sandbox.Cluster, mockArgs []string) *world {
 	t.Helper()
-	worlds++
+	index := int(worlds.Add(1))
 	ctx := context.Background()
-	spec := sandbox.NodeSpec{Index: worlds}
+	spec := sandbox.NodeSpec{Index: index}
 	created, err := c.AddNodes(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	instance := episode.InstanceIDOf(created[0])
 	m := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: instance, Hostname: created[0].Name, Args: mockArgs})
-	user := fmt.Sprintf("lifeboat-agent-%d", worlds)
+	user := fmt.Sprintf("lifeboat-agent-%d", index)
 	rc, err := c.UserConfig(user, "system:masters")
 	if err != nil {
 		t.Fatal(err)
@@ -215,6 +216,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	inTwoMinutes := func() string { return time.Now().Add(2 * time.Minute).UTC().Format(time.RFC3339) }
 
 	t.Run("spot notice: taint, label, cordon and drain the right node", func(t *testing.T) {
+		t.Parallel() // each on a node of its own
 		w := newWorld(t, c, []string{"spot", "-a", "terminate", "-t", inTwoMinutes()})
 		bystander := newWorld(t, c, []string{"spot", "-a", "terminate", "-t", inTwoMinutes()}) // another node, no agent
 		w.addPods(t, replicaSetPods("shop", "web", 5)...)
@@ -250,6 +252,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	})
 
 	t.Run("ASG Terminated for a while: each pod evicted once, few node writes", func(t *testing.T) {
+		t.Parallel() // each on a node of its own
 		w := newWorld(t, c, []string{"asglifecycle", "--asg-termination-delay-sec", "0"})
 		w.addPods(t, replicaSetPods("shop", "api", 10)...)
 		w.start(t, "ENABLE_ASG_LIFECYCLE_DRAINING", "true")
@@ -275,9 +278,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	})
 
 	t.Run("ASG Terminated with a hook name: lifecycle action completed once, after the drain", func(t *testing.T) {
-		t.Setenv("AWS_ACCESS_KEY_ID", "AKIDSANDBOX")
-		t.Setenv("AWS_SECRET_ACCESS_KEY", "sandbox-secret")
-		t.Setenv("AWS_EC2_METADATA_DISABLED", "true") // the credential chain must never reach 169.254.169.254
+		t.Parallel() // each on a node of its own
 		w := newWorld(t, c, []string{"asglifecycle", "--asg-termination-delay-sec", "0"})
 		fake := sandboxtest.FakeAWS(t, "")
 		fake.AddInstance(fakeaws.Instance{ID: w.instance, AutoScalingGroup: "workers"})
@@ -326,6 +327,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	})
 
 	t.Run("a spot time that moves on every poll is one drain", func(t *testing.T) {
+		t.Parallel()                                             // each on a node of its own
 		w := newWorld(t, c, []string{"spot", "-a", "terminate"}) // no -t: the mock restates the time each time
 		w.addPods(t, replicaSetPods("shop", "cart", 5)...)
 		w.start(t)
@@ -342,6 +344,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	})
 
 	t.Run("an agent stopped mid-drain is resumed by the next one without repeating", func(t *testing.T) {
+		t.Parallel() // each on a node of its own
 		w := newWorld(t, c, []string{"spot", "-a", "terminate", "-t", inTwoMinutes()})
 		// Workload pods hold a finalizer: once evicted they stay terminating, so the drain
 		// waits on them before the critical tier, and the first agent can be stopped there.
@@ -393,6 +396,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	})
 
 	t.Run("failing instance metadata: no crash, unhealthy, then recovery", func(t *testing.T) {
+		t.Parallel() // each on a node of its own
 		w := newWorld(t, c, []string{"spot", "-a", "terminate", "-t", inTwoMinutes()})
 		w.addPods(t, replicaSetPods("shop", "db", 2)...)
 		w.proxy.Hide(spotPath)
@@ -438,6 +442,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	})
 
 	t.Run("scheduled reboot: drained, then uncordoned once the node has rebooted", func(t *testing.T) {
+		t.Parallel() // each on a node of its own
 		w := newWorld(t, c, []string{"events", "--code", "system-reboot", "--state", "active", "--not-before", inTwoMinutes()})
 		w.addPods(t, replicaSetPods("shop", "batch", 3)...)
 		uptime := filepath.Join(t.TempDir(), "uptime")
@@ -488,6 +493,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	})
 
 	t.Run("canceled scheduled event: Lifeboat's cordon is undone once, an admin's is kept", func(t *testing.T) {
+		t.Parallel() // each on a node of its own
 		active := []string{"events", "--code", "system-maintenance", "--state", "active", "--not-before", inTwoMinutes()}
 		w := newWorld(t, c, active)
 		w.start(t, "CORDON_ONLY", "true", "TAINT_NODE", "true")
@@ -519,6 +525,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	})
 
 	t.Run("rebalance recommendation with monitoring only: cordoned, not drained", func(t *testing.T) {
+		t.Parallel()             // each on a node of its own
 		w := newWorld(t, c, nil) // the root command serves a rebalance recommendation
 		w.addPods(t, replicaSetPods("shop", "queue", 2)...)
 		w.start(t, "ENABLE_REBALANCE_MONITORING", "true", "ENABLE_SPOT_INTERRUPTION_DRAINING", "false", "ENABLE_SCHEDULED_EVENT_DRAINING", "false", "TAINT_NODE", "true")
@@ -533,6 +540,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	})
 
 	t.Run("NODE_NAME of another instance is refused", func(t *testing.T) {
+		t.Parallel() // each on a node of its own
 		w := newWorld(t, c, []string{"spot", "-a", "terminate", "-t", inTwoMinutes()})
 		other := newWorld(t, c, nil)
 		w.node = other.node // wrong wiring: this instance's metadata, another node's name

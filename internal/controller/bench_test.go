@@ -115,9 +115,6 @@ func sendBatches(ctx context.Context, queue *awssqs.Client, queueURL string, bod
 
 func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount, targetGroups int) {
 	b.StopTimer()
-	b.Setenv("AWS_ACCESS_KEY_ID", "AKIDSANDBOX")
-	b.Setenv("AWS_SECRET_ACCESS_KEY", "sandbox-secret")
-	b.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	c := sandboxtest.Cluster(b, sandbox.ClusterOptions{AuditLog: true})

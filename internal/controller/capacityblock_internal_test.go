@@ -11,6 +11,7 @@ import (
 )
 
 func TestJudgeBlock(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 21, 11, 20, 0, 0, time.UTC)
 	end := now.Add(40 * time.Minute)
 	block := func(edit func(*cloud.CapacityReservation)) cloud.CapacityReservation {

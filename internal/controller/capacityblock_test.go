@@ -25,6 +25,7 @@ import (
 // and another cluster's instance in the same reservation are left alone, and EC2 is asked
 // once per warning.
 func TestCapacityBlockDrainsItsInstances(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 4)
@@ -128,6 +129,7 @@ func (w *intakeWorld) untouchedBy(t *testing.T, ctx context.Context, eventReason
 // an ordinary Capacity Reservation that runs this cluster's nodes (whose drain would ignore
 // do-not-disrupt, as for any reclaim). The second says so on the nodes with a Warning.
 func TestCapacityBlockForgedReservation(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const ordinary = "cr-0aaaaaaaaaaaaaaa1"
@@ -165,6 +167,7 @@ func TestCapacityBlockForgedReservation(t *testing.T) {
 // A block extended after its warning was sent (EC2's end date is days away) drains nothing,
 // and says so.
 func TestCapacityBlockExtended(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const block = "cr-0ccccccccccccccc3"
@@ -184,6 +187,7 @@ func TestCapacityBlockExtended(t *testing.T) {
 // deadline comes from EC2's end date and instance type, whatever the message says. The
 // warning is keyed as the EC2 user guide prints it (detail_type, customer_event_id).
 func TestCapacityBlockUltraServerDeadline(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const block = "cr-0ddddddddddddddd4"

@@ -37,6 +37,7 @@ import (
 // its pods are gone; the claimant is never cordoned, and a Warning Event on it names the
 // refused claim.
 func TestForgedProviderIDClaim(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name                string
 		victimHasProviderID bool

@@ -44,9 +44,7 @@ func lifecycleMessage(instance, token, hook, transition string) string {
 }
 
 func TestControllerEndToEnd(t *testing.T) {
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDSANDBOX")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "sandbox-secret")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{AuditLog: true})

@@ -38,6 +38,7 @@ func (stateEC2) DescribeInstanceStatus(context.Context, []string) ([]cloud.Insta
 // The fast path needs both facts: Ready Unknown and EC2's dead state; a running instance only
 // with the opt-in.
 func TestDeadInstances(t *testing.T) {
+	t.Parallel()
 	const id = "i-0123456789abcdef0"
 	node := func(ready corev1.ConditionStatus) *corev1.Node {
 		return &corev1.Node{Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + id},

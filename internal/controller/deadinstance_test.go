@@ -30,6 +30,7 @@ func (w *intakeWorld) goDark(t *testing.T, ctx context.Context, n *corev1.Node) 
 // to leave, and the fast path is reported. A node merely Ready Unknown while EC2 says its
 // instance runs is drained as usual: its budget holds its pods.
 func TestDeadInstanceFastPath(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 2)

@@ -18,6 +18,7 @@ import (
 // The interruptible Capacity Reservation warning as the EC2 user guide prints it, with
 // resources a string: a field Lifeboat does not need never drops the notice.
 func TestDocumentedCapacityReservationWarningDrains(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 1)
@@ -33,6 +34,7 @@ func TestDocumentedCapacityReservationWarningDrains(t *testing.T) {
 // "Capacity Block Delivered", keyed as AWS's page prints it, is recognised: deleted, logged
 // at Info and counted by kind and reason, never an error; nothing is touched.
 func TestCapacityBlockDeliveredIgnored(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 1)

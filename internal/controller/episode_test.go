@@ -83,10 +83,23 @@ func (w *intakeWorld) eventCount(t *testing.T, ctx context.Context, n *corev1.No
 	return count
 }
 
+// eventCountReaching is eventCount once it reaches want, or after 10 s: Events are sent after
+// the work they report, by the recorder's own goroutine.
+func (w *intakeWorld) eventCountReaching(t *testing.T, ctx context.Context, n *corev1.Node, reason string, want int32) int32 {
+	t.Helper()
+	var got int32
+	wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		got = w.eventCount(t, ctx, n, reason)
+		return got >= want, nil
+	})
+	return got
+}
+
 // Episodes: an interruption that is over (an operator took the node back, or the instance
 // booted again) is not the end of the node's story. The next notice, even one seen before,
 // opens a new episode with its own drain; a record of a newer schema is left alone.
 func TestEpisodes(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 4)
@@ -156,7 +169,7 @@ func TestEpisodes(t *testing.T) {
 	}
 	// Each episode reported its own drain.
 	for _, n := range []*corev1.Node{spotAfterUncordon, hookAfterUncordon, stopped} {
-		if got := w.eventCount(t, ctx, n, events.ReasonDrained); got != 2 {
+		if got := w.eventCountReaching(t, ctx, n, events.ReasonDrained, 2); got != 2 {
 			t.Errorf("%s: %d %s Events, want one per episode (2)", n.Name, got, events.ReasonDrained)
 		}
 	}
@@ -180,6 +193,7 @@ func TestEpisodes(t *testing.T) {
 // happened), and at last closes it. Neither is acted on: the node stays schedulable and its
 // new pods stay.
 func TestScheduledRebootNotRedone(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 1)

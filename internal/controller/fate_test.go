@@ -11,6 +11,7 @@ import (
 )
 
 func TestMessageFate(t *testing.T) {
+	t.Parallel()
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	tests := []struct {
@@ -36,6 +37,7 @@ func TestMessageFate(t *testing.T) {
 }
 
 func TestRetryDelayDoublesToRetrySoon(t *testing.T) {
+	t.Parallel()
 	for receives, want := range map[int]time.Duration{
 		0:    retryFirst, // a queue that did not say
 		1:    time.Second,

@@ -20,6 +20,7 @@ import (
 // its deadline is ahead, as the agent's intake does, and given up once that deadline is more
 // than a minute past: its message is deleted, the log says why, and the node is left alone.
 func TestIntakeGivesUpLateNotices(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 2)

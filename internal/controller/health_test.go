@@ -45,6 +45,7 @@ func update(t *testing.T, body, envelopeID, status string, start time.Time) stri
 // that another open Health event still concerns stays cordoned. A reboot delivered twice is
 // drained once.
 func TestHealthUpdatesJoinOneNotice(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 3)

@@ -30,6 +30,7 @@ import (
 // go on counting from the node's record; the hook is completed once, after which heartbeats
 // stop.
 func TestHeartbeatsResumeAfterRestart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	h := newHeldHook(t, ctx, "token-1")

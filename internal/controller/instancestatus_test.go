@@ -24,6 +24,7 @@ var statusSettings = []string{"ENABLE_INSTANCE_STATUS_DRAINING", "true", "INSTAN
 // SET_IMPAIRED_INSTANCE_UNHEALTHY, marked Unhealthy in its group once; one that recovers
 // before the threshold, and a healthy one, are not touched.
 func TestImpairedInstanceDrained(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 3)
@@ -98,6 +99,7 @@ func TestImpairedInstanceDrained(t *testing.T) {
 // leaves the list releases its notice only; the node is given back once the Health event
 // closes too.
 func TestScheduledEventFromInstanceStatus(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 2)

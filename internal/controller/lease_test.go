@@ -27,6 +27,7 @@ import (
 // error, so a standby takes over within its retry period instead of never (the Lease renewed
 // for a leader that does nothing) or after the Lease's 15 s.
 func TestFailedWorkLoopReleasesLease(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})

@@ -22,6 +22,7 @@ import (
 // EC2 does not describe its terminated instance as (another name, another address) is kept,
 // with a Warning Event; a node whose kubelet still reports Ready is never looked at.
 func TestNodeCleanup(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 4)

@@ -39,9 +39,6 @@ func BenchmarkNodeRepair(b *testing.B) {
 
 func repairBench(b *testing.B, nodeCount, sickCount, podsPerNode int) {
 	b.StopTimer()
-	b.Setenv("AWS_ACCESS_KEY_ID", "AKIDSANDBOX")
-	b.Setenv("AWS_SECRET_ACCESS_KEY", "sandbox-secret")
-	b.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	c := sandboxtest.Cluster(b, sandbox.ClusterOptions{AuditLog: true})

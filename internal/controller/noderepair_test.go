@@ -52,6 +52,7 @@ func repairID(n *corev1.Node, typ string) string {
 // Warning Event. A node whose condition recovers within its duration, one whose condition has
 // not held long enough, and a healthy one are not touched.
 func TestNodeRepairDrainsAndMarksUnhealthy(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 6)
@@ -123,6 +124,7 @@ func TestNodeRepairDrainsAndMarksUnhealthy(t *testing.T) {
 // With NODE_REPAIR_ACTION=terminate, a repaired node's instance is terminated once, and not
 // marked Unhealthy.
 func TestNodeRepairTerminates(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 2)
@@ -157,6 +159,7 @@ func TestNodeRepairTerminates(t *testing.T) {
 // says so (Events on the held nodes, its metric, the log). Once enough nodes recover, the
 // repairs of those still failing start, but for the node an operator vetoed.
 func TestNodeRepairBreaker(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 10)
@@ -215,6 +218,7 @@ func TestNodeRepairBreaker(t *testing.T) {
 // a new one started: the repair is neither repeated nor lost. One notice on the record, one
 // NodeRepair Event, one Unhealthy mark once the budget lets the pods go.
 func TestNodeRepairSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 2)
@@ -263,6 +267,7 @@ func TestNodeRepairSurvivesRestart(t *testing.T) {
 // repaired, are left to their own repair with one Event each; a node of a managed node group
 // not named, failing the same way, is repaired.
 func TestNodeRepairLeavesOthersNodes(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 3)

@@ -73,6 +73,7 @@ func instances(n int) []string {
 // at once, nor more goroutines, than the pool's workers, and no notice lost, including those
 // that failed at first.
 func TestBigMessageBoundedPool(t *testing.T) {
+	// Not parallel: it counts the process's goroutines.
 	const workers, count = 10, 5000
 	var (
 		mu          sync.Mutex
@@ -144,6 +145,7 @@ func failsFirst(id string, count int) bool {
 
 // A notice waiting for its retry holds no worker: the others go first.
 func TestRetryingNoticeHoldsNoWorker(t *testing.T) {
+	t.Parallel()
 	notices := []notice.Notice{{ID: "a"}, {ID: "b"}, {ID: "c"}}
 	var order []string
 	fates := runNotices(context.Background(), notices, noticePool{workers: 1, backoff: quickBackoff}, func(_ context.Context, n notice.Notice) noticeFate {
@@ -164,6 +166,7 @@ func TestRetryingNoticeHoldsNoWorker(t *testing.T) {
 // Notices that keep failing do not hold the message between them: once nothing else is left
 // they leave their retry to the message.
 func TestFailingNoticesLeaveRetryToMessage(t *testing.T) {
+	t.Parallel()
 	notices := []notice.Notice{{ID: "a"}, {ID: "b"}, {ID: "c"}}
 	var calls atomic.Int32
 	done := make(chan []noticeFate, 1)
@@ -200,6 +203,7 @@ func TestFailingNoticesLeaveRetryToMessage(t *testing.T) {
 
 // When the controller stops, notices not handled yet are cancelled, not done.
 func TestStoppingCancelsTheRest(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	notices := make([]notice.Notice, 50)
 	fates := runNotices(ctx, notices, noticePool{workers: 2, backoff: quickBackoff}, func(ctx context.Context, n notice.Notice) noticeFate {
@@ -216,6 +220,7 @@ func TestStoppingCancelsTheRest(t *testing.T) {
 // A message from an account the queue does not accept is refused before any notice is
 // handled, said with both accounts, counted, and kept unless DELETE_SQS_MSG_IF_NODE_NOT_FOUND.
 func TestForeignAccountRefused(t *testing.T) {
+	t.Parallel()
 	const other = "999988887777"
 	spot := fakeaws.SpotInterruptionWarning("i-0123456789abcdef0", "terminate", time.Now())
 	foreignSpot := strings.Replace(spot, `"account":"`+fakeaws.Account+`"`, `"account":"`+other+`"`, 1)

@@ -34,6 +34,7 @@ import (
 // one that meets the panic), the message's other notices are handled, the panic is counted
 // under site notice and logged with the notice and the stack.
 func TestNoticePanicIsThatNotices(t *testing.T) {
+	t.Parallel()
 	for _, workers := range []int{1, 3} {
 		t.Run(map[int]string{1: "the caller's worker", 3: "pool workers"}[workers], func(t *testing.T) {
 			notices := []notice.Notice{{ID: "a"}, {ID: "bad", InstanceID: "i-0bad"}, {ID: "c"}, {ID: "d"}}
@@ -79,6 +80,7 @@ func TestNoticePanicIsThatNotices(t *testing.T) {
 // A queue message one of whose notices panics is not deleted: it comes back soon, as after
 // a notice's error, while its other notices are handled.
 func TestMessageWithPanickingNoticeComesBack(t *testing.T) {
+	t.Parallel()
 	ids := instances(3)
 	var mu sync.Mutex
 	handled := map[string]bool{}
@@ -114,6 +116,7 @@ func TestMessageWithPanickingNoticeComesBack(t *testing.T) {
 // is counted under site readiness_check and published as a failed run, and the next check runs
 // on time and publishes its findings.
 func TestReadinessCheckPanicIsThatChecks(t *testing.T) {
+	t.Parallel()
 	c, m, logs := testController(t, 1, nil, nil)
 	var lists atomic.Int32
 	c.client.(*fake.Clientset).PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -150,6 +153,7 @@ func TestReadinessCheckPanicIsThatChecks(t *testing.T) {
 // that is missing) drops that event only: counted under site node_event and logged, and the
 // informer goes on delivering the next nodes' events.
 func TestNodeEventPanicIsThatEvents(t *testing.T) {
+	t.Parallel()
 	withRecord := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
 	record.Write(withRecord, record.Record{Version: record.Version, Notices: []string{"spot-1"}})
 	client := fake.NewClientset(withRecord)

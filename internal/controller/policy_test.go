@@ -73,6 +73,7 @@ func (w *intakeWorld) untouched(ctx context.Context, name string) bool {
 // the deadline minus its grace period. A pod that tolerates the node's interruption taint
 // stays through a Spot warning.
 func TestPodPolicies(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 2)
@@ -170,6 +171,7 @@ func TestPodPolicies(t *testing.T) {
 // and on its node and in the blocked-pods gauge while it is held; once the budget allows, it
 // leaves and the gauge drops.
 func TestBlockedPodReported(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 1)
@@ -211,6 +213,7 @@ func TestBlockedPodReported(t *testing.T) {
 // With READINESS_REPORT_INTERVAL set, the leader runs the readiness check at once and then
 // periodically, and publishes the workloads found per namespace and reason.
 func TestReadinessReport(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 1)

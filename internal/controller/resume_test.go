@@ -55,6 +55,7 @@ func (w *intakeWorld) queueLength(t *testing.T, ctx context.Context) int {
 // deletes their messages, and is stopped; the next controller finds the episodes in its first
 // list of nodes and drains each node when its event's drain is due, with nothing on the queue.
 func TestRestartResumesPendingEpisodes(t *testing.T) {
+	t.Parallel()
 	count := pendingEpisodes(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute+time.Duration(count)*200*time.Millisecond)
 	defer cancel()

@@ -147,6 +147,7 @@ func (h *retainedHook) retainedAbandoned() {
 // budget is lifted and the pod gone, Lifeboat terminates the instance itself, exactly once and
 // without lowering the group's desired capacity, records it, and finishes the notice.
 func TestAbandonedHookRetainedThenTerminated(t *testing.T) {
+	t.Parallel()
 	h := newRetainedHook(t, true, 18*time.Second)
 	stop := h.start()
 	defer stop()
@@ -199,6 +200,7 @@ func TestAbandonedHookRetainedThenTerminated(t *testing.T) {
 // action stays open past its expiry as without the setting, and is completed with CONTINUE
 // once the budget is lifted and the node drained; nothing is terminated by Lifeboat.
 func TestHookWithoutRetentionContinues(t *testing.T) {
+	t.Parallel()
 	h := newRetainedHook(t, false, 12*time.Second)
 	stop := h.start()
 	defer stop()
@@ -232,6 +234,7 @@ func TestHookWithoutRetentionContinues(t *testing.T) {
 // lifted, and then makes no TerminateInstanceInAutoScalingGroup call: the instance gate
 // refuses it, which is reported, and the retention stops.
 func TestRetainedTerminationRefusedByTheGate(t *testing.T) {
+	t.Parallel()
 	h := newRetainedHook(t, true, 18*time.Second)
 	stop := h.start()
 	h.retainedAbandoned()
@@ -279,6 +282,7 @@ func TestRetainedTerminationRefusedByTheGate(t *testing.T) {
 // reported (Warning Event, metric, log) and left alone: no termination with the pod on it, no
 // further drains.
 func TestRetainedDrainTimeout(t *testing.T) {
+	t.Parallel()
 	h := newRetainedHook(t, true, 18*time.Second, "RETAINED_DRAIN_TIMEOUT", "10s")
 	stop := h.start()
 	defer stop()
@@ -315,6 +319,7 @@ func TestRetainedDrainTimeout(t *testing.T) {
 // Scaling does not report the instance retained: no TerminateInstanceInAutoScalingGroup is
 // made for it, and the refusal is reported.
 func TestForgedRetentionTerminatesNothing(t *testing.T) {
+	t.Parallel()
 	h := newRetainedHook(t, true, 18*time.Second)
 	stop := h.start()
 	defer stop()

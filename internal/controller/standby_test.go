@@ -134,6 +134,7 @@ func (e *podEvictions) of(name string) (time.Time, bool) {
 // finishes the episode: exactly one hand-over, and nothing written by the old leader after
 // it returned.
 func TestStandbyTakesOverAfterOwnPodEvictedLast(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 1)
@@ -209,6 +210,7 @@ func TestStandbyTakesOverAfterOwnPodEvictedLast(t *testing.T) {
 // a standby, and writes nothing after: client-go's elector alone would cancel the work only
 // after its own give-up and a release attempt, up to a renew deadline later still.
 func TestUnrenewedLeaseStopsWorkBeforeItRunsOut(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 1)

@@ -25,6 +25,7 @@ import (
 // (a read, a claim and two Events each time, per node) while only terminations are left; it
 // is drained, and its notice finished, as soon as the pod is gone.
 func TestPastDeadlineOnlyTerminatingPodsLeft(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 1)

@@ -133,6 +133,7 @@ func (w *intakeWorld) addHeldPods(t *testing.T, ctx context.Context, node *corev
 //     while that drain is held by a disruption budget: the controller waits for the agent's
 //     drain instead of running a second one, then finishes its own notice.
 func TestAgentAndControllerOnOneCluster(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 2)
@@ -216,6 +217,7 @@ func TestAgentAndControllerOnOneCluster(t *testing.T) {
 // held by a disruption budget. The node is drained once, and the agent only
 // finishes its own notice.
 func TestControllerRenewsOnlyOnceAnAgentWaits(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 1)

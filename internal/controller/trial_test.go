@@ -27,6 +27,7 @@ import (
 // marked as dry run), changes nothing on the Node, and leaves NTH's queue alone: NTH then
 // receives every message at once, as if Lifeboat were not there.
 func TestDryRunTrialBesideNTH(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newOperateWorld(t, ctx, sandbox.ClusterOptions{})

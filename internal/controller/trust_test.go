@@ -33,6 +33,7 @@ import (
 // naming its own instance in another Auto Scaling group. Neither makes any lifecycle call; the
 // victim's action is completed once, after its own drain; the token is nowhere to be read.
 func TestForgedRecordCompletesNoOtherInstance(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const token = "6f1d3c2a-9b8e-4d7f-a1c0-5e4b3a2f1d0c"

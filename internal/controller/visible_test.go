@@ -30,6 +30,7 @@ import (
 // The condition's writes, from the audit log: one per phase change, no more. The interruption's
 // latency is measured once per stage.
 func TestInterruptionVisible(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newOperateWorld(t, ctx, sandbox.ClusterOptions{AuditLog: true})

@@ -78,6 +78,7 @@ func createPods(t *testing.T, ctx context.Context, c *sandbox.Cluster, pods ...*
 
 // Invariant 1: the watch cache, a quorum read and an informer give identical selections.
 func TestFilterMatrixIdenticalAcrossListSources(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t, 2*time.Minute)
 	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{NoKwok: true})
 	const node = "n"
@@ -142,6 +143,7 @@ func lifeboatClient(t *testing.T, c *sandbox.Cluster) kubernetes.Interface {
 }
 
 func TestDrainEvictsInTiersWithFewRequests(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t, 2*time.Minute)
 	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{AuditLog: true})
 	var pods []*corev1.Pod
@@ -195,6 +197,7 @@ func TestDrainEvictsInTiersWithFewRequests(t *testing.T) {
 }
 
 func TestPodDisruptionBudgets(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs the controller manager for PDB status")
 	}
@@ -395,6 +398,7 @@ func (l staleLister) PodsOnNode(ctx context.Context, node string) ([]*Pod, strin
 }
 
 func TestPodAlreadyGoneDoesNotHoldTheDrain(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t, time.Minute)
 	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{})
 	createPods(t, ctx, c, newPod("apps", "real", node, ownedBy("ReplicaSet", "web")))
@@ -414,6 +418,7 @@ func TestPodAlreadyGoneDoesNotHoldTheDrain(t *testing.T) {
 // A pod bound to the node after the drain listed it (the scheduler decided before the cordon)
 // is drained too, and the drain ends only when it is gone.
 func TestPodArrivingDuringTheDrainIsDrainedToo(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t, time.Minute)
 	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{})
 	lift := createHeldPod(t, ctx, c, node)
@@ -486,6 +491,7 @@ func createHeldPod(t *testing.T, ctx context.Context, c *sandbox.Cluster, node s
 // A deadline brought forward while a pod is already leaving cuts that pod's grace period, so
 // it ends before the new deadline rather than under a vanishing instance.
 func TestTightenedDeadlineCutsTheGraceOfLeavingPods(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t, 2*time.Minute)
 	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	// A node no kubelet (nor kwok) runs: its pods' deletions keep the grace period they
@@ -554,6 +560,7 @@ func TestTightenedDeadlineCutsTheGraceOfLeavingPods(t *testing.T) {
 // period (earlier when the deadline moves earlier); under a notice that is no reclaim it
 // stays, and the drain reports it as held.
 func TestDoNotDisruptLeavesLastAndOnlyUnderAReclaim(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t, 2*time.Minute)
 	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1}, sandbox.NodeSpec{Index: 2}, sandbox.NodeSpec{Index: 3})
@@ -674,6 +681,7 @@ func (l patchAfterList) PodsOnNode(ctx context.Context, node string) ([]*Pod, st
 // A DaemonSet pod that changes during the drain is decided again from the watch, but the
 // result names it once: each skipped pod is reported (and evented) a single time.
 func TestSkippedPodChangingMidDrainIsReportedOnce(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t, 2*time.Minute)
 	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{})
 	createPods(t, ctx, c,

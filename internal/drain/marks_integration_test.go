@@ -18,6 +18,7 @@ import (
 // Under a reclaim, a pod marked not to disrupt for a duration leaves when its protection
 // ends, if that comes before its turn at the deadline.
 func TestDoNotDisruptDurationEndsBeforeItsTurn(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t, time.Minute)
 	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	// No kubelet runs this node: the pod has no start time, so its protection counts from

@@ -48,6 +48,7 @@ func (l nodePodsLister) PodsOnNode(ctx context.Context, node string) ([]*Pod, st
 // watch per drain, whatever the number of nodes. Each ends when its node is empty, and stops
 // being fed.
 func TestSharedInformerDrainsSendOnlyEvictions(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t, 2*time.Minute)
 	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{AuditLog: true})
 	var specs []sandbox.NodeSpec
@@ -114,6 +115,7 @@ func TestSharedInformerDrainsSendOnlyEvictions(t *testing.T) {
 // What a shared informer tells a drain: a pod bound after the list is drained too, and a pod
 // that was already terminating (held by a finalizer) holds the drain until it is gone.
 func TestSharedInformerFollowsLateAndTerminatingPods(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t, time.Minute)
 	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{})
 	stopping := newPod("apps", "stopping", node, ownedBy("ReplicaSet", "old"))
@@ -178,6 +180,7 @@ func TestSharedInformerFollowsLateAndTerminatingPods(t *testing.T) {
 // A drain that starts before the informer's first list waits for it, and one whose deadline
 // comes first says why it could not list.
 func TestSharedInformerNotYetSynced(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t, time.Minute)
 	// No API server at all: the informer never lists.
 	client := kubernetes.NewForConfigOrDie(&rest.Config{Host: "http://127.0.0.1:1"})

@@ -34,6 +34,7 @@ func outcomeNamed(t *testing.T, res *Result, name string) PodOutcome {
 // holds stay, refused until the deadline, but the critical pod does not wait for them. It
 // is evicted as soon as the ordinary pods are gone, long before the instance ends.
 func TestCriticalTierNotHeldBackByABudget(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t, 2*time.Minute)
 	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{})
 	var held []*corev1.Pod
@@ -125,6 +126,7 @@ func TestCriticalTierNotHeldBackByABudget(t *testing.T) {
 // critical tier waits for it, until the moment that leaves the critical pods just their
 // own grace period before the deadline.
 func TestCriticalTierWaitsForLeavingPodsUntilItsLatestMoment(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t, 2*time.Minute)
 	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	// No kubelet (nor kwok) runs this node: an evicted pod stays terminating until the test
@@ -218,6 +220,7 @@ func TestCriticalTierWaitsForLeavingPodsUntilItsLatestMoment(t *testing.T) {
 // was accepted, critical ones included, so that the hand-over to a standby comes once, at
 // the end of the drain.
 func TestOwnPodEvictedLast(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t, 2*time.Minute)
 	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{})
 	createPods(t, ctx, c,

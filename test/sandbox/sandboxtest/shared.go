@@ -4,10 +4,13 @@ package sandboxtest
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"regexp"
+	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -46,11 +49,18 @@ type sharedCluster struct {
 	failed bool // a test on it failed: its files are kept
 }
 
-// Main runs a package's tests, then stops the clusters Shared started (keeping their files
+// Main gives the package's tests static AWS keys (and no instance metadata), runs them, then stops the clusters Shared started (keeping their files
 // when a test on them failed). Every package that calls Shared needs it:
 //
 //	func TestMain(m *testing.M) { sandboxtest.Main(m) }
 func Main(m *testing.M) {
+	// The AWS SDK's credential chain must never reach a real account or the instance
+	// metadata address; set once here, so tests that run in parallel need no t.Setenv.
+	for name, value := range map[string]string{"AWS_ACCESS_KEY_ID": "AKIDSANDBOX",
+		"AWS_SECRET_ACCESS_KEY": "sandbox-secret", "AWS_EC2_METADATA_DISABLED": "true"} {
+		os.Setenv(name, value)
+	}
+	parallelByDefault()
 	pool.Lock()
 	pool.main = true
 	pool.Unlock()
@@ -71,6 +81,21 @@ func Main(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "sandboxtest: %d shared cluster(s) started\n", len(all))
 	}
 	os.Exit(code)
+}
+
+// sandboxParallel is how many tests marked t.Parallel run at once in a package that shares
+// clusters, unless -parallel says otherwise: such tests mostly wait (Leases, hook timeouts,
+// polls), so more of them than there are CPUs keeps the package's time down. Each takes a
+// cluster of its own from the pool, so this is also the most clusters a package starts.
+const sandboxParallel = 8
+
+func parallelByDefault() {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", strconv.Itoa(max(sandboxParallel, runtime.GOMAXPROCS(0))))
+	}
 }
 
 // Shared hands the test a control plane with opts (opts.Dir is ignored; AuditLog is always
