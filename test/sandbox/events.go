@@ -22,7 +22,8 @@ import (
 // them: by the time each was last seen. Events seen in the same second (the legacy Event's
 // timestamps have no finer unit) keep the order they were created in, which their names
 // carry: client-go's recorder names an Event after its object and the creation time in
-// nanoseconds, in hexadecimal.
+// nanoseconds, in hexadecimal. Events recorded concurrently come in the order of the work
+// (inStoryOrder).
 func NodeEvents(ctx context.Context, client kubernetes.Interface, node string) ([]corev1.Event, error) {
 	list, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{
 		FieldSelector: fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.kind", "Node"),
@@ -33,7 +34,28 @@ func NodeEvents(ctx context.Context, client kubernetes.Interface, node string) (
 	}
 	events := list.Items
 	SortEvents(events)
+	inStoryOrder(events)
 	return events, nil
+}
+
+// concurrentPairs are Events that two goroutines record within milliseconds of each other,
+// in no defined order: the intake's cordon, and the drain its write lets start (the node's
+// update reaches the drain's queue through the informer while the intake is still on its way
+// to the Event). Listed in the order the work happened.
+var concurrentPairs = [][2]string{{"Cordon", "DrainStarted"}}
+
+// inStoryOrder puts each pair of concurrentPairs from one component, found the wrong way
+// round and seen within a second of each other, back in the order of the work.
+func inStoryOrder(events []corev1.Event) {
+	for i := 0; i+1 < len(events); i++ {
+		a, b := events[i], events[i+1]
+		for _, pair := range concurrentPairs {
+			if a.Reason == pair[1] && b.Reason == pair[0] && a.Source.Component == b.Source.Component &&
+				lastSeen(b).Sub(lastSeen(a)) <= time.Second {
+				events[i], events[i+1] = b, a
+			}
+		}
+	}
 }
 
 // SortEvents puts Events in `kubectl describe` order (see NodeEvents).
