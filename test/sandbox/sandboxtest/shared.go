@@ -49,8 +49,9 @@ type sharedCluster struct {
 	failed bool // a test on it failed: its files are kept
 }
 
-// Main gives the package's tests static AWS keys (and no instance metadata), runs them, then stops the clusters Shared started (keeping their files
-// when a test on them failed). Every package that calls Shared needs it:
+// Main gives the package's tests static AWS keys (and no instance metadata), runs them, then
+// stops the clusters Shared started (keeping their files when a test on them failed). Every
+// package that calls Shared needs it:
 //
 //	func TestMain(m *testing.M) { sandboxtest.Main(m) }
 func Main(m *testing.M) {
