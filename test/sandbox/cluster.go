@@ -94,7 +94,7 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 		steps = append(steps, c.startKwok)
 	}
 	for _, step := range steps {
-		if err := step(ctx); err != nil {
+		if err := startOnFreePorts(func() error { return step(ctx) }); err != nil {
 			return err
 		}
 	}
@@ -132,6 +132,10 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 	}
 	client := "http://127.0.0.1:" + strconv.Itoa(ports[0])
 	peer := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	// A start that found its port taken may have left a member with the old URLs.
+	if err := os.RemoveAll(filepath.Join(c.Dir, "etcd-data")); err != nil {
+		return err
+	}
 	p, err := startProcess(c.Dir, "etcd", c.tools.Path("etcd"), []string{
 		"--name=sandbox", "--data-dir=" + filepath.Join(c.Dir, "etcd-data"),
 		"--listen-client-urls=" + client, "--advertise-client-urls=" + client,

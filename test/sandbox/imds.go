@@ -58,6 +58,16 @@ func StartIMDS(ctx context.Context, tools Tools, dir string, o IMDSOptions) (*IM
 	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
 		return nil, err
 	}
+	var m *IMDS
+	err = startOnFreePorts(func() (err error) {
+		m, err = startIMDS(ctx, tools, dir, cfgPath, o)
+		return err
+	})
+	return m, err
+}
+
+// startIMDS starts the mock on a port chosen now.
+func startIMDS(ctx context.Context, tools Tools, dir, cfgPath string, o IMDSOptions) (*IMDS, error) {
 	ports, err := FreePorts(1)
 	if err != nil {
 		return nil, err

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -139,8 +141,11 @@ func httpOK(client *http.Client, url string) func(context.Context) error {
 	}
 }
 
-// FreePorts asks the kernel for n distinct unused TCP ports on 127.0.0.1. Another process could
-// take one before it is used; start-up failures then show the process's log, which says so.
+// FreePorts chooses n distinct unused TCP ports on 127.0.0.1. They lie outside the kernel's
+// ephemeral range when it leaves room, because the source port of any outgoing connection
+// (thousands, with tests in parallel) is taken from that range and could take a chosen port
+// before its server binds it. Another sandbox can still pick the same port at the same time:
+// startOnFreePorts tries again when a server finds its port taken.
 func FreePorts(n int) ([]int, error) {
 	// Hold all listeners until every port is chosen, so the ports differ.
 	var ls []net.Listener
@@ -149,9 +154,10 @@ func FreePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
+	lo, hi := outsideEphemeralRange()
 	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for len(ports) < n {
+		l, err := listenFree(lo, hi)
 		if err != nil {
 			return nil, errors.Join(errors.New("choose a free port"), err)
 		}
@@ -159,6 +165,56 @@ func FreePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// listenFree listens on a random port in [lo, hi), or on one the kernel chooses when the
+// range is empty or every try finds its port taken.
+func listenFree(lo, hi int) (net.Listener, error) {
+	for range 50 {
+		if hi <= lo {
+			break
+		}
+		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(lo+rand.IntN(hi-lo))); err == nil {
+			return l, nil
+		}
+	}
+	return net.Listen("tcp", "127.0.0.1:0")
+}
+
+// outsideEphemeralRange is the larger span of ports, between 10000 and 65536, that the kernel
+// does not hand out as source ports; empty when it cannot be read.
+func outsideEphemeralRange() (lo, hi int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0
+	}
+	var first, last int
+	if _, err := fmt.Sscan(string(b), &first, &last); err != nil {
+		return 0, 0
+	}
+	below, above := [2]int{10000, first}, [2]int{last + 1, 65536}
+	if above[1]-above[0] > below[1]-below[0] {
+		below = above
+	}
+	if below[1]-below[0] < 1000 {
+		return 0, 0
+	}
+	return below[0], below[1]
+}
+
+// portTaken reports whether a start-up error says a chosen port was already bound.
+func portTaken(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "address already in use")
+}
+
+// startOnFreePorts runs start, which chooses its ports afresh each time, again (up to three
+// times in all) when its server found a port taken between the choice and the bind.
+func startOnFreePorts(start func() error) error {
+	err := start()
+	for try := 1; try < 3 && portTaken(err); try++ {
+		err = start()
+	}
+	return err
 }
 
 // Tail returns the last n lines of a log file (or the error reading it), for failure reports.

@@ -40,6 +40,16 @@ func StartSQS(ctx context.Context, tools Tools, dir string, o SQSOptions) (*SQS,
 	if o.VisibilityTimeout == 0 {
 		o.VisibilityTimeout = 30
 	}
+	var s *SQS
+	err := startOnFreePorts(func() (err error) {
+		s, err = startSQS(ctx, tools, dir, o)
+		return err
+	})
+	return s, err
+}
+
+// startSQS starts goaws on a port chosen now.
+func startSQS(ctx context.Context, tools Tools, dir string, o SQSOptions) (*SQS, error) {
 	ports, err := FreePorts(1)
 	if err != nil {
 		return nil, err
