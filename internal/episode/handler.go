@@ -195,9 +195,10 @@ func conditionWriter(c *config.Config, client, status kubernetes.Interface) *nod
 func (h *Handler) UseNodePods(p *drain.NodePods) { h.drains.useNodePods(p) }
 
 // FollowNodes has the claims of the drains this process runs follow the informer's updates
-// of their nodes instead of renewing all along (see claims.follow). Call it before the
-// informer starts.
+// of their nodes instead of renewing all along (see claims.follow), and the node condition's
+// writes start from the informer's copy. Call it before the informer starts.
 func (h *Handler) FollowNodes(informer cache.SharedIndexInformer) error {
+	h.conditions.follow(informer.GetStore())
 	return h.claims.follow(informer)
 }
 
