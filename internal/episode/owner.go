@@ -26,7 +26,8 @@ import (
 // it up in the write that finishes its notices.
 type claims struct {
 	origin string
-	// holder names this process in the record's Owner, for people reading it.
+	// holder names this process in the claims it writes, for people reading the record; a
+	// claim its origin's previous process wrote keeps that one's name (ownedFresh).
 	holder string
 	// renewEvery is how often a contested drain renews its claim (OwnerRenew; tests shorten it).
 	renewEvery time.Duration
@@ -78,11 +79,15 @@ func waitsForOwner(r record.Record, origin string, now time.Time) (time.Time, bo
 	return until, held && !r.Owner.Contested.IsZero()
 }
 
-// ownedFresh reports whether this process owns the episode and a claim would only rewrite
-// the time: nobody contests it, or it was renewed within OwnerRenew. A claim its origin's
-// previous process left (a restart, a new leader) is rewritten once, to name this one.
-func ownedFresh(r record.Record, origin, holder string, now time.Time) bool {
-	return r.Owner != nil && r.Owner.Origin == origin && r.Owner.Holder == holder &&
+// ownedFresh reports whether this origin owns the episode and a claim would only rewrite
+// the time: nobody contests it, or it was renewed within OwnerRenew. Which process of the
+// origin wrote the claim does not matter: one process of an origin works at a time (the
+// controller's Lease, the agent's one node), so a new leader or a restarted process goes on
+// under the claim its predecessor left. Rewriting it only to name the new process cost a
+// node write per draining node, every one sent to each node watcher, in the middle of the
+// evictions a new leader takes over; its renewals name it once another origin contests.
+func ownedFresh(r record.Record, origin string, now time.Time) bool {
+	return r.Owner != nil && r.Owner.Origin == origin &&
 		(r.Owner.Contested.IsZero() || now.Sub(r.Owner.Renewed) < OwnerRenew)
 }
 
@@ -110,7 +115,7 @@ func (c *claims) edit(claimed *bool, renew bool) nodes.Edit {
 			}
 			return
 		}
-		if !renew && ownedFresh(*r, c.origin, c.holder, now) {
+		if !renew && ownedFresh(*r, c.origin, now) {
 			return
 		}
 		var contested time.Time // a contest stands for this origin's later processes too
@@ -171,7 +176,7 @@ func (c *claims) take(ctx context.Context, node *corev1.Node, rec record.Record,
 // whether the claim holds.
 func (c *claims) write(ctx context.Context, node *corev1.Node) (*corev1.Node, bool, error) {
 	rec, _ := record.Read(node)
-	if ownedFresh(rec, c.origin, c.holder, time.Now()) {
+	if ownedFresh(rec, c.origin, time.Now()) {
 		return node, true, nil
 	}
 	var claimed bool

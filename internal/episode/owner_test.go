@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -383,5 +384,61 @@ func TestKeptByDrain(t *testing.T) {
 	}
 	if kept.ResourceVersion != "7" {
 		t.Errorf("resourceVersion %q kept, want 7: the next write patches from it", kept.ResourceVersion)
+	}
+}
+
+// A new leader (or a restarted process) goes on under the claim its origin's predecessor
+// wrote: nobody contests it, so renaming it would only cost a node write per draining node in
+// the middle of the evictions it takes over. A contested claim its predecessor stopped
+// renewing is renewed, and so names the new process.
+func TestPredecessorsClaimTakenAsItIs(t *testing.T) {
+	inst := "i-0123456789abcdef0"
+	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
+		InstanceID: inst, Deadline: time.Now().Add(2 * time.Minute)}
+	now := time.Now().UTC().Truncate(time.Second)
+	for _, tc := range []struct {
+		name        string
+		owner       record.Owner
+		wantPatches int // the claim's, if any, and the one that finishes the notice
+	}{
+		// Renewed lately: this handler follows no informer, so it renews every OwnerRenew
+		// from the claim's time, as the agent does.
+		{"uncontested", record.Owner{Origin: queueOrigin, Holder: "old-leader/1", Renewed: now.Add(-5 * time.Second)}, 1},
+		{"contested, renewed lately", record.Owner{Origin: queueOrigin, Holder: "old-leader/1", Renewed: now.Add(-5 * time.Second), Contested: now.Add(-20 * time.Second)}, 1},
+		{"contested, renewal due", record.Owner{Origin: queueOrigin, Holder: "old-leader/1", Renewed: now.Add(-OwnerRenew - time.Second), Contested: now.Add(-2 * time.Minute)}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			owner := tc.owner
+			client := fake.NewSimpleClientset(ownedNode(t, record.PhaseDraining, &owner, spot))
+			h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{Origin: queueOrigin})
+			node, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+			renamed := false // a patch names this process as the claim's holder
+			client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if p, ok := a.(k8stesting.PatchAction); ok && strings.Contains(string(p.GetPatch()), holderName()) {
+					renamed = true
+				}
+				return false, nil, nil
+			})
+			if _, err := h.Reconcile(ctx, node); err != nil {
+				t.Fatal(err)
+			}
+			patches := 0
+			for _, a := range client.Actions() {
+				if a.GetVerb() == "patch" && a.GetResource().Resource == "nodes" && a.GetSubresource() == "" {
+					patches++
+				}
+			}
+			if patches != tc.wantPatches {
+				t.Errorf("%d node patches, want %d", patches, tc.wantPatches)
+			}
+			if renamed != (tc.wantPatches == 2) {
+				t.Errorf("the claim renamed to this process: %v, want %v", renamed, tc.wantPatches == 2)
+			}
+			got, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+			if r, _ := record.Read(got); r.Phase != record.PhaseDrained || !r.WorkDone(spot.ID, true) || r.Owner != nil {
+				t.Errorf("record %+v: want the notice finished and the claim given up", r)
+			}
+		})
 	}
 }
