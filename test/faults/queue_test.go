@@ -179,6 +179,9 @@ func (q *queues) checkDelete(c fakeaws.Call) {
 	if c.Service != "sqs" || c.Action != "DeleteMessage" && c.Action != "DeleteMessageBatch" {
 		return
 	}
+	if c.ErrorCode != "" {
+		return // refused by the fake (a body cut short by a kill): it never reaches the queue
+	}
 	handles, err := ReceiptHandles(c.Body)
 	if err != nil {
 		q.violate("unreadable delete: %v", err)

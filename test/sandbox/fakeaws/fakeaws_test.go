@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -993,5 +994,43 @@ func TestDeny(t *testing.T) {
 				t.Errorf("after ClearFaults: error code %q, want %q", code, tt.allowedCode)
 			}
 		})
+	}
+}
+
+// A request whose sender dies mid-body (a SIGKILLed Lifeboat) is refused and never forwarded;
+// the OnCall function sees it failed from the start, so a check of deletes does not read a
+// delete that never happened.
+func TestSQSBodyCutShort(t *testing.T) {
+	forwarded := make(chan string, 1)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		forwarded <- r.Header.Get("X-Amz-Target")
+	}))
+	defer backend.Close()
+	s := startFake(t, Options{SQSBackend: backend.URL})
+	seen := make(chan Call, 1)
+	s.OnCall(func(c Call) { seen <- c })
+
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: sqs\r\nX-Amz-Target: AmazonSQS.DeleteMessage\r\nContent-Length: 200\r\n\r\n{\"QueueUrl\":")
+	conn.Close()
+
+	select {
+	case c := <-seen:
+		if c.Action != "DeleteMessage" || c.ErrorCode != "InvalidRequest" {
+			t.Errorf("OnCall saw %+v, want a DeleteMessage failed with InvalidRequest", c)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cut request never reached OnCall")
+	}
+	select {
+	case target := <-forwarded:
+		t.Errorf("the cut request %s was forwarded", target)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if c := s.Calls(); len(c) != 1 || c[0].ErrorCode != "InvalidRequest" {
+		t.Errorf("calls = %+v", c)
 	}
 }

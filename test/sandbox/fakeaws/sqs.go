@@ -56,7 +56,13 @@ func (s *Server) serveSQS(w http.ResponseWriter, r *http.Request, op string) {
 	body, err := io.ReadAll(r.Body)
 	r.Body.Close()
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	idx, reqID := s.record(Call{Service: "sqs", Action: op, At: at, Body: string(body)})
+	call := Call{Service: "sqs", Action: op, At: at, Body: string(body)}
+	if err != nil {
+		// A body cut short (its sender killed mid-request) is refused, never forwarded: the
+		// OnCall function sees it as failed from the start.
+		call.ErrorCode = "InvalidRequest"
+	}
+	idx, reqID := s.record(call)
 	fail := func(status int, code, msg string) {
 		s.setErrorCode(idx, code)
 		w.Header().Set("X-Amzn-RequestId", reqID)
