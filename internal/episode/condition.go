@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/cache"
 
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/record"
@@ -54,8 +53,6 @@ type conditions struct {
 	held func(node string) []string
 	// refresh is conditionRefresh (shorter in tests).
 	refresh time.Duration
-	// followed is the node informer's store, when the process follows the nodes (follow).
-	followed cache.Store
 
 	mu      sync.Mutex
 	shown   map[string]*shownCondition
@@ -81,33 +78,6 @@ type shownCondition struct {
 // newConditions writes through w (nil: off).
 func newConditions(w *nodes.Writer, log *slog.Logger) *conditions {
 	return &conditions{writer: w, log: log, refresh: conditionRefresh, shown: map[string]*shownCondition{}}
-}
-
-// follow has each write start from the informer's copy of its node. A write waits its turn
-// behind the phases' own work, so the copy the phase handed over (set) is usually older by
-// then than the informer's: patched from it, the write would meet a conflict and a read.
-// Call it before the informer starts.
-func (c *conditions) follow(store cache.Store) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.followed = store
-}
-
-// latest is the copy a write starts from: the informer's when the process follows the nodes,
-// else hint. A copy the informer has not caught up with yet costs a conflict and a read.
-func (c *conditions) latest(node string, hint *corev1.Node) *corev1.Node {
-	c.mu.Lock()
-	store := c.followed
-	c.mu.Unlock()
-	if store == nil {
-		return hint
-	}
-	if obj, ok, _ := store.GetByKey(node); ok {
-		if n, ok := obj.(*corev1.Node); ok {
-			return n
-		}
-	}
-	return hint
 }
 
 // set states the node's condition: True with the reason and message, or, with reason
@@ -243,7 +213,7 @@ const conditionWriteTimeout = time.Minute
 func (c *conditions) write(node string, s *shownCondition, want corev1.NodeCondition, held bool, hint *corev1.Node) {
 	ctx, cancel := context.WithTimeout(context.Background(), conditionWriteTimeout)
 	defer cancel()
-	_, err := c.writer.SetCondition(ctx, node, c.latest(node, hint), want)
+	_, err := c.writer.SetCondition(ctx, node, hint, want)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s.lastWrite, s.writing = time.Now(), false

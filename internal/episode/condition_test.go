@@ -5,7 +5,6 @@ package episode
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,8 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
-	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 
 	"lifeboat.dev/lifeboat/internal/nodes"
 )
@@ -160,36 +157,3 @@ func TestConditionTakenOverNotRewritten(t *testing.T) {
 	settle(map[string]int{"n1": 1, "n2": 1})
 }
 
-// A process that follows the nodes writes the condition from the informer's copy of the
-// node, not from the older one the phase handed over: a write waits its turn behind the
-// phases' own work, and patched from the phase's copy it would meet a conflict and a read.
-func TestConditionWrittenFromInformersCopy(t *testing.T) {
-	handed := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "3"}}
-	newer := handed.DeepCopy()
-	newer.ResourceVersion = "7"
-	client := fake.NewClientset(newer)
-	c := newConditions(nodes.NewWriter(client), slog.New(slog.DiscardHandler))
-	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-	if err := store.Add(newer); err != nil {
-		t.Fatal(err)
-	}
-	c.follow(store)
-
-	c.set(handed, ConditionDraining, "Draining for notice x")
-	var patch string
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		for _, a := range client.Actions() {
-			if p, ok := a.(clienttesting.PatchAction); ok && p.GetSubresource() == "status" {
-				patch = string(p.GetPatch())
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("no condition write: %v", err)
-	}
-	if !strings.Contains(patch, `"resourceVersion":"7"`) {
-		t.Errorf("the write was computed from %s, want the informer's copy (resourceVersion 7)", patch)
-	}
-}

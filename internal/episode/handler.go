@@ -195,11 +195,29 @@ func conditionWriter(c *config.Config, client, status kubernetes.Interface) *nod
 func (h *Handler) UseNodePods(p *drain.NodePods) { h.drains.useNodePods(p) }
 
 // FollowNodes has the claims of the drains this process runs follow the informer's updates
-// of their nodes instead of renewing all along (see claims.follow), and the node condition's
-// writes start from the informer's copy. Call it before the informer starts.
+// of their nodes instead of renewing all along (see claims.follow), and the node writes start
+// from the informer's copy where it is newer than the one at hand (nodes.Writer.UseCache).
+// Call it before the informer starts.
 func (h *Handler) FollowNodes(informer cache.SharedIndexInformer) error {
-	h.conditions.follow(informer.GetStore())
+	lookup := cachedNode(informer.GetStore())
+	for _, w := range []*nodes.Writer{h.claims.writer, h.intake.cordonWriter, h.conditions.writer} {
+		if w != nil {
+			w.UseCache(lookup)
+		}
+	}
 	return h.claims.follow(informer)
+}
+
+// cachedNode looks a node up in an informer's store.
+func cachedNode(store cache.Store) func(name string) *corev1.Node {
+	return func(name string) *corev1.Node {
+		obj, ok, _ := store.GetByKey(name)
+		if !ok {
+			return nil
+		}
+		n, _ := obj.(*corev1.Node)
+		return n
+	}
 }
 
 // Origin names where this process takes notices from (Options.Origin).

@@ -26,11 +26,11 @@ const LabelPhase = AnnotationPrefix + "phase"
 // status field as it is: a strategic merge patch of the status subresource that names only
 // this condition (conditions merge by type), with the resourceVersion it was computed from,
 // re-read and recomputed on conflict. The transition time moves only when the status
-// changes. hint, when not nil, is a recent copy used for a first attempt; "nothing to change"
-// is decided on a fresh read only.
+// changes. hint, when not nil, is a recent copy used for a first attempt (or the informer's,
+// when newer: UseCache); "nothing to change" is decided on a fresh read only.
 func (w *Writer) SetCondition(ctx context.Context, name string, hint *corev1.Node, c corev1.NodeCondition) (Result, error) {
-	current := hint
-	if hint != nil && !conditionDiffers(hint, c) {
+	current := w.startFrom(name, hint)
+	if current != nil && !conditionDiffers(current, c) {
 		current = nil
 	}
 	var res Result

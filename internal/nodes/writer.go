@@ -10,6 +10,11 @@
 // than an Update also keeps fields this client's API version does not know.
 //
 // "Nothing to change" is only concluded on a fresh read, never on a cached copy.
+//
+// A write is computed first from the newest copy at hand: the caller's, or the node
+// informer's when the process keeps one (UseCache) and a later write produced it. A write
+// that waited its turn (the node condition, a drain's last record write) would otherwise
+// start from a copy another write of this process had already made stale.
 package nodes
 
 import (
@@ -19,6 +24,8 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +46,38 @@ type Writer struct {
 	DryRun bool
 	// Conflicts counts patches refused because the node had changed; for tests and metrics.
 	Conflicts func()
+	// cached looks up the informer's copy of a node (UseCache).
+	cached atomic.Pointer[func(name string) *corev1.Node]
+}
+
+// UseCache has each write start from the informer's copy of its node (lookup returns nil when
+// it has none) where that copy is newer than the caller's. Safe to call while writes run.
+func (w *Writer) UseCache(lookup func(name string) *corev1.Node) { w.cached.Store(&lookup) }
+
+// startFrom is the copy a write is computed from first: hint, or the informer's copy when a
+// later write produced it (a copy of the informer's object, which is shared).
+func (w *Writer) startFrom(name string, hint *corev1.Node) *corev1.Node {
+	lookup := w.cached.Load()
+	if lookup == nil {
+		return hint
+	}
+	if cached := (*lookup)(name); cached != nil && writtenAfter(cached, hint) {
+		return cached.DeepCopy()
+	}
+	return hint
+}
+
+// writtenAfter reports whether a later write produced a than b, as their resourceVersions
+// tell: etcd's revisions, which grow with every write. The API calls them opaque, so this
+// only chooses a first attempt: a wrong choice costs a conflict and a read, never a wrong
+// write, since the patch carries the resourceVersion it was computed from.
+func writtenAfter(a, b *corev1.Node) bool {
+	if b == nil {
+		return true
+	}
+	ra, errA := strconv.ParseUint(a.ResourceVersion, 10, 64)
+	rb, errB := strconv.ParseUint(b.ResourceVersion, 10, 64)
+	return errA == nil && errB == nil && ra > rb
 }
 
 // NewWriter returns a Writer that uses client.
@@ -66,9 +105,9 @@ const (
 // a recent copy of the node used for the first attempt to save a read; it is never trusted to
 // decide that nothing needs to change. what describes the change for error messages.
 func (w *Writer) Apply(ctx context.Context, name string, hint *corev1.Node, what string, edits ...Edit) (Result, error) {
-	current := hint
-	if hint != nil {
-		if _, _, changed, err := plan(hint, edits); err == nil && !changed {
+	current := w.startFrom(name, hint)
+	if current != nil {
+		if _, _, changed, err := plan(current, edits); err == nil && !changed {
 			current = nil // maybe stale: decide "nothing to do" on a fresh read
 		}
 	}
