@@ -156,4 +156,3 @@ func TestConditionTakenOverNotRewritten(t *testing.T) {
 	c.set(node, ConditionHandedBack, "Drained and handed back")
 	settle(map[string]int{"n1": 1, "n2": 1})
 }
-
