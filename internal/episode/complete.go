@@ -109,17 +109,18 @@ func (c *completions) finish(ctx context.Context, n notice.Notice, nodeName stri
 }
 
 // finishAll finishes each pending notice of the drained node (done: this process's drain, if
-// it ran one). The node as last read saves a read; if it changed since, each write conflicts
-// and is recomputed from a fresh read.
-func (c *completions) finishAll(ctx context.Context, node *corev1.Node, pending []notice.Notice, done *drainOutcome) error {
+// it ran one), and returns the node as the last write left it (trimmed as a drain keeps it),
+// for the condition's write that follows. The node as last read saves a read; if it changed
+// since, each write conflicts and is recomputed from a fresh read.
+func (c *completions) finishAll(ctx context.Context, node *corev1.Node, pending []notice.Notice, done *drainOutcome) (*corev1.Node, error) {
 	hint := node
 	for _, n := range pending {
 		written, err := c.finish(ctx, n, node.Name, hint, done)
 		if err != nil {
 			done.tell()
-			return err
+			return nil, err
 		}
 		hint = written
 	}
-	return nil
+	return keptByDrain(hint), nil
 }

@@ -4,7 +4,10 @@ package episode
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,9 +15,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
+	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
 // The condition is written once per phase change, and once when the drain first finds a pod
@@ -155,4 +163,67 @@ func TestConditionTakenOverNotRewritten(t *testing.T) {
 
 	c.set(node, ConditionHandedBack, "Drained and handed back")
 	settle(map[string]int{"n1": 1, "n2": 1})
+}
+
+// The condition's last write of a drain (handed back) starts from the node as the write that
+// finished the notice left it, not from the copy before it: from that one it met a conflict and
+// a read on every drained node.
+func TestHandedBackWrittenFromTheFinishedNode(t *testing.T) {
+	inst := "i-0123456789abcdef0"
+	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
+		InstanceID: inst, Deadline: time.Now().Add(2 * time.Minute)}
+	client := fake.NewSimpleClientset(ownedNode(t, record.PhaseDraining, &record.Owner{Origin: queueOrigin, Holder: holderName(), Renewed: time.Now().UTC()}, spot))
+	var (
+		mu         sync.Mutex
+		finishedRV string // the resourceVersion the notice's finishing write left
+		handedBack string // the resourceVersion the handed-back condition was computed from
+	)
+	nodesGVR := corev1.SchemeGroupVersion.WithResource("nodes")
+	// Every patch moves the node's resourceVersion on, as the API server's writes do.
+	client.PrependReactor("patch", "nodes", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		patch := a.(clienttesting.PatchAction)
+		_, obj, err := clienttesting.ObjectReaction(client.Tracker())(a)
+		if err != nil {
+			return true, nil, err
+		}
+		n := obj.(*corev1.Node)
+		rv, _ := strconv.Atoi(n.ResourceVersion)
+		n.ResourceVersion = strconv.Itoa(rv + 1)
+		if err := client.Tracker().Update(nodesGVR, n, ""); err != nil {
+			return true, nil, err
+		}
+		var sent struct {
+			Metadata struct {
+				ResourceVersion string `json:"resourceVersion"`
+			} `json:"metadata"`
+		}
+		_ = json.Unmarshal(patch.GetPatch(), &sent)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case patch.GetSubresource() == "" && strings.Contains(string(patch.GetPatch()), `"phase\":\"drained\"`):
+			finishedRV = n.ResourceVersion
+		case patch.GetSubresource() == "status" && strings.Contains(string(patch.GetPatch()), ConditionHandedBack):
+			handedBack = sent.Metadata.ResourceVersion
+		}
+		return true, n, nil
+	})
+	h := NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), Options{Origin: queueOrigin})
+	node, _ := client.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+	if _, err := h.Reconcile(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return handedBack != "", nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if err != nil || finishedRV == "" {
+		t.Fatalf("finished at resourceVersion %q, handed-back condition from %q: want both written", finishedRV, handedBack)
+	}
+	if handedBack != finishedRV {
+		t.Errorf("the handed-back condition was computed from resourceVersion %s, want %s (the node as the finishing write left it)", handedBack, finishedRV)
+	}
 }

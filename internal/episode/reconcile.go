@@ -102,9 +102,11 @@ func (h *Handler) reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 			return wait, err
 		}
 	}
-	if err := h.completion.finishAll(ctx, e.node, pending, &e.outcome); err != nil {
+	finished, err := h.completion.finishAll(ctx, e.node, pending, &e.outcome)
+	if err != nil {
 		return 0, err
 	}
+	e.node = finished // the condition's write starts from it, not from the copy before the finish
 	h.conditions.set(e.node, ConditionHandedBack, handedBackMessage(pending, e.outcome))
 	observeLatency(h.metrics, h.cfg, pending, metrics.StageHandedBack)
 	return 0, nil
