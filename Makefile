@@ -174,9 +174,10 @@ bench: sandbox
 ## ReplicaSet pods each, after calibrating the API server's patch and eviction rates in the same run; prints a
 ## report (times, requests and 429s, AWS calls, memory, CPU, rates against the calibrated ones). About 20 minutes (two runs)
 ## on 2 cores. Smaller: LIFEBOAT_SCALE_NODES, LIFEBOAT_SCALE_NOTICES, LIFEBOAT_SCALE_PODS, LIFEBOAT_SCALE_CALIBRATION,
-## LIFEBOAT_SCALE_CALIBRATION_PODS, LIFEBOAT_SCALE_CALIBRATION_SECONDS. Two runs, each in its own world: no-kill, and
-## leader-killed (a warm standby waits; the leader is killed once LIFEBOAT_SCALE_KILL_AT percent of the evictions were
-## accepted, default 25; the report gives the stall and the last eviction beside the run without a kill);
+## LIFEBOAT_SCALE_CALIBRATION_PODS, LIFEBOAT_SCALE_CALIBRATION_SECONDS. Two runs, each in its own world with a warm
+## standby waiting (LIFEBOAT_SCALE_STANDBY=killed: only in the second): no-kill, and leader-killed (the leader is killed
+## once LIFEBOAT_SCALE_KILL_AT percent of the evictions were accepted, default 25; the report gives the stall and the
+## last eviction beside the run without a kill);
 ## LIFEBOAT_SCALE_KILL=off or only runs one of them; LIFEBOAT_SCALE_LEASE=15s/10s/2s sets the Lease's timings.
 ## LIFEBOAT_SCALE_HEAP_PROFILE=file writes a heap profile at the peak live heap (go tool pprof file), and file.goroutines
 ## the goroutines at their peak, grouped by stack. LIFEBOAT_SCALE_CPU_PROFILE=file writes a CPU profile of the

@@ -99,7 +99,8 @@ import (
 //	LIFEBOAT_SCALE_CALIBRATION_PODS=1500 LIFEBOAT_SCALE_CALIBRATION_SECONDS=2 make bench-scale
 //
 // Two runs, each in a world of its own (LIFEBOAT_SCALE_KILL: both, the default; off; only):
-// no-kill, and leader-killed, where a second replica waits as a warm standby and the leader
+// no-kill, and leader-killed; in each a second replica waits as a warm standby
+// (LIFEBOAT_SCALE_STANDBY=killed: in the killed run only), and in the second the leader
 // is killed (its API connection cut, its work cancelled, its Lease not released) once
 // LIFEBOAT_SCALE_KILL_AT percent of the evictions were accepted (default 25). The killed run
 // reports the stall, the longest pause from the kill on before the next accepted eviction,
@@ -123,6 +124,10 @@ type azScale struct {
 	evictionStep         time.Duration // how long each eviction step of the calibration lasts
 	calibrationPods      int           // pods kept for the eviction steps
 	killAt               int           // percent of the evictions accepted when the killed run kills the leader
+	// standbyAlways has a warm standby wait in the run without a kill too, so that the two
+	// runs differ by the kill alone: on the benchmark's shared cores the standby's caches cost
+	// CPU that a standby on a node of its own would not take from the API server.
+	standbyAlways bool
 }
 
 func azScaleFromEnv(b *testing.B) azScale {
@@ -145,6 +150,13 @@ func azScaleFromEnv(b *testing.B) azScale {
 		evictionStep:    time.Duration(get("LIFEBOAT_SCALE_CALIBRATION_SECONDS", 10, 1)) * time.Second,
 		calibrationPods: get("LIFEBOAT_SCALE_CALIBRATION_PODS", 12000, 100),
 		killAt:          get("LIFEBOAT_SCALE_KILL_AT", 25, 1),
+	}
+	switch v := os.Getenv("LIFEBOAT_SCALE_STANDBY"); v {
+	case "", "both":
+		sc.standbyAlways = true
+	case "killed":
+	default:
+		b.Fatalf("LIFEBOAT_SCALE_STANDBY=%q: want both or killed", v)
 	}
 	if sc.notices >= sc.nodes {
 		b.Fatalf("LIFEBOAT_SCALE_NOTICES (%d) must be less than LIFEBOAT_SCALE_NODES (%d): the other nodes carry the calibration", sc.notices, sc.nodes)
@@ -310,7 +322,7 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	say("controller: leading and consuming after %s (node informer synced on %d nodes), the drains' pod informer synced after %s",
 		leading.Round(10*time.Millisecond), sc.nodes, time.Since(leadStart).Round(10*time.Millisecond))
 	var standby *azStandby
-	if kill {
+	if kill || sc.standbyAlways {
 		standbyBase, err := c.UserConfig(azLifeboatUser, saGroups...)
 		if err != nil {
 			b.Fatal(err)
@@ -586,6 +598,10 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 		azKilledReport(b, say, standby, cfg, p, killedAt.Sub(start), ledAfter, acceptedAtKill, renewals, renewing.Minutes())
 	} else if p.nAccepted == len(w.workload) {
 		azPlainAccepted.Store(int64(p.accepted))
+	}
+	if !kill && standby != nil {
+		say("standby (LIFEBOAT_SCALE_STANDBY=both): waited the whole run, as in the killed run; Ready %s after its start; its requests during the burst: %s",
+			standby.synced.Round(10*time.Millisecond), azFormat(azDiff(standby.requests(), standby.atSync)))
 	}
 	hwmNote := "since the burst began (reset through /proc/self/clear_refs)"
 	if !hwmReset {
