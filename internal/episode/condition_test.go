@@ -20,7 +20,6 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	"lifeboat.dev/lifeboat/internal/nodes"
-	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
@@ -169,9 +168,7 @@ func TestConditionTakenOverNotRewritten(t *testing.T) {
 // finished the notice left it, not from the copy before it: from that one it met a conflict and
 // a read on every drained node.
 func TestHandedBackWrittenFromTheFinishedNode(t *testing.T) {
-	inst := "i-0123456789abcdef0"
-	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
-		InstanceID: inst, Deadline: time.Now().Add(2 * time.Minute)}
+	spot := queuedSpot()
 	client := fake.NewSimpleClientset(ownedNode(t, record.PhaseDraining, &record.Owner{Origin: queueOrigin, Holder: holderName(), Renewed: time.Now().UTC()}, spot))
 	var (
 		mu         sync.Mutex

@@ -58,13 +58,18 @@ func ownedNode(t *testing.T, phase record.Phase, owner *record.Owner, ns ...noti
 	return node
 }
 
+// queuedSpot is a Spot warning from the queue for ownedNode's instance, two minutes ahead.
+func queuedSpot() notice.Notice {
+	inst := "i-0123456789abcdef0"
+	return notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
+		InstanceID: inst, Deadline: time.Now().Add(2 * time.Minute)}
+}
+
 // One Lifeboat drains a node: a process waits while another origin's owner renews its claim,
 // takes over a lapsed claim or its own origin's (a restarted process), and after another's
 // drain only finishes its own notices.
 func TestOwnership(t *testing.T) {
-	inst := "i-0123456789abcdef0"
-	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
-		InstanceID: inst, Deadline: time.Now().Add(2 * time.Minute)}
+	spot := queuedSpot()
 	now := time.Now().UTC().Truncate(time.Second)
 	for _, tc := range []struct {
 		name        string
@@ -392,9 +397,7 @@ func TestKeptByDrain(t *testing.T) {
 // the middle of the evictions it takes over. A contested claim its predecessor stopped
 // renewing is renewed, and so names the new process.
 func TestPredecessorsClaimTakenAsItIs(t *testing.T) {
-	inst := "i-0123456789abcdef0"
-	spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
-		InstanceID: inst, Deadline: time.Now().Add(2 * time.Minute)}
+	spot := queuedSpot()
 	now := time.Now().UTC().Truncate(time.Second)
 	for _, tc := range []struct {
 		name        string
