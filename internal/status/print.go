@@ -115,7 +115,7 @@ func printTable(w io.Writer, r *Report, wide bool) error {
 	for _, n := range r.Nodes {
 		fmt.Fprintf(w, "\n%s", n.Name)
 		if o := n.Owner; o != nil {
-			fmt.Fprintf(w, ": drained by %s (%s), claimed or renewed %s ago", o.Origin, dash(o.Holder), r.At.Sub(o.Renewed).Round(time.Second))
+			fmt.Fprintf(w, ": drained by %s (claimed by %s), claimed or renewed %s ago", o.Origin, dash(o.Holder), r.At.Sub(o.Renewed).Round(time.Second))
 			if o.Contested != nil {
 				fmt.Fprintf(w, ", another Lifeboat waiting since %s ago", r.At.Sub(*o.Contested).Round(time.Second))
 			}

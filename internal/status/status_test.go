@@ -198,7 +198,7 @@ func TestStatus(t *testing.T) {
 		return ""
 	}
 	for key, want := range map[string][]string{
-		"drained by":    {"queue q (lifeboat-0/1), claimed or renewed 5s ago, another Lifeboat waiting since 25s ago"},
+		"drained by":    {"queue q (claimed by lifeboat-0/1), claimed or renewed 5s ago, another Lifeboat waiting since 25s ago"},
 		"shop/web-0":    {"held", "PodDisruptionBudget web allows no disruption now (needs 2 healthy pods and has 2)"},
 		"shop/batch-0":  {"leaves last"},
 		"pv-db-0":       {"attached"},
