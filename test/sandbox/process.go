@@ -202,6 +202,12 @@ func outsideEphemeralRange() (lo, hi int) {
 	return below[0], below[1]
 }
 
+// firstLine is the first line of err's message (start-up errors carry a log tail after it).
+func firstLine(err error) string {
+	line, _, _ := strings.Cut(err.Error(), "\n")
+	return line
+}
+
 // portTaken reports whether a start-up error says a chosen port was already bound.
 func portTaken(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "address already in use")
@@ -212,6 +218,9 @@ func portTaken(err error) bool {
 func startOnFreePorts(start func() error) error {
 	err := start()
 	for try := 1; try < 3 && portTaken(err); try++ {
+		// Said on stderr, which go test shows: a clash that keeps coming back would otherwise
+		// only show as slower start-ups.
+		fmt.Fprintf(os.Stderr, "sandbox: a chosen port was taken before its server bound it; starting again on new ports (try %d of 3): %v\n", try+1, firstLine(err))
 		err = start()
 	}
 	return err
