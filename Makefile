@@ -180,8 +180,9 @@ bench: sandbox
 ## last eviction beside the run without a kill);
 ## LIFEBOAT_SCALE_KILL=off or only runs one of them; LIFEBOAT_SCALE_LEASE=15s/10s/2s sets the Lease's timings.
 ## LIFEBOAT_SCALE_HEAP_PROFILE=file writes a heap profile at the peak live heap (go tool pprof file), and file.goroutines
-## the goroutines at their peak, grouped by stack. LIFEBOAT_SCALE_CPU_PROFILE=file writes a CPU profile of the
-## burst's first 15 s (the cordons and the first evictions). LIFEBOAT_SCALE_EVENTS=false runs it without Events and
+## the goroutines at their peak, grouped by stack. LIFEBOAT_SCALE_CPU_PROFILE=file writes a CPU profile of 15 s of the
+## burst: its first (the cordons and the first evictions), or from LIFEBOAT_SCALE_CPU_PROFILE_FROM, a time after the
+## sending (30s) or kill (the new leader's work). LIFEBOAT_SCALE_EVENTS=false runs it without Events and
 ## node conditions, for their cost.
 BENCH_SCALE_OUT ?= _output/bench-scale
 bench-scale: sandbox
@@ -191,7 +192,7 @@ bench-scale: sandbox
 	LIFEBOAT_SCALE_PODS=$(LIFEBOAT_SCALE_PODS) LIFEBOAT_SCALE_CALIBRATION=$(LIFEBOAT_SCALE_CALIBRATION) \
 	LIFEBOAT_SCALE_CALIBRATION_PODS=$(LIFEBOAT_SCALE_CALIBRATION_PODS) LIFEBOAT_SCALE_CALIBRATION_SECONDS=$(LIFEBOAT_SCALE_CALIBRATION_SECONDS) \
 	LIFEBOAT_SCALE_HEAP_PROFILE=$(LIFEBOAT_SCALE_HEAP_PROFILE) LIFEBOAT_SCALE_CPU_PROFILE=$(LIFEBOAT_SCALE_CPU_PROFILE) \
-	LIFEBOAT_SCALE_EVENTS=$(LIFEBOAT_SCALE_EVENTS) \
+	LIFEBOAT_SCALE_CPU_PROFILE_FROM=$(LIFEBOAT_SCALE_CPU_PROFILE_FROM) LIFEBOAT_SCALE_EVENTS=$(LIFEBOAT_SCALE_EVENTS) \
 	LIFEBOAT_SCALE_KILL=$(LIFEBOAT_SCALE_KILL) LIFEBOAT_SCALE_KILL_AT=$(LIFEBOAT_SCALE_KILL_AT) LIFEBOAT_SCALE_LEASE=$(LIFEBOAT_SCALE_LEASE) \
 	$(GO) test -run '^$$' -bench '^BenchmarkAZReclaim$$' -benchtime 1x -v -timeout 60m ./internal/controller 2>&1 | tee $(BENCH_SCALE_OUT)/raw.txt
 

@@ -351,9 +351,19 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	peakGoroutines := 0
 	// The budget's bound, requests in flight and queue, every 5 s from the sending.
 	var budgetLine, sentLine []string
-	lastEvicted := m.Value("lifeboat_kube_requests_total", "resource", "pods/eviction", "code", "201")
-	lastOther := m.Value("lifeboat_kube_requests_total") - lastEvicted
 	nextBudget := time.Now()
+	// The leading replica's budget: the standby's after a kill. The requests are both
+	// replicas' (the standby sends only Lease reads until it leads).
+	leadingBudget := clients.Budget
+	requestsSent := func(labels ...string) float64 {
+		v := m.Value("lifeboat_kube_requests_total", labels...)
+		if standby != nil {
+			v += standby.metrics.Value("lifeboat_kube_requests_total", labels...)
+		}
+		return v
+	}
+	lastEvicted := requestsSent("resource", "pods/eviction", "code", "201")
+	lastOther := requestsSent() - lastEvicted
 	sampleBudget := func() {
 		if time.Now().Before(nextBudget) {
 			return
@@ -361,13 +371,13 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 		nextBudget = nextBudget.Add(5 * time.Second)
 		inFlight, waiting := 0, 0
 		for _, l := range pacing.Lanes {
-			inFlight += clients.Budget.InFlight(l)
-			waiting += clients.Budget.Waiting(l)
+			inFlight += leadingBudget.InFlight(l)
+			waiting += leadingBudget.Waiting(l)
 		}
-		budgetLine = append(budgetLine, fmt.Sprintf("%.0f/%d/%d", clients.Budget.Limit(), inFlight, waiting))
+		budgetLine = append(budgetLine, fmt.Sprintf("%.0f/%d/%d", leadingBudget.Limit(), inFlight, waiting))
 		// What went out in those 5 s: evictions accepted, and every other answered request.
-		evicted := m.Value("lifeboat_kube_requests_total", "resource", "pods/eviction", "code", "201")
-		all := m.Value("lifeboat_kube_requests_total")
+		evicted := requestsSent("resource", "pods/eviction", "code", "201")
+		all := requestsSent()
 		sentLine = append(sentLine, fmt.Sprintf("%.0f/%.0f", evicted-lastEvicted, all-evicted-lastOther))
 		lastEvicted, lastOther = evicted, all-evicted
 	}
@@ -400,18 +410,10 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 		peakGoroutines = max(peakGoroutines, runtime.NumGoroutine())
 	}
 
-	// LIFEBOAT_SCALE_CPU_PROFILE names a file for a CPU profile of this process over the
-	// burst's first azCPUProfileFor: the cordons and the first evictions.
-	stopCPUProfile := func() {}
-	if path := os.Getenv("LIFEBOAT_SCALE_CPU_PROFILE"); path != "" {
-		stop, err := azStartCPUProfile(path)
-		if err != nil {
-			b.Fatalf("CPU profile: %v", err)
-		}
-		var once sync.Once
-		stopCPUProfile = func() { once.Do(stop) }
-		defer stopCPUProfile()
-	}
+	// LIFEBOAT_SCALE_CPU_PROFILE names a file for a CPU profile of this process over
+	// azCPUProfileFor of the burst: from the sending, or from LIFEBOAT_SCALE_CPU_PROFILE_FROM.
+	cpuProfile := azNewCPUProfile(b)
+	defer cpuProfile.stop()
 
 	b.StartTimer()
 	start := time.Now()
@@ -447,6 +449,7 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 			killSwitch.killed.Store(true)
 			killedAt, acceptedAtKill, leaseAtKill = time.Now(), n, leaseWrites()
 			standby.killed()
+			leadingBudget = standby.budget
 			stop() // its RunWithLeaderElection sends to done, which nothing reads any more
 			watching, stopped = standby.done, true
 		}
@@ -457,9 +460,7 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 			s := azAPF(ctx, c.Client)
 			apfCordoned, latencyCordoned = &s, azClientLatency(m)
 		}
-		if time.Since(start) >= azCPUProfileFor {
-			stopCPUProfile()
-		}
+		cpuProfile.tick(b, time.Since(start), !killedAt.IsZero())
 		select {
 		case <-limit:
 			timedOut = true
@@ -527,7 +528,7 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	floorEvict, floorCordon := needEvict/cal.bestEvictions, needCordon/cal.bestPatches
 	say("  needed ÷ calibrated: %.0f evictions ÷ %.0f/s = %.1f s; %.0f cordons ÷ %.0f/s = %.1f s; the goal, 1.25 × that for the evictions: %.1f s (took %s)",
 		needEvict, cal.bestEvictions, floorEvict, needCordon, cal.bestPatches, floorCordon, 1.25*floorEvict, show(p.accepted, p.nAccepted, len(w.workload)))
-	say("  request budget every 5 s from the sending (bound / requests in flight / waiting): %s", strings.Join(budgetLine, " "))
+	say("  request budget every 5 s from the sending (bound / requests in flight / waiting; the leading replica's, the standby's after a kill): %s", strings.Join(budgetLine, " "))
 	say("  requests answered in each 5 s (evictions accepted / all others): %s", strings.Join(sentLine, " "))
 	say("  budget changes: %.0f raised on demand, %.0f halved on a 429 or 503, %.0f lowered on a queue at the server",
 		after.budgetChanges[pacing.ReasonDemand]-before.budgetChanges[pacing.ReasonDemand], after.budgetChanges[pacing.ReasonThrottled]-before.budgetChanges[pacing.ReasonThrottled],
@@ -597,7 +598,7 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	if kill {
 		azKilledReport(b, say, standby, cfg, p, killedAt.Sub(start), ledAfter, acceptedAtKill, renewals, renewing.Minutes())
 	} else if p.nAccepted == len(w.workload) {
-		azPlainAccepted.Store(int64(p.accepted))
+		azKeepPlain(p.acceptedAfter)
 	}
 	if !kill && standby != nil {
 		say("standby (LIFEBOAT_SCALE_STANDBY=both): waited the whole run, as in the killed run; Ready %s after its start; its requests during the burst: %s",
@@ -1454,6 +1455,56 @@ func azWriteProfile(name, path string, debug int) error {
 
 // azCPUProfileFor is how much of the burst LIFEBOAT_SCALE_CPU_PROFILE covers.
 const azCPUProfileFor = 15 * time.Second
+
+// azCPUProfile is the CPU profile LIFEBOAT_SCALE_CPU_PROFILE asks for: azCPUProfileFor from
+// LIFEBOAT_SCALE_CPU_PROFILE_FROM, a time after the sending (default 0: the cordons and the
+// first evictions) or "kill" (the new leader's work in the killed run).
+type azCPUProfile struct {
+	path     string
+	from     time.Duration
+	fromKill bool
+	started  time.Time
+	end      func()
+}
+
+func azNewCPUProfile(b *testing.B) *azCPUProfile {
+	p := &azCPUProfile{path: os.Getenv("LIFEBOAT_SCALE_CPU_PROFILE")}
+	switch from := os.Getenv("LIFEBOAT_SCALE_CPU_PROFILE_FROM"); from {
+	case "":
+	case "kill":
+		p.fromKill = true
+	default:
+		d, err := time.ParseDuration(from)
+		if err != nil || d < 0 {
+			b.Fatalf("LIFEBOAT_SCALE_CPU_PROFILE_FROM=%q: want a duration after the sending (e.g. 30s) or kill", from)
+		}
+		p.from = d
+	}
+	return p
+}
+
+// tick starts the profile when its time has come and ends it azCPUProfileFor later.
+func (p *azCPUProfile) tick(b *testing.B, sinceSending time.Duration, killed bool) {
+	switch {
+	case p.path == "" || (p.started.IsZero() && p.end != nil):
+	case p.end == nil && !p.fromKill && sinceSending >= p.from, p.end == nil && p.fromKill && killed:
+		end, err := azStartCPUProfile(p.path)
+		if err != nil {
+			b.Fatalf("CPU profile: %v", err)
+		}
+		p.started, p.end = time.Now(), end
+	case p.end != nil && time.Since(p.started) >= azCPUProfileFor:
+		p.stop()
+	}
+}
+
+// stop ends the profile if it is running.
+func (p *azCPUProfile) stop() {
+	if p.end != nil && !p.started.IsZero() {
+		p.end()
+		p.started = time.Time{}
+	}
+}
 
 // azStartCPUProfile starts the process's CPU profile into path; stop ends it and closes the file.
 func azStartCPUProfile(path string) (stop func(), err error) {

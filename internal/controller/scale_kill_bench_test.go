@@ -11,6 +11,7 @@ import (
 	"runtime"
 	rtmetrics "runtime/metrics"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,6 +25,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/daemon"
 	"lifeboat.dev/lifeboat/internal/episode"
+	"lifeboat.dev/lifeboat/internal/kube/pacing"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
@@ -63,9 +65,15 @@ func azLeaseSettings(b *testing.B) []string {
 	return []string{"LEADER_ELECTION_LEASE_DURATION", parts[0], "LEADER_ELECTION_RENEW_DEADLINE", parts[1], "LEADER_ELECTION_RETRY_PERIOD", parts[2]}
 }
 
-// azPlainAccepted is when the run without a kill had every eviction accepted, for the killed
-// run's comparison (the runs go one after the other).
-var azPlainAccepted atomic.Int64
+// azPlainAccepted is when the run without a kill had each eviction accepted, from the sending
+// and sorted, for the killed run's comparison (the runs go one after the other).
+var azPlainAccepted atomic.Pointer[[]time.Duration]
+
+// azKeepPlain keeps the run without a kill's acceptances, once every eviction was accepted.
+func azKeepPlain(accepted []time.Duration) {
+	sorted := slices.Sorted(slices.Values(accepted))
+	azPlainAccepted.Store(&sorted)
+}
 
 // azKillSwitch cuts a replica off from the API server at once, as SIGKILL does: every request
 // from then on fails without reaching the server (the Lease is not released), and the
@@ -90,6 +98,7 @@ func (f azRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) { ret
 type azStandby struct {
 	ctl     *controller.Controller
 	metrics *metrics.Metrics
+	budget  *pacing.Budget // its clients' request budget
 	fake    *fakeaws.Server
 	done    chan error
 	synced  time.Duration // from its start until its caches were synced (Ready)
@@ -97,7 +106,8 @@ type azStandby struct {
 	heap    int64 // live heap after a GC, synced, minus before it started
 	// its requests by client, verb and resource: until Ready, and until the kill
 	atSync, atKill map[string]float64
-	waited         time.Duration // from Ready until the kill
+	budgetAtKill   map[string]float64 // its budget's changes by reason, at the kill
+	waited         time.Duration      // from Ready until the kill
 	logs           *azLogCounter
 }
 
@@ -118,6 +128,7 @@ func azStartStandby(ctx context.Context, b *testing.B, base *rest.Config, cfg *c
 	awsCfg := benchAWSConfig(awsURL)
 	before := azLiveHeap()
 	start := time.Now()
+	s.budget = clients.Budget
 	s.ctl = controller.New(controller.Options{Config: standbyCfg, Client: clients.Main, LeaseClient: clients.Lease, Queue: awssqs.NewFromConfig(awsCfg),
 		EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(s.logs), Metrics: s.metrics,
 		Handler: episode.Options{CordonClient: clients.Cordon}})
@@ -135,6 +146,7 @@ func azStartStandby(ctx context.Context, b *testing.B, base *rest.Config, cfg *c
 // killed notes the standby's requests at the leader's kill.
 func (s *azStandby) killed() {
 	s.atKill, s.waited = s.requests(), time.Since(s.syncAt)
+	s.budgetAtKill = azSnapshot(s.metrics, s.fake).budgetChanges
 }
 
 // requests are the standby's Kubernetes requests so far, by client, verb and resource.
@@ -187,9 +199,11 @@ func azKilledReport(b *testing.B, say func(string, ...any), s *azStandby, cfg *c
 	}
 	say("  the standby led %s; first eviction after the kill %s after it; stall (longest pause from the kill on before the next accepted eviction) %s; the goal, lease + 2 s = %s: %v",
 		led, first.Round(10*time.Millisecond), stall.Round(10*time.Millisecond), cfg.LeaseDuration+2*time.Second, stall <= cfg.LeaseDuration+2*time.Second)
-	if plain := time.Duration(azPlainAccepted.Load()); plain > 0 {
+	if plain := azPlainAccepted.Load(); plain != nil && len(*plain) > 0 {
+		last := (*plain)[len(*plain)-1]
 		say("  last eviction accepted %s after the sending; without a kill %s; the goal, at most that plus the stall (%s): %v",
-			p.accepted.Round(10*time.Millisecond), plain.Round(10*time.Millisecond), (plain + stall).Round(10*time.Millisecond), p.accepted <= plain+stall)
+			p.accepted.Round(10*time.Millisecond), last.Round(10*time.Millisecond), (last + stall).Round(10*time.Millisecond), p.accepted <= last+stall)
+		azFromTheKill(b, say, *plain, p, killAfter, ledAfter, acceptedAtKill, stall)
 	} else {
 		say("  last eviction accepted %s after the sending (no run without a kill to compare with)", p.accepted.Round(10*time.Millisecond))
 	}
@@ -198,8 +212,50 @@ func azKilledReport(b *testing.B, say func(string, ...any), s *azStandby, cfg *c
 		"while it waited, %s: %s (%.0f Lease reads a minute, no write)", s.synced.Round(10*time.Millisecond), float64(s.heap)/(1<<20), azFormat(s.atSync),
 		s.waited.Round(100*time.Millisecond), azFormat(waited), waited["lease get leases"]/s.waited.Minutes())
 	say("standby, after the kill: requests %s; warnings and errors: %s", azFormat(azDiff(s.requests(), s.atKill)), s.logs)
+	changes := azDiff(azSnapshot(s.metrics, s.fake).budgetChanges, s.budgetAtKill)
+	say("  its request budget: %.0f raised on demand, %.0f halved on a 429 or 503, %.0f lowered on a queue at the server; bound at the end %.0f",
+		changes[pacing.ReasonDemand], changes[pacing.ReasonThrottled], changes[pacing.ReasonQueueing], s.budget.Limit())
 	b.ReportMetric(stall.Seconds(), "stall-s")
 	b.ReportMetric(ledAfter.Seconds(), "takeover-s")
 	b.ReportMetric(float64(s.heap)/(1<<20), "standby-heap-MiB")
 	say("the leader's Lease writes: %.1f a minute during the burst", leaderLeaseWrites/minutes)
+}
+
+// azFromTheKill compares the two runs from the kill on: the killed run's time from the kill
+// to its last eviction against the run without a kill's from the moment it had as many
+// evictions accepted to its last. Both worlds run the same code until the kill, yet one
+// sandbox may be seconds slower than the other before it (a slower start of the API server, a
+// slower cordon phase); from the kill on, the difference is what the kill cost.
+func azFromTheKill(b *testing.B, say func(string, ...any), plain []time.Duration, p azTimes, killAfter, ledAfter time.Duration, acceptedAtKill int, stall time.Duration) {
+	if acceptedAtKill < 1 || acceptedAtKill > len(plain) {
+		return
+	}
+	plainFrom := plain[acceptedAtKill-1] // when the run without a kill had as many accepted
+	plainRest, killedRest := plain[len(plain)-1]-plainFrom, p.accepted-killAfter
+	cost := killedRest - plainRest
+	say("  from the kill on: the killed run's last eviction %s after the kill; the run without a kill's %s after it had as many (%d) accepted, at %s; "+
+		"the kill cost %s, the goal, at most the stall (%s): %v", killedRest.Round(10*time.Millisecond), plainRest.Round(10*time.Millisecond), acceptedAtKill,
+		plainFrom.Round(10*time.Millisecond), cost.Round(10*time.Millisecond), stall.Round(10*time.Millisecond), cost <= stall)
+	// The new leader's first seconds beside the run without a kill's from the same point.
+	say("  evictions accepted per second, the new leader's first %d s: %s; the run without a kill's from the same point: %s", azRampSeconds,
+		azPerSecond(p.acceptedAfter, killAfter+ledAfter), azPerSecond(plain, plainFrom))
+	b.ReportMetric(cost.Seconds(), "kill-cost-s")
+}
+
+// azRampSeconds is how many seconds of acceptances azPerSecond lists.
+const azRampSeconds = 12
+
+// azPerSecond counts the acceptances in each of azRampSeconds seconds from from on.
+func azPerSecond(after []time.Duration, from time.Duration) string {
+	counts := make([]string, azRampSeconds)
+	for i := range counts {
+		n := 0
+		for _, a := range after {
+			if a >= from+time.Duration(i)*time.Second && a < from+time.Duration(i+1)*time.Second {
+				n++
+			}
+		}
+		counts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(counts, " ")
 }
