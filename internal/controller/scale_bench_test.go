@@ -455,7 +455,9 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 		}
 		if !killedAt.IsZero() && ledAfter == 0 && standby.ctl.Leading() {
 			ledAfter = time.Since(killedAt)
+			standby.takeover = &azTakeover{}
 		}
+		standby.sampleTakeover()
 		if apfCordoned == nil && progress.allCordoned() {
 			s := azAPF(ctx, c.Client)
 			apfCordoned, latencyCordoned = &s, azClientLatency(m)

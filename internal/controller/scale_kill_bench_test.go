@@ -5,6 +5,7 @@ package controller_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -109,6 +110,39 @@ type azStandby struct {
 	budgetAtKill   map[string]float64 // its budget's changes by reason, at the kill
 	waited         time.Duration      // from Ready until the kill
 	logs           *azLogCounter
+	takeover       *azTakeover // its first seconds as the leader
+}
+
+// azTakeover samples the new leader's first seconds: its requests answered in each, by
+// client, verb and resource, and its request budget at the end of each.
+type azTakeover struct {
+	next  time.Time
+	last  map[string]float64
+	lines []string
+}
+
+// azTakeoverSeconds is how many of the new leader's first seconds azTakeover samples.
+const azTakeoverSeconds = 6
+
+// sampleTakeover samples the new leader once a second, for its first azTakeoverSeconds.
+func (s *azStandby) sampleTakeover() {
+	if s == nil || s.takeover == nil {
+		return
+	}
+	t := s.takeover
+	if len(t.lines) >= azTakeoverSeconds || time.Now().Before(t.next) {
+		return
+	}
+	now := s.requests()
+	if t.last != nil {
+		inFlight, waiting := 0, 0
+		for _, l := range pacing.Lanes {
+			inFlight += s.budget.InFlight(l)
+			waiting += s.budget.Waiting(l)
+		}
+		t.lines = append(t.lines, fmt.Sprintf("[%s; budget %.0f/%d/%d]", azFormat(azDiff(now, t.last)), s.budget.Limit(), inFlight, waiting))
+	}
+	t.last, t.next = now, time.Now().Add(time.Second)
 }
 
 // azStartStandby starts a second replica with the leader's settings but its own identity and
@@ -212,6 +246,9 @@ func azKilledReport(b *testing.B, say func(string, ...any), s *azStandby, cfg *c
 		"while it waited, %s: %s (%.0f Lease reads a minute, no write)", s.synced.Round(10*time.Millisecond), float64(s.heap)/(1<<20), azFormat(s.atSync),
 		s.waited.Round(100*time.Millisecond), azFormat(waited), waited["lease get leases"]/s.waited.Minutes())
 	say("standby, after the kill: requests %s; warnings and errors: %s", azFormat(azDiff(s.requests(), s.atKill)), s.logs)
+	if s.takeover != nil {
+		say("  its first seconds as the leader (requests answered in each; budget bound/in flight/waiting at its end): %s", strings.Join(s.takeover.lines, " "))
+	}
 	changes := azDiff(azSnapshot(s.metrics, s.fake).budgetChanges, s.budgetAtKill)
 	say("  its request budget: %.0f raised on demand, %.0f halved on a 429 or 503, %.0f lowered on a queue at the server; bound at the end %.0f",
 		changes[pacing.ReasonDemand], changes[pacing.ReasonThrottled], changes[pacing.ReasonQueueing], s.budget.Limit())
