@@ -25,7 +25,6 @@ import (
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/daemon"
-	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/kube/pacing"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
@@ -165,7 +164,7 @@ func azStartStandby(ctx context.Context, b *testing.B, base *rest.Config, cfg *c
 	s.budget = clients.Budget
 	s.ctl = controller.New(controller.Options{Config: standbyCfg, Client: clients.Main, LeaseClient: clients.Lease, Queue: awssqs.NewFromConfig(awsCfg),
 		EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(s.logs), Metrics: s.metrics,
-		Handler: episode.Options{CordonClient: clients.Cordon}})
+		Handler: azHandler(b, clients, standbyCfg)}) // as the binary builds it, as the leader's
 	go func() { s.done <- s.ctl.RunWithLeaderElection(ctx) }()
 	for ctx.Err() == nil && s.ctl.Healthy() != nil {
 		time.Sleep(20 * time.Millisecond)
