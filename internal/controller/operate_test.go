@@ -105,7 +105,7 @@ func startController(t *testing.T, ctx context.Context, c *sandbox.Cluster, awsC
 		t.Fatal(err)
 	}
 	client := kubernetes.NewForConfigOrDie(rc)
-	recorder, stopEvents, err := events.New(client, wiring.Events(cfg, nil))
+	recorder, stopEvents, err := events.New(client, wiring.Events(cfg, nil, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -283,7 +283,7 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	logs := &azLogCounter{counts: map[string]int{}, samples: map[string]string{}}
 	ctl := controller.New(controller.Options{Config: cfg, Client: clients.Main, LeaseClient: clients.Lease, Queue: awssqs.NewFromConfig(awsCfg),
 		EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(logs), Metrics: m,
-		Handler: azHandler(b, clients, cfg)})
+		Handler: azHandler(b, clients, cfg, m)})
 
 	// What the cluster shows, from two watches (the harness keeps no copies of the objects).
 	progress := newAZProgress(w)
@@ -1323,13 +1323,14 @@ type azCounts struct {
 	kube                                 map[azKubeKey]float64
 	aws, sqs, evictions, actions, drains map[string]float64
 	budgetChanges, claims                map[string]float64
+	eventsDropped                        map[string]float64 // by object and reason
 	fakeDescribe, fakeSQS                int
 }
 
 func azSnapshot(m *metrics.Metrics, fake *fakeaws.Server) azCounts {
 	out := azCounts{kube: map[azKubeKey]float64{}, aws: map[string]float64{}, sqs: map[string]float64{},
 		evictions: map[string]float64{}, actions: map[string]float64{}, drains: map[string]float64{}, budgetChanges: map[string]float64{},
-		claims: map[string]float64{}, fakeDescribe: fake.CallCount("ec2", "DescribeInstances"), fakeSQS: fake.CallCount("sqs", "")}
+		eventsDropped: map[string]float64{}, claims: map[string]float64{}, fakeDescribe: fake.CallCount("ec2", "DescribeInstances"), fakeSQS: fake.CallCount("sqs", "")}
 	families, err := m.Registry.Gather()
 	if err != nil {
 		return out
@@ -1356,6 +1357,8 @@ func azSnapshot(m *metrics.Metrics, fake *fakeaws.Server) azCounts {
 				out.drains[l["result"]] += float64(s.GetHistogram().GetSampleCount())
 			case "lifeboat_kube_request_limit_changes_total":
 				out.budgetChanges[l["reason"]] += v
+			case "lifeboat_events_dropped_total":
+				out.eventsDropped[l["object"]+" "+l["reason"]] += v
 			case "lifeboat_drain_claims_total":
 				out.claims[l["event"]] += v
 			}

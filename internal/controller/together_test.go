@@ -82,7 +82,7 @@ func (w *intakeWorld) runAgent(t *testing.T, ctx context.Context, node *corev1.N
 		"IMDS_POLL_INTERVAL", "200ms", "EMIT_KUBERNETES_EVENTS", "true", "WEBHOOK_URL", hook.server.URL}, settings...)...)
 	client := kubernetes.NewForConfigOrDie(rc)
 	logs := &sandboxtest.LogBuffer{}
-	recorder, stopEvents, err := events.New(client, wiring.Events(cfg, nil))
+	recorder, stopEvents, err := events.New(client, wiring.Events(cfg, nil, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,16 +73,15 @@ func azBackgroundReport(ctx context.Context, say func(string, ...any), client ku
 			moved += v
 		}
 	}
-	podEvents := 0
+	podEvents, nodeEvents := 0, 0
 	if visible {
-		list, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{
-			FieldSelector: fields.OneTermEqualSelector("reason", events.ReasonPodEvicted).String(), ResourceVersion: "0"})
-		if err == nil {
-			podEvents = len(list.Items)
-		}
+		podEvents = azCountEvents(ctx, client, fields.OneTermEqualSelector("reason", events.ReasonPodEvicted))
+		nodeEvents = azCountEvents(ctx, client, fields.AndSelectors(fields.OneTermEqualSelector("source", events.Component),
+			fields.OneTermEqualSelector("involvedObject.kind", "Node")))
 	}
 	say("Events and node conditions (LIFEBOAT_SCALE_EVENTS=%v; background lane; settled %s after the burst):", visible, settled.Round(100*time.Millisecond))
-	say("  pods moved (evictions accepted) %.0f; %s Events on pods %d", moved, events.ReasonPodEvicted, podEvents)
+	say("  pods moved (evictions accepted) %.0f; %s Events on pods %d; Lifeboat's Events on nodes %d; Events dropped (object and reason) %s",
+		moved, events.ReasonPodEvicted, podEvents, nodeEvents, azFormat(azDiff(final.eventsDropped, before.eventsDropped)))
 	say("  Event requests %.0f: %.2f per moved pod (with the nodes' own Events); node condition patches %.0f (%.0f of them refused on a conflict, then "+
 		"read again): %.1f written per node", eventReqs, eventReqs/max(moved, 1), statusReqs, statusConflicts, (statusReqs-statusConflicts)/float64(max(nodes, 1)))
 	say("  Lifeboat's Kubernetes requests, the late Events included: %.0f (%.2f per moved pod)", all, all/max(moved, 1))
@@ -90,11 +89,20 @@ func azBackgroundReport(ctx context.Context, say func(string, ...any), client ku
 
 // azHandler is the handler's options as the binary builds them: cordons in the urgent lane,
 // Events and node conditions in the background lane.
-func azHandler(b *testing.B, clients *daemon.Clients, cfg *config.Config) episode.Options {
-	recorder, stop, err := events.New(clients.Events, wiring.Events(cfg, nil))
+func azHandler(b *testing.B, clients *daemon.Clients, cfg *config.Config, m *metrics.Metrics) episode.Options {
+	recorder, stop, err := events.New(clients.Events, wiring.Events(cfg, nil, m))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(stop)
 	return episode.Options{CordonClient: clients.Cordon, StatusClient: clients.Events, Events: recorder}
+}
+
+// azCountEvents counts the Events the selector matches (from the API server's cache).
+func azCountEvents(ctx context.Context, client kubernetes.Interface, selector fields.Selector) int {
+	list, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: selector.String(), ResourceVersion: "0"})
+	if err != nil {
+		return 0
+	}
+	return len(list.Items)
 }

@@ -154,7 +154,7 @@ func (d *Daemon) buildController(ctx context.Context, clients *Clients, handler 
 // burst they never queue behind the evictions of nodes cordoned earlier; the node's condition goes through the
 // background lane, with the Events, behind every ordinary request.
 func (d *Daemon) handlerOptions(ctx context.Context, clients *Clients) (episode.Options, error) {
-	recorder, stopEvents, err := events.New(clients.Events, wiring.Events(d.cfg, d.log))
+	recorder, stopEvents, err := events.New(clients.Events, wiring.Events(d.cfg, d.log, d.metrics))
 	if err != nil {
 		return episode.Options{}, &ConfigError{fmt.Errorf("invalid Kubernetes Events settings: %w", err)}
 	}

@@ -13,12 +13,14 @@
 // RebalanceRecommendation, Cordon, CordonError, CordonAndDrain, CordonAndDrainError,
 // Uncordon), so filters written for NTH keep working; the rest are Lifeboat's.
 //
-// Recording never blocks and never fails the caller. The broadcaster bounds its own cost:
-// at most 1000 Events queued, the nodes' and the pods' each in a queue of their own (more are
-// dropped: a burst's pod Events never crowd out a node's), client-go's default spam filter
-// (per node: a burst of 25, then one every 5 minutes) and aggregation of similar Events, and
-// at most 12 write attempts per Event. Events still queued when the stop function runs may
-// be lost: an Event is a report, never the record Lifeboat resumes from.
+// Recording never blocks and never fails the caller. The nodes' and the pods' Events each
+// wait in a bounded queue of their own (a burst's pod Events never crowd out a node's) and
+// are written by a few workers through the request budget's background lane, after every
+// other request; client-go's spam filter (per object: a burst of 25, then one every 5
+// minutes) and its aggregation of similar Events apply. An Event that is not written (its
+// queue full, the spam filter, refused by the API server, unanswered after every attempt, or
+// still queued at the stop) is counted in lifeboat_events_dropped_total and logged, at most
+// one line per 30 s. An Event is a report, never the record Lifeboat resumes from.
 package events
 
 import (
@@ -141,8 +143,11 @@ type Options struct {
 	Host string
 	// DryRun marks every Event as a dry run (DRY_RUN).
 	DryRun bool
-	// Logger receives each recorded Event at debug level; nil discards.
+	// Logger receives each recorded Event at debug level, and a warning when Events are
+	// dropped; nil discards.
 	Logger *slog.Logger
+	// Dropped counts the Events that were not written; nil: none.
+	Dropped DropCounter
 }
 
 // New returns a Recorder and a function that stops it.
@@ -158,18 +163,17 @@ func New(client kubernetes.Interface, o Options) (*Recorder, func(), error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	// Two broadcasters, each with its own bounded queue: the pods' Events (one per pod a drain
-	// moves, tens of thousands when a zone is reclaimed) never crowd the nodes' out.
-	start := func() (record.EventRecorder, func()) {
+	// Two broadcasters, each with its own bounded queue and writers: the pods' Events (one per
+	// pod a drain moves, tens of thousands when a zone is reclaimed) never crowd the nodes' out.
+	sink := &typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")}
+	start := func(object string, settings writerSettings) (record.EventRecorder, func()) {
 		b := record.NewBroadcaster()
-		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-		b.StartEventWatcher(func(e *corev1.Event) {
-			logger.Debug("kubernetes event", "kind", e.InvolvedObject.Kind, "name", e.InvolvedObject.Name, "type", e.Type, "reason", e.Reason, "message", e.Message)
-		})
-		return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component, Host: o.Host}), b.Shutdown
+		w := newWriter(object, settings, sink, o.Dropped, logger)
+		b.StartEventWatcher(w.enqueue)
+		return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component, Host: o.Host}), func() { b.Shutdown(); w.stop() }
 	}
-	rec, stopNodes := start()
-	pods, stopPods := start()
+	rec, stopNodes := start(ObjectNode, nodeWriter)
+	pods, stopPods := start(ObjectPod, podWriter)
 	r := newRecorder(rec, o)
 	r.pods = pods
 	return r, func() { stopPods(); stopNodes() }, nil

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,7 +89,7 @@ func TestEventsAgainstAPIServer(t *testing.T) {
 		t.Helper()
 		cfg := sandboxtest.Config(t, "", append([]string{"NODE_NAME", "lifeboat-host"}, pairs...)...)
 		logs := &sandboxtest.LogBuffer{}
-		r, stop, err := events.New(c.Client, wiring.Events(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+		r, stop, err := events.New(c.Client, wiring.Events(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,8 +190,9 @@ func TestEventsAgainstAPIServer(t *testing.T) {
 			r.Cordoned(events.NodeOf(n), "burst-"+strings.Repeat("x", i%3)+string(rune('a'+i%26)))
 		}
 		r.Uncordoned(events.NodeOf(n), "the last one")
-		// The 25-Event burst passes; the rest, the last one included, are filtered. Events are
-		// written in order by one goroutine, so once 25 have arrived, a 26th would be next.
+		// The 25-Event burst passes; the rest, the last one included, are filtered (and
+		// counted). An object's Events are written in order by one worker, so once 25 have
+		// arrived, a 26th would be next.
 		count := func() int32 {
 			list, err := c.Client.CoreV1().Events("").List(ctx, metav1.ListOptions{
 				FieldSelector: fields.OneTermEqualSelector("involvedObject.name", n.Name).String(),
@@ -216,4 +218,57 @@ func TestEventsAgainstAPIServer(t *testing.T) {
 			t.Errorf("%d Events recorded for a 61-Event burst on one node, want the burst of 25", got)
 		}
 	})
+
+	t.Run("an Event the API server refuses is counted and logged", func(t *testing.T) {
+		n := newNode(t)
+		// A client whose user may not create Events, as with a ClusterRole that lacks them.
+		rc, err := c.UserConfig("no-events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := sandboxtest.Config(t, "", "NODE_NAME", "lifeboat-host", "EMIT_KUBERNETES_EVENTS", "true")
+		logs := &sandboxtest.LogBuffer{}
+		counted := &dropCounter{}
+		r, stop, err := events.New(client, wiring.Events(cfg, slog.New(slog.NewTextHandler(logs, nil)), counted))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Cordoned(events.NodeOf(n), "spot-i-5")
+		r.PodEvicted(events.Pod{Namespace: "shop", Name: "app-0", UID: "uid-0"}, n.Name, 30)
+		stop() // waits for the writes
+		if got := counted.get(); got["node refused"] != 1 || got["pod refused"] != 1 || len(got) != 2 {
+			t.Errorf("counted %v, want one refused Event on the node and one on the pod", got)
+		}
+		if !strings.Contains(logs.String(), "Kubernetes Events dropped") || !strings.Contains(logs.String(), "forbidden") {
+			t.Errorf("the refusals were not logged with the API server's answer:\n%s", logs)
+		}
+		if got := nodeEvents(ctx, t, c.Client, n.Name); len(got) != 0 {
+			t.Errorf("Events written without the right to: %v", keys(got))
+		}
+	})
+}
+
+// dropCounter counts the Events the recorder reports as not written, by object and reason.
+type dropCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (d *dropCounter) EventDropped(object, reason string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.counts == nil {
+		d.counts = map[string]int{}
+	}
+	d.counts[object+" "+reason]++
+}
+
+func (d *dropCounter) get() map[string]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.counts)
 }

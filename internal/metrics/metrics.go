@@ -72,6 +72,8 @@ type Metrics struct {
 
 	panics   *prometheus.CounterVec
 	retained *prometheus.CounterVec
+	// eventsDropped: Kubernetes Events not written (events.go).
+	eventsDropped *prometheus.CounterVec
 	// ignoredMessages: queue messages recognised with nothing to act on (ignored.go).
 	ignoredMessages *prometheus.CounterVec
 
@@ -234,9 +236,11 @@ func New() *Metrics {
 	m.Registry.MustRegister(m.panics)
 	m.Registry.MustRegister(newBuildInfo())
 	m.retained = newRetained()
+	m.eventsDropped = newEventsDropped()
 	m.latency = newLatency(m.Registry)
 	m.zeroKnown()
 	m.Registry.MustRegister(m.retained)
+	m.Registry.MustRegister(m.eventsDropped)
 	m.ignoredMessages = newIgnoredMessages()
 	m.Registry.MustRegister(m.ignoredMessages)
 	m.Registry.MustRegister(m.refusedCalls, m.claims, m.badRecords, m.leftToNewer, m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeThrottled, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,

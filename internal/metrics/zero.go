@@ -4,6 +4,7 @@ package metrics
 
 import (
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/notice"
 )
 
@@ -22,6 +23,8 @@ var (
 	claimEvents    = []string{ClaimClaimed, ClaimRenewed, ClaimWaited, ClaimLost}
 	retainedEvents = []string{RetainedAbandoned, RetainedTerminated, RetainedExpired, RetainedRefused, RetainedSwept, RetainedBusy}
 	budgetReasons  = []string{"throttled", "queueing", "demand"}
+	eventObjects   = []string{events.ObjectNode, events.ObjectPod}
+	eventDrops     = []string{events.DropQueueFull, events.DropRateLimited, events.DropRefused, events.DropUnsent, events.DropStopped}
 	handbackWaits  = []string{"volumes", "targets"}
 	handbackEnds   = []string{"released", "cut", "skipped"}
 	leftToNewer    = []string{LeftRecord, LeftNotice}
@@ -64,6 +67,9 @@ func (m *Metrics) zeroKnown() {
 	}
 	each(budgetReasons, func(r string) { m.budgetChanges.WithLabelValues(r) })
 	each(retainedEvents, func(e string) { m.retained.WithLabelValues(e) })
+	for _, o := range eventObjects {
+		each(eventDrops, func(r string) { m.eventsDropped.WithLabelValues(o, r) })
+	}
 	each([]string{ServerProbes, ServerMetrics}, func(s string) { m.serverRefused.WithLabelValues(s) })
 	each(results, func(r string) { m.instanceStatus.passes.WithLabelValues(r) })
 	each([]string{ClaimCheckEC2, ClaimCheckInstanceMetadata}, func(c string) { m.claims.WithLabelValues(c) })

@@ -38,10 +38,10 @@ func Drain(c *config.Config, client kubernetes.Interface, logger *slog.Logger) d
 	}
 }
 
-// Events is the Event recorder's options.
-func Events(c *config.Config, logger *slog.Logger) events.Options {
+// Events is the Event recorder's options; dropped counts the Events it could not write.
+func Events(c *config.Config, logger *slog.Logger, dropped events.DropCounter) events.Options {
 	return events.Options{Enabled: c.EmitKubernetesEvents, ExtraAnnotations: c.KubernetesEventsExtraAnnotations,
-		Host: c.NodeName, DryRun: c.DryRun, Logger: logger}
+		Host: c.NodeName, DryRun: c.DryRun, Logger: logger, Dropped: dropped}
 }
 
 // Webhook is the webhook's settings.
