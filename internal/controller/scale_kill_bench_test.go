@@ -164,7 +164,7 @@ func azStartStandby(ctx context.Context, b *testing.B, base *rest.Config, cfg *c
 	s.budget = clients.Budget
 	s.ctl = controller.New(controller.Options{Config: standbyCfg, Client: clients.Main, LeaseClient: clients.Lease, Queue: awssqs.NewFromConfig(awsCfg),
 		EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(s.logs), Metrics: s.metrics,
-		Handler: azHandler(b, clients, standbyCfg)}) // as the binary builds it, as the leader's
+		Handler: azHandler(b, clients, standbyCfg, s.metrics)}) // as the binary builds it, as the leader's
 	go func() { s.done <- s.ctl.RunWithLeaderElection(ctx) }()
 	for ctx.Err() == nil && s.ctl.Healthy() != nil {
 		time.Sleep(20 * time.Millisecond)
