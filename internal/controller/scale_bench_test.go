@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -339,6 +340,10 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 		bodies[i] = spotMessage(episode.InstanceIDOf(n))
 	}
 	before := azSnapshot(m, fake)
+	var standbyBefore azCounts
+	if standby != nil {
+		standbyBefore = azSnapshot(standby.metrics, fake)
+	}
 	latencyBefore := azClientLatency(m)
 	// The soft memory limit cmd/lifeboat sets in the chart's container (90 % of its limit).
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(azSoftMemoryLimit))
@@ -480,8 +485,18 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	hwm, _ := azProcStatus("VmHWM")
 	after := azSnapshot(m, fake)
 	apfAfter := azAPF(ctx, c.Client)
-	settledBackground := azBackgroundSettled(ctx, m)
+	// The Events and conditions still to go are the leading replica's: after a kill, the
+	// standby's (the killed one's retries never reach the server).
+	leadingMetrics := m
+	if !killedAt.IsZero() {
+		leadingMetrics = standby.metrics
+	}
+	settledBackground := azBackgroundSettled(ctx, leadingMetrics)
 	final := azSnapshot(m, fake)
+	bgBefore, bgFinal := before, final // both replicas' in the killed run
+	if kill && standby != nil {
+		bgBefore, bgFinal = before.plus(standbyBefore), final.plus(azSnapshot(standby.metrics, fake))
+	}
 	stopController()
 	burst := end.Sub(start)
 
@@ -565,7 +580,7 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	for _, kind := range azSortedKeys(kubeByKind) {
 		say("  %-32s %7.0f   429s %.0f", kind, kubeByKind[kind], throttledByKind[kind])
 	}
-	azBackgroundReport(ctx, say, c.Client, before, final, visible, sc.notices, settledBackground)
+	azBackgroundReport(ctx, say, c.Client, bgBefore, bgFinal, visible, sc.notices, settledBackground)
 	say("API Priority and Fairness during the burst: rejections (priority level, flow schema, reason) %s; workload-low's seat limit now %.0f (nominal %.0f); "+
 		"peak nodes draining at once %d, %s", azFormat(azDiff(apfAfter.rejected, apfCal.rejected)),
 		apfAfter.currentSeats["workload-low"], apfAfter.nominalSeats["workload-low"], p.peakDraining,
@@ -1325,6 +1340,19 @@ type azCounts struct {
 	budgetChanges, claims                map[string]float64
 	eventsDropped                        map[string]float64 // by object and reason
 	fakeDescribe, fakeSQS                int
+}
+
+// plus adds o's Kubernetes requests and dropped Events to c's (two replicas' together).
+func (c azCounts) plus(o azCounts) azCounts {
+	sum := c
+	sum.kube, sum.eventsDropped = maps.Clone(c.kube), maps.Clone(c.eventsDropped)
+	for k, v := range o.kube {
+		sum.kube[k] += v
+	}
+	for k, v := range o.eventsDropped {
+		sum.eventsDropped[k] += v
+	}
+	return sum
 }
 
 func azSnapshot(m *metrics.Metrics, fake *fakeaws.Server) azCounts {
