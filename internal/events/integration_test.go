@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -232,7 +231,7 @@ func TestEventsAgainstAPIServer(t *testing.T) {
 		}
 		cfg := sandboxtest.Config(t, "", "NODE_NAME", "lifeboat-host", "EMIT_KUBERNETES_EVENTS", "true")
 		logs := &sandboxtest.LogBuffer{}
-		counted := &dropCounter{}
+		counted := &events.DropCounts{}
 		r, stop, err := events.New(client, wiring.Events(cfg, slog.New(slog.NewTextHandler(logs, nil)), counted))
 		if err != nil {
 			t.Fatal(err)
@@ -240,7 +239,7 @@ func TestEventsAgainstAPIServer(t *testing.T) {
 		r.Cordoned(events.NodeOf(n), "spot-i-5")
 		r.PodEvicted(events.Pod{Namespace: "shop", Name: "app-0", UID: "uid-0"}, n.Name, 30)
 		stop() // waits for the writes
-		if got := counted.get(); got["node refused"] != 1 || got["pod refused"] != 1 || len(got) != 2 {
+		if got := counted.All(); got["node refused"] != 1 || got["pod refused"] != 1 || len(got) != 2 {
 			t.Errorf("counted %v, want one refused Event on the node and one on the pod", got)
 		}
 		if !strings.Contains(logs.String(), "Kubernetes Events dropped") || !strings.Contains(logs.String(), "forbidden") {
@@ -250,25 +249,4 @@ func TestEventsAgainstAPIServer(t *testing.T) {
 			t.Errorf("Events written without the right to: %v", keys(got))
 		}
 	})
-}
-
-// dropCounter counts the Events the recorder reports as not written, by object and reason.
-type dropCounter struct {
-	mu     sync.Mutex
-	counts map[string]int
-}
-
-func (d *dropCounter) EventDropped(object, reason string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.counts == nil {
-		d.counts = map[string]int{}
-	}
-	d.counts[object+" "+reason]++
-}
-
-func (d *dropCounter) get() map[string]int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return maps.Clone(d.counts)
 }

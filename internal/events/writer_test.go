@@ -3,10 +3,10 @@
 package events
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
 // fakeSink answers each write with the next of its errors (nil once they run out), after the
@@ -79,22 +81,11 @@ func (d *dropCounts) get(key string) int {
 	return d.counts[key]
 }
 
-// syncBuffer is a log destination safe for the writer's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+// all is every count so far, by object and reason.
+func (d *dropCounts) all() map[string]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.counts)
 }
 
 func podEventNamed(i int) *corev1.Event {
@@ -123,7 +114,7 @@ func testSettings() writerSettings {
 func TestWriterCountsAndLogsWhatItsFullQueueDrops(t *testing.T) {
 	sink := &fakeSink{gate: make(chan struct{})}
 	drops := &dropCounts{}
-	logs := &syncBuffer{}
+	logs := &sandboxtest.LogBuffer{}
 	w := newWriter(ObjectPod, testSettings(), sink, drops, slog.New(slog.NewTextHandler(logs, nil)))
 	w.enqueue(podEventNamed(0))
 	waitTaken(t, w)
@@ -172,7 +163,7 @@ func TestWriterTriesAgainOnlyWithoutAnAnswer(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			sink := &fakeSink{errs: c.errs}
 			drops := &dropCounts{}
-			logs := &syncBuffer{}
+			logs := &sandboxtest.LogBuffer{}
 			w := newWriter(ObjectPod, testSettings(), sink, drops, slog.New(slog.NewTextHandler(logs, nil)))
 			w.enqueue(podEventNamed(0))
 			w.stop()
