@@ -96,7 +96,7 @@ func TestPrometheusRule(t *testing.T) {
 	}
 	for _, want := range []string{"LifeboatDrainCutByDeadline", "LifeboatDrainPastDeadlineMargin", "LifeboatPodsHeldAtDeadline", "LifeboatLifecycleCompletionFailing",
 		"LifeboatLifecycleCompletionLost", "LifeboatQueueReceiveFailing", "LifeboatPanicRecovered", "LifeboatNoLeader", "LifeboatSourceUnhealthy",
-		"LifeboatControllerDown", "LifeboatAgentDown", "LifeboatAgentsAbsent", "LifeboatAgentsUnavailable"} {
+		"LifeboatControllerDown", "LifeboatAgentDown", "LifeboatAgentsAbsent", "LifeboatAgentsUnavailable", "LifeboatEventsRefused"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s (alerts: %v)", want, alerts)
 		}
