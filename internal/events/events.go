@@ -37,7 +37,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
@@ -166,11 +165,9 @@ func New(client kubernetes.Interface, o Options) (*Recorder, func(), error) {
 	// Two broadcasters, each with its own bounded queue and writers: the pods' Events (one per
 	// pod a drain moves, tens of thousands when a zone is reclaimed) never crowd the nodes' out.
 	sink := &typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")}
+	source := corev1.EventSource{Component: Component, Host: o.Host}
 	start := func(object string, settings writerSettings) (record.EventRecorder, func()) {
-		b := record.NewBroadcaster()
-		w := newWriter(object, settings, sink, o.Dropped, logger)
-		b.StartEventWatcher(w.enqueue)
-		return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component, Host: o.Host}), func() { b.Shutdown(); w.stop() }
+		return newWriter(object, settings, sink, o.Dropped, logger).attach(record.NewBroadcaster(), source)
 	}
 	rec, stopNodes := start(ObjectNode, nodeWriter)
 	pods, stopPods := start(ObjectPod, podWriter)

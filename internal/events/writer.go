@@ -5,6 +5,7 @@ package events
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
@@ -13,6 +14,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 )
@@ -94,6 +97,36 @@ func newWriter(object string, settings writerSettings, sink record.EventSink, co
 		go w.work(q)
 	}
 	return w
+}
+
+// attach has b deliver its Events to the writer, and returns b's recorder and the function
+// that stops both (once; later calls do nothing).
+func (w *writer) attach(b record.EventBroadcaster, source corev1.EventSource) (record.EventRecorder, func()) {
+	marker := types.UID(fmt.Sprintf("lifeboat-stop-%x", rand.Uint64()))
+	delivered := make(chan struct{})
+	var markerOnce sync.Once
+	b.StartEventWatcher(func(e *corev1.Event) {
+		if e.InvolvedObject.UID == marker {
+			markerOnce.Do(func() { close(delivered) })
+			return
+		}
+		w.enqueue(e)
+	})
+	rec := b.NewRecorder(scheme.Scheme, source)
+	var stopOnce sync.Once
+	return rec, func() {
+		stopOnce.Do(func() {
+			// The broadcaster delivers in order, on a goroutine of its own: once this marker
+			// arrives, every Event recorded before the stop is in the writer's queues.
+			rec.Event(&corev1.ObjectReference{Kind: "Marker", Name: "stop", UID: marker}, corev1.EventTypeNormal, "Stop", "stop")
+			select {
+			case <-delivered:
+			case <-time.After(w.settings.stopWait):
+			}
+			b.Shutdown()
+			w.stop()
+		})
+	}
 }
 
 // queueOf is the queue of the worker that writes the object's Events.

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/record"
 
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
@@ -226,5 +227,21 @@ func TestWriterCountsTheSpamFilter(t *testing.T) {
 	w.stop()
 	if got := drops.get("node rate_limited"); got != 5 {
 		t.Errorf("dropped by the spam filter: %d, want 5 of 30", got)
+	}
+}
+
+func TestStopWritesWhatWasRecordedBeforeIt(t *testing.T) {
+	sink := &fakeSink{}
+	drops := &dropCounts{}
+	settings := testSettings()
+	settings.queue, settings.workers = 200, 4
+	rec, stop := newWriter(ObjectPod, settings, sink, drops, slog.New(slog.DiscardHandler)).attach(record.NewBroadcaster(), corev1.EventSource{Component: Component})
+	for i := range 50 {
+		rec.Event(&corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: fmt.Sprintf("app-%d", i), UID: "uid"}, corev1.EventTypeNormal, ReasonPodEvicted, "evicted")
+	}
+	stop() // at once: the Events may still be on their way through the broadcaster
+	stop() // a second stop does nothing
+	if got, dropped := len(sink.written()), drops.all(); got != 50 || len(dropped) != 0 {
+		t.Errorf("written %d of 50 Events recorded before the stop; dropped %v", got, dropped)
 	}
 }
