@@ -28,6 +28,7 @@ import (
 	"log/slog"
 	"maps"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -173,7 +174,12 @@ func New(client kubernetes.Interface, o Options) (*Recorder, func(), error) {
 	pods, stopPods := start(ObjectPod, podWriter)
 	r := newRecorder(rec, o)
 	r.pods = pods
-	return r, func() { stopPods(); stopNodes() }, nil
+	return r, func() { // side by side: each may wait for the API server
+		var wg sync.WaitGroup
+		wg.Go(stopPods)
+		stopNodes()
+		wg.Wait()
+	}, nil
 }
 
 func newRecorder(rec record.EventRecorder, o Options) *Recorder {
