@@ -139,7 +139,7 @@ func agentAPIServerTrial(t *testing.T, w *world, node *corev1.Node, pods []strin
 	if left, err := w.podsOn(ctx, node.Name); err != nil || len(left) != 0 {
 		t.Errorf("pods left on the node: %v (err %v)", left, err)
 	}
-	checkEvictions(t, EvictionsByPod(w.audit(t, user)), pods)
+	w.checkEvictions(t, user, pods)
 	exits = lb.Exits()
 	if len(exits) > 0 {
 		t.Logf("lifeboat exited on its own (restarted a second later): %v", exits)
@@ -171,7 +171,7 @@ func controllerAPIServerTrial(t *testing.T, w *world, node *corev1.Node, pods []
 		t.Error("the queue was not emptied")
 	}
 	lb.Stop()
-	checkEvictions(t, EvictionsByPod(w.audit(t, user)), pods)
+	w.checkEvictions(t, user, pods)
 	qs.checkCompleted(t, token)
 	qs.checkMessages(t, map[string]bool{node.Name: true})
 	exits = lb.Exits()

@@ -183,7 +183,7 @@ func agentCrashTrial(t *testing.T, w *world, r *rand.Rand) (landed []string, dra
 	if left, err := w.podsOn(ctx, node.Name); err != nil || len(left) != 0 {
 		t.Errorf("pods left on the node: %v (err %v)", left, err)
 	}
-	checkEvictions(t, EvictionsByPod(w.audit(t, user)), pods)
+	w.checkEvictions(t, user, pods)
 	if exits := lb.Exits(); len(exits) > 0 {
 		t.Errorf("lifeboat exited on its own: %v", exits)
 	}
@@ -263,7 +263,7 @@ func controllerCrashTrial(t *testing.T, w *world, qs *queues, queue string, r *r
 			t.Errorf("pods left on %s: %v (err %v)", n.Name, left, err)
 		}
 	}
-	checkEvictions(t, EvictionsByPod(w.audit(t, user)), pods)
+	w.checkEvictions(t, user, pods)
 	for _, token := range tokens {
 		refused += qs.checkCompleted(t, token)
 	}

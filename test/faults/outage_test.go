@@ -126,7 +126,7 @@ func awsOutage(t *testing.T, w *world, name string, fault fakeaws.Fault, service
 			lost++
 		}
 	}
-	checkEvictions(t, EvictionsByPod(w.audit(t, user)), pods)
+	w.checkEvictions(t, user, pods)
 	refused := qs.checkCompleted(t, token)
 	qs.checkMessages(t, map[string]bool{node.Name: true})
 	if exits := lb.Exits(); len(exits) > 0 {
@@ -353,7 +353,7 @@ func imdsOutage(t *testing.T, w *world, name string, apply func(*sandbox.IMDSPro
 	if want := notice.ID(notice.SpotInterruption, instance, "terminate"); !rec.Has(want) {
 		t.Errorf("record %+v lacks %s", rec, want)
 	}
-	checkEvictions(t, EvictionsByPod(w.audit(t, user)), pods)
+	w.checkEvictions(t, user, pods)
 	if exits := lb.Exits(); len(exits) > 0 {
 		t.Errorf("lifeboat exited on its own: %v", exits)
 	}

@@ -68,7 +68,7 @@ func testRegressions(t *testing.T, w *world) {
 			}
 		}
 		qs.checkCompleted(t, token)
-		checkEvictions(t, EvictionsByPod(w.audit(t, user)), pods)
+		w.checkEvictions(t, user, pods)
 		sent, deletes := qs.checkMessages(t, map[string]bool{node.Name: true})
 		c := qs.completions(token)
 		notes = fmt.Sprintf("CompleteLifecycleAction: %d failed by the fault, %d accepted, %d refused; %d messages, %d deletes",
@@ -129,7 +129,7 @@ func testRegressions(t *testing.T, w *world) {
 			}
 		}
 		refused := qs.checkCompleted(t, token)
-		checkEvictions(t, EvictionsByPod(w.audit(t, user)), pods)
+		w.checkEvictions(t, user, pods)
 		sent, deletes := qs.checkMessages(t, map[string]bool{node.Name: true})
 		notes = fmt.Sprintf("lifecycle action completed by %d accepted call, %d refused repeats; %d messages, %d deletes",
 			qs.completions(token).accepted, refused, sent, deletes)

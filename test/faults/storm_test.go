@@ -111,7 +111,7 @@ func testStorm(t *testing.T, w *world, mixed bool) {
 			}
 		}
 	}
-	checkEvictions(t, EvictionsByPod(w.audit(t, user)), pods)
+	w.checkEvictions(t, user, pods)
 	inNodes := map[string]bool{}
 	for _, n := range nodes {
 		inNodes[n.Name] = true

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -184,12 +185,14 @@ func (w *world) audit(t testing.TB, user string) []sandbox.AuditEvent {
 	return events
 }
 
-// checkEvictions fails the test unless each pod was evicted exactly once and nothing else was.
-func checkEvictions(t testing.TB, evictions map[string]int, pods []string) {
+// checkEvictions fails the test unless each pod was evicted by user exactly once and nothing
+// else was; a pod that was not says what every client asked of it, from the audit log.
+func (w *world) checkEvictions(t testing.TB, user string, pods []string) {
 	t.Helper()
+	evictions := EvictionsByPod(w.audit(t, user))
 	for _, p := range pods {
 		if n := evictions[p]; n != 1 {
-			t.Errorf("pod %s evicted %d times, want exactly 1", p, n)
+			t.Errorf("pod %s evicted %d times, want exactly 1; requests about it: %s", p, n, w.podRequests(t, p))
 		}
 	}
 	for p, n := range evictions {
@@ -197,6 +200,27 @@ func checkEvictions(t testing.TB, evictions map[string]int, pods []string) {
 			t.Errorf("pod %s, not one of the scenario's, evicted %d times", p, n)
 		}
 	}
+}
+
+// podRequests lists the audit log's requests about one pod (namespace/name), by any user.
+func (w *world) podRequests(t testing.TB, pod string) string {
+	t.Helper()
+	events, err := w.c.AuditEvents(func(e sandbox.AuditEvent) bool {
+		return e.ObjectRef != nil && e.ObjectRef.Resource == "pods" && e.ObjectRef.Namespace+"/"+e.ObjectRef.Name == pod
+	})
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, e := range events {
+		code := 0
+		if e.ResponseStatus != nil {
+			code = e.ResponseStatus.Code
+		}
+		out = append(out, fmt.Sprintf("%s %s %s/%s %s %d at %s", e.User.Username, e.Verb, e.ObjectRef.Resource, e.ObjectRef.Subresource, e.Stage, code,
+			e.StageTimestamp.Format("15:04:05.000")))
+	}
+	return "[" + strings.Join(out, "; ") + "]"
 }
 
 // stage describes how far a node's drain had come, for the log of where kills landed.
