@@ -28,11 +28,12 @@ const (
 
 // Why an Event was not written, the lifeboat_events_dropped_total label.
 const (
-	DropQueueFull   = "queue_full"   // its queue was full: the API server took Events more slowly than they came
-	DropRateLimited = "rate_limited" // client-go's spam filter: too many Events about one object at once
-	DropRefused     = "refused"      // the API server answered with an error (not "already exists")
-	DropUnsent      = "unsent"       // no answer after every attempt
-	DropStopped     = "stopped"      // still queued when the process stopped
+	DropQueueFull   = "queue_full"     // its queue was full: the API server took Events more slowly than they came
+	DropRateLimited = "rate_limited"   // client-go's spam filter: too many Events about one object at once
+	DropRefused     = "refused"        // the API server answered with an error (not "already exists")
+	DropNamespace   = "namespace_gone" // its namespace is being deleted or is gone: nobody is left to read it
+	DropUnsent      = "unsent"         // no answer after every attempt
+	DropStopped     = "stopped"        // still queued when the process stopped
 )
 
 // DropCounter counts Events that were not written (the metrics).
@@ -212,6 +213,10 @@ func (w *writer) write(e *corev1.Event) {
 		if err == nil {
 			return
 		}
+		if namespaceGone(err) {
+			w.dropped(e, DropNamespace, err)
+			return
+		}
 		if !retryable(err) {
 			w.dropped(e, DropRefused, err)
 			return
@@ -252,6 +257,16 @@ func (w *writer) send(e *corev1.Event, patch []byte) error {
 		w.correlator.UpdateState(written)
 	}
 	return err
+}
+
+// namespaceGone: the Event's namespace is being deleted or no longer exists (a pod's, as its
+// namespace goes). Apart from the refusals, which say Lifeboat may not write Events at all.
+func namespaceGone(err error) bool {
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		return true
+	}
+	var status apierrors.APIStatus
+	return apierrors.IsNotFound(err) && errors.As(err, &status) && status.Status().Details != nil && status.Status().Details.Kind == "namespaces"
 }
 
 // retryable: no answer came (the connection failed), so the Event may be sent again; an

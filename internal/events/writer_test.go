@@ -158,6 +158,10 @@ func TestWriterTriesAgainOnlyWithoutAnAnswer(t *testing.T) {
 		{name: "no answer twice, then written", errs: []error{errors.New("connection refused"), errors.New("connection reset")}, calls: 3, written: 1},
 		{name: "no answer at every attempt", errs: []error{errors.New("refused"), errors.New("refused"), errors.New("refused")}, calls: 3, dropped: DropUnsent, errLogged: "refused"},
 		{name: "refused by the API server: not sent again", errs: []error{forbidden}, calls: 1, dropped: DropRefused, errLogged: "forbidden"},
+		{name: "its namespace gone: not sent again, not counted as refused", errs: []error{apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "shop")}, calls: 1, dropped: DropNamespace, errLogged: "not found"},
+		{name: "its namespace terminating", errs: []error{&apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden,
+			Message: "namespace shop is being terminated", Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}}}}},
+			calls: 1, dropped: DropNamespace, errLogged: "being terminated"},
 		{name: "already there: written", errs: []error{apierrors.NewAlreadyExists(schema.GroupResource{Resource: "events"}, "app-0.1")}, calls: 1},
 	}
 	for _, c := range cases {
@@ -171,7 +175,7 @@ func TestWriterTriesAgainOnlyWithoutAnAnswer(t *testing.T) {
 			if sink.calls != c.calls || len(sink.written()) != c.written {
 				t.Errorf("calls %d, written %d; want %d and %d", sink.calls, len(sink.written()), c.calls, c.written)
 			}
-			for _, reason := range []string{DropUnsent, DropRefused, DropQueueFull, DropStopped, DropRateLimited} {
+			for _, reason := range []string{DropUnsent, DropRefused, DropNamespace, DropQueueFull, DropStopped, DropRateLimited} {
 				want := 0
 				if reason == c.dropped {
 					want = 1

@@ -24,7 +24,7 @@ var (
 	retainedEvents = []string{RetainedAbandoned, RetainedTerminated, RetainedExpired, RetainedRefused, RetainedSwept, RetainedBusy}
 	budgetReasons  = []string{"throttled", "queueing", "demand"}
 	eventObjects   = []string{events.ObjectNode, events.ObjectPod}
-	eventDrops     = []string{events.DropQueueFull, events.DropRateLimited, events.DropRefused, events.DropUnsent, events.DropStopped}
+	eventDrops     = []string{events.DropQueueFull, events.DropRateLimited, events.DropRefused, events.DropNamespace, events.DropUnsent, events.DropStopped}
 	handbackWaits  = []string{"volumes", "targets"}
 	handbackEnds   = []string{"released", "cut", "skipped"}
 	leftToNewer    = []string{LeftRecord, LeftNotice}
