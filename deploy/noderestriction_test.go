@@ -269,6 +269,10 @@ func checkOwnNodeWrites(ctx context.Context, t *testing.T, c *sandbox.Cluster, h
 	refused("every condition replaced by its own", patch(agent, node, `{"status":{"conditions":[{"type":"lifeboat.dev/Interruption","status":"True"}]}}`, "status"),
 		prefix+"condition Ready")
 	refused("a status field", patch(agent, node, `{"status":{"capacity":{"pods":"500"}}}`, "status"), prefix+"status.capacity")
+	// Status fields the policy names nowhere: everything but the conditions is compared.
+	refused("the runtime handlers", patch(agent, node, `{"status":{"runtimeHandlers":[{"name":"forged","features":{"recursiveReadOnlyMounts":true}}]}}`, "status"),
+		prefix+"status.runtimeHandlers")
+	refused("the node's features", patch(agent, node, `{"status":{"features":{"supplementalGroupsPolicy":true}}}`, "status"), prefix+"status.features")
 	refused("a label through the status", patch(agent, node, `{"metadata":{"labels":{"topology.kubernetes.io/zone":"us-east-1b"}}}`, "status"),
 		prefix+"label(s) topology.kubernetes.io/zone")
 

@@ -34,6 +34,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/ownership"
 	"lifeboat.dev/lifeboat/internal/panics"
 	"lifeboat.dev/lifeboat/internal/source/imds"
 )
@@ -80,6 +81,7 @@ type Agent struct {
 // New builds an agent.
 func New(o Options) *Agent {
 	a := &Agent{cfg: o.Config, client: o.Client, imds: o.IMDS, log: o.Logger, metrics: o.Metrics, failingAfter: o.FailingAfter}
+	a.metrics.ClaimPaths(metrics.ClaimCheckInstanceMetadata, []string{string(ownership.PathInstanceMetadata)})
 	h := o.Handler
 	h.Origin, h.Completer, h.Metrics = string(notice.SourceIMDS), &a.hook, o.Metrics
 	a.handler = episode.NewHandler(o.Config, o.Client, o.Logger, h)

@@ -148,7 +148,7 @@ func (c *Controller) blockInstances(ctx context.Context, resolver *ownership.Res
 	c.instances.Known(instances)
 	m := blockMembers{total: len(instances)}
 	for _, in := range instances {
-		v, err := resolver.Resolve(ctx, in.ID)
+		v, err := resolver.Resolve(ctx, ownership.Subject{Path: ownership.PathCapacityBlock, InstanceID: in.ID})
 		if err == nil && v.Node == nil {
 			continue
 		}

@@ -136,6 +136,7 @@ func New(o Options) *Controller {
 	c := &Controller{cfg: cfg, client: o.Client, leaseClient: o.LeaseClient, queue: o.Queue, ec2: o.EC2, asg: o.AutoScaling,
 		log: o.Logger, metrics: m, events: o.Handler.Events,
 		starting: make(chan struct{}, max(cfg.Workers, 1)), foreignLogged: cache.NewLRUExpireCache(10000)}
+	m.ClaimPaths(metrics.ClaimCheckEC2, slices.DeleteFunc(ownership.PathNames(), func(p string) bool { return p == string(ownership.PathInstanceMetadata) }))
 	if c.leaseClient == nil {
 		c.leaseClient = o.Client
 	}
@@ -166,7 +167,8 @@ func New(o Options) *Controller {
 	h.Completer = lifecycle.QueueNotices{Completer: c.completer, MarkUnhealthy: cfg.SetImpairedInstanceUnhealthy && !cfg.DryRun,
 		Repairs: repairs(cfg, o.EC2)}
 	if cfg.DeadInstanceFastPath && o.EC2 != nil {
-		h.Dead = deadInstances{ec2: cloud.CountedEC2{EC2: o.EC2, Calls: m}, unreachable: cfg.DeadInstanceFastPathUnreachable, log: o.Logger}
+		h.Dead = deadInstances{ec2: cloud.CountedEC2{EC2: o.EC2, Calls: m}, unreachable: cfg.DeadInstanceFastPathUnreachable, log: o.Logger,
+			claims: c.claimReports()}
 	}
 	if r := lifecycle.NewRetainer(o.AutoScaling, c.gate, m, o.Logger, cfg.AbandonOnIncompleteDrain, cfg.RetainedDrainTimeout); r != nil {
 		h.Retainer = r
@@ -491,10 +493,17 @@ func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resol
 		return noticeCancelled
 	}
 	defer release()
-	verdict, err := resolver.Resolve(ctx, n.InstanceID)
+	verdict, err := resolver.Resolve(ctx, ownership.Subject{Path: ownership.PathOf(n), InstanceID: n.InstanceID, Node: n.Node})
 	if err != nil {
 		log.Warn("cannot tell whether the instance is ours yet; retrying", "notice", n.ID, "err", err)
 		return noticeRetry
+	}
+	if verdict.ClaimRefused {
+		// The Node the notice was read from is not the instance: the claim was reported (an
+		// Event on the claimant, the metric); nothing is done on any node for this notice.
+		log.Warn("notice refused: the node it was read from is not its instance as EC2 describes it", "notice", n.ID,
+			"node", n.Node, "instance", n.InstanceID, "reason", verdict.Reason)
+		return noticeDone
 	}
 	if !verdict.Owned {
 		// Never touch a node or complete a lifecycle action for an instance not ours.
@@ -565,7 +574,7 @@ func (c *Controller) handleLaunch(ctx context.Context, resolver *ownership.Resol
 	if lc == nil {
 		return noticeDone
 	}
-	verdict, err := resolver.Resolve(ctx, n.InstanceID)
+	verdict, err := resolver.Resolve(ctx, ownership.Subject{Path: ownership.PathQueue, InstanceID: n.InstanceID})
 	switch {
 	case err != nil:
 		log.Warn("cannot tell whether the launching instance is ours yet", "notice", n.ID, "err", err)

@@ -10,7 +10,9 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/events"
+	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodecleanup"
+	"lifeboat.dev/lifeboat/internal/ownership"
 )
 
 // startNodeCleanup starts the deletion of terminated instances' Nodes
@@ -22,7 +24,7 @@ func (c *Controller) startNodeCleanup(ctx context.Context, nodes toolscache.Stor
 	}
 	log := c.log.With("part", "node-cleanup")
 	cl := &nodecleanup.Cleaner{Client: c.client, EC2: cloud.CountedEC2{EC2: c.ec2, Calls: c.metrics}, Nodes: nodes,
-		Interval: c.cfg.NodeCleanupInterval, Log: log, Report: cleanupReports{c: c}}
+		Interval: c.cfg.NodeCleanupInterval, Log: log, Report: cleanupReports{c: c}, Panics: c.metrics}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -42,8 +44,10 @@ func (r cleanupReports) Deleted(node *corev1.Node, instanceID, why string) {
 	r.c.events.NodeDeleted(events.NodeOf(node), why)
 }
 
-func (r cleanupReports) Refused(node *corev1.Node, instanceID, why string) {
+func (r cleanupReports) Refused(node *corev1.Node, instanceID string, claim ownership.Claim) {
 	r.c.metrics.NodeCleanup("refused")
+	r.c.metrics.ClaimRefused(metrics.ClaimCheckEC2, string(claim.Path))
+	why := claim.String()
 	r.c.log.Warn("the Node of a terminated instance is not deleted: EC2 does not describe the instance as this node", "node", node.Name, "instance", instanceID, "why", why)
-	r.c.events.NodeDeleteRefused(events.NodeOf(node), why)
+	r.c.events.NodeDeleteRefused(events.NodeOf(node), why+"; "+consequence(claim.Path))
 }

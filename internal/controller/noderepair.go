@@ -32,7 +32,7 @@ func (c *Controller) startNodeRepair(ctx context.Context, resolver *ownership.Re
 	log := c.log.With("source", string(notice.SourceNodeCondition))
 	w, err := nodecondition.New(nodecondition.Options{
 		Nodes: nodes, Conditions: c.cfg.RepairConditions(), DrainTimeout: c.cfg.NodeRepairDrainTimeout, Logger: log,
-		Limits: nodecondition.LimitsOf(c.cfg), Report: &repairReports{c: c, log: log}, AutoRepaired: c.cfg.EKSAutoRepaired,
+		Limits: nodecondition.LimitsOf(c.cfg), Report: &repairReports{c: c, log: log}, AutoRepaired: c.cfg.EKSAutoRepaired, Panics: c.metrics,
 	})
 	if err != nil {
 		log.Error("node repair cannot start", "err", err)

@@ -4,17 +4,24 @@ package controller_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"lifeboat.dev/lifeboat/internal/episode"
+	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/ownership"
 	"lifeboat.dev/lifeboat/internal/record"
+	"lifeboat.dev/lifeboat/internal/source/nodecondition"
+	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
@@ -294,5 +301,111 @@ func TestNodeRepairLeavesOthersNodes(t *testing.T) {
 	}
 	if got := w.metrics.Value("lifeboat_node_repairs_total", "outcome", "left_to_owner"); got != 2 {
 		t.Errorf("lifeboat_node_repairs_total{outcome=left_to_owner} = %v, want 2", got)
+	}
+}
+
+// The attack of two stolen kubelet credentials on node repair: two nodes that registered
+// without a providerID set it to other nodes' instances and report KernelReady=False, an hour
+// old, on their own status. One victim vetoes repair, the other does not. A third node is
+// sick. Only the sick node is repaired; neither victim nor claimant is cordoned, drained or
+// marked Unhealthy, and a Warning Event on each claimant names the refused claim.
+func TestNodeRepairRefusesForgedClaims(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 3)
+	victim, vetoed, sick := w.nodes[0], w.nodes[1], w.nodes[2]
+	for _, n := range w.nodes {
+		w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: ourTags, AutoScalingGroup: "workers"})
+	}
+	w.updateNode(t, ctx, vetoed, false, func(n *corev1.Node) { n.Annotations[nodecondition.AnnotationVeto] = nodecondition.VetoValue })
+	claimants, err := w.c.AddNodes(ctx, sandbox.NodeSpec{Index: 10, NoProviderID: true}, sandbox.NodeSpec{Index: 11, NoProviderID: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	longAgo := time.Now().Add(-time.Hour)
+	for i, claimant := range claimants {
+		own := sandbox.NodeSpec{Index: 10 + i}
+		w.fake.AddInstance(fakeaws.Instance{ID: ownership.InstanceIDFromProviderID(own.ProviderID()), PrivateDNSName: claimant.Name, Tags: ourTags, AutoScalingGroup: "workers"})
+		target := []*corev1.Node{victim, vetoed}[i]
+		kubelet := nodeCredential(t, w.c, claimant.Name)
+		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"providerID": target.Spec.ProviderID}})
+		if _, err := kubelet.CoreV1().Nodes().Patch(ctx, claimant.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatalf("the claimant's credential could not set its providerID: %v", err)
+		}
+		got, err := kubelet.CoreV1().Nodes().Get(ctx, claimant.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Status.Conditions = append(got.Status.Conditions, corev1.NodeCondition{Type: "KernelReady", Status: corev1.ConditionFalse, Reason: "Forged",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.NewTime(longAgo)})
+		if _, err := kubelet.CoreV1().Nodes().UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("the claimant's credential could not set its condition: %v", err)
+		}
+	}
+	w.setCondition(t, ctx, sick, "KernelReady", corev1.ConditionFalse, longAgo)
+	w.run(t, ctx, repairSettings...)
+
+	w.waitDrained(t, ctx, sick, repairID(sick, "KernelReady"))
+	for _, claimant := range claimants {
+		if got := w.eventCountReaching(t, ctx, claimant, events.ReasonClaimRefused, 1); got < 1 {
+			t.Errorf("%s: no %s Event for its forged claim", claimant.Name, events.ReasonClaimRefused)
+		}
+	}
+	time.Sleep(2 * time.Second) // a wrong repair would have been recorded by now, as the sick node's was
+	for _, n := range append([]*corev1.Node{victim, vetoed}, claimants...) {
+		got := w.node(t, ctx, n)
+		if got.Spec.Unschedulable || got.Annotations[record.Annotation] != "" {
+			t.Errorf("%s was acted on: unschedulable %v, record %q", n.Name, got.Spec.Unschedulable, got.Annotations[record.Annotation])
+		}
+	}
+	for _, n := range []*corev1.Node{victim, vetoed} {
+		if w.podsOn(t, ctx, n) != 1 || w.fake.UnhealthyMarks(episode.InstanceIDOf(n)) != 0 {
+			t.Errorf("victim %s: %d pods, %d Unhealthy marks; want its pod and none", n.Name, w.podsOn(t, ctx, n), w.fake.UnhealthyMarks(episode.InstanceIDOf(n)))
+		}
+	}
+	if got := w.fake.UnhealthyMarks(episode.InstanceIDOf(sick)); got != 1 {
+		t.Errorf("the sick node's instance: %d Unhealthy marks, want 1", got)
+	}
+	if got := w.metrics.Value("lifeboat_instance_claims_refused_total", "path", "node_condition"); got < 2 {
+		t.Errorf("lifeboat_instance_claims_refused_total{path=node_condition} = %v, want at least 2", got)
+	}
+}
+
+// nodeCredential is a client with a node's kubelet credential.
+func nodeCredential(t *testing.T, c *sandbox.Cluster, node string) kubernetes.Interface {
+	t.Helper()
+	rc, err := c.UserConfig("system:node:"+node, "system:nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubernetes.NewForConfigOrDie(rc)
+}
+
+// A node agent's long condition message in multi-byte characters is recorded cut on a
+// character boundary: the record reads back, and the node is drained and marked, not left
+// cordoned with a record nothing can read.
+func TestNodeRepairLongMultiByteMessage(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 1)
+	sick := w.nodes[0]
+	w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(sick), PrivateDNSName: sick.Name, Tags: ourTags, AutoScalingGroup: "workers"})
+	w.updateNode(t, ctx, sick, true, func(n *corev1.Node) {
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: "KernelReady", Status: corev1.ConditionFalse, Reason: "KernelBug",
+			Message: "a" + strings.Repeat("内核模块加载失败，", 60), LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Hour))})
+	})
+	w.run(t, ctx, repairSettings...)
+	w.waitDrained(t, ctx, sick, repairID(sick, "KernelReady"))
+	rec, err := record.Read(w.node(t, ctx, sick))
+	if err != nil {
+		t.Fatalf("the record does not read back: %v", err)
+	}
+	if d := rec.Intents[0].Description; !strings.Contains(d, "内核") || !strings.HasSuffix(d, "…") {
+		t.Errorf("recorded description %q, want the message cut with a mark", d)
+	}
+	if got := w.metrics.Value("lifeboat_invalid_records_total"); got != 0 {
+		t.Errorf("lifeboat_invalid_records_total = %v, want 0", got)
 	}
 }

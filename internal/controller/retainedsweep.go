@@ -20,6 +20,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/instancegate"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/ownership"
+	"lifeboat.dev/lifeboat/internal/panics"
 	"lifeboat.dev/lifeboat/internal/record"
 )
 
@@ -74,7 +75,8 @@ func (c *Controller) startRetainedSweep(ctx context.Context, resolver *ownership
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				s.pass(ctx)
+				// Retained instances and their Nodes are input: a panic ends this pass only.
+				_ = panics.Do(panics.RetainedSweep, s.log, c.metrics, func() { s.pass(ctx) })
 			}
 		}
 	})
@@ -121,12 +123,18 @@ func errIfLast(err error, i, n int) error {
 // is drained (or gone, and the instance carries this cluster's tags).
 func (s *retainedSweep) one(ctx context.Context, r cloud.RetainedInstance) {
 	log := s.log.With("instance", r.ID, "group", r.Group)
-	v, err := s.resolver.Resolve(ctx, r.ID)
+	v, err := s.resolver.Resolve(ctx, ownership.Subject{Path: ownership.PathRetainedSweep, InstanceID: r.ID})
 	if err != nil {
 		log.Warn("cannot tell whether the retained instance is this cluster's; the next pass tries again", "err", err)
 		return
 	}
 	req := instancegate.Request{Call: instancegate.CallTerminateInstance, InstanceID: r.ID, Group: r.Group}
+	if v.Node == nil && len(v.Refused) > 0 {
+		// A Node names the instance, or is it as EC2 describes it, but its claim was refused:
+		// the Node is not gone, and whether its pods are still running cannot be told.
+		s.terminate(ctx, r, "", &instancegate.Refusal{Request: req, Reason: "a node's claim to it was refused: " + v.Refused[0].String()}, log)
+		return
+	}
 	if v.Node == nil {
 		refusal, err := s.resolver.TagsRefusal(ctx, r.ID)
 		if err == nil {

@@ -38,7 +38,7 @@ func (c *Controller) warmUp() (w *warm, err error) {
 	if w.resolver, err = ownership.NewResolver(w.nodes, c.instances, ownership.Options{
 		CheckManagedTag: c.cfg.CheckTagBeforeDraining, ManagedTag: c.cfg.ManagedTag,
 		ClusterName: c.cfg.ClusterName, UseProviderID: c.cfg.UseProviderID,
-		Claims: claimReports{events: c.events, metrics: c.metrics, log: c.log},
+		Claims: c.claimReports(),
 	}); err != nil {
 		return nil, err
 	}

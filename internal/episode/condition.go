@@ -13,7 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/panics"
 	"lifeboat.dev/lifeboat/internal/record"
+	"lifeboat.dev/lifeboat/internal/text"
 )
 
 // The reasons of the lifeboat.dev/Interruption condition: the phase of the node's episode.
@@ -53,6 +55,8 @@ type conditions struct {
 	held func(node string) []string
 	// refresh is conditionRefresh (shorter in tests).
 	refresh time.Duration
+	// panics counts the panics a write recovers from.
+	panics panics.Counter
 
 	mu      sync.Mutex
 	shown   map[string]*shownCondition
@@ -213,7 +217,11 @@ const conditionWriteTimeout = time.Minute
 func (c *conditions) write(node string, s *shownCondition, want corev1.NodeCondition, held bool, hint *corev1.Node) {
 	ctx, cancel := context.WithTimeout(context.Background(), conditionWriteTimeout)
 	defer cancel()
-	_, err := c.writer.SetCondition(ctx, node, hint, want)
+	var err error
+	// The write starts from a copy of the Node, which is input: a panic ends this write only.
+	if p := panics.Do(panics.NodeCondition, c.log, c.panics, func() { _, err = c.writer.SetCondition(ctx, node, hint, want) }, "node", node); p != nil {
+		err = p
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s.lastWrite, s.writing = time.Now(), false
@@ -241,7 +249,7 @@ func clipMessage(s string) string {
 	if len(s) <= maxConditionMessage {
 		return s
 	}
-	return s[:maxConditionMessage-3] + "..."
+	return text.Clip(s, maxConditionMessage-3, "...")
 }
 
 // phaseLabel shows the record's phase as the node's lifeboat.dev/phase label, in the write that

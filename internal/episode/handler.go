@@ -162,6 +162,7 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 	}
 	h.drains = newDrains(drainer, o.Metrics, o.Events, logger)
 	h.conditions = newConditions(conditionWriter(c, client, o.StatusClient), logger)
+	h.conditions.panics = o.Metrics
 	if r, ok := drainer.Observer().(*drain.Reporter); ok && h.conditions.writer != nil {
 		h.conditions.held = r.Holding
 		r.OnHeldChange(h.conditions.heldChanged)

@@ -18,6 +18,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/ownership"
 	"lifeboat.dev/lifeboat/internal/record"
 )
 
@@ -90,7 +91,7 @@ func (c *refusedClaims) report(node *corev1.Node, instanceID string, from notice
 		node.Name, InstanceIDOf(node), node.Spec.ProviderID, source, instanceID, what)
 	c.log.Warn("node's claim to an instance refused: its providerID names another instance than the one "+source+" says it is",
 		"node", node.Name, "providerID", node.Spec.ProviderID, "instance", instanceID, "check", check, "consequence", what)
-	c.metrics.ClaimRefused(check)
+	c.metrics.ClaimRefused(check, string(ownership.PathOfSource(from)))
 	c.events.ClaimRefused(events.NodeOf(node), why)
 }
 

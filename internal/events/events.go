@@ -30,7 +30,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -42,6 +41,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/text"
 )
 
 // Component is the Events' source, for `kubectl get events --field-selector source=lifeboat`.
@@ -425,12 +425,5 @@ func errText(err error) string {
 
 // clip cuts s to maxDetail bytes at a character boundary.
 func clip(s string) string {
-	if len(s) <= maxDetail {
-		return s
-	}
-	cut := maxDetail
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
+	return text.Clip(s, maxDetail, "...")
 }

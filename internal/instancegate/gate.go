@@ -30,6 +30,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/ownership"
+	"lifeboat.dev/lifeboat/internal/text"
 )
 
 // Calls the gate guards, as they are named in logs, Events and metrics.
@@ -282,9 +283,5 @@ func (g *Gate) groupOf(ctx context.Context, instanceID string) (string, error) {
 
 // clip keeps a value read from a record short in messages.
 func clip(s string) string {
-	const max = 80
-	if len(s) > max {
-		return s[:max] + "…"
-	}
-	return s
+	return text.Clip(s, 80, "…")
 }

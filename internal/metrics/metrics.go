@@ -218,8 +218,8 @@ func New() *Metrics {
 		}, []string{"call"}),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_instance_claims_refused_total",
-			Help: "Nodes whose spec.providerID names an instance that is not the node, by what said so (ec2: EC2 describes the instance as another node; instance_metadata: the agent's own instance is another). Nothing is done on such a node for that instance; the notice is handled on the node EC2 describes.",
-		}, []string{"check"}),
+			Help: "Nodes whose spec.providerID names an instance that is not the node, by what said so (ec2: EC2 describes the instance as another node; instance_metadata: the agent's own instance is another) and by the path that looked (queue, instance_metadata, status_poll, node_condition, dead_instance, node_cleanup, retained_sweep, capacity_block). Nothing is done on such a node for that instance or for a reason read from it; a notice is handled on the node EC2 describes.",
+		}, []string{"check", "path"}),
 		badRecords: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lifeboat_invalid_records_total",
 			Help: "Node records (lifeboat.dev/interruption annotations) that could not be read or failed validation, counted once per node and content; such a record is never acted on.",
@@ -290,12 +290,24 @@ const (
 	ClaimCheckInstanceMetadata = "instance_metadata"
 )
 
-// ClaimRefused counts a node's claim to an instance refused by check (ClaimCheckEC2, ...).
-func (m *Metrics) ClaimRefused(check string) {
+// ClaimRefused counts a node's claim to an instance refused by check (ClaimCheckEC2, ...) on
+// path (the ownership paths' names).
+func (m *Metrics) ClaimRefused(check, path string) {
 	if m == nil {
 		return
 	}
-	m.claims.WithLabelValues(check).Inc()
+	m.claims.WithLabelValues(check, path).Inc()
+}
+
+// ClaimPaths starts lifeboat_instance_claims_refused_total at 0 for the paths this process
+// runs, which their owner names: the controller's and the agent's differ.
+func (m *Metrics) ClaimPaths(check string, paths []string) {
+	if m == nil {
+		return
+	}
+	for _, p := range paths {
+		m.claims.WithLabelValues(check, p)
+	}
 }
 
 // InvalidRecord counts a node record that was unreadable or invalid.

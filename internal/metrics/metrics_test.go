@@ -31,6 +31,7 @@ func exercised() *Metrics {
 		m.PanicRecovered(s.Name)
 	}
 	m.ObserveIMDS("spot/instance-action", nil)
+	m.ClaimRefused(ClaimCheckEC2, "node_condition")
 	for _, k := range []notice.Kind{notice.SpotInterruption, notice.CapacityReservationInterruption, notice.ScheduledMaintenance,
 		notice.Rebalance, notice.ASGTermination, notice.StateChange, notice.ASGLaunch, notice.CapacityBlockExpiration, notice.InstanceImpaired} {
 		for _, s := range []notice.Source{notice.SourceQueue, notice.SourceIMDS, notice.SourceEC2Status} {

@@ -72,7 +72,6 @@ func (m *Metrics) zeroKnown() {
 	}
 	each([]string{ServerProbes, ServerMetrics}, func(s string) { m.serverRefused.WithLabelValues(s) })
 	each(results, func(r string) { m.instanceStatus.passes.WithLabelValues(r) })
-	each([]string{ClaimCheckEC2, ClaimCheckInstanceMetadata}, func(c string) { m.claims.WithLabelValues(c) })
 }
 
 func each(values []string, f func(string)) {

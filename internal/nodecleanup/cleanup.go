@@ -12,19 +12,24 @@
 package nodecleanup
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/ownership"
+	"lifeboat.dev/lifeboat/internal/panics"
 )
 
 // AnnotationGone records, on a Node, the instance EC2 was seen shutting down or terminating
@@ -34,8 +39,17 @@ const AnnotationGone = nodes.AnnotationPrefix + "instance-gone"
 // Reporter makes each deletion and refusal visible.
 type Reporter interface {
 	Deleted(node *corev1.Node, instanceID, why string)
-	Refused(node *corev1.Node, instanceID, why string)
+	// Refused says the node is not deleted: EC2 does not describe the instance it names as
+	// the node (the node-cleanup path's gate refused its claim).
+	Refused(node *corev1.Node, instanceID string, claim ownership.Claim)
 }
+
+// refusalRepeat is how long a refusal is not said again for the same node and instance: a
+// refusal stands pass after pass, and is repeated at this rate rather than every pass or once.
+const refusalRepeat = time.Hour
+
+// refusalsKept bounds the refusals remembered (one per node and instance).
+const refusalsKept = 4096
 
 // Cleaner deletes the Nodes of terminated instances.
 type Cleaner struct {
@@ -45,53 +59,59 @@ type Cleaner struct {
 	Interval time.Duration
 	Log      *slog.Logger
 	Report   Reporter
-	refused  map[string]bool // node/instance pairs already reported refused
+	Panics   panics.Counter
+	// Repeat is how long a refusal is not said again; default an hour.
+	Repeat  time.Duration
+	refused *utilcache.LRUExpireCache // node/instance pairs reported refused lately
 }
 
-// Run makes a pass every Interval until ctx ends.
+// Run makes a pass every Interval until ctx ends. A pass that panics (a Node's content is
+// input) is recovered and counted; the next pass goes on.
 func (c *Cleaner) Run(ctx context.Context) {
-	c.refused = map[string]bool{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(c.Interval):
 		}
-		if err := c.Pass(ctx); err != nil && ctx.Err() == nil {
-			c.Log.Warn("node clean-up pass incomplete; the next pass asks again", "err", err)
-		}
+		_ = panics.Do(panics.NodeCleanup, c.Log, c.Panics, func() {
+			if err := c.Pass(ctx); err != nil && ctx.Err() == nil {
+				c.Log.Warn("node clean-up pass incomplete; the next pass asks again", "err", err)
+			}
+		})
 	}
 }
 
-// Pass looks once at every Node whose kubelet stopped.
+// Pass looks once at every Node whose kubelet stopped. Every Node that names an instance is
+// looked at, whatever the order the informer lists them in: a Node that claims another
+// Node's instance is refused, and never hides the Node EC2 describes.
 func (c *Cleaner) Pass(ctx context.Context) error {
 	if c.refused == nil {
-		c.refused = map[string]bool{}
+		c.refused = utilcache.NewLRUExpireCache(refusalsKept)
 	}
-	byInstance := map[string]*corev1.Node{}
+	byInstance := map[string][]*corev1.Node{}
 	for _, o := range c.Nodes.List() {
 		n, ok := o.(*corev1.Node)
 		if !ok || readyTrue(n) {
 			continue
 		}
 		if id := ownership.InstanceIDFromProviderID(n.Spec.ProviderID); id != "" {
-			byInstance[id] = n
+			byInstance[id] = append(byInstance[id], n)
 		}
 	}
 	if len(byInstance) == 0 {
 		return nil
 	}
-	ids := make([]string, 0, len(byInstance))
-	for id := range byInstance {
-		ids = append(ids, id)
-	}
+	ids := slices.Sorted(maps.Keys(byInstance))
 	described, err := c.EC2.DescribeInstances(ctx, ids)
 	if err != nil {
 		return err
 	}
-	for id, n := range byInstance {
+	for _, id := range ids {
 		inst, found := described[id]
-		c.decide(ctx, n, id, inst, found)
+		for _, n := range byInstance[id] {
+			c.decide(ctx, n, id, inst, found)
+		}
 	}
 	return nil
 }
@@ -105,16 +125,23 @@ func (c *Cleaner) decide(ctx context.Context, n *corev1.Node, id string, inst cl
 	case inst.State != "terminated" && inst.State != "shutting-down":
 	case inst.State == "terminated" && sighted(n, id): // a terminated instance may no longer name its addresses
 		c.delete(ctx, n, id, "EC2 says instance "+id+" is terminated, recorded earlier as "+n.Annotations[AnnotationGone])
-	case ownership.DescribedAs(inst, n) == "":
-		if key := n.Name + "/" + id; !c.refused[key] {
-			c.refused[key] = true
-			c.Report.Refused(n, id, "EC2 describes instance "+id+" ("+inst.State+") as "+ownership.Describe(inst)+", not as this node")
-		}
+	case ownership.Confirm(ownership.PathNodeCleanup, n, inst, found) != nil:
+		c.refuse(n, id, *ownership.Confirm(ownership.PathNodeCleanup, n, inst, found))
 	case inst.State == "terminated":
 		c.delete(ctx, n, id, "EC2 says instance "+id+" is terminated")
 	case !sighted(n, id):
 		c.sight(ctx, n, id, inst.State)
 	}
+}
+
+// refuse says, at most once per Repeat for a node and instance, that the node is not deleted.
+func (c *Cleaner) refuse(n *corev1.Node, id string, claim ownership.Claim) {
+	key := n.Name + "/" + string(n.UID) + "/" + id
+	if _, said := c.refused.Get(key); said {
+		return
+	}
+	c.refused.Add(key, struct{}{}, cmp.Or(c.Repeat, refusalRepeat))
+	c.Report.Refused(n, id, claim)
 }
 
 func (c *Cleaner) sight(ctx context.Context, n *corev1.Node, id, state string) {

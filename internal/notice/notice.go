@@ -65,9 +65,12 @@ type Notice struct {
 	Kind       Kind
 	Source     Source
 	InstanceID string
-	Deadline   time.Time // when the instance is expected to go away
-	StartTime  time.Time // when AWS says the event starts (for messages)
-	EndTime    time.Time
+	// Node, when set, is the Node the notice was read from (a node condition): only that Node
+	// may be acted on for it, and only when EC2 describes the instance as that Node.
+	Node      string
+	Deadline  time.Time // when the instance is expected to go away
+	StartTime time.Time // when AWS says the event starts (for messages)
+	EndTime   time.Time
 	// Announced is the notice's own time, when AWS announced it: the EventBridge event's time,
 	// the lifecycle hook's time, or, for a notice that states none (instance metadata), when
 	// Lifeboat first saw it. Latencies are measured from it; it is not part of the identity.

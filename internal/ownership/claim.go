@@ -55,6 +55,8 @@ func Describe(inst cloud.Instance) string {
 // as no node here). It is refused: nothing is done on the claimant for the instance's
 // notices, and the notice is handled on the node EC2 describes, if any.
 type Claim struct {
+	// Path is how Lifeboat came to look at the claim (a queue notice, a node condition, ...).
+	Path       Path
 	Claimant   *corev1.Node // a copy
 	InstanceID string
 	// Holder is the node EC2 describes as the instance, "" when there is none here.
@@ -64,9 +66,14 @@ type Claim struct {
 }
 
 func (c Claim) String() string {
-	holder := "no node of this cluster"
+	holder := "another node, or none of this cluster"
 	if c.Holder != "" {
 		holder = "node " + c.Holder
+	}
+	if named := InstanceIDFromProviderID(c.Claimant.Spec.ProviderID); named != c.InstanceID {
+		// EC2 describes the instance as the claimant, whose providerID names another one.
+		return fmt.Sprintf("EC2 describes instance %s (%s) as node %s, but the node's providerID %q names another instance",
+			c.InstanceID, c.Described, c.Claimant.Name, c.Claimant.Spec.ProviderID)
 	}
 	return fmt.Sprintf("node %s names instance %s in its providerID %q, but EC2 describes the instance (%s) as %s",
 		c.Claimant.Name, c.InstanceID, c.Claimant.Spec.ProviderID, c.Described, holder)
@@ -123,10 +130,13 @@ func (r *Resolver) described(inst cloud.Instance) ([]*corev1.Node, error) {
 // providerID names the instance, or it has none and names may be matched (USE_PROVIDER_ID
 // off, or another node's claim would otherwise silence the notice). It returns why there is
 // none otherwise.
-func (r *Resolver) holder(inst cloud.Instance, described []*corev1.Node, falseClaims bool) (*corev1.Node, string) {
+// A described node whose providerID names another instance is a claim refused too (misnamed):
+// its own reasons are not acted on for this instance.
+func (r *Resolver) holder(path Path, inst cloud.Instance, described []*corev1.Node, falseClaims bool) (*corev1.Node, string, []Claim) {
 	instanceID := inst.ID
 	var eligible []*corev1.Node
 	var why []string
+	var misnamed []Claim
 	for _, n := range described {
 		switch pid := n.Spec.ProviderID; {
 		case InstanceIDFromProviderID(pid) == instanceID:
@@ -137,20 +147,24 @@ func (r *Resolver) holder(inst cloud.Instance, described []*corev1.Node, falseCl
 			why = append(why, fmt.Sprintf("node %s is the instance as EC2 describes it but has no providerID (USE_PROVIDER_ID=true: private DNS names are not matched)", n.Name))
 		default:
 			why = append(why, fmt.Sprintf("node %s is the instance as EC2 describes it, but its providerID %q names another instance", n.Name, pid))
+			if InstanceIDFromProviderID(pid) == "" {
+				continue // not an EC2 providerID: no claim to another instance
+			}
+			misnamed = append(misnamed, Claim{Path: path, Claimant: n.DeepCopy(), InstanceID: instanceID, Described: Describe(inst)})
 		}
 	}
 	switch len(eligible) {
 	case 1:
-		return eligible[0], ""
+		return eligible[0], "", misnamed
 	case 0:
 		if len(why) == 0 {
-			return nil, fmt.Sprintf("no node in this cluster is instance %s as EC2 describes it (%s)", instanceID, Describe(inst))
+			return nil, fmt.Sprintf("no node in this cluster is instance %s as EC2 describes it (%s)", instanceID, Describe(inst)), misnamed
 		}
-		return nil, strings.Join(why, "; ")
+		return nil, strings.Join(why, "; "), misnamed
 	}
 	names := make([]string, len(eligible))
 	for i, n := range eligible {
 		names[i] = n.Name
 	}
-	return nil, fmt.Sprintf("ambiguous: nodes %s all have a private IP of instance %s and none is named after its private DNS name", strings.Join(names, ", "), instanceID)
+	return nil, fmt.Sprintf("ambiguous: nodes %s all have a private IP of instance %s and none is named after its private DNS name", strings.Join(names, ", "), instanceID), misnamed
 }

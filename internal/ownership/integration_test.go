@@ -105,7 +105,7 @@ func TestResolveAgainstAPIServerAndEC2(t *testing.T) {
 		verdicts := map[string]ownership.Verdict{}
 		for id := range want {
 			wg.Go(func() {
-				v, err := r.Resolve(ctx, id)
+				v, err := r.Resolve(ctx, ownership.Subject{Path: ownership.PathQueue, InstanceID: id})
 				if err != nil {
 					t.Errorf("%s: %v", id, err)
 				}

@@ -59,6 +59,10 @@ type Verdict struct {
 	// Refused are the Nodes whose claim to the instance EC2 does not bear out; each was
 	// reported to Options.Claims.
 	Refused []Claim
+	// ClaimRefused says the subject's Node (Subject.Node) is not the instance as EC2 describes
+	// it: the reason it was read for is refused, which is not the same as another cluster's
+	// instance.
+	ClaimRefused bool
 }
 
 // Resolver answers Verdicts. It is safe for concurrent use.
@@ -137,9 +141,41 @@ func indexByInstanceID(obj any) ([]string, error) {
 	return nil, nil
 }
 
-// Resolve decides whether instanceID is this cluster's. An error means the answer is not
-// known yet (EC2 failed, ctx ended): the caller should retry later, the notice is not foreign.
-func (r *Resolver) Resolve(ctx context.Context, instanceID string) (Verdict, error) {
+// Resolve decides whether the subject's instance is this cluster's and which Node holds it.
+// When the path read its reason from a Node (s.Node), the instance is acted on only if that
+// Node holds it. An error means the answer is not known yet (EC2 failed, ctx ended): the
+// caller should retry later, the notice is not foreign.
+func (r *Resolver) Resolve(ctx context.Context, s Subject) (Verdict, error) {
+	v, err := r.resolve(ctx, s)
+	if err != nil || s.Node == "" || (v.Node != nil && v.Node.Name == s.Node) {
+		return v, err
+	}
+	// The reason was read from a Node that is not the instance as EC2 describes it.
+	v.ClaimRefused, v.Owned = true, false
+	holder := "no node of this cluster"
+	if v.Node != nil {
+		holder = "node " + v.Node.Name
+	}
+	v.Reason = fmt.Sprintf("the %s reason was read from node %s, but EC2 describes instance %s as %s", s.Path, s.Node, s.InstanceID, holder)
+	v.Node = nil
+	if !slices.ContainsFunc(v.Refused, func(c Claim) bool { return c.Claimant.Name == s.Node }) {
+		if obj, exists, _ := r.nodes.GetByKey(s.Node); exists {
+			c := Claim{Path: s.Path, Claimant: obj.(*corev1.Node).DeepCopy(), InstanceID: s.InstanceID, Described: v.Reason}
+			v.Refused = append(v.Refused, c)
+			r.report(c)
+		}
+	}
+	return v, nil
+}
+
+func (r *Resolver) report(c Claim) {
+	if r.opts.Claims != nil {
+		r.opts.Claims.ClaimRefused(c)
+	}
+}
+
+func (r *Resolver) resolve(ctx context.Context, s Subject) (Verdict, error) {
+	instanceID := s.InstanceID
 	v := Verdict{InstanceID: instanceID}
 	if instanceID == "" {
 		v.Reason = "the notice names no instance"
@@ -167,15 +203,14 @@ func (r *Resolver) Resolve(ctx context.Context, instanceID string) (Verdict, err
 	if err != nil {
 		return v, err
 	}
-	v.Refused = r.falseClaims(inst, claimants, described)
-	node, reason := r.holder(inst, described, len(v.Refused) > 0)
+	v.Refused = r.falseClaims(s.Path, inst, claimants, described)
+	node, reason, misnamed := r.holder(s.Path, inst, described, len(v.Refused) > 0)
+	v.Refused = append(v.Refused, misnamed...)
 	for i := range v.Refused {
 		if node != nil {
 			v.Refused[i].Holder = node.Name
 		}
-		if r.opts.Claims != nil {
-			r.opts.Claims.ClaimRefused(v.Refused[i])
-		}
+		r.report(v.Refused[i])
 	}
 	if node == nil {
 		v.Reason = reason
@@ -196,13 +231,13 @@ func unknownToEC2(instanceID string, claimants []*corev1.Node) string {
 }
 
 // falseClaims are the claimants EC2 does not describe as the instance.
-func (r *Resolver) falseClaims(inst cloud.Instance, claimants, described []*corev1.Node) []Claim {
+func (r *Resolver) falseClaims(path Path, inst cloud.Instance, claimants, described []*corev1.Node) []Claim {
 	var out []Claim
 	for _, c := range claimants {
 		if slices.ContainsFunc(described, func(d *corev1.Node) bool { return d.Name == c.Name }) {
 			continue
 		}
-		out = append(out, Claim{Claimant: c.DeepCopy(), InstanceID: inst.ID, Described: Describe(inst)})
+		out = append(out, Claim{Path: path, Claimant: c.DeepCopy(), InstanceID: inst.ID, Described: Describe(inst)})
 	}
 	return out
 }

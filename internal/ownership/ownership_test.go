@@ -275,7 +275,7 @@ func TestResolve(t *testing.T) {
 			name: "DNS fallback denied: node's providerID names another instance", opts: dnsFallback,
 			nodes:     []*corev1.Node{node(victim, providerID("i-other"))},
 			instances: []cloud.Instance{instance("i-1", victim, managed, "")},
-			id:        "i-1", wantWhy: "names another instance", wantCalls: 1,
+			id:        "i-1", wantWhy: "names another instance", wantCalls: 1, wantRefused: []string{victim},
 		},
 		{
 			name: "DNS fallback denied: node's providerID is not an EC2 one", opts: dnsFallback,
@@ -361,7 +361,7 @@ func TestResolve(t *testing.T) {
 			reported := &claims{}
 			tc.opts.Claims = reported
 			r, _ := startInformer(t, ec2, tc.opts, tc.nodes...)
-			v, err := r.Resolve(context.Background(), tc.id)
+			v, err := r.Resolve(context.Background(), Subject{Path: PathQueue, InstanceID: tc.id})
 			if tc.wantErr {
 				if !errors.Is(err, tc.ec2Err) {
 					t.Fatalf("err = %v, want one wrapping %v", err, tc.ec2Err)
@@ -424,11 +424,11 @@ func TestResolveErrorIsNotCached(t *testing.T) {
 	ec2 := newFakeEC2(instance("i-1", "n1", managed, ""))
 	ec2.setErr(errors.New("InternalError"))
 	r, _ := startInformer(t, ec2, Options{CheckManagedTag: true, ManagedTag: managed, UseProviderID: true}, node("n1", providerID("i-1")))
-	if _, err := r.Resolve(context.Background(), "i-1"); err == nil {
+	if _, err := r.Resolve(context.Background(), Subject{Path: PathQueue, InstanceID: "i-1"}); err == nil {
 		t.Fatal("no error while EC2 fails")
 	}
 	ec2.setErr(nil)
-	v, err := r.Resolve(context.Background(), "i-1")
+	v, err := r.Resolve(context.Background(), Subject{Path: PathQueue, InstanceID: "i-1"})
 	if err != nil || !v.Owned {
 		t.Fatalf("after EC2 recovered: %+v, %v", v, err)
 	}
@@ -459,7 +459,7 @@ func TestResolveBatchesAndCaches(t *testing.T) {
 		for i := range n {
 			wg.Go(func() {
 				id := fmt.Sprintf("i-%017x", i)
-				v, err := r.Resolve(context.Background(), id)
+				v, err := r.Resolve(context.Background(), Subject{Path: PathQueue, InstanceID: id})
 				switch {
 				case err != nil:
 					errs <- err
@@ -506,7 +506,7 @@ func TestResolveBatchesAndCaches(t *testing.T) {
 	clockMu.Lock()
 	clock = clock.Add(DefaultCacheTTL + time.Second)
 	clockMu.Unlock()
-	if _, err := r.Resolve(context.Background(), "i-00000000000000000"); err != nil {
+	if _, err := r.Resolve(context.Background(), Subject{Path: PathQueue, InstanceID: "i-00000000000000000"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := ec2.callCount(); got != first+1 {
@@ -522,7 +522,7 @@ func TestResolveSharesInflightLookup(t *testing.T) {
 	// The first lookup is sent and held; later ones for the same id wait for it.
 	results := make(chan error, 3)
 	resolve := func() {
-		v, err := r.Resolve(context.Background(), "i-1")
+		v, err := r.Resolve(context.Background(), Subject{Path: PathQueue, InstanceID: "i-1"})
 		if err == nil && !v.Owned {
 			err = fmt.Errorf("not owned: %s", v.Reason)
 		}
@@ -552,12 +552,12 @@ func TestResolveCallerContext(t *testing.T) {
 	r, _ := startInformer(t, ec2, Options{CheckManagedTag: true, ManagedTag: managed, UseProviderID: true}, node("n1", providerID("i-1")))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := r.Resolve(ctx, "i-1"); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := r.Resolve(ctx, Subject{Path: PathQueue, InstanceID: "i-1"}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the caller's deadline", err)
 	}
 	// The shared lookup goes on and its answer serves the next caller.
 	close(ec2.gate)
-	v, err := r.Resolve(context.Background(), "i-1")
+	v, err := r.Resolve(context.Background(), Subject{Path: PathQueue, InstanceID: "i-1"})
 	if err != nil || !v.Owned {
 		t.Fatalf("%+v, %v", v, err)
 	}
@@ -568,7 +568,7 @@ func TestResolveCallerContext(t *testing.T) {
 
 func TestResolveSeesNodesAddedLater(t *testing.T) {
 	r, client := startInformer(t, newFakeEC2(instance("i-1", "late")), Options{UseProviderID: true})
-	if v, _ := r.Resolve(context.Background(), "i-1"); v.Owned {
+	if v, _ := r.Resolve(context.Background(), Subject{Path: PathQueue, InstanceID: "i-1"}); v.Owned {
 		t.Fatal("owned before the node exists")
 	}
 	if _, err := client.CoreV1().Nodes().Create(context.Background(), node("late", providerID("i-1")), metav1.CreateOptions{}); err != nil {
@@ -576,7 +576,7 @@ func TestResolveSeesNodesAddedLater(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		v, err := r.Resolve(context.Background(), "i-1")
+		v, err := r.Resolve(context.Background(), Subject{Path: PathQueue, InstanceID: "i-1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -592,12 +592,12 @@ func TestResolveSeesNodesAddedLater(t *testing.T) {
 
 func TestResolveReturnsACopy(t *testing.T) {
 	r, _ := startInformer(t, newFakeEC2(instance("i-1", "n1")), Options{UseProviderID: true}, node("n1", providerID("i-1")))
-	v, err := r.Resolve(context.Background(), "i-1")
+	v, err := r.Resolve(context.Background(), Subject{Path: PathQueue, InstanceID: "i-1"})
 	if err != nil || v.Node == nil {
 		t.Fatalf("%+v, %v", v, err)
 	}
 	v.Node.Spec.ProviderID = "changed"
-	v, _ = r.Resolve(context.Background(), "i-1")
+	v, _ = r.Resolve(context.Background(), Subject{Path: PathQueue, InstanceID: "i-1"})
 	if !v.Owned || v.Node.Spec.ProviderID != providerID("i-1") {
 		t.Fatalf("the informer's copy was changed: %+v", v)
 	}
@@ -728,11 +728,11 @@ func TestResolvePanicFailsItsBatch(t *testing.T) {
 	r, _ := startInformerWith(t, instances, Options{CheckManagedTag: true, ManagedTag: managed, UseProviderID: true}, node("n1", providerID("i-1")))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := r.Resolve(ctx, "i-1")
+	_, err := r.Resolve(ctx, Subject{Path: PathQueue, InstanceID: "i-1"})
 	if _, panicked := errors.AsType[*panics.Error](err); !panicked {
 		t.Fatalf("error %v, want the batch's panic", err)
 	}
-	if v, err := r.Resolve(ctx, "i-1"); err != nil || !v.Owned {
+	if v, err := r.Resolve(ctx, Subject{Path: PathQueue, InstanceID: "i-1"}); err != nil || !v.Owned {
 		t.Fatalf("the next lookup: %+v, %v", v, err)
 	}
 	if got := count.Get("instance_lookup"); got != 1 {

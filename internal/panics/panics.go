@@ -42,11 +42,16 @@ var (
 	NodeEvent      = Site{"node_event", "this informer event of the node is dropped; its next change is looked at"}
 	Readiness      = Site{"readiness_check", "this readiness check failed; the last findings stay published and the next check runs on time"}
 	Webhook        = Site{"webhook", "this webhook send failed"}
+	NodeRepair     = Site{"node_repair", "this look at the node's conditions is over; the node is looked at again on its next change"}
+	NodeCleanup    = Site{"node_cleanup", "this node clean-up pass is over; the next runs on time"}
+	RetainedSweep  = Site{"retained_sweep", "this sweep of retained instances is over; the next runs on time"}
+	NodeCondition  = Site{"node_condition", "this write of the node's lifeboat.dev/Interruption condition is dropped; its next state is written"}
 )
 
 // Sites lists every site.
 var Sites = []Site{Reconcile, QueueMessage, Notice, HookTimeout, Heartbeat, Eviction, PodWatch, DrainClaim, GraceCut,
-	InstanceStatus, IMDSPoll, InstanceLookup, HandbackWait, NodeEvent, Readiness, Webhook}
+	InstanceStatus, IMDSPoll, InstanceLookup, HandbackWait, NodeEvent, Readiness, Webhook, NodeRepair, NodeCleanup,
+	RetainedSweep, NodeCondition}
 
 // Counter counts recovered panics by site name (metrics.Metrics does).
 type Counter interface {

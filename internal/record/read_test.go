@@ -238,3 +238,24 @@ func TestRecordKeepsAnUnknownKind(t *testing.T) {
 		t.Errorf("read %+v, want both notices kept at version %d", got, record.Version)
 	}
 }
+
+// A long description of multi-byte characters (a node agent's condition message) is cut on a
+// character boundary: the record written with it is read back whole. Cut inside a character,
+// the JSON round trip made the description longer than its bound, and the record was refused.
+func TestLongMultiByteDescriptionReadsBack(t *testing.T) {
+	for _, prefix := range []string{"", "a", "ab"} { // each puts the cut at another byte of a character
+		rec := recordtest.Good()
+		n := notice.Notice{ID: rec.Intents[0].ID, Kind: notice.Kind(rec.Intents[0].Kind), Source: notice.SourceQueue,
+			InstanceID: recordtest.Instance, Description: prefix + strings.Repeat("内核", record.MaxDescription)}
+		i := record.IntentOf(n, rec.Intents[0].Origin)
+		i.Lifecycle = rec.Intents[0].Lifecycle
+		rec.Intents[0] = i
+		got, err := record.Read(recordtest.NodeWith(recordtest.Encode(t, rec)))
+		if err != nil {
+			t.Fatalf("prefix %q: the record with a long multi-byte description was refused: %v", prefix, err)
+		}
+		if d := got.Intents[0].Description; d != i.Description || !strings.HasPrefix(n.Description, strings.TrimSuffix(d, "…")) {
+			t.Errorf("prefix %q: description read back %q, want the recorded %q", prefix, d, i.Description)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/text"
 )
 
 // Annotation holds a node's Record. Every Lifeboat process (agent, controller
@@ -168,9 +169,7 @@ func IntentOf(n notice.Notice, origin string) Intent {
 		Deadline: n.Deadline.UTC().Truncate(time.Second), Start: n.StartTime.UTC(), End: n.EndTime.UTC(),
 		Description: n.Description, CordonOnly: n.CordonOnly, Announced: n.Announced.UTC().Truncate(time.Second),
 	}
-	if len(i.Description) > maxDescription {
-		i.Description = i.Description[:maxDescription] + "…"
-	}
+	i.Description = text.Clip(i.Description, maxDescription, "…")
 	if lc := n.Lifecycle; lc != nil {
 		i.Lifecycle = &Lifecycle{Group: lc.Group, Hook: lc.Hook}
 	}

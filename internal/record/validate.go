@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/text"
 )
 
 // Bounds on a record read from a Node. The annotation is input (any credential that may write
@@ -171,9 +172,5 @@ func (i Intent) validate(nodeInstance string) error {
 
 // clipValue keeps a value read from a record short in messages.
 func clipValue(s string) string {
-	const max = 64
-	if len(s) > max {
-		return s[:max] + "…"
-	}
-	return s
+	return text.Clip(s, 64, "…")
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/text"
 )
 
 // Paths under /latest/meta-data/ that the monitors poll.
@@ -199,9 +200,5 @@ func clipString(s string) string { return clip([]byte(s)) }
 
 // clip keeps error messages short when a body is garbage.
 func clip(b []byte) string {
-	const max = 120
-	if len(b) > max {
-		return string(b[:max]) + "…"
-	}
-	return string(b)
+	return text.Clip(string(b), 120, "…")
 }

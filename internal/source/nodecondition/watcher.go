@@ -25,6 +25,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/ownership"
+	"lifeboat.dev/lifeboat/internal/panics"
 )
 
 // Take hands notices to the controller and says, for each, whether it was taken (recorded
@@ -51,6 +52,8 @@ type Options struct {
 	Recheck time.Duration
 	// Report, when set, is told what became of each repair that came due.
 	Report Reporter
+	// Panics counts the panics a look at a node recovers from.
+	Panics panics.Counter
 	// AutoRepaired says whether an EKS managed node group repairs its own nodes
 	// (NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS).
 	AutoRepaired func(nodegroup string) bool
@@ -130,7 +133,9 @@ func (w *Watcher) Run(ctx context.Context, take Take) error {
 		if shutdown {
 			return nil
 		}
-		w.look(ctx, name, take)
+		// A Node's conditions are input (any holder of nodes/status writes them): a panic ends
+		// this look only.
+		_ = panics.Do(panics.NodeRepair, w.opts.Logger, w.opts.Panics, func() { w.look(ctx, name, take) }, "node", name)
 		w.queue.Done(name)
 	}
 }
@@ -149,6 +154,7 @@ func (w *Watcher) forget(obj any) {
 		w.mu.Lock()
 		delete(w.taken, n.Name)
 		w.mu.Unlock()
+		w.queue.Add(n.Name) // look drops what Run's goroutine keeps of it
 	}
 }
 
@@ -156,7 +162,12 @@ func (w *Watcher) forget(obj any) {
 // or look again when the next condition would be due.
 func (w *Watcher) look(ctx context.Context, name string, take Take) {
 	obj, exists, err := w.opts.Nodes.GetStore().GetByKey(name)
-	if err != nil || !exists {
+	if err != nil {
+		return
+	}
+	if !exists {
+		delete(w.started, name)
+		delete(w.reported, name)
 		return
 	}
 	node := obj.(*corev1.Node)
@@ -209,7 +220,9 @@ func (w *Watcher) Evaluate(node *corev1.Node) (n notice.Notice, due bool, wait t
 			}
 			continue
 		}
-		return w.notice(instance, r, c, now), true, 0
+		n := w.notice(instance, r, c, now)
+		n.Node = node.Name
+		return n, true, 0
 	}
 	return notice.Notice{}, false, wait
 }

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/text"
 )
 
 // Result is what one queue message amounts to.
@@ -127,13 +127,5 @@ var tokenValue = regexp.MustCompile(`(LifecycleActionToken\\?"\s*:\s*\\?")[^"\\]
 // lifecycle action token is blanked: it completes the action for whoever reads it in a log.
 func clip(s string) string {
 	s = tokenValue.ReplaceAllString(s, "${1}(redacted)")
-	const max = 120
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > max-utf8.UTFMax && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return text.Clip(s, 120, "…")
 }
