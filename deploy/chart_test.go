@@ -20,7 +20,6 @@ import (
 
 	"lifeboat.dev/lifeboat/deploy"
 	"lifeboat.dev/lifeboat/internal/config"
-	"lifeboat.dev/lifeboat/internal/controller"
 )
 
 // chartKey is a setting's key under config in values.yaml: its variable in lower camel case.
@@ -406,8 +405,8 @@ func checkPodSpec(t *testing.T, component string, spec corev1.PodSpec, hostNetwo
 // deploy.ControllerPermissions) and the leader-election Role to deploy.LeasePermissions,
 // exactly: nothing missing, nothing more; each ServiceAccount is bound to its own.
 func TestRBAC(t *testing.T) {
-	if deploy.LeaseName != controller.LeaseName {
-		t.Errorf("deploy.LeaseName %q, the controller uses %q", deploy.LeaseName, controller.LeaseName)
+	if deploy.LeaseName != config.DefaultLeaseName {
+		t.Errorf("deploy.LeaseName %q, the controller's default is %q", deploy.LeaseName, config.DefaultLeaseName)
 	}
 	r := newHelm(t).template(t, "--set", "controller.enabled=true")
 

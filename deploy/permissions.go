@@ -8,7 +8,8 @@ package deploy
 
 import authorizationv1 "k8s.io/api/authorization/v1"
 
-// LeaseName is the controller's leader-election Lease (internal/controller.LeaseName).
+// LeaseName is the controller's leader-election Lease as the chart names it for a release
+// called "lifeboat" (LEADER_ELECTION_LEASE_NAME, internal/config.DefaultLeaseName).
 const LeaseName = "lifeboat-controller"
 
 // AgentPermissions are what the agent's ClusterRole grants, and all it grants: read and patch

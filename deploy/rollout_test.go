@@ -302,6 +302,9 @@ func (e *sandboxEnv) checkPermissions(ctx context.Context, t *testing.T, service
 		checks = append(checks, check{a, true}) // cluster-wide: Namespace "" is every namespace
 	}
 	for _, a := range deploy.LeasePermissions {
+		if a.Name != "" {
+			a.Name = serviceAccount // the chart names the release's Lease as its controller
+		}
 		a.Namespace = namespace
 		checks = append(checks, check{a, controller})
 		a.Namespace = "default"

@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"lifeboat.dev/lifeboat/internal/controller"
+	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
@@ -100,7 +100,7 @@ func failover(t *testing.T, bin string, stopSignal os.Signal) {
 		}
 	}()
 	holder := func() string {
-		l, err := c.Client.CoordinationV1().Leases("default").Get(ctx, controller.LeaseName, metav1.GetOptions{})
+		l, err := c.Client.CoordinationV1().Leases("default").Get(ctx, config.DefaultLeaseName, metav1.GetOptions{})
 		if err != nil || l.Spec.HolderIdentity == nil {
 			return ""
 		}

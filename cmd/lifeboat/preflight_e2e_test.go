@@ -91,6 +91,45 @@ func TestPermissionsEndToEnd(t *testing.T) {
 		}
 	})
 
+	// The ClusterRole an agent needed before the node condition: the extra, on by default, is
+	// turned off and said; the protection starts. Asked for explicitly, it refuses to start.
+	t.Run("missing patch nodes/status", func(t *testing.T) {
+		kubeconfig := serviceAccount(ctx, t, c, "before-condition", perms, "patch nodes/status")
+		code, out, errOut := run(t, kubeconfig, "preflight", "agent")
+		if code != 0 || !strings.Contains(out, "WARN    rbac: patch nodes/status") || !strings.Contains(out, "NODE_CONDITION=false") {
+			t.Errorf("preflight exit %d, want 0 with a warning naming NODE_CONDITION\n%s%s", code, out, errOut)
+		}
+
+		agentCtx, stop := context.WithTimeout(ctx, 30*time.Second)
+		defer stop()
+		cmd := exec.CommandContext(agentCtx, bin, "agent")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "NODE_NAME="+node, "INSTANCE_METADATA_URL="+m.URL, "ENABLE_PROBES_SERVER=false")
+		logs := &sandboxtest.LogBuffer{}
+		cmd.Stdout, cmd.Stderr = logs, logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		err := wait.PollUntilContextTimeout(agentCtx, 100*time.Millisecond, 25*time.Second, true, func(context.Context) (bool, error) {
+			return strings.Contains(logs.String(), "agent watching instance metadata"), nil
+		})
+		if err != nil {
+			t.Fatalf("the agent did not start without the extra's permission:\n%s", logs.String())
+		}
+		for _, want := range []string{"starting without it", "setting=NODE_CONDITION", "resource=nodes/status"} {
+			if !strings.Contains(logs.String(), want) {
+				t.Errorf("agent log lacks %q:\n%s", want, logs.String())
+			}
+		}
+
+		explicit := exec.CommandContext(ctx, bin, "agent")
+		explicit.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "NODE_NAME="+node, "INSTANCE_METADATA_URL="+m.URL, "NODE_CONDITION=true", "ENABLE_PROBES_SERVER=false")
+		out2, _ := explicit.CombinedOutput()
+		if explicit.ProcessState.ExitCode() != 1 || !strings.Contains(string(out2), `missing="patch nodes/status"`) {
+			t.Errorf("NODE_CONDITION=true without the permission: exit %d, want 1 naming it\n%s", explicit.ProcessState.ExitCode(), out2)
+		}
+	})
+
 	t.Run("every permission", func(t *testing.T) {
 		kubeconfig := serviceAccount(ctx, t, c, "full", perms)
 		code, out, errOut := run(t, kubeconfig, "preflight", "agent")

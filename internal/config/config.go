@@ -90,6 +90,12 @@ func load(args []string, lookupEnv func(string) (string, bool), only map[string]
 	}
 	problems = append(problems, flagProblems...)
 	sort.Strings(l.Warnings)
+	c.defaulted = map[string]bool{}
+	for env, o := range l.origins {
+		if o.Kind == "default" {
+			c.defaulted[env] = true
+		}
+	}
 
 	if len(problems) > 0 {
 		return nil, &Error{Problems: problems}

@@ -41,15 +41,20 @@ func TestDefaults(t *testing.T) {
 		CheckTagBeforeDraining: true, ManagedTag: "aws-node-termination-handler/managed",
 		WaitForVolumeDetachment: true, WaitForLoadBalancerTargets: "auto", NodeCondition: true,
 		CompleteLifecycleActionDelaySeconds: -1, HeartbeatInterval: -1, HeartbeatUntil: -1, RetainedDrainTimeout: 24 * time.Hour, SQSMsgVisibilityTimeoutSec: 20,
-		LeaseDuration: 15 * time.Second, LeaseRenewDeadline: 10 * time.Second, LeaseRetryPeriod: 500 * time.Millisecond,
+		LeaseName: DefaultLeaseName, LeaseDuration: 15 * time.Second, LeaseRenewDeadline: 10 * time.Second, LeaseRetryPeriod: 500 * time.Millisecond,
 		InstanceStatusInterval: 30, InstanceImpairedThreshold: 120,
 		NodeRepairDrainTimeout: 10 * time.Minute, NodeRepairAction: "mark-unhealthy", NodeRepairMaxUnhealthyPercent: 20, NodeRepairMaxParallel: 5, DeadInstanceFastPath: true, NodeCleanupInterval: time.Minute,
 		LogLevel: "info", LogFormatVersion: "1", PrometheusServerPort: 9092, EnableProbesServer: true, ProbesServerPort: 8080, ProbesServerEndpoint: "/healthz", EmitKubernetesEvents: true,
 		KubernetesEventsExtraAnnotations: map[string]string{},
 		webhookHeadersRaw:                `{"Content-type":"application/json"}`,
 	}
-	if !reflect.DeepEqual(*l.Config, want) {
-		t.Errorf("defaults differ:\n got %+v\nwant %+v", *l.Config, want)
+	got := *l.Config
+	if !got.Defaulted("NODE_CONDITION") || got.Defaulted("NOT_A_SETTING") {
+		t.Error("Defaulted does not say which settings were left at their defaults")
+	}
+	got.defaulted = nil
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("defaults differ:\n got %+v\nwant %+v", got, want)
 	}
 	for _, e := range l.Entries() {
 		if e.Origin.Kind != "default" {
@@ -130,6 +135,7 @@ var samples = map[string][2]string{
 	"RETAINED_DRAIN_TIMEOUT":                       {"6h", "6h0m0s"},
 	"SQS_MSG_VISIBILITY_TIMEOUT_SEC":               {"60", "60"},
 	"LEADER_ELECTION_LEASE_DURATION":               {"20s", "20s"},
+	"LEADER_ELECTION_LEASE_NAME":                   {"trial-lifeboat-controller", "trial-lifeboat-controller"},
 	"LEADER_ELECTION_RENEW_DEADLINE":               {"12s", "12s"},
 	"LEADER_ELECTION_RETRY_PERIOD":                 {"2s", "2s"},
 	"WEBHOOK_URL":                                  {"https://hooks.example.com/secret-token", "<redacted>"},

@@ -241,6 +241,8 @@ func accepted(v value) string {
 		return "Type=Status:Duration,... (status True, False or Unknown; duration 0s to 168h); empty for the defaults"
 	case ipValue:
 		return "IP address, or empty for every interface"
+	case objectNameValue:
+		return "Kubernetes object name (lowercase letters, digits, '-' and '.'; at most 253 characters)"
 	case accountsValue:
 		return "comma-separated AWS account ids (12 digits), or empty"
 	}

@@ -70,6 +70,7 @@ type Config struct {
 	HeartbeatUntil                      int           // HEARTBEAT_UNTIL, seconds; -1 = default when heartbeats are on
 	AbandonOnIncompleteDrain            bool          // ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN
 	RetainedDrainTimeout                time.Duration // RETAINED_DRAIN_TIMEOUT
+	LeaseName                           string        // LEADER_ELECTION_LEASE_NAME
 	LeaseDuration                       time.Duration // LEADER_ELECTION_LEASE_DURATION
 	LeaseRenewDeadline                  time.Duration // LEADER_ELECTION_RENEW_DEADLINE
 	LeaseRetryPeriod                    time.Duration // LEADER_ELECTION_RETRY_PERIOD
@@ -111,6 +112,9 @@ type Config struct {
 
 	// webhookHeadersRaw keeps WEBHOOK_HEADERS as given, for printing.
 	webhookHeadersRaw string
+
+	// defaulted are the settings left at their defaults (see Defaulted).
+	defaulted map[string]bool
 }
 
 // Setting describes one configuration variable: how it is spelled, its default, and how its
@@ -284,6 +288,9 @@ func settings(c *Config) []*Setting {
 		{Env: "RETAINED_DRAIN_TIMEOUT", Flag: "retained-drain-timeout", Default: "24h", Group: groupQueue, Lifeboat: true,
 			value: durationValue{p: &c.RetainedDrainTimeout, min: 10 * time.Second, max: 7 * 24 * time.Hour},
 			Usage: "With ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN: how long Lifeboat keeps draining a retained instance; after that it reports (Warning Event, metric, log) and stops, leaving the instance retained, never terminating it with pods on it."},
+		{Env: "LEADER_ELECTION_LEASE_NAME", Flag: "leader-election-lease-name", Default: DefaultLeaseName, Group: groupQueue, Lifeboat: true,
+			value: objectNameValue{&c.LeaseName},
+			Usage: "Controller: the Lease in NAMESPACE that the replicas of one release compete for. Two releases in one namespace (a trial beside the real one) need two names, or one of them waits as a standby for ever; the chart derives it from the release's name."},
 		{Env: "LEADER_ELECTION_LEASE_DURATION", Flag: "leader-election-lease-duration", Default: "15s", Group: groupQueue, Lifeboat: true,
 			value: durationValue{p: &c.LeaseDuration, min: 2 * time.Second, max: 5 * time.Minute},
 			Usage: "Controller: how long a leader's Lease holds without a renewal. A leader killed without releasing it (its node gone, SIGKILL) is replaced this long after its last renewal, plus up to two retry periods; a shorter one takes over sooner but loses the Lease sooner when the API server is slow to answer renewals. A leader that stops (SIGTERM, its pod evicted, its work loop ended) releases the Lease at once and is replaced within a retry period."},
@@ -406,3 +413,11 @@ func settings(c *Config) []*Setting {
 			Usage: "Annotations added to every Event, as key1=value1,key2=value2."},
 	}
 }
+
+// Defaulted reports whether the setting named env was left at its default: set neither by an
+// environment variable nor by a flag. A Config not built by Load knows of no setting.
+func (c *Config) Defaulted(env string) bool { return c.defaulted[env] }
+
+// DefaultLeaseName is LEADER_ELECTION_LEASE_NAME's default, the Lease every release used before
+// the name could be set.
+const DefaultLeaseName = "lifeboat-controller"

@@ -108,6 +108,20 @@ type stringValue struct{ p *string }
 func (v stringValue) Set(raw string) error { *v.p = raw; return nil }
 func (v stringValue) String() string       { return *v.p }
 
+// objectNameValue is the name of a Kubernetes object (a DNS subdomain: lowercase letters,
+// digits, '-' and '.', at most 253 characters, starting and ending with a letter or digit).
+type objectNameValue struct{ p *string }
+
+func (v objectNameValue) Set(raw string) error {
+	raw = strings.TrimSpace(raw)
+	if errs := validation.IsDNS1123Subdomain(raw); len(errs) > 0 {
+		return errors.New("not a Kubernetes object name: " + strings.Join(errs, "; "))
+	}
+	*v.p = raw
+	return nil
+}
+func (v objectNameValue) String() string { return *v.p }
+
 // ipValue is an IP address to listen on, or empty for every interface.
 type ipValue struct{ p *string }
 

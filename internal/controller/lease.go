@@ -15,8 +15,6 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
-// LeaseName is the Lease replicas compete for, in NAMESPACE.
-const LeaseName = "lifeboat-controller"
 
 // errRenewDeadline ends a term whose Lease went unrenewed for the renew deadline.
 var errRenewDeadline = errors.New("the Lease was not renewed within LEADER_ELECTION_RENEW_DEADLINE")
@@ -36,7 +34,7 @@ func (c *Controller) RunWithLeaderElection(ctx context.Context) error {
 		identity = host + "-" + rand.String(5)
 	}
 	leases := c.leaseClient
-	inner, err := resourcelock.New(resourcelock.LeasesResourceLock, c.cfg.PodNamespace, LeaseName,
+	inner, err := resourcelock.New(resourcelock.LeasesResourceLock, c.cfg.PodNamespace, c.cfg.LeaseName,
 		leases.CoreV1(), leases.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
 	if err != nil {
 		return err
@@ -128,7 +126,7 @@ func (t *leaderTerm) lead(ctx context.Context) {
 	t.runDone = done
 	t.mu.Unlock()
 	c := t.c
-	c.log.Info("leading", "identity", t.identity, "lease", c.cfg.PodNamespace+"/"+LeaseName)
+	c.log.Info("leading", "identity", t.identity, "lease", c.cfg.PodNamespace+"/"+c.cfg.LeaseName)
 	c.leading.Store(true)
 	c.metrics.Leader(true)
 	work, stop := context.WithCancelCause(ctx)

@@ -11,6 +11,7 @@ import (
 
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -18,6 +19,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
+	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
@@ -39,7 +41,7 @@ func TestFailedWorkLoopReleasesLease(t *testing.T) {
 	ctl := controller.New(controller.Options{Config: cfg, Client: kubernetes.NewForConfigOrDie(c.AdminConfig), Queue: awssqs.NewFromConfig(awsCfg), EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(slog.NewTextHandler(logs, nil))})
 
 	holder := func() string {
-		l, err := c.Client.CoordinationV1().Leases(namespace).Get(ctx, controller.LeaseName, metav1.GetOptions{})
+		l, err := c.Client.CoordinationV1().Leases(namespace).Get(ctx, config.DefaultLeaseName, metav1.GetOptions{})
 		if err != nil || l.Spec.HolderIdentity == nil {
 			return ""
 		}
@@ -47,7 +49,7 @@ func TestFailedWorkLoopReleasesLease(t *testing.T) {
 	}
 
 	// A standby campaigning for the same Lease, checking every 200 ms.
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, namespace, controller.LeaseName,
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, namespace, config.DefaultLeaseName,
 		c.Client.CoreV1(), c.Client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: "standby-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -120,5 +122,42 @@ func TestFailedWorkLoopReleasesLease(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Errorf("the standby never took over (the Lease held by %q)", holder())
+	}
+}
+
+// Two releases in one namespace (a trial beside the real one) each lead with their own Lease
+// (LEADER_ELECTION_LEASE_NAME, which the chart derives from the release): neither waits as a
+// standby of the other.
+func TestTwoReleasesLeadIndependently(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 1)
+	leaders := map[string]*metrics.Metrics{}
+	for _, lease := range []string{"lifeboat-controller", "trial-lifeboat-controller"} {
+		cfg := sandboxtest.Config(t, config.ModeController, "ENABLE_SQS_TERMINATION_DRAINING", "true", "QUEUE_URL", w.queueURL,
+			"AWS_REGION", "us-east-1", "AWS_ENDPOINT", w.fake.URL(), "CLUSTER_NAME", "sandbox", "POD_NAME", lease+"-0",
+			"LEADER_ELECTION_LEASE_NAME", lease)
+		m := metrics.New()
+		leaders[lease] = m
+		awsCfg := sandboxtest.AWSConfig(w.fake.URL())
+		ctl := controller.New(controller.Options{Config: cfg, Client: w.c.Client, Queue: w.queue, EC2: cloud.NewAWSEC2(awsCfg),
+			AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(slog.NewTextHandler(w.logs, nil)), Metrics: m})
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- ctl.RunWithLeaderElection(runCtx) }()
+		t.Cleanup(func() { stop(); <-done })
+	}
+	for lease, m := range leaders {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			l, err := w.c.Client.CoordinationV1().Leases("kube-system").Get(ctx, lease, metav1.GetOptions{})
+			if err != nil || l.Spec.HolderIdentity == nil {
+				return false, nil
+			}
+			return *l.Spec.HolderIdentity == lease+"-0" && m.Value("lifeboat_leader") == 1, nil
+		})
+		if err != nil {
+			t.Errorf("the release with Lease %s does not lead (lifeboat_leader %v)", lease, m.Value("lifeboat_leader"))
+		}
 	}
 }

@@ -4,16 +4,20 @@ package controller_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/nodecleanup"
+	"lifeboat.dev/lifeboat/internal/ownership"
+	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
@@ -65,5 +69,52 @@ func TestNodeCleanup(t *testing.T) {
 	}
 	if got := w.metrics.Value("lifeboat_node_cleanup_total", "result", "deleted"); got != 2 {
 		t.Errorf("lifeboat_node_cleanup_total{result=deleted} = %v, want 2", got)
+	}
+}
+
+// The clean-up attack of a stolen kubelet credential: a Node registered without a providerID
+// sets it to another Node's instance and stops reporting. When that instance is terminated,
+// its real Node is deleted all the same, the claimant is kept, and a Warning Event on the
+// claimant names the refused claim.
+func TestNodeCleanupRefusesAClaimant(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 1)
+	victim := w.nodes[0]
+	added, err := w.c.AddNodes(ctx, sandbox.NodeSpec{Index: 20, NoProviderID: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimant := added[0]
+	w.fake.AddInstance(fakeaws.Instance{ID: ownership.InstanceIDFromProviderID(sandbox.NodeSpec{Index: 20}.ProviderID()), PrivateDNSName: claimant.Name, Tags: ourTags})
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"providerID": victim.Spec.ProviderID}})
+	if _, err := nodeCredential(t, w.c, claimant.Name).CoreV1().Nodes().Patch(ctx, claimant.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("the claimant's credential could not set its providerID: %v", err)
+	}
+	w.goDark(t, ctx, claimant)
+	w.goDark(t, ctx, victim)
+	w.fake.SetInstanceState(episode.InstanceIDOf(victim), "terminated")
+	w.run(t, ctx, "DELETE_NODE_AFTER_TERMINATION", "true", "NODE_CLEANUP_INTERVAL", "1s")
+
+	deleted := func(n *corev1.Node) bool {
+		_, err := w.c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) { return deleted(victim), nil }); err != nil {
+		t.Fatal("the terminated instance's Node was not deleted: the claimant hid it")
+	}
+	if got := w.eventCountReaching(t, ctx, claimant, "NodeDeleteRefused", 1); got != 1 {
+		t.Errorf("%d NodeDeleteRefused Events on the claimant, want 1", got)
+	}
+	time.Sleep(2 * time.Second) // passes go on: the claimant stays, and its refusal is not said every second
+	if deleted(claimant) {
+		t.Error("the claimant was deleted")
+	}
+	if got := w.eventCount(t, ctx, claimant, "NodeDeleteRefused"); got != 1 {
+		t.Errorf("%d NodeDeleteRefused Events on the claimant after more passes, want 1 (repeated hourly)", got)
+	}
+	if got := w.metrics.Value("lifeboat_instance_claims_refused_total", "path", "node_cleanup"); got != 1 {
+		t.Errorf("lifeboat_instance_claims_refused_total{path=node_cleanup} = %v, want 1", got)
 	}
 }

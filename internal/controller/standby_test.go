@@ -147,7 +147,7 @@ func TestStandbyTakesOverAfterOwnPodEvictedLast(t *testing.T) {
 	}
 	evictions := watchEvictions(t, ctx, w.c.Client, node.Name)
 	lease := func() (holder string, transitions int32) {
-		l, err := w.c.Client.CoordinationV1().Leases("kube-system").Get(ctx, controller.LeaseName, metav1.GetOptions{})
+		l, err := w.c.Client.CoordinationV1().Leases("kube-system").Get(ctx, config.DefaultLeaseName, metav1.GetOptions{})
 		if err != nil || l.Spec.HolderIdentity == nil {
 			return "", 0
 		}
@@ -235,7 +235,7 @@ func TestUnrenewedLeaseStopsWorkBeforeItRunsOut(t *testing.T) {
 	case err := <-a.done:
 		a.done <- err
 		took := time.Since(cutAt)
-		l, lerr := w.c.Client.CoordinationV1().Leases("kube-system").Get(ctx, controller.LeaseName, metav1.GetOptions{})
+		l, lerr := w.c.Client.CoordinationV1().Leases("kube-system").Get(ctx, config.DefaultLeaseName, metav1.GetOptions{})
 		if lerr != nil {
 			t.Fatal(lerr)
 		}

@@ -77,7 +77,7 @@ func New(ctx context.Context, cfg *config.Config, mode config.Mode, logger *slog
 	if err != nil {
 		return nil, err
 	}
-	if err := permitted(ctx, clients.Main, mode, cfg, logger); err != nil {
+	if err := permitted(ctx, clients.Main, mode, cfg, logger, d.metrics); err != nil {
 		return nil, err
 	}
 	handler, err := d.handlerOptions(ctx, clients)
@@ -237,14 +237,17 @@ var ErrPermissions = errors.New("missing Kubernetes permissions")
 
 // permitted checks, with one SelfSubjectAccessReview per permission, that Lifeboat holds every
 // Kubernetes permission the mode needs, and logs each one it lacks: failing at start names
-// the problem, failing mid-drain would leave a node half done.
-func permitted(ctx context.Context, client kubernetes.Interface, mode config.Mode, cfg *config.Config, logger *slog.Logger) error {
+// the problem, failing mid-drain would leave a node half done. A permission missing for an
+// extra left on by default (the node condition, Events) does not stop the protection: the
+// extra is turned off, and that is said (a warning, lifeboat_config_warning) instead.
+func permitted(ctx context.Context, client kubernetes.Interface, mode config.Mode, cfg *config.Config, logger *slog.Logger, m *metrics.Metrics) error {
 	ctx, cancel := context.WithTimeout(ctx, preflight.DefaultTimeout)
 	defer cancel()
 	missing, err := preflight.CheckRBAC(ctx, client, preflight.Permissions(mode, cfg))
 	if err != nil {
 		return fmt.Errorf("cannot check Kubernetes permissions: %w", err)
 	}
+	var names []string
 	for _, p := range missing {
 		attrs := []any{"verb", p.Verb, "resource", p.ResourceName()}
 		for _, kv := range [][2]string{{"apiGroup", p.Group}, {"namespace", p.Namespace}, {"name", p.Name}} {
@@ -252,18 +255,32 @@ func permitted(ctx context.Context, client kubernetes.Interface, mode config.Mod
 				attrs = append(attrs, kv[0], kv[1])
 			}
 		}
+		if p.Soft(cfg) {
+			logger.Warn("missing Kubernetes permission for an extra that is on by default: starting without it; grant the permission, or set the setting to false",
+				append(attrs, "setting", p.Extra, "neededTo", p.Why)...)
+			turnOff(cfg, p.Extra)
+			m.ConfigWarning("permission_missing_" + strings.ToLower(p.Extra))
+			continue
+		}
 		logger.Error("missing Kubernetes permission", append(attrs, "neededTo", p.Why)...)
+		names = append(names, p.String())
 	}
-	if len(missing) == 0 {
+	if len(names) == 0 {
 		return nil
-	}
-	names := make([]string, len(missing))
-	for i, p := range missing {
-		names[i] = p.String()
 	}
 	logger.Error("not starting: grant the missing Kubernetes permissions (lifeboat preflight shows them all)",
 		"mode", mode, "missing", strings.Join(names, ", "))
 	return ErrPermissions
+}
+
+// turnOff turns off an extra that is on by default (preflight.Permission.Extra).
+func turnOff(cfg *config.Config, extra string) {
+	switch extra {
+	case "NODE_CONDITION":
+		cfg.NodeCondition = false
+	case "EMIT_KUBERNETES_EVENTS":
+		cfg.EmitKubernetesEvents = false
+	}
 }
 
 // LogStart logs the start: the version, the mode, the settings not at their defaults and the

@@ -80,8 +80,10 @@ func serverVersion(ctx context.Context, client kubernetes.Interface) (*version.I
 	return &info, nil
 }
 
-// CheckPermissions is one row per permission, from SelfSubjectAccessReviews.
-func CheckPermissions(ctx context.Context, client kubernetes.Interface, perms []Permission) []Row {
+// CheckPermissions is one row per permission, from SelfSubjectAccessReviews. A missing
+// permission fails, but one for an extra left on by default only warns (Permission.Soft):
+// Lifeboat starts without the extra.
+func CheckPermissions(ctx context.Context, client kubernetes.Interface, perms []Permission, cfg *config.Config) []Row {
 	answers, err := Review(ctx, client, perms)
 	if err != nil {
 		return []Row{{Check: "rbac", Status: StatusFail, Detail: err.Error(),
@@ -96,6 +98,11 @@ func CheckPermissions(ctx context.Context, client kubernetes.Interface, perms []
 				row.Detail += " (" + a.Reason + ")"
 			}
 			row.Fix = grantFix(a.Permission)
+			if a.Permission.Soft(cfg) {
+				row.Status = StatusWarn
+				row.Detail += "; " + a.Permission.Extra + " is on by default: Lifeboat starts without it"
+				row.Fix += ", or set " + a.Permission.Extra + "=false"
+			}
 		}
 		rows = append(rows, row)
 	}

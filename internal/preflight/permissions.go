@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"lifeboat.dev/lifeboat/internal/config"
-	"lifeboat.dev/lifeboat/internal/controller"
 )
 
 // Permission is one Kubernetes verb on one resource that Lifeboat needs.
@@ -33,6 +32,17 @@ type Permission struct {
 	Namespace   string // "" = every namespace or a cluster-scoped resource (a ClusterRole)
 	Name        string // "" = any object; else only this one is needed
 	Why         string // what Lifeboat does with it
+	// Extra, when set, names the setting of an extra that is on by default (NODE_CONDITION,
+	// EMIT_KUBERNETES_EVENTS): without the permission and with the setting left at its
+	// default, Lifeboat starts without the extra and says so, rather than not protecting
+	// anything (see Soft).
+	Extra string
+}
+
+// Soft reports whether the permission's absence is not a reason to refuse to start under cfg:
+// it serves an extra the user did not turn on explicitly.
+func (p Permission) Soft(cfg *config.Config) bool {
+	return p.Extra != "" && cfg.Defaulted(p.Extra)
 }
 
 // ResourceName is the resource as RBAC rules spell it: "nodes", "pods/eviction".
@@ -93,8 +103,8 @@ func Permissions(mode config.Mode, cfg *config.Config) []Permission {
 	}
 	if cfg.EmitKubernetesEvents {
 		perms = append(perms,
-			Permission{Resource: "events", Verb: "create", Why: "EMIT_KUBERNETES_EVENTS: Events on the node"},
-			Permission{Resource: "events", Verb: "patch", Why: "EMIT_KUBERNETES_EVENTS: count repeated Events"},
+			Permission{Resource: "events", Verb: "create", Why: "EMIT_KUBERNETES_EVENTS: Events on the node", Extra: "EMIT_KUBERNETES_EVENTS"},
+			Permission{Resource: "events", Verb: "patch", Why: "EMIT_KUBERNETES_EVENTS: count repeated Events", Extra: "EMIT_KUBERNETES_EVENTS"},
 		)
 	}
 	if mode == config.ModeController {
@@ -110,7 +120,8 @@ func nodePermissions(mode config.Mode, cfg *config.Config) []Permission {
 		{Resource: "nodes", Verb: "patch", Why: "taint, label and cordon the node and record progress on it"},
 	}
 	if cfg.NodeCondition {
-		perms = append(perms, Permission{Resource: "nodes", Subresource: "status", Verb: "patch", Why: "NODE_CONDITION: the node's lifeboat.dev/Interruption condition"})
+		perms = append(perms, Permission{Resource: "nodes", Subresource: "status", Verb: "patch", Why: "NODE_CONDITION: the node's lifeboat.dev/Interruption condition",
+			Extra: "NODE_CONDITION"})
 	}
 	if mode != config.ModeController {
 		return perms
@@ -130,9 +141,9 @@ func controllerPermissions(cfg *config.Config) []Permission {
 	const group = "coordination.k8s.io"
 	ns := cfg.PodNamespace
 	perms := []Permission{
-		{Group: group, Resource: "leases", Verb: "get", Namespace: ns, Name: controller.LeaseName, Why: "leader election"},
+		{Group: group, Resource: "leases", Verb: "get", Namespace: ns, Name: cfg.LeaseName, Why: "leader election"},
 		{Group: group, Resource: "leases", Verb: "create", Namespace: ns, Why: "leader election: create the Lease the first time"},
-		{Group: group, Resource: "leases", Verb: "update", Namespace: ns, Name: controller.LeaseName, Why: "leader election: renew and release the Lease"},
+		{Group: group, Resource: "leases", Verb: "update", Namespace: ns, Name: cfg.LeaseName, Why: "leader election: renew and release the Lease"},
 	}
 	if cfg.ReadinessReportInterval > 0 {
 		// Pods are listed already; the check also reads budgets and the workloads pods

@@ -76,6 +76,12 @@ loop rather than sprig's merge, which would let a false or 0 override lose to th
 {{- toYaml $cfg }}
 {{- end }}
 
+{{/* The controller's Lease: config.leaderElectionLeaseName, else the controller's name. */}}
+{{- define "lifeboat.leaseName" -}}
+{{- $ctx := dict "root" .root "component" "controller" }}
+{{- (include "lifeboat.effectiveConfig" $ctx | fromYaml).leaderElectionLeaseName | default (include "lifeboat.componentName" $ctx) }}
+{{- end }}
+
 {{/* Where the webhook template's ConfigMap is mounted. */}}
 {{- define "lifeboat.webhookTemplateDir" -}}/etc/lifeboat/webhook-template{{- end }}
 
@@ -143,6 +149,10 @@ last would win elsewhere); extraEnv naming one variable twice is refused.
       fieldPath: metadata.namespace
 - name: ENABLE_SQS_TERMINATION_DRAINING
   value: {{ .controllerMode | quote }}
+{{- if and (eq .component "controller") (not (get $cfg "leaderElectionLeaseName")) (not (hasKey $fromSecret "leaderElectionLeaseName")) }}
+- name: LEADER_ELECTION_LEASE_NAME
+  value: {{ include "lifeboat.leaseName" . | quote }}
+{{- end }}
 {{- range $key, $value := $cfg }}
 {{- if has $key (list "nodeName" "podName" "namespace" "enableSqsTerminationDraining") }}
 {{- fail (printf "setting %q is set by the chart (from the Downward API, or the component's mode): remove it from config / %s.config" $key $.component) }}
