@@ -505,6 +505,9 @@ func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resol
 			"node", n.Node, "instance", n.InstanceID, "reason", verdict.Reason)
 		return noticeDone
 	}
+	if verdict.Untagged {
+		return c.untagged(ctx, n, verdict, log)
+	}
 	if !verdict.Owned {
 		// Never touch a node or complete a lifecycle action for an instance not ours.
 		return c.notOurs(ctx, n, verdict.Reason, log)

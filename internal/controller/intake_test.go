@@ -24,6 +24,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/record"
+	"lifeboat.dev/lifeboat/internal/status"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -444,5 +445,71 @@ func TestFailedLookupComesBackSoon(t *testing.T) {
 	}
 	if len(putBacks) == 0 || putBacks[0] != 1 {
 		t.Errorf("the message was put back for %v s, want 1 s the first time", putBacks)
+	}
+}
+
+// Untagged is not foreign: a Spot warning for this cluster's Node whose instance lacks the
+// managed tag is not acted on (CHECK_TAG_BEFORE_DRAINING's default kept), but said where the
+// operator looks: a Warning Event on the Node naming the tag and the setting, the metric, a
+// WARN line, and the Node in `lifeboat status`. Another cluster's instance stays quiet: no
+// Event, no count. Copies of the warning say it once.
+func TestUntaggedNoticeIsSaid(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 2)
+	untagged, tagged := w.nodes[0], w.nodes[1]
+	w.fake.RemoveInstance(episode.InstanceIDOf(untagged))
+	w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(untagged), PrivateDNSName: untagged.Name,
+		Tags: map[string]string{"kubernetes.io/cluster/sandbox": "owned"}}) // a node group created without the managed tag
+	w.run(t, ctx)
+	spot := fakeaws.SpotInterruptionWarning(episode.InstanceIDOf(untagged), "terminate", time.Now().Add(2*time.Minute))
+	w.send(t, ctx, spot, spot, fakeaws.SpotInterruptionWarning(foreign, "terminate", time.Now().Add(2*time.Minute)))
+
+	if got := w.eventCountReaching(t, ctx, untagged, events.ReasonNoticeUntagged, 1); got != 1 {
+		t.Fatalf("%d %s Events on the untagged node, want 1", got, events.ReasonNoticeUntagged)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return w.metrics.Value("lifeboat_queue_messages_total", "outcome", "not_owned") >= 3, nil
+	})
+	if err != nil {
+		t.Fatal("the three messages were not all handled")
+	}
+	list, err := w.c.Client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if e.Reason == events.ReasonNoticeUntagged && !strings.Contains(e.Message, "aws-node-termination-handler/managed") ||
+			e.Reason == events.ReasonNoticeUntagged && !strings.Contains(e.Message, "CHECK_TAG_BEFORE_DRAINING") {
+			t.Errorf("the Event does not name the missing tag and the setting: %q", e.Message)
+		}
+		if e.InvolvedObject.Name == tagged.Name {
+			t.Errorf("an Event on the other node: %s %q", e.Reason, e.Message)
+		}
+	}
+	if got := w.metrics.Value("lifeboat_notices_untagged_total"); got != 1 {
+		t.Errorf("lifeboat_notices_untagged_total = %v, want 1 (the foreign instance is not counted, copies once)", got)
+	}
+	if n := strings.Count(w.logs.String(), "level=WARN msg=\"notice for this cluster's node not acted on"); n != 1 {
+		t.Errorf("%d WARN lines for the untagged notice, want 1", n)
+	}
+	got := w.node(t, ctx, untagged)
+	if got.Spec.Unschedulable || got.Annotations[record.Annotation] != "" {
+		t.Error("the untagged node was acted on; CHECK_TAG_BEFORE_DRAINING=true (the default) says not to")
+	}
+	report, err := status.Collect(ctx, w.c.Client, sandboxtest.Config(t, config.ModeController, "QUEUE_URL", w.queueURL, "AWS_REGION", "us-east-1"), time.Now(), status.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(report.Untagged) != 1 || report.Untagged[0].Node != untagged.Name {
+		t.Fatalf("lifeboat status lists untagged nodes %+v, want %s", report.Untagged, untagged.Name)
+	}
+	var out strings.Builder
+	if err := status.Print(&out, report, "table"); err != nil {
+		t.Fatal(err)
+	}
+	if first, _, _ := strings.Cut(out.String(), "\n"); !strings.HasPrefix(first, "NOT PROTECTED: 1 node(s)") {
+		t.Errorf("lifeboat status does not start with the untagged node:\n%s", out.String())
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
-
 // errRenewDeadline ends a term whose Lease went unrenewed for the renew deadline.
 var errRenewDeadline = errors.New("the Lease was not renewed within LEADER_ELECTION_RENEW_DEADLINE")
 

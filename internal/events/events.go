@@ -74,6 +74,7 @@ const (
 	ReasonInvalidRecord       = "InvalidRecord"        // the node's record failed validation: never acted on
 	ReasonLeftToNewer         = "LeftToNewerLifeboat"  // a record or notice of a newer Lifeboat: left to it
 	ReasonClaimRefused        = "InstanceClaimRefused" // the node's providerID names an instance that is not the node
+	ReasonNoticeUntagged      = "NoticeUntagged"       // a notice for this node is not acted on: its instance lacks the tags that say it is ours
 	ReasonDrainNotScheduled   = "DrainNotScheduled"
 	ReasonHandbackWaited      = "HandbackWaited"         // a wait before the hand-back ended in time
 	ReasonHandbackWaitCut     = "HandbackWaitCut"        // the deadline cut it short
@@ -292,6 +293,12 @@ func (r *Recorder) LifecycleCompleted(node Node, hook, instanceID, result string
 // because the instance or group it names is not the node's own.
 func (r *Recorder) InstanceCallRefused(node Node, why string) {
 	r.emit(node, corev1.EventTypeWarning, ReasonInstanceCallRefused, clip("Not calling AWS: "+why))
+}
+
+// NoticeUntagged records that a notice for this cluster's node is not acted on because its
+// instance lacks the managed tag or this cluster's tag: the node's pods go with the instance.
+func (r *Recorder) NoticeUntagged(node Node, why string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonNoticeUntagged, clip("Lifeboat does not act on a notice for this node: "+why))
 }
 
 // ClaimRefused records that the node's providerID names an instance which, by EC2's

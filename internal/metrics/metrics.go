@@ -105,6 +105,7 @@ type Metrics struct {
 	readinessRun  *prometheus.GaugeVec
 	refusedCalls  *prometheus.CounterVec
 	claims        *prometheus.CounterVec
+	untagged      prometheus.Counter
 	badRecords    prometheus.Counter
 	leftToNewer   *prometheus.CounterVec
 	latency       *prometheus.HistogramVec
@@ -220,6 +221,10 @@ func New() *Metrics {
 			Name: "lifeboat_instance_claims_refused_total",
 			Help: "Nodes whose spec.providerID names an instance that is not the node, by what said so (ec2: EC2 describes the instance as another node; instance_metadata: the agent's own instance is another) and by the path that looked (queue, instance_metadata, status_poll, node_condition, dead_instance, node_cleanup, retained_sweep, capacity_block). Nothing is done on such a node for that instance or for a reason read from it; a notice is handled on the node EC2 describes.",
 		}, []string{"check", "path"}),
+		untagged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lifeboat_notices_untagged_total",
+			Help: "Notices for this cluster's nodes (EC2 describes the instance as the node) not acted on because the instance lacks the managed tag (CHECK_TAG_BEFORE_DRAINING) or this cluster's tag (CLUSTER_NAME): a wiring problem, counted once per notice an hour. Other clusters' instances are not counted here.",
+		}),
 		badRecords: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lifeboat_invalid_records_total",
 			Help: "Node records (lifeboat.dev/interruption annotations) that could not be read or failed validation, counted once per node and content; such a record is never acted on.",
@@ -243,6 +248,7 @@ func New() *Metrics {
 	m.Registry.MustRegister(m.eventsDropped)
 	m.ignoredMessages = newIgnoredMessages()
 	m.Registry.MustRegister(m.ignoredMessages)
+	m.Registry.MustRegister(m.untagged)
 	m.Registry.MustRegister(m.refusedCalls, m.claims, m.badRecords, m.leftToNewer, m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeThrottled, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -308,6 +314,14 @@ func (m *Metrics) ClaimPaths(check string, paths []string) {
 	for _, p := range paths {
 		m.claims.WithLabelValues(check, p)
 	}
+}
+
+// NoticeUntagged counts a notice for this cluster's node not acted on for its instance's tags.
+func (m *Metrics) NoticeUntagged() {
+	if m == nil {
+		return
+	}
+	m.untagged.Inc()
 }
 
 // InvalidRecord counts a node record that was unreadable or invalid.

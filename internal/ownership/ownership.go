@@ -59,6 +59,10 @@ type Verdict struct {
 	// Refused are the Nodes whose claim to the instance EC2 does not bear out; each was
 	// reported to Options.Claims.
 	Refused []Claim
+	// Untagged says the instance is this cluster's Node as EC2 describes it, but its tags (the
+	// managed tag, or this cluster's tag) say not to act on it: a wiring problem of this
+	// cluster, not another cluster's instance, and said as such.
+	Untagged bool
 	// ClaimRefused says the subject's Node (Subject.Node) is not the instance as EC2 describes
 	// it: the reason it was read for is refused, which is not the same as another cluster's
 	// instance.
@@ -219,6 +223,7 @@ func (r *Resolver) resolve(ctx context.Context, s Subject) (Verdict, error) {
 	v.Node = node.DeepCopy()
 	v.Reason = r.tagsRefuse(instanceID, inst.Tags)
 	v.Owned = v.Reason == ""
+	v.Untagged = !v.Owned
 	return v, nil
 }
 

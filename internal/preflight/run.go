@@ -96,7 +96,9 @@ func (r *run) kubernetes() (kubeOK bool) {
 		return row
 	})
 	if kubeOK {
-		r.addAll(func(ctx context.Context) []Row { return CheckPermissions(ctx, env.Kube, Permissions(r.mode, r.cfg), r.cfg) })
+		r.addAll(func(ctx context.Context) []Row {
+			return CheckPermissions(ctx, env.Kube, Permissions(r.mode, r.cfg), r.cfg)
+		})
 	}
 	return kubeOK
 }

@@ -49,6 +49,7 @@ func PrintFormat(w io.Writer, r *Report, f output.Format) error {
 		}
 		return nil
 	}
+	printUntagged(w, r)
 	printRepairs(w, r.Repairs)
 	return printTable(w, r, f.Name == output.Wide)
 }
@@ -187,4 +188,17 @@ func whyOf(why string) string {
 		return ""
 	}
 	return ": " + why
+}
+
+// printUntagged puts first what must be fixed first: this cluster's nodes whose notices were
+// not acted on because their instances lack the tags that say they are this cluster's.
+func printUntagged(w io.Writer, r *Report) {
+	if len(r.Untagged) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "NOT PROTECTED: %d node(s) had a notice not acted on in the last day: their instance lacks the tag that says it is this cluster's\n", len(r.Untagged))
+	for _, u := range r.Untagged {
+		fmt.Fprintf(w, "  %s: notice %s, %s ago: %s\n", u.Node, u.Notice, r.At.Sub(u.At).Round(time.Second), u.Why)
+	}
+	fmt.Fprintln(w)
 }

@@ -29,6 +29,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/output"
+	"lifeboat.dev/lifeboat/internal/ownership"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/internal/source/nodecondition"
 	"lifeboat.dev/lifeboat/internal/wiring"
@@ -47,7 +48,19 @@ type Report struct {
 	TargetsRead bool `json:"targetsRead"`
 	// Repairs is the node repair breaker (ENABLE_NODE_REPAIR, every node read).
 	Repairs *nodecondition.Breaker `json:"repairs,omitempty"`
+	// Untagged are the nodes with a notice not acted on in the last day because their
+	// instance lacks the managed tag or this cluster's tag (a wiring problem to fix first).
+	Untagged []UntaggedNode `json:"untagged,omitempty"`
 }
+
+// UntaggedNode is a node whose notice was not acted on for its instance's tags.
+type UntaggedNode struct {
+	Node string `json:"node"`
+	ownership.Untagged
+}
+
+// untaggedShown is how long a notice not acted on for its tags is shown.
+const untaggedShown = 24 * time.Hour
 
 // Node is one node's episode.
 type Node struct {
@@ -157,6 +170,9 @@ func Collect(ctx context.Context, client kubernetes.Interface, cfg *config.Confi
 	budgets := budgetCache{client: client, byNamespace: map[string][]policyv1.PodDisruptionBudget{}}
 	var attachments map[string][]string
 	for _, node := range nodes {
+		if u, ok := ownership.UntaggedOf(node); ok && now.Sub(u.At) < untaggedShown {
+			r.Untagged = append(r.Untagged, UntaggedNode{Node: node.Name, Untagged: u})
+		}
 		rec, err := record.Read(node)
 		if err != nil || !rec.Open() {
 			if len(opts.Nodes) > 0 { // asked for by name: say it is in no episode
