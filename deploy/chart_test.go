@@ -36,6 +36,8 @@ func chartKey(env string) string {
 var chartManaged = map[string]struct {
 	why  string
 	want func(component string) corev1.EnvVar
+	// configurable: a config key overrides what the chart derives (its default is "").
+	configurable bool
 }{
 	"NODE_NAME": {
 		why:  "the node the pod runs on comes from the Downward API (agent: the node it protects)",
@@ -56,6 +58,17 @@ var chartManaged = map[string]struct {
 		want: func(component string) corev1.EnvVar {
 			return corev1.EnvVar{Name: "ENABLE_SQS_TERMINATION_DRAINING", Value: fmt.Sprint(component == "controller")}
 		},
+	},
+	"LEADER_ELECTION_LEASE_NAME": {
+		why: "the controller's Lease is named after the release, so that two releases in one namespace lead " +
+			"independently; for a release named lifeboat (the test's) it is the binary's default. The agent holds no Lease",
+		want: func(component string) corev1.EnvVar {
+			if component != "controller" {
+				return corev1.EnvVar{}
+			}
+			return corev1.EnvVar{Name: "LEADER_ELECTION_LEASE_NAME", Value: config.DefaultLeaseName}
+		},
+		configurable: true,
 	},
 }
 
@@ -200,8 +213,14 @@ func TestEverySettingHasChartValue(t *testing.T) {
 	want := map[string]bool{}
 	for _, s := range config.Settings() {
 		key := chartKey(s.Env)
-		if _, managed := chartManaged[s.Env]; managed {
-			if _, ok := values.Config[key]; ok {
+		if m, managed := chartManaged[s.Env]; managed {
+			v, ok := values.Config[key]
+			switch {
+			case m.configurable && v != "":
+				t.Errorf("values.yaml config.%s = %v, want \"\" (the chart derives %s unless it is set)", key, v, s.Env)
+			case m.configurable:
+				want[key] = true
+			case ok:
 				t.Errorf("values.yaml config.%s: %s is set by the chart, not by config", key, s.Env)
 			}
 			continue
@@ -677,5 +696,51 @@ func TestReaderRole(t *testing.T) {
 	}
 	if !bound {
 		t.Error("the reader role is not bound to the subjects given")
+	}
+}
+
+// TestControllerStandbyByDefault: the controller runs with a warm standby (two replicas)
+// unless it is on the host network, where each replica needs its own node; a number given is
+// kept as written. Each release names its own Lease, and the Role grants exactly it.
+func TestControllerStandbyByDefault(t *testing.T) {
+	h := newHelm(t)
+	for _, tc := range []struct {
+		name     string
+		sets     []string
+		replicas int32
+	}{
+		{"default", nil, 2},
+		{"host network", []string{"--set", "controller.hostNetwork=true"}, 1},
+		{"one, as written", []string{"--set", "controller.replicas=1"}, 1},
+		{"three, host network, as written", []string{"--set", "controller.replicas=3", "--set", "controller.hostNetwork=true"}, 3},
+	} {
+		r := h.template(t, append([]string{"--set", "controller.enabled=true"}, tc.sets...)...)
+		d := only[*appsv1.Deployment](t, r)
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != tc.replicas {
+			t.Errorf("%s: replicas %v, want %d", tc.name, d.Spec.Replicas, tc.replicas)
+		}
+	}
+	for release, lease := range map[string]string{"lifeboat": "lifeboat-controller", "trial": "trial-lifeboat-controller"} {
+		out, err := h.run("template", release, chartDir, "--namespace", "kube-system", "--set", "controller.enabled=true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := decodeAll(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rendered(objs)
+		env := envOf(t, container(t, only[*appsv1.Deployment](t, r).Spec.Template.Spec))
+		if got := env["LEADER_ELECTION_LEASE_NAME"].Value; got != lease {
+			t.Errorf("release %s: LEADER_ELECTION_LEASE_NAME %q, want %q", release, got, lease)
+		}
+		role := only[*rbacv1.Role](t, r)
+		if !slices.ContainsFunc(role.Rules, func(rule rbacv1.PolicyRule) bool { return slices.Equal(rule.ResourceNames, []string{lease}) }) {
+			t.Errorf("release %s: the leader-election Role does not name the Lease %s: %+v", release, lease, role.Rules)
+		}
+	}
+	r := h.template(t, "--set", "controller.enabled=true", "--set", "config.leaderElectionLeaseName=shared-lease")
+	if got := envOf(t, container(t, only[*appsv1.Deployment](t, r).Spec.Template.Spec))["LEADER_ELECTION_LEASE_NAME"].Value; got != "shared-lease" {
+		t.Errorf("config.leaderElectionLeaseName set: the variable is %q, want it kept as written", got)
 	}
 }

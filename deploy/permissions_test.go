@@ -21,7 +21,7 @@ import (
 // start, per mode: everything a mode can need (with every optional feature on) is granted to
 // it, and nothing it does not need.
 func TestChartGrantsWhatTheBinaryChecks(t *testing.T) {
-	cfg := &config.Config{ForceDeleteBeforeDeadline: 30, EmitKubernetesEvents: true, WaitForVolumeDetachment: true, NodeCondition: true, PodNamespace: "kube-system",
+	cfg := &config.Config{ForceDeleteBeforeDeadline: 30, EmitKubernetesEvents: true, WaitForVolumeDetachment: true, NodeCondition: true, PodNamespace: "kube-system", LeaseName: deploy.LeaseName,
 		ReadinessReportInterval: time.Minute}
 	key := func(group, resource, sub, verb, name string) string {
 		return group + "/" + resource + "/" + sub + ":" + verb + "@" + name

@@ -76,6 +76,12 @@ loop rather than sprig's merge, which would let a false or 0 override lose to th
 {{- toYaml $cfg }}
 {{- end }}
 
+{{/* The controller's replicas: as written, else 2 (a warm standby), 1 with hostNetwork. */}}
+{{- define "lifeboat.controllerReplicas" -}}
+{{- $r := .Values.controller.replicas }}
+{{- if kindIs "invalid" $r }}{{ ternary 1 2 .Values.controller.hostNetwork }}{{ else }}{{ $r }}{{ end }}
+{{- end }}
+
 {{/* The controller's Lease: config.leaderElectionLeaseName, else the controller's name. */}}
 {{- define "lifeboat.leaseName" -}}
 {{- $ctx := dict "root" .root "component" "controller" }}
