@@ -496,6 +496,7 @@ func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resol
 	verdict, err := resolver.Resolve(ctx, ownership.Subject{Path: ownership.PathOf(n), InstanceID: n.InstanceID, Node: n.Node})
 	if err != nil {
 		log.Warn("cannot tell whether the instance is ours yet; retrying", "notice", n.ID, "err", err)
+		c.denied(ctx, "DescribeInstances", err, n, resolver.NodesNaming(n.InstanceID), log)
 		return noticeRetry
 	}
 	if verdict.ClaimRefused {
@@ -558,14 +559,23 @@ func (c *Controller) notOurs(ctx context.Context, n notice.Notice, reason string
 // foreignLevel is the level to log another cluster's notice at: Info the first time in an
 // hour, Debug for its copies (a kept message comes back every few minutes).
 func (c *Controller) foreignLevel(id string) slog.Level {
+	if c.firstInHour(id) {
+		return slog.LevelInfo
+	}
+	return slog.LevelDebug
+}
+
+// firstInHour reports whether key is seen for the first time in an hour: what a message's
+// copies repeat is said once.
+func (c *Controller) firstInHour(key string) bool {
 	// One check-and-add: copies of a message received together reach here at once.
 	c.foreignMu.Lock()
 	defer c.foreignMu.Unlock()
-	if _, seen := c.foreignLogged.Get(id); seen {
-		return slog.LevelDebug
+	if _, seen := c.foreignLogged.Get(key); seen {
+		return false
 	}
-	c.foreignLogged.Add(id, struct{}{}, time.Hour)
-	return slog.LevelInfo
+	c.foreignLogged.Add(key, struct{}{}, time.Hour)
+	return true
 }
 
 // handleLaunch completes a launch hook once the instance's Node has joined this cluster and is

@@ -23,6 +23,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/internal/status"
 	"lifeboat.dev/lifeboat/test/sandbox"
@@ -511,5 +512,72 @@ func TestUntaggedNoticeIsSaid(t *testing.T) {
 	}
 	if first, _, _ := strings.Cut(out.String(), "\n"); !strings.HasPrefix(first, "NOT PROTECTED: 1 node(s)") {
 		t.Errorf("lifeboat status does not start with the untagged node:\n%s", out.String())
+	}
+}
+
+// A refused permission is said where it blocks: with ec2:DescribeInstances denied, a Spot
+// warning for a node that just joined gives a Warning Event naming the IAM action on
+// Lifeboat's own pod and on that node, the metric by operation and action, and the first line
+// of `lifeboat status`. The notice is kept: once the permission returns, the node is drained.
+func TestRefusedPermissionIsSaid(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 1)
+	w.fake.Deny("ec2", "DescribeInstances")
+	w.run(t, ctx, "POD_NAME", "lifeboat-controller-0")
+	joined, err := w.c.AddNodes(ctx, sandbox.NodeSpec{Index: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := joined[0]
+	w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(node), PrivateDNSName: node.Name, Tags: ourTags})
+	spot := fakeaws.SpotInterruptionWarning(episode.InstanceIDOf(node), "terminate", time.Now().Add(2*time.Minute))
+	w.send(t, ctx, spot)
+
+	if got := w.eventCountReaching(t, ctx, node, events.ReasonAWSPermissionDenied, 1); got < 1 {
+		t.Fatalf("no %s Event on the node the refusal holds up", events.ReasonAWSPermissionDenied)
+	}
+	list, err := w.c.Client.CoreV1().Events("kube-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var onPod []string
+	for _, e := range list.Items {
+		if e.InvolvedObject.Kind == "Pod" && e.InvolvedObject.Name == "lifeboat-controller-0" && e.Reason == events.ReasonAWSPermissionDenied {
+			onPod = append(onPod, e.Message)
+		}
+	}
+	if len(onPod) != 1 || !strings.Contains(onPod[0], "ec2:DescribeInstances") {
+		t.Errorf("Events on Lifeboat's own pod: %q, want one naming ec2:DescribeInstances", onPod)
+	}
+	if got := w.metrics.Value("lifeboat_aws_permission_denied_total", "operation", "DescribeInstances", "iam_action", "ec2:DescribeInstances"); got < 1 {
+		t.Errorf("lifeboat_aws_permission_denied_total{iam_action=ec2:DescribeInstances} = %v", got)
+	}
+	cfg := sandboxtest.Config(t, config.ModeController, "QUEUE_URL", w.queueURL, "AWS_REGION", "us-east-1")
+	var out strings.Builder
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		report, err := status.Collect(ctx, w.c.Client, cfg, time.Now(), status.Options{})
+		if err != nil {
+			return false, err
+		}
+		out.Reset()
+		return status.Print(&out, report, "table") == nil && strings.HasPrefix(out.String(), "AWS PERMISSION DENIED: 1 node(s)"), nil
+	})
+	if err != nil {
+		t.Errorf("lifeboat status does not start with the refusal:\n%s", out.String())
+	}
+	if got := w.node(t, ctx, node); got.Spec.Unschedulable {
+		t.Fatal("the node was cordoned while its ownership could not be checked")
+	}
+
+	w.fake.ClearFaults() // the permission is granted again
+	w.waitDrained(t, ctx, node, notice.ID(notice.SpotInterruption, episode.InstanceIDOf(node), "terminate"))
+	report, err := status.Collect(ctx, w.c.Client, cfg, time.Now(), status.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(report.Denied) != 0 {
+		t.Errorf("lifeboat status still lists the refusal after the notice went through: %+v", report.Denied)
 	}
 }

@@ -23,13 +23,13 @@ import (
 // the Node's lifeboat.dev/untagged-notice annotation, which `lifeboat status` shows. The
 // message's fate is a foreign notice's.
 func (c *Controller) untagged(ctx context.Context, n notice.Notice, v ownership.Verdict, log *slog.Logger) noticeFate {
-	if c.foreignLevel("untagged/"+n.ID) == slog.LevelInfo { // the first time in an hour
+	if c.firstInHour("untagged/" + n.ID) {
 		why := v.Reason + "; " + untaggedFix(c.cfg.ClusterName)
 		log.Warn("notice for this cluster's node not acted on: its instance lacks the tag that says it is this cluster's", "notice", n.ID,
 			"kind", string(n.Kind), "node", v.Node.Name, "instance", n.InstanceID, "reason", v.Reason)
 		c.metrics.NoticeUntagged()
 		c.events.NoticeUntagged(events.NodeOf(v.Node), string(n.Kind)+" notice "+n.ID+": "+why)
-		c.noteUntagged(ctx, v.Node, n, why, log)
+		c.note(ctx, v.Node, ownership.AnnotationUntagged, n, why, log)
 	}
 	if c.cfg.DeleteSQSMsgIfNodeNotFound {
 		return noticeDone
@@ -46,19 +46,20 @@ func untaggedFix(clusterName string) string {
 	return fix + ", or set CHECK_TAG_BEFORE_DRAINING=false to act on this cluster's nodes whatever their tags"
 }
 
-// noteUntagged records the notice on the Node for `lifeboat status` (nothing under DRY_RUN).
-func (c *Controller) noteUntagged(ctx context.Context, node *corev1.Node, n notice.Notice, why string, log *slog.Logger) {
+// note records on the Node, for `lifeboat status`, a notice the wiring holds up (annotation:
+// ownership.AnnotationUntagged, ...); nothing under DRY_RUN.
+func (c *Controller) note(ctx context.Context, node *corev1.Node, annotation string, n notice.Notice, why string, log *slog.Logger) {
 	if c.cfg.DryRun {
 		return
 	}
-	note := ownership.UntaggedNote(time.Now(), n.ID, why)
-	_, err := nodes.NewWriter(c.client).Apply(ctx, node.Name, node, "record a notice not acted on for its instance's tags", func(got *corev1.Node) {
+	value := ownership.NoteValue(time.Now(), n.ID, why)
+	_, err := nodes.NewWriter(c.client).Apply(ctx, node.Name, node, "record a notice the wiring holds up", func(got *corev1.Node) {
 		if got.Annotations == nil {
 			got.Annotations = map[string]string{}
 		}
-		got.Annotations[ownership.AnnotationUntagged] = note
+		got.Annotations[annotation] = value
 	})
 	if err != nil {
-		log.Warn("could not record the untagged notice on the node", "node", node.Name, "err", err)
+		log.Warn("could not record on the node a notice the wiring holds up", "node", node.Name, "annotation", annotation, "err", err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/version"
 )
 
@@ -31,6 +32,7 @@ const (
 	ResultNotFound = "not_found" // a lifecycle action that is already over
 	ResultRefused  = "refused"   // not made: the instance or group is not the node's own
 	ResultGivenUp  = "given_up"  // a lifecycle action left to time out after a failure retrying cannot fix
+	ResultDenied   = "denied"    // refused by AWS for want of an IAM permission
 )
 
 // Events of a drain's ownership counted by lifeboat_drain_claims_total.
@@ -86,6 +88,7 @@ type Metrics struct {
 	queueLag      prometheus.Histogram
 	sqsCalls      *prometheus.CounterVec
 	awsCalls      *prometheus.CounterVec
+	awsDenied     *prometheus.CounterVec
 	leader        *prometheus.GaugeVec // no labels: a vector only so that it has no series until set
 	sourceHealthy *prometheus.GaugeVec
 	configWarn    *prometheus.GaugeVec
@@ -146,8 +149,11 @@ func New() *Metrics {
 			Name: "lifeboat_sqs_calls_total", Help: "SQS calls by event (receive, delete, extend, retry) and result (ok, error).",
 		}, []string{"event", "result"}),
 		awsCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lifeboat_aws_calls_total", Help: "EC2, Auto Scaling and Elastic Load Balancing calls by operation and result (ok, error, not_found).",
+			Name: "lifeboat_aws_calls_total", Help: "EC2, Auto Scaling and Elastic Load Balancing calls by operation and result (ok, error, not_found, denied: refused for want of an IAM permission).",
 		}, []string{"operation", "result"}),
+		awsDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lifeboat_aws_permission_denied_total", Help: "AWS calls refused for want of permission (AccessDenied, UnauthorizedOperation, ...), by operation and the IAM action to grant. The notice a refused call blocks is kept and retried.",
+		}, []string{"operation", "iam_action"}),
 		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_leader", Help: "Controller mode: 1 while this replica holds the leader Lease, 0 while it stands by. Agents elect no leader and have no such series.",
 		}, nil),
@@ -250,7 +256,7 @@ func New() *Metrics {
 	m.Registry.MustRegister(m.ignoredMessages)
 	m.Registry.MustRegister(m.untagged)
 	m.Registry.MustRegister(m.refusedCalls, m.claims, m.badRecords, m.leftToNewer, m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeThrottled, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
-		m.sqsCalls, m.awsCalls, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
+		m.sqsCalls, m.awsCalls, m.awsDenied, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -469,6 +475,10 @@ func (m *Metrics) AWSCall(operation string, err, notFound error) {
 	r := result(err)
 	if err != nil && notFound != nil && errors.Is(err, notFound) {
 		r = ResultNotFound
+	}
+	if _, denied := cloud.Denied(err); denied {
+		r = ResultDenied
+		m.awsDenied.WithLabelValues(operation, cloud.IAMAction(operation)).Inc()
 	}
 	m.awsCalls.WithLabelValues(operation, r).Inc()
 }

@@ -91,7 +91,7 @@ func exercised() *Metrics {
 // Label values that are names from elsewhere, kept as they are spelled there: paths of the
 // instance metadata, AWS operations, Kubernetes verbs, resources and namespaces, HTTP codes,
 // build stamps.
-var verbatimLabels = []string{"path", "operation", "call", "verb", "resource", "namespace", "code", "version", "commit", "goversion"}
+var verbatimLabels = []string{"path", "operation", "iam_action", "call", "verb", "resource", "namespace", "code", "version", "commit", "goversion"}
 
 var snakeCase = regexp.MustCompile(`^[a-z0-9]+(_[a-z0-9]+)*$`)
 

@@ -6,6 +6,8 @@ import (
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/notice"
+
+	"lifeboat.dev/lifeboat/internal/cloud"
 )
 
 // Closed sets of label values the code uses, for series at zero from the start. A counter
@@ -55,6 +57,9 @@ func (m *Metrics) zeroKnown() {
 	for _, c := range gatedCalls {
 		each([]string{ResultOK, ResultError, ResultNotFound}, func(r string) { m.awsCalls.WithLabelValues(c, r) })
 		m.refusedCalls.WithLabelValues(c)
+	}
+	for _, op := range cloud.Operations() {
+		m.awsDenied.WithLabelValues(op, cloud.IAMAction(op))
 	}
 	each(problems, func(p string) { m.noticeWarn.WithLabelValues(p) })
 	each(claimEvents, func(e string) { m.drainClaims.WithLabelValues(e) })

@@ -284,6 +284,17 @@ func (r *Resolver) tagsRefuse(instanceID string, tags map[string]string) string 
 	return ""
 }
 
+// NodesNaming are the Nodes whose providerID names the instance (copies): whose claim it is,
+// not which Node EC2 describes (for saying what a failed lookup holds up, never for acting).
+func (r *Resolver) NodesNaming(instanceID string) []*corev1.Node {
+	nodes, _ := r.claimants(instanceID)
+	out := make([]*corev1.Node, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.DeepCopy()
+	}
+	return out
+}
+
 // claimants are the Nodes whose providerID names the instance.
 func (r *Resolver) claimants(instanceID string) ([]*corev1.Node, error) {
 	objs, err := r.nodes.ByIndex(IndexInstanceID, instanceID)

@@ -49,7 +49,7 @@ func PrintFormat(w io.Writer, r *Report, f output.Format) error {
 		}
 		return nil
 	}
-	printUntagged(w, r)
+	printHeld(w, r)
 	printRepairs(w, r.Repairs)
 	return printTable(w, r, f.Name == output.Wide)
 }
@@ -190,15 +190,24 @@ func whyOf(why string) string {
 	return ": " + why
 }
 
-// printUntagged puts first what must be fixed first: this cluster's nodes whose notices were
-// not acted on because their instances lack the tags that say they are this cluster's.
-func printUntagged(w io.Writer, r *Report) {
-	if len(r.Untagged) == 0 {
-		return
+// printHeld puts first what must be fixed first: the nodes whose notices the wiring held up
+// (AWS refused a call for want of permission; the instance lacks the tag that says it is this
+// cluster's).
+func printHeld(w io.Writer, r *Report) {
+	for _, s := range []struct {
+		nodes []HeldNode
+		what  string
+	}{
+		{r.Denied, "AWS PERMISSION DENIED: %d node(s) had a notice held up in the last day: AWS refused a call Lifeboat needs"},
+		{r.Untagged, "NOT PROTECTED: %d node(s) had a notice not acted on in the last day: their instance lacks the tag that says it is this cluster's"},
+	} {
+		if len(s.nodes) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, s.what+"\n", len(s.nodes))
+		for _, u := range s.nodes {
+			fmt.Fprintf(w, "  %s: notice %s, %s ago: %s\n", u.Node, u.Notice, r.At.Sub(u.At).Round(time.Second), u.Why)
+		}
+		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "NOT PROTECTED: %d node(s) had a notice not acted on in the last day: their instance lacks the tag that says it is this cluster's\n", len(r.Untagged))
-	for _, u := range r.Untagged {
-		fmt.Fprintf(w, "  %s: notice %s, %s ago: %s\n", u.Node, u.Notice, r.At.Sub(u.At).Round(time.Second), u.Why)
-	}
-	fmt.Fprintln(w)
 }

@@ -50,17 +50,20 @@ type Report struct {
 	Repairs *nodecondition.Breaker `json:"repairs,omitempty"`
 	// Untagged are the nodes with a notice not acted on in the last day because their
 	// instance lacks the managed tag or this cluster's tag (a wiring problem to fix first).
-	Untagged []UntaggedNode `json:"untagged,omitempty"`
+	Untagged []HeldNode `json:"untagged,omitempty"`
+	// Denied are the nodes with a notice held up in the last day because AWS refused a call
+	// Lifeboat needs for want of permission.
+	Denied []HeldNode `json:"awsDenied,omitempty"`
 }
 
-// UntaggedNode is a node whose notice was not acted on for its instance's tags.
-type UntaggedNode struct {
+// HeldNode is a node whose notice the wiring held up.
+type HeldNode struct {
 	Node string `json:"node"`
-	ownership.Untagged
+	ownership.Note
 }
 
-// untaggedShown is how long a notice not acted on for its tags is shown.
-const untaggedShown = 24 * time.Hour
+// notesShown is how long a notice the wiring held up is shown.
+const notesShown = 24 * time.Hour
 
 // Node is one node's episode.
 type Node struct {
@@ -170,8 +173,11 @@ func Collect(ctx context.Context, client kubernetes.Interface, cfg *config.Confi
 	budgets := budgetCache{client: client, byNamespace: map[string][]policyv1.PodDisruptionBudget{}}
 	var attachments map[string][]string
 	for _, node := range nodes {
-		if u, ok := ownership.UntaggedOf(node); ok && now.Sub(u.At) < untaggedShown {
-			r.Untagged = append(r.Untagged, UntaggedNode{Node: node.Name, Untagged: u})
+		if u, ok := ownership.NoteOf(node, ownership.AnnotationUntagged); ok && now.Sub(u.At) < notesShown {
+			r.Untagged = append(r.Untagged, HeldNode{Node: node.Name, Note: u})
+		}
+		if d, ok := ownership.NoteOf(node, ownership.AnnotationDenied); ok && now.Sub(d.At) < notesShown && !recorded(node, d.Notice) {
+			r.Denied = append(r.Denied, HeldNode{Node: node.Name, Note: d})
 		}
 		rec, err := record.Read(node)
 		if err != nil || !rec.Open() {
@@ -469,4 +475,11 @@ func attachedVolumes(ctx context.Context, client kubernetes.Interface) (map[stri
 		out[va.Spec.NodeName] = append(out[va.Spec.NodeName], name)
 	}
 	return out, nil
+}
+
+// recorded reports whether the node's record holds the notice: the call refused for it has
+// gone through since.
+func recorded(node *corev1.Node, noticeID string) bool {
+	rec, err := record.Read(node)
+	return err == nil && rec.Has(noticeID)
 }
