@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -63,22 +61,7 @@ func TestConditionWriterPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	token := func(boundTo *corev1.Pod) kubernetes.Interface {
-		req := &authenticationv1.TokenRequest{}
-		if boundTo != nil {
-			req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: boundTo.Name, UID: boundTo.UID}
-		}
-		tr, err := c.Client.CoreV1().ServiceAccounts(agentNS).CreateToken(ctx, agentSA, req, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		admin, err := c.UserConfig("token-user")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kubernetes.NewForConfigOrDie(&rest.Config{Host: admin.Host, TLSClientConfig: rest.TLSClientConfig{CAData: admin.CAData}, BearerToken: tr.Status.Token})
-	}
-	agent, legacy := token(pod), token(nil)
+	agent, legacy := tokenClient(ctx, t, c, agentNS, agentSA, pod), tokenClient(ctx, t, c, agentNS, agentSA, nil)
 	markSick := func(client kubernetes.Interface, node string, dryRun bool) error {
 		opts := metav1.PatchOptions{}
 		if dryRun {

@@ -73,20 +73,7 @@ func TestAgentNodeRestriction(t *testing.T) {
 		t.Fatal(err)
 	}
 	token := func(serviceAccount string, boundTo *corev1.Pod) kubernetes.Interface {
-		req := &authenticationv1.TokenRequest{}
-		if boundTo != nil {
-			req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: boundTo.Name, UID: boundTo.UID}
-		}
-		tr, err := c.Client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, serviceAccount, req, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		admin, err := c.UserConfig("token-user")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kubernetes.NewForConfigOrDie(&rest.Config{Host: admin.Host, TLSClientConfig: rest.TLSClientConfig{CAData: admin.CAData},
-			BearerToken: tr.Status.Token})
+		return tokenClient(ctx, t, c, namespace, serviceAccount, boundTo)
 	}
 	agentA := token("lifeboat-agent", agentPod)
 	legacy := token("lifeboat-agent", nil)
@@ -353,4 +340,25 @@ func TestNodeRestrictionOnAClusterWithoutIt(t *testing.T) {
 	if ds, err := c.Client.AppsV1().DaemonSets(namespace).List(ctx, metav1.ListOptions{}); err != nil || len(ds.Items) != 1 {
 		t.Errorf("the install left DaemonSets %v (%v), want the agent's", ds, err)
 	}
+}
+
+// tokenClient is a client with a token of the service account, bound to a pod when boundTo is
+// set (the API server then puts the pod's node in the token's node-name claim, as in a pod's
+// projected token), else a token without that claim (as a legacy Secret's).
+func tokenClient(ctx context.Context, t *testing.T, c *sandbox.Cluster, namespace, serviceAccount string, boundTo *corev1.Pod) kubernetes.Interface {
+	t.Helper()
+	req := &authenticationv1.TokenRequest{}
+	if boundTo != nil {
+		req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: boundTo.Name, UID: boundTo.UID}
+	}
+	tr, err := c.Client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, serviceAccount, req, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := c.UserConfig("token-user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubernetes.NewForConfigOrDie(&rest.Config{Host: admin.Host, TLSClientConfig: rest.TLSClientConfig{CAData: admin.CAData},
+		BearerToken: tr.Status.Token})
 }
