@@ -136,6 +136,8 @@ fuzz-quick:
 	$(FUZZ) -fuzz '^FuzzParse$$' ./internal/source/sqs/messages
 	$(FUZZ) -fuzz '^FuzzInstanceIDFromProviderID$$' ./internal/ownership
 	$(FUZZ) -fuzz '^FuzzReadRecord$$' ./internal/record
+	$(FUZZ) -fuzz '^FuzzNoteOf$$' ./internal/ownership
+	$(FUZZ) -fuzz '^FuzzClip$$' ./internal/text
 	$(FUZZ) -fuzz '^FuzzTemplate$$' ./internal/webhook
 	$(FUZZ) -fuzz '^FuzzEvaluatorMatchesTextTemplate$$' ./internal/webhook
 	$(FUZZ) -fuzz '^FuzzPrintfLength$$' ./internal/webhook

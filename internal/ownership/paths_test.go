@@ -7,6 +7,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
 )
@@ -83,5 +87,33 @@ func TestPaths(t *testing.T) {
 			t.Errorf("path %q: duplicate, empty or not a label value", p)
 		}
 		seen[p] = true
+	}
+}
+
+// A note on a Node is input: whatever its annotation holds, reading it neither panics nor
+// yields more text than the bound, and a note written reads back.
+func FuzzNoteOf(f *testing.F) {
+	f.Add(NoteValue(time.Date(2026, 12, 7, 2, 0, 0, 0, time.UTC), "spot-i-0123456789abcdef0", "instance i-0123456789abcdef0 is missing the managed tag"))
+	f.Add("not a time spot-i-1 why")
+	f.Add("2026-12-07T02:00:00Z")
+	f.Fuzz(func(t *testing.T, value string) {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationUntagged: value}}}
+		note, ok := NoteOf(n, AnnotationUntagged)
+		if ok && len(note.Notice)+len(note.Why) > maxUntaggedNote+len("…") {
+			t.Fatalf("note of %d bytes read from a %d-byte value", len(note.Notice)+len(note.Why), len(value))
+		}
+	})
+}
+
+func TestNoteReadsBack(t *testing.T) {
+	at := time.Date(2026, 12, 7, 2, 0, 0, 0, time.UTC)
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		AnnotationDenied: NoteValue(at, "spot-i-1", "AWS answered UnauthorizedOperation to DescribeInstances")}}}
+	got, ok := NoteOf(n, AnnotationDenied)
+	if !ok || !got.At.Equal(at) || got.Notice != "spot-i-1" || got.Why != "AWS answered UnauthorizedOperation to DescribeInstances" {
+		t.Fatalf("read back %+v (%v)", got, ok)
+	}
+	if _, ok := NoteOf(n, AnnotationUntagged); ok {
+		t.Error("a note read from an annotation the node does not have")
 	}
 }
