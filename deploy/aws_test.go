@@ -35,6 +35,7 @@ var awsServices = map[string]string{
 	"github.com/aws/aws-sdk-go-v2/service/ec2":                    "ec2",
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling":            "autoscaling",
 	"github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2": "elasticloadbalancing",
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge":            "events",
 }
 
 // binaryAWSCalls are the AWS operations the binary's code names (each call takes its

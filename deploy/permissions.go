@@ -76,7 +76,8 @@ type AWSPermission struct {
 	Optional string
 	// OptIn keeps the action out of the shipped policies (CloudFormation, Terraform, eksctl):
 	// it acts on any instance, so an operator grants it, narrowed to the cluster's instances,
-	// only when turning its setting on.
+	// only when turning its setting on; or it reads outside the cluster's own resources (the
+	// account's EventBridge rules), which an operator grants to have it checked.
 	OptIn bool
 	Why   string
 }
@@ -88,7 +89,9 @@ var AWSPermissions = []AWSPermission{
 	{Action: "sqs:ReceiveMessage", Scope: "queue", Why: "read notices from the cluster's queue"},
 	{Action: "sqs:DeleteMessage", Scope: "queue", Why: "delete a message once its notices are recorded on the Node"},
 	{Action: "sqs:ChangeMessageVisibility", Scope: "queue", Why: "keep a message hidden while its drain runs, and bring it back later on a retry; NTH's policy lacks it"},
-	{Action: "sqs:GetQueueAttributes", Scope: "queue", Optional: "lifeboat preflight", Why: "confirm the queue exists"},
+	{Action: "sqs:GetQueueAttributes", Scope: "queue", Optional: "lifeboat preflight", Why: "confirm the queue exists; the set-up check reads its ARN and its policy (that EventBridge may send)"},
+	{Action: "events:ListRuleNamesByTarget", Scope: "*", Optional: "the set-up check", OptIn: true, Why: "the EventBridge rules that send to the queue, checked at start and hourly; not in the shipped policies: grant it (with events:DescribeRule) to have a deleted or disabled rule said"},
+	{Action: "events:DescribeRule", Scope: "*", Optional: "the set-up check", OptIn: true, Why: "whether each rule that sends to the queue is enabled, and the notice kinds its pattern covers"},
 	{Action: "ec2:DescribeInstances", Scope: "*", Why: "an instance's managed tag, cluster tag, private DNS name and IP (batched and cached); the instances of an expiring Capacity Block"},
 	{Action: "ec2:DescribeCapacityReservations", Scope: "*", Why: "that a Capacity Block expiration warning names an active Capacity Block ending soon, and when it ends: the drain's deadline"},
 	{Action: "ec2:DescribeInstanceStatus", Scope: "*", Optional: "ENABLE_INSTANCE_STATUS_DRAINING", Why: "failing status checks and listed scheduled events of this cluster's instances"},

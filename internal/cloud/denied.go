@@ -38,6 +38,7 @@ var operationService = map[string]string{
 	"TerminateInstanceInAutoScalingGroup": "autoscaling",
 	"ReceiveMessage":                      "sqs", "DeleteMessage": "sqs", "ChangeMessageVisibility": "sqs", "GetQueueAttributes": "sqs",
 	"DescribeTargetGroups": "elasticloadbalancing", "DescribeTargetHealth": "elasticloadbalancing",
+	"ListRuleNamesByTarget": "events", "DescribeRule": "events",
 }
 
 // Operations are the AWS operations Lifeboat calls, sorted.

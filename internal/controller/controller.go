@@ -72,6 +72,7 @@ type Controller struct {
 	heartbeats *lifecycle.Heartbeats
 	// retainedSweepEvery is the pause between passes of the retained-instance sweep.
 	retainedSweepEvery time.Duration
+	setup              *setupChecks // nil: the set-up is not checked
 
 	// starting bounds notices between receipt and their ownership and deadline being known
 	// (WORKERS): the EC2 and Auto Scaling lookups in flight at once.
@@ -128,6 +129,10 @@ type Options struct {
 	// RetainedSweepEvery is the pause between two passes of the sweep of retained instances.
 	// Default: five minutes.
 	RetainedSweepEvery time.Duration
+	// Setup, when set, reads the AWS set-up that feeds the queue (EventBridge rules, the queue's
+	// policy), checked at start and every SetupCheckEvery (default an hour).
+	Setup           cloud.Setup
+	SetupCheckEvery time.Duration
 }
 
 // New builds a controller.
@@ -141,6 +146,9 @@ func New(o Options) *Controller {
 		c.leaseClient = o.Client
 	}
 	c.retainedSweepEvery = cmp.Or(o.RetainedSweepEvery, retainedSweepEvery)
+	if o.Setup != nil && cfg.QueueURL != "" {
+		c.setup = &setupChecks{c: c, setup: o.Setup, every: cmp.Or(o.SetupCheckEvery, time.Hour), said: map[string]bool{}}
+	}
 	var ec2 cloud.EC2
 	if o.EC2 != nil {
 		ec2 = cloud.CountedEC2{EC2: o.EC2, Calls: m}
@@ -212,6 +220,7 @@ func (c *Controller) work(ctx context.Context, w *warm) error {
 	defer c.startRetainedSweep(ctx, w.resolver)()
 	defer c.startNodeRepair(ctx, w.resolver, w.nodes)()
 	defer c.startNodeCleanup(ctx, w.nodes.GetStore())()
+	defer c.setup.Start(ctx)()
 	if every := c.cfg.ReadinessReportInterval; every > 0 {
 		go c.reportChecks(ctx, every)
 	}
@@ -499,19 +508,8 @@ func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resol
 		c.denied(ctx, "DescribeInstances", err, n, resolver.NodesNaming(n.InstanceID), log)
 		return noticeRetry
 	}
-	if verdict.ClaimRefused {
-		// The Node the notice was read from is not the instance: the claim was reported (an
-		// Event on the claimant, the metric); nothing is done on any node for this notice.
-		log.Warn("notice refused: the node it was read from is not its instance as EC2 describes it", "notice", n.ID,
-			"node", n.Node, "instance", n.InstanceID, "reason", verdict.Reason)
-		return noticeDone
-	}
-	if verdict.Untagged {
-		return c.untagged(ctx, n, verdict, log)
-	}
 	if !verdict.Owned {
-		// Never touch a node or complete a lifecycle action for an instance not ours.
-		return c.notOurs(ctx, n, verdict.Reason, log)
+		return c.notActedOn(ctx, n, verdict, log)
 	}
 	if n.Lifecycle != nil && n.Kind == notice.ASGTermination {
 		n.Deadline = c.hookDeadline(ctx, n, *n.Lifecycle, log)
@@ -544,6 +542,22 @@ func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resol
 	}
 	log.Warn("notice not recorded yet; the message will come back", "notice", n.ID, "err", err)
 	return noticeRetry
+}
+
+// notActedOn is the fate of a notice whose verdict is not "this cluster's, act on it".
+func (c *Controller) notActedOn(ctx context.Context, n notice.Notice, verdict ownership.Verdict, log *slog.Logger) noticeFate {
+	switch {
+	case verdict.ClaimRefused:
+		// The Node the notice was read from is not the instance: the claim was reported (an
+		// Event on the claimant, the metric); nothing is done on any node for this notice.
+		log.Warn("notice refused: the node it was read from is not its instance as EC2 describes it", "notice", n.ID,
+			"node", n.Node, "instance", n.InstanceID, "reason", verdict.Reason)
+		return noticeDone
+	case verdict.Untagged:
+		return c.untagged(ctx, n, verdict, log)
+	}
+	// Never touch a node or complete a lifecycle action for an instance not ours.
+	return c.notOurs(ctx, n, verdict.Reason, log)
 }
 
 // notOurs is the fate of a notice about an instance that is not this cluster's: its message

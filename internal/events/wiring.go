@@ -26,3 +26,17 @@ func (r *Recorder) AWSPermissionDenied(own Pod, why string) {
 func (r *Recorder) AWSPermissionDeniedOn(node Node, why string) {
 	r.emit(node, corev1.EventTypeWarning, ReasonAWSPermissionDenied, clip("A notice for this node waits: "+why))
 }
+
+// ReasonAWSSetupProblem is on Lifeboat's own pod when the AWS set-up that feeds its queue is
+// wrong (a rule deleted or disabled, a queue policy that refuses EventBridge).
+const ReasonAWSSetupProblem = "AWSSetupProblem"
+
+// AWSSetupProblem records, on Lifeboat's own pod, something wrong with the AWS set-up that
+// feeds the queue: notices it should carry may never arrive.
+func (r *Recorder) AWSSetupProblem(own Pod, what string) {
+	if !r.Enabled() || own.Name == "" {
+		return
+	}
+	r.rec.AnnotatedEventf(own.reference(), maps.Clone(r.annotations), corev1.EventTypeWarning, ReasonAWSSetupProblem, "%s",
+		clip("The AWS set-up that feeds Lifeboat's queue is wrong, and notices may never arrive: "+what))
+}

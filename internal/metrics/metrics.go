@@ -89,6 +89,7 @@ type Metrics struct {
 	sqsCalls      *prometheus.CounterVec
 	awsCalls      *prometheus.CounterVec
 	awsDenied     *prometheus.CounterVec
+	setupProblems *prometheus.GaugeVec
 	leader        *prometheus.GaugeVec // no labels: a vector only so that it has no series until set
 	sourceHealthy *prometheus.GaugeVec
 	configWarn    *prometheus.GaugeVec
@@ -160,6 +161,9 @@ func New() *Metrics {
 		sourceHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_source_healthy", Help: "1 while the notice source (imds, queue) answers; 0 after a sustained failure.",
 		}, []string{"source"}),
+		setupProblems: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lifeboat_aws_setup_problems", Help: "Controller: what the last check of the AWS set-up that feeds the queue found wrong, by check (rules: a notice kind no enabled EventBridge rule sends to the queue; queue_policy: EventBridge may not send to the queue; permission: the set-up could not be read). Checked at start and every hour.",
+		}, []string{"check"}),
 		configWarn: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_config_warning", Help: "1 for each configuration warning found at start (e.g. cluster_name_unset).",
 		}, []string{"warning"}),
@@ -254,7 +258,7 @@ func New() *Metrics {
 	m.Registry.MustRegister(m.eventsDropped)
 	m.ignoredMessages = newIgnoredMessages()
 	m.Registry.MustRegister(m.ignoredMessages)
-	m.Registry.MustRegister(m.untagged)
+	m.Registry.MustRegister(m.untagged, m.setupProblems)
 	m.Registry.MustRegister(m.refusedCalls, m.claims, m.badRecords, m.leftToNewer, m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeThrottled, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.awsDenied, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -495,6 +499,16 @@ func (m *Metrics) Leader(leading bool) {
 func (m *Metrics) SourceHealthy(source string, healthy bool) {
 	if m != nil {
 		m.sourceHealthy.WithLabelValues(source).Set(b2f(healthy))
+	}
+}
+
+// SetupProblems sets what the last check of the AWS set-up found, by check.
+func (m *Metrics) SetupProblems(byCheck map[string]int) {
+	if m == nil {
+		return
+	}
+	for check, n := range byCheck {
+		m.setupProblems.WithLabelValues(check).Set(float64(n))
 	}
 }
 

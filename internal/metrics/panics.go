@@ -14,7 +14,7 @@ func newPanics() *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "lifeboat_reconcile_panics_total",
 		Help: "Panics recovered, by site (the unit of work that panicked: reconcile, queue_message, notice, hook_timeout, lifecycle_heartbeat, eviction, pod_watch, drain_claim, " +
-			"grace_cut, instance_status, imds_poll, instance_lookup, handback_wait, node_event, readiness_check, webhook, node_repair, node_cleanup, retained_sweep, node_condition). Only that unit failed, as after an error (a node retried with backoff, " +
+			"grace_cut, instance_status, imds_poll, instance_lookup, handback_wait, node_event, readiness_check, webhook, node_repair, node_cleanup, retained_sweep, node_condition, setup_check). Only that unit failed, as after an error (a node retried with backoff, " +
 			"a notice retried, a pod left, a poll missed, a send failed), and the rest went on. Each is a bug: the log line (\"recovered a panic\") has the site and the stack.",
 	}, []string{"site"})
 	for _, s := range panics.Sites {

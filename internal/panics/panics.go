@@ -46,12 +46,13 @@ var (
 	NodeCleanup    = Site{"node_cleanup", "this node clean-up pass is over; the next runs on time"}
 	RetainedSweep  = Site{"retained_sweep", "this sweep of retained instances is over; the next runs on time"}
 	NodeCondition  = Site{"node_condition", "this write of the node's lifeboat.dev/Interruption condition is dropped; its next state is written"}
+	SetupCheck     = Site{"setup_check", "this check of the AWS set-up is over; the next runs on time"}
 )
 
 // Sites lists every site.
 var Sites = []Site{Reconcile, QueueMessage, Notice, HookTimeout, Heartbeat, Eviction, PodWatch, DrainClaim, GraceCut,
 	InstanceStatus, IMDSPoll, InstanceLookup, HandbackWait, NodeEvent, Readiness, Webhook, NodeRepair, NodeCleanup,
-	RetainedSweep, NodeCondition}
+	RetainedSweep, NodeCondition, SetupCheck}
 
 // Counter counts recovered panics by site name (metrics.Metrics does).
 type Counter interface {

@@ -111,6 +111,8 @@ type Server struct {
 	requestSeq      int
 	activities      int // scaling activities started (TerminateInstanceInAutoScalingGroup)
 	onCall          func(Call)
+	rules           map[string]Rule      // EventBridge, by name
+	queueAttrs      map[string][2]string // queue URL -> ARN, policy (GetQueueAttributes)
 	srv             *http.Server
 	url             string
 }
@@ -378,6 +380,10 @@ func (s *Server) setErrorCode(i int, code string) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if op, ok := sqsOperation(r); ok {
 		s.serveSQS(w, r, op)
+		return
+	}
+	if op, ok := eventsOperation(r); ok {
+		s.serveEvents(w, r, op)
 		return
 	}
 	s.serveQuery(w, r)

@@ -76,6 +76,9 @@ func (s *Server) serveSQS(w http.ResponseWriter, r *http.Request, op string) {
 		fail(f.Status, f.Code, "fakeaws: injected fault")
 		return
 	}
+	if op == "GetQueueAttributes" && s.queueAttributes(w, body) {
+		return
+	}
 	switch {
 	case s.backendErr != nil:
 		fail(http.StatusNotImplemented, "NotImplemented", s.backendErr.Error())

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package cloud
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// Rule is an EventBridge rule that targets the queue.
+type Rule struct {
+	Name         string
+	State        string // ENABLED, DISABLED, ENABLED_WITH_ALL_CLOUDTRAIL_MANAGEMENT_EVENTS
+	EventPattern string // JSON; "" for a scheduled rule
+}
+
+// Setup reads the AWS set-up that feeds the queue: the EventBridge rules that target it and
+// the queue's own ARN and policy.
+type Setup interface {
+	// RulesTargeting lists the rules on the default event bus whose targets include targetARN.
+	RulesTargeting(ctx context.Context, targetARN string) ([]Rule, error)
+	// QueueARNAndPolicy is the queue's ARN and its access policy ("" when it has none).
+	QueueARNAndPolicy(ctx context.Context, queueURL string) (arn, policy string, err error)
+}
+
+// AWSSetup implements Setup with aws-sdk-go-v2.
+type AWSSetup struct {
+	events *eventbridge.Client
+	sqs    *sqs.Client
+}
+
+// NewAWSSetup uses cfg (see LoadAWSConfig).
+func NewAWSSetup(cfg aws.Config) *AWSSetup {
+	return &AWSSetup{events: eventbridge.NewFromConfig(cfg), sqs: sqs.NewFromConfig(cfg)}
+}
+
+// RulesTargeting pages through ListRuleNamesByTarget, then describes each rule.
+func (s *AWSSetup) RulesTargeting(ctx context.Context, targetARN string) ([]Rule, error) {
+	var names []string
+	in := &eventbridge.ListRuleNamesByTargetInput{TargetArn: aws.String(targetARN)}
+	for {
+		out, err := s.events.ListRuleNamesByTarget(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("ListRuleNamesByTarget %s: %w", targetARN, err)
+		}
+		names = append(names, out.RuleNames...)
+		if aws.ToString(out.NextToken) == "" {
+			break
+		}
+		in.NextToken = out.NextToken
+	}
+	rules := make([]Rule, 0, len(names))
+	for _, name := range names {
+		out, err := s.events.DescribeRule(ctx, &eventbridge.DescribeRuleInput{Name: aws.String(name)})
+		if err != nil {
+			return nil, fmt.Errorf("DescribeRule %s: %w", name, err)
+		}
+		rules = append(rules, Rule{Name: name, State: string(out.State), EventPattern: aws.ToString(out.EventPattern)})
+	}
+	return rules, nil
+}
+
+// QueueARNAndPolicy reads the queue's QueueArn and Policy attributes.
+func (s *AWSSetup) QueueARNAndPolicy(ctx context.Context, queueURL string) (string, string, error) {
+	out, err := s.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn, sqstypes.QueueAttributeNamePolicy}})
+	if err != nil {
+		return "", "", fmt.Errorf("GetQueueAttributes %s: %w", queueURL, err)
+	}
+	return out.Attributes[string(sqstypes.QueueAttributeNameQueueArn)], out.Attributes[string(sqstypes.QueueAttributeNamePolicy)], nil
+}
