@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
+
+	"lifeboat.dev/lifeboat/internal/cloud"
 )
 
 // The AWS calls the checks make. Each is satisfied by the SDK's client for its service.
@@ -51,11 +53,14 @@ type AWS struct {
 	AutoScaling AutoScalingAPI
 	// LoadBalancing is nil when the mode does not wait for load-balancer targets.
 	LoadBalancing LoadBalancingAPI
+	// Setup reads the set-up that feeds the queue (EventBridge rules, the queue's policy).
+	Setup cloud.Setup
 }
 
 // NewAWS builds the clients from an SDK configuration (see cloud.LoadAWSConfig).
 func NewAWS(cfg aws.Config) AWS {
-	return AWS{SQS: sqs.NewFromConfig(cfg), EC2: ec2.NewFromConfig(cfg), AutoScaling: autoscaling.NewFromConfig(cfg), LoadBalancing: elbv2.NewFromConfig(cfg)}
+	return AWS{SQS: sqs.NewFromConfig(cfg), EC2: ec2.NewFromConfig(cfg), AutoScaling: autoscaling.NewFromConfig(cfg), LoadBalancing: elbv2.NewFromConfig(cfg),
+		Setup: cloud.NewAWSSetup(cfg)}
 }
 
 // outcome is what an AWS answer says about a permission.

@@ -19,6 +19,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/source/imds"
+	"lifeboat.dev/lifeboat/internal/source/sqs/messages"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -287,15 +288,22 @@ func TestInSandbox(t *testing.T) {
 		perms := Permissions(config.ModeController, cfg)
 		grant(ctx, t, c, "controller", perms)
 		client := userClient(ctx, t, c, "controller", perms, 0)
+		// The set-up deploy/aws ships: a queue policy that lets EventBridge send, a rule per kind.
+		const queueARN = "arn:aws:sqs:us-east-1:000000000000:lifeboat"
+		fake.SetQueuePolicy(cfg.QueueURL, queueARN, `{"Statement":{"Effect":"Allow","Principal":{"Service":"events.amazonaws.com"},"Action":"sqs:SendMessage","Resource":"`+queueARN+`"}}`)
+		for i, k := range messages.EventKinds() {
+			fake.PutRule(fakeaws.Rule{Name: fmt.Sprintf("lifeboat-%d", i), Targets: []string{queueARN},
+				EventPattern: `{"source":["` + k.Source + `"],"detail-type":["` + strings.Join(k.DetailTypes, `","`) + `"]}`})
+		}
 		rows := Run(ctx, config.ModeController, cfg, Env{Kube: client, AWS: NewAWS(sandboxtest.AWSConfig(fake.URL()))})
 		for _, r := range rows {
 			if r.Status != StatusOK {
 				t.Errorf("%s: %s: %s (fix: %s)", r.Check, r.Status, r.Detail, r.Fix)
 			}
 		}
-		// api, rbac, queue + 2 probes, EC2 (instances, capacity reservations), Auto Scaling
-		// (complete, group lookup, hook timeouts), ELBv2 target groups, 3 identity rows
-		if want := 1 + len(perms) + 3 + 2 + 3 + 1 + 3; len(rows) != want {
+		// api, rbac, queue + 2 probes, the set-up, EC2 (instances, capacity reservations), Auto
+		// Scaling (complete, group lookup, hook timeouts), ELBv2 target groups, 3 identity rows
+		if want := 1 + len(perms) + 3 + 1 + 2 + 3 + 1 + 3; len(rows) != want {
 			t.Errorf("%d rows, want %d: %+v", len(rows), want, rows)
 		}
 	})

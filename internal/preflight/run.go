@@ -144,6 +144,9 @@ func (r *run) controller() {
 	}
 	ec2, as := env.AWS.EC2, env.AWS.AutoScaling
 	r.addAll(func(ctx context.Context) []Row { return CheckQueue(ctx, env.AWS.SQS, cfg.QueueURL) })
+	if env.AWS.Setup != nil {
+		r.addAll(func(ctx context.Context) []Row { return CheckSetup(ctx, env.AWS.Setup, cfg.QueueURL) })
+	}
 	// The settings that make ownership look instances up in EC2.
 	if cfg.CheckTagBeforeDraining || cfg.ClusterName != "" || !cfg.UseProviderID {
 		r.add(func(ctx context.Context) Row { return CheckEC2(ctx, ec2) })
