@@ -452,6 +452,7 @@ const (
 	noticeForeign                     // another cluster's instance: keep the message for it
 	noticeCancelled                   // this process is stopping
 	noticeLaunching                   // a launch hook waiting for its node to be Ready
+	noticeRefused                     // refused by the gate (read from a Node that is not its instance): said, not acted on
 )
 
 // messageFate decides what to do with a message from its notices: retry soon while any of
@@ -552,7 +553,7 @@ func (c *Controller) notActedOn(ctx context.Context, n notice.Notice, verdict ow
 		// Event on the claimant, the metric); nothing is done on any node for this notice.
 		log.Warn("notice refused: the node it was read from is not its instance as EC2 describes it", "notice", n.ID,
 			"node", n.Node, "instance", n.InstanceID, "reason", verdict.Reason)
-		return noticeDone
+		return noticeRefused
 	case verdict.Untagged:
 		return c.untagged(ctx, n, verdict, log)
 	}

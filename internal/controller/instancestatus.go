@@ -51,15 +51,20 @@ func (c *Controller) startInstanceStatus(ctx context.Context, resolver *ownershi
 // takeStatusNotices handles a pass's notices with the queue's pool; a notice is taken once
 // recorded, or once found not to be this cluster's (it is not offered again every pass).
 func (c *Controller) takeStatusNotices(ctx context.Context, resolver *ownership.Resolver, ns []notice.Notice, log *slog.Logger) []bool {
+	fates := c.handleStatusNotices(ctx, resolver, ns, log)
+	taken := make([]bool, len(fates))
+	for i, f := range fates {
+		taken[i] = f == noticeDone || f == noticeForeign || f == noticeRefused
+	}
+	return taken
+}
+
+// handleStatusNotices counts and handles a pass's notices with the queue's pool.
+func (c *Controller) handleStatusNotices(ctx context.Context, resolver *ownership.Resolver, ns []notice.Notice, log *slog.Logger) []noticeFate {
 	for _, n := range ns {
 		c.metrics.Notice(string(n.Kind), string(n.Source))
 	}
-	fates := runNotices(ctx, ns, c.noticePool(log), func(ctx context.Context, n notice.Notice) noticeFate {
+	return runNotices(ctx, ns, c.noticePool(log), func(ctx context.Context, n notice.Notice) noticeFate {
 		return c.handleNotice(ctx, resolver, n, log)
 	})
-	taken := make([]bool, len(fates))
-	for i, f := range fates {
-		taken[i] = f == noticeDone || f == noticeForeign
-	}
-	return taken
 }

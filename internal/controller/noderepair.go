@@ -45,13 +45,30 @@ func (c *Controller) startNodeRepair(ctx context.Context, resolver *ownership.Re
 		log.Info("watching node conditions for repairs", "conditions", c.cfg.RepairConditions(), "drainTimeout", c.cfg.NodeRepairDrainTimeout.String(),
 			"action", c.cfg.NodeRepairAction, "maxUnhealthyPercent", c.cfg.NodeRepairMaxUnhealthyPercent, "maxParallel", c.cfg.NodeRepairMaxParallel,
 			"paused", c.cfg.NodeRepairPaused)
-		if err := w.Run(ctx, func(ctx context.Context, ns []notice.Notice) []bool {
-			return c.takeStatusNotices(ctx, resolver, ns, log)
+		if err := w.Run(ctx, func(ctx context.Context, ns []notice.Notice) []nodecondition.Fate {
+			return c.takeRepairNotices(ctx, resolver, ns, log)
 		}); err != nil {
 			log.Error("node repair stopped", "err", err)
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// takeRepairNotices handles repair notices as a status poll's, and says which started a repair:
+// one refused (a claimant's, an untagged or foreign instance's) neither counts as running for
+// the breaker nor is offered again until its condition changes.
+func (c *Controller) takeRepairNotices(ctx context.Context, resolver *ownership.Resolver, ns []notice.Notice, log *slog.Logger) []nodecondition.Fate {
+	fates := c.handleStatusNotices(ctx, resolver, ns, log)
+	out := make([]nodecondition.Fate, len(fates))
+	for i, f := range fates {
+		switch f {
+		case noticeDone:
+			out[i] = nodecondition.Started
+		case noticeRefused, noticeForeign:
+			out[i] = nodecondition.Refused
+		}
+	}
+	return out
 }
 
 // repairs is what the drains of repaired nodes ask of AWS: nothing under DRY_RUN or with

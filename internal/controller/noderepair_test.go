@@ -370,6 +370,10 @@ func TestNodeRepairRefusesForgedClaims(t *testing.T) {
 	if got := w.metrics.Value("lifeboat_instance_claims_refused_total", "path", "node_condition"); got < 2 {
 		t.Errorf("lifeboat_instance_claims_refused_total{path=node_condition} = %v, want at least 2", got)
 	}
+	// A refused repair is not a repair started: the breaker does not count it running.
+	if got := w.metrics.Value("lifeboat_node_repairs_total", "outcome", "started"); got != 1 {
+		t.Errorf("lifeboat_node_repairs_total{outcome=started} = %v, want 1 (the sick node's)", got)
+	}
 }
 
 // nodeCredential is a client with a node's kubelet credential.

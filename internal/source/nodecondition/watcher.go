@@ -28,9 +28,23 @@ import (
 	"lifeboat.dev/lifeboat/internal/panics"
 )
 
-// Take hands notices to the controller and says, for each, whether it was taken (recorded
-// on its node, or found not to be this cluster's). A notice not taken is offered again.
-type Take func(ctx context.Context, notices []notice.Notice) (taken []bool)
+// Take hands notices to the controller and says, for each, what became of it. A notice not
+// taken is offered again.
+type Take func(ctx context.Context, notices []notice.Notice) []Fate
+
+// Fate is what the controller did with a repair notice.
+type Fate int
+
+const (
+	// NotTaken: not recorded yet (its node's write failed, the process stops): offered again.
+	NotTaken Fate = iota
+	// Started: recorded on its node; the repair runs.
+	Started
+	// Refused: not to be acted on (the node is not its instance as EC2 describes it, or not
+	// this cluster's to act on), which was said where it was decided: not offered again
+	// until the condition changes, and no repair runs.
+	Refused
+)
 
 // Options configure a Watcher. Nodes and Conditions are required.
 type Options struct {
@@ -185,13 +199,16 @@ func (w *Watcher) look(ctx context.Context, name string, take Take) {
 	if done || !w.admit(node, n, key) {
 		return
 	}
-	if taken := take(ctx, []notice.Notice{n}); len(taken) == 1 && taken[0] {
+	fates := take(ctx, []notice.Notice{n})
+	if len(fates) == 1 && fates[0] != NotTaken {
 		w.mu.Lock()
 		w.taken[name] = key
 		w.mu.Unlock()
-		w.started[name] = w.opts.Now()
 		delete(w.reported, name)
-		w.opts.Report.Started(node, n)
+		if fates[0] == Started {
+			w.started[name] = w.opts.Now()
+			w.opts.Report.Started(node, n)
+		}
 		return
 	}
 	if ctx.Err() == nil {
