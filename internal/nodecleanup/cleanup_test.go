@@ -5,6 +5,7 @@ package nodecleanup
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,5 +115,52 @@ func TestClaimantNeverHidesTheNodeEC2Describes(t *testing.T) {
 		if len(r.refused) != 2 {
 			t.Errorf("claimant last %v: %d refusals after the repeat time, want the refusal said again", claimantLast, len(r.refused))
 		}
+	}
+}
+
+type panicCount struct {
+	mu    sync.Mutex
+	sites []string
+}
+
+func (p *panicCount) PanicRecovered(site string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sites = append(p.sites, site)
+}
+
+// panicsOnce panics at the first refusal it is told of.
+type panicsOnce struct {
+	reports
+	mu       sync.Mutex
+	panicked bool
+}
+
+func (p *panicsOnce) Refused(n *corev1.Node, id string, c ownership.Claim) {
+	p.mu.Lock()
+	first := !p.panicked
+	p.panicked = true
+	p.mu.Unlock()
+	if first {
+		panic("a report that panics")
+	}
+}
+
+// A pass that panics (a Node's content is input) is recovered and counted; the next pass runs.
+func TestRunRecoversAPanickingPass(t *testing.T) {
+	t.Parallel()
+	const id = "i-0123456789abcdef0"
+	claimant := darkNode("ip-10-0-0-2.ec2.internal", "10.0.0.2", "aws:///us-east-1a/"+id)
+	counted := &panicCount{}
+	c := &Cleaner{Client: fake.NewClientset(claimant.DeepCopy()), Nodes: orderedStore{[]*corev1.Node{claimant}}, Log: slog.New(slog.DiscardHandler),
+		Report: &panicsOnce{}, Repeat: time.Millisecond, Interval: 10 * time.Millisecond, Panics: counted,
+		EC2: instances{id: {ID: id, State: "terminated", PrivateDNSName: "ip-10-0-0-1.ec2.internal", PrivateIPs: []string{"10.0.0.1"}}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	c.Run(ctx) // returns when ctx ends: the panic did not end it
+	counted.mu.Lock()
+	defer counted.mu.Unlock()
+	if len(counted.sites) != 1 || counted.sites[0] != "node_cleanup" {
+		t.Errorf("panics counted %v, want one at node_cleanup", counted.sites)
 	}
 }
