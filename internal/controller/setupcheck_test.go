@@ -15,6 +15,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/source/sqs/messages"
+	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
@@ -28,17 +29,10 @@ func TestSetupCheckReportsADeletedRule(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newIntakeWorld(t, ctx, 1)
-	const queueARN = "arn:aws:sqs:us-east-1:000000000000:lifeboat"
-	w.fake.SetQueuePolicy(w.queueURL, queueARN, `{"Version":"2012-10-17","Statement":[{"Effect":"Allow",`+
-		`"Principal":{"Service":"events.amazonaws.com"},"Action":"sqs:SendMessage","Resource":"`+queueARN+`"}]}`)
-	spotRule := ""
-	for _, k := range messages.EventKinds() {
-		name := "lifeboat-" + strings.ToLower(strings.ReplaceAll(k.Name, " ", "-"))
-		if strings.Contains(strings.Join(k.DetailTypes, ","), "Spot Instance Interruption") {
-			spotRule = name
-		}
-		w.fake.PutRule(fakeaws.Rule{Name: name, Targets: []string{queueARN},
-			EventPattern: `{"source":["` + k.Source + `"],"detail-type":["` + strings.Join(k.DetailTypes, `","`) + `"]}`})
+	queueARN := sandbox.QueueARN(w.queueURL)
+	spotRule := w.fake.ShipSetup(w.queueURL, queueARN, sandbox.ShippedKinds())["spot interruption"]
+	if spotRule == "" {
+		t.Fatal("no Spot rule shipped")
 	}
 	w.wire = func(o *controller.Options) {
 		o.Setup, o.SetupCheckEvery = cloud.NewAWSSetup(sandboxtest.AWSConfig(w.fake.URL())), 300*time.Millisecond
@@ -75,12 +69,8 @@ func TestSetupCheckReportsADeletedRule(t *testing.T) {
 		t.Errorf("Events on Lifeboat's pod %q, want one naming the Spot warning's kind", said)
 	}
 
-	for _, k := range messages.EventKinds() {
-		if strings.Contains(strings.Join(k.DetailTypes, ","), "Spot Instance Interruption") {
-			w.fake.PutRule(fakeaws.Rule{Name: spotRule, Targets: []string{queueARN}, State: "DISABLED",
-				EventPattern: `{"source":["` + k.Source + `"],"detail-type":["` + strings.Join(k.DetailTypes, `","`) + `"]}`})
-		}
-	}
+	w.fake.PutRule(fakeaws.Rule{Name: spotRule, Targets: []string{queueARN}, State: "DISABLED",
+		EventPattern: `{"source":["aws.ec2"],"detail-type":["EC2 Spot Instance Interruption Warning"]}`})
 	waitFor("the disabled rule said", func() bool { return strings.Contains(w.logs.String(), "is disabled") })
 	w.fake.PutRule(fakeaws.Rule{Name: spotRule, Targets: []string{queueARN},
 		EventPattern: `{"source":["aws.ec2"],"detail-type":["EC2 Spot Instance Interruption Warning"]}`})

@@ -19,7 +19,6 @@ import (
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/source/imds"
-	"lifeboat.dev/lifeboat/internal/source/sqs/messages"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -289,12 +288,7 @@ func TestInSandbox(t *testing.T) {
 		grant(ctx, t, c, "controller", perms)
 		client := userClient(ctx, t, c, "controller", perms, 0)
 		// The set-up deploy/aws ships: a queue policy that lets EventBridge send, a rule per kind.
-		const queueARN = "arn:aws:sqs:us-east-1:000000000000:lifeboat"
-		fake.SetQueuePolicy(cfg.QueueURL, queueARN, `{"Statement":{"Effect":"Allow","Principal":{"Service":"events.amazonaws.com"},"Action":"sqs:SendMessage","Resource":"`+queueARN+`"}}`)
-		for i, k := range messages.EventKinds() {
-			fake.PutRule(fakeaws.Rule{Name: fmt.Sprintf("lifeboat-%d", i), Targets: []string{queueARN},
-				EventPattern: `{"source":["` + k.Source + `"],"detail-type":["` + strings.Join(k.DetailTypes, `","`) + `"]}`})
-		}
+		fake.ShipSetup(cfg.QueueURL, sandbox.QueueARN(cfg.QueueURL), sandbox.ShippedKinds())
 		rows := Run(ctx, config.ModeController, cfg, Env{Kube: client, AWS: NewAWS(sandboxtest.AWSConfig(fake.URL()))})
 		for _, r := range rows {
 			if r.Status != StatusOK {

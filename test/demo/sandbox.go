@@ -151,6 +151,9 @@ func startEnv(ctx context.Context, tools sandbox.Tools, dir string) (e *env, err
 		return nil, err
 	}
 	e.stops = append(e.stops, e.aws.Close)
+	// The EventBridge rules and queue policy deploy/aws ships: the controller's set-up check
+	// finds them (try `DeleteRule` from a test to see it said).
+	e.aws.ShipSetup(e.queueURL, sandbox.QueueARN(e.queueURL), sandbox.ShippedKinds())
 	e.watchCompletions()
 	ours := map[string]string{managedTag: "", "kubernetes.io/cluster/" + ClusterName: "owned"}
 	for i, n := range e.nodes {

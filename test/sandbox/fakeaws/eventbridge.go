@@ -108,11 +108,15 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, op string) 
 	json.NewEncoder(w).Encode(out)
 }
 
-// queueAttributes answers GetQueueAttributes for a queue given a policy (SetQueuePolicy);
-// false leaves the request to the SQS backend.
+// queueAttributes answers a GetQueueAttributes that asks only for QueueArn and Policy, for
+// a queue given a policy (SetQueuePolicy); false leaves the request to the SQS backend.
 func (s *Server) queueAttributes(w http.ResponseWriter, body []byte) bool {
-	var in struct{ QueueUrl string }
-	if json.Unmarshal(body, &in) != nil {
+	var in struct {
+		QueueUrl       string
+		AttributeNames []string
+	}
+	if json.Unmarshal(body, &in) != nil || len(in.AttributeNames) == 0 ||
+		slices.ContainsFunc(in.AttributeNames, func(a string) bool { return a != "QueueArn" && a != "Policy" }) {
 		return false
 	}
 	s.mu.Lock()
@@ -128,4 +132,27 @@ func (s *Server) queueAttributes(w http.ResponseWriter, body []byte) bool {
 	}
 	json.NewEncoder(w).Encode(map[string]any{"Attributes": out})
 	return true
+}
+
+// EventKind is a kind of EventBridge event a rule selects (messages.EventKind's fields).
+type EventKind struct {
+	Name        string
+	Source      string
+	DetailTypes []string
+}
+
+// ShipSetup installs the set-up deploy/aws ships for the queue: a policy that lets
+// EventBridge send to it, and an enabled rule per kind targeting it. It returns the rules'
+// names by kind name.
+func (s *Server) ShipSetup(queueURL, queueARN string, kinds []EventKind) map[string]string {
+	s.SetQueuePolicy(queueURL, queueARN, `{"Version":"2012-10-17","Statement":[{"Effect":"Allow",`+
+		`"Principal":{"Service":"events.amazonaws.com"},"Action":"sqs:SendMessage","Resource":"`+queueARN+`"}]}`)
+	names := map[string]string{}
+	for _, k := range kinds {
+		name := "lifeboat-" + strings.ToLower(strings.ReplaceAll(k.Name, " ", "-"))
+		pattern, _ := json.Marshal(map[string][]string{"source": {k.Source}, "detail-type": k.DetailTypes})
+		s.PutRule(Rule{Name: name, Targets: []string{queueARN}, EventPattern: string(pattern)})
+		names[k.Name] = name
+	}
+	return names
 }
