@@ -22,6 +22,7 @@ type setupChecks struct {
 	setup cloud.Setup
 	every time.Duration
 	said  map[string]bool // findings said and not yet gone; only the loop's goroutine uses it
+	ran   bool            // a check has completed
 }
 
 // Start runs the checks until ctx ends; stop ends them and waits. A nil setupChecks does nothing.
@@ -75,6 +76,11 @@ func (s *setupChecks) run(ctx context.Context) {
 			log.Info("the AWS set-up problem is gone", "was", f)
 		}
 	}
+	if !s.ran && len(findings) == 0 {
+		log.Info("the AWS set-up that feeds the queue is right: every notice kind has an enabled EventBridge rule to the queue, and the queue lets EventBridge send; checked again every hour",
+			"every", s.every.String())
+	}
+	s.ran = true
 	s.said = now
 	s.c.metrics.SetupProblems(counts)
 }
