@@ -5,8 +5,11 @@ package cloud
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -26,17 +29,71 @@ type Setup interface {
 	RulesTargeting(ctx context.Context, targetARN string) ([]Rule, error)
 	// QueueARNAndPolicy is the queue's ARN and its access policy ("" when it has none).
 	QueueARNAndPolicy(ctx context.Context, queueURL string) (arn, policy string, err error)
+	// GroupsOf are the Auto Scaling groups of the instances (those in none left out).
+	GroupsOf(ctx context.Context, instanceIDs []string) ([]string, error)
+	// TerminateHooks are each group's lifecycle hooks on the terminating transition.
+	TerminateHooks(ctx context.Context, group string) ([]Hook, error)
+}
+
+// Hook is a lifecycle hook, as the set-up check reads it.
+type Hook struct {
+	Name string
+	// NotificationTarget is where the hook sends its notifications itself ("" when only
+	// EventBridge carries them).
+	NotificationTarget string
 }
 
 // AWSSetup implements Setup with aws-sdk-go-v2.
 type AWSSetup struct {
 	events *eventbridge.Client
 	sqs    *sqs.Client
+	asg    *autoscaling.Client
 }
 
 // NewAWSSetup uses cfg (see LoadAWSConfig).
 func NewAWSSetup(cfg aws.Config) *AWSSetup {
-	return &AWSSetup{events: eventbridge.NewFromConfig(cfg), sqs: sqs.NewFromConfig(cfg)}
+	return &AWSSetup{events: eventbridge.NewFromConfig(cfg), sqs: sqs.NewFromConfig(cfg), asg: autoscaling.NewFromConfig(cfg)}
+}
+
+// maxGroupLookup is how many instances one DescribeAutoScalingInstances may name.
+const maxGroupLookup = 50
+
+// GroupsOf asks DescribeAutoScalingInstances about 50 instances a request.
+func (s *AWSSetup) GroupsOf(ctx context.Context, instanceIDs []string) ([]string, error) {
+	seen := map[string]bool{}
+	for start := 0; start < len(instanceIDs); start += maxGroupLookup {
+		in := &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: instanceIDs[start:min(start+maxGroupLookup, len(instanceIDs))]}
+		for {
+			out, err := s.asg.DescribeAutoScalingInstances(ctx, in)
+			if err != nil {
+				return nil, fmt.Errorf("DescribeAutoScalingInstances: %w", err)
+			}
+			for _, i := range out.AutoScalingInstances {
+				seen[aws.ToString(i.AutoScalingGroupName)] = true
+			}
+			if aws.ToString(out.NextToken) == "" {
+				break
+			}
+			in.NextToken = out.NextToken
+		}
+	}
+	delete(seen, "")
+	return slices.Sorted(maps.Keys(seen)), nil
+}
+
+// TerminateHooks reads the group's lifecycle hooks.
+func (s *AWSSetup) TerminateHooks(ctx context.Context, group string) ([]Hook, error) {
+	out, err := s.asg.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(group)})
+	if err != nil {
+		return nil, fmt.Errorf("DescribeLifecycleHooks %s: %w", group, err)
+	}
+	var hooks []Hook
+	for _, h := range out.LifecycleHooks {
+		if aws.ToString(h.LifecycleTransition) == "autoscaling:EC2_INSTANCE_TERMINATING" {
+			hooks = append(hooks, Hook{Name: aws.ToString(h.LifecycleHookName), NotificationTarget: aws.ToString(h.NotificationTargetARN)})
+		}
+	}
+	return hooks, nil
 }
 
 // RulesTargeting pages through ListRuleNamesByTarget, then describes each rule.

@@ -23,13 +23,17 @@ type setupChecks struct {
 	every time.Duration
 	said  map[string]bool // findings said and not yet gone; only the loop's goroutine uses it
 	ran   bool            // a check has completed
+
+	instances func() []string
 }
 
-// Start runs the checks until ctx ends; stop ends them and waits. A nil setupChecks does nothing.
-func (s *setupChecks) Start(ctx context.Context) (stop func()) {
+// Start runs the checks until ctx ends; stop ends them and waits. instances are this
+// cluster's nodes' instances (their groups' hooks are checked). A nil setupChecks does nothing.
+func (s *setupChecks) Start(ctx context.Context, instances func() []string) (stop func()) {
 	if s == nil {
 		return func() {}
 	}
+	s.instances = instances
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -50,7 +54,8 @@ func (s *setupChecks) Start(ctx context.Context) (stop func()) {
 
 func (s *setupChecks) run(ctx context.Context) {
 	log := s.c.log.With("part", "setup-check")
-	findings, err := setupcheck.Check(ctx, setupcheck.Options{Setup: s.setup, QueueURL: s.c.cfg.QueueURL, Kinds: messages.EventKinds()})
+	findings, err := setupcheck.Check(ctx, setupcheck.Options{Setup: s.setup, QueueURL: s.c.cfg.QueueURL, Kinds: messages.EventKinds(),
+		Instances: s.instances()})
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn("cannot check the AWS set-up that feeds the queue; the next check tries again", "err", err)

@@ -13,6 +13,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/controller"
+	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/source/sqs/messages"
 	"lifeboat.dev/lifeboat/test/sandbox"
@@ -75,4 +76,19 @@ func TestSetupCheckReportsADeletedRule(t *testing.T) {
 	w.fake.PutRule(fakeaws.Rule{Name: spotRule, Targets: []string{queueARN},
 		EventPattern: `{"source":["aws.ec2"],"detail-type":["EC2 Spot Instance Interruption Warning"]}`})
 	waitFor("the problem gone", func() bool { return problems("rules") == 0 && strings.Contains(w.logs.String(), "problem is gone") })
+
+	// Hooks in use: the node's group has a terminate hook; a node that joins in a group
+	// without one is said.
+	node := w.nodes[0]
+	w.fake.RemoveInstance(episode.InstanceIDOf(node))
+	w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(node), PrivateDNSName: node.Name, Tags: ourTags, AutoScalingGroup: "workers"})
+	w.fake.AddLifecycleHook(fakeaws.LifecycleHook{Name: "drain", AutoScalingGroup: "workers"})
+	joined, err := w.c.AddNodes(ctx, sandbox.NodeSpec{Index: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(joined[0]), PrivateDNSName: joined[0].Name, Tags: ourTags, AutoScalingGroup: "batch"})
+	waitFor("the group without a hook said", func() bool {
+		return problems("hooks") == 1 && strings.Contains(w.logs.String(), "group batch of this cluster's nodes has no terminate lifecycle hook")
+	})
 }

@@ -162,7 +162,7 @@ func New() *Metrics {
 			Name: "lifeboat_source_healthy", Help: "1 while the notice source (imds, queue) answers; 0 after a sustained failure.",
 		}, []string{"source"}),
 		setupProblems: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "lifeboat_aws_setup_problems", Help: "Controller: what the last check of the AWS set-up that feeds the queue found wrong, by check (rules: a notice kind no enabled EventBridge rule sends to the queue; queue_policy: EventBridge may not send to the queue; permission: the set-up could not be read). Checked at start and every hour.",
+			Name: "lifeboat_aws_setup_problems", Help: "Controller: what the last check of the AWS set-up that feeds the queue found wrong, by check (rules: a notice kind no enabled EventBridge rule sends to the queue; queue_policy: EventBridge may not send to the queue; hooks: a group of this cluster's nodes whose terminations do not reach the queue, where hooks are in use; permission: the set-up could not be read). Checked at start and every hour.",
 		}, []string{"check"}),
 		configWarn: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_config_warning", Help: "1 for each configuration warning found at start (e.g. cluster_name_unset).",

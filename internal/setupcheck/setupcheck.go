@@ -22,12 +22,14 @@ import (
 const (
 	CheckRules       = "rules"
 	CheckQueuePolicy = "queue_policy"
+	// CheckHooks: a group of this cluster's nodes whose terminations do not reach the queue.
+	CheckHooks = "hooks"
 	// CheckPermission: the set-up could not be read for want of permission.
 	CheckPermission = "permission"
 )
 
 // Checks lists them all.
-var Checks = []string{CheckRules, CheckQueuePolicy, CheckPermission}
+var Checks = []string{CheckRules, CheckQueuePolicy, CheckHooks, CheckPermission}
 
 // Finding is one thing wrong with the set-up.
 type Finding struct {
@@ -44,6 +46,8 @@ type Options struct {
 	QueueURL string
 	// Kinds are the EventBridge events the queue must receive (messages.EventKinds()).
 	Kinds []messages.EventKind
+	// Instances are this cluster's nodes' instances: their groups' terminate hooks are checked.
+	Instances []string
 }
 
 // Check reads the set-up once. An error means it could not be read for another reason than
@@ -73,7 +77,70 @@ func Check(ctx context.Context, o Options) ([]Finding, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(out, uncovered(rules, o.Kinds)...), nil
+	out = append(out, uncovered(rules, o.Kinds)...)
+	hooks, err := groupHooks(ctx, o, arn, lifecycleRule(rules))
+	if err != nil {
+		return nil, err
+	}
+	return append(out, hooks...), nil
+}
+
+// lifecycleRule reports whether an enabled rule sends terminate lifecycle actions to the
+// queue: every hook's actions then reach it through EventBridge, whatever its own target.
+func lifecycleRule(rules []cloud.Rule) bool {
+	k := messages.EventKind{Source: "aws.autoscaling", DetailTypes: []string{"EC2 Instance-terminate Lifecycle Action"}}
+	return slices.ContainsFunc(rules, func(r cloud.Rule) bool { return strings.HasPrefix(r.State, "ENABLED") && covers(r.EventPattern, k) })
+}
+
+// groupHooks checks the groups of this cluster's nodes, where hooks are in use (some group
+// has a terminate hook): a group without one terminates its instances without a drain, and a
+// hook that reaches neither the queue nor a rule to it leaves its instances waiting for its
+// timeout.
+func groupHooks(ctx context.Context, o Options, queueARN string, viaRule bool) ([]Finding, error) {
+	if len(o.Instances) == 0 {
+		return nil, nil
+	}
+	groups, err := o.Setup.GroupsOf(ctx, o.Instances)
+	if code, denied := cloud.Denied(err); denied {
+		return []Finding{{Check: CheckPermission, Problem: "the groups of this cluster's nodes cannot be read (" + code + "): their lifecycle hooks are not checked",
+			Fix: "grant autoscaling:DescribeAutoScalingInstances"}}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var without []string
+	var out []Finding
+	inUse := false
+	for _, g := range groups {
+		hooks, err := o.Setup.TerminateHooks(ctx, g)
+		if _, denied := cloud.Denied(err); denied {
+			return append(out, Finding{Check: CheckPermission, Problem: "the lifecycle hooks of group " + g + " cannot be read: they are not checked",
+				Fix: "grant autoscaling:DescribeLifecycleHooks"}), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(hooks) == 0 {
+			without = append(without, g)
+			continue
+		}
+		inUse = true
+		for _, h := range hooks {
+			if !viaRule && h.NotificationTarget != queueARN {
+				out = append(out, Finding{Check: CheckHooks,
+					Problem: fmt.Sprintf("the terminate hook %s of group %s does not reach the queue (its notification target is %q, and no enabled rule sends lifecycle actions to the queue): its instances wait for the hook's timeout, undrained", h.Name, g, h.NotificationTarget),
+					Fix:     "add the lifecycle-action rule from deploy/aws, or make the queue the hook's notification target"})
+			}
+		}
+	}
+	if inUse {
+		for _, g := range without {
+			out = append(out, Finding{Check: CheckHooks,
+				Problem: "group " + g + " of this cluster's nodes has no terminate lifecycle hook, while other groups do: a scale-in or instance refresh terminates its instances without waiting for the drain",
+				Fix:     "add a terminate lifecycle hook to the group (deploy/aws)"})
+		}
+	}
+	return out, nil
 }
 
 // uncovered are the kinds no enabled rule sends to the queue, naming a disabled rule that would.

@@ -4,6 +4,8 @@ package setupcheck
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,7 +23,13 @@ type setup struct {
 	rules          []cloud.Rule
 	policy         string
 	rulesErr, qErr error
+	hooks          map[string][]cloud.Hook // by group
 }
+
+func (s setup) GroupsOf(context.Context, []string) ([]string, error) {
+	return slices.Sorted(maps.Keys(s.hooks)), nil
+}
+func (s setup) TerminateHooks(_ context.Context, g string) ([]cloud.Hook, error) { return s.hooks[g], nil }
 
 func (s setup) RulesTargeting(context.Context, string) ([]cloud.Rule, error) {
 	return s.rules, s.rulesErr
@@ -42,7 +50,8 @@ func rulesFor(kinds []messages.EventKind) []cloud.Rule {
 
 func checks(t *testing.T, s setup) []Finding {
 	t.Helper()
-	got, err := Check(context.Background(), Options{Setup: s, QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/lifeboat", Kinds: messages.EventKinds()})
+	got, err := Check(context.Background(), Options{Setup: s, QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/lifeboat", Kinds: messages.EventKinds(),
+		Instances: []string{"i-0123456789abcdef0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,5 +103,38 @@ func TestCheck(t *testing.T) {
 	got = checks(t, setup{rulesErr: denied, policy: allowEvents})
 	if len(got) != 1 || got[0].Check != CheckPermission || !strings.Contains(got[0].Fix, "events:ListRuleNamesByTarget") {
 		t.Errorf("rules not readable: %v, want the permission's finding", got)
+	}
+}
+
+// Where hooks are in use, a group of this cluster's nodes without a terminate hook is said,
+// and so is a hook that reaches neither the queue nor a rule to it.
+func TestCheckHooks(t *testing.T) {
+	t.Parallel()
+	var noLifecycleRule []cloud.Rule
+	for _, r := range rulesFor(messages.EventKinds()) {
+		if !strings.Contains(r.EventPattern, "aws.autoscaling") {
+			noLifecycleRule = append(noLifecycleRule, r)
+		}
+	}
+	hooks := map[string][]cloud.Hook{"workers": {{Name: "drain", NotificationTarget: queueARN}}, "gpu": {{Name: "drain"}}, "batch": nil}
+	got := checks(t, setup{rules: noLifecycleRule, policy: allowEvents, hooks: hooks})
+	var hookFindings []string
+	for _, f := range got {
+		if f.Check == CheckHooks {
+			hookFindings = append(hookFindings, f.Problem)
+		}
+	}
+	if len(hookFindings) != 2 || !strings.Contains(strings.Join(hookFindings, "|"), "group gpu does not reach") && !strings.Contains(strings.Join(hookFindings, "|"), "hook drain of group gpu") ||
+		!strings.Contains(strings.Join(hookFindings, "|"), "group batch") {
+		t.Errorf("hook findings %q, want gpu's hook and batch's missing hook", hookFindings)
+	}
+	// With the lifecycle rule, every hook reaches the queue through EventBridge.
+	got = checks(t, setup{rules: rulesFor(messages.EventKinds()), policy: allowEvents, hooks: hooks})
+	if len(got) != 1 || !strings.Contains(got[0].Problem, "group batch") {
+		t.Errorf("with the lifecycle rule: %v, want only batch's missing hook", got)
+	}
+	// No group uses hooks: none is expected.
+	if got := checks(t, setup{rules: rulesFor(messages.EventKinds()), policy: allowEvents, hooks: map[string][]cloud.Hook{"batch": nil}}); len(got) != 0 {
+		t.Errorf("no hooks in use: %v, want nothing", got)
 	}
 }
