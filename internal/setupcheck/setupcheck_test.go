@@ -29,7 +29,9 @@ type setup struct {
 func (s setup) GroupsOf(context.Context, []string) ([]string, error) {
 	return slices.Sorted(maps.Keys(s.hooks)), nil
 }
-func (s setup) TerminateHooks(_ context.Context, g string) ([]cloud.Hook, error) { return s.hooks[g], nil }
+func (s setup) TerminateHooks(_ context.Context, g string) ([]cloud.Hook, error) {
+	return s.hooks[g], nil
+}
 
 func (s setup) RulesTargeting(context.Context, string) ([]cloud.Rule, error) {
 	return s.rules, s.rulesErr
