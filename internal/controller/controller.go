@@ -606,6 +606,10 @@ func (c *Controller) handleLaunch(ctx context.Context, resolver *ownership.Resol
 	switch {
 	case err != nil:
 		log.Warn("cannot tell whether the launching instance is ours yet", "notice", n.ID, "err", err)
+		c.denied(ctx, "DescribeInstances", err, n, resolver.NodesNaming(n.InstanceID), log)
+	case verdict.Untagged:
+		// This cluster's node, whose instance lacks the tag: said, and its hook left to time out.
+		return c.untagged(ctx, n, verdict, log)
 	case verdict.Node != nil && !verdict.Owned:
 		log.Log(ctx, c.foreignLevel(n.ID), "launch notice is not for this cluster", "notice", n.ID, "reason", verdict.Reason)
 		if c.cfg.DeleteSQSMsgIfNodeNotFound {
