@@ -180,6 +180,7 @@ func TestActionsArePinned(t *testing.T) {
 		t.Fatal(err)
 	}
 	uses := 0
+	recorded := recordedPins(t)
 	for _, f := range files {
 		content, err := os.ReadFile(f)
 		if err != nil {
@@ -188,6 +189,9 @@ func TestActionsArePinned(t *testing.T) {
 		uses += strings.Count(string(content), "uses:")
 		for _, u := range unpinned(content) {
 			t.Errorf("%s: %s: pin the action to a commit SHA with its release in a comment (uses: owner/repo@<40 hex> # vX.Y.Z)", f, u)
+		}
+		for _, u := range unrecorded(content, recorded) {
+			t.Errorf("%s: %s: not a commit its repository names by that release in %s", f, u, actionPins)
 		}
 	}
 	if uses == 0 {
@@ -208,6 +212,62 @@ func TestActionsArePinned(t *testing.T) {
 	if got := unpinned([]byte("      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2\n      - uses: ./local")); len(got) != 0 {
 		t.Errorf("the check refuses a pinned action: %v", got)
 	}
+	// A 40-hex pin the action's repository never had, and a real commit under another release.
+	for _, bad := range []string{
+		"      - uses: sigstore/cosign-installer@d7d6e079ac29fd41e9a4c81c7a1b6e4e8b7fe1ec # v3.7.0",
+		"      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.1",
+		"      - uses: octo/unknown@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2",
+	} {
+		if len(unrecorded([]byte(bad), recorded)) != 1 {
+			t.Errorf("the recorded-pin check passes %q", bad)
+		}
+	}
+}
+
+// actionPins is the recorded list of release → commit of each action, from the actions' own
+// repositories.
+const actionPins = "testdata/action-pins.txt"
+
+// recordedPins reads actionPins: "owner/repo@commit" → the release it is.
+func recordedPins(t *testing.T) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile(actionPins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for i, line := range strings.Split(string(raw), "\n") {
+		if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) != 3 || !regexp.MustCompile(`^[0-9a-f]{40}$`).MatchString(f[2]) {
+			t.Fatalf("%s:%d: want \"owner/repo vX.Y.Z <40 hex>\", got %q", actionPins, i+1, line)
+		}
+		out[f[0]+"@"+f[2]] = f[1]
+	}
+	return out
+}
+
+// unrecorded are the uses: lines whose pin is not recorded, or is recorded as another release
+// than its comment names.
+func unrecorded(content []byte, recorded map[string]string) []string {
+	var out []string
+	for i, line := range strings.Split(string(content), "\n") {
+		m := usesLine.FindStringSubmatch(line)
+		if m == nil || strings.HasPrefix(m[1], "./") || !pinned.MatchString(m[1]) {
+			continue
+		}
+		action, sha, _ := strings.Cut(m[1], "@")
+		if parts := strings.SplitN(action, "/", 3); len(parts) == 3 {
+			action = parts[0] + "/" + parts[1] // a sub-path of the repository
+		}
+		release := strings.Fields(strings.TrimLeft(strings.TrimSpace(m[2]), "# "))
+		if want, ok := recorded[action+"@"+sha]; !ok || len(release) == 0 || release[0] != want {
+			out = append(out, fmt.Sprintf("line %d: %s", i+1, strings.TrimSpace(line)))
+		}
+	}
+	return out
 }
 
 // TestWorkflowHoldsItsToken: no checkout leaves its token in .git/config for later steps, the
@@ -293,5 +353,24 @@ func TestReleasedChartNamesTheImageByDigest(t *testing.T) {
 	}
 	if !bytes.Contains(workflow, []byte(`sed -i "s|^  tag: \"\"\$|  tag: \"$VERSION@$DIGEST\"|" "$values"`)) {
 		t.Error("the release workflow no longer writes the image digest into the chart before packaging it")
+	}
+}
+
+// TestPluginWaitsForTheRelease: the job that publishes the GitHub release and the krew
+// manifest runs only after the job that builds, signs and attests the image and chart.
+func TestPluginWaitsForTheRelease(t *testing.T) {
+	var wf struct {
+		Jobs map[string]struct {
+			Needs any `yaml:"needs"`
+		} `yaml:"jobs"`
+	}
+	readYAML(t, releaseWorkflow, &wf)
+	plugin, ok := wf.Jobs["plugin"]
+	if !ok {
+		t.Fatal("the release workflow has no plugin job")
+	}
+	needs := fmt.Sprint(plugin.Needs)
+	if !strings.Contains(needs, "release") {
+		t.Errorf("the plugin job needs %q, want the release job: it would publish without the image and chart", needs)
 	}
 }
