@@ -198,7 +198,7 @@ func (a *Agent) newPoller(instanceID string) *imds.Poller {
 // intake records the notice on the node (episode.Handler.Intake), retried by the
 // shared intake policy, and reports whether it was recorded.
 func (a *Agent) intake(ctx context.Context, n notice.Notice) bool {
-	if n.Kind == notice.ASGTermination && !n.Released {
+	if n.Kind.Hook() == notice.HookTermination && !n.Released {
 		n.Deadline = a.hookDeadlineOrAssumed(ctx, n)
 	}
 	policy := driver.IntakePolicy{NotOurs: episode.ErrNotOurs, MaxPause: 30 * time.Second,

@@ -494,7 +494,7 @@ func retryDelay(receiveCount int) time.Duration {
 // handleNotice takes one notice of a message: ownership, its deadline, then its record on
 // the Node (episode.Handler.Intake). The node's reconciler does the rest.
 func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, log *slog.Logger) noticeFate {
-	if n.Kind == notice.ASGLaunch {
+	if n.Kind.Hook() == notice.HookLaunch {
 		return c.handleLaunch(ctx, resolver, n, log)
 	}
 	began := time.Now()
@@ -512,7 +512,7 @@ func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resol
 	if !verdict.Owned {
 		return c.notActedOn(ctx, n, verdict, log)
 	}
-	if n.Lifecycle != nil && n.Kind == notice.ASGTermination {
+	if n.Lifecycle != nil && n.Kind.Hook() == notice.HookTermination {
 		n.Deadline = c.hookDeadline(ctx, n, *n.Lifecycle, log)
 	}
 	if n.Deadline.IsZero() && n.CordonOnly == "" {

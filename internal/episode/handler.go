@@ -43,21 +43,22 @@ type Plan struct {
 // PlanFor decides the actions for a notice kind under the configuration.
 func PlanFor(k notice.Kind, c *config.Config) Plan {
 	p := Plan{Cordon: true, ExcludeLB: c.ExcludeFromLoadBalancers, Drain: k.Drains() && !c.CordonOnly}
-	if k == notice.Rebalance {
+	rules, _ := notice.RulesOf(k)
+	if rules.DrainOptIn {
 		p.Drain = c.EnableRebalanceDraining && !c.CordonOnly
 	}
-	if rules, _ := notice.RulesOf(k); c.TaintNode {
+	if c.TaintNode {
 		p.TaintKey = rules.TaintKey
 	}
 	return p
 }
 
-// planFor is PlanFor for one notice: from the queue (controller mode), a rebalance
-// recommendation drains unless CORDON_ONLY, as in NTH's queue mode; ENABLE_REBALANCE_* are
-// instance-metadata settings.
+// planFor is PlanFor for one notice: from the queue (controller mode), a kind whose drain is
+// opt-in (a rebalance recommendation) drains unless CORDON_ONLY, as in NTH's queue mode;
+// ENABLE_REBALANCE_* are instance-metadata settings.
 func planFor(n notice.Notice, c *config.Config) Plan {
 	p := PlanFor(n.Kind, c)
-	if n.Kind == notice.Rebalance && n.Source == notice.SourceQueue {
+	if rules, _ := notice.RulesOf(n.Kind); rules.DrainOptIn && n.Source == notice.SourceQueue {
 		p.Drain = !c.CordonOnly
 	}
 	if n.CordonOnly != "" {

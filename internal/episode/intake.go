@@ -251,7 +251,7 @@ func (in *intake) edits(n notice.Notice, plan Plan, ended *string, notify, wasSc
 		// The drain follows at once: claim it in this write rather than in one more.
 		edits = append(edits, in.claims.intakeEdit(n))
 	}
-	if n.Kind == notice.ScheduledMaintenance && notice.RebootCodes[n.Action] {
+	if n.Kind.Scheduled() && notice.RebootCodes[n.Action] {
 		// Uncordon once the node has been through the reboot (see ReleaseAfterReboot).
 		now := time.Now().UTC().Truncate(time.Second)
 		edits = append(edits, nodes.SetLabel(nodes.LabelUncordonAfterReboot, "true"), record.Edit(func(r *record.Record) {

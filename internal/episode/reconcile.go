@@ -216,7 +216,7 @@ func drainStart(c *config.Config, ns ...notice.Notice) time.Time {
 	var start time.Time
 	for i, n := range ns {
 		s := time.Time{}
-		if n.Kind == notice.ScheduledMaintenance {
+		if n.Kind.Scheduled() {
 			s = n.Deadline.Add(-time.Duration(c.NodeTerminationGracePeriod) * time.Second)
 		}
 		if i == 0 || s.Before(start) {

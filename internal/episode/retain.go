@@ -146,7 +146,7 @@ func (t *retentions) of(ctx context.Context, rec record.Record, pending []notice
 	out := retention{state: stateMayAbandon}
 	var expiry time.Time
 	for _, n := range pending {
-		if n.Kind != notice.ASGTermination || n.Lifecycle == nil || n.Deadline.IsZero() {
+		if n.Kind.Hook() != notice.HookTermination || n.Lifecycle == nil || n.Deadline.IsZero() {
 			continue
 		}
 		if out.group != "" && n.Lifecycle.Group != out.group {

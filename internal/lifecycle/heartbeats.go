@@ -50,7 +50,7 @@ func (h *Heartbeats) Start(ctx context.Context, node *corev1.Node, notices []not
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, n := range notices {
-		if n.Kind != notice.ASGTermination || n.Lifecycle == nil {
+		if n.Kind.Hook() != notice.HookTermination || n.Lifecycle == nil {
 			continue
 		}
 		lc := *n.Lifecycle

@@ -39,14 +39,16 @@ type QueueNotices struct {
 // the instance gate is returned as the *instancegate.Refusal it is; another error is
 // transient, to retry.
 func (q QueueNotices) Complete(ctx context.Context, nodeName string, n notice.Notice) (*Completed, error) {
-	if n.Kind == notice.NodeRepair {
+	switch n.Kind.Ends() {
+	case notice.EndsRepaired:
 		return nil, q.Completer.repair(ctx, nodeName, n, q.Repairs)
-	}
-	if n.Kind == notice.InstanceImpaired {
+	case notice.EndsMarkedUnhealthy:
 		if !q.MarkUnhealthy {
 			return nil, nil
 		}
 		return nil, q.Completer.markUnhealthy(ctx, nodeName, n)
+	case notice.EndsDrained:
+		return nil, nil
 	}
 	lc := n.Lifecycle
 	if lc == nil {

@@ -62,7 +62,7 @@ func (o *OwnHook) Complete(ctx context.Context, nodeName string, n notice.Notice
 	o.mu.Lock()
 	c, group, hook := o.completer, o.group, o.hook
 	o.mu.Unlock()
-	if c == nil || n.Kind != notice.ASGTermination {
+	if c == nil || n.Kind.Ends() != notice.EndsHookCompleted {
 		return nil, nil
 	}
 	instanceID := group.InstanceID

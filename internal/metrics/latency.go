@@ -30,6 +30,9 @@ func newLatency(r *prometheus.Registry) *prometheus.HistogramVec {
 		Buckets: []float64{1, 2, 5, 10, 15, 30, 45, 60, 90, 120, 180, 300, 600, 1800, 3600, 6 * 3600, 24 * 3600, 7 * 24 * 3600},
 	}, []string{"kind", "stage"})
 	for _, k := range notice.Kinds() {
+		if !k.Recorded() {
+			continue // a launch hook is answered at intake: it has no stages
+		}
 		for _, s := range latencyStages {
 			h.WithLabelValues(labelValue(string(k)), s)
 		}

@@ -42,7 +42,9 @@ var (
 func (m *Metrics) zeroKnown() {
 	for _, k := range notice.Kinds() {
 		for _, s := range noticeSources {
-			m.notices.WithLabelValues(labelValue(string(k)), labelValue(string(s)))
+			if k.From(s) { // a pair the kind table allows; no series for one that cannot happen
+				m.notices.WithLabelValues(labelValue(string(k)), labelValue(string(s)))
+			}
 		}
 	}
 	for _, a := range actions {

@@ -65,8 +65,13 @@ func TestKnownLabelValuesAtZero(t *testing.T) {
 	m := New()
 	want := [][]string{}
 	for _, k := range notice.Kinds() {
-		for _, s := range []notice.Source{notice.SourceIMDS, notice.SourceQueue, notice.SourceEC2Status} {
-			want = append(want, []string{"lifeboat_notices_total", "kind", labelValue(string(k)), "source", labelValue(string(s))})
+		for _, s := range []notice.Source{notice.SourceIMDS, notice.SourceQueue, notice.SourceEC2Status, notice.SourceNodeCondition} {
+			pair := []string{"lifeboat_notices_total", "kind", labelValue(string(k)), "source", labelValue(string(s))}
+			if k.From(s) {
+				want = append(want, pair)
+			} else if hasSeries(t, m, pair[0], pair[1:]...) {
+				t.Errorf("%s%v: a pair the kind table does not allow has a series", pair[0], pair[1:])
+			}
 		}
 	}
 	for _, e := range []string{sqs.EventReceive, sqs.EventDelete, sqs.EventExtend, sqs.EventRetry} {

@@ -14,11 +14,10 @@ import (
 	"lifeboat.dev/lifeboat/internal/record/recordtest"
 )
 
-// TestEveryKindReachesEveryConsumer loops over the kind table and checks what each part of
-// Lifeboat makes of every kind: its notice ids, its plan (taint, drain), the record's
-// validation, and the docs that name its Event reason. A kind added to the table alone is
-// either handled everywhere or fails here.
-func TestEveryKindReachesEveryConsumer(t *testing.T) {
+// TestKindTable loops over the kind table and checks each row holds together: its notice ids,
+// its plan (taint, drain), the record's validation, and the docs that name its Event reason.
+// What each kind does end to end is TestEveryKindReachesEveryConsumer's (internal/controller).
+func TestKindTable(t *testing.T) {
 	cfg := &config.Config{TaintNode: true, EnableRebalanceDraining: false}
 	events := readDoc(t, "../../docs/reference/events.md")
 	reference := readDoc(t, "../../"+notice.KindsReferencePath)
@@ -39,9 +38,7 @@ func TestEveryKindReachesEveryConsumer(t *testing.T) {
 			if rules.EventReason == "" || rules.Title == "" || rules.About == "" {
 				t.Errorf("Event reason %q, title %q or description %q missing", rules.EventReason, rules.Title, rules.About)
 			}
-			if rules.GoesAtDeadline && !rules.Reclaims || rules.Reclaims && !rules.Drains {
-				t.Errorf("inconsistent rules: %+v", rules)
-			}
+			checkRowHoldsTogether(t, k, rules)
 			plan := episode.PlanFor(k, cfg)
 			if plan.TaintKey != rules.TaintKey {
 				t.Errorf("plan taints %q, table says %q", plan.TaintKey, rules.TaintKey)
@@ -49,8 +46,8 @@ func TestEveryKindReachesEveryConsumer(t *testing.T) {
 			if plan.Drain != rules.Drains {
 				t.Errorf("plan drains %v, table says %v", plan.Drain, rules.Drains)
 			}
-			if k.ReclaimedOutright() != (rules.Reclaims && k != notice.ASGTermination) {
-				t.Errorf("ReclaimedOutright %v disagrees with the table", k.ReclaimedOutright())
+			if got, ok := notice.KindOfID(notice.ID(k, "i-0123456789abcdef0", "e1")); !ok || got != k {
+				t.Errorf("KindOfID of the kind's own id is %q, %v", got, ok)
 			}
 			if !strings.Contains(events, "`"+rules.EventReason+"`") {
 				t.Errorf("docs/reference/events.md does not name the Event reason %s", rules.EventReason)
@@ -63,6 +60,32 @@ func TestEveryKindReachesEveryConsumer(t *testing.T) {
 	}
 }
 
+// checkRowHoldsTogether refuses rows whose fields contradict each other.
+func checkRowHoldsTogether(t *testing.T, k notice.Kind, r notice.Rules) {
+	t.Helper()
+	switch {
+	case r.GoesAtDeadline && !r.Reclaims:
+		t.Error("goes at its deadline but is no reclaim")
+	case r.Reclaims && !r.Drains:
+		t.Error("a reclaim that does not drain")
+	case r.Drains && r.DrainOptIn:
+		t.Error("drains always and only when asked")
+	case (r.Ends == notice.EndsHookCompleted) != (r.Hook == notice.HookTermination):
+		t.Error("a termination hook is what a completed hook ends, and only it")
+	case r.Hook == notice.HookLaunch && (r.Drains || r.DrainOptIn || r.TaintKey != "" || r.Ends != notice.EndsDrained):
+		t.Error("a launch hook's notice is answered at intake: it cannot drain, taint or end otherwise")
+	case len(r.Sources) == 0:
+		t.Error("no source gives the kind")
+	case r.Scheduled && !r.Reclaims:
+		t.Error("a scheduled kind's start is when the instance goes")
+	}
+	for _, s := range r.Sources {
+		if !k.From(s) {
+			t.Errorf("From(%s) is false for a source of the row", s)
+		}
+	}
+}
+
 // checkRecordTakes checks that a record holding a notice of kind k is read back, except for a
 // launch hook, which is never recorded (its work is done at intake).
 func checkRecordTakes(t *testing.T, k notice.Kind) {
@@ -71,14 +94,14 @@ func checkRecordTakes(t *testing.T, k notice.Kind) {
 	id := notice.ID(k, recordtest.Instance, "e1")
 	r.Notices = []string{id}
 	r.Intents[0].ID, r.Intents[0].Kind = id, string(k)
-	if k != notice.ASGTermination {
+	if k.Hook() != notice.HookTermination {
 		r.Intents[0].Lifecycle = nil
 	}
 	_, err := record.Read(recordtest.NodeWith(recordtest.Encode(t, r)))
 	switch {
-	case k == notice.ASGLaunch && err == nil:
+	case !k.Recorded() && err == nil:
 		t.Error("a record holding a launch notice was read")
-	case k != notice.ASGLaunch && err != nil:
+	case k.Recorded() && err != nil:
 		t.Errorf("a record holding the kind is refused: %v", err)
 	}
 }

@@ -18,34 +18,6 @@ import (
 	"time"
 )
 
-// Kind is what AWS announced.
-type Kind string
-
-const (
-	SpotInterruption Kind = "spot-interruption"
-	// CapacityReservationInterruption is EC2 reclaiming an instance of a capacity reservation
-	// (capacity blocks, interruptible reservations): two minutes' warning, as for Spot.
-	CapacityReservationInterruption Kind = "capacity-reservation-interruption"
-	ScheduledMaintenance            Kind = "scheduled-maintenance"
-	Rebalance                       Kind = "rebalance-recommendation"
-	ASGTermination                  Kind = "asg-termination"
-	StateChange                     Kind = "state-change"
-	ASGLaunch                       Kind = "asg-launch"
-)
-
-const (
-	// CapacityBlockExpiration is a Capacity Block (reserved GPU capacity) about to end: EC2
-	// begins terminating its instances ten minutes after the warning.
-	CapacityBlockExpiration Kind = "capacity-block-expiration"
-	// InstanceImpaired is an instance whose EC2 status checks have failed for longer than
-	// INSTANCE_IMPAIRED_THRESHOLD: it is drained so that its pods run elsewhere.
-	InstanceImpaired Kind = "instance-impaired"
-	// NodeRepair is a node whose agent-set condition (node-problem-detector, the EKS node
-	// monitoring agent) has held an unhealthy status for longer than its NODE_REPAIR_CONDITIONS
-	// duration: it is drained and its instance handed to its group for replacement.
-	NodeRepair Kind = "node-repair"
-)
-
 // Source says where a notice came from.
 type Source string
 
@@ -100,7 +72,7 @@ type Notice struct {
 // move; so may an event DescribeInstanceStatus lists, when its owner reschedules it. Other
 // sources' copies change nothing once recorded.
 func (n Notice) Restated() bool {
-	return n.Kind == ScheduledMaintenance && (n.Source == SourceQueue || n.Source == SourceEC2Status)
+	return n.Kind.Scheduled() && (n.Source == SourceQueue || n.Source == SourceEC2Status)
 }
 
 // Lifecycle names one pending Auto Scaling lifecycle action of the notice's instance. It is

@@ -5,6 +5,7 @@ package notice
 import (
 	"bytes"
 	"fmt"
+	"strings"
 )
 
 //go:generate go test -count=1 -run ^TestKindsReferenceUpToDate$ . -args -update
@@ -24,13 +25,51 @@ func KindsReference() []byte {
 	p("settings (`CORDON_ONLY`); a rebalance recommendation drains from the queue, and from instance\n")
 	p("metadata with `ENABLE_REBALANCE_DRAINING`;\n")
 	p("its taint is put only with `TAINT_NODE=true`.\n\n")
-	p("| kind | what AWS announces | id starts | drains by default | the instance goes at the deadline | taint key | Event reason | NTH's `.Kind` in webhooks |\n")
-	p("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	p("| kind | what AWS announces | from | id starts | drains by default | the instance goes at the deadline | once drained | taint key | Event reason | NTH's `.Kind` in webhooks |\n")
+	p("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, k := range Kinds() {
 		r := kinds[k]
-		p("| `%s` | %s | `%s-` | %s | %s | %s | `%s` | %s |\n", k, r.About, r.Short, yes(r.Drains), goes(r), code(r.TaintKey), r.EventReason, code(r.NTHKind))
+		p("| `%s` | %s | %s | `%s-` | %s | %s | %s | %s | `%s` | %s |\n", k, r.About, sources(r.Sources), r.Short, drains(r), goes(r), ends(r),
+			code(r.TaintKey), r.EventReason, code(r.NTHKind))
 	}
+	p("\nA scheduled kind's drain begins `NODE_TERMINATION_GRACE_PERIOD` before its start; a later copy from\n")
+	p("the queue or from DescribeInstanceStatus may move the start within the same episode, and a boot of the\n")
+	p("instance ends the notice.\n")
 	return b.Bytes()
+}
+
+func sources(ss []Source) string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = "`" + string(s) + "`"
+	}
+	return strings.Join(out, ", ")
+}
+
+func drains(r Rules) string {
+	switch {
+	case r.Hook == HookLaunch:
+		return "no: answered at intake, never recorded"
+	case r.DrainOptIn:
+		return "from the queue; from instance metadata with `ENABLE_REBALANCE_DRAINING`"
+	case r.Scheduled:
+		return "yes, from `NODE_TERMINATION_GRACE_PERIOD` before its start"
+	}
+	return yes(r.Drains)
+}
+
+func ends(r Rules) string {
+	switch {
+	case r.Hook == HookLaunch:
+		return "its launch hook is completed once the node is Ready"
+	case r.Ends == EndsHookCompleted:
+		return "its termination hook is completed (kept alive while the drain runs)"
+	case r.Ends == EndsMarkedUnhealthy:
+		return "the instance is marked Unhealthy with `SET_IMPAIRED_INSTANCE_UNHEALTHY`"
+	case r.Ends == EndsRepaired:
+		return "the instance is given `NODE_REPAIR_ACTION`"
+	}
+	return "nothing: the node stays cordoned until the instance goes"
 }
 
 func yes(b bool) string {

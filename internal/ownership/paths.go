@@ -52,8 +52,8 @@ func PathNames() []string {
 
 // PathOf is the path a notice came by.
 func PathOf(n notice.Notice) Path {
-	if n.Source == notice.SourceQueue && n.Kind == notice.CapacityBlockExpiration {
-		return PathCapacityBlock
+	if r, _ := notice.RulesOf(n.Kind); n.Source == notice.SourceQueue && r.CheckedOn != "" {
+		return Path(r.CheckedOn)
 	}
 	return PathOfSource(n.Source)
 }

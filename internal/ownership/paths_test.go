@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/notice"
 )
 
 // A reason read from a Node acts only on that Node, when EC2 describes the instance as it: a
@@ -87,6 +88,14 @@ func TestPaths(t *testing.T) {
 			t.Errorf("path %q: duplicate, empty or not a label value", p)
 		}
 		seen[p] = true
+	}
+	for _, k := range notice.Kinds() {
+		r, _ := notice.RulesOf(k)
+		for _, s := range r.Sources {
+			if p := PathOf(notice.Notice{Kind: k, Source: s}); !seen[p] {
+				t.Errorf("a %s notice from %s is checked on %q, which is not a registered path", k, s, p)
+			}
+		}
 	}
 }
 

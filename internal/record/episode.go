@@ -4,7 +4,6 @@ package record
 
 import (
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -49,16 +48,13 @@ func (r Record) NextEpisode(booted bool) Record {
 	next := Record{Version: Version, Released: slices.Clone(r.Released)}
 	if booted {
 		for _, id := range r.Notices {
-			if strings.HasPrefix(id, scheduledPrefix) && !slices.Contains(next.Released, id) {
+			if k, _ := notice.KindOfID(id); k.Scheduled() && !slices.Contains(next.Released, id) {
 				next.Released = append(next.Released, id)
 			}
 		}
 	}
 	return next
 }
-
-// scheduledPrefix starts the ids of scheduled-maintenance notices (notice.ID).
-var scheduledPrefix = notice.ID(notice.ScheduledMaintenance, "x", "")[:len("sched-")]
 
 // CountEpisodes counts, among nodes (*corev1.Node, as an informer's store lists them), those
 // in an open episode by phase, and the pods marked not to disrupt their drains left.

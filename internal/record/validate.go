@@ -138,7 +138,7 @@ func (i Intent) validate(nodeInstance string) error {
 	switch {
 	case !noticeIDPattern.MatchString(i.ID):
 		return fmt.Errorf("id %q is not a notice id", clipValue(i.ID))
-	case !kindPattern.MatchString(i.Kind) || notice.Kind(i.Kind) == notice.ASGLaunch:
+	case !kindPattern.MatchString(i.Kind) || notice.Kind(i.Kind).Hook() == notice.HookLaunch:
 		return fmt.Errorf("kind %q is not a notice kind", clipValue(i.Kind))
 	case i.Source != "" && !slices.Contains(knownSources, notice.Source(i.Source)):
 		return fmt.Errorf("source %q is not a notice source", clipValue(i.Source))
@@ -157,7 +157,7 @@ func (i Intent) validate(nodeInstance string) error {
 	}
 	if lc := i.Lifecycle; lc != nil {
 		switch {
-		case notice.Kind(i.Kind).Known() && i.Kind != string(notice.ASGTermination):
+		case notice.Kind(i.Kind).Known() && notice.Kind(i.Kind).Hook() != notice.HookTermination:
 			return fmt.Errorf("a %s notice has no lifecycle action", i.Kind)
 		case lc.Group == "" || len(lc.Group) > maxGroupOrHook:
 			return fmt.Errorf("lifecycle.group: %d characters, want 1 to %d", len(lc.Group), maxGroupOrHook)

@@ -135,7 +135,7 @@ func (p *Poller) Taken(notices []notice.Notice, taken []bool) {
 			delete(p.taken, n.ID)
 		default:
 			p.taken[n.ID] = n.Deadline
-			if n.Kind == notice.ScheduledMaintenance {
+			if n.Kind.Scheduled() {
 				p.listed[n.ID] = n
 			}
 		}

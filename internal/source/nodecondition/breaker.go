@@ -95,7 +95,7 @@ func RepairRunning(n *corev1.Node) bool {
 		return false
 	}
 	return slices.ContainsFunc(r.Intents, func(i record.Intent) bool {
-		return notice.Kind(i.Kind) == notice.NodeRepair && !slices.Contains(r.Finished, i.ID)
+		return notice.Kind(i.Kind).Ends() == notice.EndsRepaired && !slices.Contains(r.Finished, i.ID)
 	})
 }
 
@@ -168,7 +168,7 @@ func recorded(n *corev1.Node) bool {
 		return false
 	}
 	r, err := record.Read(n)
-	return err == nil && slices.ContainsFunc(r.Intents, func(i record.Intent) bool { return notice.Kind(i.Kind) == notice.NodeRepair })
+	return err == nil && slices.ContainsFunc(r.Intents, func(i record.Intent) bool { return notice.Kind(i.Kind).Ends() == notice.EndsRepaired })
 }
 
 // quiet reports nothing.
