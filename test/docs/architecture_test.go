@@ -106,24 +106,27 @@ func receiverType(e ast.Expr) string {
 	return ""
 }
 
-// TestArchitectureNamesExist: every code name docs/architecture.md gives, in backticks or in
-// its fenced diagrams, exists: a package of Lifeboat (or one of the few other projects'
-// packages the page may name, listed in externalPackages) and what it declares, a type and
-// its member, or a Go file. A name whose package is unknown is refused, not passed. And the
-// page's package table lists every package under internal/. So the page cannot drift from
-// the code silently.
+// TestArchitectureNamesExist: every code name docs/architecture.md and the design notes give,
+// in backticks or in their fenced diagrams, exists: a package of Lifeboat (or one of the few
+// other packages the pages may name, listed in externalPackages) and what it declares, a type
+// and its member, or a Go file. A name whose package is unknown is refused, not passed. And
+// the architecture page's package table lists every package under internal/. So the pages
+// cannot drift from the code silently.
 func TestArchitectureNamesExist(t *testing.T) {
-	page := readDoc(t, "docs/architecture.md")
 	w := newCodeWorld(t)
-	refs := codeRefs(page)
-	if len(refs) < 50 {
-		t.Fatalf("only %d code names found in docs/architecture.md; the reading of the page is broken", len(refs))
-	}
-	for _, r := range refs {
-		if why := w.resolve(t, r, true); why != "" {
-			t.Errorf("docs/architecture.md:%d names %s: %s", r.line, r.text, why)
+	for _, f := range strictPages(t) {
+		page := readDoc(t, f)
+		refs := codeRefs(page)
+		if f == "docs/architecture.md" && len(refs) < 50 {
+			t.Fatalf("only %d code names found in %s; the reading of the page is broken", len(refs), f)
+		}
+		for _, r := range refs {
+			if why := w.resolve(t, r, true); why != "" {
+				t.Errorf("%s:%d names %s: %s", f, r.line, r.text, why)
+			}
 		}
 	}
+	page := readDoc(t, "docs/architecture.md")
 	for _, dirs := range goPackages(t, "internal") {
 		for _, dir := range dirs {
 			if !strings.Contains(page, "| `"+dir+"`") {
@@ -131,6 +134,20 @@ func TestArchitectureNamesExist(t *testing.T) {
 			}
 		}
 	}
+}
+
+// strictPages are the pages about the code itself: the architecture and the design notes.
+func strictPages(t *testing.T) []string {
+	t.Helper()
+	notes, err := filepath.Glob(filepath.Join(root, "docs", "design", "*.md"))
+	if err != nil || len(notes) == 0 {
+		t.Fatalf("no design notes in docs/design (%v)", err)
+	}
+	pages := []string{"docs/architecture.md"}
+	for _, n := range notes {
+		pages = append(pages, "docs/design/"+filepath.Base(n))
+	}
+	return pages
 }
 
 // TestDocsCodeNamesExist: the other pages name Lifeboat's code too (`notice.ID`,
@@ -146,7 +163,7 @@ func TestDocsCodeNamesExist(t *testing.T) {
 	w := newCodeWorld(t)
 	checked := 0
 	for _, f := range files {
-		if f == "docs/architecture.md" || f == "docs/benchmarks.md" || strings.HasPrefix(f, "docs/benchmarks/") {
+		if slices.Contains(strictPages(t), f) || f == "docs/benchmarks.md" || strings.HasPrefix(f, "docs/benchmarks/") {
 			continue
 		}
 		for _, r := range codeRefs(readDoc(t, f)) {

@@ -83,18 +83,21 @@ func fenceRefs(n int, line string) []codeRef {
 	return out
 }
 
-// externalPackages are the other projects' packages docs/architecture.md may name, by the
-// name the code imports them as. Any other lower-case prefix is refused.
+// externalPackages are the other projects' packages (and the standard library's) the pages
+// held strictly may name, by the name the code imports them as. Any other lower-case prefix
+// that is neither a package nor a type of Lifeboat is refused there.
 var externalPackages = map[string]string{
-	"corev1": "k8s.io/api/core/v1",
+	"corev1":  "k8s.io/api/core/v1",
+	"reflect": "reflect",
 }
 
 // fieldRoots start the Kubernetes object field paths the page names (`spec.nodeName`,
 // `pod.status.startTime`): API fields, not Go names.
 var fieldRoots = map[string]bool{"spec": true, "status": true, "metadata": true, "pod": true}
 
-// fileExts are the endings of file names (`drain.go`, `values.yaml`).
-var fileExts = map[string]bool{"go": true, "md": true, "yaml": true, "json": true, "sh": true}
+// fileExts are the endings of file names (`drain.go`, `values.yaml`, `go.mod`,
+// `lifeboat.yaml.tmpl`).
+var fileExts = map[string]bool{"go": true, "mod": true, "md": true, "yaml": true, "json": true, "sh": true, "svg": true, "tmpl": true, "txt": true}
 
 // codeWorld is what the names are resolved against: the packages of internal/, cmd/ and test/,
 // what each declares, and the Go files of the repository.
@@ -166,7 +169,7 @@ func (w *codeWorld) resolve(t *testing.T, r codeRef, strict bool) string {
 			return "the repository has no " + r.path
 		}
 		return ""
-	case r.member == "" && fileExts[r.name]:
+	case r.member == "" && fileExts[r.name] || fileExts[r.member]:
 		return w.resolveFile(r)
 	case strings.Contains(r.prefix, "/"):
 		dirs := w.dirsOf(r.prefix)
@@ -178,14 +181,23 @@ func (w *codeWorld) resolve(t *testing.T, r codeRef, strict bool) string {
 		return w.resolveIn(r, w.pkgs[r.prefix])
 	case externalPackages[r.prefix] != "":
 		return declaresName(w.externalDecls(t, r.prefix), r, externalPackages[r.prefix])
-	case !strict:
+	case !strict || fieldRoots[r.prefix]:
 		return ""
-	case unicode.IsUpper(rune(r.prefix[0])):
+	case unicode.IsUpper(rune(r.prefix[0])) || w.isType(r.prefix):
 		return w.resolveMember(r)
-	case fieldRoots[r.prefix]:
-		return ""
 	}
-	return "no package of Lifeboat is named " + r.prefix + ", and it is not among the other projects' packages the page may name (externalPackages)"
+	return "no package or type of Lifeboat is named " + r.prefix + ", and it is not among the other projects' packages the pages may name (externalPackages)"
+}
+
+// isType reports whether some package of Lifeboat declares a type (or another top-level
+// name) called name: `ends.release` names a method of the episode's unexported ends.
+func (w *codeWorld) isType(name string) bool {
+	for _, d := range w.decls {
+		if d[name] {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *codeWorld) resolveIn(r codeRef, dirs []string) string {
@@ -234,7 +246,7 @@ func (w *codeWorld) resolveMember(r codeRef) string {
 // resolveFile: a Go file name is that of some file of internal/, cmd/ or test/ (with its
 // directories, if given); other files' names pass.
 func (w *codeWorld) resolveFile(r codeRef) string {
-	if r.name != "go" {
+	if r.name != "go" || r.member != "" {
 		return ""
 	}
 	name := r.prefix + ".go"
@@ -273,12 +285,12 @@ func TestCodeNameResolution(t *testing.T) {
 		"`corev1.Pod`, `spec.nodeName`, `controller.handleNotice`, `controller/lease.go`": "",
 		"`lifeboat.dev/Interruption`, `a-b.c`, ```\nlifeboat.dev/Interruption\n```":       "",
 		"`nodes.Writer.Nope`":                       "internal/nodes declares no Writer.Nope",
-		"```\n   ── handback.Run\n```":              "no package of Lifeboat is named handback",
+		"```\n   ── handback.Run\n```":              "no package or type of Lifeboat is named handback",
 		"~~~\n episode/nope.Run\n~~~":               "no package of Lifeboat is at episode/nope",
 		"`corev1.NoSuchType`":                       "declares no NoSuchType",
 		"`Handler.Nope`":                            "no type Handler of Lifeboat has a method or field Nope",
 		"`nosuchfile.go`":                           "no Go file nosuchfile.go",
-		"before\n```\nx\n```\n`handback.Run` after": "no package of Lifeboat is named handback",
+		"before\n```\nx\n```\n`handback.Run` after": "no package or type of Lifeboat is named handback",
 	} {
 		refs := codeRefs(page)
 		got := ""
