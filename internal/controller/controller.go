@@ -278,7 +278,7 @@ func warnIdentity(log *slog.Logger, m *metrics.Metrics, cfg *config.Config, warn
 func (c *Controller) shareNodePods() (stop func(), err error) {
 	factory := informers.NewSharedInformerFactory(c.client, 0)
 	informer := factory.Core().V1().Pods().Informer()
-	pods, err := drain.NewNodePods(informer) // it keeps drain.Pods, a third of a corev1.Pod
+	pods, err := drain.NewNodePods(informer) // it keeps drain.Pods, smaller than corev1.Pods
 	if err != nil {
 		return nil, err
 	}
@@ -521,7 +521,7 @@ func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resol
 	}
 	// The slot bounds what is asked of AWS at once. The node write waits for its turn in the
 	// request budget's urgent lane, paced by the API server's answers: held through it, ten
-	// slots kept an Availability Zone's thousand cordons to about a hundred a second.
+	// slots held an Availability Zone's cordons back (docs/benchmarks.md).
 	release()
 	err = c.handler.Intake(ctx, n, verdict.Node.Name, verdict.Node)
 	if err == nil {

@@ -17,8 +17,8 @@ import (
 //
 // Why it matters at scale: the API server's priority and fairness charges every pod write
 // for the watches on pods (a seat more for every ten watches). With a thousand drains, each
-// with a watch of its own, each eviction cost the server about half a seat-second, and the
-// evictions went at a fraction of the rate the server could take.
+// with a watch of its own, every eviction was charged for all their watches
+// (docs/benchmarks.md), and the evictions went at a fraction of the rate it could take.
 type NodePods struct {
 	informer cache.SharedIndexInformer
 

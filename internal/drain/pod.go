@@ -17,10 +17,10 @@ import (
 // precondition, wait for it to go and report it. Its fields carry the paths of corev1.Pod's.
 //
 // Why not a trimmed corev1.Pod: the shared pod informer keeps one for every pod in the
-// cluster, and drains hold their node's pods until they end. A corev1.Pod is 1.2 KB before
-// any of its fields is set (the spec alone is 568 bytes); a Pod is a third of that. At the
+// cluster, and drains hold their node's pods until they end. A corev1.Pod is large before any
+// of its fields is set, its spec most of it; a Pod keeps only what a drain reads. At the
 // scale of an Availability Zone (tens of thousands of pods) that is most of the controller's
-// memory.
+// memory (docs/benchmarks.md).
 type Pod struct {
 	// ObjectMeta keeps the name, namespace, UID, resourceVersion, deletion timestamp, the
 	// controller's owner reference and the annotations a drain reads (AnnotationDoNotDisrupt,

@@ -16,8 +16,8 @@ import (
 //
 // Why: the request budget paces what reaches the server, but every eviction waiting for its
 // turn used to be a goroutine of its own, parked deep in the HTTP client with the stack that
-// takes: an Availability Zone's drains made tens of thousands of goroutines
-// (docs/design/pacing.md). With the slots, a drain waits here, in one goroutine, and starts a pod's worker only with a slot.
+// takes, one for every pod of an Availability Zone's drains (docs/benchmarks.md). With the
+// slots, a drain waits here, in one goroutine, and starts a pod's worker only with a slot.
 type evictionSlots struct {
 	mu      sync.Mutex
 	free    int

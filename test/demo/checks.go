@@ -3,11 +3,8 @@
 package demo
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"time"
 )
@@ -199,29 +196,6 @@ func checkBudgets(r *Result) []string {
 		fail("lifeboat status mid-drain showed no pod reported blocked as held by its PodDisruptionBudget (it showed held: %v)", s.Held)
 	}
 	return problems
-}
-
-// scrapeNotices reads the lifeboat_notices_total samples from a process's metrics.
-func scrapeNotices(ctx context.Context, p *process) []string {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.metrics, nil)
-	if err != nil {
-		return nil
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return []string{p.name + ": metrics unavailable: " + err.Error()}
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	var out []string
-	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, "lifeboat_notices_total{") {
-			out = append(out, p.name+": "+line)
-		}
-	}
-	return out
 }
 
 func secs(d time.Duration) string {

@@ -30,7 +30,7 @@ type Result struct {
 	Quiet   Quiet // node C, which had no notice
 	// CompleteCalls counts every CompleteLifecycleAction call the fake Auto Scaling received.
 	CompleteCalls int
-	Notices       []string // lifeboat_notices_total lines scraped from the processes' metrics
+	Counted       []string // what the processes counted: their metrics' samples not at 0 (scrapeCounted)
 	// MidDrain is the `lifeboat status` run when a budget first held a pod.
 	MidDrain MidDrainStatus
 	// Relaxed is when checkout's owner relaxed its budget, which allowed no disruption
@@ -296,7 +296,7 @@ func summarize(ctx context.Context, e *env, o observed, midDrain MidDrainStatus,
 		}
 	}
 	for _, p := range procs {
-		res.Notices = append(res.Notices, scrapeNotices(ctx, p)...)
+		res.Counted = append(res.Counted, scrapeCounted(ctx, p)...)
 	}
 	res.Problems = check(res, procs)
 	return res, nil

@@ -93,9 +93,9 @@ func writeSummary(out io.Writer, path string, r *Result) error {
 		fmt.Fprintf(&b, "PodDisruptionBudget %s was never relaxed by its owner.\n", checkoutBudget.workload.name)
 	}
 	writeMidDrain(&b, r.MidDrain)
-	if len(r.Notices) > 0 {
-		fmt.Fprintln(&b, "\nNotices counted by the processes (/metrics):")
-		for _, n := range r.Notices {
+	if len(r.Counted) > 0 {
+		fmt.Fprintln(&b, "\nWhat the processes counted (/metrics; series still at 0 left out):")
+		for _, n := range r.Counted {
 			fmt.Fprintf(&b, "  %s\n", n)
 		}
 	}

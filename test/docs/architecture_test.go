@@ -9,33 +9,36 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-// goPackages maps each package name under internal/ to the directories that hold it (two
-// packages may share a name, as drain and its driver's cousins might).
-func goPackages(t *testing.T) map[string][]string {
+// goPackages maps each package name under the given top directories to the directories that
+// hold it (two packages may share a name, as drain and its driver's cousins might).
+func goPackages(t *testing.T, tops ...string) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
-	err := filepath.WalkDir(filepath.Join(root, "internal"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return err
+	for _, top := range tops {
+		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return err
+			}
+			if d.Name() == "testdata" {
+				return fs.SkipDir
+			}
+			entries, _ := os.ReadDir(path)
+			if slices.ContainsFunc(entries, func(e fs.DirEntry) bool {
+				return strings.HasSuffix(e.Name(), ".go") && !strings.HasSuffix(e.Name(), "_test.go")
+			}) {
+				rel, _ := filepath.Rel(root, path)
+				out[d.Name()] = append(out[d.Name()], filepath.ToSlash(rel))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if d.Name() == "testdata" {
-			return fs.SkipDir
-		}
-		entries, _ := os.ReadDir(path)
-		if slices.ContainsFunc(entries, func(e fs.DirEntry) bool {
-			return strings.HasSuffix(e.Name(), ".go") && !strings.HasSuffix(e.Name(), "_test.go")
-		}) {
-			rel, _ := filepath.Rel(root, path)
-			out[d.Name()] = append(out[d.Name()], filepath.ToSlash(rel))
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return out
 }
@@ -67,9 +70,16 @@ func declaredSpecs(d *ast.GenDecl, out map[string]bool) {
 		switch s := s.(type) {
 		case *ast.TypeSpec:
 			out[s.Name.Name] = true
-			if st, ok := s.Type.(*ast.StructType); ok {
-				for _, f := range st.Fields.List {
+			switch ty := s.Type.(type) {
+			case *ast.StructType:
+				for _, f := range ty.Fields.List {
 					for _, n := range f.Names {
+						out[s.Name.Name+"."+n.Name] = true
+					}
+				}
+			case *ast.InterfaceType:
+				for _, m := range ty.Methods.List {
+					for _, n := range m.Names {
 						out[s.Name.Name+"."+n.Name] = true
 					}
 				}
@@ -88,38 +98,36 @@ func receiverType(e ast.Expr) string {
 		return receiverType(e.X)
 	case *ast.IndexExpr:
 		return receiverType(e.X)
+	case *ast.IndexListExpr:
+		return receiverType(e.X)
 	case *ast.Ident:
 		return e.Name
 	}
 	return ""
 }
 
-// codeName is a backticked name in the docs: pkg.Name, pkg.Type.Member, or Type.Member.
-var codeName = regexp.MustCompile("`([A-Za-z_][A-Za-z0-9_]*)\\.([A-Za-z_][A-Za-z0-9_]*)(?:\\.([A-Za-z_][A-Za-z0-9_]*))?(?:\\(\\))?`")
-
-// TestArchitectureNamesExist: every code name docs/architecture.md gives in backticks exists
-// (a package of internal/ and what it declares, or a type and its member in some package), and
-// its package table lists every package under internal/. So the page cannot drift from the code
-// silently.
+// TestArchitectureNamesExist: every code name docs/architecture.md and the design notes give,
+// in backticks or in their fenced diagrams, exists: a package of Lifeboat (or one of the few
+// other packages the pages may name, listed in externalPackages) and what it declares, a type
+// and its member, or a Go file. A name whose package is unknown is refused, not passed. And
+// the architecture page's package table lists every package under internal/. So the pages
+// cannot drift from the code silently.
 func TestArchitectureNamesExist(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(root, "docs", "architecture.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	page := string(raw)
-	pkgs := goPackages(t)
-	decls := map[string]map[string]bool{}
-	for _, dirs := range pkgs {
-		for _, dir := range dirs {
-			decls[dir] = declared(t, dir)
+	w := newCodeWorld(t)
+	for _, f := range strictPages(t) {
+		page := readDoc(t, f)
+		refs := codeRefs(page)
+		if f == "docs/architecture.md" && len(refs) < 50 {
+			t.Fatalf("only %d code names found in %s; the reading of the page is broken", len(refs), f)
+		}
+		for _, r := range refs {
+			if why := w.resolve(t, r, true); why != "" {
+				t.Errorf("%s:%d names %s: %s", f, r.line, r.text, why)
+			}
 		}
 	}
-	for _, m := range codeName.FindAllStringSubmatch(page, -1) {
-		if !nameExists(m[1], m[2], m[3], pkgs, decls) {
-			t.Errorf("docs/architecture.md names %s, which the code does not declare", m[0])
-		}
-	}
-	for _, dirs := range pkgs {
+	page := readDoc(t, "docs/architecture.md")
+	for _, dirs := range goPackages(t, "internal") {
 		for _, dir := range dirs {
 			if !strings.Contains(page, "| `"+dir+"`") {
 				t.Errorf("docs/architecture.md's package table has no row for %s", dir)
@@ -128,43 +136,87 @@ func TestArchitectureNamesExist(t *testing.T) {
 	}
 }
 
-// nameExists resolves a.b[.c]: a package a declaring b (and b.c), or else a type a with a
-// member b in any package. Names of files (a.go) and of other projects' packages are not code
-// names of Lifeboat and pass.
-func nameExists(a, b, c string, pkgs map[string][]string, decls map[string]map[string]bool) bool {
-	if b == "go" || b == "md" || b == "yaml" {
-		return true
+// strictPages are the pages about the code itself: the architecture and the design notes.
+func strictPages(t *testing.T) []string {
+	t.Helper()
+	notes, err := filepath.Glob(filepath.Join(root, "docs", "design", "*.md"))
+	if err != nil || len(notes) == 0 {
+		t.Fatalf("no design notes in docs/design (%v)", err)
 	}
-	if dirs, ok := pkgs[a]; ok {
-		want := b
-		if c != "" {
-			want = b + "." + c
-		}
-		for _, dir := range dirs {
-			if decls[dir][want] || c == "" && hasMember(decls[dir], b) {
-				return true
-			}
-		}
-		return false
+	pages := []string{"docs/architecture.md"}
+	for _, n := range notes {
+		pages = append(pages, "docs/design/"+filepath.Base(n))
 	}
-	if a[0] < 'A' || a[0] > 'Z' {
-		return true // corev1.Pod, spec.nodeName: not Lifeboat's
-	}
-	for _, d := range decls {
-		if d[a+"."+b] {
-			return true
-		}
-	}
-	return false
+	return pages
 }
 
-// hasMember reports whether some type of the package has a method or field named name
-// (`controller.handleNotice` names the Controller's method).
-func hasMember(decls map[string]bool, name string) bool {
-	for d := range decls {
-		if _, member, ok := strings.Cut(d, "."); ok && member == name {
-			return true
+// TestDocsCodeNamesExist: the other pages name Lifeboat's code too (`notice.ID`,
+// `drain.Deadline.InstanceGoesAt`). Where a page names an exported name of a package of
+// Lifeboat, it exists. Other dotted names pass there: chart values (`agent.enabled`, which
+// shares its first word with a package), field paths, other projects' code. The benchmark
+// pages are records of their dates and name the code as it was.
+func TestDocsCodeNamesExist(t *testing.T) {
+	files, err := MarkdownFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newCodeWorld(t)
+	checked := 0
+	for _, f := range files {
+		if slices.Contains(strictPages(t), f) || f == "docs/benchmarks.md" || strings.HasPrefix(f, "docs/benchmarks/") {
+			continue
+		}
+		for _, r := range codeRefs(readDoc(t, f)) {
+			if !w.isLifeboatName(r) {
+				continue
+			}
+			checked++
+			if why := w.resolve(t, r, false); why != "" {
+				t.Errorf("%s:%d names %s: %s", f, r.line, r.text, why)
+			}
 		}
 	}
-	return false
+	if checked < 10 {
+		t.Errorf("only %d code names of Lifeboat found in the pages; the reading of the pages is broken", checked)
+	}
+}
+
+var (
+	walkStep  = regexp.MustCompile(`^\d+\. `)
+	walkCount = regexp.MustCompile(`that is (\d+) calls between packages`)
+)
+
+// TestArchitectureWalkCount: "Following one notice" says how many calls between packages its
+// numbered walk makes (each arrow one call site); the sentence counts the arrows the walk
+// shows.
+func TestArchitectureWalkCount(t *testing.T) {
+	page := readDoc(t, "docs/architecture.md")
+	_, section, ok := strings.Cut(page, "\n### Following one notice\n")
+	if !ok {
+		t.Fatal("docs/architecture.md has no section \"Following one notice\"")
+	}
+	if end := strings.Index(section, "\n#"); end >= 0 {
+		section = section[:end]
+	}
+	arrows, steps, inList := 0, 0, false
+	for _, line := range strings.Split(section, "\n") {
+		switch {
+		case walkStep.MatchString(line):
+			steps++
+			inList = true
+		case strings.TrimSpace(line) == "" || !strings.HasPrefix(line, " "):
+			inList = false
+		}
+		if inList {
+			arrows += strings.Count(line, "→")
+		}
+	}
+	m := walkCount.FindStringSubmatch(section)
+	if steps == 0 || m == nil {
+		t.Fatalf("the walk has %d numbered steps and the sentence %q is %s; the page changed its shape",
+			steps, walkCount, map[bool]string{true: "there", false: "missing"}[m != nil])
+	}
+	if said, _ := strconv.Atoi(m[1]); said != arrows {
+		t.Errorf("\"Following one notice\" says %d calls between packages; its %d steps show %d arrows", said, steps, arrows)
+	}
 }

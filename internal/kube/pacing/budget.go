@@ -490,8 +490,8 @@ const usedToRaise = 0.75
 // watch notifications a write causes), requests in flight undercount what it has in hand.
 const quietAfterThrottle = 4
 
-// throttleSpacing is the least time between two halvings: longer than a refusal takes to come
-// back (a millisecond or two), about as long as an ordinary answer.
+// throttleSpacing is the least time between two halvings: far longer than a refusal takes to
+// come back (docs/benchmarks.md), about as long as an ordinary answer.
 const throttleSpacing = 100 * time.Millisecond
 
 // minSamples is the fewest answers an interval needs to be judged, and a kind's interval to

@@ -103,8 +103,8 @@ func InstanceID(ctx context.Context, g Getter) (string, error) {
 type Options struct {
 	Spot, Scheduled, Rebalance, Lifecycle bool
 	// Interval is the spot path's poll interval. The others are polled less often, as they
-	// give more warning: lifecycle every 2, rebalance every 4, scheduled every 10 intervals.
-	// With all four on, the default 0.5 s makes 3.7 requests per second.
+	// give more warning: lifecycle every 2, rebalance every 4, scheduled every 10 intervals
+	// (what that asks of instance metadata: IMDS_POLL_INTERVAL in docs/configuration.md).
 	Interval time.Duration
 	// DrainBudget is the deadline, from when a notice was first seen, for notices that carry
 	// none (rebalance, lifecycle state).
