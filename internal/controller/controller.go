@@ -91,8 +91,6 @@ type Controller struct {
 	foreignLogged *cache.LRUExpireCache
 	foreignMu     sync.Mutex
 
-	// handleOne takes one notice of a message: handleNotice (tests replace it).
-	handleOne func(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, log *slog.Logger) noticeFate
 }
 
 // Healthy is the readiness check: a leader whose queue receives keep failing is not ready; a
@@ -142,6 +140,7 @@ func New(o Options) *Controller {
 		log: o.Logger, metrics: m, events: o.Handler.Events,
 		starting: make(chan struct{}, max(cfg.Workers, 1)), foreignLogged: cache.NewLRUExpireCache(10000)}
 	m.ClaimPaths(metrics.ClaimCheckEC2, slices.DeleteFunc(ownership.PathNames(), func(p string) bool { return p == string(ownership.PathInstanceMetadata) }))
+	m.IgnoredAtZero(messages.IgnoredLabels())
 	if c.leaseClient == nil {
 		c.leaseClient = o.Client
 	}
@@ -240,11 +239,12 @@ func (c *Controller) consume(ctx context.Context, resolver *ownership.Resolver) 
 	defer c.consumer.Store(nil)
 	go c.metrics.ReportSourceHealth(ctx, "queue", consumer.Healthy)
 	c.log.Info("controller consuming the queue", "queue", c.cfg.QueueURL, "workers", c.cfg.Workers, "dryRun", c.cfg.DryRun)
+	handle := func(ctx context.Context, n notice.Notice, log *slog.Logger) noticeFate { return c.handleNotice(ctx, resolver, n, log) }
 	return consumer.Run(ctx, func(ctx context.Context, m sqs.Message) (sqs.Outcome, time.Duration) {
 		if m.ReceiveCount <= 1 && !m.SentAt.IsZero() {
 			c.metrics.QueueLag(time.Since(m.SentAt))
 		}
-		outcome, delay := c.handleMessage(ctx, resolver, m)
+		outcome, delay := c.handleMessage(ctx, resolver, m, handle)
 		if outcome == sqs.Done && c.cfg.DryRun {
 			// DRY_RUN deletes nothing; the message comes back much later, and its notices are
 			// recognised as handled (the dry-run log says what would have been done).
@@ -345,7 +345,7 @@ const (
 // notice waits for another's scheduled start or drain. A bounded number of them is handled
 // at once (see runNotices). The message's fate is decided from all of them (see
 // messageFate).
-func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Resolver, m sqs.Message) (sqs.Outcome, time.Duration) {
+func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Resolver, m sqs.Message, handle noticeHandler) (sqs.Outcome, time.Duration) {
 	log := c.log.With("message", m.ID)
 	res, err := c.parser().Parse(m.Body, time.Now())
 	if errors.Is(err, messages.ErrForeignAccount) {
@@ -376,15 +376,11 @@ func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Reso
 			return sqs.Done, 0
 		}
 	}
-	handle := c.handleOne
-	if handle == nil {
-		handle = c.handleNotice
-	}
 	for _, n := range notices {
 		c.metrics.Notice(string(n.Kind), string(n.Source))
 	}
 	fates := runNotices(ctx, notices, c.noticePool(log), func(ctx context.Context, n notice.Notice) noticeFate {
-		return handle(ctx, resolver, n, log)
+		return handle(ctx, n, log)
 	})
 	outcome, delay, label := messageFate(ctx, fates, m.ReceiveCount)
 	c.metrics.QueueMessage(label)
@@ -490,6 +486,9 @@ func retryDelay(receiveCount int) time.Duration {
 	}
 	return min(d, retrySoon)
 }
+
+// noticeHandler takes one notice of a message (handleNotice).
+type noticeHandler func(ctx context.Context, n notice.Notice, log *slog.Logger) noticeFate
 
 // handleNotice takes one notice of a message: ownership, its deadline, then its record on
 // the Node (episode.Handler.Intake). The node's reconciler does the rest.

@@ -33,7 +33,7 @@ var quickBackoff = wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 1 
 // testController is a controller whose notices are handled by handle instead of the
 // ownership lookup and the node write, reading the queue of account 000000000000 (the
 // account the sandbox's messages name).
-func testController(t testing.TB, workers int, handle func(notice.Notice) noticeFate, settings func(*config.Config)) (*Controller, *metrics.Metrics, *bytes.Buffer) {
+func testController(t testing.TB, workers int, handle func(notice.Notice) noticeFate, settings func(*config.Config)) (handledBy, *metrics.Metrics, *bytes.Buffer) {
 	t.Helper()
 	cfg := &config.Config{Workers: workers, QueueURL: "https://sqs.us-east-1.amazonaws.com/" + fakeaws.Account + "/lifeboat"}
 	if settings != nil {
@@ -44,10 +44,17 @@ func testController(t testing.TB, workers int, handle func(notice.Notice) notice
 	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m := metrics.New()
 	c := New(Options{Config: cfg, Client: fake.NewClientset(), Logger: logger, Metrics: m})
-	c.handleOne = func(_ context.Context, _ *ownership.Resolver, n notice.Notice, _ *slog.Logger) noticeFate {
-		return handle(n)
-	}
-	return c, m, logs
+	return handledBy{Controller: c, handle: handle}, m, logs
+}
+
+// handledBy is a controller whose messages' notices are given to handle.
+type handledBy struct {
+	*Controller
+	handle func(notice.Notice) noticeFate
+}
+
+func (h handledBy) handleMessage(ctx context.Context, resolver *ownership.Resolver, m sqs.Message) (sqs.Outcome, time.Duration) {
+	return h.Controller.handleMessage(ctx, resolver, m, func(_ context.Context, n notice.Notice, _ *slog.Logger) noticeFate { return h.handle(n) })
 }
 
 type lockedWriter struct {

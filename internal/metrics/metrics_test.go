@@ -33,6 +33,7 @@ func exercised() *Metrics {
 	m.ObserveIMDS("spot/instance-action", nil)
 	m.ClaimRefused(ClaimCheckEC2, "node_condition")
 	m.SetupProblems(map[string]int{"rules": 1})
+	m.QueueMessageIgnored("health", "no_instance")
 	for _, k := range []notice.Kind{notice.SpotInterruption, notice.CapacityReservationInterruption, notice.ScheduledMaintenance,
 		notice.Rebalance, notice.ASGTermination, notice.StateChange, notice.ASGLaunch, notice.CapacityBlockExpiration, notice.InstanceImpaired} {
 		for _, s := range []notice.Source{notice.SourceQueue, notice.SourceIMDS, notice.SourceEC2Status} {

@@ -23,6 +23,9 @@ var openEnded = map[string]bool{
 	// Its series start when the mode names the paths it runs (ClaimPaths): the agent and the
 	// controller have different ones.
 	"lifeboat_instance_claims_refused_total": true,
+	// Its series start when the queue's owner hands the parser's pairs over (IgnoredAtZero):
+	// the agent reads no queue (TestIgnoredMessagesStartAtZero holds the controller to it).
+	"lifeboat_queue_messages_ignored_total": true,
 }
 
 // TestCountersStartAtZero: after New, every counter and histogram (but the open-ended ones)
@@ -126,4 +129,16 @@ func hasSeries(t *testing.T, m *Metrics, name string, pairs ...string) bool {
 		}
 	}
 	return false
+}
+
+// TestIgnoredAtZero: the (kind, reason) pairs the parser's owner hands over start at 0.
+func TestIgnoredAtZero(t *testing.T) {
+	m := New()
+	if hasSeries(t, m, "lifeboat_queue_messages_ignored_total", "kind", "health", "reason", "no_instance") {
+		t.Fatal("a series before its owner handed the labels over")
+	}
+	m.IgnoredAtZero([][2]string{{"health", "no_instance"}})
+	if !hasSeries(t, m, "lifeboat_queue_messages_ignored_total", "kind", "health", "reason", "no_instance") {
+		t.Error("no series for the pair handed over")
+	}
 }
