@@ -12,16 +12,38 @@ import (
 	"lifeboat.dev/lifeboat/internal/wiring"
 )
 
-// reportChecks runs `lifeboat check` every READINESS_REPORT_INTERVAL while this replica
+// checkReports runs `lifeboat check` every READINESS_REPORT_INTERVAL while this replica
 // leads, and publishes the workloads it finds per namespace and reason: a team learns that its
 // workload could not leave a node within a Spot warning before an interruption shows it.
-func (c *Controller) reportChecks(ctx context.Context, every time.Duration) {
+type checkReports struct {
+	c     *Controller
+	every time.Duration
+}
+
+// newCheckReports is the periodic check when READINESS_REPORT_INTERVAL is set, else nil.
+func newCheckReports(c *Controller) sideLoop {
+	if c.cfg.ReadinessReportInterval <= 0 {
+		return nil
+	}
+	return checkReports{c: c, every: c.cfg.ReadinessReportInterval}
+}
+
+// Start checks until ctx ends; stop ends the checks and waits for the one running.
+func (r checkReports) Start(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); r.run(ctx) }()
+	return func() { cancel(); <-done }
+}
+
+func (r checkReports) run(ctx context.Context) {
+	c, every := r.c, r.every
 	drainOpts := wiring.Drain(c.cfg, c.client, nil)
 	opts := check.Options{Policy: drainOpts.Policy, PodGracePeriod: drainOpts.PodGracePeriod, FromCache: true}
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
 	for {
-		findings, err := c.runCheck(ctx, opts)
+		findings, err := runCheck(ctx, c, opts)
 		if ctx.Err() != nil {
 			return
 		}
@@ -45,7 +67,7 @@ func (c *Controller) reportChecks(ctx context.Context, every time.Duration) {
 
 // runCheck runs one check. A panic (a bug met on the cluster's workloads) is that
 // check's failure: the last findings stay published, and the next check runs on time.
-func (c *Controller) runCheck(ctx context.Context, opts check.Options) (findings []check.Finding, err error) {
+func runCheck(ctx context.Context, c *Controller, opts check.Options) (findings []check.Finding, err error) {
 	defer panics.Recover(panics.Readiness, c.log, c.metrics, &err)
 	return check.Check(ctx, c.client, opts)
 }

@@ -90,7 +90,6 @@ type Controller struct {
 	// message is kept for that cluster and comes back every few minutes, logged at Debug.
 	foreignLogged *cache.LRUExpireCache
 	foreignMu     sync.Mutex
-
 }
 
 // Healthy is the readiness check: a leader whose queue receives keep failing is not ready; a
@@ -215,14 +214,7 @@ func (c *Controller) work(ctx context.Context, w *warm) error {
 	c.episodes.Store(w.episodes)
 	defer func() { c.episodes.Store(nil); c.working.Store(false); stopEpisodes() }()
 	warnIdentity(c.log, c.metrics, c.cfg, w.resolver.Warnings())
-	defer c.startInstanceStatus(ctx, w.resolver, w.nodes.GetIndexer())() // before the reconciler stops
-	defer c.startRetainedSweep(ctx, w.resolver)()
-	defer c.startNodeRepair(ctx, w.resolver, w.nodes)()
-	defer c.startNodeCleanup(ctx, w.nodes.GetStore())()
-	defer c.setup.Start(ctx, func() []string { return w.nodes.GetIndexer().ListIndexFuncValues(ownership.IndexInstanceID) })()
-	if every := c.cfg.ReadinessReportInterval; every > 0 {
-		go c.reportChecks(ctx, every)
-	}
+	defer startLoops(ctx, c.sideLoops(w))() // stopped and waited for before the reconciler stops
 	return c.consume(ctx, w.resolver)
 }
 
@@ -239,7 +231,9 @@ func (c *Controller) consume(ctx context.Context, resolver *ownership.Resolver) 
 	defer c.consumer.Store(nil)
 	go c.metrics.ReportSourceHealth(ctx, "queue", consumer.Healthy)
 	c.log.Info("controller consuming the queue", "queue", c.cfg.QueueURL, "workers", c.cfg.Workers, "dryRun", c.cfg.DryRun)
-	handle := func(ctx context.Context, n notice.Notice, log *slog.Logger) noticeFate { return c.handleNotice(ctx, resolver, n, log) }
+	handle := func(ctx context.Context, n notice.Notice, log *slog.Logger) noticeFate {
+		return c.handleNotice(ctx, resolver, n, log)
+	}
 	return consumer.Run(ctx, func(ctx context.Context, m sqs.Message) (sqs.Outcome, time.Duration) {
 		if m.ReceiveCount <= 1 && !m.SentAt.IsZero() {
 			c.metrics.QueueLag(time.Since(m.SentAt))

@@ -15,14 +15,27 @@ import (
 	"lifeboat.dev/lifeboat/internal/source/ec2status"
 )
 
-// startInstanceStatus starts the DescribeInstanceStatus poll (ENABLE_INSTANCE_STATUS_DRAINING)
-// over the instances the cluster's Nodes name by providerID; stop ends it and waits for it.
-// Its notices are taken as a queue message's are (handleNotice: ownership, then the record on
-// the Node), so the agent, the queue and the poll coalesce on the Node's record.
-func (c *Controller) startInstanceStatus(ctx context.Context, resolver *ownership.Resolver, nodes cache.Indexer) (stop func()) {
+// statusPoll is the DescribeInstanceStatus poll (ENABLE_INSTANCE_STATUS_DRAINING) over the
+// instances the cluster's Nodes name by providerID. Its notices are taken as a queue
+// message's are (handleNotice: ownership, then the record on the Node), so the agent, the
+// queue and the poll coalesce on the Node's record.
+type statusPoll struct {
+	c        *Controller
+	resolver *ownership.Resolver
+	nodes    cache.Indexer
+}
+
+// newStatusPoll is the poll when the configuration turns it on, else nil.
+func newStatusPoll(c *Controller, resolver *ownership.Resolver, nodes cache.Indexer) sideLoop {
 	if !c.cfg.EnableInstanceStatusDraining {
-		return func() {}
+		return nil
 	}
+	return statusPoll{c: c, resolver: resolver, nodes: nodes}
+}
+
+// Start polls until ctx ends; stop ends the poll and waits for it.
+func (s statusPoll) Start(ctx context.Context) (stop func()) {
+	c, nodes := s.c, s.nodes
 	log := c.log.With("source", string(notice.SourceEC2Status))
 	p, err := ec2status.New(ec2status.Options{
 		API:       cloud.CountedEC2{EC2: c.ec2, Calls: c.metrics},
@@ -42,7 +55,7 @@ func (c *Controller) startInstanceStatus(ctx context.Context, resolver *ownershi
 		log.Info("polling DescribeInstanceStatus for this cluster's instances", "interval", c.cfg.InstanceStatusInterval, "impairedThreshold", c.cfg.InstanceImpairedThreshold,
 			"markUnhealthy", c.cfg.SetImpairedInstanceUnhealthy)
 		p.Run(ctx, func(ctx context.Context, ns []notice.Notice) []bool {
-			return c.takeStatusNotices(ctx, resolver, ns, log)
+			return takeStatusNotices(ctx, c, s.resolver, ns, log)
 		})
 	}()
 	return func() { cancel(); <-done }
@@ -50,8 +63,8 @@ func (c *Controller) startInstanceStatus(ctx context.Context, resolver *ownershi
 
 // takeStatusNotices handles a pass's notices with the queue's pool; a notice is taken once
 // recorded, or once found not to be this cluster's (it is not offered again every pass).
-func (c *Controller) takeStatusNotices(ctx context.Context, resolver *ownership.Resolver, ns []notice.Notice, log *slog.Logger) []bool {
-	fates := c.handleStatusNotices(ctx, resolver, ns, log)
+func takeStatusNotices(ctx context.Context, c *Controller, resolver *ownership.Resolver, ns []notice.Notice, log *slog.Logger) []bool {
+	fates := handleLoopNotices(ctx, c, resolver, ns, log)
 	taken := make([]bool, len(fates))
 	for i, f := range fates {
 		taken[i] = f == noticeDone || f == noticeForeign || f == noticeRefused
@@ -59,8 +72,8 @@ func (c *Controller) takeStatusNotices(ctx context.Context, resolver *ownership.
 	return taken
 }
 
-// handleStatusNotices counts and handles a pass's notices with the queue's pool.
-func (c *Controller) handleStatusNotices(ctx context.Context, resolver *ownership.Resolver, ns []notice.Notice, log *slog.Logger) []noticeFate {
+// handleLoopNotices counts and handles a side loop's notices with the queue's pool.
+func handleLoopNotices(ctx context.Context, c *Controller, resolver *ownership.Resolver, ns []notice.Notice, log *slog.Logger) []noticeFate {
 	for _, n := range ns {
 		c.metrics.Notice(string(n.Kind), string(n.Source))
 	}

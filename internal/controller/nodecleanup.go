@@ -15,13 +15,25 @@ import (
 	"lifeboat.dev/lifeboat/internal/ownership"
 )
 
-// startNodeCleanup starts the deletion of terminated instances' Nodes
-// (DELETE_NODE_AFTER_TERMINATION) over the controller's node informer; stop ends it and waits.
-// DRY_RUN deletes nothing, so it does not start.
-func (c *Controller) startNodeCleanup(ctx context.Context, nodes toolscache.Store) (stop func()) {
+// nodeCleanup deletes terminated instances' Nodes (DELETE_NODE_AFTER_TERMINATION) over the
+// controller's node informer.
+type nodeCleanup struct {
+	c     *Controller
+	nodes toolscache.Store
+}
+
+// newNodeCleanup is the clean-up when the configuration turns it on, else nil. DRY_RUN deletes
+// nothing, so it does not run.
+func newNodeCleanup(c *Controller, nodes toolscache.Store) sideLoop {
 	if !c.cfg.DeleteNodeAfterTermination || c.cfg.DryRun || c.ec2 == nil {
-		return func() {}
+		return nil
 	}
+	return nodeCleanup{c: c, nodes: nodes}
+}
+
+// Start cleans up until ctx ends; stop ends it and waits.
+func (n nodeCleanup) Start(ctx context.Context) (stop func()) {
+	c, nodes := n.c, n.nodes
 	log := c.log.With("part", "node-cleanup")
 	cl := &nodecleanup.Cleaner{Client: c.client, EC2: cloud.CountedEC2{EC2: c.ec2, Calls: c.metrics}, Nodes: nodes,
 		Interval: c.cfg.NodeCleanupInterval, Log: log, Report: cleanupReports{c: c}, Panics: c.metrics}

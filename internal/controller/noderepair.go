@@ -21,14 +21,27 @@ import (
 	"lifeboat.dev/lifeboat/internal/source/nodecondition"
 )
 
-// startNodeRepair starts the watch of Node conditions (ENABLE_NODE_REPAIR) on the
-// controller's node informer; stop ends it and waits for it. Its notices are taken as a queue
-// message's are (handleNotice: ownership, then the record on the Node), so a repair joins
-// whatever else the node's episode holds, and a restart or a new leader finds it recorded.
-func (c *Controller) startNodeRepair(ctx context.Context, resolver *ownership.Resolver, nodes toolscache.SharedIndexInformer) (stop func()) {
+// repairWatch is the watch of Node conditions (ENABLE_NODE_REPAIR) on the controller's node
+// informer. Its notices are taken as a queue message's are (handleNotice: ownership, then the
+// record on the Node), so a repair joins whatever else the node's episode holds, and a restart
+// or a new leader finds it recorded.
+type repairWatch struct {
+	c        *Controller
+	resolver *ownership.Resolver
+	nodes    toolscache.SharedIndexInformer
+}
+
+// newRepairWatch is the watch when the configuration turns repair on, else nil.
+func newRepairWatch(c *Controller, resolver *ownership.Resolver, nodes toolscache.SharedIndexInformer) sideLoop {
 	if !c.cfg.EnableNodeRepair {
-		return func() {}
+		return nil
 	}
+	return repairWatch{c: c, resolver: resolver, nodes: nodes}
+}
+
+// Start watches until ctx ends; stop ends the watch and waits for it.
+func (r repairWatch) Start(ctx context.Context) (stop func()) {
+	c, nodes := r.c, r.nodes
 	log := c.log.With("source", string(notice.SourceNodeCondition))
 	w, err := nodecondition.New(nodecondition.Options{
 		Nodes: nodes, Conditions: c.cfg.RepairConditions(), DrainTimeout: c.cfg.NodeRepairDrainTimeout, Logger: log,
@@ -46,7 +59,7 @@ func (c *Controller) startNodeRepair(ctx context.Context, resolver *ownership.Re
 			"action", c.cfg.NodeRepairAction, "maxUnhealthyPercent", c.cfg.NodeRepairMaxUnhealthyPercent, "maxParallel", c.cfg.NodeRepairMaxParallel,
 			"paused", c.cfg.NodeRepairPaused)
 		if err := w.Run(ctx, func(ctx context.Context, ns []notice.Notice) []nodecondition.Fate {
-			return c.takeRepairNotices(ctx, resolver, ns, log)
+			return takeRepairNotices(ctx, c, r.resolver, ns, log)
 		}); err != nil {
 			log.Error("node repair stopped", "err", err)
 		}
@@ -57,8 +70,8 @@ func (c *Controller) startNodeRepair(ctx context.Context, resolver *ownership.Re
 // takeRepairNotices handles repair notices as a status poll's, and says which started a repair:
 // one refused (a claimant's, an untagged or foreign instance's) neither counts as running for
 // the breaker nor is offered again until its condition changes.
-func (c *Controller) takeRepairNotices(ctx context.Context, resolver *ownership.Resolver, ns []notice.Notice, log *slog.Logger) []nodecondition.Fate {
-	fates := c.handleStatusNotices(ctx, resolver, ns, log)
+func takeRepairNotices(ctx context.Context, c *Controller, resolver *ownership.Resolver, ns []notice.Notice, log *slog.Logger) []nodecondition.Fate {
+	fates := handleLoopNotices(ctx, c, resolver, ns, log)
 	out := make([]nodecondition.Fate, len(fates))
 	for i, f := range fates {
 		switch f {

@@ -128,7 +128,7 @@ func TestReadinessCheckPanicIsThatChecks(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); c.reportChecks(ctx, 10*time.Millisecond) }()
+	go func() { defer close(done); checkReports{c: c.Controller, every: 10 * time.Millisecond}.run(ctx) }()
 	for deadline := time.Now().Add(10 * time.Second); m.Value("lifeboat_readiness_last_run_timestamp_seconds", "result", "ok") == 0; {
 		if time.Now().After(deadline) {
 			t.Error("no readiness check ran after the one that panicked")

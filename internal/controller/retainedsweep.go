@@ -56,15 +56,21 @@ type retainedSweep struct {
 	reported map[string]bool      // busy instances already reported (once each while retained)
 }
 
-// startRetainedSweep starts the sweep; stop ends it and waits for it.
-func (c *Controller) startRetainedSweep(ctx context.Context, resolver *ownership.Resolver) (stop func()) {
+// newRetainedSweep is the sweep when ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN turns it on
+// and the Auto Scaling client can list and terminate retained instances, else nil.
+func newRetainedSweep(c *Controller, resolver *ownership.Resolver) sideLoop {
 	lister, okList := c.asg.(cloud.RetainedLister)
 	api, okTerm := c.asg.(cloud.Retention)
 	if !c.cfg.AbandonOnIncompleteDrain || !okList || !okTerm {
-		return func() {}
+		return nil
 	}
-	s := &retainedSweep{c: c, resolver: resolver, lister: lister, api: api, log: c.log.With("sweep", "retained instances"),
+	return &retainedSweep{c: c, resolver: resolver, lister: lister, api: api, log: c.log.With("sweep", "retained instances"),
 		groups: map[string]time.Time{}, reported: map[string]bool{}}
+}
+
+// Start sweeps every retainedSweepEvery until ctx ends; stop ends the sweep and waits for it.
+func (s *retainedSweep) Start(ctx context.Context) (stop func()) {
+	c := s.c
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {

@@ -27,13 +27,18 @@ type setupChecks struct {
 	instances func() []string
 }
 
-// Start runs the checks until ctx ends; stop ends them and waits. instances are this
-// cluster's nodes' instances (their groups' hooks are checked). A nil setupChecks does nothing.
-func (s *setupChecks) Start(ctx context.Context, instances func() []string) (stop func()) {
+// forInstances is the check as a side loop of the leader, over instances, this cluster's
+// nodes' instances (their groups' hooks are checked); nil when the set-up is not checked.
+func (s *setupChecks) forInstances(instances func() []string) sideLoop {
 	if s == nil {
-		return func() {}
+		return nil
 	}
 	s.instances = instances
+	return s
+}
+
+// Start runs the checks until ctx ends; stop ends them and waits.
+func (s *setupChecks) Start(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
