@@ -25,11 +25,11 @@ func (c *Controller) reportChecks(ctx context.Context, every time.Duration) {
 		if ctx.Err() != nil {
 			return
 		}
-		workloads := map[metrics.ReadinessKey]int{}
+		workloads := map[metrics.CheckKey]int{}
 		for _, f := range findings {
-			workloads[metrics.ReadinessKey{Namespace: f.Namespace, Reason: f.Reason}]++
+			workloads[metrics.CheckKey{Namespace: f.Namespace, Reason: f.Reason}]++
 		}
-		c.metrics.Readiness(workloads, time.Now(), err)
+		c.metrics.CheckFindings(workloads, time.Now(), err)
 		if err != nil {
 			c.log.Warn("periodic readiness check failed; the last findings stay published", "err", err)
 		} else {
@@ -46,6 +46,6 @@ func (c *Controller) reportChecks(ctx context.Context, every time.Duration) {
 // runCheck runs one check. A panic (a bug met on the cluster's workloads) is that
 // check's failure: the last findings stay published, and the next check runs on time.
 func (c *Controller) runCheck(ctx context.Context, opts check.Options) (findings []check.Finding, err error) {
-	defer panics.Recover(panics.Readiness, c.log, c.metrics, &err)
+	defer panics.Recover(panics.PeriodicCheck, c.log, c.metrics, &err)
 	return check.Check(ctx, c.client, opts)
 }

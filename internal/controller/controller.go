@@ -221,7 +221,7 @@ func (c *Controller) work(ctx context.Context, w *warm) error {
 	defer c.startNodeRepair(ctx, w.resolver, w.nodes)()
 	defer c.startNodeCleanup(ctx, w.nodes.GetStore())()
 	defer c.setup.Start(ctx, func() []string { return w.nodes.GetIndexer().ListIndexFuncValues(ownership.IndexInstanceID) })()
-	if every := c.cfg.ReadinessReportInterval; every > 0 {
+	if every := c.cfg.CheckInterval; every > 0 {
 		go c.reportChecks(ctx, every)
 	}
 	return c.consume(ctx, w.resolver)
