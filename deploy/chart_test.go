@@ -626,10 +626,10 @@ func TestHostNetworkServerAddresses(t *testing.T) {
 
 // TestReaderRole: the optional reader ClusterRole grants exactly what `lifeboat status` and
 // `lifeboat check` read, and binds the subjects given; it is off by default.
-// The controller's periodic readiness check (config.readinessReportInterval) is off by
+// The controller's periodic check (config.readinessReportInterval) is off by
 // default; set, the reader ClusterRole is rendered and bound to the controller's service
 // account, and the controller is given the setting.
-func TestReadinessReportBindsTheReaderRole(t *testing.T) {
+func TestPeriodicCheckBindsTheReaderRole(t *testing.T) {
 	h := newHelm(t)
 	controller := []string{"--set", "controller.enabled=true", "--set", "config.queueUrl=https://sqs.us-east-1.amazonaws.com/123456789012/q"}
 	for _, cr := range objectsOf[*rbacv1.ClusterRole](h.template(t, controller...)) {

@@ -22,7 +22,7 @@ import (
 // it, and nothing it does not need.
 func TestChartGrantsWhatTheBinaryChecks(t *testing.T) {
 	cfg := &config.Config{ForceDeleteBeforeDeadline: 30, EmitKubernetesEvents: true, WaitForVolumeDetachment: true, NodeCondition: true, PodNamespace: "kube-system", LeaseName: deploy.LeaseName,
-		ReadinessReportInterval: time.Minute}
+		CheckInterval: time.Minute}
 	key := func(group, resource, sub, verb, name string) string {
 		return group + "/" + resource + "/" + sub + ":" + verb + "@" + name
 	}

@@ -102,7 +102,7 @@ type Config struct {
 	EnablePrometheusServer           bool              // ENABLE_PROMETHEUS_SERVER
 	PrometheusServerPort             int               // PROMETHEUS_SERVER_PORT
 	PrometheusServerBindAddress      string            // PROMETHEUS_SERVER_BIND_ADDRESS; "" = every interface
-	ReadinessReportInterval          time.Duration     // READINESS_REPORT_INTERVAL; 0 = off
+	CheckInterval                    time.Duration     // READINESS_REPORT_INTERVAL; 0 = off
 	EnableProbesServer               bool              // ENABLE_PROBES_SERVER
 	ProbesServerPort                 int               // PROBES_SERVER_PORT
 	ProbesServerBindAddress          string            // PROBES_SERVER_BIND_ADDRESS; "" = every interface
@@ -392,7 +392,7 @@ func settings(c *Config) []*Setting {
 			value: ipValue{&c.PrometheusServerBindAddress},
 			Usage: "IP address the metrics server listens on (e.g. 127.0.0.1 to keep it off the network). Empty: every interface. The chart sets the node's IP for a pod on the host network."},
 		{Env: "READINESS_REPORT_INTERVAL", Flag: "readiness-report-interval", Default: "0s", Group: groupOperate, Lifeboat: true,
-			value: durationValue{p: &c.ReadinessReportInterval, min: time.Minute, max: 24 * time.Hour, zeroOff: true},
+			value: durationValue{p: &c.CheckInterval, min: time.Minute, max: 24 * time.Hour, zeroOff: true},
 			Usage: "Controller mode: this often, the leader runs `lifeboat check` and publishes lifeboat_readiness_findings{namespace,reason}: workloads that could not leave a node within a Spot warning. Needs the reader role's permissions (the chart binds it when this is set). 0s: off."},
 		{Env: "ENABLE_PROBES_SERVER", Flag: "enable-probes-server", Default: "true", Group: groupOperate, value: boolValue{&c.EnableProbesServer},
 			Usage:      "Serve liveness and readiness probes. Readiness fails while the notice source (instance metadata, the queue) is failing.",

@@ -22,10 +22,10 @@ type checkReports struct {
 
 // newCheckReports is the periodic check when READINESS_REPORT_INTERVAL is set, else nil.
 func newCheckReports(c *Controller) sideLoop {
-	if c.cfg.ReadinessReportInterval <= 0 {
+	if c.cfg.CheckInterval <= 0 {
 		return nil
 	}
-	return checkReports{c: c, every: c.cfg.ReadinessReportInterval}
+	return checkReports{c: c, every: c.cfg.CheckInterval}
 }
 
 // Start checks until ctx ends; stop ends the checks and waits for the one running.
@@ -47,11 +47,11 @@ func (r checkReports) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		workloads := map[metrics.ReadinessKey]int{}
+		workloads := map[metrics.CheckKey]int{}
 		for _, f := range findings {
-			workloads[metrics.ReadinessKey{Namespace: f.Namespace, Reason: f.Reason}]++
+			workloads[metrics.CheckKey{Namespace: f.Namespace, Reason: f.Reason}]++
 		}
-		c.metrics.Readiness(workloads, time.Now(), err)
+		c.metrics.CheckFindings(workloads, time.Now(), err)
 		if err != nil {
 			c.log.Warn("periodic readiness check failed; the last findings stay published", "err", err)
 		} else {
@@ -68,6 +68,6 @@ func (r checkReports) run(ctx context.Context) {
 // runCheck runs one check. A panic (a bug met on the cluster's workloads) is that
 // check's failure: the last findings stay published, and the next check runs on time.
 func runCheck(ctx context.Context, c *Controller, opts check.Options) (findings []check.Finding, err error) {
-	defer panics.Recover(panics.Readiness, c.log, c.metrics, &err)
+	defer panics.Recover(panics.PeriodicCheck, c.log, c.metrics, &err)
 	return check.Check(ctx, c.client, opts)
 }

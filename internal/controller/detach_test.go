@@ -116,11 +116,11 @@ func runWithDetachWaits(t *testing.T, ctx context.Context, w *operateWorld, cfg 
 	})
 }
 
-// TestHandBackWhenSafe: a terminate hook on a node whose stateful pod uses a volume, whose
+// TestDetachWhenSafe: a terminate hook on a node whose stateful pod uses a volume, whose
 // instance is in an instance target group and whose pod's IP is in an IP target group. The
 // lifecycle action is completed once, and only after the volume is detached and both targets
 // have left "draining".
-func TestHandBackWhenSafe(t *testing.T) {
+func TestDetachWhenSafe(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -180,8 +180,8 @@ func TestHandBackWhenSafe(t *testing.T) {
 			t.Errorf("lifeboat_handback_wait_seconds{wait=%q,outcome=released} counts %v, want 1", wait, n)
 		}
 	}
-	if got := w.nodeEvents(t, ctx); got[events.ReasonHandbackWaited] != 2 || got[events.ReasonHandbackWaitCut] != 0 {
-		t.Errorf("Events: %v; want 2 %s (volumes, targets) and no %s", got, events.ReasonHandbackWaited, events.ReasonHandbackWaitCut)
+	if got := w.nodeEvents(t, ctx); got[events.ReasonDetachWaited] != 2 || got[events.ReasonDetachWaitCut] != 0 {
+		t.Errorf("Events: %v; want 2 %s (volumes, targets) and no %s", got, events.ReasonDetachWaited, events.ReasonDetachWaitCut)
 	}
 	// `kubectl describe node` tells the episode in the order it happened.
 	story, err := sandbox.NodeEvents(ctx, w.c.Client, w.node.Name)
@@ -195,15 +195,15 @@ func TestHandBackWhenSafe(t *testing.T) {
 		}
 	}
 	want := []string{events.ReasonASGLifecycle, events.ReasonCordon, events.ReasonDrainStarted, events.ReasonDrained,
-		events.ReasonHandbackWaited, events.ReasonHandbackWaited, events.ReasonLifecycleCompleted}
+		events.ReasonDetachWaited, events.ReasonDetachWaited, events.ReasonLifecycleCompleted}
 	if !slices.Equal(reasons, want) {
 		t.Errorf("the node's Events, oldest first: %v; want %v", reasons, want)
 	}
 }
 
-// TestHandBackWaitCutByTheDeadline: a Spot warning that leaves no time for a 300 s
+// TestDetachWaitCutByTheDeadline: a Spot warning that leaves no time for a 300 s
 // deregistration delay: the wait ends at the deadline and says so (log, Event, metric).
-func TestHandBackWaitCutByTheDeadline(t *testing.T) {
+func TestDetachWaitCutByTheDeadline(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -237,20 +237,20 @@ func TestHandBackWaitCutByTheDeadline(t *testing.T) {
 		t.Errorf("target state %q; the test expects it still draining", state)
 	}
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return w.nodeEvents(t, ctx)[events.ReasonHandbackWaitCut] == 1, nil
+		return w.nodeEvents(t, ctx)[events.ReasonDetachWaitCut] == 1, nil
 	})
 	if err != nil {
-		t.Errorf("no %s Event: %v (Events %v)", events.ReasonHandbackWaitCut, err, w.nodeEvents(t, ctx))
+		t.Errorf("no %s Event: %v (Events %v)", events.ReasonDetachWaitCut, err, w.nodeEvents(t, ctx))
 	}
 	if !strings.Contains(w.logs.String(), "handback wait cut by the deadline") {
 		t.Errorf("the log does not say the wait was cut")
 	}
 }
 
-// TestHandBackWaitsSurviveARestart: the controller stops while the hand-back waits for a
+// TestDetachWaitsSurviveARestart: the controller stops while the hand-back waits for a
 // volume; the next one (whose own drain finds the node empty) waits for that volume too,
 // from the node's record, and completes the lifecycle action once, after it detached.
-func TestHandBackWaitsSurviveARestart(t *testing.T) {
+func TestDetachWaitsSurviveARestart(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -266,13 +266,13 @@ func TestHandBackWaitsSurviveARestart(t *testing.T) {
 	}
 	w.send(t, ctx, hookMessage(w.instance, "token-1"))
 	stopFirst := start(metrics.New())
-	recorded := func() *record.Handback {
+	recorded := func() *record.Detach {
 		n, err := w.c.Client.CoreV1().Nodes().Get(ctx, w.node.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		r, _ := record.Read(n)
-		return r.Handback
+		return r.Detach
 	}
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return recorded() != nil, nil

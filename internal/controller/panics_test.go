@@ -112,10 +112,10 @@ func TestMessageWithPanickingNoticeComesBack(t *testing.T) {
 	}
 }
 
-// A periodic readiness check that panics (here on the pod list) is that check's failure: it
+// A periodic check that panics (here on the pod list) is that check's failure: it
 // is counted under site readiness_check and published as a failed run, and the next check runs
 // on time and publishes its findings.
-func TestReadinessCheckPanicIsThatChecks(t *testing.T) {
+func TestPeriodicCheckPanicIsThatChecks(t *testing.T) {
 	t.Parallel()
 	c, m, logs := testController(t, 1, nil, nil)
 	var lists atomic.Int32

@@ -210,9 +210,9 @@ func TestBlockedPodReported(t *testing.T) {
 	}
 }
 
-// With READINESS_REPORT_INTERVAL set, the leader runs the readiness check at once and then
+// With READINESS_REPORT_INTERVAL set, the leader runs the periodic check at once and then
 // periodically, and publishes the workloads found per namespace and reason.
-func TestReadinessReport(t *testing.T) {
+func TestPeriodicCheck(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -18,7 +18,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/metrics"
 )
 
-// Handback builds the waits between a drained node and the hand-back of its instance that the
+// DetachWaits builds the waits between a drained node and the hand-back of its instance that the
 // configuration turns on for the mode: volume detachment (WAIT_FOR_VOLUME_DETACHMENT) and
 // load-balancer targets (WAIT_FOR_LOAD_BALANCER_TARGETS). The target wait reads the target
 // groups once here: without permission it is left out, with one warning now rather than one

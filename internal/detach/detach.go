@@ -68,7 +68,7 @@ func (g guarded) Held(ctx context.Context, s Subject) (held []string, err error)
 			err = fmt.Errorf("%w: %w", ErrSkip, err)
 		}
 	}()
-	defer panics.Recover(panics.HandbackWait, g.log, g.count, &err, "wait", g.Name(), "node", s.Node)
+	defer panics.Recover(panics.DetachWait, g.log, g.count, &err, "wait", g.Name(), "node", s.Node)
 	return g.Wait.Held(ctx, s)
 }
 

@@ -213,7 +213,7 @@ func isCritical(pod *Pod) bool {
 
 // DoNotDisrupt reports whether the pod's owners ask, at now, that it not be disrupted, and
 // until when (zero: with no end). It is the one reader of the marks, for the drain and the
-// readiness check alike.
+// periodic check alike.
 //
 // karpenter.sh/do-not-disrupt is "true", or a duration ("30m", "1h30m"): the pod is protected
 // until that long after its start (status.startTime; from now for a pod not started yet).

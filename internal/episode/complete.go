@@ -77,7 +77,7 @@ func (c *completions) finish(ctx context.Context, n notice.Notice, nodeName stri
 	edits := []nodes.Edit{claimOutcome(record.OutcomeDrained, &notify), record.PhaseEdit(n.ID, record.PhaseDrained, time.Time{}),
 		phaseLabel(c.cfg.NodeCondition), c.claims.disownEdit()}
 	if done.ran {
-		edits = append(edits, record.Edit(func(r *record.Record) { r.Held, r.Handback = done.held, nil }))
+		edits = append(edits, record.Edit(func(r *record.Record) { r.Held, r.Detach = done.held, nil }))
 	}
 	if c.cfg.EnableOutOfServiceTaint {
 		edits = append(edits, nodes.AddTaint(nodes.TaintOutOfService, "nodeshutdown", corev1.TaintEffectNoExecute))

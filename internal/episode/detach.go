@@ -22,9 +22,9 @@ import (
 	"lifeboat.dev/lifeboat/internal/record"
 )
 
-// handbackMargin is kept between the end of the waits and the episode's deadline, so that
+// detachMargin is kept between the end of the waits and the episode's deadline, so that
 // the lifecycle action is completed while it is still open.
-const handbackMargin = 5 * time.Second
+const detachMargin = 5 * time.Second
 
 // detachPhase is the hand-back phase: the waits between a drained node and the hand-back of
 // its instance (its volumes detached, its load-balancer targets drained).
@@ -56,7 +56,7 @@ var waitDone = map[string]string{
 //
 // It reports whether every wait ended with nothing held (a wait that could not be checked
 // counts as nothing held, as it does for the hand-back).
-func (b *detachPhase) run(ctx context.Context, node *corev1.Node, pending []notice.Notice, deadline *drain.Deadline, done drainOutcome, recorded *record.Handback, log *slog.Logger) (notes []func(), safe bool) {
+func (b *detachPhase) run(ctx context.Context, node *corev1.Node, pending []notice.Notice, deadline *drain.Deadline, done drainOutcome, recorded *record.Detach, log *slog.Logger) (notes []func(), safe bool) {
 	if len(b.waits) == 0 || b.cfg.DryRun {
 		return nil, true
 	}
@@ -71,11 +71,11 @@ func (b *detachPhase) run(ctx context.Context, node *corev1.Node, pending []noti
 		waits = b.recordWhenHeld(ctx, node.Name, subject, log)
 	}
 	waits = b.showingHeld(node, waits)
-	bounded, cancel := deadline.Bound(ctx, handbackMargin)
+	bounded, cancel := deadline.Bound(ctx, detachMargin)
 	defer cancel()
-	results := detach.Run(bounded, deadline.Time().Add(-handbackMargin), subject, waits...)
+	results := detach.Run(bounded, deadline.Time().Add(-detachMargin), subject, waits...)
 	for _, r := range results {
-		b.metrics.HandbackWait(r.Wait, string(r.Outcome), r.Took)
+		b.metrics.DetachWait(r.Wait, string(r.Outcome), r.Took)
 		what := waitDone[r.Wait]
 		if what == "" {
 			what = r.Wait
@@ -84,7 +84,7 @@ func (b *detachPhase) run(ctx context.Context, node *corev1.Node, pending []noti
 		case detach.Released:
 			if r.Took >= time.Second {
 				log.Info("handback wait over: "+what, "wait", r.Wait, "seconds", r.Took.Seconds())
-				notes = append(notes, func() { b.events.HandbackWaited(events.NodeOf(node), what, r.Took) })
+				notes = append(notes, func() { b.events.DetachWaited(events.NodeOf(node), what, r.Took) })
 			} else {
 				log.Debug("handback wait over: nothing held", "wait", r.Wait)
 			}
@@ -95,7 +95,7 @@ func (b *detachPhase) run(ctx context.Context, node *corev1.Node, pending []noti
 			}
 			log.Warn("handback wait cut by the deadline: handing the instance back anyway", "wait", r.Wait, "seconds", r.Took.Seconds(),
 				"held", strings.Join(r.Held, ", "), "err", r.Err)
-			notes = append(notes, func() { b.events.HandbackWaitCut(events.NodeOf(node), what, r.Took, r.Held) })
+			notes = append(notes, func() { b.events.DetachWaitCut(events.NodeOf(node), what, r.Took, r.Held) })
 		case detach.Skipped:
 			log.Debug("handback wait skipped", "wait", r.Wait, "err", r.Err)
 		}
@@ -190,7 +190,7 @@ func (b *detachPhase) recordWhenHeld(ctx context.Context, nodeName string, s det
 	var once sync.Once
 	note := func() {
 		once.Do(func() {
-			edit := record.Edit(func(r *record.Record) { r.Handback = &record.Handback{Claims: s.Claims, PodIPs: s.PodIPs} })
+			edit := record.Edit(func(r *record.Record) { r.Detach = &record.Detach{Claims: s.Claims, PodIPs: s.PodIPs} })
 			if _, err := b.writer.Apply(ctx, nodeName, nil, "record what the hand-back waits for", edit); err != nil && ctx.Err() == nil {
 				log.Warn("could not record what the hand-back waits for; a restart now would not wait for it", "err", err)
 			}
@@ -218,7 +218,7 @@ func (w recordingWait) Held(ctx context.Context, s detach.Subject) ([]string, er
 }
 
 // covers reports whether the record already holds every claim and IP of s.
-func covers(r *record.Handback, s detach.Subject) bool {
+func covers(r *record.Detach, s detach.Subject) bool {
 	if r == nil {
 		return false
 	}

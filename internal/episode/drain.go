@@ -208,7 +208,7 @@ type drainOutcome struct {
 	// abandoned are the notices whose lifecycle actions were completed with ABANDON: none is
 	// completed again.
 	abandoned []string
-	// notes are the hand-back's Events, told once, after the drain's own (see handBack).
+	// notes are the hand-back's Events, told once, after the drain's own (see detachPhase.run).
 	notes []func()
 }
 

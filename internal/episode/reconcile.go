@@ -162,7 +162,7 @@ func (h *Handler) drainEpisode(ctx context.Context, e *episode) (wait time.Durat
 		observeLatency(h.metrics, h.cfg, e.pending, metrics.StageDrained)
 	}
 	if err == nil && terms.Dead == "" { // a dead instance's volumes are the attach-detach controller's to force off
-		e.outcome.notes, safe = h.detachPhase.run(owning, node, e.pending, deadline, e.outcome, e.rec.Handback, e.log)
+		e.outcome.notes, safe = h.detachPhase.run(owning, node, e.pending, deadline, e.outcome, e.rec.Detach, e.log)
 	}
 	// Read before stopOwning, which ends owning too: a claim lost (or a shutdown) during the
 	// drain or the waits leaves the notices to whoever drains the node next.
@@ -292,7 +292,7 @@ func workOf(n *corev1.Node, origin string) *record.Record {
 	if err != nil {
 		return nil
 	}
-	rec.Heartbeat, rec.Handback = nil, nil
+	rec.Heartbeat, rec.Detach = nil, nil
 	switch {
 	case rec.Owner == nil:
 	case rec.Owner.Origin == origin:

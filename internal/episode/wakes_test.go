@@ -44,7 +44,7 @@ func TestWakes(t *testing.T) {
 		{"our claim taken by a new leader", draining, edit(draining, func(r *record.Record) { r.Owner.Holder = "pod-b" }), false},
 		{"our claim given up", draining, edit(draining, func(r *record.Record) { r.Owner = nil }), false},
 		{"a heartbeat recorded", draining, edit(draining, func(r *record.Record) { r.Heartbeat = &record.Heartbeat{Notice: spot.ID, Count: 1, Last: renewed} }), false},
-		{"the hand-back's waits noted", draining, edit(draining, func(r *record.Record) { r.Handback = &record.Handback{Claims: []string{"ns/data"}} }), false},
+		{"the hand-back's waits noted", draining, edit(draining, func(r *record.Record) { r.Detach = &record.Detach{Claims: []string{"ns/data"}} }), false},
 		{"a status update", draining, func() *corev1.Node {
 			n := draining.DeepCopy()
 			n.ResourceVersion = "2"

@@ -76,8 +76,8 @@ const (
 	ReasonClaimRefused        = "InstanceClaimRefused" // the node's providerID names an instance that is not the node
 	ReasonNoticeUntagged      = "NoticeUntagged"       // a notice for this node is not acted on: its instance lacks the tags that say it is ours
 	ReasonDrainNotScheduled   = "DrainNotScheduled"
-	ReasonHandbackWaited      = "HandbackWaited"         // a wait before the hand-back ended in time
-	ReasonHandbackWaitCut     = "HandbackWaitCut"        // the deadline cut it short
+	ReasonDetachWaited        = "HandbackWaited"         // a wait before the hand-back ended in time
+	ReasonDetachWaitCut       = "HandbackWaitCut"        // the deadline cut it short
 	ReasonPodsHeld            = "PodsHeld"               // on the node: pods marked not to disrupt stay, no notice is a reclaim
 	ReasonPodHeld             = "PodHeld"                // on such a pod: the same, told to its owners
 	ReasonEvictionBlocked     = "EvictionBlocked"        // on the pod and its node: a disruption budget refuses its eviction
@@ -320,17 +320,17 @@ func (r *Recorder) LeftToNewer(node Node, what string) {
 	r.emit(node, corev1.EventTypeNormal, ReasonLeftToNewer, clip("This Lifeboat leaves "+what+" to a newer Lifeboat: it does not know it"))
 }
 
-// HandbackWaited records that the node waited before its instance was handed back, for what
+// DetachWaited records that the node waited before its instance was handed back, for what
 // and how long (what: "volumes detached", "load-balancer targets drained").
-func (r *Recorder) HandbackWaited(node Node, what string, took time.Duration) {
-	r.emit(node, corev1.EventTypeNormal, ReasonHandbackWaited,
+func (r *Recorder) DetachWaited(node Node, what string, took time.Duration) {
+	r.emit(node, corev1.EventTypeNormal, ReasonDetachWaited,
 		fmt.Sprintf("Waited %s before handing the instance back: %s", took.Round(time.Second), what))
 }
 
-// HandbackWaitCut records that the deadline ended a wait while something was still held:
+// DetachWaitCut records that the deadline ended a wait while something was still held:
 // the instance is handed back with it.
-func (r *Recorder) HandbackWaitCut(node Node, what string, took time.Duration, held []string) {
-	r.emit(node, corev1.EventTypeWarning, ReasonHandbackWaitCut,
+func (r *Recorder) DetachWaitCut(node Node, what string, took time.Duration, held []string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonDetachWaitCut,
 		clip(fmt.Sprintf("Deadline reached after %s waiting until %s; handing the instance back with %s still held", took.Round(time.Second), what, strings.Join(held, ", "))))
 }
 

@@ -95,7 +95,7 @@ type Metrics struct {
 	configWarn    *prometheus.GaugeVec
 	noticeWarn    *prometheus.CounterVec
 	drainClaims   *prometheus.CounterVec
-	handback      *prometheus.HistogramVec
+	detachWait    *prometheus.HistogramVec
 	podsLeft      *prometheus.CounterVec
 	blockedPods   *prometheus.GaugeVec
 	drainShare    prometheus.Histogram
@@ -105,8 +105,8 @@ type Metrics struct {
 	episodes      *episodeCollector
 	budget        *budgetCollector
 	budgetChanges *prometheus.CounterVec
-	readiness     *prometheus.GaugeVec
-	readinessRun  *prometheus.GaugeVec
+	checkFindings *prometheus.GaugeVec
+	checkRun      *prometheus.GaugeVec
 	refusedCalls  *prometheus.CounterVec
 	claims        *prometheus.CounterVec
 	untagged      prometheus.Counter
@@ -177,7 +177,7 @@ func New() *Metrics {
 			Help: "Writes and waits for the ownership of a node's drain, by event: claimed (the drain is this process's), renewed (while it runs), " +
 				"waited (another Lifeboat drains the node), lost (the claim was taken over or lapsed; the drain stopped).",
 		}, []string{"event"}),
-		handback: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		detachWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "lifeboat_handback_wait_seconds",
 			Help: "Waits between a drained node and the hand-back of its instance, by wait (volumes, targets) and outcome " +
 				"(released: nothing held any more; cut: the deadline came first; skipped: it could not be checked).",
@@ -216,11 +216,11 @@ func New() *Metrics {
 			Name: "lifeboat_kube_request_limit_changes_total",
 			Help: "Changes of the shared Kubernetes request budget's bound on requests in flight by reason: throttled (a 429 or 503: halved), queueing (the answers' time beyond an idle server's showed more requests queued at the server than a quarter of the bound: lowered), demand (the bound held requests back and fewer than an eighth of it queued at the server: raised).",
 		}, []string{"reason"}),
-		readiness: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		checkFindings: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_readiness_findings",
 			Help: "Controller with READINESS_REPORT_INTERVAL: workloads that could not leave a node within a Spot warning, by namespace and reason (as `lifeboat check` names it, in snake_case), as the last periodic check found.",
 		}, []string{"namespace", "reason"}),
-		readinessRun: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		checkRun: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_readiness_last_run_timestamp_seconds", Help: "When the periodic readiness check last ran, by result (ok, error).",
 		}, []string{"result"}),
 		refusedCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -259,7 +259,7 @@ func New() *Metrics {
 	m.ignoredMessages = newIgnoredMessages()
 	m.Registry.MustRegister(m.ignoredMessages)
 	m.Registry.MustRegister(m.untagged, m.setupProblems)
-	m.Registry.MustRegister(m.refusedCalls, m.claims, m.badRecords, m.leftToNewer, m.budget, m.budgetChanges, m.readiness, m.readinessRun, m.drainShare, m.kubeRequests, m.kubeThrottled, m.kubeLatency, m.episodes, m.drainClaims, m.handback, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
+	m.Registry.MustRegister(m.refusedCalls, m.claims, m.badRecords, m.leftToNewer, m.budget, m.budgetChanges, m.checkFindings, m.checkRun, m.drainShare, m.kubeRequests, m.kubeThrottled, m.kubeLatency, m.episodes, m.drainClaims, m.detachWait, m.podsLeft, m.blockedPods, m.imdsPolls, m.notices, m.actions, m.drainSeconds, m.evictions, m.queueMessages, m.queueLag,
 		m.sqsCalls, m.awsCalls, m.awsDenied, m.leader, m.sourceHealthy, m.configWarn, m.noticeWarn,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -400,22 +400,22 @@ func (m *Metrics) Drain(d, allowed time.Duration, err error) {
 	}
 }
 
-// ReadinessKey is a namespace and a reason of the periodic readiness check.
-type ReadinessKey struct{ Namespace, Reason string }
+// CheckKey is a namespace and a reason of the periodic check (`lifeboat check`).
+type CheckKey struct{ Namespace, Reason string }
 
-// Readiness replaces the readiness findings with those of a check that ran at at; on an
+// CheckFindings replaces the periodic check's findings with those of a check that ran at at; on an
 // error the last findings stay.
-func (m *Metrics) Readiness(workloads map[ReadinessKey]int, at time.Time, err error) {
+func (m *Metrics) CheckFindings(workloads map[CheckKey]int, at time.Time, err error) {
 	if m == nil {
 		return
 	}
-	m.readinessRun.WithLabelValues(result(err)).Set(float64(at.Unix()))
+	m.checkRun.WithLabelValues(result(err)).Set(float64(at.Unix()))
 	if err != nil {
 		return
 	}
-	m.readiness.Reset()
+	m.checkFindings.Reset()
 	for k, n := range workloads {
-		m.readiness.WithLabelValues(k.Namespace, labelValue(k.Reason)).Set(float64(n))
+		m.checkFindings.WithLabelValues(k.Namespace, labelValue(k.Reason)).Set(float64(n))
 	}
 }
 
@@ -596,10 +596,10 @@ func (m *Metrics) DrainClaim(event string) {
 	}
 }
 
-// HandbackWait records how one wait before the hand-back of an instance ended, and how long
+// DetachWait records how one wait before the hand-back of an instance ended, and how long
 // it took.
-func (m *Metrics) HandbackWait(wait, outcome string, took time.Duration) {
+func (m *Metrics) DetachWait(wait, outcome string, took time.Duration) {
 	if m != nil {
-		m.handback.WithLabelValues(wait, outcome).Observe(took.Seconds())
+		m.detachWait.WithLabelValues(wait, outcome).Observe(took.Seconds())
 	}
 }

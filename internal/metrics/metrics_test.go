@@ -62,7 +62,7 @@ func exercised() *Metrics {
 	for _, c := range []string{ClaimClaimed, ClaimRenewed, ClaimWaited, ClaimLost} {
 		m.DrainClaim(c)
 	}
-	m.HandbackWait("volumes", "released", time.Second)
+	m.DetachWait("volumes", "released", time.Second)
 	for _, r := range []drain.Reason{drain.ReasonMirror, drain.ReasonOwnPod, drain.ReasonFinished, drain.ReasonTerminating,
 		drain.ReasonDaemonSet, drain.ReasonLocalData, drain.ReasonTolerates, drain.ReasonDoNotEvict} {
 		m.PodLeft(r.Label())
@@ -74,12 +74,12 @@ func exercised() *Metrics {
 	m.WatchBudget(BudgetReader{Limit: func() float64 { return 8 }, Lanes: []string{"urgent"},
 		Waiting: func(string) int { return 0 }, InFlight: func(string) int { return 1 }})
 	m.BudgetChanged(4, "throttled")
-	findings := map[ReadinessKey]int{}
+	findings := map[CheckKey]int{}
 	for _, r := range []string{check.ReasonBudgetBlocks, check.ReasonLongGrace, check.ReasonDoNotDisrupt,
 		check.ReasonSingleReplica, check.ReasonLocalData, check.ReasonUnmanaged} {
-		findings[ReadinessKey{Namespace: "shop-eu", Reason: r}] = 1
+		findings[CheckKey{Namespace: "shop-eu", Reason: r}] = 1
 	}
-	m.Readiness(findings, time.Now(), nil)
+	m.CheckFindings(findings, time.Now(), nil)
 	m.InstanceCallRefused("CompleteLifecycleAction")
 	m.InvalidRecord()
 	m.InstanceStatusPass(3, 1, nil)
@@ -154,7 +154,7 @@ func TestSnakeCaseValidation(t *testing.T) {
 func TestLabelValuesFromElsewhere(t *testing.T) {
 	m := New()
 	m.Notice(string(notice.SpotInterruption), "imds")
-	m.Readiness(map[ReadinessKey]int{{Namespace: "shop-eu", Reason: check.ReasonBudgetBlocks}: 2}, time.Now(), nil)
+	m.CheckFindings(map[CheckKey]int{{Namespace: "shop-eu", Reason: check.ReasonBudgetBlocks}: 2}, time.Now(), nil)
 	if v := m.Value("lifeboat_notices_total", "kind", "spot_interruption"); v != 1 {
 		t.Errorf("lifeboat_notices_total{kind=spot_interruption} = %v, want 1", v)
 	}

@@ -27,8 +27,8 @@ var (
 	budgetReasons  = []string{"throttled", "queueing", "demand"}
 	eventObjects   = []string{events.ObjectNode, events.ObjectPod}
 	eventDrops     = []string{events.DropQueueFull, events.DropRateLimited, events.DropRefused, events.DropNamespace, events.DropUnsent, events.DropStopped}
-	handbackWaits  = []string{"volumes", "targets"}
-	handbackEnds   = []string{"released", "cut", "skipped"}
+	detachWaits    = []string{"volumes", "targets"}
+	detachEnds     = []string{"released", "cut", "skipped"}
 	leftToNewer    = []string{LeftRecord, LeftNotice}
 	// gatedCalls are the calls the instance gate can refuse, and the lifecycle calls whose
 	// failures the alerts watch; other AWS operations start at their first call.
@@ -66,8 +66,8 @@ func (m *Metrics) zeroKnown() {
 	each(problems, func(p string) { m.noticeWarn.WithLabelValues(p) })
 	each(claimEvents, func(e string) { m.drainClaims.WithLabelValues(e) })
 	each(leftToNewer, func(w string) { m.leftToNewer.WithLabelValues(w) })
-	for _, w := range handbackWaits {
-		each(handbackEnds, func(o string) { m.handback.WithLabelValues(w, o) })
+	for _, w := range detachWaits {
+		each(detachEnds, func(o string) { m.detachWait.WithLabelValues(w, o) })
 	}
 	for _, r := range leftBy {
 		m.podsLeft.WithLabelValues(r.Label())

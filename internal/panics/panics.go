@@ -38,9 +38,9 @@ var (
 	InstanceStatus = Site{"instance_status", "this DescribeInstanceStatus pass is over; the next runs on time"}
 	IMDSPoll       = Site{"imds_poll", "the poll counts as failed; the next runs after the usual backoff"}
 	InstanceLookup = Site{"instance_lookup", "the DescribeInstances batch failed; its lookups (ownership, the instance gate) get an error and are retried"}
-	HandbackWait   = Site{"handback_wait", "this hand-back wait is skipped; the others go on"}
+	DetachWait     = Site{"handback_wait", "this hand-back wait is skipped; the others go on"}
 	NodeEvent      = Site{"node_event", "this informer event of the node is dropped; its next change is looked at"}
-	Readiness      = Site{"readiness_check", "this readiness check failed; the last findings stay published and the next check runs on time"}
+	PeriodicCheck  = Site{"readiness_check", "this readiness check failed; the last findings stay published and the next check runs on time"}
 	Webhook        = Site{"webhook", "this webhook send failed"}
 	NodeRepair     = Site{"node_repair", "this look at the node's conditions is over; the node is looked at again on its next change"}
 	NodeCleanup    = Site{"node_cleanup", "this node clean-up pass is over; the next runs on time"}
@@ -51,7 +51,7 @@ var (
 
 // Sites lists every site.
 var Sites = []Site{Reconcile, QueueMessage, Notice, HookTimeout, Heartbeat, Eviction, PodWatch, DrainClaim, GraceCut,
-	InstanceStatus, IMDSPoll, InstanceLookup, HandbackWait, NodeEvent, Readiness, Webhook, NodeRepair, NodeCleanup,
+	InstanceStatus, IMDSPoll, InstanceLookup, DetachWait, NodeEvent, PeriodicCheck, Webhook, NodeRepair, NodeCleanup,
 	RetainedSweep, NodeCondition, SetupCheck}
 
 // Counter counts recovered panics by site name (metrics.Metrics does).

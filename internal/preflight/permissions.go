@@ -145,7 +145,7 @@ func controllerPermissions(cfg *config.Config) []Permission {
 		{Group: group, Resource: "leases", Verb: "create", Namespace: ns, Why: "leader election: create the Lease the first time"},
 		{Group: group, Resource: "leases", Verb: "update", Namespace: ns, Name: cfg.LeaseName, Why: "leader election: renew and release the Lease"},
 	}
-	if cfg.ReadinessReportInterval > 0 {
+	if cfg.CheckInterval > 0 {
 		// Pods are listed already; the check also reads budgets and the workloads pods
 		// belong to. The chart's reader role grants these.
 		const why = "READINESS_REPORT_INTERVAL: the periodic readiness check"

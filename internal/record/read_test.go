@@ -44,7 +44,7 @@ func TestReadRecordValidates(t *testing.T) {
 		}, "notices: 257 entries"},
 		{"unknown outcome", func(r *record.Record) { r.Reported = []string{"terminated"} }, "reported[0]"},
 		{"held pod", func(r *record.Record) { r.Held = []string{"no-slash"} }, "held[0]"},
-		{"pod IP", func(r *record.Record) { r.Handback.PodIPs = []string{"10.0.0.7; rm -rf"} }, "handback.podIPs[0]"},
+		{"pod IP", func(r *record.Record) { r.Detach.PodIPs = []string{"10.0.0.7; rm -rf"} }, "handback.podIPs[0]"},
 		{"owner origin", func(r *record.Record) { r.Owner.Origin = strings.Repeat("q", record.MaxOriginLength+1) }, "owner.origin"},
 		{"heartbeat notice", func(r *record.Record) { r.Heartbeat = &record.Heartbeat{Notice: "../x", Count: 1} }, "heartbeat.notice"},
 		{"negative count", func(r *record.Record) { r.Heartbeat = &record.Heartbeat{Notice: r.Notices[0], Count: -1} }, "heartbeat.count"},

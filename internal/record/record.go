@@ -111,18 +111,19 @@ type Record struct {
 	// marked them not to disrupt and no notice was a reclaim. A reclaim that joins the
 	// episode later drains the node again for them.
 	Held []string `json:"held,omitempty"`
-	// Handback is what the drain's hand-back waits for, recorded once one of its waits finds
+	// Detach is what the detach phase waits for, recorded once one of its waits finds
 	// something still held, so that a process that takes over after a restart waits for it
-	// too (its own drain finds the node empty and moves nothing).
-	Handback *Handback `json:"handback,omitempty"`
+	// too (its own drain finds the node empty and moves nothing). Its JSON name keeps the
+	// older word "handback": other releases read the record.
+	Detach *Detach `json:"handback,omitempty"`
 	// Retained is set once a termination hook whose drain could not finish in time was
 	// completed with ABANDON and its group retains the instance (see Retention).
 	Retained *Retention `json:"retained,omitempty"`
 }
 
-// Handback is what a hand-back waits for beyond the instance itself: the evicted pods'
+// Detach is what the detach phase waits for beyond the instance itself: the evicted pods'
 // claims (their volumes) and IPs (their load-balancer targets).
-type Handback struct {
+type Detach struct {
 	Claims []string `json:"claims,omitempty"`
 	PodIPs []string `json:"podIPs,omitempty"`
 }

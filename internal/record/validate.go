@@ -21,7 +21,7 @@ const (
 	maxRecordBytes  = 192 << 10 // a Node's annotations share 256 KiB
 	maxNotices      = 256       // notices of one episode (Notices, Finished, Intents)
 	maxReleased     = 1024      // released for good, kept across episodes
-	maxPods         = 4096      // Held, Handback claims and IPs
+	maxPods         = 4096      // Held, Detach claims and IPs
 	maxGroupOrHook  = 255       // Auto Scaling's limit on group and hook names
 	maxShortField   = 256       // boot ids, holders, actions
 	maxOriginLength = 2048      // "queue " and a queue URL
@@ -84,7 +84,7 @@ func validate(r Record, nodeInstance string) error {
 		}
 	}
 	p.podNames("held", r.Held)
-	if hb := r.Handback; hb != nil {
+	if hb := r.Detach; hb != nil {
 		p.podNames("handback.claims", hb.Claims)
 		p.each("handback.podIPs", hb.PodIPs, maxPods, func(i int, v string) {
 			if net.ParseIP(v) == nil {

@@ -384,7 +384,7 @@ func (r *nodeRead) readPods(ctx context.Context, client kubernetes.Interface, po
 // the pods on it, and those its drain recorded for the hand-back (pods already gone).
 func subjectOf(node *corev1.Node, rec record.Record, podIPs []string) detach.Subject {
 	s := detach.Subject{Node: node.Name, InstanceID: episode.InstanceIDOf(node), PodIPs: podIPs}
-	if h := rec.Handback; h != nil {
+	if h := rec.Detach; h != nil {
 		for _, ip := range h.PodIPs {
 			if !slices.Contains(s.PodIPs, ip) {
 				s.PodIPs = append(s.PodIPs, ip)

@@ -45,7 +45,7 @@ func episodeNode(name string, deadline, renewed time.Time) *corev1.Node {
 				Lifecycle: &record.Lifecycle{Group: "workers", Hook: "drain"}},
 		},
 		Owner:     &record.Owner{Origin: "queue q", Holder: "lifeboat-0/1", Renewed: renewed, Contested: renewed.Add(-20 * time.Second)},
-		Handback:  &record.Handback{PodIPs: []string{"10.0.0.7"}}, // an evicted pod's IP
+		Detach:    &record.Detach{PodIPs: []string{"10.0.0.7"}}, // an evicted pod's IP
 		Heartbeat: &record.Heartbeat{Notice: "asg-term-i-0123456789abcdef0", Count: 1, Last: renewed},
 	}
 	b, _ := json.Marshal(rec)

@@ -94,8 +94,8 @@ func check(r *Result, procs []*process) []string {
 		case !c.HasHook && c.Completions != 0:
 			fail("%s: %d CompleteLifecycleAction calls though it has no lifecycle hook", name, c.Completions)
 		}
-		if c.Handback != nil {
-			problems = append(problems, checkHandback(name, c)...)
+		if c.Detach != nil {
+			problems = append(problems, checkDetach(name, c)...)
 		}
 		problems = append(problems, checkEvents(name, c)...)
 	}
@@ -123,13 +123,13 @@ func check(r *Result, procs []*process) []string {
 	return problems
 }
 
-// checkHandback lists every way the hand-back of a node with a target and a volume broke
+// checkDetach lists every way the hand-back of a node with a target and a volume broke
 // Lifeboat's promise: its lifecycle action is completed only once the instance has left the
 // target group and the evicted pod's volume is detached, each wait logged, none cut.
-func checkHandback(name string, c Case) []string {
+func checkDetach(name string, c Case) []string {
 	var problems []string
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	h := c.Handback
+	h := c.Detach
 	if h.Deregistered < 0 {
 		fail("%s: its instance %s never left target group %s (the demo's Auto Scaling stand-in did not deregister it)", name, h.Target, h.TargetGroup)
 	} else if h.TargetGone < 0 {

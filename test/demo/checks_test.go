@@ -35,7 +35,7 @@ func handled() *Result {
 			{Name: "A", Handler: "agent", Notice: 0, Cordoned: s / 2, Drained: 4 * s, Recorded: 4 * s, Completed: -1, Evicted: pods(0), Skipped: skipped, Blocked: blocked},
 			{Name: "B", Handler: "controller", HasHook: true, Notice: 0, Cordoned: s / 2, Drained: 5 * s, Recorded: 11 * s, Completed: 11 * s,
 				Completions: 1, LifecycleResult: "CONTINUE", Evicted: append(pods(s), EvictedPod{Pod: ownPod, Tier: TierWorkload, Evicted: 6 * s, Gone: 6 * s, Attempts: 1}),
-				Skipped: skipped, Handback: handedBack()},
+				Skipped: skipped, Detach: promisedDetach()},
 		},
 		Foreign:       Foreign{InstanceID: foreignID, Refused: s / 4, Reason: "no node in this cluster names " + foreignID, RetryAfter: 5 * time.Minute, InFlight: 1},
 		Quiet:         Quiet{Node: "c"},
@@ -57,14 +57,14 @@ func told(c Case) []sandbox.NodeEvent {
 	return evs
 }
 
-// handedBack is node B's hand-back as promised: the instance drained from its target group
+// promisedDetach is node B's hand-back as promised: the instance drained from its target group
 // for 10 s, the volume detached 2 s after its pod was gone, the controller waited for both,
 // and nothing was held when the lifecycle action was completed.
-func handedBack() *Handback {
+func promisedDetach() *Detach {
 	s := time.Second
-	return &Handback{Target: "i-0b", TargetGroup: targetGroupName, Deregistered: 0, TargetGone: 10 * s,
+	return &Detach{Target: "i-0b", TargetGroup: targetGroupName, Deregistered: 0, TargetGone: 10 * s,
 		Volume: volumeName, Attachment: attachmentName, Pod: statefulPodKey, PodGone: 3 * s, Detached: 5 * s,
-		Waits: []HandbackWait{
+		Waits: []DetachWait{
 			{Wait: "volumes", Outcome: WaitReleased, Logged: 11 * s},
 			{Wait: "targets", Outcome: WaitReleased, Took: 6 * s, Logged: 11 * s},
 		}}
@@ -115,27 +115,27 @@ func TestCheck(t *testing.T) {
 		{"foreign message deleted", func(r *Result) { r.Foreign.InFlight = 0 }, "held back"},
 		{"quiet node cordoned", func(r *Result) { r.Quiet.Touched = "cordoned" }, "node C had no notice"},
 		{"completed while the target drained", func(r *Result) {
-			r.Cases[1].Handback.DrainingAtCompletion = []string{"i-0b in target group web (draining)"}
+			r.Cases[1].Detach.DrainingAtCompletion = []string{"i-0b in target group web (draining)"}
 		}, "load balancer still held i-0b in target group web (draining)"},
 		{"completed while the instance was in service", func(r *Result) {
-			r.Cases[1].Handback.DrainingAtCompletion = []string{"i-0b in target group web (healthy)"}
+			r.Cases[1].Detach.DrainingAtCompletion = []string{"i-0b in target group web (healthy)"}
 		}, "load balancer still held i-0b"},
 		{"completed while the volume was attached", func(r *Result) {
-			r.Cases[1].Handback.AttachedAtCompletion = []string{"pv-db-0 (VolumeAttachment csi-db-0)"}
+			r.Cases[1].Detach.AttachedAtCompletion = []string{"pv-db-0 (VolumeAttachment csi-db-0)"}
 		}, "while pv-db-0 (VolumeAttachment csi-db-0) was still attached"},
 		{"target wait cut", func(r *Result) {
-			r.Cases[1].Handback.Waits[1] = HandbackWait{Wait: "targets", Outcome: WaitCut, Took: 295 * time.Second, Held: "i-0b in web (draining)"}
+			r.Cases[1].Detach.Waits[1] = DetachWait{Wait: "targets", Outcome: WaitCut, Took: 295 * time.Second, Held: "i-0b in web (draining)"}
 		}, "wait for load-balancer targets to drain was cut by the deadline after 295.0s"},
 		{"volume wait cut", func(r *Result) {
-			r.Cases[1].Handback.Waits[0] = HandbackWait{Wait: "volumes", Outcome: WaitCut, Took: 295 * time.Second, Held: "pv-db-0/csi-db-0"}
+			r.Cases[1].Detach.Waits[0] = DetachWait{Wait: "volumes", Outcome: WaitCut, Took: 295 * time.Second, Held: "pv-db-0/csi-db-0"}
 		}, "wait for volumes to detach was cut by the deadline"},
-		{"target wait skipped", func(r *Result) { r.Cases[1].Handback.Waits[1].Outcome = WaitSkipped }, "load-balancer targets to drain was skipped"},
-		{"target wait not logged", func(r *Result) { r.Cases[1].Handback.Waits = r.Cases[1].Handback.Waits[:1] }, "did not log the end of its wait for load-balancer targets"},
+		{"target wait skipped", func(r *Result) { r.Cases[1].Detach.Waits[1].Outcome = WaitSkipped }, "load-balancer targets to drain was skipped"},
+		{"target wait not logged", func(r *Result) { r.Cases[1].Detach.Waits = r.Cases[1].Detach.Waits[:1] }, "did not log the end of its wait for load-balancer targets"},
 		{"instance never deregistered", func(r *Result) {
-			r.Cases[1].Handback.Deregistered, r.Cases[1].Handback.TargetGone = -1, -1
+			r.Cases[1].Detach.Deregistered, r.Cases[1].Detach.TargetGone = -1, -1
 		}, "never left target group web"},
-		{"target never gone", func(r *Result) { r.Cases[1].Handback.TargetGone = -1 }, "never stopped draining"},
-		{"volume never detached", func(r *Result) { r.Cases[1].Handback.Detached = -1 }, "volume pv-db-0 was never detached"},
+		{"target never gone", func(r *Result) { r.Cases[1].Detach.TargetGone = -1 }, "never stopped draining"},
+		{"volume never detached", func(r *Result) { r.Cases[1].Detach.Detached = -1 }, "volume pv-db-0 was never detached"},
 		{"blocked pod never released", func(r *Result) { r.Cases[0].Blocked[0].Released = -1 }, "1 pods blocked by a PodDisruptionBudget, only 0 released"},
 		{"no pod blocked", func(r *Result) { r.Cases[0].Blocked = nil }, "no pod was reported blocked by a named PodDisruptionBudget"},
 		{"blocked by unnamed budgets only", func(r *Result) { r.Cases[0].Blocked[0].Budget = "" }, "no pod was reported blocked by a named PodDisruptionBudget"},

@@ -86,7 +86,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Errorf("node B: handler %q, %d completions, result %q, pods on the node at completion %v; want one CONTINUE after the drain",
 			b.Handler, b.Completions, b.LifecycleResult, b.OnNodeAtCompletion)
 	}
-	if h := b.Handback; h == nil || h.TargetGone < 0 || h.Detached < 0 || len(h.DrainingAtCompletion)+len(h.AttachedAtCompletion) > 0 || len(h.Waits) != 2 {
+	if h := b.Detach; h == nil || h.TargetGone < 0 || h.Detached < 0 || len(h.DrainingAtCompletion)+len(h.AttachedAtCompletion) > 0 || len(h.Waits) != 2 {
 		t.Errorf("node B's hand-back: %+v; want its target gone, its volume detached, both waits logged, nothing held at the completion", h)
 	}
 	ownAt, lastOther := time.Duration(-1), time.Duration(-1)

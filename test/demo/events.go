@@ -24,10 +24,10 @@ func story(c Case) []string {
 		s[0] = events.ReasonASGLifecycle
 	}
 	s = append(s, events.ReasonCordon, events.ReasonDrainStarted, events.ReasonDrained)
-	if c.Handback != nil {
-		for _, w := range c.Handback.Waits {
+	if c.Detach != nil {
+		for _, w := range c.Detach.Waits {
 			if w.Outcome == WaitReleased && w.Took >= time.Second {
-				s = append(s, events.ReasonHandbackWaited)
+				s = append(s, events.ReasonDetachWaited)
 			}
 		}
 	}

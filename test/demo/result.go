@@ -66,15 +66,15 @@ type Case struct {
 	// as the call arrived).
 	OnNodeAtCompletion []string
 	DrainLog           string // the handler's "drain finished" line, shortened
-	// Handback is what the node held besides its pods (node B only; nil otherwise).
-	Handback *Handback
+	// Detach is what the node held besides its pods (node B only; nil otherwise).
+	Detach *Detach
 	// Events are the node's Events as `kubectl describe node` lists them, oldest first.
 	Events []sandbox.NodeEvent
 }
 
-// Handback is what stood between a drained node and the hand-back of its instance: its place
+// Detach is what stood between a drained node and the hand-back of its instance: its place
 // in a load balancer's target group and a stateful pod's volume, and the handler's waits.
-type Handback struct {
+type Detach struct {
 	Target, TargetGroup string // the instance, in that group
 	// Deregistered is when the instance left the group (the Auto Scaling group's doing) and
 	// began draining; TargetGone when its draining was over.
@@ -82,15 +82,15 @@ type Handback struct {
 	Volume, Attachment, Pod  string // the volume, its VolumeAttachment to the node, its pod
 	// PodGone is when the pod was gone; Detached when the VolumeAttachment was.
 	PodGone, Detached time.Duration
-	Waits             []HandbackWait // as the handler logged them
+	Waits             []DetachWait // as the handler logged them
 	// DrainingAtCompletion and AttachedAtCompletion name the target still draining and the
 	// volumes still attached when the CompleteLifecycleAction call arrived (asked of the fake
 	// and the API server at that moment).
 	DrainingAtCompletion, AttachedAtCompletion []string
 }
 
-// HandbackWait is how one hand-back wait ended, from the handler's log.
-type HandbackWait struct {
+// DetachWait is how one hand-back wait ended, from the handler's log.
+type DetachWait struct {
 	Wait    string // "targets" or "volumes"
 	Outcome string // WaitReleased, WaitCut or WaitSkipped
 	// Took is how long it waited; 0 for a wait over in under a second, which Lifeboat logs
@@ -112,7 +112,7 @@ const (
 // waitPurpose says what each hand-back wait is for.
 var waitPurpose = map[string]string{"targets": "load-balancer targets to drain", "volumes": "volumes to detach"}
 
-func (hw HandbackWait) String() string {
+func (hw DetachWait) String() string {
 	what := cmp.Or(waitPurpose[hw.Wait], hw.Wait)
 	switch {
 	case hw.Outcome == WaitCut:
@@ -126,13 +126,13 @@ func (hw HandbackWait) String() string {
 }
 
 // wait returns the handler's wait of the name, if it logged one.
-func (h *Handback) wait(name string) (HandbackWait, bool) {
+func (h *Detach) wait(name string) (DetachWait, bool) {
 	for _, w := range h.Waits {
 		if w.Wait == name {
 			return w, true
 		}
 	}
-	return HandbackWait{}, false
+	return DetachWait{}, false
 }
 
 // EvictedPod is a pod the drain evicted.
@@ -225,7 +225,7 @@ func summarize(ctx context.Context, e *env, o observed, midDrain MidDrainStatus,
 		}
 		c.Blocked = budgetHolds(o.events, l.name)
 		if l.targetGroup != "" {
-			c.Handback = handbackOf(o, l, c.Evicted)
+			c.Detach = detachOf(o, l, c.Evicted)
 		}
 		if c.HasHook {
 			c.LifecycleResult, _, _, _ = e.aws.LifecycleAction(l.token)
@@ -235,8 +235,8 @@ func summarize(ctx context.Context, e *env, o observed, midDrain MidDrainStatus,
 				held = heldAtCompletion{pods: unknown, draining: unknown, attached: unknown}
 			}
 			c.OnNodeAtCompletion = held.pods
-			if c.Handback != nil {
-				c.Handback.DrainingAtCompletion, c.Handback.AttachedAtCompletion = held.draining, held.attached
+			if c.Detach != nil {
+				c.Detach.DrainingAtCompletion, c.Detach.AttachedAtCompletion = held.draining, held.attached
 			}
 		}
 		if c.Left, err = leftOnNode(ctx, e, l.node); err != nil {
@@ -302,9 +302,9 @@ func summarize(ctx context.Context, e *env, o observed, midDrain MidDrainStatus,
 	return res, nil
 }
 
-// handbackOf is what the lane's node held besides its pods, as observed.
-func handbackOf(o observed, l lane, evicted []EvictedPod) *Handback {
-	h := &Handback{Target: l.instance, TargetGroup: l.targetGroup, Volume: volumeName, Attachment: attachmentName, Pod: statefulPodKey,
+// detachOf is what the lane's node held besides its pods, as observed.
+func detachOf(o observed, l lane, evicted []EvictedPod) *Detach {
+	h := &Detach{Target: l.instance, TargetGroup: l.targetGroup, Volume: volumeName, Attachment: attachmentName, Pod: statefulPodKey,
 		Deregistered: o.first(l.name, EventDeregistered), TargetGone: o.first(l.name, EventTargetGone),
 		PodGone: -1, Detached: o.first(l.name, EventDetached), Waits: o.waits[l.name]}
 	for _, p := range evicted {

@@ -92,7 +92,7 @@ func (e *env) watchCompletions() {
 			left = []string{"(cannot tell: " + err.Error() + ")"}
 		}
 		held := heldAtCompletion{pods: left}
-		held.draining, held.attached = e.handbackAtCompletion(ctx, instance, nodeOf[instance])
+		held.draining, held.attached = e.detachAtCompletion(ctx, instance, nodeOf[instance])
 		e.completionMu.Lock()
 		defer e.completionMu.Unlock()
 		if _, seen := e.atCompletion[instance]; !seen {

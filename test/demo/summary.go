@@ -36,14 +36,14 @@ func writeSummary(out io.Writer, path string, r *Result) error {
 	tw.Flush()
 
 	recordedB := at(r.Cases[1].Recorded)
-	if r.Cases[1].Handback != nil {
+	if r.Cases[1].Detach != nil {
 		recordedB += ", after its hand-back"
 	}
 	fmt.Fprintf(&b, "\nDrained means the last evicted pod was gone; Lifeboat then recorded it on the Node (A %s, B %s).\n",
 		at(r.Cases[0].Recorded), recordedB)
 	for _, c := range r.Cases {
-		if c.Handback != nil {
-			writeHandback(&b, c)
+		if c.Detach != nil {
+			writeDetach(&b, c)
 		}
 	}
 	for _, c := range r.Cases {
@@ -116,10 +116,10 @@ func writeSummary(out io.Writer, path string, r *Result) error {
 	return os.WriteFile(path, b.Bytes(), 0o644)
 }
 
-// writeHandback says what the node held besides its pods, how long its handler waited for
+// writeDetach says what the node held besides its pods, how long its handler waited for
 // each before handing the instance back, and whether the completion came after both.
-func writeHandback(b *bytes.Buffer, c Case) {
-	h := c.Handback
+func writeDetach(b *bytes.Buffer, c Case) {
+	h := c.Detach
 	fmt.Fprintf(b, "\nHand-back of node %s: between the drain and the lifecycle completion the %s waits for\n", c.Name, c.Handler)
 	fmt.Fprintf(b, "  target  %s in target group %s: deregistered by Auto Scaling %s, draining until %s\n",
 		h.Target, h.TargetGroup, at(h.Deregistered), at(h.TargetGone))

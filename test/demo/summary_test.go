@@ -12,7 +12,7 @@ import (
 
 // The summary names each hand-back wait with its time, and says whether the lifecycle action
 // was completed after both.
-func TestSummaryHandback(t *testing.T) {
+func TestSummaryDetach(t *testing.T) {
 	r := handled()
 	var out bytes.Buffer
 	if err := writeSummary(&out, filepath.Join(t.TempDir(), "summary.txt"), r); err != nil {
@@ -31,8 +31,8 @@ func TestSummaryHandback(t *testing.T) {
 		}
 	}
 
-	r.Cases[1].Handback.Waits[0] = HandbackWait{Wait: "volumes", Outcome: WaitReleased, Took: 3100 * time.Millisecond}
-	r.Cases[1].Handback.DrainingAtCompletion = []string{"i-0b in target group web (draining)"}
+	r.Cases[1].Detach.Waits[0] = DetachWait{Wait: "volumes", Outcome: WaitReleased, Took: 3100 * time.Millisecond}
+	r.Cases[1].Detach.DrainingAtCompletion = []string{"i-0b in target group web (draining)"}
 	out.Reset()
 	if err := writeSummary(&out, filepath.Join(t.TempDir(), "summary.txt"), r); err != nil {
 		t.Fatal(err)

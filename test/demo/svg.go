@@ -23,7 +23,7 @@ const (
 	colourDrained   = "#54a24b"
 	colourCompleted = "#b279a2"
 	colourRefused   = "#d62728"
-	colourHandback  = "#e8dff0" // the hand-back waits, in the lifecycle completion's hue
+	colourDetach    = "#e8dff0" // the hand-back waits, in the lifecycle completion's hue
 	colourTarget    = "#72b7b2"
 	colourDetached  = "#ff9da6"
 	colourRelaxed   = "#8e6c8a"
@@ -36,9 +36,9 @@ const (
 	svgRight   = 30
 	svgTop     = 56
 	laneHeight = 100
-	// handbackRow is where, below a lane's line, its target's draining and its volume's
+	// detachRow is where, below a lane's line, its target's draining and its volume's
 	// detachment are drawn: clear of the evictions above it.
-	handbackRow = 41
+	detachRow = 41
 )
 
 // writeTimeline draws the drains, one lane per node and one for the foreign notice, as an
@@ -49,7 +49,7 @@ func writeTimeline(path string, r *Result) error {
 		for _, d := range []time.Duration{c.Notice, c.Cordoned, c.Drained, c.Recorded, c.Completed} {
 			end = max(end, d)
 		}
-		if h := c.Handback; h != nil {
+		if h := c.Detach; h != nil {
 			end = max(end, h.Deregistered, h.TargetGone, h.Detached)
 		}
 		for _, p := range c.Evicted {
@@ -89,8 +89,8 @@ func writeTimeline(path string, r *Result) error {
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="22" fill="#f2f2f2" stroke="#ddd"><title>draining: %s to %s</title></rect>`+"\n",
 				x(c.Cordoned), y-11, math.Max(x(c.Drained)-x(c.Cordoned), 1), at(c.Cordoned), at(c.Drained))
 		}
-		if c.Handback != nil {
-			handbackWaits(&b, x, y, c)
+		if c.Detach != nil {
+			detachWaits(&b, x, y, c)
 		}
 		notice(&b, x(c.Notice), y, "notice "+at(c.Notice))
 		if c.Cordoned >= 0 {
@@ -115,9 +115,9 @@ func writeTimeline(path string, r *Result) error {
 				cx, y-8, cx+8, y, cx, y+8, cx-8, y, colourCompleted, at(c.Completed))
 			sideLabel(&b, cx, 10, y-10, "lifecycle completed "+at(c.Completed))
 		}
-		if c.Handback != nil {
-			targetDraining(&b, x, y+handbackRow, span, c.Handback)
-			volumeDetached(&b, x, y+handbackRow, c.Handback)
+		if c.Detach != nil {
+			targetDraining(&b, x, y+detachRow, span, c.Detach)
+			volumeDetached(&b, x, y+detachRow, c.Detach)
 		}
 	}
 
@@ -143,20 +143,20 @@ func writeTimeline(path string, r *Result) error {
 	return os.WriteFile(path, b.Bytes(), 0o644)
 }
 
-// handbackWaits draws, on the lane's line, the stretch from the start of the handler's first
+// detachWaits draws, on the lane's line, the stretch from the start of the handler's first
 // hand-back wait to the lifecycle completion.
-func handbackWaits(b *bytes.Buffer, x func(time.Duration) float64, y float64, c Case) {
-	if c.Completed < 0 || len(c.Handback.Waits) == 0 {
+func detachWaits(b *bytes.Buffer, x func(time.Duration) float64, y float64, c Case) {
+	if c.Completed < 0 || len(c.Detach.Waits) == 0 {
 		return
 	}
 	start := c.Completed
 	var waits []string
-	for _, w := range c.Handback.Waits {
+	for _, w := range c.Detach.Waits {
 		start = min(start, w.Logged-w.Took)
 		waits = append(waits, w.String())
 	}
 	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="12" fill="%s" stroke="%s" stroke-dasharray="3 2"><title>hand-back %s to %s: the %s waited %s</title></rect>`+"\n",
-		x(start), y-6, math.Max(x(c.Completed)-x(start), 1), colourHandback, colourCompleted, at(start), at(c.Completed), c.Handler, esc(strings.Join(waits, "; ")))
+		x(start), y-6, math.Max(x(c.Completed)-x(start), 1), colourDetach, colourCompleted, at(start), at(c.Completed), c.Handler, esc(strings.Join(waits, "; ")))
 }
 
 // budgetRelaxed draws the owner's relaxation of a budget as a line across the node lanes:
@@ -170,7 +170,7 @@ func budgetRelaxed(b *bytes.Buffer, x float64, lanes int, rx *Relaxation) {
 
 // targetDraining draws the instance's time draining in its target group, from its
 // deregistration to the end of the delay (or the picture's end, if it never ended).
-func targetDraining(b *bytes.Buffer, x func(time.Duration) float64, y float64, span time.Duration, h *Handback) {
+func targetDraining(b *bytes.Buffer, x func(time.Duration) float64, y float64, span time.Duration, h *Detach) {
 	if h.Deregistered < 0 {
 		return
 	}
@@ -189,7 +189,7 @@ func targetDraining(b *bytes.Buffer, x func(time.Duration) float64, y float64, s
 }
 
 // volumeDetached marks the moment the stateful pod's volume was detached from the node.
-func volumeDetached(b *bytes.Buffer, x func(time.Duration) float64, y float64, h *Handback) {
+func volumeDetached(b *bytes.Buffer, x func(time.Duration) float64, y float64, h *Detach) {
 	if h.Detached < 0 {
 		return
 	}
@@ -241,7 +241,7 @@ func legend(b *bytes.Buffer, y float64) {
 	item(`<circle transform="translate(%.1f,%.1f)" r="5" fill="`+tierColours[TierWorkload]+`"/>`, "evicted (workload)")
 	item(`<circle transform="translate(%.1f,%.1f)" r="5" fill="`+tierColours[TierCritical]+`"/>`, "evicted (critical, after pods no budget holds)")
 	item(`<rect transform="translate(%.1f,%.1f)" x="-2" y="-8" width="4" height="16" fill="`+colourDrained+`"/>`, "drained")
-	item(`<rect transform="translate(%.1f,%.1f)" x="-7" y="-6" width="14" height="12" fill="`+colourHandback+`" stroke="`+colourCompleted+`" stroke-dasharray="3 2"/>`, "hand-back waits")
+	item(`<rect transform="translate(%.1f,%.1f)" x="-7" y="-6" width="14" height="12" fill="`+colourDetach+`" stroke="`+colourCompleted+`" stroke-dasharray="3 2"/>`, "hand-back waits")
 	item(`<polygon transform="translate(%.1f,%.1f)" points="0,-7 7,0 0,7 -7,0" fill="`+colourCompleted+`" stroke="#333"/>`, "lifecycle completed")
 	item(`<rect transform="translate(%.1f,%.1f)" x="-7" y="-4" width="14" height="8" fill="`+colourTarget+`" fill-opacity="0.45" stroke="`+colourTarget+`"/>`, "target draining")
 	item(`<rect transform="translate(%.1f,%.1f)" x="-1.5" y="-7" width="3" height="14" fill="`+colourTarget+`"/>`, "target gone")

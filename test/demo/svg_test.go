@@ -94,11 +94,11 @@ func TestTimelineWithMissingSteps(t *testing.T) {
 
 // A hand-back cut short is drawn with what was seen: a target still draining reaches the
 // picture's end, and no mark stands for a detachment or a completion that never came.
-func TestTimelineWithHandbackUnfinished(t *testing.T) {
+func TestTimelineWithDetachUnfinished(t *testing.T) {
 	r := handled()
 	b := &r.Cases[1]
 	b.Completed, b.Completions = -1, 0
-	b.Handback.TargetGone, b.Handback.Detached = -1, -1
+	b.Detach.TargetGone, b.Detach.Detached = -1, -1
 	path := filepath.Join(t.TempDir(), "timeline.svg")
 	if err := writeTimeline(path, r); err != nil {
 		t.Fatal(err)

@@ -108,8 +108,8 @@ type watcher struct {
 	refusals   map[string]*refusal       // instance id -> why and what became of its message
 	calls      int                       // fake AWS calls looked at
 	targets    []*watchedTarget          // load-balancer targets followed through their states
-	waits      map[string][]HandbackWait // lane -> the hand-back waits its handler logged
-	handbacks  map[string]bool           // lanes whose node holds a target and a volume
+	waits      map[string][]DetachWait   // lane -> the hand-back waits its handler logged
+	detaches   map[string]bool           // lanes whose node holds a target and a volume
 	budgetSeen map[string]bool           // "blocked pod" / "released pod": one line each
 	held       chan struct{}             // closed when the first pod is reported blocked
 	relaxed    *Relaxation               // the owner's relaxation of checkout's budget, once done
@@ -137,11 +137,11 @@ type lane struct {
 func newWatcher(out io.Writer, client kubernetes.Interface, aws *fakeaws.Server, lanes []lane, logPaths ...string) *watcher {
 	w := &watcher{out: out, client: client, aws: aws, lanes: map[string]string{}, tokens: map[string]string{}, labels: map[string]string{},
 		before: map[string][]podInfo{}, evicted: map[string]bool{}, cordoned: map[string]bool{}, drained: map[string]bool{},
-		skipped: map[string]string{}, drainLogs: map[string]map[string]any{}, refusals: map[string]*refusal{}, waits: map[string][]HandbackWait{},
-		handbacks: map[string]bool{}, budgetSeen: map[string]bool{}, held: make(chan struct{})}
+		skipped: map[string]string{}, drainLogs: map[string]map[string]any{}, refusals: map[string]*refusal{}, waits: map[string][]DetachWait{},
+		detaches: map[string]bool{}, budgetSeen: map[string]bool{}, held: make(chan struct{})}
 	for _, l := range lanes {
 		w.labels[l.name] = l.label
-		w.handbacks[l.name] = l.targetGroup != ""
+		w.detaches[l.name] = l.targetGroup != ""
 		if l.node != "" {
 			w.lanes[l.node] = l.name
 		}
@@ -388,11 +388,11 @@ func (w *watcher) logLineLocked(l logLine) {
 	msg := l.str("msg")
 	switch {
 	case strings.HasPrefix(msg, "handback wait over: "):
-		w.handbackLineLocked(l, WaitReleased)
+		w.detachLineLocked(l, WaitReleased)
 	case strings.HasPrefix(msg, "handback wait cut by the deadline"):
-		w.handbackLineLocked(l, WaitCut)
+		w.detachLineLocked(l, WaitCut)
 	case msg == "handback wait skipped":
-		w.handbackLineLocked(l, WaitSkipped)
+		w.detachLineLocked(l, WaitSkipped)
 	}
 	switch msg {
 	case msgBudgetBlocked:
@@ -420,14 +420,14 @@ func (w *watcher) logLineLocked(l logLine) {
 	}
 }
 
-// handbackLineLocked keeps how a hand-back wait ended, timed by the log line's own clock,
+// detachLineLocked keeps how a hand-back wait ended, timed by the log line's own clock,
 // for the lanes the demo gave something to wait for (others only log that nothing was held).
-func (w *watcher) handbackLineLocked(l logLine, outcome string) {
+func (w *watcher) detachLineLocked(l logLine, outcome string) {
 	lane, ok := w.lanes[l.str("node")]
-	if !ok || !w.handbacks[lane] || w.start.IsZero() {
+	if !ok || !w.detaches[lane] || w.start.IsZero() {
 		return
 	}
-	hw := HandbackWait{Wait: l.str("wait"), Outcome: outcome, Took: time.Duration(l.num("seconds") * float64(time.Second)),
+	hw := DetachWait{Wait: l.str("wait"), Outcome: outcome, Took: time.Duration(l.num("seconds") * float64(time.Second)),
 		Logged: time.Since(w.start), Held: l.str("held")}
 	if at, err := time.Parse(time.RFC3339Nano, l.str("time")); err == nil {
 		hw.Logged = at.Sub(w.start)
@@ -447,7 +447,7 @@ func (w *watcher) snapshot() observed {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	o := observed{start: w.start, events: slices.Clone(w.events), before: map[string][]podInfo{}, skipped: map[string]string{}, drainLogs: map[string]map[string]any{},
-		refusals: map[string]refusal{}, waits: map[string][]HandbackWait{}}
+		refusals: map[string]refusal{}, waits: map[string][]DetachWait{}}
 	for k, v := range w.before {
 		o.before[k] = slices.Clone(v)
 	}
@@ -478,7 +478,7 @@ type observed struct {
 	skipped   map[string]string
 	drainLogs map[string]map[string]any
 	refusals  map[string]refusal
-	waits     map[string][]HandbackWait
+	waits     map[string][]DetachWait
 	relaxed   *Relaxation
 }
 

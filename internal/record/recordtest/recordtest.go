@@ -25,9 +25,9 @@ func Good() record.Record {
 		Deadline: time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC),
 		Intents: []record.Intent{{ID: id, Kind: string(notice.ASGTermination), Source: string(notice.SourceQueue), InstanceID: Instance,
 			Origin: "queue https://sqs.us-east-1.amazonaws.com/000000000000/lifeboat", Lifecycle: &record.Lifecycle{Group: "workers", Hook: "drain"}}},
-		Owner:    &record.Owner{Origin: "queue https://sqs.us-east-1.amazonaws.com/000000000000/lifeboat", Holder: "lifeboat-0/1"},
-		Held:     []string{"db/primary"},
-		Handback: &record.Handback{Claims: []string{"db/data-primary"}, PodIPs: []string{"10.0.0.7"}},
+		Owner:  &record.Owner{Origin: "queue https://sqs.us-east-1.amazonaws.com/000000000000/lifeboat", Holder: "lifeboat-0/1"},
+		Held:   []string{"db/primary"},
+		Detach: &record.Detach{Claims: []string{"db/data-primary"}, PodIPs: []string{"10.0.0.7"}},
 	}
 }
 

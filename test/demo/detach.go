@@ -146,10 +146,10 @@ func (e *env) detachWhenGone(ctx context.Context, failed func(error)) {
 	}
 }
 
-// handbackAtCompletion is what node B still held when its lifecycle action was completed:
+// detachAtCompletion is what node B still held when its lifecycle action was completed:
 // its instance's place in the target group, unless gone, and the VolumeAttachments on it.
 // It is asked of the fake and the API server as the call arrives.
-func (e *env) handbackAtCompletion(ctx context.Context, instance, node string) (draining, attached []string) {
+func (e *env) detachAtCompletion(ctx context.Context, instance, node string) (draining, attached []string) {
 	if state, registered := e.aws.TargetState(e.targetGroup, instance); registered || state == "draining" {
 		draining = []string{fmt.Sprintf("%s in target group %s (%s)", instance, targetGroupName, state)}
 	}
