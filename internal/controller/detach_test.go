@@ -290,7 +290,12 @@ func TestDetachWaitsSurviveARestart(t *testing.T) {
 
 	m := metrics.New()
 	start(m)
-	time.Sleep(5 * time.Second) // the second controller has taken the episode over by now
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return m.Value("lifeboat_drain_claims_total", "event", metrics.ClaimClaimed) >= 1 && recorded() != nil, nil
+	})
+	if err != nil {
+		t.Fatal("the second controller never took the episode over")
+	}
 	if _, completed, _, _ := w.fake.LifecycleAction("token-1"); completed {
 		t.Fatal("after the restart the lifecycle action was completed while the volume was still attached")
 	}

@@ -55,8 +55,8 @@ func TestImpairedInstanceDrained(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the impaired instance was not marked Unhealthy")
 	}
-	// Passes go on for a while: one mark, one drain, and the others untouched.
-	time.Sleep(4 * time.Second)
+	// Passes go on: one mark, one drain, and the others untouched.
+	w.morePasses(t, ctx, 3)
 	if got := w.fake.UnhealthyMarks(failingID); got != 1 {
 		t.Errorf("%d Unhealthy marks, want 1", got)
 	}
@@ -122,7 +122,7 @@ func TestScheduledEventFromInstanceStatus(t *testing.T) {
 	if !r.Deadline.Equal(start) {
 		t.Errorf("deadline %v, want the event's start %v", r.Deadline, start)
 	}
-	time.Sleep(3 * time.Second) // more passes, and the Health message handled
+	w.morePasses(t, ctx, 2)
 	if got := w.eventCount(t, ctx, n, "DrainStarted"); got != 1 {
 		t.Errorf("%d drains started, want 1", got)
 	}
@@ -148,5 +148,20 @@ func TestScheduledEventFromInstanceStatus(t *testing.T) {
 	}
 	if got := w.node(t, ctx, other); got.Spec.Unschedulable || got.Annotations[record.Annotation] != "" {
 		t.Errorf("%s, with no event, was touched", other.Name)
+	}
+}
+
+// morePasses waits until the DescribeInstanceStatus poll has made n more passes.
+func (w *intakeWorld) morePasses(t *testing.T, ctx context.Context, n float64) {
+	t.Helper()
+	passes := func() float64 {
+		return w.metrics.Value("lifeboat_instance_status_passes_total", "result", "ok") + w.metrics.Value("lifeboat_instance_status_passes_total", "result", "error")
+	}
+	from := passes()
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Duration(n*5)*time.Second, true, func(context.Context) (bool, error) {
+		return passes() >= from+n, nil
+	})
+	if err != nil {
+		t.Fatalf("the poll made %v of %v more passes", passes()-from, n)
 	}
 }

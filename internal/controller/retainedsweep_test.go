@@ -67,7 +67,14 @@ func TestRetainedInstancesSwept(t *testing.T) {
 		t.Fatalf("retained instances not swept: A terminated %v, C terminated %v, busy %v: %v\n%s", terminated(episode.InstanceIDOf(a)), terminated(gone),
 			w.metrics.Value("lifeboat_retained_instances_total", "event", "busy"), err, w.logs.String())
 	}
-	time.Sleep(2 * time.Second) // a few more passes
+	// A few more passes: each asks for the groups once.
+	sweeps := w.fake.CallCount("autoscaling", "DescribeAutoScalingGroups")
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return w.fake.CallCount("autoscaling", "DescribeAutoScalingGroups") >= sweeps+3, nil
+	})
+	if err != nil {
+		t.Fatal("the sweep stopped passing")
+	}
 	if terminated(episode.InstanceIDOf(b)) || terminated(foreignRetained) || terminated(episode.InstanceIDOf(e)) {
 		t.Errorf("terminated B (pods on it) %v, another cluster's instance %v, E (no cluster tag) %v", terminated(episode.InstanceIDOf(b)),
 			terminated(foreignRetained), terminated(episode.InstanceIDOf(e)))
