@@ -91,3 +91,12 @@ func parseCapacityBlock(body string, e envelope, at time.Time) (Result, error) {
 	res.Reservations = []Reservation{r}
 	return res, nil
 }
+
+// AWS documents both spellings of each.
+var _ = register(
+	eventKind{source: "aws.ec2", detailTypes: []string{"Capacity Block Expiration Warning", "Capacity Block Reservation Expiration Warning"}, name: kindCapacityBlock, parse: parseCapacityBlock},
+	eventKind{source: "aws.ec2", detailTypes: []string{"Capacity Block Delivered", "Capacity Block Reservation Delivered"},
+		// A rule for every Capacity Block event delivers it: the block starts, nothing ends.
+		ignored:    "a Capacity Block was delivered: its capacity starts, nothing to drain",
+		ignoreKind: IgnoreCapacityBlockDelivered, ignoreReason: ReasonCapacityStarts},
+)

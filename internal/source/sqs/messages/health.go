@@ -247,3 +247,5 @@ func ParseHealthTime(s string) (time.Time, error) {
 	}
 	return time.Time{}, fmt.Errorf("%q is neither RFC 3339 nor RFC 1123 with GMT, UT, UTC or a numeric offset", clip(s))
 }
+
+var _ = register(eventKind{source: "aws.health", detailTypes: []string{"AWS Health Event"}, name: kindHealth, parse: parseHealth})

@@ -139,3 +139,16 @@ func jsonType(goKind string) string {
 	}
 	return strconv.Quote(goKind)
 }
+
+var _ = register(
+	eventKind{source: "aws.ec2", detailTypes: []string{"EC2 Interruptible Capacity Reservation Allocation Reclamation Completed",
+		"EC2 Capacity Reservation Interruptible Reclamation Complete"}, // both printed by the EC2 user guide
+		// Sent to the reservation's owner once its capacity is back: nothing runs on it any more.
+		ignored:    "an interruptible Capacity Reservation's reclamation completed: told to the reservation's owner, no instance to act on",
+		ignoreKind: IgnoreCapacityReservationReclaimed, ignoreReason: ReasonReclamationCompleted},
+	eventKind{source: "aws.ec2", detailTypes: capacityReservationStates,
+		// A rule for the prefix "EC2 Capacity Reservation" delivers these beside the
+		// interruption warning: a (future-dated) reservation changed state, no instance named.
+		ignored:    "a Capacity Reservation changed state: the event names no instance to act on",
+		ignoreKind: IgnoreCapacityReservationState, ignoreReason: ReasonStateChange},
+)

@@ -146,3 +146,5 @@ func lifecycleResult(kind, prefix string, d hookFields, at time.Time, body strin
 		Description: fmt.Sprintf("Auto Scaling group %s is %s the instance (hook %s)", d.Group, verb, d.Hook),
 	}), nil
 }
+
+var _ = register(eventKind{source: "aws.autoscaling", detailTypes: []string{detailTypeTerminateAction, detailTypeLaunchAction}, name: kindLifecycle, parse: parseLifecycle})

@@ -2,8 +2,9 @@
 
 // Package messages reads what AWS puts on an SQS queue (EventBridge events, Auto Scaling
 // lifecycle hooks sent straight to the queue, and either of those wrapped by SNS) and turns it
-// into notices. parser.go routes a message to its kind's parser (the table eventKinds); each
-// kind's parser, fixtures and tests sit in files of their own. Receiving and deleting
+// into notices. parser.go routes a message to its kind's parser (the table eventKinds, which
+// each kind's file registers itself in); each kind's parser, fixtures and tests sit in files
+// of their own. Receiving and deleting
 // messages is the consumer's (package sqs): nothing here does I/O.
 package messages
 

@@ -223,32 +223,23 @@ type eventKind struct {
 	ignored, ignoreKind, ignoreReason string
 }
 
-// eventKinds are the EventBridge events a queue may carry. A kind not listed is unreadable.
-var eventKinds = []eventKind{
-	{source: "aws.ec2", detailTypes: []string{"EC2 Spot Instance Interruption Warning"}, name: kindSpot, parse: parseSpot},
-	{source: "aws.ec2", detailTypes: []string{"EC2 Capacity Reservation Instance Interruption Warning",
-		// The spelling of one version of the EC2 user guide's page.
-		"EC2 Interruptible Capacity Reservation Instance Interruption Warning"}, name: kindCapacity, parse: parseCapacityReservation},
-	{source: "aws.ec2", detailTypes: []string{"EC2 Interruptible Capacity Reservation Allocation Reclamation Completed",
-		"EC2 Capacity Reservation Interruptible Reclamation Complete"}, // both printed by the EC2 user guide
-		// Sent to the reservation's owner once its capacity is back: nothing runs on it any more.
-		ignored:    "an interruptible Capacity Reservation's reclamation completed: told to the reservation's owner, no instance to act on",
-		ignoreKind: IgnoreCapacityReservationReclaimed, ignoreReason: ReasonReclamationCompleted},
-	// AWS documents both spellings (capacityblock.go).
-	{source: "aws.ec2", detailTypes: []string{"Capacity Block Expiration Warning", "Capacity Block Reservation Expiration Warning"}, name: kindCapacityBlock, parse: parseCapacityBlock},
-	{source: "aws.ec2", detailTypes: []string{"Capacity Block Delivered", "Capacity Block Reservation Delivered"},
-		// A rule for every Capacity Block event delivers it: the block starts, nothing ends.
-		ignored:    "a Capacity Block was delivered: its capacity starts, nothing to drain",
-		ignoreKind: IgnoreCapacityBlockDelivered, ignoreReason: ReasonCapacityStarts},
-	{source: "aws.ec2", detailTypes: capacityReservationStates,
-		// A rule for the prefix "EC2 Capacity Reservation" delivers these beside the
-		// interruption warning: a (future-dated) reservation changed state, no instance named.
-		ignored:    "a Capacity Reservation changed state: the event names no instance to act on",
-		ignoreKind: IgnoreCapacityReservationState, ignoreReason: ReasonStateChange},
-	{source: "aws.ec2", detailTypes: []string{"EC2 Instance Rebalance Recommendation"}, name: kindRebalance, parse: parseRebalance},
-	{source: "aws.ec2", detailTypes: []string{"EC2 Instance State-change Notification"}, name: kindState, parse: parseStateChange},
-	{source: "aws.autoscaling", detailTypes: []string{detailTypeTerminateAction, detailTypeLaunchAction}, name: kindLifecycle, parse: parseLifecycle},
-	{source: "aws.health", detailTypes: []string{"AWS Health Event"}, name: kindHealth, parse: parseHealth},
+// eventKinds are the EventBridge events a queue may carry: each parser's file registers its
+// own (register), so a kind is added in its file alone. A kind not listed is unreadable.
+var eventKinds []eventKind
+
+// register adds kinds to the table; a detail-type registered twice for one source is a bug
+// that stops the process at start, before any message is read.
+func register(kinds ...eventKind) bool {
+	for _, k := range kinds {
+		for _, dt := range k.detailTypes {
+			if _, dup := eventKindOf(k.source, dt); dup {
+				panic(fmt.Sprintf("messages: %s %q registered twice", k.source, dt))
+			}
+		}
+		eventKinds = append(eventKinds, k)
+	}
+	slices.SortStableFunc(eventKinds, func(a, b eventKind) int { return strings.Compare(a.source+a.name, b.source+b.name) })
+	return true
 }
 
 // capacityReservationStates are the detail-types of a Capacity Reservation's state changes.

@@ -30,3 +30,5 @@ func parseRebalance(body string, e envelope, at time.Time) (Result, error) {
 		Description: fmt.Sprintf("Rebalance recommendation at %s: the instance is at elevated risk of interruption", stamp(at)),
 	}), nil
 }
+
+var _ = register(eventKind{source: "aws.ec2", detailTypes: []string{"EC2 Instance Rebalance Recommendation"}, name: kindRebalance, parse: parseRebalance})

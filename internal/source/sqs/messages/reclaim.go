@@ -77,3 +77,10 @@ func parseReclaim(body string, e envelope, at time.Time, kind string, k notice.K
 		Description: fmt.Sprintf("%s: the instance will %s at %s", what, d.Action, stamp(deadline)),
 	}), nil
 }
+
+var _ = register(
+	eventKind{source: "aws.ec2", detailTypes: []string{"EC2 Spot Instance Interruption Warning"}, name: kindSpot, parse: parseSpot},
+	eventKind{source: "aws.ec2", detailTypes: []string{"EC2 Capacity Reservation Instance Interruption Warning",
+		// The spelling of one version of the EC2 user guide's page.
+		"EC2 Interruptible Capacity Reservation Instance Interruption Warning"}, name: kindCapacity, parse: parseCapacityReservation},
+)

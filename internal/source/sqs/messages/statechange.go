@@ -41,3 +41,5 @@ func parseStateChange(body string, e envelope, at time.Time) (Result, error) {
 		Description: fmt.Sprintf("The instance entered state %s at %s", d.State, stamp(at)),
 	}), nil
 }
+
+var _ = register(eventKind{source: "aws.ec2", detailTypes: []string{"EC2 Instance State-change Notification"}, name: kindState, parse: parseStateChange})
