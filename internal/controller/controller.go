@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,13 +53,9 @@ type Controller struct {
 	// ownership checks and the gate.
 	instances *ownership.Instances
 	asg       cloud.AutoScaling
-	hooks     *cloud.HookTimeoutCache // termination hooks' timeouts, for their deadlines
 	// gate checks every call that acts on an instance against the Node itself: the record
 	// that asks for it is input any node credential can write.
 	gate *instancegate.Gate
-	// intake is when a notice that could not be recorded is given up, and the pauses between
-	// its tries while its message is held (from retryFirst up to retrySoon).
-	intake driver.IntakePolicy
 	// completer completes termination hooks once their node is drained.
 	completer lifecycle.Completer
 	log       *slog.Logger
@@ -74,9 +69,9 @@ type Controller struct {
 	retainedSweepEvery time.Duration
 	setup              *setupChecks // nil: the set-up is not checked
 
-	// starting bounds notices between receipt and their ownership and deadline being known
-	// (WORKERS): the EC2 and Auto Scaling lookups in flight at once.
-	starting chan struct{}
+	// notices takes each notice, whichever path it came by; messages takes the queue's.
+	notices  *noticeIntake
+	messages *messageIntake
 	// episodes is the per-node reconciler while Run runs.
 	episodes atomic.Pointer[driver.Driver]
 
@@ -85,11 +80,6 @@ type Controller struct {
 	warmed     atomic.Pointer[warm]         // what warmUp keeps ready, while it runs
 	podsSynced atomic.Bool                  // the drains' shared pod informer has listed the cluster's pods
 	consumer   atomic.Pointer[sqs.Consumer] // while Run consumes the queue
-
-	// foreignLogged holds the notices already logged at Info as another cluster's: their
-	// message is kept for that cluster and comes back every few minutes, logged at Debug.
-	foreignLogged *cache.LRUExpireCache
-	foreignMu     sync.Mutex
 }
 
 // Healthy is the readiness check: a leader whose queue receives keep failing is not ready; a
@@ -136,8 +126,7 @@ type Options struct {
 func New(o Options) *Controller {
 	cfg, m := o.Config, o.Metrics
 	c := &Controller{cfg: cfg, client: o.Client, leaseClient: o.LeaseClient, queue: o.Queue, ec2: o.EC2, asg: o.AutoScaling,
-		log: o.Logger, metrics: m, events: o.Handler.Events,
-		starting: make(chan struct{}, max(cfg.Workers, 1)), foreignLogged: cache.NewLRUExpireCache(10000)}
+		log: o.Logger, metrics: m, events: o.Handler.Events}
 	m.ClaimPaths(metrics.ClaimCheckEC2, slices.DeleteFunc(ownership.PathNames(), func(p string) bool { return p == string(ownership.PathInstanceMetadata) }))
 	m.IgnoredAtZero(messages.IgnoredLabels())
 	if c.leaseClient == nil {
@@ -156,11 +145,9 @@ func New(o Options) *Controller {
 		Instances: c.instances, Refused: m.InstanceCallRefused})
 	c.completer = lifecycle.Completer{AutoScaling: o.AutoScaling, Gate: c.gate, Metrics: m, Log: o.Logger,
 		Delay: time.Duration(cfg.CompleteLifecycleActionDelaySeconds) * time.Second, Events: o.Handler.Events}
-	c.intake = driver.IntakePolicy{NotOurs: episode.ErrNotOurs, MaxPause: retrySoon,
-		Budget: time.Duration(cfg.NodeTerminationGracePeriod) * time.Second}
-	c.hooks = cloud.NewHookTimeoutCache(o.AutoScaling)
-	c.hooks.Calls = m
-	c.heartbeats = &lifecycle.Heartbeats{AutoScaling: o.AutoScaling, Hooks: c.hooks, Gate: c.gate, Nodes: nodes.NewWriter(o.Client),
+	hooks := cloud.NewHookTimeoutCache(o.AutoScaling)
+	hooks.Calls = m
+	c.heartbeats = &lifecycle.Heartbeats{AutoScaling: o.AutoScaling, Hooks: hooks, Gate: c.gate, Nodes: nodes.NewWriter(o.Client),
 		Metrics: m, Events: o.Handler.Events, Log: o.Logger, Policy: heartbeatPolicy(cfg, time.Second)}
 	h := o.Handler
 	h.Origin, h.Metrics, h.KeepAlive = "queue "+cfg.QueueURL, m, c.heartbeats
@@ -180,7 +167,19 @@ func New(o Options) *Controller {
 		h.Retainer = r
 	}
 	c.handler = episode.NewHandler(cfg, o.Client, o.Logger, h)
+	c.notices = newNoticeIntake(c, hooks)
+	c.messages = &messageIntake{cfg: cfg, log: o.Logger, metrics: m, events: c.events, ownPod: c.ownPod(), ec2: o.EC2, instances: c.instances,
+		notices: c.notices}
 	return c
+}
+
+// newNoticeIntake is the controller's intake of notices, on the parts New built.
+func newNoticeIntake(c *Controller, hooks *cloud.HookTimeoutCache) *noticeIntake {
+	return &noticeIntake{cfg: c.cfg, client: c.client, metrics: c.metrics, events: c.events, ownPod: c.ownPod(), gate: c.gate,
+		asg: c.asg, hooks: hooks, heartbeats: c.heartbeats, handler: c.handler, episodes: &c.episodes,
+		intake: driver.IntakePolicy{NotOurs: episode.ErrNotOurs, MaxPause: retrySoon,
+			Budget: time.Duration(c.cfg.NodeTerminationGracePeriod) * time.Second},
+		starting: make(chan struct{}, max(c.cfg.Workers, 1)), foreignLogged: cache.NewLRUExpireCache(10000)}
 }
 
 // Run consumes the queue until ctx ends, as a leader does (RunWithLeaderElection runs it
@@ -232,13 +231,13 @@ func (c *Controller) consume(ctx context.Context, resolver *ownership.Resolver) 
 	go c.metrics.ReportSourceHealth(ctx, "queue", consumer.Healthy)
 	c.log.Info("controller consuming the queue", "queue", c.cfg.QueueURL, "workers", c.cfg.Workers, "dryRun", c.cfg.DryRun)
 	handle := func(ctx context.Context, n notice.Notice, log *slog.Logger) noticeFate {
-		return c.handleNotice(ctx, resolver, n, log)
+		return c.notices.handleNotice(ctx, resolver, n, log)
 	}
 	return consumer.Run(ctx, func(ctx context.Context, m sqs.Message) (sqs.Outcome, time.Duration) {
 		if m.ReceiveCount <= 1 && !m.SentAt.IsZero() {
 			c.metrics.QueueLag(time.Since(m.SentAt))
 		}
-		outcome, delay := c.handleMessage(ctx, resolver, m, handle)
+		outcome, delay := c.messages.handleMessage(ctx, resolver, m, handle)
 		if outcome == sqs.Done && c.cfg.DryRun {
 			// DRY_RUN deletes nothing; the message comes back much later, and its notices are
 			// recognised as handled (the dry-run log says what would have been done).
@@ -298,17 +297,6 @@ func (c *Controller) shareNodePods() (stop func(), err error) {
 	}, nil
 }
 
-// startSlot waits for one of the WORKERS slots; release is safe to call more than once.
-func (c *Controller) startSlot(ctx context.Context) (release func(), ok bool) {
-	select {
-	case c.starting <- struct{}{}:
-	case <-ctx.Done():
-		return nil, false
-	}
-	var once sync.Once
-	return func() { once.Do(func() { <-c.starting }) }, true
-}
-
 func cacheSynced(ctx context.Context, f informers.SharedInformerFactory) bool {
 	for _, ok := range f.WaitForCacheSync(ctx.Done()) {
 		if !ok {
@@ -334,104 +322,6 @@ const (
 // account the queue does not accept is refused, and kept like a notice about another
 // cluster's instance (see foreignAccount).
 //
-// Each notice of a message (an AWS Health event names several instances) is handled on its
-// own: ownership is decided per notice, a foreign instance skips only its own notice, and no
-// notice waits for another's scheduled start or drain. A bounded number of them is handled
-// at once (see runNotices). The message's fate is decided from all of them (see
-// messageFate).
-func (c *Controller) handleMessage(ctx context.Context, resolver *ownership.Resolver, m sqs.Message, handle noticeHandler) (sqs.Outcome, time.Duration) {
-	log := c.log.With("message", m.ID)
-	res, err := c.parser().Parse(m.Body, time.Now())
-	if errors.Is(err, messages.ErrForeignAccount) {
-		return c.foreignAccount(ctx, m, err, log)
-	}
-	if err != nil {
-		log.Error("unreadable queue message deleted", "err", err)
-		c.metrics.QueueMessage("unreadable")
-		return sqs.Done, 0
-	}
-	for _, w := range res.Warnings {
-		log.Warn("part of a queue message could not be read; the rest is handled", "problem", w.Problem, "detail", w.Detail)
-		c.metrics.NoticeWarning(w.Problem)
-	}
-	if res.Ignore {
-		return c.ignoreMessage(res, log)
-	}
-	notices := res.Notices
-	if len(res.Reservations) > 0 {
-		more, ok := c.reservationNotices(ctx, resolver, res.Reservations, log)
-		if !ok {
-			c.metrics.QueueMessage("retry")
-			return sqs.Retry, retryDelay(m.ReceiveCount)
-		}
-		if notices = append(notices, more...); len(notices) == 0 {
-			// Told and counted by kind and reason in reservationNotices.
-			c.metrics.QueueMessage("ignored")
-			return sqs.Done, 0
-		}
-	}
-	for _, n := range notices {
-		c.metrics.Notice(string(n.Kind), string(n.Source))
-	}
-	fates := runNotices(ctx, notices, c.noticePool(log), func(ctx context.Context, n notice.Notice) noticeFate {
-		return handle(ctx, n, log)
-	})
-	outcome, delay, label := messageFate(ctx, fates, m.ReceiveCount)
-	c.metrics.QueueMessage(label)
-	return outcome, delay
-}
-
-// ignoreMessage deletes a message that is recognised and names nothing to act on: logged at
-// Info, counted by kind and reason. An event of a kind Lifeboat does not know is deleted too,
-// logged at Warn with the EventBridge rule pattern that sent it, so that the rule can be narrowed.
-func (c *Controller) ignoreMessage(res messages.Result, log *slog.Logger) (sqs.Outcome, time.Duration) {
-	if res.Unknown != nil {
-		log.Warn("queue message of a kind Lifeboat does not know deleted", "source", res.Unknown.Source, "detailType", res.Unknown.DetailType,
-			"rule", res.Unknown.Rule(), "reason", res.Reason)
-	} else {
-		log.Info("queue message ignored", "kind", res.IgnoredKind, "why", res.IgnoredReason, "reason", res.Reason)
-	}
-	c.metrics.QueueMessage("ignored")
-	c.metrics.QueueMessageIgnored(res.IgnoredKind, res.IgnoredReason)
-	return sqs.Done, 0
-}
-
-// noticeWorkers is how many notices of one message are handled at once: as many as the
-// queue messages held at once, so that one message naming many instances is taken in as
-// fast as as many messages naming one each.
-func (c *Controller) noticeWorkers() int { return 2 * max(c.cfg.Workers, 1) }
-
-// noticePool is how a message's (or a status pass's) notices are handled: noticeWorkers at
-// once, the intake policy's backoff, and their panics logged to log and counted.
-func (c *Controller) noticePool(log *slog.Logger) noticePool {
-	return noticePool{workers: c.noticeWorkers(), backoff: c.intake.Backoff(), log: log, panics: c.metrics}
-}
-
-// parser reads this queue's messages: from the queue's own account (named in QUEUE_URL) and
-// QUEUE_ALLOWED_ACCOUNTS; from any account when QUEUE_URL names none.
-func (c *Controller) parser() messages.Parser {
-	return messages.Parser{QueueAccount: config.AccountFromQueueURL(c.cfg.QueueURL), AllowedAccounts: c.cfg.QueueAllowedAccounts}
-}
-
-// foreignAccount refuses a message from an AWS account the queue does not accept: none of
-// its notices is acted on. Like a notice about another cluster's instance it is kept on the
-// queue (it may be meant for a consumer that accepts its account) unless
-// DELETE_SQS_MSG_IF_NODE_NOT_FOUND deletes it. It is logged at Warn once an hour, its copies
-// at Debug.
-func (c *Controller) foreignAccount(ctx context.Context, m sqs.Message, err error, log *slog.Logger) (sqs.Outcome, time.Duration) {
-	c.metrics.QueueMessage("foreign_account")
-	level := c.foreignLevel("account/" + m.ID)
-	if level == slog.LevelInfo {
-		level = slog.LevelWarn
-	}
-	kept := !c.cfg.DeleteSQSMsgIfNodeNotFound
-	log.Log(ctx, level, "queue message from another AWS account refused; nothing acted on (QUEUE_ALLOWED_ACCOUNTS accepts another account's messages)",
-		"err", err, "kept", kept)
-	if kept {
-		return sqs.Retry, retryLater
-	}
-	return sqs.Done, 0
-}
 
 // noticeFate is what became of one notice of a message.
 type noticeFate int
@@ -483,171 +373,6 @@ func retryDelay(receiveCount int) time.Duration {
 
 // noticeHandler takes one notice of a message (handleNotice).
 type noticeHandler func(ctx context.Context, n notice.Notice, log *slog.Logger) noticeFate
-
-// handleNotice takes one notice of a message: ownership, its deadline, then its record on
-// the Node (episode.Handler.Intake). The node's reconciler does the rest.
-func (c *Controller) handleNotice(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, log *slog.Logger) noticeFate {
-	if n.Kind.Hook() == notice.HookLaunch {
-		return c.handleLaunch(ctx, resolver, n, log)
-	}
-	began := time.Now()
-	release, ok := c.startSlot(ctx)
-	if !ok {
-		return noticeCancelled
-	}
-	defer release()
-	verdict, err := resolver.Resolve(ctx, ownership.Subject{Path: ownership.PathOf(n), InstanceID: n.InstanceID, Node: n.Node})
-	if err != nil {
-		log.Warn("cannot tell whether the instance is ours yet; retrying", "notice", n.ID, "err", err)
-		c.denied(ctx, "DescribeInstances", err, n, resolver.NodesNaming(n.InstanceID), log)
-		return noticeRetry
-	}
-	if !verdict.Owned {
-		return c.notActedOn(ctx, n, verdict, log)
-	}
-	if n.Lifecycle != nil && n.Kind.Hook() == notice.HookTermination {
-		n.Deadline = c.hookDeadline(ctx, n, *n.Lifecycle, log)
-	}
-	if n.Deadline.IsZero() && n.CordonOnly == "" {
-		// Rebalance recommendations and state changes: the drain budget from receipt.
-		n.Deadline = time.Now().Add(time.Duration(c.cfg.NodeTerminationGracePeriod) * time.Second)
-	}
-	// The slot bounds what is asked of AWS at once. The node write waits for its turn in the
-	// request budget's urgent lane, paced by the API server's answers: held through it, ten
-	// slots held an Availability Zone's cordons back (docs/benchmarks.md).
-	release()
-	err = c.handler.Intake(ctx, n, verdict.Node.Name, verdict.Node)
-	if err == nil {
-		if r := c.episodes.Load(); r != nil {
-			r.Add(verdict.Node.Name) // at once, not on the informer's echo of the write
-		}
-		return noticeDone
-	}
-	// The shared intake policy decides; the message's fate carries it out. This delivery's
-	// start stands for the first try: a notice without a deadline is never late here.
-	switch v := c.intake.Judge(ctx, err, n.Deadline, began, time.Now()); v {
-	case driver.Stopping:
-		return noticeCancelled
-	case driver.NotOurs:
-		return c.notOurs(ctx, n, err.Error(), log)
-	case driver.TooLate:
-		log.Error("giving up on notice", "notice", n.ID, "reason", v.String(), "deadline", n.Deadline, "err", err)
-		return noticeDone
-	}
-	log.Warn("notice not recorded yet; the message will come back", "notice", n.ID, "err", err)
-	return noticeRetry
-}
-
-// notActedOn is the fate of a notice whose verdict is not "this cluster's, act on it".
-func (c *Controller) notActedOn(ctx context.Context, n notice.Notice, verdict ownership.Verdict, log *slog.Logger) noticeFate {
-	switch {
-	case verdict.ClaimRefused:
-		// The Node the notice was read from is not the instance: the claim was reported (an
-		// Event on the claimant, the metric); nothing is done on any node for this notice.
-		log.Warn("notice refused: the node it was read from is not its instance as EC2 describes it", "notice", n.ID,
-			"node", n.Node, "instance", n.InstanceID, "reason", verdict.Reason)
-		return noticeRefused
-	case verdict.Untagged:
-		return c.untagged(ctx, n, verdict, log)
-	}
-	// Never touch a node or complete a lifecycle action for an instance not ours.
-	return c.notOurs(ctx, n, verdict.Reason, log)
-}
-
-// notOurs is the fate of a notice about an instance that is not this cluster's: its message
-// is kept for its own cluster, unless DELETE_SQS_MSG_IF_NODE_NOT_FOUND deletes it.
-func (c *Controller) notOurs(ctx context.Context, n notice.Notice, reason string, log *slog.Logger) noticeFate {
-	log.Log(ctx, c.foreignLevel(n.ID), "notice is not for this cluster", "notice", n.ID, "instance", n.InstanceID, "reason", reason)
-	if c.cfg.DeleteSQSMsgIfNodeNotFound {
-		return noticeDone
-	}
-	return noticeForeign
-}
-
-// foreignLevel is the level to log another cluster's notice at: Info the first time in an
-// hour, Debug for its copies (a kept message comes back every few minutes).
-func (c *Controller) foreignLevel(id string) slog.Level {
-	if c.firstInHour(id) {
-		return slog.LevelInfo
-	}
-	return slog.LevelDebug
-}
-
-// firstInHour reports whether key is seen for the first time in an hour: what a message's
-// copies repeat is said once.
-func (c *Controller) firstInHour(key string) bool {
-	// One check-and-add: copies of a message received together reach here at once.
-	c.foreignMu.Lock()
-	defer c.foreignMu.Unlock()
-	if _, seen := c.foreignLogged.Get(key); seen {
-		return false
-	}
-	c.foreignLogged.Add(key, struct{}{}, time.Hour)
-	return true
-}
-
-// handleLaunch completes a launch hook once the instance's Node has joined this cluster and is
-// Ready. Until then the message goes back to the queue for a few seconds (holding nothing
-// here), for at most ASG_LAUNCH_READY_TIMEOUT from the hook's time; then the hook is left to
-// its own timeout. An instance that turns out to be another cluster's is never completed.
-func (c *Controller) handleLaunch(ctx context.Context, resolver *ownership.Resolver, n notice.Notice, log *slog.Logger) noticeFate {
-	lc := n.Lifecycle
-	if lc == nil {
-		return noticeDone
-	}
-	verdict, err := resolver.Resolve(ctx, ownership.Subject{Path: ownership.PathQueue, InstanceID: n.InstanceID})
-	switch {
-	case err != nil:
-		log.Warn("cannot tell whether the launching instance is ours yet", "notice", n.ID, "err", err)
-		c.denied(ctx, "DescribeInstances", err, n, resolver.NodesNaming(n.InstanceID), log)
-	case verdict.Untagged:
-		// This cluster's node, whose instance lacks the tag: said, and its hook left to time out.
-		return c.untagged(ctx, n, verdict, log)
-	case verdict.Node != nil && !verdict.Owned:
-		log.Log(ctx, c.foreignLevel(n.ID), "launch notice is not for this cluster", "notice", n.ID, "reason", verdict.Reason)
-		if c.cfg.DeleteSQSMsgIfNodeNotFound {
-			return noticeDone
-		}
-		return noticeForeign
-	case verdict.Owned && nodeReady(verdict.Node) && c.cfg.DryRun:
-		log.Info("dry run: would complete the launch lifecycle action: the node is Ready", "notice", n.ID, "node", verdict.Node.Name)
-		return noticeDone
-	case verdict.Owned && nodeReady(verdict.Node):
-		err := c.gate.Check(ctx, instancegate.Request{Call: instancegate.CallCompleteLifecycleAction, Node: verdict.Node.Name, InstanceID: n.InstanceID, Group: lc.Group})
-		if r, refused := instancegate.IsRefusal(err); refused {
-			log.Error("launch lifecycle action not completed: the instance is not the node's, or not in the hook's group; it will time out", "notice", n.ID, "node", verdict.Node.Name, "err", r)
-			c.events.InstanceCallRefused(events.NodeOf(verdict.Node), r.Error())
-			return noticeDone
-		}
-		if err == nil {
-			err = c.asg.CompleteLifecycleAction(ctx, cloud.LifecycleAction{Group: lc.Group, Hook: lc.Hook, InstanceID: n.InstanceID})
-		}
-		switch {
-		case err == nil, errors.Is(err, cloud.ErrNoActiveAction):
-			c.metrics.AWSCall("CompleteLifecycleAction", err, cloud.ErrNoActiveAction)
-			log.Info("launch lifecycle action completed: the node is Ready", "notice", n.ID, "node", verdict.Node.Name, "err", err)
-			return noticeDone
-		case cloud.IsPermanent(err):
-			log.Error("cannot complete the launch lifecycle action; it will time out", "notice", n.ID, "err", err)
-			return noticeDone
-		default:
-			log.Warn("completing the launch lifecycle action failed; retrying", "notice", n.ID, "err", err)
-		}
-	}
-	began := n.StartTime
-	if began.IsZero() {
-		began = time.Now()
-	}
-	if time.Since(began) > c.cfg.ASGLaunchReadyTimeout {
-		log.Warn("the launching instance's node did not join and become Ready in time; leaving the hook to its own timeout",
-			"notice", n.ID, "waited", c.cfg.ASGLaunchReadyTimeout)
-		return noticeDone
-	}
-	if ctx.Err() != nil {
-		return noticeCancelled
-	}
-	return noticeLaunching
-}
 
 func nodeReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {

@@ -77,7 +77,7 @@ func handleLoopNotices(ctx context.Context, c *Controller, resolver *ownership.R
 	for _, n := range ns {
 		c.metrics.Notice(string(n.Kind), string(n.Source))
 	}
-	return runNotices(ctx, ns, c.noticePool(log), func(ctx context.Context, n notice.Notice) noticeFate {
-		return c.handleNotice(ctx, resolver, n, log)
+	return runNotices(ctx, ns, c.messages.noticePool(log), func(ctx context.Context, n notice.Notice) noticeFate {
+		return c.notices.handleNotice(ctx, resolver, n, log)
 	})
 }

@@ -77,7 +77,7 @@ func TestEveryKindReachesEveryConsumer(t *testing.T) {
 	}()
 	w := waitWorking(t, ctx, ctl)
 	for _, kc := range cases {
-		if fate := ctl.handleNotice(ctx, w.resolver, kc.n, ctl.log); fate != noticeDone {
+		if fate := ctl.notices.handleNotice(ctx, w.resolver, kc.n, ctl.log); fate != noticeDone {
 			t.Errorf("%s: notice fate %v, want done", kc.kind, fate)
 		}
 	}

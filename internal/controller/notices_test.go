@@ -54,7 +54,7 @@ type handledBy struct {
 }
 
 func (h handledBy) handleMessage(ctx context.Context, resolver *ownership.Resolver, m sqs.Message) (sqs.Outcome, time.Duration) {
-	return h.Controller.handleMessage(ctx, resolver, m, func(_ context.Context, n notice.Notice, _ *slog.Logger) noticeFate { return h.handle(n) })
+	return h.Controller.messages.handleMessage(ctx, resolver, m, func(_ context.Context, n notice.Notice, _ *slog.Logger) noticeFate { return h.handle(n) })
 }
 
 type lockedWriter struct {
@@ -120,7 +120,7 @@ func TestBigMessageBoundedPool(t *testing.T) {
 	if outcome != sqs.Done {
 		t.Errorf("outcome %v, want done: every notice recorded in the end", outcome)
 	}
-	pool := c.noticeWorkers()
+	pool := c.messages.noticeWorkers()
 	if got := maxInFlight.Load(); got > int32(pool) {
 		t.Errorf("%d notices handled at once, want at most the pool's %d", got, pool)
 	}

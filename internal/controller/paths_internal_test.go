@@ -249,7 +249,7 @@ var attacks = map[ownership.Path]func(t *testing.T, ctx context.Context, w *gate
 	ownership.PathQueue: func(t *testing.T, ctx context.Context, w *gateWorld) string {
 		n := notice.Notice{ID: notice.ID(notice.SpotInterruption, w.claimantOwnID, ""), Kind: notice.SpotInterruption, Source: notice.SourceQueue,
 			InstanceID: w.claimantOwnID, Deadline: time.Now().Add(2 * time.Minute)}
-		if fate := w.ctl.handleNotice(ctx, w.warm.resolver, n, w.ctl.log); fate == noticeRetry {
+		if fate := w.ctl.notices.handleNotice(ctx, w.warm.resolver, n, w.ctl.log); fate == noticeRetry {
 			t.Errorf("queue notice fate %v", fate)
 		}
 		return events.ReasonClaimRefused
@@ -267,7 +267,7 @@ var attacks = map[ownership.Path]func(t *testing.T, ctx context.Context, w *gate
 	ownership.PathStatusPoll: func(t *testing.T, ctx context.Context, w *gateWorld) string {
 		n := notice.Notice{ID: notice.ID(notice.InstanceImpaired, w.claimantOwnID, ""), Kind: notice.InstanceImpaired, Source: notice.SourceEC2Status,
 			InstanceID: w.claimantOwnID}
-		w.ctl.handleNotice(ctx, w.warm.resolver, n, w.ctl.log)
+		w.ctl.notices.handleNotice(ctx, w.warm.resolver, n, w.ctl.log)
 		return events.ReasonClaimRefused
 	},
 	// The claimant reports KernelReady=False for an hour on its own status (no veto anywhere:
@@ -289,7 +289,7 @@ var attacks = map[ownership.Path]func(t *testing.T, ctx context.Context, w *gate
 		if !due || n.Node != w.claimant.Name {
 			t.Fatalf("the claimant's condition made no repair notice read from it: %+v, due %v", n, due)
 		}
-		w.ctl.handleNotice(ctx, w.warm.resolver, n, w.ctl.log)
+		w.ctl.notices.handleNotice(ctx, w.warm.resolver, n, w.ctl.log)
 		return events.ReasonClaimRefused
 	},
 	// The claimant goes Ready Unknown, and the instance it names is stopped.
@@ -334,7 +334,7 @@ var attacks = map[ownership.Path]func(t *testing.T, ctx context.Context, w *gate
 		w.fake.RemoveInstance(w.claimantOwnID)
 		w.fake.AddInstance(fakeaws.Instance{ID: w.claimantOwnID, PrivateDNSName: w.claimant.Name, PrivateIP: "10.0.0.2", AutoScalingGroup: "workers",
 			Tags: gateTags, CapacityReservationID: "cr-0123456789abcdef0"})
-		mine, ok := w.ctl.blockInstances(ctx, w.warm.resolver, "cr-0123456789abcdef0", w.ctl.log)
+		mine, ok := w.ctl.messages.blockInstances(ctx, w.warm.resolver, "cr-0123456789abcdef0", w.ctl.log)
 		if !ok || len(mine.instances) != 0 {
 			t.Errorf("the block's instances taken as this cluster's: %+v (ok %v)", mine, ok)
 		}

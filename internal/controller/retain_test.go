@@ -152,6 +152,8 @@ func TestAbandonedHookRetainedThenTerminated(t *testing.T) {
 	stop := h.start()
 	defer stop()
 	h.retainedAbandoned()
+	// Events are sent in the background: wait for the first.
+	h.waitFor("the InstanceRetained Event", 10*time.Second, func() bool { return len(h.events(events.ReasonInstanceRetained)) > 0 })
 	if got := len(h.events(events.ReasonInstanceRetained)); got != 1 {
 		t.Errorf("%d InstanceRetained Events, want 1", got)
 	}

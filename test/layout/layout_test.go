@@ -37,7 +37,6 @@ var tables = []string{
 
 // manyMethods are today's types over maxMethods methods.
 var manyMethods = []string{
-	"internal/controller.Controller",
 	"internal/drain.Drainer",
 	"internal/events.Recorder",
 	"internal/kube/pacing.Budget",
