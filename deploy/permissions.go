@@ -65,21 +65,26 @@ var ReaderPermissions = []authorizationv1.ResourceAttributes{
 
 //go:generate go test -count=1 -run ^TestMigrationGuidePermissions$ . -args -update
 
-// AWSPermission is one IAM action the binary calls: the policies under deploy/aws grant
+// AWSPermission is one IAM action the binary needs: the policies under deploy/aws grant
 // exactly these, and the IAM tables of the docs are generated from them.
 type AWSPermission struct {
 	Action string // service:Operation, as IAM spells it
-	// Scope is "queue" (the cluster's queue only), "group" (Auto Scaling groups) or "*"
-	// (Describe calls, which take no resource).
+	// Scope is the resource it is granted on: "queue" (the cluster's queue), "key" (the
+	// queue's KMS key), "group" (Auto Scaling groups tagged for the cluster), "instance" (EC2
+	// instances tagged for the cluster) or "*" (Describe and List calls, which take none).
 	Scope string
 	// Optional names the setting or command that makes the call; empty: always needed.
 	Optional string
-	// OptIn keeps the action out of the shipped policies (CloudFormation, Terraform, eksctl):
-	// it acts on any instance, so an operator grants it, narrowed to the cluster's instances,
-	// only when turning its setting on; or it reads outside the cluster's own resources (the
-	// account's EventBridge rules), which an operator grants to have it checked.
-	OptIn bool
-	Why   string
+	// Grant is the input of the shipped set-up (deploy/aws, as Terraform spells it; the
+	// CloudFormation parameter is the same in CamelCase) that grants the action: a switch,
+	// or a value that grants it once set. Empty: always granted. An action only an opt-in
+	// feature calls, and that acts on instances or reads beyond the cluster's own resources,
+	// waits for its feature's input.
+	Grant string
+	// Via names the service that makes the call on the binary's behalf (SQS decrypts for the
+	// reader with the queue's key); empty for the binary's own calls.
+	Via string
+	Why string
 }
 
 // AWSPermissions are every AWS call of the binary (controller, and an agent that completes
@@ -90,19 +95,20 @@ var AWSPermissions = []AWSPermission{
 	{Action: "sqs:DeleteMessage", Scope: "queue", Why: "delete a message once its notices are recorded on the Node"},
 	{Action: "sqs:ChangeMessageVisibility", Scope: "queue", Why: "keep a message hidden while its drain runs, and bring it back later on a retry; NTH's policy lacks it"},
 	{Action: "sqs:GetQueueAttributes", Scope: "queue", Optional: "lifeboat preflight", Why: "confirm the queue exists; the set-up check reads its ARN and its policy (that EventBridge may send)"},
-	{Action: "events:ListRuleNamesByTarget", Scope: "*", Optional: "the set-up check", OptIn: true, Why: "the EventBridge rules that send to the queue, checked at start and hourly; not in the shipped policies: grant it (with events:DescribeRule) to have a deleted or disabled rule said"},
-	{Action: "events:DescribeRule", Scope: "*", Optional: "the set-up check", OptIn: true, Why: "whether each rule that sends to the queue is enabled, and the notice kinds its pattern covers"},
+	{Action: "kms:Decrypt", Scope: "key", Optional: "a queue encrypted with a KMS key", Grant: "kms_key_arn", Via: "sqs", Why: "SQS decrypts the messages it hands to the reader with the queue's key"},
+	{Action: "events:ListRuleNamesByTarget", Scope: "*", Optional: "the set-up check", Grant: "setup_check", Why: "the EventBridge rules that send to the queue, checked at start and hourly (with events:DescribeRule); without them a deleted or disabled rule goes unsaid"},
+	{Action: "events:DescribeRule", Scope: "*", Optional: "the set-up check", Grant: "setup_check", Why: "whether each rule that sends to the queue is enabled, and the notice kinds its pattern covers"},
 	{Action: "ec2:DescribeInstances", Scope: "*", Why: "an instance's managed tag, cluster tag, private DNS name and IP (batched and cached); the instances of an expiring Capacity Block"},
 	{Action: "ec2:DescribeCapacityReservations", Scope: "*", Why: "that a Capacity Block expiration warning names an active Capacity Block ending soon, and when it ends: the drain's deadline"},
 	{Action: "ec2:DescribeInstanceStatus", Scope: "*", Optional: "ENABLE_INSTANCE_STATUS_DRAINING", Why: "failing status checks and listed scheduled events of this cluster's instances"},
-	{Action: "ec2:TerminateInstances", Scope: "*", Optional: "NODE_REPAIR_ACTION=terminate", OptIn: true, Why: "terminate a repaired node's instance once drained, after the instance gate's check; not in the shipped policies: grant it, narrowed to this cluster's instances (a tag condition), when turning it on"},
+	{Action: "ec2:TerminateInstances", Scope: "instance", Optional: "NODE_REPAIR_ACTION=terminate", Grant: "terminate_repaired_instances", Why: "terminate a repaired node's instance once drained, after the instance gate's check"},
 	{Action: "autoscaling:DescribeAutoScalingInstances", Scope: "*", Why: "that an instance is in the group its record names, before a lifecycle completion or heartbeat"},
 	{Action: "autoscaling:DescribeLifecycleHooks", Scope: "*", Why: "a terminate hook's heartbeat and global timeouts: the drain's deadline"},
 	{Action: "autoscaling:CompleteLifecycleAction", Scope: "group", Why: "hand a terminating instance back once drained; complete a launch hook once the node is Ready"},
 	{Action: "autoscaling:RecordLifecycleActionHeartbeat", Scope: "group", Optional: "HEARTBEAT_INTERVAL", Why: "extend a lifecycle action during a long drain"},
-	{Action: "autoscaling:SetInstanceHealth", Scope: "group", Optional: "SET_IMPAIRED_INSTANCE_UNHEALTHY or ENABLE_NODE_REPAIR", Why: "mark a drained impaired or repaired instance Unhealthy so that its group replaces it"},
-	{Action: "autoscaling:DescribeAutoScalingGroups", Scope: "*", Optional: "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN", Why: "whether a group retains abandoned instances; the periodic sweep of the instances a group retained"},
-	{Action: "autoscaling:TerminateInstanceInAutoScalingGroup", Scope: "group", Optional: "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN", Why: "terminate a retained instance once its node is drained"},
+	{Action: "autoscaling:SetInstanceHealth", Scope: "group", Optional: "SET_IMPAIRED_INSTANCE_UNHEALTHY or ENABLE_NODE_REPAIR", Grant: "mark_instances_unhealthy", Why: "mark a drained impaired or repaired instance Unhealthy so that its group replaces it"},
+	{Action: "autoscaling:DescribeAutoScalingGroups", Scope: "*", Optional: "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN", Grant: "abandon_on_incomplete_drain", Why: "whether a group retains abandoned instances; the periodic sweep of the instances a group retained"},
+	{Action: "autoscaling:TerminateInstanceInAutoScalingGroup", Scope: "group", Optional: "ABANDON_LIFECYCLE_ACTION_ON_INCOMPLETE_DRAIN", Grant: "abandon_on_incomplete_drain", Why: "terminate a retained instance once its node is drained"},
 	{Action: "elasticloadbalancing:DescribeTargetGroups", Scope: "*", Optional: "WAIT_FOR_LOAD_BALANCER_TARGETS", Why: "the target groups an instance or its pods may be registered in"},
 	{Action: "elasticloadbalancing:DescribeTargetHealth", Scope: "*", Optional: "WAIT_FOR_LOAD_BALANCER_TARGETS", Why: "wait until the instance and the evicted pods have left every target group"},
 }

@@ -22,14 +22,19 @@ const (
 // awsPermissionsTable is the migration guide's list of IAM actions, from deploy.AWSPermissions.
 func awsPermissionsTable() string {
 	var b strings.Builder
-	b.WriteString(permissionsStart + "\n\n| action | resource | needed | for |\n| --- | --- | --- | --- |\n")
+	b.WriteString(permissionsStart + "\n\n| action | resource | needed | for | granted by deploy/aws |\n| --- | --- | --- | --- | --- |\n")
 	for _, p := range deploy.AWSPermissions {
-		resource := map[string]string{"queue": "the cluster's queue", "group": "Auto Scaling groups", "*": "`*`"}[p.Scope]
+		resource := map[string]string{"queue": "the cluster's queue", "key": "the queue's KMS key", "group": "Auto Scaling groups tagged for the cluster",
+			"instance": "EC2 instances tagged for the cluster", "*": "`*`"}[p.Scope]
 		needed := "always"
 		if p.Optional != "" {
 			needed = "with `" + p.Optional + "`"
 		}
-		b.WriteString("| `" + p.Action + "` | " + resource + " | " + needed + " | " + p.Why + " |\n")
+		grant := "always"
+		if p.Grant != "" {
+			grant = "with `" + p.Grant + "` (`" + cfnParamName(p.Grant) + "`)"
+		}
+		b.WriteString("| `" + p.Action + "` | " + resource + " | " + needed + " | " + p.Why + " | " + grant + " |\n")
 	}
 	b.WriteString("\n" + permissionsEnd)
 	return b.String()
