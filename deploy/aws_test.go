@@ -16,7 +16,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"lifeboat.dev/lifeboat/deploy"
 	"lifeboat.dev/lifeboat/internal/ownership"
@@ -246,24 +248,43 @@ func matches(t *testing.T, pattern, event any) bool {
 	return false
 }
 
-// noticeSamples are the documented messages of each detail-type Lifeboat acts on
-// (internal/source/sqs/messages/testdata), and messages of those types no rule may send.
-var (
-	noticeSamples = map[string]string{
-		"EC2 Spot Instance Interruption Warning":                               "spot.json",
-		"EC2 Capacity Reservation Instance Interruption Warning":               "capacity-reservation.json",
-		"EC2 Interruptible Capacity Reservation Instance Interruption Warning": "corpus/aws-capacity-reservation-interruption-interruptible-spelling.json",
-		"Capacity Block Expiration Warning":                                    "capacity-block.json",
-		"Capacity Block Reservation Expiration Warning":                        "capacity-block-reservation-spelling.json",
-		"EC2 Instance Rebalance Recommendation":                                "rebalance.json",
-		"EC2 Instance State-change Notification":                               "state-stopping.json",
-		"EC2 Instance-terminate Lifecycle Action":                              "asg-terminate.json",
-		"EC2 Instance-launch Lifecycle Action":                                 "asg-launch.json",
-		"AWS Health Event":                                                     "health-ec2.json",
+// A running instance and another service's Health event: messages of types Lifeboat acts on,
+// with nothing to act on, which no rule may send.
+var noticeNonSamples = []string{"state-running.json", "health-other.json"}
+
+// noticeSamples maps each EventBridge detail-type to a message of the parser's testdata (its
+// documented samples and corpus) that the parser acts on, the first by name; a kind added
+// with its sample needs no line here.
+var noticeSamples = sync.OnceValues(func() (map[string]string, error) {
+	dir := filepath.Join("..", "internal", "source", "sqs", "messages", "testdata")
+	var files []string
+	for _, pattern := range []string{"*.json", "corpus/*.json"} {
+		found, err := filepath.Glob(filepath.Join(dir, pattern))
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, found...)
 	}
-	// A running instance and another service's Health event: nothing to act on.
-	noticeNonSamples = []string{"state-running.json", "health-other.json"}
-)
+	out := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var envelope struct {
+			DetailType string `json:"detail-type"`
+		}
+		res, err := messages.Parse(string(b), time.Now())
+		if json.Unmarshal(b, &envelope) != nil || envelope.DetailType == "" || err != nil || res.Ignore ||
+			len(res.Notices)+len(res.Reservations) == 0 {
+			continue // not an EventBridge event the parser acts on
+		}
+		if _, seen := out[envelope.DetailType]; !seen {
+			out[envelope.DetailType], _ = filepath.Rel(dir, f)
+		}
+	}
+	return out, nil
+})
 
 func readSample(t *testing.T, name string) map[string]any {
 	t.Helper()
@@ -287,9 +308,13 @@ func checkRules(t *testing.T, where string, rules map[string]any, off map[string
 	used := map[string]bool{}
 	for _, kind := range messages.EventKinds() {
 		for _, dt := range kind.DetailTypes {
-			file, ok := noticeSamples[dt]
+			samples, err := noticeSamples()
+			if err != nil {
+				t.Fatal(err)
+			}
+			file, ok := samples[dt]
 			if !ok {
-				t.Errorf("kind %s (%s): no sample in noticeSamples", kind.Name, dt)
+				t.Errorf("kind %s (%s): no sample the parser acts on in its testdata", kind.Name, dt)
 				continue
 			}
 			sample := readSample(t, file)
