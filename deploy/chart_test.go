@@ -104,33 +104,34 @@ func TestLintAndTemplate(t *testing.T) {
 		set  []string
 		want map[string]int // kinds and counts
 	}{
-		// The agent's node restriction is part of every render (TestNodeRestrictionInEveryRender).
+		// The agent's node restriction is part of every render (TestNodeRestrictionInEveryRender),
+		// and so is flow control offline (TestOfflineRender).
 		{"defaults", nil, map[string]int{
 			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1,
-			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
+			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1, "FlowSchema": 1, "PriorityLevelConfiguration": 1,
 		}},
 		{"agent only", []string{"agent.enabled=true", "controller.enabled=false"}, map[string]int{
 			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1,
-			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
+			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1, "FlowSchema": 1, "PriorityLevelConfiguration": 1,
 		}},
 		{"controller only", []string{"agent.enabled=false", "controller.enabled=true", "config.queueUrl=https://sqs.us-east-1.amazonaws.com/123456789012/q"}, map[string]int{
 			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1,
-			"Deployment": 1, "PodDisruptionBudget": 1,
+			"Deployment": 1, "PodDisruptionBudget": 1, "FlowSchema": 1, "PriorityLevelConfiguration": 1,
 		}},
 		{"both, host network, metrics and probes", []string{"controller.enabled=true", "agent.hostNetwork=true", "controller.hostNetwork=true",
 			"config.enablePrometheusServer=true", "config.enableProbesServer=true"}, map[string]int{
 			"ServiceAccount": 2, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1,
 			"DaemonSet": 1, "Deployment": 1, "PodDisruptionBudget": 1,
-			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
+			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1, "FlowSchema": 1, "PriorityLevelConfiguration": 1,
 		}},
 		{"nothing enabled", []string{"agent.enabled=false"}, map[string]int{}},
 		{"agent, node restriction off", []string{"agent.nodeRestriction.enabled=false"}, map[string]int{
-			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1,
+			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1, "FlowSchema": 1, "PriorityLevelConfiguration": 1,
 		}},
 		{"no RBAC, own service accounts", []string{"controller.enabled=true", "rbac.create=false",
 			"agent.serviceAccount.create=false", "agent.serviceAccount.name=a", "controller.serviceAccount.create=false", "controller.serviceAccount.name=c"}, map[string]int{
 			"DaemonSet": 1, "Deployment": 1, "PodDisruptionBudget": 1,
-			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
+			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1, "FlowSchema": 1, "PriorityLevelConfiguration": 1,
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -302,16 +303,17 @@ func TestBadValuesFailWithTheirName(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown setting", []string{"--set", "config.wokers=3"}, `config: Additional property wokers is not allowed`},
-		{"unknown setting for one component", []string{"--set", "controller.enabled=true", "--set", "controller.config.qeueUrl=x"}, `controller.config: Additional property qeueUrl is not allowed`},
-		{"unknown top-level value", []string{"--set", "queueUrl=x"}, `(root): Additional property queueUrl is not allowed`},
-		{"unknown value of the controller", []string{"--set", "controller.replcas=2"}, `controller: Additional property replcas is not allowed`},
-		{"unknown key in an NTH object", []string{"--set", "serviceAccount.anotations.a=b"}, `serviceAccount: Additional property anotations is not allowed`},
+		{"unknown setting", []string{"--set", "config.wokers=3"}, `config.wokers: no such value`},
+		{"unknown setting for one component", []string{"--set", "controller.enabled=true", "--set", "controller.config.qeueUrl=x"}, `controller.config.qeueUrl: no such value`},
+		{"unknown top-level value", []string{"--set", "queueUrl=x"}, `queueUrl: no such value`},
+		{"unknown value of the controller", []string{"--set", "controller.replcas=2"}, `controller.replcas: no such value`},
+		{"unknown key in an NTH object", []string{"--set", "serviceAccount.anotations.a=b"}, `serviceAccount.anotations: no such value`},
 		{"setting the chart manages", []string{"--set", "agent.config.nodeName=n1"}, `setting "nodeName" is set by the chart`},
 		{"mode setting", []string{"--set", "config.enableSqsTerminationDraining=true"}, `setting "enableSqsTerminationDraining" is set by the chart`},
-		{"map value", []string{"--set-json", `config.workers={"a":"b"}`}, `config.workers: Invalid type`},
+		{"map value", []string{"--set-json", `config.workers={"a":"b"}`}, `config.workers: object given, where string, number, boolean or null is wanted`},
+		{"boolean value", []string{"--set", "controller.enabled=yes"}, `controller.enabled: string given, where boolean is wanted`},
 		{"secret reference without key", []string{"--set", "configFromSecret.webhookUrl.name=s"}, "configFromSecret.webhookUrl: key is required"},
-		{"secret reference to unknown setting", []string{"--set", "configFromSecret.webhook.name=s", "--set", "configFromSecret.webhook.key=k"}, "configFromSecret: Additional property webhook is not allowed"},
+		{"secret reference to unknown setting", []string{"--set", "configFromSecret.webhook.name=s", "--set", "configFromSecret.webhook.key=k"}, "configFromSecret.webhook: no such value"},
 		{"service account without name", []string{"--set", "agent.serviceAccount.create=false"}, "agent.serviceAccount.name is required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

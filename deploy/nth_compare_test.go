@@ -166,8 +166,18 @@ func TestNTHReleaseSwitches(t *testing.T) {
 					if svc := objectNamed(ours, "Service", fmt.Sprint(lookupOr(o[0], "metadata.name"))+"-metrics"); svc == nil {
 						t.Errorf("no metrics Service for the ServiceMonitor")
 					}
-				} else if sel, _ := lookupOr(o[0], "spec.selector.matchLabels").(map[string]any); sel["app.kubernetes.io/component"] != component {
-					t.Errorf("PodMonitor selects %v, not the %s", sel, component)
+				} else {
+					sel, _ := lookupOr(o[0], "spec.selector.matchLabels").(map[string]any)
+					var pods map[string]any
+					for _, w := range objectsOfKind(ours, "DaemonSet") {
+						pods, _ = lookupOr(w, "spec.template.metadata.labels").(map[string]any)
+					}
+					for k, v := range sel {
+						if pods[k] != v {
+							t.Errorf("PodMonitor selects %v, not the %s's pods %v", sel, component, pods)
+							break
+						}
+					}
 				}
 			}
 
@@ -263,8 +273,8 @@ func objectNamed(objs []map[string]any, kind, name string) map[string]any {
 	return nil
 }
 
-// podSpecsOf is the pod spec of each DaemonSet and Deployment, keyed by its component label
-// (or its kind, for NTH's).
+// podSpecsOf is the pod spec of each DaemonSet and Deployment, keyed by its component (the
+// suffix of Lifeboat's names), or its kind (NTH's).
 func podSpecsOf(t testing.TB, objs []map[string]any) map[string]corev1.PodSpec {
 	t.Helper()
 	out := map[string]corev1.PodSpec{}
@@ -278,8 +288,10 @@ func podSpecsOf(t testing.TB, objs []map[string]any) map[string]corev1.PodSpec {
 			t.Fatal(err)
 		}
 		key := fmt.Sprint(o["kind"])
-		if c, ok := lookupOr(o, "metadata.labels").(map[string]any)["app.kubernetes.io/component"].(string); ok && (c == "agent" || c == "controller") {
-			key = c
+		for _, c := range []string{"agent", "controller"} {
+			if strings.HasSuffix(fmt.Sprint(lookupOr(o, "metadata.name")), "-"+c) {
+				key = c
+			}
 		}
 		out[key] = spec
 	}

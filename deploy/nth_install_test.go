@@ -158,11 +158,20 @@ func TestNTHValuesFilesInstall(t *testing.T) {
 		if img := container(t, spec).Image; strings.Contains(img, "aws-node-termination-handler") {
 			t.Errorf("image %s is NTH's", img)
 		}
-		if spec.SecurityContext.RunAsUser == nil || *spec.SecurityContext.RunAsUser != 65532 || spec.SecurityContext.FSGroup != nil {
-			t.Errorf("pod security context %+v, want Lifeboat's (user 65532, no fsGroup)", spec.SecurityContext)
+		// What NTH's values.yaml sets is kept as written, at NTH's defaults too: fsGroup and the
+		// container's user and group 1000, its update strategy, probes and Events off, and
+		// draining on the Auto Scaling target lifecycle state.
+		if psc := spec.SecurityContext; psc.FSGroup == nil || *psc.FSGroup != 1000 || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
+			t.Errorf("pod security context %+v, want NTH's fsGroup 1000 beside Lifeboat's defaults", psc)
 		}
-		// NTH's values.yaml names enableASGLifecycleDraining: true, NTH's default: kept.
-		wantEnv("nth-defaults", spec, map[string]string{"ENABLE_PROBES_SERVER": "true", "ENABLE_ASG_LIFECYCLE_DRAINING": "true", "TAINT_NODE": "false"})
+		if sc := container(t, spec).SecurityContext; sc.RunAsUser == nil || *sc.RunAsUser != 1000 || sc.RunAsGroup == nil || *sc.RunAsGroup != 1000 {
+			t.Errorf("container security context %+v, want NTH's user and group 1000", sc)
+		}
+		if u := ds.Spec.UpdateStrategy.RollingUpdate; u == nil || u.MaxUnavailable.String() != "25%" {
+			t.Errorf("update strategy %+v, want NTH's maxUnavailable 25%%", ds.Spec.UpdateStrategy)
+		}
+		wantEnv("nth-defaults", spec, map[string]string{"ENABLE_PROBES_SERVER": "false", "EMIT_KUBERNETES_EVENTS": "false",
+			"ENABLE_ASG_LIFECYCLE_DRAINING": "true", "TAINT_NODE": "false"})
 		if spec.ServiceAccountName != "nth-defaults-aws-node-termination-handler" {
 			t.Errorf("service account %q, want NTH's name for the release, nth-defaults-aws-node-termination-handler", spec.ServiceAccountName)
 		}
@@ -172,13 +181,18 @@ func TestNTHValuesFilesInstall(t *testing.T) {
 	})
 
 	t.Run("queue mode, IRSA, ServiceMonitor", func(t *testing.T) {
-		// The sandbox serves no ServiceMonitor (no Prometheus Operator CRDs): the install fails
-		// naming the key, where a release without its monitor would go unnoticed.
+		// The sandbox serves no ServiceMonitor or PrometheusRule (no Prometheus Operator CRDs):
+		// the install fails naming both keys, in one message, where a release without its
+		// monitor or alerts would go unnoticed.
 		queueValues := write("queue.yaml", nthQueueValues)
-		if _, err := install("nth-queue", queueValues); err == nil || !strings.Contains(err.Error(), "serviceMonitor.create is true, and the cluster serves no monitoring.coreos.com/v1/ServiceMonitor") {
-			t.Fatalf("install with a ServiceMonitor on a cluster without its CRD: %v, want a refusal naming serviceMonitor.create", err)
+		_, err := install("nth-queue", queueValues)
+		for _, want := range []string{"serviceMonitor.create is true, and the cluster serves no monitoring.coreos.com/v1/ServiceMonitor",
+			"prometheusRule.enabled is true, and the cluster serves no monitoring.coreos.com/v1/PrometheusRule"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("install with a ServiceMonitor and a PrometheusRule on a cluster without their CRDs: %v, want a refusal saying %q", err, want)
+			}
 		}
-		out, err := install("nth-queue", queueValues, "--set", "serviceMonitor.create=false")
+		out, err := install("nth-queue", queueValues, "--set", "serviceMonitor.create=false", "--set", "prometheusRule.enabled=false")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,9 +225,8 @@ func TestNTHValuesFilesInstall(t *testing.T) {
 		for _, want := range []string{
 			"queueURL -> config.queueUrl", "enableSqsTerminationDraining -> controller.enabled = true, agent.enabled = false",
 			"serviceAccount.annotations -> controller.serviceAccount.annotations",
-			// The sandbox has no Prometheus Operator CRDs: the notes say no alert rules (a
-			// Lifeboat value) were installed.
-			"no alert rules were installed",
+			// NTH's resources (a 64Mi request, no limit) are kept, without a word on sizing.
+			"resources -> controller.resources",
 		} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the notes do not say %q:\n%s", want, out)
@@ -304,9 +317,32 @@ func TestNTHValuesFilesInstall(t *testing.T) {
 		}
 	})
 
+	t.Run("NTH's labels on an installed release", func(t *testing.T) {
+		// Installed with Lifeboat's labels (as before nthLabels), then upgraded with NTH's: a
+		// workload's selector cannot change, so the upgrade is refused naming what settles it.
+		values := write("labels.yaml", "enableASGLifecycleDraining: true\n")
+		if _, err := install("nth-labels", values, "--set", "nthLabels=false"); err != nil {
+			t.Fatal(err)
+		}
+		upgrade := func(extra ...string) error {
+			_, err := runTool(ctx, h.bin, h.env, append([]string{"upgrade", "nth-labels", chartDir, "--namespace", namespace, "--kubeconfig", c.KubeconfigPath,
+				"--values", values}, extra...)...)
+			return err
+		}
+		err := upgrade()
+		for _, want := range []string{"the DaemonSet " + namespace + "/nth-labels-lifeboat-agent selects", "a selector cannot change: set nthLabels=false to keep it"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("upgrade to NTH's labels: %v, want a refusal saying %q", err, want)
+			}
+		}
+		if err := upgrade("--set", "nthLabels=false"); err != nil {
+			t.Errorf("upgrade keeping Lifeboat's labels: %v", err)
+		}
+	})
+
 	t.Run("unknown key", func(t *testing.T) {
 		_, err := install("nth-typo", write("typo.yaml", "enableSqsTerminationDrainig: true\nqueueURL: https://sqs.eu-west-1.amazonaws.com/123456789012/q\n"))
-		if err == nil || !strings.Contains(err.Error(), "Additional property enableSqsTerminationDrainig is not allowed") {
+		if err == nil || !strings.Contains(err.Error(), "enableSqsTerminationDrainig: no such value") {
 			t.Errorf("install with a misspelt key: %v, want a refusal naming enableSqsTerminationDrainig", err)
 		}
 	})

@@ -27,7 +27,7 @@ type nthEntry struct {
 	Same    bool     `json:"same"`
 	Ignored string   `json:"ignored"`
 	Refuse  string   `json:"refuse"`
-	Restore any      `json:"restore"`
+	Mode    string   `json:"mode"`
 	Note    string   `json:"note"`
 	Legacy  string   `json:"legacy"`
 }
@@ -135,12 +135,6 @@ func TestEveryNTHValueIsMappedOrRefused(t *testing.T) {
 			if _, ok := lookup(lifeboat, strings.Split(key, ".")[0]); !ok {
 				t.Errorf("nth/keys.yaml: %s is marked same, but Lifeboat's values have no %s", key, strings.Split(key, ".")[0])
 			}
-			if restore, has := rawHas(t, key, "restore"); has {
-				want, _ := lookup(lifeboat, key)
-				if asJSON(restore) != asJSON(want) {
-					t.Errorf("nth/keys.yaml: %s restores %s, Lifeboat's default is %s", key, asJSON(restore), asJSON(want))
-				}
-			}
 		}
 		for _, to := range e.To {
 			if _, ok := lookup(lifeboat, to); !ok && !strings.HasPrefix(to, "configFromSecret.") {
@@ -160,6 +154,26 @@ func TestEveryNTHValueIsMappedOrRefused(t *testing.T) {
 		}
 	}
 
+	// A key's mode names the mode whose workload reads the setting it maps to (NOTES say it is
+	// not used in the other): a setting of the agent's group for imds, of the controller's for
+	// queue.
+	groups := map[string]string{}
+	for _, st := range config.Settings() {
+		groups[chartKey(st.Env)] = st.Group
+	}
+	for key, e := range table {
+		want := map[string]string{"imds": "Agent mode", "queue": "Controller mode"}[e.Mode]
+		switch {
+		case e.Mode == "":
+		case want == "":
+			t.Errorf("nth/keys.yaml: %s has mode %q, want imds or queue", key, e.Mode)
+		case len(e.To) != 1 || !strings.HasPrefix(e.To[0], "config."):
+			t.Errorf("nth/keys.yaml: %s has a mode but maps to %v, not one setting", key, e.To)
+		case !strings.HasPrefix(groups[strings.TrimPrefix(e.To[0], "config.")], want):
+			t.Errorf("nth/keys.yaml: %s has mode %s, and %s is a setting of %q", key, e.Mode, e.To[0], groups[strings.TrimPrefix(e.To[0], "config.")])
+		}
+	}
+
 	// Lifeboat's image replaces NTH's: the chart names it in _nth.tpl, and it must be the default.
 	tpl, err := os.ReadFile(filepath.Join(chartDir, "templates", "_nth.tpl"))
 	if err != nil {
@@ -169,14 +183,6 @@ func TestEveryNTHValueIsMappedOrRefused(t *testing.T) {
 	if repo, _ := lookup(lifeboat, "image.repository"); m == nil || string(m[1]) != repo {
 		t.Errorf("_nth.tpl names Lifeboat's image %q; values.yaml's image.repository is %v", m, repo)
 	}
-}
-
-// rawHas reports whether an entry of nth/keys.yaml has a field (a null restore is a value).
-func rawHas(t *testing.T, key, field string) (any, bool) {
-	var raw map[string]map[string]any
-	readYAML(t, filepath.Join(chartDir, "nth", "keys.yaml"), &raw)
-	v, ok := raw[key][field]
-	return v, ok
 }
 
 // nthTestValue is a value other than NTH's default for a key, and what the chart must do
@@ -380,15 +386,22 @@ func set(m map[string]any, path string, v any) {
 	m[parts[len(parts)-1]] = v
 }
 
-// TestNTHDefaultsChangeNothing renders NTH's own values.yaml, and NTH's example values files,
-// through the chart. NTH's defaults give Lifeboat's default release but for two things NTH's
-// values ask for: the agent runs as the ServiceAccount NTH's chart names (so that its IAM
-// role still trusts it), and it drains on the Auto Scaling target lifecycle state, which NTH's
-// values.yaml turns on. An example that leaves the lifecycle state out is refused, naming it.
-func TestNTHDefaultsChangeNothing(t *testing.T) {
+// TestNTHDefaultsGiveWhatNTHGave renders NTH's own values.yaml, and NTH's example values
+// files, through the chart. Every value NTH's values.yaml sets is taken as written, NTH's
+// defaults included, so it gives Lifeboat's release with what NTH gave: NTH's ServiceAccount
+// name (so that its IAM role still trusts it), its labels, fsGroup, user and group, update
+// strategy, liveness timings and DNS policy, Events and probes off, and draining on the Auto
+// Scaling target lifecycle state. An example that leaves the lifecycle state out is refused,
+// naming it.
+func TestNTHDefaultsGiveWhatNTHGave(t *testing.T) {
 	h := newHelm(t)
 	base, err := h.run("template", "lifeboat", chartDir, "--namespace", "kube-system",
-		"--set", "config.enableAsgLifecycleDraining=true", "--set", "agent.serviceAccount.name=lifeboat-aws-node-termination-handler")
+		"--set", "config.enableAsgLifecycleDraining=true", "--set", "agent.serviceAccount.name=lifeboat-aws-node-termination-handler",
+		"--set", "nthLabels=true", "--set", "podSecurityContext.fsGroup=1000",
+		"--set", "securityContext.runAsUser=1000", "--set", "securityContext.runAsGroup=1000",
+		"--set-json", `agent.updateStrategy={"type":"RollingUpdate","rollingUpdate":{"maxUnavailable":"25%"}}`,
+		"--set", "agent.livenessProbe.periodSeconds=5", "--set", "agent.dnsPolicy=ClusterFirstWithHostNet",
+		"--set", "config.emitKubernetesEvents=false", "--set", "config.enableProbesServer=false")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +410,7 @@ func TestNTHDefaultsChangeNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got != base {
-		t.Errorf("NTH's default values change Lifeboat's release beyond the ServiceAccount name and the lifecycle state (first difference at line %d)", firstDifferentLine(got, base))
+		t.Errorf("NTH's default values do not give Lifeboat's release with what NTH gave (first difference at line %d)", firstDifferentLine(got, base))
 	}
 	for _, tc := range []struct {
 		file string
@@ -421,7 +434,8 @@ func TestNTHDefaultsChangeNothing(t *testing.T) {
 
 // TestMonitorsRender checks the ServiceMonitor and PodMonitor where the cluster serves them
 // (no CRD of the Prometheus Operator is pinned here, so they are checked rendered, not
-// installed), and that a monitor without the metrics it scrapes is refused.
+// installed), and that a monitor without the metrics it scrapes is refused
+// (TestWrongModeMonitorSkipped: one for a workload the release leaves out is skipped).
 func TestMonitorsRender(t *testing.T) {
 	h := newHelm(t)
 	apis := []string{"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor", "--api-versions", "monitoring.coreos.com/v1/PodMonitor"}
@@ -486,7 +500,6 @@ func TestMonitorsRender(t *testing.T) {
 	}{
 		{[]string{"--set", "controller.enabled=true", "--set", "serviceMonitor.create=true"}, "serviceMonitor.create needs the controller's metrics"},
 		{[]string{"--set", "podMonitor.create=true"}, "podMonitor.create needs the agents' metrics"},
-		{[]string{"--set", "serviceMonitor.create=true", "--set", "config.enablePrometheusServer=true"}, "controller.enabled is false"},
 	} {
 		_, err := h.run(append([]string{"template", "lifeboat", chartDir}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

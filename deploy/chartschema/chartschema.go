@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Package chartschema writes the chart's values.schema.json from its values.yaml and the NTH
-// keys it takes (nth/keys.yaml): every object the chart defines refuses keys it does not know,
-// so a typo fails the install naming the key, while NTH's keys pass on to the templates, which
-// map or refuse each with a message of its own.
+// Package chartschema writes the chart's schema from its values.yaml and the NTH keys it takes
+// (nth/keys.yaml): every object the chart defines refuses keys it does not know, so a typo
+// fails the install naming the key, while NTH's keys pass on to the templates, which map or
+// refuse each with a message of its own.
+//
+// The chart's templates check values against that schema (schema/values.json), so that a
+// misspelt key is refused in the same message as every other refusal of the render; helm
+// checks the schema before any template runs, so values.schema.json only describes the values
+// (for editors and helm show values) and refuses nothing but a global that is not an object.
 package chartschema
 
 import (
@@ -44,8 +49,57 @@ var retired = map[string]map[string]any{
 	},
 }
 
-// Generate returns the schema for a chart with these values.yaml and nth/keys.yaml.
+// Generate returns the schema for a chart with these values.yaml and nth/keys.yaml, which the
+// templates check: schema/values.json.
 func Generate(valuesYAML, nthKeysYAML []byte) ([]byte, error) {
+	root, err := generate(valuesYAML, nthKeysYAML)
+	if err != nil {
+		return nil, err
+	}
+	return encode(root)
+}
+
+// Describe returns values.schema.json, which helm checks before the templates run: the
+// schema's properties without what it refuses (types, unknown keys, required keys), and
+// global, which helm passes to a chart that is another's dependency, as an object.
+func Describe(valuesYAML, nthKeysYAML []byte) ([]byte, error) {
+	root, err := generate(valuesYAML, nthKeysYAML)
+	if err != nil {
+		return nil, err
+	}
+	described := describe(root)
+	described["$schema"] = root["$schema"]
+	described["title"] = "Lifeboat chart values (the chart's templates check them against schema/values.json)"
+	described["properties"].(map[string]any)["global"] = map[string]any{"type": "object"}
+	return encode(described)
+}
+
+// describe keeps a schema's properties, recursively, and nothing it refuses.
+func describe(schema map[string]any) map[string]any {
+	out := map[string]any{}
+	if props, ok := schema["properties"].(map[string]any); ok {
+		described := map[string]any{}
+		for k, v := range props {
+			sub, _ := v.(map[string]any)
+			described[k] = describe(sub)
+		}
+		out["properties"] = described
+	}
+	return out
+}
+
+func encode(root map[string]any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(root); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func generate(valuesYAML, nthKeysYAML []byte) (map[string]any, error) {
 	var values map[string]any
 	if err := yaml.Unmarshal(valuesYAML, &values); err != nil {
 		return nil, fmt.Errorf("values.yaml: %w", err)
@@ -90,14 +144,9 @@ func Generate(valuesYAML, nthKeysYAML []byte) ([]byte, error) {
 	for _, key := range keys {
 		admit(root, strings.Split(key, "."))
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(root); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	// A chart that is another's dependency gets the parent's global values.
+	root["properties"].(map[string]any)["global"] = map[string]any{"type": "object"}
+	return root, nil
 }
 
 func objectSchema(path string, m map[string]any, config map[string]any) map[string]any {

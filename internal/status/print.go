@@ -50,6 +50,7 @@ func PrintFormat(w io.Writer, r *Report, f output.Format) error {
 		return nil
 	}
 	printHeld(w, r)
+	printBelowSizing(w, r.BelowSizing)
 	printRepairs(w, r.Repairs)
 	return printTable(w, r, f.Name == output.Wide)
 }
@@ -210,4 +211,16 @@ func printHeld(w io.Writer, r *Report) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// printBelowSizing says which controllers run with less than they are sized for.
+func printBelowSizing(w io.Writer, below []BelowSizing) {
+	if len(below) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "BELOW SIZING: %d controller Deployment(s) run with less than the controller is sized for\n", len(below))
+	for _, b := range below {
+		fmt.Fprintf(w, "  %s: %s\n", b.Deployment, dash(b.Why))
+	}
+	fmt.Fprintln(w)
 }

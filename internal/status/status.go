@@ -54,6 +54,9 @@ type Report struct {
 	// Denied are the nodes with a notice held up in the last day because AWS refused a call
 	// Lifeboat needs for want of permission.
 	Denied []HeldNode `json:"awsDenied,omitempty"`
+	// BelowSizing are the controller Deployments whose resources are below what the
+	// controller is sized for (AnnotationBelowSizing), when Deployments can be listed.
+	BelowSizing []BelowSizing `json:"belowSizing,omitempty"`
 }
 
 // HeldNode is a node whose notice the wiring held up.
@@ -170,6 +173,9 @@ func Collect(ctx context.Context, client kubernetes.Interface, cfg *config.Confi
 	}
 	r := &Report{APIVersion: output.APIVersion, Kind: Kind, At: now, Nodes: []Node{}, TargetsRead: opts.Targets != nil,
 		Repairs: repairBreaker(cfg, nodes, len(opts.Nodes) > 0)}
+	if r.BelowSizing, err = belowSizing(ctx, client); err != nil {
+		return nil, err
+	}
 	budgets := budgetCache{client: client, byNamespace: map[string][]policyv1.PodDisruptionBudget{}}
 	var attachments map[string][]string
 	for _, node := range nodes {

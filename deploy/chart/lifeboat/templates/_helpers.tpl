@@ -33,26 +33,56 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
-{{/* Selector labels of one component: (dict "root" $ "component" "agent"). */}}
+{{/*
+Selector labels of one component: (dict "root" $ "component" "agent"). With nthLabels, NTH's
+chart's (its name, nameOverride included; its components daemonset and deployment; the
+DaemonSet's kubernetes.io/os), so that selectors copied from NTH's values still match.
+*/}}
 {{- define "lifeboat.selectorLabels" -}}
+{{- if .root.Values.nthLabels -}}
+app.kubernetes.io/name: {{ default "aws-node-termination-handler" .root.Values.nameOverride | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ ternary "daemonset" "deployment" (eq .component "agent") }}
+{{- if eq .component "agent" }}
+kubernetes.io/os: linux
+{{- end }}
+{{- else -}}
 app.kubernetes.io/name: {{ include "lifeboat.name" .root }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end }}
+{{- end }}
 
+{{/* A component's pod labels beside its selector's: NTH's k8s-app with nthLabels. */}}
+{{- define "lifeboat.podLabels" -}}
+{{ include "lifeboat.selectorLabels" . }}
+{{- if .root.Values.nthLabels }}
+k8s-app: aws-node-termination-handler
+{{- end }}
+{{- end }}
+
+{{/* Labels of one component's objects: the chart's, with the component's selector labels. */}}
 {{- define "lifeboat.componentLabels" -}}
-{{ include "lifeboat.labels" .root }}
-app.kubernetes.io/component: {{ .component }}
+{{- $selector := include "lifeboat.selectorLabels" . | fromYaml -}}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ get $selector "app.kubernetes.io/name" }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+app.kubernetes.io/component: {{ get $selector "app.kubernetes.io/component" }}
+{{- with get $selector "kubernetes.io/os" }}
+kubernetes.io/os: {{ . }}
+{{- end }}
 {{- end }}
 
 {{/* ServiceAccount of one component: (dict "root" $ "component" "agent"). */}}
 {{- define "lifeboat.serviceAccountName" -}}
 {{- $sa := (index .root.Values .component).serviceAccount }}
-{{- if $sa.create }}
+{{- /* Without create, lifeboat.check.values requires a name. */}}
 {{- default (include "lifeboat.componentName" .) $sa.name }}
-{{- else }}
-{{- required (printf "%s.serviceAccount.name is required when %s.serviceAccount.create is false" .component .component) $sa.name }}
-{{- end }}
 {{- end }}
 
 {{- define "lifeboat.image" -}}
@@ -62,15 +92,13 @@ app.kubernetes.io/component: {{ .component }}
 {{/*
 The effective settings of one component: config, then <component>.config key by key. A plain
 loop rather than sprig's merge, which would let a false or 0 override lose to the default.
+(lifeboat.check.values refuses a template file named both here and by the ConfigMap.)
 */}}
 {{- define "lifeboat.effectiveConfig" -}}
 {{- $cfg := dict }}
 {{- range $k, $v := .root.Values.config }}{{ $_ := set $cfg $k $v }}{{ end }}
 {{- range $k, $v := (index .root.Values .component).config }}{{ $_ := set $cfg $k $v }}{{ end }}
 {{- with .root.Values.webhookTemplateConfigMap.name }}
-{{- if get $cfg "webhookTemplateFile" }}
-{{- fail "webhookTemplateConfigMap and config.webhookTemplateFile both name the webhook template: keep one" }}
-{{- end }}
 {{- $_ := set $cfg "webhookTemplateFile" (printf "%s/%s" (include "lifeboat.webhookTemplateDir" $) $.root.Values.webhookTemplateConfigMap.key) }}
 {{- end }}
 {{- toYaml $cfg }}
@@ -116,17 +144,12 @@ spellings of true that the binary accepts (Go's strconv.ParseBool).
 Environment of one component: (dict "root" $ "component" "agent" "controllerMode" "false"): the
 chart's variables, then <component>.extraEnv. A name in extraEnv replaces the chart's variable of
 that name (a pod whose env names a variable twice is refused by server-side apply, and the
-last would win elsewhere); extraEnv naming one variable twice is refused.
+last would win elsewhere); lifeboat.check.values refuses extraEnv naming one variable twice.
 */}}
 {{- define "lifeboat.env" -}}
 {{- $extra := (index .root.Values .component).extraEnv | default list }}
 {{- $names := list }}
-{{- range $extra }}
-{{- if has .name $names }}
-{{- fail (printf "%s.extraEnv names %s twice: keep one" $.component .name) }}
-{{- end }}
-{{- $names = append $names .name }}
-{{- end }}
+{{- range $extra }}{{ $names = append $names .name }}{{ end }}
 {{- $env := list }}
 {{- range (include "lifeboat.chartEnv" . | fromYamlArray) }}
 {{- if not (has .name $names) }}{{ $env = append $env . }}{{ end }}
@@ -159,17 +182,10 @@ last would win elsewhere); extraEnv naming one variable twice is refused.
 - name: LEADER_ELECTION_LEASE_NAME
   value: {{ include "lifeboat.leaseName" . | quote }}
 {{- end }}
+{{- /* The schema holds config's keys to Lifeboat's settings and their values to scalars;
+lifeboat.check.values refuses the settings the chart sets itself. */}}
 {{- range $key, $value := $cfg }}
-{{- if has $key (list "nodeName" "podName" "namespace" "enableSqsTerminationDraining") }}
-{{- fail (printf "setting %q is set by the chart (from the Downward API, or the component's mode): remove it from config / %s.config" $key $.component) }}
-{{- end }}
 {{- $env := get $table $key }}
-{{- if not $env }}
-{{- fail (printf "setting %q (config / %s.config) is not a Lifeboat setting: see the keys under config in the chart's values.yaml" $key $.component) }}
-{{- end }}
-{{- if or (kindIs "map" $value) (kindIs "slice" $value) }}
-{{- fail (printf "setting %q (config / %s.config) must be a string, number or boolean" $key $.component) }}
-{{- end }}
 {{- $s := include "lifeboat.settingValue" $value }}
 {{- if and (ne $s "") (not (hasKey $fromSecret $key)) }}
 - name: {{ $env }}
@@ -196,15 +212,11 @@ hold its connection places. An address the user gives (config, a Secret, extraEn
 {{- end }}
 {{- end }}
 {{- range $key, $ref := $fromSecret }}
-{{- $env := get $table $key }}
-{{- if not $env }}
-{{- fail (printf "configFromSecret.%s is not a Lifeboat setting" $key) }}
-{{- end }}
-- name: {{ $env }}
+- name: {{ get $table $key }}
   valueFrom:
     secretKeyRef:
-      name: {{ required (printf "configFromSecret.%s.name is required" $key) $ref.name }}
-      key: {{ required (printf "configFromSecret.%s.key is required" $key) $ref.key }}
+      name: {{ $ref.name }}
+      key: {{ $ref.key }}
 {{- end }}
 {{- end }}
 
@@ -299,53 +311,5 @@ not 0): the reader ClusterRole is then rendered and bound to the controller.
 {{- $cfg := include "lifeboat.effectiveConfig" (dict "root" . "component" "controller") | fromYaml }}
 {{- $every := include "lifeboat.settingValue" (get $cfg "readinessReportInterval") | trim }}
 {{- if not (has $every (list "" "0" "0s")) }}true{{ end }}
-{{- end }}
-{{- end }}
-
-{{/*
-A workload's rollout strategy: the one given, else the chart's. On the host network a surge
-pod would wait for the old pod's ports forever, so a maxSurge above 0 is refused there.
-(dict "strategy" $given "hostNetwork" $bool "key" "agent.updateStrategy" "default" $chartDefault
-"surgeDefault" Kubernetes' maxSurge when the strategy names none)
-*/}}
-{{- define "lifeboat.updateStrategy" -}}
-{{- $s := .strategy | default .default }}
-{{- if and .hostNetwork $s.rollingUpdate }}
-{{- $surge := toString (hasKey $s.rollingUpdate "maxSurge" | ternary $s.rollingUpdate.maxSurge .surgeDefault) }}
-{{- if not (has $surge (list "0" "0%")) }}
-{{- fail (printf "%s: maxSurge %s with hostNetwork: the new pod would wait for the old pod's host ports forever; use maxSurge 0" .key $surge) }}
-{{- end }}
-{{- end }}
-{{- toYaml $s }}
-{{- end }}
-
-{{/*
-Fails unless some enabled component serves /metrics: alert rules and a dashboard over metrics
-nobody serves would render and stay silent. Call with (dict "root" $ "key" "prometheusRule.enabled").
-*/}}
-{{- define "lifeboat.requireMetrics" -}}
-{{- $served := false }}
-{{- range $component := list "controller" "agent" }}
-{{- if (index $.root.Values $component).enabled }}
-{{- $cfg := include "lifeboat.effectiveConfig" (dict "root" $.root "component" $component) | fromYaml }}
-{{- if include "lifeboat.on" (dict "config" $cfg "key" "enablePrometheusServer") }}{{ $served = true }}{{ end }}
-{{- end }}
-{{- end }}
-{{- if not $served }}
-{{- fail (printf "%s needs Lifeboat's metrics, and the metrics server is off: set config.enablePrometheusServer (ENABLE_PROMETHEUS_SERVER) to true" .key) }}
-{{- end }}
-{{- end }}
-
-{{/*
-A requested monitor renders whether or not the cluster serves its kind, as NTH's chart renders
-it: helm template (Argo CD, a CI check) has no cluster to ask. Installed into a cluster (helm
-reaches it: its default Namespace can be read) that serves no monitoring.coreos.com/v1 <kind>,
-the install fails here naming the key, rather than with the API server's "no matches for kind".
-(dict "root" $ "kind" "PodMonitor" "key" "podMonitor.create")
-*/}}
-{{- define "lifeboat.requireMonitorAPI" -}}
-{{- $api := printf "monitoring.coreos.com/v1/%s" .kind }}
-{{- if and (not (.root.Capabilities.APIVersions.Has $api)) (lookup "v1" "Namespace" "" "default") }}
-{{- fail (printf "%s is true, and the cluster serves no %s (the Prometheus Operator's CRDs are not installed): install the CRDs first, or set %s=false" .key $api .key) }}
 {{- end }}
 {{- end }}

@@ -6,7 +6,7 @@ Pod template of one component: (dict "root" $ "component" "agent" "controllerMod
 {{- $values := index $root.Values .component -}}
 metadata:
   labels:
-    {{- include "lifeboat.selectorLabels" . | nindent 4 }}
+    {{- include "lifeboat.podLabels" . | nindent 4 }}
     {{- with $values.podLabels }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -72,7 +72,7 @@ spec:
       configMap:
         name: {{ $template.name }}
         items:
-          - key: {{ required "webhookTemplateConfigMap.key is required with webhookTemplateConfigMap.name" $template.key }}
+          - key: {{ $template.key }}
             path: {{ $template.key }}
     {{- end }}
     {{- with $values.extraVolumes }}

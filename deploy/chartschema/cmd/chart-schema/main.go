@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Command chart-schema writes deploy/chart/lifeboat/values.schema.json (make manifests runs
-// it; a test fails when the file is stale).
+// Command chart-schema writes deploy/chart/lifeboat/schema/values.json, which the chart's
+// templates check values against, and values.schema.json, which describes them to helm (make
+// manifests runs it; a test fails when either is stale).
 package main
 
 import (
@@ -36,5 +37,15 @@ func run(chart string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(chart, "values.schema.json"), schema, 0o644)
+	described, err := chartschema.Describe(values, keys)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(chart, "schema"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(chart, "schema", "values.json"), schema, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(chart, "values.schema.json"), described, 0o644)
 }
