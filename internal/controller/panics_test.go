@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -116,37 +117,34 @@ func TestMessageWithPanickingNoticeComesBack(t *testing.T) {
 // is counted under site readiness_check and published as a failed run, and the next check runs
 // on time and publishes its findings.
 func TestPeriodicCheckPanicIsThatChecks(t *testing.T) {
-	t.Parallel()
-	c, m, logs := testController(t, 1, nil, nil)
-	var lists atomic.Int32
-	c.client.(*fake.Clientset).PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if lists.Add(1) == 1 {
-			var pods []corev1.Pod
-			_ = pods[0].Name // a bug met on the cluster's pods
+	synctest.Test(t, func(t *testing.T) {
+		c, m, logs := testController(t, 1, nil, nil)
+		var lists atomic.Int32
+		c.client.(*fake.Clientset).PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if lists.Add(1) == 1 {
+				var pods []corev1.Pod
+				_ = pods[0].Name // a bug met on the cluster's pods
+			}
+			return false, nil, nil
+		})
+		stop := checkReports{c: c.Controller, every: time.Minute}.Start(context.Background())
+		synctest.Wait() // the first check, which panics
+		time.Sleep(time.Minute)
+		synctest.Wait() // the next, on time
+		stop()
+		if got := m.Value("lifeboat_readiness_last_run_timestamp_seconds", "result", "ok"); got == 0 {
+			t.Error("no check ran after the one that panicked")
 		}
-		return false, nil, nil
+		if got := m.Value("lifeboat_reconcile_panics_total", "site", "readiness_check"); got != 1 {
+			t.Errorf("lifeboat_reconcile_panics_total{site=readiness_check} = %v, want 1", got)
+		}
+		if got := m.Value("lifeboat_readiness_last_run_timestamp_seconds", "result", "error"); got == 0 {
+			t.Error("the check that panicked is not published as a failed run")
+		}
+		if !strings.Contains(logs.String(), "site=readiness_check") {
+			t.Errorf("the panic is not logged:\n%s", logs)
+		}
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); checkReports{c: c.Controller, every: 10 * time.Millisecond}.run(ctx) }()
-	for deadline := time.Now().Add(10 * time.Second); m.Value("lifeboat_readiness_last_run_timestamp_seconds", "result", "ok") == 0; {
-		if time.Now().After(deadline) {
-			t.Error("no readiness check ran after the one that panicked")
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	cancel()
-	<-done
-	if got := m.Value("lifeboat_reconcile_panics_total", "site", "readiness_check"); got != 1 {
-		t.Errorf("lifeboat_reconcile_panics_total{site=readiness_check} = %v, want 1", got)
-	}
-	if got := m.Value("lifeboat_readiness_last_run_timestamp_seconds", "result", "error"); got == 0 {
-		t.Error("the check that panicked is not published as a failed run")
-	}
-	if !strings.Contains(logs.String(), "site=readiness_check") {
-		t.Errorf("the panic is not logged:\n%s", logs)
-	}
 }
 
 // An informer event whose handling panics (here: a node with a record, offered to a handler
