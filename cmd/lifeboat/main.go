@@ -8,6 +8,7 @@
 //	lifeboat config      print the effective configuration and where each value came from
 //	lifeboat status      the nodes in an interruption episode, and what holds each
 //	lifeboat check       the workloads that could not leave a node within a Spot warning
+//	lifeboat forget      remove what Lifeboat wrote on Nodes (a dry run unless --yes)
 //	lifeboat version     print the build
 //
 // With no command it behaves like aws-node-termination-handler: controller mode when
@@ -32,7 +33,8 @@ import (
 
 // Exit statuses. The daemon's commands keep DESIGN.md's: 0 ok, 1 runtime failure or missing
 // permission, 2 bad configuration. The read-only commands (status, check, version) keep
-// kubectl's custom: 0 clean, 1 findings (check), 2 usage, 3 runtime error.
+// kubectl's custom: 0 clean, 1 findings (check), 2 usage, 3 runtime error; forget, which
+// shares their flags and their plugin, keeps theirs too.
 const (
 	exitOK       = 0
 	exitFailure  = 1 // the daemon: a runtime failure
@@ -43,8 +45,9 @@ const (
 
 // Command groups in the help.
 const (
-	groupDaemon = "daemon"
-	groupRead   = "read"
+	groupDaemon  = "daemon"
+	groupRead    = "read"
+	groupCleanup = "cleanup"
 )
 
 // pluginPrefix is how kubectl finds plugins on PATH.
@@ -135,9 +138,10 @@ daemon's settings. Installed on PATH as kubectl-lifeboat, it is a kubectl plugin
 	if a.plugin {
 		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl lifeboat"}
 		root.Long = `Lifeboat cordons and drains Kubernetes nodes before AWS interrupts, retires or scales in
-their EC2 instances. As a kubectl plugin it offers Lifeboat's read-only commands.`
+their EC2 instances. As a kubectl plugin it offers Lifeboat's read-only commands, and forget.`
 	}
 	root.AddGroup(&cobra.Group{ID: groupRead, Title: "Read-only commands (kubectl's flags; exit 0 ok, 1 findings, 2 usage, 3 error):"},
+		&cobra.Group{ID: groupCleanup, Title: "Clean-up (kubectl's flags; a dry run unless --yes; exit 0 ok, 2 usage, 3 error):"},
 		&cobra.Group{ID: groupDaemon, Title: "The daemon (NTH's settings as environment variables or --setting=value):"})
 	a.kube = newKubeFlags(a.lookupEnv)
 	a.kube.bind(root.PersistentFlags())
@@ -148,7 +152,7 @@ their EC2 instances. As a kubectl plugin it offers Lifeboat's read-only commands
 	if !a.plugin {
 		root.AddCommand(a.daemonCommands()...)
 	}
-	root.AddCommand(a.statusCommand(), a.checkCommand(), a.versionCommand())
+	root.AddCommand(a.statusCommand(), a.checkCommand(), (&forgetCommand{a: a}).command(), a.versionCommand())
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	// Known before Execute, so that "completion" and "help" are commands, not the daemon.

@@ -74,10 +74,10 @@ func newEpisodes(informer cache.SharedIndexInformer, handler *episode.Handler, c
 	return episodes, offer, nil
 }
 
-// hasWork reports whether the node's record has work: pending notices, or an episode that is
-// over, its instance booted again or the node taken back by an operator (given back, its
-// condition cleared, without waiting for a next notice). An invalid record is reported, and
-// never acted on.
+// hasWork reports whether the node's record has work (episode.HasWork): pending notices, an
+// episode that is over, its instance booted again or the node taken back by an operator (given
+// back, its condition cleared, without waiting for a next notice), or what a newer Lifeboat
+// left. An invalid record is reported, and never acted on.
 func hasWork(n *corev1.Node, handler *episode.Handler, cfg *config.Config) bool {
 	if n.Annotations[record.Annotation] == "" {
 		return false
@@ -87,7 +87,7 @@ func hasWork(n *corev1.Node, handler *episode.Handler, cfg *config.Config) bool 
 		handler.ReportInvalidRecord(n, err)
 		return false
 	}
-	return len(episode.Pending(rec, cfg, handler.Origin())) > 0 || record.EpisodeEnded(n, rec) != ""
+	return episode.HasWork(n, rec, cfg, handler.Origin())
 }
 
 // runEpisodes runs the driver until ctx ends or stop is called; stop returns once its

@@ -170,9 +170,10 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 	}
 	h.claims = &claims{origin: o.Origin, holder: holderName(), renewEvery: OwnerRenew, cfg: c, writer: w, metrics: o.Metrics, log: logger, owning: map[string]*renewals{}}
 	h.ends = &ends{cfg: c, writer: w, handled: handled, events: o.Events, metrics: o.Metrics, log: logger, conditions: h.conditions}
+	h.newer.ends = h.ends
 	reports := &reports{webhook: o.Webhook, cfg: c, metrics: o.Metrics, log: logger}
 	h.intake = &intake{cfg: c, origin: o.Origin, log: logger, cordonClient: cordonClient, cordonWriter: cordonWriter, handled: handled,
-		metrics: o.Metrics, events: o.Events, claims: h.claims, drains: h.drains, ends: h.ends, reports: reports, invalid: h.invalid, conditions: h.conditions,
+		metrics: o.Metrics, events: o.Events, claims: h.claims, drains: h.drains, ends: h.ends, reports: reports, invalid: h.invalid, newer: h.newer, conditions: h.conditions,
 		refused: &refusedClaims{reported: newReportedOnce(), log: logger, metrics: o.Metrics, events: o.Events}}
 	h.detachPhase = &detachPhase{waits: guarded(o.DetachWaits, logger, o.Metrics), cfg: c, writer: w, metrics: o.Metrics, events: o.Events, conditions: h.conditions}
 	h.retentions = &retentions{retainer: o.Retainer, cfg: c, writer: w, events: o.Events, metrics: o.Metrics, drains: h.drains}
@@ -260,7 +261,8 @@ func holderName() string {
 var ErrNotOurs = errors.New("node does not belong to the notice's instance")
 
 // ErrNewerRecord means the node's record was written by a newer release of Lifeboat, whose
-// work this binary must not redo: the notice is kept for it.
+// work this binary must neither redo nor undo while it may be at work: the notice is kept for
+// it (or for this binary, once the record is taken back: see record.LeftByNewer).
 var ErrNewerRecord = errors.New("the node's record has a newer schema")
 
 // InstanceIDOf returns the instance id in a node's aws:///<zone>/<instance-id> providerID,

@@ -38,6 +38,7 @@ type intake struct {
 	ends         *ends
 	reports      *reports
 	invalid      *invalidRecords
+	newer        *newerRecords
 	refused      *refusedClaims
 	conditions   *conditions
 }
@@ -136,9 +137,22 @@ func (in *intake) current(ctx context.Context, n notice.Notice, nodeName string,
 		n.Announced = time.Now() // a notice that states no time of its own: when Lifeboat first saw it
 	}
 	if !rec.Known() {
-		// Another release of Lifeboat is at work on this node (a rollout): leave it alone,
-		// and keep the notice (it comes back) for a binary that knows the record.
-		return nil, rec, n, fmt.Errorf("notice %s: node %s: %w (version %d, this binary knows up to %d)", n.ID, nodeName, ErrNewerRecord, rec.Version, record.Version)
+		var (
+			why   string
+			fresh *corev1.Node
+		)
+		if rec.LeftByNewer(node, time.Now()) != "" {
+			if why, fresh, err = in.newer.takeBack(ctx, node); err != nil {
+				return nil, rec, n, fmt.Errorf("notice %s: take node %s back from a newer Lifeboat's record: %w", n.ID, nodeName, err)
+			}
+		}
+		if why == "" {
+			// Another release of Lifeboat is at work on this node (a rollout): leave it alone,
+			// and keep the notice (it comes back) for a binary that knows the record.
+			return nil, rec, n, fmt.Errorf("notice %s: node %s: %w (version %d, this binary knows up to %d)", n.ID, nodeName, ErrNewerRecord, rec.Version, record.Version)
+		}
+		node = fresh // left by the newer Lifeboat: this notice opens an episode of this binary's
+		rec, _ = record.Read(node)
 	}
 	if record.EpisodeEnded(node, rec) != "" {
 		// Close it first: Lifeboat's taints and labels of the old episode go (an operator who

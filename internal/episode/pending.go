@@ -4,6 +4,9 @@ package episode
 
 import (
 	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/notice"
@@ -38,4 +41,19 @@ func Pending(r record.Record, c *config.Config, origin string) []notice.Notice {
 		}
 	}
 	return out
+}
+
+// HasWork reports whether a reconcile of the node has work, now or later: notices pending, an
+// episode that is over (the instance booted again, the node taken back by an operator), a
+// newer Lifeboat's record with an episode open (left to it, then taken back), or open notices
+// of kinds this binary does not know (held, then released). rec is the node's record.
+func HasWork(n *corev1.Node, rec record.Record, c *config.Config, origin string) bool {
+	if !rec.Known() {
+		return rec.Phase != record.PhaseNone && !rec.AllReleased()
+	}
+	if len(Pending(rec, c, origin)) > 0 || record.EpisodeEnded(n, rec) != "" {
+		return true
+	}
+	due, next := unknownDue(rec, time.Now())
+	return len(due) > 0 || !next.IsZero()
 }

@@ -38,13 +38,15 @@ func (h *Handler) Reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 		return 0, nil
 	}
 	if !rec.Known() {
-		h.newer.record(node, rec)
-		return 0, nil
+		return h.newer.leftBehind(ctx, node, rec)
 	}
 	h.newer.notices(node, rec)
 	if record.EpisodeEnded(node, rec) == "" {
 		pending := Pending(rec, h.cfg, h.origin)
-		if len(pending) == 0 || retentionStopped(rec, pending) {
+		if len(pending) == 0 {
+			return h.newer.releaseUnknown(ctx, node, rec) // nothing else to do: no request unless one is due
+		}
+		if retentionStopped(rec, pending) {
 			return 0, nil
 		}
 		if wait := time.Until(drainStart(h.cfg, pending...)); wait > 0 {

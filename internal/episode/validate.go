@@ -103,6 +103,8 @@ type newerRecords struct {
 	log      *slog.Logger
 	metrics  *metrics.Metrics
 	events   *events.Recorder
+	// ends undo Lifeboat's own changes once what a newer Lifeboat wrote is taken back.
+	ends *ends
 }
 
 // record reports a record of a schema version this binary does not know: nothing of it is acted on.

@@ -61,12 +61,14 @@ func TestInvalidRecordReportedOnceAndReplaced(t *testing.T) {
 	}
 }
 
-// What a newer Lifeboat wrote is left to it, and said once: a record of a newer schema
-// version (left whole) and a notice of an unknown kind (left alone beside the others).
+// What a newer Lifeboat wrote is left to it while it may be at work, and said once: a record
+// of a newer schema version (left whole) and a notice of an unknown kind (left alone beside
+// the others).
 func TestLeftToNewerSaidOnce(t *testing.T) {
 	ctx := context.Background()
 	newer := recordtest.Good()
 	newer.Version = record.Version + 1
+	newer.Deadline = time.Now().Add(time.Hour) // its hold (record.NewerHold) runs after it
 	future := recordtest.Good()
 	future.Released = []string{future.Intents[0].ID}
 	unknown := record.Intent{ID: "from-the-future-1", Kind: "from-the-future", Source: string(notice.SourceQueue), InstanceID: recordtest.Instance}

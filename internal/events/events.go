@@ -320,6 +320,17 @@ func (r *Recorder) LeftToNewer(node Node, what string) {
 	r.emit(node, corev1.EventTypeNormal, ReasonLeftToNewer, clip("This Lifeboat leaves "+what+" to a newer Lifeboat: it does not know it"))
 }
 
+// ReasonTakenFromNewer: what a newer Lifeboat left on the node, taken back (Lifeboat's own
+// cordon undone) once its episode is over.
+const ReasonTakenFromNewer = "TakenBackFromNewerLifeboat"
+
+// TakenFromNewer records that this Lifeboat took back what a newer one left on the node (its
+// record, or one of its notices), undoing Lifeboat's own cordon, taints and labels once no
+// notice it knows holds the node: seen after a rollback.
+func (r *Recorder) TakenFromNewer(node Node, what, why string) {
+	r.emit(node, corev1.EventTypeNormal, ReasonTakenFromNewer, clip("This Lifeboat takes back "+what+" a newer Lifeboat left: "+why))
+}
+
 // DetachWaited records that the node waited before its instance was handed back, for what
 // and how long (what: "volumes detached", "load-balancer targets drained").
 func (r *Recorder) DetachWaited(node Node, what string, took time.Duration) {

@@ -67,6 +67,54 @@ func (w *Writer) SetCondition(ctx context.Context, name string, hint *corev1.Nod
 	return res, nil
 }
 
+// RemoveCondition deletes the node's condition of type t from its status, every other
+// condition and status field left as they are: a strategic merge patch of the status
+// subresource that deletes only that entry (conditions merge by type), with the
+// resourceVersion it was computed from, re-read and recomputed on conflict. hint, when not
+// nil, is a recent copy used for a first attempt; "nothing to remove" is decided on a fresh
+// read only.
+func (w *Writer) RemoveCondition(ctx context.Context, name string, hint *corev1.Node, t corev1.NodeConditionType) (Result, error) {
+	current := w.startFrom(name, hint)
+	if current != nil && ConditionOf(current, t) == nil {
+		current = nil
+	}
+	var res Result
+	attempt := func() error {
+		if current == nil {
+			n, err := w.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			current = n
+		}
+		if ConditionOf(current, t) == nil {
+			res = Result{Node: current}
+			return nil
+		}
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": current.ResourceVersion},
+			"status":   map[string]any{"conditions": []map[string]any{{"type": t, "$patch": "delete"}}},
+		})
+		if err != nil {
+			return err
+		}
+		if w.DryRun {
+			res = Result{Node: current, Changed: true, Patch: patch}
+			return nil
+		}
+		updated, err := w.client.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+		if err != nil {
+			return err
+		}
+		res = Result{Node: updated, Changed: true, Patch: patch}
+		return nil
+	}
+	if err := w.retry(ctx, name, "remove condition "+string(t), attempt, func() { current = nil }); err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
 // ConditionOf returns the node's condition of type t, or nil.
 func ConditionOf(n *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition {
 	for i := range n.Status.Conditions {

@@ -294,6 +294,23 @@ func TestWriterAgainstAPIServer(t *testing.T) {
 		if len(n.Status.Conditions) != 2 {
 			t.Errorf("conditions %+v, want theirs and ours", n.Status.Conditions)
 		}
+		// Removed from a stale copy: the conflict is retried, and theirs stays as they left it.
+		stale = get(t, name)
+		other.Message = "theirs, changed again"
+		if _, err := nodes.NewWriter(c.Client).SetCondition(ctx, name, nil, other); err != nil {
+			t.Fatal(err)
+		}
+		conflicts.Store(0)
+		if res, err := lw.RemoveCondition(ctx, name, stale, ours.Type); err != nil || !res.Changed || conflicts.Load() != 1 {
+			t.Fatalf("remove: changed=%v err=%v conflicts=%d; want a removal after one conflict", res.Changed, err, conflicts.Load())
+		}
+		n = get(t, name)
+		if nodes.ConditionOf(n, ours.Type) != nil || len(n.Status.Conditions) != 1 || n.Status.Conditions[0].Message != "theirs, changed again" {
+			t.Errorf("after the removal: %+v, want theirs alone, as they last wrote it", n.Status.Conditions)
+		}
+		if res, err := lw.RemoveCondition(ctx, name, nil, ours.Type); err != nil || res.Changed {
+			t.Errorf("removed again: changed=%v err=%v, want no write", res.Changed, err)
+		}
 	})
 
 	t.Run("a plain patch from a stale copy does lose the taint (why the precondition exists)", func(t *testing.T) {

@@ -3,7 +3,9 @@
 package record
 
 import (
+	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -37,6 +39,27 @@ func BootedAgain(n *corev1.Node, r Record) bool { return r.Open() && bootedAgain
 func bootedAgain(n *corev1.Node, r Record) bool {
 	boot := n.Status.NodeInfo.BootID
 	return r.BootID != "" && boot != "" && boot != r.BootID
+}
+
+// LeftByNewer says why a record of a newer schema, which this binary cannot carry on, is no
+// longer a newer Lifeboat's work, or "" while it may be: a newer Lifeboat still running (an
+// upgrade in progress) must be neither redone nor undone, but after a rollback nothing else
+// would ever give the node back. It reads only the fields every version keeps, and nothing a
+// newer release may do otherwise with the node (whether its episodes cordon, say): no episode
+// open, the instance booted again since it opened, or its deadline more than NewerHold past.
+// A deadline of zero holds the node until one of the others.
+func (r Record) LeftByNewer(n *corev1.Node, now time.Time) string {
+	switch {
+	case r.Known():
+		return ""
+	case r.Phase == PhaseNone || r.AllReleased():
+		return "no episode is open in it"
+	case bootedAgain(n, r):
+		return "the instance booted again since its episode opened"
+	case !r.Deadline.IsZero() && now.After(r.Deadline.Add(NewerHold)):
+		return fmt.Sprintf("its deadline %s is more than %s past", r.Deadline.UTC().Format(time.RFC3339), NewerHold)
+	}
+	return ""
 }
 
 // NextEpisode is what is kept of a record when its episode ends: the notices released for

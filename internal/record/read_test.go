@@ -3,11 +3,15 @@
 package record_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
@@ -130,6 +134,8 @@ func FuzzReadRecord(f *testing.F) {
 	f.Add(`{"version":1,"bootID":"b1","notices":["spot-i-1"],"phase":"drained","finished":["spot-i-1"],"notified":true}`)
 	f.Add(`{"version":3,"intents":[{"id":"a","kind":"asg-termination","source":"queue","instanceID":"i-1","lifecycle":{"group":"g","hook":"h","token":"t"}}]}`)
 	f.Add(`{"version":99}`)
+	f.Add(`{"version":99,"readableFrom":6,"bootID":"b1","notices":["spot-i-1"],"phase":"draining","intents":[{"id":"spot-i-1","kind":"spot-interruption","source":"imds","instanceID":"i-0123456789abcdef0"}],"later":[1]}`)
+	f.Add(`{"version":99,"bootID":"b1","notices":["spot-i-1"],"phase":"later-phase","deadline":"2026-11-28T09:00:00Z","released":["x"]}`)
 	f.Add(`{"phase":"nope"}`)
 	f.Add(`{"version":5,"notices":["asg-term-a"],"phase":"draining","intents":[{"id":"asg-term-a","kind":"asg-termination","source":"queue","instanceID":"i-0123456789abcdef0","lifecycle":{"group":"g","hook":"h"}}],"retained":{"group":"g","notices":["asg-term-a"],"since":"2026-11-28T09:00:00Z","until":"2026-11-29T09:00:00Z"}}`)
 	f.Fuzz(func(t *testing.T, raw string) {
@@ -257,5 +263,100 @@ func TestLongMultiByteDescriptionReadsBack(t *testing.T) {
 		if d := got.Intents[0].Description; d != i.Description || !strings.HasPrefix(n.Description, strings.TrimSuffix(d, "…")) {
 			t.Errorf("prefix %q: description read back %q, want the recorded %q", prefix, d, i.Description)
 		}
+	}
+}
+
+// This binary's records say from which older version they may be carried on, when one may;
+// the field is no part of the record read back.
+func TestRecordSaysReadableFrom(t *testing.T) {
+	node := recordtest.NodeWith("")
+	record.Write(node, recordtest.Good())
+	said := strings.Contains(node.Annotations[record.Annotation], fmt.Sprintf(`"readableFrom":%d`, record.ReadableFrom))
+	if said != (record.ReadableFrom < record.Version) || strings.Contains(node.Annotations[record.Annotation], "readableFrom") != said {
+		t.Errorf("ReadableFrom %d, Version %d, written %s", record.ReadableFrom, record.Version, node.Annotations[record.Annotation])
+	}
+	if r, err := record.Read(node); err != nil || r.ReadableFrom != 0 || r.Version != record.Version {
+		t.Errorf("read back: %+v, %v", r, err)
+	}
+	if record.ReadableFrom > record.Version || record.ReadableFrom < 1 {
+		t.Errorf("ReadableFrom %d is no version up to %d", record.ReadableFrom, record.Version)
+	}
+}
+
+// newerRecord is a record of the next schema version, mid-drain, with a field this binary
+// does not know, saying it may be carried on from readableFrom (0: not said).
+func newerRecord(t *testing.T, readableFrom int) string {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(recordtest.Encode(t, recordtest.Good())), &m); err != nil {
+		t.Fatal(err)
+	}
+	m["version"] = record.Version + 1
+	m["aLaterField"] = map[string]any{"x": 1}
+	if readableFrom > 0 {
+		m["readableFrom"] = readableFrom
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A newer record that says this version may carry it on is read as one of this version's; a
+// write keeps its episode and drops what this version does not know.
+func TestNewerRecordCarriedOn(t *testing.T) {
+	node := recordtest.NodeWith(newerRecord(t, record.Version))
+	r, err := record.Read(node)
+	want := recordtest.Good()
+	if err != nil || r.Version != record.Version || !r.Open() || !reflect.DeepEqual(r.Intents, want.Intents) || !reflect.DeepEqual(r.Owner, want.Owner) {
+		t.Fatalf("read %+v, %v; want the drain's record at version %d", r, err, record.Version)
+	}
+	record.Write(node, r)
+	if raw := node.Annotations[record.Annotation]; strings.Contains(raw, "aLaterField") || !strings.Contains(raw, fmt.Sprintf(`"version":%d`, record.Version)) {
+		t.Errorf("written back: %s", raw)
+	}
+}
+
+// A newer record this version may not carry on is read for the fields every version keeps,
+// and left to the newer Lifeboat until its episode is over by them.
+func TestNewerRecordLeftUntilOver(t *testing.T) {
+	for _, from := range []int{0, record.Version + 1} {
+		node := recordtest.NodeWith(newerRecord(t, from))
+		r, err := record.Read(node)
+		good := recordtest.Good()
+		if err != nil || r.Known() || r.Open() || r.Intents != nil || r.Owner != nil || r.Phase != record.PhaseDraining ||
+			!slices.Equal(r.Notices, good.Notices) || !r.Deadline.Equal(good.Deadline) || r.BootID != good.BootID {
+			t.Fatalf("readableFrom %d: %+v, %v; want the kept fields alone", from, r, err)
+		}
+		for _, tc := range []struct {
+			name string
+			node func(n *corev1.Node)
+			now  time.Time
+			want string
+		}{
+			{"before the deadline", nil, good.Deadline.Add(-time.Minute), ""},
+			{"within the hold after it", nil, good.Deadline.Add(record.NewerHold - time.Minute), ""},
+			{"past the hold", nil, good.Deadline.Add(record.NewerHold + time.Minute), "more than 1h0m0s past"},
+			{"booted again", func(n *corev1.Node) { n.Status.NodeInfo.BootID = "b2" }, good.Deadline, "booted again"},
+			{"uncordoned: a newer release's episode may leave a node schedulable", func(n *corev1.Node) { n.Spec.Unschedulable = false }, good.Deadline, ""},
+		} {
+			n := node.DeepCopy()
+			if tc.node != nil {
+				tc.node(n)
+			}
+			if got := r.LeftByNewer(n, tc.now); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("readableFrom %d, %s: %q, want %q", from, tc.name, got, tc.want)
+			}
+		}
+	}
+	// No episode open in it: taken back at once, keeping what was released for good.
+	closed := `{"version":99,"phase":"","notices":[],"released":["sched-i-0123456789abcdef0-a"],"somethingNew":true}`
+	r, err := record.Read(recordtest.NodeWith(closed))
+	if err != nil || r.LeftByNewer(recordtest.NodeWith(closed), time.Now()) == "" || !slices.Equal(r.NextEpisode(false).Released, r.Released) || r.NextEpisode(false).Version != record.Version {
+		t.Errorf("a newer record with no episode: %+v, %v", r, err)
+	}
+	// What is read of it is input too.
+	if _, err := record.Read(recordtest.NodeWith(`{"version":99,"phase":"draining","notices":["../x"]}`)); err == nil || !strings.Contains(err.Error(), "notices[0]") {
+		t.Errorf("a newer record with a forged notice id: %v", err)
 	}
 }

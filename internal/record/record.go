@@ -66,12 +66,31 @@ func (p *Phase) UnmarshalText(b []byte) error {
 // the next notice, losing the episode's work.
 const Version = 6
 
+// ReadableFrom is the oldest schema version that may carry this binary's records on as its
+// own, written in each record as readableFrom when below Version (absent, a record is readable
+// from its own version only). A binary that finds a record of a newer version reads it as one
+// of its own when readableFrom is at or below its version (what it does not know of it is
+// dropped at its next write), so that after a rollback the episode goes on rather than the
+// node being held. A release that bumps Version sets it to the version before when that
+// version carries the new records on safely, and to Version otherwise: the release before
+// then holds such a record until its episode is over by the fields every version keeps (see
+// LeftByNewer).
+const ReadableFrom = 6
+
+// NewerHold is how long past its deadline a record of a newer schema that this binary cannot
+// read is left to the newer Lifeboat that wrote it (see LeftByNewer): by then a Lifeboat at work
+// has drained the node and handed the instance back, and the instance is gone or stays.
+const NewerHold = time.Hour
+
 // Record is what Lifeboat remembers about a node's interruption: its open episode (one
 // stretch of interruption work: the notices, the phase, the deadline, the webhook claim) and
 // the notices released for good.
 type Record struct {
 	// Version is the schema (Version); 0 in records written before versions.
 	Version int `json:"version,omitempty"`
+	// ReadableFrom is what the record says of itself (see the constant ReadableFrom); set by
+	// Write, cleared by Read.
+	ReadableFrom int `json:"readableFrom,omitempty"`
 	// BootID is the node's status.nodeInfo.bootID when the episode opened: another means the
 	// instance started again, and the episode is over.
 	BootID string `json:"bootID,omitempty"`
