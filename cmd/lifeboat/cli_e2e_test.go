@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -189,7 +190,7 @@ func TestReadOnlyCommandsLikeKubectl(t *testing.T) {
 	})
 	t.Run("status -w prints a node again as its episode changes", func(t *testing.T) {
 		other := w.other
-		out := &sandboxtest.LogBuffer{}
+		out := &watchedBuffer{}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan int, 1)
 		go func() {
@@ -202,9 +203,9 @@ func TestReadOnlyCommandsLikeKubectl(t *testing.T) {
 				t.Errorf("status -w ended with %d", code)
 			}
 		}()
-		waitFor(t, "the first report", func() bool { return strings.Contains(out.String(), w.node) })
+		out.waitFor(t, "the first report", w.node)
 		w.episode(t, other)
-		waitFor(t, "the second node's row", func() bool { return strings.Contains(out.String(), other) })
+		out.waitFor(t, "the second node's row", other)
 	})
 	t.Run("check -n: findings exit 1, none exit 0, forbidden exit 3", func(t *testing.T) {
 		ctx := context.Background()
@@ -374,13 +375,41 @@ func TestBareBinary(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+// watchedBuffer is an output a test waits on, write by write.
+type watchedBuffer struct {
+	mu    sync.Mutex
+	b     strings.Builder
+	wrote chan struct{} // closed and replaced at every write
+}
+
+func (w *watchedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.wrote != nil {
+		close(w.wrote)
+	}
+	w.wrote = make(chan struct{})
+	return w.b.Write(p)
+}
+
+// waitFor waits until the output holds want, failing the test after 30 s.
+func (w *watchedBuffer) waitFor(t *testing.T, what, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	timeout := time.After(30 * time.Second)
+	for {
+		w.mu.Lock()
+		if w.wrote == nil {
+			w.wrote = make(chan struct{})
 		}
-		time.Sleep(50 * time.Millisecond)
+		got, next := w.b.String(), w.wrote
+		w.mu.Unlock()
+		if strings.Contains(got, want) {
+			return
+		}
+		select {
+		case <-next:
+		case <-timeout:
+			t.Fatalf("timed out waiting for %s: %q not in the output", what, want)
+		}
 	}
 }

@@ -189,6 +189,22 @@ func (w *world) nodeWrites(t testing.TB) int {
 	return n
 }
 
+// podLists counts the agent's reads of pods (lists and watches), from the audit log.
+func (w *world) podLists(t testing.TB) int {
+	t.Helper()
+	events, err := w.c.AuditEvents(sandbox.ByUser(w.user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range events {
+		if e.ObjectRef != nil && e.ObjectRef.Resource == "pods" && e.ObjectRef.Subresource == "" && e.Verb == "list" {
+			n++
+		}
+	}
+	return n
+}
+
 func podsLeft(t testing.TB, w *world) []string {
 	t.Helper()
 	list, err := w.c.Client.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + w.node})
@@ -202,13 +218,26 @@ func podsLeft(t testing.TB, w *world) []string {
 	return names
 }
 
-// longRun is how long the "for a while" scenarios last: short in `make test`, two minutes
-// with LIFEBOAT_LONG=1 (the fault suite).
-func longRun() time.Duration {
+// longRun is how many polls the "for a while" scenarios last: a few seconds in `make test`,
+// two minutes of polls at the fastest interval with LIFEBOAT_LONG=1 (the fault suite).
+func longRun() int64 {
 	if os.Getenv("LIFEBOAT_LONG") != "" {
-		return 2 * time.Minute
+		return 1200
 	}
-	return 15 * time.Second
+	return 30
+}
+
+// awaitPolls waits until the agent's polls of path (an imds.Path*) have had n more answers:
+// what a "while" means to an agent that reads instance metadata at its own pace. It fails
+// the test after a minute.
+func (w *world) awaitPolls(t testing.TB, path string, n int64) {
+	t.Helper()
+	full := "/latest/meta-data/" + path
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute+time.Duration(n)*time.Second)
+	defer cancel()
+	if want := w.proxy.Answered(full) + n; !w.proxy.AwaitAnswered(ctx, full, want) {
+		t.Fatalf("%s answered %d times, want %d", full, w.proxy.Answered(full), want)
+	}
 }
 
 func TestAgentEndToEnd(t *testing.T) {
@@ -255,9 +284,9 @@ func TestAgentEndToEnd(t *testing.T) {
 		t.Parallel() // each on a node of its own
 		w := newWorld(t, c, []string{"asglifecycle", "--asg-termination-delay-sec", "0"})
 		w.addPods(t, replicaSetPods("shop", "api", 10)...)
-		w.start(t, "ENABLE_ASG_LIFECYCLE_DRAINING", "true")
+		w.start(t, "ENABLE_ASG_LIFECYCLE_DRAINING", "true", "IMDS_POLL_INTERVAL", "100ms")
 		w.waitPhase(t, record.PhaseDrained, 30*time.Second)
-		time.Sleep(longRun()) // IMDS keeps saying Terminated all along
+		w.awaitPolls(t, imds.PathLifecycleState, longRun()) // IMDS keeps saying Terminated all along
 		ev := w.evictionsByPod(t)
 		if len(ev) != 10 {
 			t.Errorf("%d pods evicted, want 10: %v", len(ev), ev)
@@ -270,7 +299,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		if writes := w.nodeWrites(t); writes > 10 {
 			t.Errorf("%d node writes, want at most 10", writes)
 		} else {
-			t.Logf("node writes: %d; evictions: %d; IMDS requests: %d over %s", writes, len(ev), w.proxy.Requests(), longRun())
+			t.Logf("node writes: %d; evictions: %d; IMDS requests: %d over %d polls after the drain", writes, len(ev), w.proxy.Requests(), longRun())
 		}
 		if !strings.Contains(w.logs.String(), "lifecycle hook times out") {
 			t.Error("no log line saying the lifecycle hook will time out in agent mode")
@@ -319,8 +348,8 @@ func TestAgentEndToEnd(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
-		w.start(t, env...) // a restarted agent must not complete it again
-		time.Sleep(3 * time.Second)
+		w.start(t, env...)                          // a restarted agent must not complete it again
+		w.awaitPolls(t, imds.PathLifecycleState, 5) // each one says Terminated
 		if n := fake.CallCount("autoscaling", "CompleteLifecycleAction"); n != 1 {
 			t.Errorf("%d CompleteLifecycleAction calls, want exactly 1", n)
 		}
@@ -332,7 +361,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		w.addPods(t, replicaSetPods("shop", "cart", 5)...)
 		w.start(t)
 		r := w.waitPhase(t, record.PhaseDrained, 30*time.Second)
-		time.Sleep(3 * time.Second)
+		w.awaitPolls(t, imds.PathSpot, 10) // each one states another time
 		if r, _ = w.record(t); len(r.Notices) != 1 {
 			t.Errorf("record lists %d notices: %v", len(r.Notices), r.Notices)
 		}
@@ -372,8 +401,15 @@ func TestAgentEndToEnd(t *testing.T) {
 		if r, _ := w.record(t); r.Phase != record.PhaseDraining {
 			t.Fatalf("after the stop the record says %s, want draining", r.Phase)
 		}
+		listed := w.podLists(t)
 		w.start(t)
-		time.Sleep(time.Second)
+		// The second agent has taken the drain up again: it has read the node's pods.
+		err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			return w.podLists(t) > listed, nil
+		})
+		if err != nil {
+			t.Fatal("the second agent never read the node's pods")
+		}
 		for _, p := range stuck { // let the terminating pods finish
 			patch := []byte(`{"metadata":{"finalizers":null}}`)
 			if _, err := w.c.Client.CoreV1().Pods(p.Namespace).Patch(context.Background(), p.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
@@ -411,15 +447,11 @@ func TestAgentEndToEnd(t *testing.T) {
 			}
 		}
 		waitHealthy(true)
-		fault := longRun() / 2
 		for _, f := range []sandbox.IMDSFault{sandbox.IMDSServerError, sandbox.IMDSGarbage} {
-			before := w.proxy.Requests()
 			w.proxy.SetFault(f)
 			waitHealthy(false)
-			time.Sleep(fault)
-			if w.proxy.Requests() == before {
-				t.Error("the agent stopped polling during the fault")
-			}
+			// The agent backs off, and goes on polling: a wait for its polls fails if it stopped.
+			w.awaitPolls(t, imds.PathSpot, max(longRun()/100, 1))
 			w.proxy.SetFault(sandbox.IMDSHealthy)
 			waitHealthy(true)
 		}
@@ -449,7 +481,8 @@ func TestAgentEndToEnd(t *testing.T) {
 		if err := os.WriteFile(uptime, []byte("86400.00 170000.00\n"), 0o600); err != nil { // up for a day
 			t.Fatal(err)
 		}
-		_, stop := w.start(t, "TAINT_NODE", "true", "UPTIME_FROM_FILE", uptime)
+		// The fastest poll interval: the scheduled-events path is read every tenth.
+		_, stop := w.start(t, "TAINT_NODE", "true", "UPTIME_FROM_FILE", uptime, "IMDS_POLL_INTERVAL", "100ms")
 		r := w.waitPhase(t, record.PhaseDrained, 30*time.Second)
 		if r.RebootAfter.IsZero() || len(r.Notices) != 1 || !strings.HasPrefix(r.Notices[0], "sched-"+w.instance) {
 			t.Fatalf("record %+v", r)
@@ -460,13 +493,14 @@ func TestAgentEndToEnd(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
-		// The instance reboots: the agent starts again with a fresh uptime. The mock still
-		// reports the event as active, which must not cordon the node again.
-		time.Sleep(1100 * time.Millisecond)
-		if err := os.WriteFile(uptime, []byte("0.50 0.10\n"), 0o600); err != nil {
+		// The instance reboots: the agent starts again with a fresh uptime, one that puts the
+		// boot after the time the record waits for a reboot from. The mock still reports the
+		// event as active, which must not cordon the node again.
+		up := time.Since(r.RebootAfter) / 2
+		if err := os.WriteFile(uptime, fmt.Appendf(nil, "%.3f 0.10\n", up.Seconds()), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		w.start(t, "TAINT_NODE", "true", "UPTIME_FROM_FILE", uptime)
+		w.start(t, "TAINT_NODE", "true", "UPTIME_FROM_FILE", uptime, "IMDS_POLL_INTERVAL", "100ms")
 		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
 			_, n := w.record(t)
 			return !n.Spec.Unschedulable, nil
@@ -486,7 +520,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		if _, ok := n.Labels[nodes.LabelUncordonAfterReboot]; ok {
 			t.Error("uncordon-after-reboot label left")
 		}
-		time.Sleep(3 * time.Second) // several polls of the still-active event
+		w.awaitPolls(t, imds.PathScheduled, 2) // polls of the still-active event
 		if r, n := w.record(t); n.Spec.Unschedulable || !r.AllReleased() {
 			t.Errorf("after the reboot: unschedulable %v, record %+v", n.Spec.Unschedulable, r)
 		}
@@ -496,7 +530,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		t.Parallel() // each on a node of its own
 		active := []string{"events", "--code", "system-maintenance", "--state", "active", "--not-before", inTwoMinutes()}
 		w := newWorld(t, c, active)
-		w.start(t, "CORDON_ONLY", "true", "TAINT_NODE", "true")
+		w.start(t, "CORDON_ONLY", "true", "TAINT_NODE", "true", "IMDS_POLL_INTERVAL", "100ms")
 		w.waitPhase(t, record.PhaseCordoned, 30*time.Second)
 		canceled := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: w.instance, Args: []string{"events", "--code", "system-maintenance", "--state", "canceled", "--not-before", inTwoMinutes()}})
 		if err := w.proxy.SetTarget(canceled.URL); err != nil {
@@ -518,7 +552,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		if _, err := nodes.NewWriter(w.c.Client).Apply(context.Background(), w.node, nil, "admin cordon", func(n *corev1.Node) { n.Spec.Unschedulable = true }); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(3 * time.Second)
+		w.awaitPolls(t, imds.PathScheduled, 2) // each one says canceled
 		if _, n := w.record(t); !n.Spec.Unschedulable {
 			t.Error("an administrator's cordon was undone")
 		}
@@ -530,7 +564,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		w.addPods(t, replicaSetPods("shop", "queue", 2)...)
 		w.start(t, "ENABLE_REBALANCE_MONITORING", "true", "ENABLE_SPOT_INTERRUPTION_DRAINING", "false", "ENABLE_SCHEDULED_EVENT_DRAINING", "false", "TAINT_NODE", "true")
 		r := w.waitPhase(t, record.PhaseCordoned, 30*time.Second)
-		time.Sleep(2 * time.Second)
+		w.awaitPolls(t, imds.PathRebalance, 2) // each one recommends again
 		if r, _ = w.record(t); r.Phase != record.PhaseCordoned || r.Notices[0] != "rebalance-"+w.instance {
 			t.Errorf("record %+v, want cordoned for the rebalance notice", r)
 		}

@@ -5,7 +5,9 @@ package drain
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -36,93 +38,87 @@ func TestDeadlineOnlyMovesEarlier(t *testing.T) {
 }
 
 func TestDeadlineBoundEndsAtTheTightenedTime(t *testing.T) {
-	d := NewDeadline(time.Now().Add(time.Hour))
-	ctx, cancel := d.bound(context.Background())
-	defer cancel()
-	time.Sleep(50 * time.Millisecond)
-	tightened := time.Now().Add(200 * time.Millisecond)
-	d.Tighten(tightened)
-	select {
-	case <-ctx.Done():
-		if late := time.Since(tightened); late < 0 || late > 2*time.Second {
-			t.Errorf("context ended %v after the tightened deadline", late)
+	synctest.Test(t, func(t *testing.T) {
+		d := NewDeadline(time.Now().Add(time.Hour))
+		ctx, cancel := d.bound(context.Background())
+		defer cancel()
+		tightened := time.Now().Add(200 * time.Millisecond)
+		d.Tighten(tightened)
+		<-ctx.Done()
+		if !time.Now().Equal(tightened) {
+			t.Errorf("context ended %v after the tightened deadline, want at it", time.Since(tightened))
 		}
 		if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 			t.Errorf("cause %v, want the deadline", context.Cause(ctx))
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("context still open 10 s after the tightened deadline")
-	}
+	})
 }
 
 // Bound ends margin before the deadline, and sooner when the deadline moves earlier.
 func TestBoundFollowsTheDeadline(t *testing.T) {
-	d := NewDeadline(time.Now().Add(time.Hour))
-	ctx, cancel := d.Bound(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	select {
-	case <-ctx.Done():
-		t.Fatal("ended an hour early")
-	case <-time.After(100 * time.Millisecond):
-	}
-	moved := time.Now()
-	d.Tighten(moved.Add(500 * time.Millisecond))
-	select {
-	case <-ctx.Done():
-		if took := time.Since(moved); took < 250*time.Millisecond {
-			t.Errorf("ended %v after the move; want about 300 ms (the new deadline minus the margin)", took)
+	synctest.Test(t, func(t *testing.T) {
+		d := NewDeadline(time.Now().Add(time.Hour))
+		ctx, cancel := d.Bound(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		synctest.Wait()
+		if ctx.Err() != nil {
+			t.Fatal("ended an hour early")
+		}
+		moved := time.Now()
+		d.Tighten(moved.Add(500 * time.Millisecond))
+		<-ctx.Done()
+		if took := time.Since(moved); took != 300*time.Millisecond {
+			t.Errorf("ended %v after the move; want 300ms (the new deadline minus the margin)", took)
 		}
 		if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 			t.Errorf("cause %v, want the deadline", context.Cause(ctx))
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("did not end after the deadline moved earlier")
-	}
+	})
 }
 
 // OnTighten runs its function at each move earlier and not after stop; a Bound context
 // stops following the deadline once it ends, leaving nothing registered behind.
 func TestOnTightenFollowsUntilStopped(t *testing.T) {
-	d := NewDeadline(time.Now().Add(time.Hour))
-	ran := make(chan struct{}, 4)
-	stop := d.OnTighten(func() { ran <- struct{}{} })
-	d.Tighten(time.Now().Add(time.Minute))
-	d.Tighten(time.Now().Add(time.Hour)) // later: no move, no call
-	select {
-	case <-ran:
-	case <-time.After(5 * time.Second):
-		t.Fatal("not run after the deadline moved earlier")
-	}
-	stop()
-	d.Tighten(time.Now().Add(30 * time.Second))
-	select {
-	case <-ran:
-		t.Fatal("run after stop, or run for a move that was no move")
-	case <-time.After(100 * time.Millisecond):
-	}
+	synctest.Test(t, func(t *testing.T) {
+		d := NewDeadline(time.Now().Add(time.Hour))
+		ran := 0
+		var mu sync.Mutex
+		stop := d.OnTighten(func() { mu.Lock(); defer mu.Unlock(); ran++ })
+		d.Tighten(time.Now().Add(time.Minute))
+		d.Tighten(time.Now().Add(time.Hour)) // later: no move, no call
+		synctest.Wait()
+		mu.Lock()
+		if ran != 1 {
+			t.Fatalf("run %d times after one move earlier, want once", ran)
+		}
+		mu.Unlock()
+		stop()
+		d.Tighten(time.Now().Add(30 * time.Second))
+		synctest.Wait()
+		mu.Lock()
+		if ran != 1 {
+			t.Fatal("run after stop")
+		}
+		mu.Unlock()
 
-	ctx, cancel := d.Bound(context.Background(), time.Second)
+		ctx, cancel := d.Bound(context.Background(), time.Second)
+		if n := following(d); n != 1 {
+			t.Fatalf("a Bound context follows the deadline with %d functions, want 1", n)
+		}
+		cancel()
+		<-ctx.Done()
+		synctest.Wait()
+		if n := following(d); n != 0 {
+			t.Fatalf("an ended Bound context still follows the deadline with %d functions", n)
+		}
+	})
+}
+
+// following is how many functions follow the deadline.
+func following(d *Deadline) int {
 	d.mu.Lock()
-	following := len(d.onTighten)
-	d.mu.Unlock()
-	if following != 1 {
-		t.Fatalf("a Bound context follows the deadline with %d functions, want 1", following)
-	}
-	cancel()
-	<-ctx.Done()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		d.mu.Lock()
-		following = len(d.onTighten)
-		d.mu.Unlock()
-		if following == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("an ended Bound context still follows the deadline")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	defer d.mu.Unlock()
+	return len(d.onTighten)
 }
 
 // An instance that now goes earlier brings the drain forward, less the margin a drain that

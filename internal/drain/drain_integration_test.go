@@ -232,14 +232,18 @@ func TestPodDisruptionBudgets(t *testing.T) {
 		}
 		two := intstr.FromInt32(2)
 		makeGuarded(t, nodes[0].Name, "db", policyv1.PodDisruptionBudgetSpec{MinAvailable: &two})
-		go func() {
-			time.Sleep(2 * time.Second)
+		seen := &observed{}
+		relaxedAt := make(chan time.Time, 1)
+		go func() { // once the budget has refused both pods
+			if !seen.waitBlocked(ctx, "db-0", "db-1") {
+				t.Error("the budget never refused both pods")
+			}
+			relaxedAt <- time.Now()
 			patch := []byte(`{"spec":{"minAvailable":0}}`)
 			if _, err := c.Client.PolicyV1().PodDisruptionBudgets("db").Patch(ctx, "db", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 				t.Error(err)
 			}
 		}()
-		seen := &observed{}
 		// Instrumented and on protobuf, as Lifeboat's clients are: the budget's 429s are told
 		// apart from throttling.
 		rc := rest.CopyConfig(c.AdminConfig)
@@ -251,14 +255,14 @@ func TestPodDisruptionBudgets(t *testing.T) {
 		}
 		d := New(client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1, RetryMin: 100 * time.Millisecond, RetryMax: 400 * time.Millisecond,
 			Observer: seen})
-		start := time.Now()
 		res, err := d.Drain(ctx, nodes[0].Name, time.Now().Add(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
+		relaxed := <-relaxedAt
 		for _, p := range res.Pods {
-			if p.Attempts < 2 || p.Forced || p.EvictedAt.Sub(start) < 2*time.Second {
-				t.Errorf("pod %s: %d attempts, forced %v, evicted after %v; want refused first, then evicted once allowed", p.Pod, p.Attempts, p.Forced, p.EvictedAt.Sub(start))
+			if p.Attempts < 2 || p.Forced || p.EvictedAt.Before(relaxed) {
+				t.Errorf("pod %s: %d attempts, forced %v, evicted %v after the budget allowed it; want refused first, then evicted once allowed", p.Pod, p.Attempts, p.Forced, p.EvictedAt.Sub(relaxed))
 			}
 			if p.BudgetRefusals != p.Attempts-1 {
 				t.Errorf("pod %s: %d of %d attempts counted refused by the budget, want all but the last", p.Pod, p.BudgetRefusals, p.Attempts)
@@ -363,20 +367,49 @@ func (h *heardCodes) counts() (refusals, throttled int) {
 
 // observed is an Observer that notes what it hears.
 type observed struct {
-	mu   sync.Mutex
-	said []string
+	mu      sync.Mutex
+	said    []string
+	blocked map[string]chan struct{} // closed once the pod is reported blocked
 }
 
 func (o *observed) Blocked(pod *Pod, by Blocker) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.said = append(o.said, fmt.Sprintf("blocked %s by %s: %s", pod.Name, by.Budget, by.Detail))
+	close(o.blockedChan(pod.Name))
 }
 
 func (o *observed) Unblocked(pod *Pod, by Blocker, evicted bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.said = append(o.said, fmt.Sprintf("unblocked %s evicted=%v", pod.Name, evicted))
+}
+
+// blockedChan is closed once pod is reported blocked; o.mu is held.
+func (o *observed) blockedChan(pod string) chan struct{} {
+	if o.blocked == nil {
+		o.blocked = map[string]chan struct{}{}
+	}
+	if o.blocked[pod] == nil {
+		o.blocked[pod] = make(chan struct{})
+	}
+	return o.blocked[pod]
+}
+
+// waitBlocked waits until each of pods has been reported blocked (its eviction refused),
+// and reports whether they were before ctx ended.
+func (o *observed) waitBlocked(ctx context.Context, pods ...string) bool {
+	for _, pod := range pods {
+		o.mu.Lock()
+		ch := o.blockedChan(pod)
+		o.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 func (o *observed) sorted() []string {
@@ -423,7 +456,8 @@ func TestPodArrivingDuringTheDrainIsDrainedToo(t *testing.T) {
 	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{})
 	lift := createHeldPod(t, ctx, c, node)
 
-	d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1, RetryMin: 50 * time.Millisecond})
+	seen := &observed{}
+	d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1, RetryMin: 50 * time.Millisecond, Observer: seen})
 	type outcome struct {
 		res *Result
 		err error
@@ -433,9 +467,12 @@ func TestPodArrivingDuringTheDrainIsDrainedToo(t *testing.T) {
 		res, err := d.Drain(ctx, node, time.Now().Add(45*time.Second))
 		done <- outcome{res, err}
 	}()
-	time.Sleep(time.Second) // the drain has listed the node and is held by the budget
+	if !seen.waitBlocked(ctx, "held") { // the drain has listed the node and is held by the budget
+		t.Fatal("the held pod's eviction was never refused")
+	}
 	createPods(t, ctx, c, newPod("apps", "late", node, ownedBy("ReplicaSet", "web")))
-	time.Sleep(500 * time.Millisecond)
+	// The drain's watch delivers events in the server's order: it sees the late pod before it
+	// sees the held pod gone, which it waits for before it looks for late pods.
 	lift()
 
 	got := <-done
@@ -646,7 +683,8 @@ func TestDoNotDisruptLeavesLastAndOnlyUnderAReclaim(t *testing.T) {
 			}
 			done <- res
 		}()
-		time.Sleep(time.Second)
+		// The drain is under way: the ordinary pod is leaving, and batch-2 waits for its turn.
+		sandboxtest.UntilPod(t, ctx, c.Client, "apps", "web-2", "web-2 evicted", func(p *corev1.Pod) bool { return p == nil || p.DeletionTimestamp != nil })
 		tightened := time.Now()
 		deadline.Tighten(tightened.Add(8 * time.Second))
 		res := <-done

@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -123,7 +122,8 @@ func TestSharedInformerFollowsLateAndTerminatingPods(t *testing.T) {
 	lift := createHeldPod(t, ctx, c, node, stopping)
 
 	shared := sharedPods(t, c.Client)
-	d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1, RetryMin: 50 * time.Millisecond, Pods: shared})
+	seen := &observed{}
+	d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1, RetryMin: 50 * time.Millisecond, Pods: shared, Observer: seen})
 	type outcome struct {
 		res *Result
 		err error
@@ -133,16 +133,19 @@ func TestSharedInformerFollowsLateAndTerminatingPods(t *testing.T) {
 		res, err := d.Drain(ctx, node, time.Now().Add(45*time.Second))
 		done <- outcome{res, err}
 	}()
-	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return shared.Following() == 1, nil
-	})
-	if err != nil {
-		t.Fatal("the drain never started following its node")
+	if !seen.waitBlocked(ctx, "held") { // the drain has listed the node and is held by the budget
+		t.Fatal("the held pod's eviction was never refused")
 	}
-	time.Sleep(500 * time.Millisecond) // the drain has listed the node and is held by the budget
+	if n := shared.Following(); n != 1 {
+		t.Fatalf("the informer follows %d drains, want the one", n)
+	}
 	createPods(t, ctx, c, newPod("apps", "late", node, ownedBy("ReplicaSet", "web")))
-	time.Sleep(500 * time.Millisecond)
+	// The informer delivers events in the server's order: the drain sees the late pod before it
+	// sees the held pod gone, which it waits for before it looks for late pods.
 	lift()
+	sandboxtest.UntilPod(t, ctx, c.Client, "apps", "held", "the held pod gone", func(p *corev1.Pod) bool { return p == nil })
+	// Real time: room for a drain that would wrongly go on as if the terminating pod were
+	// gone, and end, to do so. Nothing the drain does says it decided to wait.
 	time.Sleep(time.Second)
 	select {
 	case got := <-done:

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,11 +102,17 @@ func TestDrainPanicsStayInTheirUnit(t *testing.T) {
 			if tt.last {
 				deadline = NewDeadline(time.Now().Add(3 * time.Second)) // its turn comes at once
 			}
-			if tt.tighten > 0 {
-				go func() { // once the three evictions are accepted (or the test gives up)
-					for end := time.Now().Add(5 * time.Second); evictions(client) < 3 && time.Now().Before(end); {
-						time.Sleep(5 * time.Millisecond)
+			if tt.tighten > 0 { // once the three evictions are accepted
+				accepted := make(chan struct{})
+				var n atomic.Int32
+				client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+					if a.GetSubresource() == "eviction" && n.Add(1) == 3 {
+						close(accepted)
 					}
+					return false, nil, nil // answered by the reactors tt.react set
+				})
+				go func() {
+					<-accepted
 					deadline.Tighten(time.Now().Add(tt.tighten))
 				}()
 			}
@@ -163,15 +170,4 @@ func acceptEvictions(c *fake.Clientset) {
 	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		return a.GetSubresource() == "eviction", nil, nil
 	})
-}
-
-// evictions counts the eviction requests the fake API server was sent.
-func evictions(c *fake.Clientset) int {
-	n := 0
-	for _, a := range c.Actions() {
-		if a.GetVerb() == "create" && a.GetSubresource() == "eviction" {
-			n++
-		}
-	}
-	return n
 }

@@ -56,28 +56,36 @@ func TestEvictionSlotsOrderByDeadline(t *testing.T) {
 // 500 acquirers on 8 slots: never more than 8 held at once, and all served.
 func TestEvictionSlotsBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		const acquirers = 500
 		s := newEvictionSlots(8)
-		var held, peak, served atomic.Int32
+		var held, served atomic.Int32
+		free := make(chan struct{}) // each send has one holder give its slot back
 		var wg sync.WaitGroup
-		for i := range 500 {
+		for i := range acquirers {
 			wg.Go(func() {
 				release, err := s.acquire(context.Background(), time.Now().Add(time.Duration(i%7)*time.Second))
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				n := held.Add(1)
-				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-				}
-				time.Sleep(10 * time.Millisecond)
+				held.Add(1)
+				<-free
 				held.Add(-1)
 				served.Add(1)
 				release()
 			})
 		}
+		// Once everything waits, the 8 slots are held, or as many acquirers as are left.
+		for done := range acquirers {
+			synctest.Wait()
+			if n, want := held.Load(), int32(min(8, acquirers-done)); n != want {
+				t.Fatalf("%d slots held with %d of %d served; want %d", n, done, acquirers, want)
+			}
+			free <- struct{}{}
+		}
 		wg.Wait()
-		if peak.Load() > 8 || served.Load() != 500 {
-			t.Errorf("peak %d held (bound 8), %d of 500 served", peak.Load(), served.Load())
+		if served.Load() != acquirers {
+			t.Errorf("%d of %d served", served.Load(), acquirers)
 		}
 	})
 }

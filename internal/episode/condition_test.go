@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,90 +29,111 @@ import (
 // held; further changes of the held pods are written at most once per refresh interval,
 // coalesced; the end turns it False and forgets the node.
 func TestConditionWrites(t *testing.T) {
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
-	client := fake.NewClientset(node)
-	c := newConditions(nodes.NewWriter(client), slog.New(slog.DiscardHandler))
-	c.refresh = 500 * time.Millisecond
-	var (
-		mu   sync.Mutex
-		held []string
-	)
-	c.held = func(string) []string { mu.Lock(); defer mu.Unlock(); return held }
-	hold := func(pods ...string) {
-		mu.Lock()
-		held = pods
-		mu.Unlock()
-		c.heldChanged("n1")
-	}
-	writes := func() int {
-		n := 0
-		for _, a := range client.Actions() {
-			if a.GetVerb() == "patch" && a.GetSubresource() == "status" {
-				n++
+	synctest.Test(t, func(t *testing.T) {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+		client := fake.NewClientset(node)
+		c := newConditions(nodes.NewWriter(client), slog.New(slog.DiscardHandler))
+		c.refresh = 500 * time.Millisecond
+		var (
+			mu   sync.Mutex
+			held []string
+		)
+		c.held = func(string) []string { mu.Lock(); defer mu.Unlock(); return held }
+		hold := func(pods ...string) {
+			mu.Lock()
+			held = pods
+			mu.Unlock()
+			c.heldChanged("n1")
+		}
+		writes := func() int {
+			n := 0
+			for _, a := range client.Actions() {
+				if a.GetVerb() == "patch" && a.GetSubresource() == "status" {
+					n++
+				}
+			}
+			return n
+		}
+		current := func() *corev1.NodeCondition {
+			n, err := client.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return nodes.ConditionOf(n, nodes.ConditionInterruption)
+		}
+		// Each write of the condition is told, so that a wait for it lets the bubble's clock run
+		// on to the refresh that makes it.
+		var wroteMu sync.Mutex
+		wrote := make(chan struct{})
+		client.PrependReactor("patch", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+			wroteMu.Lock()
+			defer wroteMu.Unlock()
+			close(wrote)
+			wrote = make(chan struct{})
+			return false, nil, nil
+		})
+		waitWrites := func(want int, what string) {
+			t.Helper()
+			for {
+				wroteMu.Lock()
+				next := wrote
+				wroteMu.Unlock()
+				if writes() >= want {
+					break
+				}
+				select {
+				case <-next:
+				case <-time.After(time.Hour):
+					t.Fatalf("%s: %d writes in an hour, want %d", what, writes(), want)
+				}
+			}
+			synctest.Wait() // and no more
+			if writes() != want {
+				t.Fatalf("%s: %d writes, want %d; condition %+v", what, writes(), want, current())
 			}
 		}
-		return n
-	}
-	current := func() *corev1.NodeCondition {
-		n, err := client.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return nodes.ConditionOf(n, nodes.ConditionInterruption)
-	}
-	waitWrites := func(want int, what string) {
-		t.Helper()
-		if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-			return writes() >= want, nil
-		}); err != nil || writes() != want {
-			t.Fatalf("%s: %d writes, want %d; condition %+v", what, writes(), want, current())
-		}
-	}
 
-	c.set(node, ConditionEpisodeEnded, "never shown")
-	time.Sleep(50 * time.Millisecond)
-	if writes() != 0 {
-		t.Fatalf("clearing a condition never shown wrote %d times", writes())
-	}
-	c.set(node, ConditionDraining, "Draining for notice x")
-	waitWrites(1, "draining")
-	hold("shop/a (budget)")
-	waitWrites(2, "the first held pod, at once")
-	if got := current(); got.Message != "Draining for notice x; 1 pod(s) held: shop/a (budget)" {
-		t.Errorf("message %q", got.Message)
-	}
-	began := time.Now()
-	hold("shop/a (budget)", "shop/b (budget)")
-	hold("shop/a (budget)", "shop/b (budget)", "shop/c (budget)")
-	time.Sleep(100 * time.Millisecond)
-	if writes() != 2 {
-		t.Fatalf("held pods changing within the refresh interval wrote at once: %d writes", writes())
-	}
-	waitWrites(3, "the refresh, coalesced")
-	if took := time.Since(began); took < 300*time.Millisecond {
-		t.Errorf("refreshed after %v, want about the interval", took)
-	}
-	if got := current(); got.Message != "Draining for notice x; 3 pod(s) held: shop/a (budget); shop/b (budget); shop/c (budget)" {
-		t.Errorf("message %q", got.Message)
-	}
-	c.set(node, ConditionHandedBack, "handed back")
-	waitWrites(4, "handed back, at once")
-	c.set(node, ConditionHandedBack, "handed back")
-	c.set(node, ConditionEpisodeEnded, "over")
-	waitWrites(5, "the end")
-	if got := current(); got.Status != corev1.ConditionFalse || got.Reason != ConditionEpisodeEnded {
-		t.Errorf("after the end: %+v", got)
-	}
-	_ = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Second, true, func(context.Context) (bool, error) {
+		c.set(node, ConditionEpisodeEnded, "never shown")
+		synctest.Wait()
+		if writes() != 0 {
+			t.Fatalf("clearing a condition never shown wrote %d times", writes())
+		}
+		c.set(node, ConditionDraining, "Draining for notice x")
+		waitWrites(1, "draining")
+		hold("shop/a (budget)")
+		waitWrites(2, "the first held pod, at once")
+		if got := current(); got.Message != "Draining for notice x; 1 pod(s) held: shop/a (budget)" {
+			t.Errorf("message %q", got.Message)
+		}
+		began := time.Now()
+		hold("shop/a (budget)", "shop/b (budget)")
+		hold("shop/a (budget)", "shop/b (budget)", "shop/c (budget)")
+		synctest.Wait()
+		if writes() != 2 {
+			t.Fatalf("held pods changing within the refresh interval wrote at once: %d writes", writes())
+		}
+		waitWrites(3, "the refresh, coalesced")
+		if took := time.Since(began); took != c.refresh {
+			t.Errorf("refreshed after %v, want the interval %v", took, c.refresh)
+		}
+		if got := current(); got.Message != "Draining for notice x; 3 pod(s) held: shop/a (budget); shop/b (budget); shop/c (budget)" {
+			t.Errorf("message %q", got.Message)
+		}
+		c.set(node, ConditionHandedBack, "handed back")
+		waitWrites(4, "handed back, at once")
+		c.set(node, ConditionHandedBack, "handed back")
+		c.set(node, ConditionEpisodeEnded, "over")
+		waitWrites(5, "the end")
+		if got := current(); got.Status != corev1.ConditionFalse || got.Reason != ConditionEpisodeEnded {
+			t.Errorf("after the end: %+v", got)
+		}
+		synctest.Wait()
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return len(c.shown) == 0 && c.workers == 0, nil
+		if len(c.shown) != 0 || c.workers != 0 {
+			t.Errorf("after the end: %d nodes remembered, %d workers", len(c.shown), c.workers)
+		}
 	})
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.shown) != 0 || c.workers != 0 {
-		t.Errorf("after the end: %d nodes remembered, %d workers", len(c.shown), c.workers)
-	}
 }
 
 // A process new to a node (a restart, or a leader taking over the last one's drains) sends
@@ -121,47 +143,41 @@ func TestConditionWrites(t *testing.T) {
 // this, a new leader rewrote every draining node's condition, unchanged, in the middle of
 // the evictions it had taken over.
 func TestConditionTakenOverNotRewritten(t *testing.T) {
-	shown := corev1.NodeCondition{Type: nodes.ConditionInterruption, Status: corev1.ConditionTrue, Reason: ConditionDraining,
-		Message: drainingMessage("spot-i-1", time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))}
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{shown}}}
-	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
-		{Type: nodes.ConditionInterruption, Status: corev1.ConditionTrue, Reason: ConditionCordoned, Message: "Cordoned for notice spot-i-2"}}}}
-	client := fake.NewClientset(node, other)
-	c := newConditions(nodes.NewWriter(client), slog.New(slog.DiscardHandler))
-	// requests about the node: a read to check counts as much as a write
-	writesTo := func(name string) int {
-		n := 0
-		for _, a := range client.Actions() {
-			if p, ok := a.(interface{ GetName() string }); ok && p.GetName() == name {
-				n++
-			}
-		}
-		return n
-	}
-	settle := func(want map[string]int) {
-		t.Helper()
-		err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-			for name, n := range want {
-				if writesTo(name) < n {
-					return false, nil
+	synctest.Test(t, func(t *testing.T) {
+		shown := corev1.NodeCondition{Type: nodes.ConditionInterruption, Status: corev1.ConditionTrue, Reason: ConditionDraining,
+			Message: drainingMessage("spot-i-1", time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))}
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{shown}}}
+		other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: nodes.ConditionInterruption, Status: corev1.ConditionTrue, Reason: ConditionCordoned, Message: "Cordoned for notice spot-i-2"}}}}
+		client := fake.NewClientset(node, other)
+		c := newConditions(nodes.NewWriter(client), slog.New(slog.DiscardHandler))
+		// requests about the node: a read to check counts as much as a write
+		writesTo := func(name string) int {
+			n := 0
+			for _, a := range client.Actions() {
+				if p, ok := a.(interface{ GetName() string }); ok && p.GetName() == name {
+					n++
 				}
 			}
-			return true, nil
-		})
-		time.Sleep(100 * time.Millisecond) // room for a write that should not come
-		for name, n := range want {
-			if got := writesTo(name); got != n || err != nil {
-				t.Fatalf("%s: %d requests, want %d", name, got, n)
+			return n
+		}
+		settle := func(want map[string]int) {
+			t.Helper()
+			synctest.Wait() // every write made, and none that should not come
+			for name, n := range want {
+				if got := writesTo(name); got != n {
+					t.Fatalf("%s: %d requests, want %d", name, got, n)
+				}
 			}
 		}
-	}
 
-	c.set(node, ConditionDraining, shown.Message)
-	c.set(other, ConditionDraining, drainingMessage("spot-i-2", time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)))
-	settle(map[string]int{"n1": 0, "n2": 1})
+		c.set(node, ConditionDraining, shown.Message)
+		c.set(other, ConditionDraining, drainingMessage("spot-i-2", time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)))
+		settle(map[string]int{"n1": 0, "n2": 1})
 
-	c.set(node, ConditionHandedBack, "Drained and handed back")
-	settle(map[string]int{"n1": 1, "n2": 1})
+		c.set(node, ConditionHandedBack, "Drained and handed back")
+		settle(map[string]int{"n1": 1, "n2": 1})
+	})
 }
 
 // The condition's last write of a drain (handed back) starts from the node as the write that

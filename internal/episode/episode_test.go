@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -108,40 +109,45 @@ func TestReleaseAfterOperatorUncordon(t *testing.T) {
 
 // A scheduled event canceled while its notice waits for its start: no drain.
 func TestReleasedWhileWaitingForStart(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	inst := "i-0123456789abcdef0"
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1"},
-		Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + inst}}
-	node.Status.NodeInfo.BootID = "b1"
-	client := fake.NewSimpleClientset(node)
-	// Drains start NODE_TERMINATION_GRACE_PERIOD before the event (at least 30 s ahead): in 2 s.
-	h := NewHandler(sandboxtest.Config(t, "", "NODE_TERMINATION_GRACE_PERIOD", "29"), client, slog.New(slog.DiscardHandler), Options{})
-	drained := 0
-	h.completion.completer = CompleteFunc(func(ctx context.Context, _ string, n notice.Notice) (*lifecycle.Completed, error) {
-		drained++
-		return nil, nil
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		inst := "i-0123456789abcdef0"
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1"},
+			Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + inst}}
+		node.Status.NodeInfo.BootID = "b1"
+		client := fake.NewSimpleClientset(node)
+		// Drains start NODE_TERMINATION_GRACE_PERIOD before the event (at least 30 s ahead): in 2 s.
+		h := NewHandler(sandboxtest.Config(t, "", "NODE_TERMINATION_GRACE_PERIOD", "29"), client, slog.New(slog.DiscardHandler), Options{})
+		drained := 0
+		h.completion.completer = CompleteFunc(func(ctx context.Context, _ string, n notice.Notice) (*lifecycle.Completed, error) {
+			drained++
+			return nil, nil
+		})
+		x := notice.Notice{ID: notice.ID(notice.ScheduledMaintenance, inst, "evt"), Kind: notice.ScheduledMaintenance, Source: notice.SourceQueue,
+			InstanceID: inst, Deadline: time.Now().Add(31 * time.Second), Action: "instance-stop"}
+		done := make(chan error)
+		go func() { done <- h.Handle(ctx, x, "n1") }()
+		synctest.Wait() // the notice is recorded, and its drain waits for its start
+		if n, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{}); !recordHas(n, x.ID) {
+			t.Fatalf("the notice is not recorded while it waits for its start: %s", n.Annotations[record.Annotation])
+		}
+		rel := x
+		rel.Released = true // AWS Health sends the event again, closed (canceled)
+		if err := h.Handle(ctx, rel, "n1"); err != nil {
+			t.Fatal(err)
+		}
+		n, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		t.Logf("after release: unschedulable %v record %s", n.Spec.Unschedulable, n.Annotations[record.Annotation])
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		n, _ = client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		t.Logf("after the wait: unschedulable %v completions %d record %s", n.Spec.Unschedulable, drained, n.Annotations[record.Annotation])
+		if drained > 0 {
+			t.Errorf("a released notice drained the node")
+		}
 	})
-	x := notice.Notice{ID: notice.ID(notice.ScheduledMaintenance, inst, "evt"), Kind: notice.ScheduledMaintenance, Source: notice.SourceQueue,
-		InstanceID: inst, Deadline: time.Now().Add(31 * time.Second), Action: "instance-stop"}
-	done := make(chan error)
-	go func() { done <- h.Handle(ctx, x, "n1") }()
-	time.Sleep(500 * time.Millisecond)
-	rel := x
-	rel.Released = true // AWS Health sends the event again, closed (canceled)
-	if err := h.Handle(ctx, rel, "n1"); err != nil {
-		t.Fatal(err)
-	}
-	n, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-	t.Logf("after release: unschedulable %v record %s", n.Spec.Unschedulable, n.Annotations[record.Annotation])
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	n, _ = client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-	t.Logf("after the wait: unschedulable %v completions %d record %s", n.Spec.Unschedulable, drained, n.Annotations[record.Annotation])
-	if drained > 0 {
-		t.Errorf("a released notice drained the node")
-	}
 }
 
 // An episode that ends by a new boot releases its scheduled events (they happened), not its
@@ -265,4 +271,10 @@ func TestDryRunShowsANoticeOnce(t *testing.T) {
 			t.Errorf("a dry run wrote: %v", a)
 		}
 	}
+}
+
+// recordHas reports whether the node's record lists notice id.
+func recordHas(n *corev1.Node, id string) bool {
+	r, err := record.Read(n)
+	return err == nil && r.Has(id)
 }

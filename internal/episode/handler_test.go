@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/lifecycle"
+	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/test/sandbox"
@@ -124,7 +126,10 @@ func TestHandlerCoalescing(t *testing.T) {
 			InstanceID: inst, Deadline: time.Now().Add(time.Hour)}
 		hookDone := make(chan error, 1)
 		go func() { hookDone <- h.Handle(ctx, hook, node) }()
-		time.Sleep(2 * time.Second) // the hook's drain is running, its evictions refused
+		sandboxtest.UntilNode(t, ctx, client, node, "the hook's drain running, its evictions refused", func(n *corev1.Node) bool {
+			c := nodes.ConditionOf(n, nodes.ConditionInterruption)
+			return c != nil && strings.Contains(c.Message, "pod(s) held")
+		})
 		spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, InstanceID: inst, Deadline: time.Now().Add(10 * time.Second)}
 		joined := time.Now()
 		if err := h.Handle(ctx, spot, node); err != nil {
@@ -156,11 +161,14 @@ func TestHandlerCoalescing(t *testing.T) {
 		h := episode.NewHandler(sandboxtest.Config(t, ""), client, slog.New(slog.DiscardHandler), episode.Options{})
 		ctx, cancel := context.WithCancel(context.Background())
 		scheduledDone := make(chan error, 1)
-		go func() {
-			scheduledDone <- h.Handle(ctx, notice.Notice{ID: notice.ID(notice.ScheduledMaintenance, inst, "instance-event-1"), Kind: notice.ScheduledMaintenance,
-				InstanceID: inst, Deadline: time.Now().Add(72 * time.Hour), Action: "system-maintenance"}, node)
-		}()
-		time.Sleep(500 * time.Millisecond) // the scheduled notice is now waiting for its start
+		scheduled := notice.Notice{ID: notice.ID(notice.ScheduledMaintenance, inst, "instance-event-1"), Kind: notice.ScheduledMaintenance,
+			InstanceID: inst, Deadline: time.Now().Add(72 * time.Hour), Action: "system-maintenance"}
+		go func() { scheduledDone <- h.Handle(ctx, scheduled, node) }()
+		// Recorded: the scheduled notice's drain now waits for its start.
+		sandboxtest.UntilNode(t, ctx, client, node, "the scheduled notice recorded", func(n *corev1.Node) bool {
+			r, err := record.Read(n)
+			return err == nil && r.Has(scheduled.ID)
+		})
 		spotCtx, spotCancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer spotCancel()
 		spot := notice.Notice{ID: notice.ID(notice.SpotInterruption, inst, "terminate"), Kind: notice.SpotInterruption, InstanceID: inst, Deadline: time.Now().Add(2 * time.Minute)}

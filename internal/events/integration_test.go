@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,16 +85,20 @@ func TestEventsAgainstAPIServer(t *testing.T) {
 		}
 		return n
 	}
-	newRecorder := func(t *testing.T, pairs ...string) (*events.Recorder, *sandboxtest.LogBuffer) {
+	newCountingRecorder := func(t *testing.T, dropped events.DropCounter, pairs ...string) (*events.Recorder, *sandboxtest.LogBuffer) {
 		t.Helper()
 		cfg := sandboxtest.Config(t, "", append([]string{"NODE_NAME", "lifeboat-host"}, pairs...)...)
 		logs := &sandboxtest.LogBuffer{}
-		r, stop, err := events.New(c.Client, wiring.Events(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), nil))
+		r, stop, err := events.New(c.Client, wiring.Events(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), dropped))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(stop)
 		return r, logs
+	}
+	newRecorder := func(t *testing.T, pairs ...string) (*events.Recorder, *sandboxtest.LogBuffer) {
+		t.Helper()
+		return newCountingRecorder(t, nil, pairs...)
 	}
 	deadline := time.Now().Add(2 * time.Minute).UTC().Truncate(time.Second)
 
@@ -184,14 +189,15 @@ func TestEventsAgainstAPIServer(t *testing.T) {
 
 	t.Run("a burst on one node is bounded by the spam filter", func(t *testing.T) {
 		n := newNode(t)
-		r, _ := newRecorder(t, "EMIT_KUBERNETES_EVENTS", "true")
+		filtered := &filterCount{want: 61 - 25, all: make(chan struct{})}
+		r, _ := newCountingRecorder(t, filtered, "EMIT_KUBERNETES_EVENTS", "true")
 		for i := range 60 {
 			r.Cordoned(events.NodeOf(n), "burst-"+strings.Repeat("x", i%3)+string(rune('a'+i%26)))
 		}
 		r.Uncordoned(events.NodeOf(n), "the last one")
 		// The 25-Event burst passes; the rest, the last one included, are filtered (and
-		// counted). An object's Events are written in order by one worker, so once 25 have
-		// arrived, a 26th would be next.
+		// counted). An object's Events are written in order by one worker, so once the last
+		// one is filtered, no more will come.
 		count := func() int32 {
 			list, err := c.Client.CoreV1().Events("").List(ctx, metav1.ListOptions{
 				FieldSelector: fields.OneTermEqualSelector("involvedObject.name", n.Name).String(),
@@ -205,14 +211,11 @@ func TestEventsAgainstAPIServer(t *testing.T) {
 			}
 			return total
 		}
-		for count() < 25 {
-			select {
-			case <-ctx.Done():
-				t.Fatalf("only %d of the first 25 Events arrived", count())
-			case <-time.After(100 * time.Millisecond):
-			}
+		select {
+		case <-filtered.all:
+		case <-ctx.Done():
+			t.Fatalf("%d Events filtered, want %d", filtered.count(), filtered.want)
 		}
-		time.Sleep(time.Second)
 		if got := count(); got != 25 {
 			t.Errorf("%d Events recorded for a 61-Event burst on one node, want the burst of 25", got)
 		}
@@ -249,4 +252,30 @@ func TestEventsAgainstAPIServer(t *testing.T) {
 			t.Errorf("Events written without the right to: %v", keys(got))
 		}
 	})
+}
+
+// filterCount counts the Events client-go's spam filter stops, and closes all once want have
+// been.
+type filterCount struct {
+	mu   sync.Mutex
+	n    int
+	want int
+	all  chan struct{}
+}
+
+func (f *filterCount) EventDropped(_, reason string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if reason != events.DropRateLimited {
+		return
+	}
+	if f.n++; f.n == f.want {
+		close(f.all)
+	}
+}
+
+func (f *filterCount) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n
 }

@@ -29,9 +29,30 @@ type fakeSink struct {
 	errs    []error
 	created []string // the Events' names, as written
 	calls   int
+	called  chan struct{} // closed at the first call
+}
+
+// firstCall is closed once the writer has sent its first Event.
+func (s *fakeSink) firstCall() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.called == nil {
+		s.called = make(chan struct{})
+	}
+	return s.called
 }
 
 func (s *fakeSink) answer(e *corev1.Event) (*corev1.Event, error) {
+	s.mu.Lock()
+	if s.called == nil {
+		s.called = make(chan struct{})
+	}
+	select {
+	case <-s.called:
+	default:
+		close(s.called)
+	}
+	s.mu.Unlock()
 	if s.gate != nil {
 		<-s.gate
 	}
@@ -96,15 +117,13 @@ func podEventNamed(i int) *corev1.Event {
 		Source: corev1.EventSource{Component: Component}}
 }
 
-// waitTaken waits until the writer's one worker has taken what was queued.
-func waitTaken(t *testing.T, w *writer) {
+// waitTaken waits until the writer's one worker has taken what was queued: it is sending it.
+func waitTaken(t *testing.T, sink *fakeSink) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(w.queues[0]) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the worker never took the queued Event")
-		}
-		time.Sleep(time.Millisecond)
+	select {
+	case <-sink.firstCall():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the worker never took the queued Event")
 	}
 }
 
@@ -118,7 +137,7 @@ func TestWriterCountsAndLogsWhatItsFullQueueDrops(t *testing.T) {
 	logs := &sandboxtest.LogBuffer{}
 	w := newWriter(ObjectPod, testSettings(), sink, drops, slog.New(slog.NewTextHandler(logs, nil)))
 	w.enqueue(podEventNamed(0))
-	waitTaken(t, w)
+	waitTaken(t, sink)
 	for i := 1; i < 10; i++ {
 		w.enqueue(podEventNamed(i))
 	}
@@ -202,7 +221,7 @@ func TestWriterCountsWhatTheStopLeaves(t *testing.T) {
 	settings.stopWait = 50 * time.Millisecond
 	w := newWriter(ObjectNode, settings, sink, drops, slog.New(slog.DiscardHandler))
 	w.enqueue(podEventNamed(0))
-	waitTaken(t, w)
+	waitTaken(t, sink)
 	w.enqueue(podEventNamed(1))
 	w.enqueue(podEventNamed(2))
 	start := time.Now()

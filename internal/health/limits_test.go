@@ -105,10 +105,11 @@ func firstLine(b []byte) string {
 
 func TestConnectionsPastTheLimitAreRefused(t *testing.T) {
 	var refused atomic.Int32
+	refusals := make(chan struct{}, 16) // one per refusal counted
 	var logs syncBuffer
 	addr := serve(t, nil,
 		shortLimits(func(l *Limits) { l.MaxConns = 2 }),
-		WithRefused(func() { refused.Add(1) }),
+		WithRefused(func() { refused.Add(1); refusals <- struct{}{} }),
 		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 
 	// Two clients hold the two places with keep-alive connections.
@@ -136,7 +137,16 @@ func TestConnectionsPastTheLimitAreRefused(t *testing.T) {
 		}
 		c.Close()
 	}
-	waitFor(t, "three refusals counted", func() bool { return refused.Load() == 3 })
+	for range 3 {
+		select {
+		case <-refusals:
+		case <-time.After(patience):
+			t.Fatalf("%d refusals counted, want 3", refused.Load())
+		}
+	}
+	if n := refused.Load(); n != 3 {
+		t.Fatalf("%d refusals counted, want 3", n)
+	}
 	// A flood is logged once, not once per connection.
 	if got := strings.Count(logs.String(), "connection limit"); got != 1 {
 		t.Errorf("%d log lines for three refusals, want 1:\n%s", got, logs.String())
@@ -272,6 +282,8 @@ func TestOversizedHeadersGet431(t *testing.T) {
 	}
 }
 
+// waitFor polls ok against the real server: it gives no sign of a connection's place given
+// back but a dial that is served.
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(patience); !ok(); time.Sleep(10 * time.Millisecond) {

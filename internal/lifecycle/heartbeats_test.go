@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,11 +30,16 @@ type beatingScaling struct {
 	autoScaling
 	mu    sync.Mutex
 	beats map[string]int // by hook
+	beat  chan struct{}  // closed and replaced at every heartbeat
 }
 
 func (a *beatingScaling) RecordLifecycleActionHeartbeat(_ context.Context, l cloud.LifecycleAction) error {
 	a.mu.Lock()
 	a.beats[l.Hook]++
+	if a.beat != nil {
+		close(a.beat)
+	}
+	a.beat = make(chan struct{})
 	a.mu.Unlock()
 	if l.Hook == "bad" {
 		var hooks map[string]*notice.Lifecycle
@@ -52,47 +58,68 @@ func (a *beatingScaling) count(hook string) int {
 	return a.beats[hook]
 }
 
+// awaitBeats waits, heartbeat by heartbeat, until hook has had n; on the bubble's clock the
+// heartbeats' timers fire as soon as everything waits for them.
+func (a *beatingScaling) awaitBeats(hook string, n int) {
+	for {
+		a.mu.Lock()
+		if a.beat == nil {
+			a.beat = make(chan struct{})
+		}
+		got, next := a.beats[hook], a.beat
+		a.mu.Unlock()
+		if got >= n {
+			return
+		}
+		<-next
+	}
+}
+
 // A heartbeat that panics stops its own action's heartbeats only: the panic is counted under
 // site lifecycle_heartbeat and logged with the stack, the drain's deadline comes to that
 // action's expiry (the heartbeats it counted on will not come), and the other action of the
 // node goes on beating.
 func TestHeartbeatPanicStopsThatActionOnly(t *testing.T) {
-	ownNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}, Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + instance}}
-	client := fake.NewClientset(ownNode.DeepCopy())
-	asg := &beatingScaling{beats: map[string]int{}}
-	m := metrics.New()
-	var logs bytes.Buffer
-	var mu sync.Mutex
-	h := &Heartbeats{AutoScaling: asg, Hooks: cloud.NewHookTimeoutCache(asg), Nodes: nodes.NewWriter(client), Metrics: m,
-		Gate: instancegate.New(instancegate.Options{Nodes: client, Groups: asg}),
-		Log:  slog.New(slog.NewTextHandler(&lockedBuffer{mu: &mu, b: &logs}, nil)), Policy: cloud.Heartbeats{Interval: 20 * time.Millisecond, Until: time.Hour}}
-	began := time.Now()
-	action := func(hook string) notice.Notice {
-		return notice.Notice{ID: "n-" + hook, Kind: notice.ASGTermination, InstanceID: instance, StartTime: began,
-			Lifecycle: &notice.Lifecycle{Group: "workers", Hook: hook}}
-	}
-	far := began.Add(40 * time.Hour)
-	deadline := drain.NewDeadline(far)
-	stop := h.Start(context.Background(), ownNode, []notice.Notice{action("bad"), action("good")}, deadline)
-
-	waitFor(t, "the good action's heartbeats after the panic", func() bool {
-		return m.Value("lifeboat_reconcile_panics_total", "site", "lifecycle_heartbeat") == 1 && asg.count("good") >= 4
-	})
-	stop()
-	if n := asg.count("bad"); n != 1 {
-		t.Errorf("%d heartbeats tried for the panicking action, want 1: its heartbeats stop", n)
-	}
-	if got, want := deadline.Time(), began.Add(time.Hour); !got.Equal(want) {
-		t.Errorf("drain deadline %s, want the panicking action's expiry %s (its start plus the heartbeat timeout)", got, want)
-	}
-	mu.Lock()
-	out := logs.String()
-	mu.Unlock()
-	for _, want := range []string{"level=ERROR", "site=lifecycle_heartbeat", "notice=n-bad", "nil pointer dereference", "heartbeats_test.go"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("log lacks %q:\n%s", want, out)
+	synctest.Test(t, func(t *testing.T) {
+		ownNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}, Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + instance}}
+		client := fake.NewClientset(ownNode.DeepCopy())
+		asg := &beatingScaling{beats: map[string]int{}}
+		m := metrics.New()
+		var logs bytes.Buffer
+		var mu sync.Mutex
+		h := &Heartbeats{AutoScaling: asg, Hooks: cloud.NewHookTimeoutCache(asg), Nodes: nodes.NewWriter(client), Metrics: m,
+			Gate: instancegate.New(instancegate.Options{Nodes: client, Groups: asg}),
+			Log:  slog.New(slog.NewTextHandler(&lockedBuffer{mu: &mu, b: &logs}, nil)), Policy: cloud.Heartbeats{Interval: 20 * time.Millisecond, Until: time.Hour}}
+		began := time.Now()
+		action := func(hook string) notice.Notice {
+			return notice.Notice{ID: "n-" + hook, Kind: notice.ASGTermination, InstanceID: instance, StartTime: began,
+				Lifecycle: &notice.Lifecycle{Group: "workers", Hook: hook}}
 		}
-	}
+		far := began.Add(40 * time.Hour)
+		deadline := drain.NewDeadline(far)
+		stop := h.Start(context.Background(), ownNode, []notice.Notice{action("bad"), action("good")}, deadline)
+
+		asg.awaitBeats("good", 4)
+		synctest.Wait()
+		if n := m.Value("lifeboat_reconcile_panics_total", "site", "lifecycle_heartbeat"); n != 1 {
+			t.Errorf("%v panics counted under lifecycle_heartbeat, want 1", n)
+		}
+		stop()
+		if n := asg.count("bad"); n != 1 {
+			t.Errorf("%d heartbeats tried for the panicking action, want 1: its heartbeats stop", n)
+		}
+		if got, want := deadline.Time(), began.Add(time.Hour); !got.Equal(want) {
+			t.Errorf("drain deadline %s, want the panicking action's expiry %s (its start plus the heartbeat timeout)", got, want)
+		}
+		mu.Lock()
+		out := logs.String()
+		mu.Unlock()
+		for _, want := range []string{"level=ERROR", "site=lifecycle_heartbeat", "notice=n-bad", "nil pointer dereference", "heartbeats_test.go"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("log lacks %q:\n%s", want, out)
+			}
+		}
+	})
 }
 
 type lockedBuffer struct {
@@ -104,13 +131,4 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }

@@ -25,6 +25,7 @@ import (
 	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/nodes"
@@ -61,7 +62,9 @@ type Cleaner struct {
 	Report   Reporter
 	Panics   panics.Counter
 	// Repeat is how long a refusal is not said again; default an hour.
-	Repeat  time.Duration
+	Repeat time.Duration
+	// Clock times Repeat; default the real clock.
+	Clock   clock.PassiveClock
 	refused *utilcache.LRUExpireCache // node/instance pairs reported refused lately
 }
 
@@ -87,7 +90,11 @@ func (c *Cleaner) Run(ctx context.Context) {
 // Node's instance is refused, and never hides the Node EC2 describes.
 func (c *Cleaner) Pass(ctx context.Context) error {
 	if c.refused == nil {
-		c.refused = utilcache.NewLRUExpireCache(refusalsKept)
+		var clk clock.PassiveClock = clock.RealClock{}
+		if c.Clock != nil {
+			clk = c.Clock
+		}
+		c.refused = utilcache.NewLRUExpireCacheWithClock(refusalsKept, clk)
 	}
 	byInstance := map[string][]*corev1.Node{}
 	for _, o := range c.Nodes.List() {

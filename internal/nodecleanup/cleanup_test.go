@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/ownership"
@@ -92,7 +93,8 @@ func TestClaimantNeverHidesTheNodeEC2Describes(t *testing.T) {
 		}
 		client := fake.NewClientset(real.DeepCopy(), claimant.DeepCopy())
 		r := &reports{}
-		c := &Cleaner{Client: client, Nodes: orderedStore{listed}, Log: slog.New(slog.DiscardHandler), Report: r, Repeat: 50 * time.Millisecond,
+		fc := clocktesting.NewFakePassiveClock(time.Now())
+		c := &Cleaner{Client: client, Nodes: orderedStore{listed}, Log: slog.New(slog.DiscardHandler), Report: r, Repeat: time.Hour, Clock: fc,
 			EC2: instances{id: {ID: id, State: "terminated", PrivateDNSName: real.Name, PrivateIPs: []string{"10.0.0.1"}}}}
 		for range 3 { // passes in a row: the refusal is said once within its repeat time
 			if err := c.Pass(context.Background()); err != nil {
@@ -108,7 +110,14 @@ func TestClaimantNeverHidesTheNodeEC2Describes(t *testing.T) {
 		if len(r.refused) != 1 || r.refused[0].Claimant.Name != claimant.Name || r.refused[0].Path != ownership.PathNodeCleanup {
 			t.Fatalf("claimant last %v: refusals %+v, want the claimant's, once", claimantLast, r.refused)
 		}
-		time.Sleep(60 * time.Millisecond)
+		fc.SetTime(fc.Now().Add(time.Hour - time.Second))
+		if err := c.Pass(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.refused) != 1 {
+			t.Errorf("claimant last %v: %d refusals within the repeat time, want the one", claimantLast, len(r.refused))
+		}
+		fc.SetTime(fc.Now().Add(2 * time.Second)) // past the repeat time
 		if err := c.Pass(context.Background()); err != nil {
 			t.Fatal(err)
 		}

@@ -46,7 +46,11 @@ func (w *Writer) SetCondition(ctx context.Context, name string, hint *corev1.Nod
 			res = Result{Node: current}
 			return nil
 		}
-		patch, err := conditionPatch(current, c, time.Now())
+		now := time.Now()
+		if w.Clock != nil {
+			now = w.Clock.Now()
+		}
+		patch, err := conditionPatch(current, c, now)
 		if err != nil {
 			return err
 		}

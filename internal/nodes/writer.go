@@ -33,6 +33,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 )
 
 // Edit changes a node in place. It is called on a private copy, possibly several times (once
@@ -46,6 +47,8 @@ type Writer struct {
 	DryRun bool
 	// Conflicts counts patches refused because the node had changed; for tests and metrics.
 	Conflicts func()
+	// Clock stamps the condition's heartbeat and transition times; default the real clock.
+	Clock clock.PassiveClock
 	// cached looks up the informer's copy of a node (UseCache).
 	cached atomic.Pointer[func(name string) *corev1.Node]
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +35,17 @@ type fakeEC2 struct {
 	err       error
 	calls     [][]string
 	gate      chan struct{} // when set, each call waits for it to close
+	called    chan struct{} // closed and replaced at every call
+}
+
+// nextCall is closed at the next call.
+func (f *fakeEC2) nextCall() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.called == nil {
+		f.called = make(chan struct{})
+	}
+	return f.called
 }
 
 func newFakeEC2(instances ...cloud.Instance) *fakeEC2 {
@@ -48,6 +60,10 @@ func (f *fakeEC2) DescribeInstances(ctx context.Context, ids []string) (map[stri
 	f.mu.Lock()
 	f.calls = append(f.calls, append([]string(nil), ids...))
 	gate, err := f.gate, f.err
+	if f.called != nil {
+		close(f.called)
+	}
+	f.called = make(chan struct{})
 	f.mu.Unlock()
 	if gate != nil {
 		select {
@@ -515,35 +531,36 @@ func TestResolveBatchesAndCaches(t *testing.T) {
 }
 
 func TestResolveSharesInflightLookup(t *testing.T) {
-	ec2 := newFakeEC2(instance("i-1", "n1", managed, ""))
-	ec2.gate = make(chan struct{})
-	r, _ := startInformerWith(t, NewInstances(ec2, InstancesOptions{BatchWindow: time.Millisecond}), Options{CheckManagedTag: true, ManagedTag: managed, UseProviderID: true}, node("n1", providerID("i-1")))
+	synctest.Test(t, func(t *testing.T) {
+		ec2 := newFakeEC2(instance("i-1", "n1", managed, ""))
+		ec2.gate = make(chan struct{})
+		r, _ := startInformerWith(t, NewInstances(ec2, InstancesOptions{BatchWindow: time.Millisecond}), Options{CheckManagedTag: true, ManagedTag: managed, UseProviderID: true}, node("n1", providerID("i-1")))
 
-	// The first lookup is sent and held; later ones for the same id wait for it.
-	results := make(chan error, 3)
-	resolve := func() {
-		v, err := r.Resolve(context.Background(), Subject{Path: PathQueue, InstanceID: "i-1"})
-		if err == nil && !v.Owned {
-			err = fmt.Errorf("not owned: %s", v.Reason)
+		// The first lookup is sent and held; later ones for the same id wait for it.
+		results := make(chan error, 3)
+		resolve := func() {
+			v, err := r.Resolve(context.Background(), Subject{Path: PathQueue, InstanceID: "i-1"})
+			if err == nil && !v.Owned {
+				err = fmt.Errorf("not owned: %s", v.Reason)
+			}
+			results <- err
 		}
-		results <- err
-	}
-	go resolve()
-	for ec2.callCount() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	go resolve()
-	go resolve()
-	time.Sleep(20 * time.Millisecond)
-	close(ec2.gate)
-	for range 3 {
-		if err := <-results; err != nil {
-			t.Error(err)
+		sent := ec2.nextCall()
+		go resolve()
+		<-sent // the batch window over, the first lookup sent
+		go resolve()
+		go resolve()
+		synctest.Wait() // both waiting
+		close(ec2.gate)
+		for range 3 {
+			if err := <-results; err != nil {
+				t.Error(err)
+			}
 		}
-	}
-	if got := ec2.callCount(); got != 1 {
-		t.Errorf("EC2 calls = %d, want 1", got)
-	}
+		if got := ec2.callCount(); got != 1 {
+			t.Errorf("EC2 calls = %d, want 1", got)
+		}
+	})
 }
 
 func TestResolveCallerContext(t *testing.T) {
@@ -567,27 +584,23 @@ func TestResolveCallerContext(t *testing.T) {
 }
 
 func TestResolveSeesNodesAddedLater(t *testing.T) {
-	r, client := startInformer(t, newFakeEC2(instance("i-1", "late")), Options{UseProviderID: true})
-	if v, _ := r.Resolve(context.Background(), Subject{Path: PathQueue, InstanceID: "i-1"}); v.Owned {
-		t.Fatal("owned before the node exists")
-	}
-	if _, err := client.CoreV1().Nodes().Create(context.Background(), node("late", providerID("i-1")), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	synctest.Test(t, func(t *testing.T) {
+		r, client := startInformer(t, newFakeEC2(instance("i-1", "late")), Options{UseProviderID: true})
+		if v, _ := r.Resolve(context.Background(), Subject{Path: PathQueue, InstanceID: "i-1"}); v.Owned {
+			t.Fatal("owned before the node exists")
+		}
+		if _, err := client.CoreV1().Nodes().Create(context.Background(), node("late", providerID("i-1")), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the informer has the node
 		v, err := r.Resolve(context.Background(), Subject{Path: PathQueue, InstanceID: "i-1"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v.Owned && v.Node.Name == "late" {
-			break
+		if !v.Owned || v.Node.Name != "late" {
+			t.Fatalf("node not found once the informer has it: %+v", v)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node never found: %+v", v)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	})
 }
 
 func TestResolveReturnsACopy(t *testing.T) {

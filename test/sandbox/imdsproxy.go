@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -35,6 +36,8 @@ type IMDSProxy struct {
 	fault    IMDSFault
 	delay    time.Duration
 	requests atomic.Int64
+	answered map[string]int64 // by URL path, under mu
+	answer   chan struct{}    // closed and replaced at every answer, under mu
 }
 
 // NewIMDSProxy starts a proxy on 127.0.0.1 in front of target (an IMDS.URL).
@@ -47,10 +50,11 @@ func NewIMDSProxy(target string) (*IMDSProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &IMDSProxy{URL: "http://" + ln.Addr().String(), hidden: map[string]bool{}}
+	p := &IMDSProxy{URL: "http://" + ln.Addr().String(), hidden: map[string]bool{}, answered: map[string]int64{}, answer: make(chan struct{})}
 	p.forward = httputil.NewSingleHostReverseProxy(u)
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
+		defer p.answered1(r.URL.Path)
 		p.mu.Lock()
 		hidden, fault, forward, delay := p.hidden[r.URL.Path], p.fault, p.forward, p.delay
 		p.mu.Unlock()
@@ -104,6 +108,40 @@ func (p *IMDSProxy) SetDelay(d time.Duration) { p.mu.Lock(); p.delay = d; p.mu.U
 
 // Requests counts the requests received.
 func (p *IMDSProxy) Requests() int64 { return p.requests.Load() }
+
+// Answered counts the requests for path (e.g. /latest/meta-data/spot/instance-action)
+// answered so far, whatever the answer.
+func (p *IMDSProxy) Answered(path string) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.answered[path]
+}
+
+// AwaitAnswered waits until n requests for path have been answered in all, and reports
+// whether they were before ctx ended: a test waits for the polls it means, answer by answer.
+func (p *IMDSProxy) AwaitAnswered(ctx context.Context, path string, n int64) bool {
+	for {
+		p.mu.Lock()
+		got, next := p.answered[path], p.answer
+		p.mu.Unlock()
+		if got >= n {
+			return true
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (p *IMDSProxy) answered1(path string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.answered[path]++
+	close(p.answer)
+	p.answer = make(chan struct{})
+}
 
 // Close stops the proxy.
 func (p *IMDSProxy) Close() { p.srv.Close() }

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/detach"
 )
@@ -34,6 +36,8 @@ type Options struct {
 	// "DescribeTargetHealth") and its error.
 	Observe func(operation string, err error)
 	Logger  *slog.Logger
+	// Clock ages the polls and the list of groups; default: the real clock.
+	Clock clock.PassiveClock
 }
 
 // Wait is the load-balancer target wait.
@@ -69,6 +73,9 @@ func New(api cloud.LoadBalancing, opts Options) *Wait {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	return &Wait{api: api, opts: opts}
 }
@@ -108,7 +115,7 @@ func (w *Wait) fresh(ctx context.Context) (*poll, error) {
 			w.mu.Unlock()
 			return nil, w.denied
 		}
-		if p := w.latest; p != nil && time.Since(p.at) < w.opts.Interval {
+		if p := w.latest; p != nil && w.opts.Clock.Since(p.at) < w.opts.Interval {
 			w.mu.Unlock()
 			return p, p.err
 		}
@@ -143,7 +150,7 @@ func (w *Wait) fresh(ctx context.Context) (*poll, error) {
 // poll asks every target group for its targets.
 func (w *Wait) poll(ctx context.Context) *poll {
 	p := &poll{held: map[string][]string{}}
-	defer func() { p.at = time.Now() }()
+	defer func() { p.at = w.opts.Clock.Now() }()
 	groups, err := w.targetGroups(ctx)
 	if err != nil {
 		p.err = err
@@ -181,7 +188,7 @@ func (w *Wait) poll(ctx context.Context) *poll {
 // targetGroups lists the groups, reusing a list younger than GroupsTTL.
 func (w *Wait) targetGroups(ctx context.Context) ([]cloud.TargetGroup, error) {
 	w.mu.Lock()
-	if w.groups != nil && time.Since(w.groupsAt) < w.opts.GroupsTTL {
+	if w.groups != nil && w.opts.Clock.Since(w.groupsAt) < w.opts.GroupsTTL {
 		groups := w.groups
 		w.mu.Unlock()
 		return groups, nil
@@ -196,7 +203,7 @@ func (w *Wait) targetGroups(ctx context.Context) ([]cloud.TargetGroup, error) {
 		groups = []cloud.TargetGroup{}
 	}
 	w.mu.Lock()
-	w.groups, w.groupsAt = groups, time.Now()
+	w.groups, w.groupsAt = groups, w.opts.Clock.Now()
 	w.mu.Unlock()
 	return groups, nil
 }

@@ -8,8 +8,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/detach"
@@ -23,24 +27,37 @@ func newWait(t *testing.T, fake *fakeaws.Server, interval time.Duration) *target
 	return targets.New(cloud.NewAWSLoadBalancing(sandboxtest.AWSConfig(fake.URL())), targets.Options{Interval: interval})
 }
 
+// fakeWithClock starts the fake AWS endpoint on clock c.
+func fakeWithClock(t *testing.T, c clock.PassiveClock) *fakeaws.Server {
+	t.Helper()
+	fake := fakeaws.New(fakeaws.Options{Clock: c})
+	if err := fake.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
+	return fake
+}
+
 // The instance and the pods' IPs are held while registered or draining, and released once
 // gone; targets of other nodes and unused ones do not count.
 func TestHeldUntilDeregisteredAndDrained(t *testing.T) {
-	fake := sandboxtest.FakeAWS(t, "")
-	web := fake.AddTargetGroup(fakeaws.TargetGroup{Name: "web", DeregistrationDelay: 400 * time.Millisecond})
-	pods := fake.AddTargetGroup(fakeaws.TargetGroup{Name: "pods", TargetType: "ip", DeregistrationDelay: 400 * time.Millisecond})
+	// One clock for the fake's draining and the wait's polls, stepped by the test.
+	fc := clocktesting.NewFakePassiveClock(time.Now())
+	fake := fakeWithClock(t, fc)
+	const delay, interval = 300 * time.Second, 5 * time.Second
+	web := fake.AddTargetGroup(fakeaws.TargetGroup{Name: "web", DeregistrationDelay: delay})
+	pods := fake.AddTargetGroup(fakeaws.TargetGroup{Name: "pods", TargetType: "ip", DeregistrationDelay: delay})
 	idle := fake.AddTargetGroup(fakeaws.TargetGroup{Name: "idle", Unattached: true})
 	for _, r := range []struct{ arn, id string }{{web, "i-1"}, {web, "i-2"}, {pods, "10.0.0.5"}, {pods, "10.0.0.9"}, {idle, "i-1"}} {
 		if err := fake.RegisterTarget(r.arn, r.id, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	w := newWait(t, fake, 50*time.Millisecond)
+	w := targets.New(cloud.NewAWSLoadBalancing(sandboxtest.AWSConfig(fake.URL())), targets.Options{Interval: interval, Clock: fc})
 	ctx := context.Background()
 	s := detach.Subject{Node: "n1", InstanceID: "i-1", PodIPs: []string{"10.0.0.5"}}
 	held := func() []string {
 		t.Helper()
-		time.Sleep(60 * time.Millisecond) // past the shared poll's interval
 		h, err := w.Held(ctx, s)
 		if err != nil {
 			t.Fatal(err)
@@ -52,10 +69,14 @@ func TestHeldUntilDeregisteredAndDrained(t *testing.T) {
 	}
 	fake.DeregisterTarget(web, "i-1")
 	fake.DeregisterTarget(pods, "10.0.0.5")
+	if h := held(); strings.Join(h, "; ") != "10.0.0.5 in pods (healthy); i-1 in web (healthy)" {
+		t.Errorf("within the poll's interval: held %q, want the last poll's answer", h)
+	}
+	fc.SetTime(fc.Now().Add(interval)) // past the shared poll's interval
 	if h := held(); strings.Join(h, "; ") != "10.0.0.5 in pods (draining); i-1 in web (draining)" {
 		t.Errorf("draining: held %q", h)
 	}
-	time.Sleep(400 * time.Millisecond)
+	fc.SetTime(fc.Now().Add(delay))
 	if h := held(); len(h) != 0 {
 		t.Errorf("after the deregistration delay: held %q, want nothing (i-2 and 10.0.0.9 are other nodes', idle is unused)", h)
 	}
@@ -75,7 +96,15 @@ func TestOnePollServesEveryNode(t *testing.T) {
 	w := newWait(t, fake, 200*time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// Every node waits until released; the test deregisters them all at once after a while.
+	// A few polls made while every node waits: the test then deregisters them all at once.
+	const pollsBefore = 3
+	var healthSeen atomic.Int32
+	polled := make(chan struct{})
+	fake.OnCall(func(c fakeaws.Call) {
+		if c.Action == "DescribeTargetHealth" && healthSeen.Add(1) == pollsBefore*groups {
+			close(polled)
+		}
+	})
 	var wg sync.WaitGroup
 	results := make([]detach.Result, nodes)
 	for n := range nodes {
@@ -84,7 +113,11 @@ func TestOnePollServesEveryNode(t *testing.T) {
 			results[n] = r[0]
 		})
 	}
-	time.Sleep(time.Second)
+	select {
+	case <-polled:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%d polls not made within 30 s", pollsBefore)
+	}
 	for n := range nodes {
 		fake.DeregisterTarget(arns[n%groups], fmt.Sprintf("i-%04d", n))
 	}
@@ -97,7 +130,7 @@ func TestOnePollServesEveryNode(t *testing.T) {
 	health, lists := fake.CallCount("elasticloadbalancing", "DescribeTargetHealth"), fake.CallCount("elasticloadbalancing", "DescribeTargetGroups")
 	polls := health / groups
 	t.Logf("%d nodes released after %d polls: %d DescribeTargetHealth, %d DescribeTargetGroups", nodes, polls, health, lists)
-	// About 6 polls at 200 ms, 3 calls each: nothing near one call per node (200 per poll).
+	// A few polls, 3 calls each: nothing near one call per node (200 per poll).
 	if health > 60 {
 		t.Errorf("%d DescribeTargetHealth calls for %d groups and %d nodes: want about one per group per poll", health, groups, nodes)
 	}

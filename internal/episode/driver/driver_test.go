@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +24,7 @@ import (
 type fakeReconciler struct {
 	mu        sync.Mutex
 	calls     map[string][]time.Time
+	called    chan struct{} // closed and replaced at every call
 	reconcile func(ctx context.Context, node *corev1.Node) (time.Duration, error)
 }
 
@@ -32,6 +34,10 @@ func (f *fakeReconciler) Reconcile(ctx context.Context, node *corev1.Node) (time
 		f.calls = map[string][]time.Time{}
 	}
 	f.calls[node.Name] = append(f.calls[node.Name], time.Now())
+	if f.called != nil {
+		close(f.called)
+	}
+	f.called = make(chan struct{})
 	f.mu.Unlock()
 	return f.reconcile(ctx, node)
 }
@@ -90,18 +96,27 @@ func start(t *testing.T, o Options) running {
 	return running{d: d, logs: logs, stop: stop}
 }
 
-// waitCalls waits until the node was reconciled at least n times.
+// waitCalls waits, call by call, until the node was reconciled at least n times; on the
+// bubble's clock, the driver's timers fire as soon as everything waits for them. An hour
+// without it fails the test.
 func waitCalls(t *testing.T, f *fakeReconciler, name string, n int) []time.Time {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	timeout := time.After(time.Hour)
 	for {
-		if calls := f.of(name); len(calls) >= n {
+		f.mu.Lock()
+		if f.called == nil {
+			f.called = make(chan struct{})
+		}
+		calls, called := append([]time.Time(nil), f.calls[name]...), f.called
+		f.mu.Unlock()
+		if len(calls) >= n {
 			return calls
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node %s reconciled %d times in 30 s, want %d", name, len(f.of(name)), n)
+		select {
+		case <-called:
+		case <-timeout:
+			t.Fatalf("node %s reconciled %d times in an hour, want %d", name, len(calls), n)
 		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
 
@@ -119,216 +134,229 @@ func growing(t *testing.T, what string, calls []time.Time, base time.Duration) {
 // stack, and that node comes back with a growing delay, while the other node goes on being
 // reconciled and the driver lives on.
 func TestPanicIsOneNodes(t *testing.T) {
-	const base, tries = 10 * time.Millisecond, 5
-	f := &fakeReconciler{reconcile: func(_ context.Context, n *corev1.Node) (time.Duration, error) {
-		if n.Name == "bad" {
-			panic("a bug met on node " + n.Name)
-		}
-		return base, nil // the good node comes back on its own, as a scheduled start does
-	}}
-	panics := &panicCount{}
-	r := start(t, Options{Reconciler: f, Workers: 2, FirstRetry: base, MaxRetry: time.Minute, Panics: panics})
-	r.d.Add("bad")
-	r.d.Add("good")
-	bad := waitCalls(t, f, "bad", tries)[:tries]
-	r.stop()
+	synctest.Test(t, func(t *testing.T) {
+		const base, tries = 10 * time.Millisecond, 5
+		f := &fakeReconciler{reconcile: func(_ context.Context, n *corev1.Node) (time.Duration, error) {
+			if n.Name == "bad" {
+				panic("a bug met on node " + n.Name)
+			}
+			return base, nil // the good node comes back on its own, as a scheduled start does
+		}}
+		panics := &panicCount{}
+		r := start(t, Options{Reconciler: f, Workers: 2, FirstRetry: base, MaxRetry: time.Minute, Panics: panics})
+		r.d.Add("bad")
+		r.d.Add("good")
+		bad := waitCalls(t, f, "bad", tries)[:tries]
+		r.stop()
 
-	growing(t, "the panicking node", bad, base)
-	during := 0
-	for _, at := range f.of("good") {
-		if at.After(bad[0]) && at.Before(bad[tries-1]) {
-			during++
+		growing(t, "the panicking node", bad, base)
+		during := 0
+		for _, at := range f.of("good") {
+			if at.After(bad[0]) && at.Before(bad[tries-1]) {
+				during++
+			}
 		}
-	}
-	if during < 3 {
-		t.Errorf("the other node was reconciled %d times while the panicking one backed off, want several", during)
-	}
-	if n := r.d.limiter.NumRequeues("good"); n != 0 {
-		t.Errorf("the other node has %d failures, want none", n)
-	}
-	if got := panics.n.Load(); got < tries {
-		t.Errorf("%d panics counted, want at least %d", got, tries)
-	}
-	out := r.logs.String()
-	for _, want := range []string{"recovered a panic", "site=reconcile", "node=bad", "a bug met on node bad", "driver_test.go"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("log lacks %q", want)
+		if during < 3 {
+			t.Errorf("the other node was reconciled %d times while the panicking one backed off, want several", during)
 		}
-	}
-	if strings.Contains(out, "not done yet") {
-		t.Error("a panic was logged twice: as a panic and as a failure")
-	}
+		if n := r.d.limiter.NumRequeues("good"); n != 0 {
+			t.Errorf("the other node has %d failures, want none", n)
+		}
+		if got := panics.n.Load(); got < tries {
+			t.Errorf("%d panics counted, want at least %d", got, tries)
+		}
+		out := r.logs.String()
+		for _, want := range []string{"recovered a panic", "site=reconcile", "node=bad", "a bug met on node bad", "driver_test.go"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("log lacks %q", want)
+			}
+		}
+		if strings.Contains(out, "not done yet") {
+			t.Error("a panic was logged twice: as a panic and as a failure")
+		}
+	})
 }
 
 // A node whose reconcile asks to wait comes back once the wait is over, and not again once
 // it has nothing more to do.
 func TestWaitComesBackAfterIt(t *testing.T) {
-	const wait = 50 * time.Millisecond
-	var calls atomic.Int32
-	f := &fakeReconciler{reconcile: func(context.Context, *corev1.Node) (time.Duration, error) {
-		if calls.Add(1) == 1 {
-			return wait, nil
+	synctest.Test(t, func(t *testing.T) {
+		const wait = 50 * time.Millisecond
+		var calls atomic.Int32
+		f := &fakeReconciler{reconcile: func(context.Context, *corev1.Node) (time.Duration, error) {
+			if calls.Add(1) == 1 {
+				return wait, nil
+			}
+			return 0, nil
+		}}
+		r := start(t, Options{Reconciler: f})
+		r.d.Add("n")
+		got := waitCalls(t, f, "n", 2)
+		if gap := got[1].Sub(got[0]); gap < wait {
+			t.Errorf("came back %s after the first reconcile, want after the wait %s", gap, wait)
 		}
-		return 0, nil
-	}}
-	r := start(t, Options{Reconciler: f})
-	r.d.Add("n")
-	got := waitCalls(t, f, "n", 2)
-	if gap := got[1].Sub(got[0]); gap < wait {
-		t.Errorf("came back %s after the first reconcile, want after the wait %s", gap, wait)
-	}
-	time.Sleep(4 * wait)
-	if n := len(f.of("n")); n != 2 {
-		t.Errorf("reconciled %d times, want 2: done means not back until woken", n)
-	}
-	if n := r.d.limiter.NumRequeues("n"); n != 0 {
-		t.Errorf("%d failures remembered, want none", n)
-	}
+		time.Sleep(time.Hour)
+		if n := len(f.of("n")); n != 2 {
+			t.Errorf("reconciled %d times, want 2: done means not back until woken", n)
+		}
+		if n := r.d.limiter.NumRequeues("n"); n != 0 {
+			t.Errorf("%d failures remembered, want none", n)
+		}
+	})
 }
 
 // A failing reconcile is retried with a doubling backoff and logged; a success afterwards
 // starts the backoff afresh.
 func TestErrorBacksOff(t *testing.T) {
-	const base, failures = 10 * time.Millisecond, 4
-	var calls atomic.Int32
-	f := &fakeReconciler{reconcile: func(context.Context, *corev1.Node) (time.Duration, error) {
-		if calls.Add(1) <= failures {
-			return 0, errors.New("the API server is away")
+	synctest.Test(t, func(t *testing.T) {
+		const base, failures = 10 * time.Millisecond, 4
+		var calls atomic.Int32
+		f := &fakeReconciler{reconcile: func(context.Context, *corev1.Node) (time.Duration, error) {
+			if calls.Add(1) <= failures {
+				return 0, errors.New("the API server is away")
+			}
+			return 0, nil
+		}}
+		r := start(t, Options{Reconciler: f, FirstRetry: base, MaxRetry: time.Second})
+		r.d.Add("n")
+		got := waitCalls(t, f, "n", failures+1)
+		growing(t, "the failing node", got, base)
+		r.stop()
+		if n := r.d.limiter.NumRequeues("n"); n != 0 {
+			t.Errorf("%d failures remembered after the success, want none", n)
 		}
-		return 0, nil
-	}}
-	r := start(t, Options{Reconciler: f, FirstRetry: base, MaxRetry: time.Second})
-	r.d.Add("n")
-	got := waitCalls(t, f, "n", failures+1)
-	growing(t, "the failing node", got, base)
-	r.stop()
-	if n := r.d.limiter.NumRequeues("n"); n != 0 {
-		t.Errorf("%d failures remembered after the success, want none", n)
-	}
-	out := r.logs.String()
-	for _, want := range []string{"not done yet; retrying", "node=n", "the API server is away", "retryIn="} {
-		if !strings.Contains(out, want) {
-			t.Errorf("log lacks %q", want)
+		out := r.logs.String()
+		for _, want := range []string{"not done yet; retrying", "node=n", "the API server is away", "retryIn="} {
+			if !strings.Contains(out, want) {
+				t.Errorf("log lacks %q", want)
+			}
 		}
-	}
+	})
 }
 
 // A node that cannot be read is retried with backoff; one that is gone is not reconciled.
 func TestNodeReads(t *testing.T) {
-	const base = 10 * time.Millisecond
-	var reads atomic.Int32
-	nodes := namedNodes{read: func(name string) (*corev1.Node, error) {
-		switch {
-		case name == "gone":
-			return nil, nil
-		case reads.Add(1) <= 2:
-			return nil, errors.New("connection refused")
+	synctest.Test(t, func(t *testing.T) {
+		const base = 10 * time.Millisecond
+		var reads atomic.Int32
+		nodes := namedNodes{read: func(name string) (*corev1.Node, error) {
+			switch {
+			case name == "gone":
+				return nil, nil
+			case reads.Add(1) <= 2:
+				return nil, errors.New("connection refused")
+			}
+			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, nil
+		}}
+		f := &fakeReconciler{reconcile: func(context.Context, *corev1.Node) (time.Duration, error) { return 0, nil }}
+		r := start(t, Options{Reconciler: f, Nodes: nodes, FirstRetry: base})
+		r.d.Add("gone")
+		r.d.Add("flaky")
+		began := time.Now()
+		got := waitCalls(t, f, "flaky", 1)
+		if waited := got[0].Sub(began); waited < base+2*base {
+			t.Errorf("reconciled %s after two failed reads, want after their backoff (%s at least)", waited, 3*base)
 		}
-		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, nil
-	}}
-	f := &fakeReconciler{reconcile: func(context.Context, *corev1.Node) (time.Duration, error) { return 0, nil }}
-	r := start(t, Options{Reconciler: f, Nodes: nodes, FirstRetry: base})
-	r.d.Add("gone")
-	r.d.Add("flaky")
-	began := time.Now()
-	got := waitCalls(t, f, "flaky", 1)
-	if waited := got[0].Sub(began); waited < base+2*base {
-		t.Errorf("reconciled %s after two failed reads, want after their backoff (%s at least)", waited, 3*base)
-	}
-	r.stop()
-	if n := len(f.of("gone")); n != 0 {
-		t.Errorf("a node that is gone was reconciled %d times", n)
-	}
-	if !strings.Contains(r.logs.String(), "connection refused") {
-		t.Error("the failed read is not logged")
-	}
+		r.stop()
+		if n := len(f.of("gone")); n != 0 {
+			t.Errorf("a node that is gone was reconciled %d times", n)
+		}
+		if !strings.Contains(r.logs.String(), "connection refused") {
+			t.Error("the failed read is not logged")
+		}
+	})
 }
 
 // At most Workers nodes are reconciled at once, and one node never twice at once; a node
 // added while it is reconciled is reconciled once more afterwards.
 func TestWorkersAndOneReconcilePerNode(t *testing.T) {
-	const workers, nodes = 3, 9
-	var (
-		now, most atomic.Int32
-		perNode   sync.Map // name -> *atomic.Int32 in flight
-		twice     atomic.Bool
-		release   = make(chan struct{})
-	)
-	f := &fakeReconciler{reconcile: func(_ context.Context, n *corev1.Node) (time.Duration, error) {
-		in, _ := perNode.LoadOrStore(n.Name, &atomic.Int32{})
-		if in.(*atomic.Int32).Add(1) > 1 {
-			twice.Store(true)
+	synctest.Test(t, func(t *testing.T) {
+		const workers, nodes = 3, 9
+		var (
+			now, most atomic.Int32
+			perNode   sync.Map // name -> *atomic.Int32 in flight
+			twice     atomic.Bool
+			release   = make(chan struct{})
+		)
+		f := &fakeReconciler{reconcile: func(_ context.Context, n *corev1.Node) (time.Duration, error) {
+			in, _ := perNode.LoadOrStore(n.Name, &atomic.Int32{})
+			if in.(*atomic.Int32).Add(1) > 1 {
+				twice.Store(true)
+			}
+			defer in.(*atomic.Int32).Add(-1)
+			v := now.Add(1)
+			defer now.Add(-1)
+			for old := most.Load(); v > old && !most.CompareAndSwap(old, v); old = most.Load() {
+			}
+			<-release
+			return 0, nil
+		}}
+		r := start(t, Options{Reconciler: f, Workers: workers})
+		names := []string{"n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8"}
+		for _, n := range names[:nodes] {
+			r.d.Add(n)
 		}
-		defer in.(*atomic.Int32).Add(-1)
-		v := now.Add(1)
-		defer now.Add(-1)
-		for old := most.Load(); v > old && !most.CompareAndSwap(old, v); old = most.Load() {
+		synctest.Wait()
+		if n := now.Load(); n != workers {
+			t.Fatalf("%d nodes reconciled at once with %d waiting, want %d", n, nodes, workers)
 		}
-		<-release
-		return 0, nil
-	}}
-	r := start(t, Options{Reconciler: f, Workers: workers})
-	names := []string{"n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8"}
-	for _, n := range names[:nodes] {
-		r.d.Add(n)
-	}
-	waitFor(t, func() bool { return now.Load() == workers })
-	r.d.Add("n0") // while n0 is being reconciled
-	close(release)
-	for _, n := range names {
-		want := 1
-		if n == "n0" {
-			want = 2
+		r.d.Add("n0") // while n0 is being reconciled
+		close(release)
+		for _, n := range names {
+			want := 1
+			if n == "n0" {
+				want = 2
+			}
+			waitCalls(t, f, n, want)
 		}
-		waitCalls(t, f, n, want)
-	}
-	r.stop()
-	if got := most.Load(); got != workers {
-		t.Errorf("%d nodes reconciled at once, want %d", got, workers)
-	}
-	if twice.Load() {
-		t.Error("a node was reconciled twice at once")
-	}
-	if n := len(f.of("n0")); n != 2 {
-		t.Errorf("the node woken during its reconcile was reconciled %d times, want 2", n)
-	}
+		r.stop()
+		if got := most.Load(); got != workers {
+			t.Errorf("%d nodes reconciled at once, want %d", got, workers)
+		}
+		if twice.Load() {
+			t.Error("a node was reconciled twice at once")
+		}
+		if n := len(f.of("n0")); n != 2 {
+			t.Errorf("the node woken during its reconcile was reconciled %d times, want 2", n)
+		}
+	})
 }
 
 // Run returns only once every worker has: a reconcile in flight when ctx ends finishes
 // first, and its failure then is not retried.
 func TestShutdownWaitsForWorkers(t *testing.T) {
-	entered, finished := make(chan struct{}), atomic.Bool{}
-	f := &fakeReconciler{reconcile: func(ctx context.Context, _ *corev1.Node) (time.Duration, error) {
-		close(entered)
-		<-ctx.Done()
-		time.Sleep(50 * time.Millisecond) // work that ends a little after ctx
-		finished.Store(true)
-		return 0, ctx.Err()
-	}}
-	r := start(t, Options{Reconciler: f, Workers: 4})
-	r.d.Add("n")
-	<-entered
-	r.stop()
-	if !finished.Load() {
-		t.Fatal("Run returned while a reconcile was still in flight")
-	}
-	if n := len(f.of("n")); n != 1 {
-		t.Errorf("reconciled %d times, want 1", n)
-	}
-	if strings.Contains(r.logs.String(), "not done yet") {
-		t.Error("a reconcile cut short by the end was logged as a failure to retry")
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 30 s")
+	synctest.Test(t, func(t *testing.T) {
+		entered, release, finished := make(chan struct{}), make(chan struct{}), atomic.Bool{}
+		f := &fakeReconciler{reconcile: func(ctx context.Context, _ *corev1.Node) (time.Duration, error) {
+			close(entered)
+			<-ctx.Done()
+			<-release // work that ends a while after ctx
+			finished.Store(true)
+			return 0, ctx.Err()
+		}}
+		r := start(t, Options{Reconciler: f, Workers: 4})
+		r.d.Add("n")
+		<-entered
+		stopped := make(chan struct{})
+		go func() { r.stop(); close(stopped) }()
+		synctest.Wait()
+		select {
+		case <-stopped:
+			t.Fatal("Run returned while a reconcile was still in flight")
+		default:
 		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		close(release)
+		<-stopped
+		if !finished.Load() {
+			t.Fatal("Run returned before the reconcile in flight")
+		}
+		if n := len(f.of("n")); n != 1 {
+			t.Errorf("reconciled %d times, want 1", n)
+		}
+		if strings.Contains(r.logs.String(), "not done yet") {
+			t.Error("a reconcile cut short by the end was logged as a failure to retry")
+		}
+	})
 }
 
 // Each backoff pause is lengthened by at most a fifth, at random.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
@@ -70,24 +71,26 @@ func TestIntakeBackoff(t *testing.T) {
 
 // Record tries until the notice is recorded, pausing between tries.
 func TestRecordRetriesUntilRecorded(t *testing.T) {
-	logs := &sandboxtest.LogBuffer{}
-	var tries atomic.Int32
-	start := time.Now()
-	ok := IntakePolicy{NotOurs: errNotOurs, Budget: time.Minute}.Record(context.Background(), time.Time{}, func(context.Context) error {
-		if tries.Add(1) < 3 {
-			return errors.New("connection refused")
+	synctest.Test(t, func(t *testing.T) {
+		logs := &sandboxtest.LogBuffer{}
+		var tries atomic.Int32
+		start := time.Now()
+		ok := IntakePolicy{NotOurs: errNotOurs, Budget: time.Minute}.Record(context.Background(), time.Time{}, func(context.Context) error {
+			if tries.Add(1) < 3 {
+				return errors.New("connection refused")
+			}
+			return nil
+		}, slog.New(slog.NewTextHandler(logs, nil)))
+		if !ok || tries.Load() != 3 {
+			t.Fatalf("Record = %v after %d tries, want recorded on the third", ok, tries.Load())
 		}
-		return nil
-	}, slog.New(slog.NewTextHandler(logs, nil)))
-	if !ok || tries.Load() != 3 {
-		t.Fatalf("Record = %v after %d tries, want recorded on the third", ok, tries.Load())
-	}
-	if took := time.Since(start); took < 3*time.Second {
-		t.Errorf("three tries took %s, want the pauses of 1 s and 2 s between them", took)
-	}
-	if n := strings.Count(logs.String(), "notice not recorded yet; retrying"); n != 2 {
-		t.Errorf("%d retries logged, want 2:\n%s", n, logs)
-	}
+		if took := time.Since(start); took < 3*time.Second || took > 3600*time.Millisecond {
+			t.Errorf("three tries took %s, want the pauses of 1 s and 2 s between them, each lengthened by at most a fifth", took)
+		}
+		if n := strings.Count(logs.String(), "notice not recorded yet; retrying"); n != 2 {
+			t.Errorf("%d retries logged, want 2:\n%s", n, logs)
+		}
+	})
 }
 
 // Record gives up at once on a notice no retry can help, and when ctx ends.
@@ -127,19 +130,25 @@ func TestRecordGivesUp(t *testing.T) {
 
 // Record stops waiting for its next try when ctx ends.
 func TestRecordStopsDuringPause(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan bool)
-	go func() {
-		done <- IntakePolicy{Budget: time.Hour}.Record(ctx, time.Time{}, func(context.Context) error { return errors.New("down") }, slog.New(slog.DiscardHandler))
-	}()
-	time.Sleep(100 * time.Millisecond) // in the first pause of a second
-	cancel()
-	select {
-	case ok := <-done:
-		if ok {
-			t.Error("Record reported a notice recorded that never was")
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan bool)
+		var tries atomic.Int32
+		go func() {
+			done <- IntakePolicy{Budget: time.Hour}.Record(ctx, time.Time{}, func(context.Context) error { tries.Add(1); return errors.New("down") }, slog.New(slog.DiscardHandler))
+		}()
+		synctest.Wait() // in the first pause of a second
+		if n := tries.Load(); n != 1 {
+			t.Fatalf("%d tries before the first pause ended, want 1", n)
 		}
-	case <-time.After(5 * time.Second): // Record, not stopped, would try again after a second and after two
-		t.Error("Record kept waiting after ctx ended")
-	}
+		cancel()
+		select {
+		case ok := <-done:
+			if ok {
+				t.Error("Record reported a notice recorded that never was")
+			}
+		case <-time.After(5 * time.Second): // Record, not stopped, would try again after a second and after two
+			t.Errorf("Record kept waiting after ctx ended (%d tries)", tries.Load())
+		}
+	})
 }

@@ -60,6 +60,7 @@ func TestLanesAndDeadlinesOrderTheQueue(t *testing.T) {
 
 		var mu sync.Mutex
 		var order []string
+		var granted sync.WaitGroup
 		enqueue := func(name string, lane Lane, deadline time.Duration) {
 			ctx := context.Background()
 			if deadline > 0 {
@@ -67,7 +68,7 @@ func TestLanesAndDeadlinesOrderTheQueue(t *testing.T) {
 				ctx, cancel = context.WithTimeout(ctx, deadline)
 				t.Cleanup(cancel)
 			}
-			go func() {
+			granted.Go(func() {
 				done, err := b.Acquire(ctx, lane)
 				if err != nil {
 					t.Errorf("%s: %v", name, err)
@@ -76,9 +77,8 @@ func TestLanesAndDeadlinesOrderTheQueue(t *testing.T) {
 				mu.Lock()
 				order = append(order, name)
 				mu.Unlock()
-				time.Sleep(10 * time.Millisecond) // in flight a while: the next waits for it
-				done()
-			}()
+				done() // the bound of one goes to the next only now
+			})
 			synctest.Wait() // queued before the next one arrives
 		}
 		enqueue("event", Background, 0)
@@ -93,8 +93,7 @@ func TestLanesAndDeadlinesOrderTheQueue(t *testing.T) {
 		mu.Unlock()
 
 		release()
-		time.Sleep(time.Second)
-		synctest.Wait()
+		granted.Wait()
 		want := []string{"cordon", "record write", "eviction due in 10s", "eviction due in 60s", "event"}
 		if strings.Join(order, ", ") != strings.Join(want, ", ") {
 			t.Fatalf("granted %v, want %v", order, want)
@@ -105,28 +104,32 @@ func TestLanesAndDeadlinesOrderTheQueue(t *testing.T) {
 func TestBoundLimitsRequestsInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := New(Options{Start: 8, Fixed: true})
-		var inFlight, most atomic.Int32
+		const requests = 200
+		var inFlight atomic.Int32
+		answer := make(chan struct{}) // each send ends one request in flight
 		var wg sync.WaitGroup
-		for range 200 {
+		for range requests {
 			wg.Go(func() {
 				done, err := b.Acquire(context.Background(), Ordinary)
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				n := inFlight.Add(1)
-				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-				}
-				time.Sleep(100 * time.Millisecond)
+				inFlight.Add(1)
+				<-answer
 				inFlight.Add(-1)
 				done()
 			})
 		}
-		wg.Wait()
-		// 200 requests of 100 ms, 8 at a time: 25 rounds.
-		if most.Load() != 8 {
-			t.Errorf("at most %d requests were in flight at once; want the bound, 8", most.Load())
+		// Once everything waits, the bound is in flight, or what is left.
+		for answered := range requests {
+			synctest.Wait()
+			if n, want := inFlight.Load(), int32(min(8, requests-answered)); n != want {
+				t.Fatalf("%d requests in flight with %d of %d answered; want %d", n, answered, requests, want)
+			}
+			answer <- struct{}{}
 		}
+		wg.Wait()
 		if n := b.InFlight(Ordinary); n != 0 {
 			t.Errorf("%d requests counted in flight after all ended", n)
 		}
@@ -170,9 +173,7 @@ func TestCancelledWaitsLeaveNoDebt(t *testing.T) {
 		for range 2000 {
 			waits = append(waits, acquire(ctx, b, Ordinary))
 		}
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
-		for _, w := range waits {
+		for _, w := range waits { // each ends with the context, two seconds on
 			select {
 			case err := <-w.failed:
 				if !errors.Is(err, context.DeadlineExceeded) {

@@ -24,21 +24,40 @@ func TestBlackHoledMetadataTurnsUnhealthy(t *testing.T) {
 	}
 
 	const failingAfter = time.Second // shorter than one read's deadline: one timed-out read is enough
-	p := NewPoller(client, inst, Options{Spot: true, Interval: 100 * time.Millisecond, FailingAfter: failingAfter})
+	// Health is read as each failed read leaves it, on the poller's goroutine, until it fails.
+	var p *Poller
+	type reading struct {
+		unhealthy error
+		at        time.Time
+	}
+	first := make(chan reading, 1)
+	observe := func(_ string, err error) {
+		if err == nil {
+			return
+		}
+		if unhealthy := p.Healthy(); unhealthy != nil {
+			select {
+			case first <- reading{unhealthy, time.Now()}:
+			default:
+			}
+		}
+	}
+	p = NewPoller(client, inst, Options{Spot: true, Interval: 100 * time.Millisecond, FailingAfter: failingAfter, Observe: observe})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	start = time.Now()
 	go func() { defer close(done); p.Run(ctx, make(chan notice.Notice)) }()
-	var unhealthy error
-	for unhealthy == nil && time.Since(start) < client.timeout+5*time.Second {
-		time.Sleep(10 * time.Millisecond)
-		unhealthy = p.Healthy()
+	// Real time: what is under test is the read's own deadline against a silent endpoint.
+	var r reading
+	select {
+	case r = <-first:
+	case <-time.After(client.timeout + 5*time.Second):
 	}
-	took := time.Since(start)
+	unhealthy, took := r.unhealthy, r.at.Sub(start)
 	cancel()
 	<-done
 	if unhealthy == nil {
-		t.Fatalf("Healthy still nil %s after polling an endpoint that never answers", took)
+		t.Fatalf("Healthy still nil %s after polling an endpoint that never answers", time.Since(start))
 	}
 	t.Logf("unhealthy after %s: %v", took.Round(time.Millisecond), unhealthy)
 	if limit := max(failingAfter, client.timeout); took > limit+time.Second {

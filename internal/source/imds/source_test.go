@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/notice"
@@ -75,57 +76,54 @@ func TestLifecycleDeadlineFromFirstSeen(t *testing.T) {
 }
 
 func TestFailingMetadataBacksOffReportsAndRecovers(t *testing.T) {
-	var p *Poller
-	g := &fakeGetter{calls: map[string]int{}, answer: func(path string, call int) ([]byte, bool, error) {
-		if call <= 6 {
-			if call%2 == 0 {
-				return []byte("<html>garbage</html>"), true, nil
+	synctest.Test(t, func(t *testing.T) {
+		var p *Poller
+		g := &fakeGetter{calls: map[string]int{}, answer: func(path string, call int) ([]byte, bool, error) {
+			if call <= 6 {
+				if call%2 == 0 {
+					return []byte("<html>garbage</html>"), true, nil
+				}
+				return nil, false, errors.New("500 Internal Server Error")
 			}
-			return nil, false, errors.New("500 Internal Server Error")
+			return nil, false, nil // recovered: no event
+		}}
+		var observed []error
+		unhealthySeen := false
+		ninth := make(chan struct{})
+		// Told after each poll, on the poller's goroutine: health is read as each poll left it.
+		observe := func(path string, err error) {
+			observed = append(observed, err)
+			if p.Healthy() != nil {
+				unhealthySeen = true
+			}
+			if len(observed) == 9 {
+				close(ninth)
+			}
 		}
-		return nil, false, nil // recovered: no event
-	}}
-	var observed []error
-	var mu sync.Mutex
-	p = NewPoller(g, inst, Options{Spot: true, Interval: 2 * time.Millisecond, FailingAfter: 5 * time.Millisecond,
-		Observe: func(path string, err error) { mu.Lock(); observed = append(observed, err); mu.Unlock() }})
-	unhealthySeen := false
-	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan notice.Notice, 1)
-	done := make(chan struct{})
-	go func() { p.Run(ctx, out); close(done) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if p.Healthy() != nil {
-			unhealthySeen = true
+		p = NewPoller(g, inst, Options{Spot: true, Interval: 2 * time.Millisecond, FailingAfter: 5 * time.Millisecond, Observe: observe})
+		ctx, cancel := context.WithCancel(context.Background())
+		out := make(chan notice.Notice, 1)
+		done := make(chan struct{})
+		go func() { p.Run(ctx, out); close(done) }()
+		<-ninth // the bubble's clock runs through the backoff by itself
+		cancel()
+		<-done
+		if !unhealthySeen {
+			t.Error("never reported unhealthy during sustained failure")
 		}
-		g.mu.Lock()
-		calls := g.calls[PathSpot]
-		g.mu.Unlock()
-		if calls > 8 {
-			break
+		if err := p.Healthy(); err != nil {
+			t.Errorf("still unhealthy after recovery: %v", err)
 		}
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	<-done
-	if !unhealthySeen {
-		t.Error("never reported unhealthy during sustained failure")
-	}
-	if err := p.Healthy(); err != nil {
-		t.Errorf("still unhealthy after recovery: %v", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	failures := 0
-	for _, err := range observed[:6] {
-		if err != nil {
-			failures++
+		failures := 0
+		for _, err := range observed[:6] {
+			if err != nil {
+				failures++
+			}
 		}
-	}
-	if failures != 6 || observed[len(observed)-1] != nil {
-		t.Errorf("observed %v: want 6 failures (errors and garbage) then success", observed)
-	}
+		if failures != 6 || observed[len(observed)-1] != nil {
+			t.Errorf("observed %v: want 6 failures (errors and garbage) then success", observed)
+		}
+	})
 }
 
 // A lifecycle state Lifeboat does not know (Standby is known; Quarantined is not) is logged

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -129,75 +130,74 @@ func (p *panicsOnce) Started(*corev1.Node, notice.Notice) {
 // next; what the watcher keeps of a node is dropped when the Node is deleted.
 func TestWatcherRecoversAndForgets(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	sick := func(name, instance string) *corev1.Node {
-		n := node("aws:///us-east-1a/"+instance, cond("KernelReady", corev1.ConditionFalse, time.Now().Add(-time.Hour)))
-		n.Name = name
-		return n
-	}
-	client := fake.NewClientset(sick("a", "i-0000000000000000a"))
-	factory := informers.NewSharedInformerFactory(client, 0)
-	nodes := factory.Core().V1().Nodes().Informer()
-	counted := &panicCount{}
-	w, err := New(Options{Nodes: nodes, DrainTimeout: time.Minute, Report: &panicsOnce{}, Panics: counted, Limits: Limits{MaxUnhealthyPercent: 100},
-		Conditions: []config.RepairCondition{{Type: "KernelReady", Status: "False", For: time.Minute}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var took []string
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- w.Run(runCtx, func(_ context.Context, ns []notice.Notice) []Fate {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		sick := func(name, instance string) *corev1.Node {
+			n := node("aws:///us-east-1a/"+instance, cond("KernelReady", corev1.ConditionFalse, time.Now().Add(-time.Hour)))
+			n.Name = name
+			return n
+		}
+		client := fake.NewClientset(sick("a", "i-0000000000000000a"))
+		factory := informers.NewSharedInformerFactory(client, 0)
+		nodes := factory.Core().V1().Nodes().Informer()
+		counted := &panicCount{}
+		w, err := New(Options{Nodes: nodes, DrainTimeout: time.Minute, Report: &panicsOnce{}, Panics: counted, Limits: Limits{MaxUnhealthyPercent: 100},
+			Conditions: []config.RepairCondition{{Type: "KernelReady", Status: "False", For: time.Minute}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var took []string
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			done <- w.Run(runCtx, func(_ context.Context, ns []notice.Notice) []Fate {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, n := range ns {
+					took = append(took, n.Node)
+				}
+				return []Fate{Started}
+			})
+		}()
+		factory.Start(ctx.Done())
+		factory.WaitForCacheSync(ctx.Done())
+		tookNode := func(name string) bool {
 			mu.Lock()
 			defer mu.Unlock()
-			for _, n := range ns {
-				took = append(took, n.Node)
-			}
-			return []Fate{Started}
-		})
-	}()
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
-	tookNode := func(name string) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Contains(took, name)
-	}
-	waitUntil(t, ctx, func() bool { return tookNode("a") })
-	if _, err := client.CoreV1().Nodes().Create(ctx, sick("b", "i-0000000000000000b"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, ctx, func() bool { return tookNode("b") })
-	if err := client.CoreV1().Nodes().Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, ctx, func() bool { _, ok, _ := nodes.GetStore().GetByKey("a"); return !ok })
-	time.Sleep(100 * time.Millisecond) // the deletion's look
-	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(counted.sites, []string{"node_repair"}) {
-		t.Errorf("panics counted %v, want one at node_repair", counted.sites)
-	}
-	if _, ok := w.started["a"]; ok {
-		t.Error("the deleted node is still remembered as started")
-	}
-	if _, ok := w.started["b"]; !ok {
-		t.Error("node b's repair is not remembered as started")
-	}
-}
-
-func waitUntil(t *testing.T, ctx context.Context, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatal("timed out")
-		case <-time.After(10 * time.Millisecond):
+			return slices.Contains(took, name)
 		}
-	}
+		synctest.Wait()
+		if !tookNode("a") {
+			t.Fatal("node a not taken once everything waits")
+		}
+		if _, err := client.CoreV1().Nodes().Create(ctx, sick("b", "i-0000000000000000b"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if !tookNode("b") {
+			t.Fatal("node b not taken once everything waits")
+		}
+		if err := client.CoreV1().Nodes().Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the informer and the watcher have seen the deletion
+		if _, ok, _ := nodes.GetStore().GetByKey("a"); ok {
+			t.Fatal("the deleted node is still in the informer once everything waits")
+		}
+		stop()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(counted.sites, []string{"node_repair"}) {
+			t.Errorf("panics counted %v, want one at node_repair", counted.sites)
+		}
+		if _, ok := w.started["a"]; ok {
+			t.Error("the deleted node is still remembered as started")
+		}
+		if _, ok := w.started["b"]; !ok {
+			t.Error("node b's repair is not remembered as started")
+		}
+	})
 }

@@ -88,8 +88,9 @@ func queueLength(t *testing.T, client *awssqs.Client, url string) int {
 
 // observed counts Observe events by name and outcome.
 type observed struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu      sync.Mutex
+	n       map[string]int
+	changed chan struct{} // closed and replaced at each event
 }
 
 func (o *observed) observe(ev string, err error) {
@@ -102,6 +103,33 @@ func (o *observed) observe(ev string, err error) {
 		ev += " error"
 	}
 	o.n[ev]++
+	if o.changed != nil {
+		close(o.changed)
+	}
+	o.changed = make(chan struct{})
+}
+
+// waitCount waits, event by event, until the consumer has observed ev at least n times,
+// failing the test after limit.
+func (o *observed) waitCount(t *testing.T, ev string, n int, limit time.Duration) {
+	t.Helper()
+	timeout := time.After(limit)
+	for {
+		o.mu.Lock()
+		if o.changed == nil {
+			o.changed = make(chan struct{})
+		}
+		got, changed := o.n[ev], o.changed
+		o.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("timed out after %v waiting for %d events %q, saw %d", limit, n, ev, got)
+		}
+	}
 }
 
 func (o *observed) get(ev string) int {
@@ -123,17 +151,6 @@ func runGoaws(t *testing.T, api API, url string, workers int, obs *observed, h H
 	return start(t, c, h)
 }
 
-func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestConsumerGoawsHandlesEachOnce(t *testing.T) {
 	client, url := goawsQueue(t)
 	ids := sendAll(t, client, url, 20)
@@ -142,10 +159,11 @@ func TestConsumerGoawsHandlesEachOnce(t *testing.T) {
 	var got calls
 	stop := runGoaws(t, api, url, 5, &obs, func(_ context.Context, m Message) (Outcome, time.Duration) {
 		got.add(m)
+		// Real time, as a handler takes: messages stay in flight at the real server together.
 		time.Sleep(50 * time.Millisecond)
 		return Done, 0
 	})
-	waitFor(t, "20 deletes", 30*time.Second, func() bool { return obs.get(EventDelete) >= len(ids) })
+	obs.waitCount(t, EventDelete, len(ids), 30*time.Second)
 	stop()
 
 	if n := queueLength(t, client, url); n != 0 {
@@ -178,7 +196,7 @@ func TestConsumerGoawsSlowHandlerExtended(t *testing.T) {
 		time.Sleep(3 * time.Second) // three visibility timeouts
 		return Done, 0
 	})
-	waitFor(t, "the delete", 20*time.Second, func() bool { return obs.get(EventDelete) >= 1 })
+	obs.waitCount(t, EventDelete, 1, 20*time.Second)
 	// Keep receiving for longer than a visibility timeout (goaws reveals expired messages
 	// on a 1 s tick): a message that was not deleted would come back now.
 	time.Sleep(2500 * time.Millisecond)
@@ -217,7 +235,7 @@ func TestConsumerGoawsRetry(t *testing.T) {
 		secondStart.Store(time.Now().UnixNano())
 		return Done, 0
 	})
-	waitFor(t, "the delete", 20*time.Second, func() bool { return obs.get(EventDelete) >= 1 })
+	obs.waitCount(t, EventDelete, 1, 20*time.Second)
 	stop()
 
 	for id := range ids {

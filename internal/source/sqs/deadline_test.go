@@ -37,6 +37,8 @@ func TestBlackHoledQueueTurnsUnhealthy(t *testing.T) {
 		done <- c.Run(ctx, func(context.Context, Message) (Outcome, time.Duration) { return Done, 0 })
 	}()
 	limit := wait + d.ReceiveMargin
+	// Real time, sampled: the receive's own deadline against a silent endpoint is under test,
+	// and the consumer is told of a failed receive (Observe) before its health counts it.
 	var unhealthy error
 	for unhealthy == nil && time.Since(start) < limit+5*time.Second {
 		time.Sleep(10 * time.Millisecond)

@@ -97,7 +97,7 @@ func (s *Server) RegisterTarget(arn, id string, port int) error {
 	if err := g.validTarget(id, port); err != nil {
 		return fmt.Errorf("fakeaws: %w", err)
 	}
-	g.register(id, port, time.Now())
+	g.register(id, port, s.clock.Now())
 	return nil
 }
 
@@ -111,7 +111,7 @@ func (s *Server) DeregisterTarget(arn, id string) error {
 	if err != nil {
 		return fmt.Errorf("fakeaws: %w", err)
 	}
-	g.deregister(id, 0, time.Now())
+	g.deregister(id, 0, s.clock.Now())
 	return nil
 }
 
@@ -128,7 +128,7 @@ func (s *Server) TargetState(arn, id string) (state string, registered bool) {
 		return "", false
 	}
 	h := notRegistered
-	for _, t := range g.live(time.Now()) {
+	for _, t := range g.live(s.clock.Now()) {
 		if t.id != id {
 			continue
 		}
@@ -393,7 +393,7 @@ func (s *Server) elbDescribeTargetHealth(p url.Values) (any, error) {
 		}
 	}
 	res := &elbDescribeTargetHealthResult{}
-	live := g.live(time.Now())
+	live := g.live(s.clock.Now())
 	if len(refs) == 0 {
 		for _, t := range live {
 			res.Descriptions = append(res.Descriptions, describe(t.id, t.port, g.health(t)))
@@ -434,7 +434,7 @@ func (s *Server) elbRegisterTargets(p url.Values) (any, error) {
 			return nil, err
 		}
 	}
-	now := time.Now()
+	now := s.clock.Now()
 	for _, r := range refs {
 		g.register(r.id, r.port, now)
 	}
@@ -452,7 +452,7 @@ func (s *Server) elbDeregisterTargets(p url.Values) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
+	now := s.clock.Now()
 	for _, r := range refs {
 		// Without a port AWS means the group's port: a target registered on
 		// another port must be deregistered with it, or stays registered.

@@ -20,6 +20,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func elbClient(s *Server) *elb.Client {
@@ -158,8 +159,9 @@ func TestELBv2DescribeTargetGroupsPagination(t *testing.T) {
 }
 
 func TestELBv2TargetLifecycle(t *testing.T) {
-	const delay = 300 * time.Millisecond
-	s := startFake(t, Options{})
+	const delay = 300 * time.Second
+	fc := clocktesting.NewFakePassiveClock(time.Now())
+	s := startFake(t, Options{Clock: fc})
 	arn := s.AddTargetGroup(TargetGroup{Name: "web", Port: 30080, DeregistrationDelay: delay})
 	client := elbClient(s)
 	ctx := context.Background()
@@ -191,8 +193,6 @@ func TestELBv2TargetLifecycle(t *testing.T) {
 		t.Errorf("i-0002 deregistered without its port: %s, %v; want healthy, registered", state, registered)
 	}
 
-	// Taken before the call, so that it is no later than the fake's own.
-	deregisteredAt := time.Now()
 	deregister(elbTarget("i-0001", 0), elbTarget("i-0002", 8080))
 	out, err := client.DescribeTargetHealth(ctx, &elb.DescribeTargetHealthInput{
 		TargetGroupArn: aws.String(arn), Targets: []elbtypes.TargetDescription{elbTarget("i-0001", 0)},
@@ -214,17 +214,20 @@ func TestELBv2TargetLifecycle(t *testing.T) {
 		t.Errorf("re-registered draining target: %s, %v; want healthy, true", state, registered)
 	}
 
+	// Draining lasts the group's delay, to the instant.
+	fc.SetTime(fc.Now().Add(delay - time.Nanosecond))
+	if state, _ := s.TargetState(arn, "i-0001"); state != "draining" {
+		t.Errorf("TargetState just before the delay is over = %s, want draining", state)
+	}
+	fc.SetTime(fc.Now().Add(time.Nanosecond))
 	// The waiter code under test would use must see the end of draining.
 	waiter := elb.NewTargetDeregisteredWaiter(client, func(o *elb.TargetDeregisteredWaiterOptions) {
 		o.MinDelay, o.MaxDelay = 20*time.Millisecond, 50*time.Millisecond
 	})
 	if err := waiter.Wait(ctx, &elb.DescribeTargetHealthInput{
 		TargetGroupArn: aws.String(arn), Targets: []elbtypes.TargetDescription{elbTarget("i-0001", 0)},
-	}, delay+5*time.Second); err != nil {
-		t.Fatalf("TargetDeregistered waiter: %v", err)
-	}
-	if since := time.Since(deregisteredAt); since < delay {
-		t.Errorf("draining ended after %v, before the %v delay", since, delay)
+	}, 5*time.Second); err != nil {
+		t.Fatalf("TargetDeregistered waiter once the delay is over: %v", err)
 	}
 	if got, want := describeHealth(t, s, arn), []string{"i-0002:8080=healthy", "i-0003:30080=healthy"}; !slices.Equal(got, want) {
 		t.Errorf("after draining: %v, want %v", got, want)
@@ -240,12 +243,9 @@ func TestELBv2TargetLifecycle(t *testing.T) {
 	if got := describeHealth(t, s, arn); !slices.Contains(got, "i-0003:30080=draining/Target.DeregistrationInProgress") {
 		t.Errorf("after DeregisterTarget: %v, want i-0003 draining", got)
 	}
-	deadline := time.Now().Add(delay + 5*time.Second)
-	for slices.ContainsFunc(describeHealth(t, s, arn), func(d string) bool { return strings.HasPrefix(d, "i-0003:") }) {
-		if time.Now().After(deadline) {
-			t.Fatal("i-0003 still listed long after its deregistration delay")
-		}
-		time.Sleep(20 * time.Millisecond)
+	fc.SetTime(fc.Now().Add(delay))
+	if got := describeHealth(t, s, arn); slices.ContainsFunc(got, func(d string) bool { return strings.HasPrefix(d, "i-0003:") }) {
+		t.Errorf("after its deregistration delay: %v, want i-0003 gone", got)
 	}
 }
 

@@ -27,6 +27,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Instance is an EC2 instance known to the fake.
@@ -86,6 +88,9 @@ type Options struct {
 	// SQSBackend is the base URL SQS requests are proxied to, or "" to reject
 	// them with an error.
 	SQSBackend string
+	// Clock is the fake's time for what lasts a while at AWS: a deregistered target's
+	// draining. Default: the real clock. The calls' times (Calls) are the real ones.
+	Clock clock.PassiveClock
 }
 
 // Server is the fake. It is an http.Handler and can also serve itself on a
@@ -93,6 +98,7 @@ type Options struct {
 type Server struct {
 	proxy      *httputil.ReverseProxy // nil if no SQS backend
 	backendErr error                  // set if Options.SQSBackend is invalid
+	clock      clock.PassiveClock
 
 	mu        sync.Mutex
 	instances []*Instance // insertion order, which is the order EC2 reports
@@ -131,6 +137,10 @@ func New(opts Options) *Server {
 		groupTags:       map[string]map[string]string{},
 		actions:         map[string]*lifecycleAction{},
 		retainOnAbandon: map[string]bool{},
+		clock:           opts.Clock,
+	}
+	if s.clock == nil {
+		s.clock = clock.RealClock{}
 	}
 	if opts.SQSBackend != "" {
 		s.proxy, s.backendErr = newSQSProxy(opts.SQSBackend)
