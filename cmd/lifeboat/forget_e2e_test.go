@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/episode"
@@ -39,11 +40,14 @@ func grant(t *testing.T, ctx context.Context, w *cliWorld, user string, perms []
 		t.Fatal(err)
 	}
 	// RBAC is enforced from the authorizer's cache: wait until the grant is seen.
-	waitFor(t, "the grant to "+user, func() bool {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		r, err := w.c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &perms[len(perms)-1]}}, metav1.CreateOptions{})
-		return err == nil && r.Status.Allowed
+		return err == nil && r.Status.Allowed, nil
 	})
+	if err != nil {
+		t.Fatalf("the grant to %s was never seen: %v", user, err)
+	}
 }
 
 // lifeboatKeys lists what of Lifeboat's is on the node: lifeboat.dev/ annotations and labels
@@ -104,7 +108,12 @@ func TestForgetLeavesNoLifeboatKey(t *testing.T) {
 	}
 	before := map[string]*corev1.Node{}
 	for _, node := range []string{w.node, w.other} {
-		waitFor(t, "the condition on "+node, func() bool { return nodes.ConditionOf(mustNode(t, w, node), nodes.ConditionInterruption) != nil })
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return nodes.ConditionOf(mustNode(t, w, node), nodes.ConditionInterruption) != nil, nil
+		})
+		if err != nil {
+			t.Fatalf("the condition never showed on %s", node)
+		}
 		n := mustNode(t, w, node)
 		if r, err := record.Read(n); err != nil || r.Phase != record.PhaseDraining || r.Owner == nil {
 			t.Fatalf("node %s: record %+v (%v); want one mid-drain, claimed", node, r, err)
