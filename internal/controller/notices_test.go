@@ -176,12 +176,16 @@ func TestFailingNoticesLeaveRetryToMessage(t *testing.T) {
 	t.Parallel()
 	notices := []notice.Notice{{ID: "a"}, {ID: "b"}, {ID: "c"}}
 	var calls atomic.Int32
+	retried := make(chan struct{}) // closed once the failing notices have been tried a few times
+	var once sync.Once
 	done := make(chan []noticeFate, 1)
 	go func() {
 		done <- runNotices(context.Background(), notices, noticePool{workers: 3, backoff: quickBackoff}, func(_ context.Context, n notice.Notice) noticeFate {
-			calls.Add(1)
+			if calls.Add(1) >= 6 {
+				once.Do(func() { close(retried) })
+			}
 			if n.ID == "c" {
-				time.Sleep(20 * time.Millisecond) // the others retry in place meanwhile
+				<-retried // c runs while the others retry in place
 				return noticeDone
 			}
 			return noticeRetry

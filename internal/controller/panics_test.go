@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -177,11 +178,11 @@ func TestNodeEventPanicIsThatEvents(t *testing.T) {
 	if _, err := client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !seen.Load() || m.Value("lifeboat_reconcile_panics_total", "site", "node_event") == 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the informer did not go on (next node seen %v) or no panic was counted", seen.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return seen.Load() && m.Value("lifeboat_reconcile_panics_total", "site", "node_event") > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the informer did not go on (next node seen %v) or no panic was counted", seen.Load())
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -130,13 +130,18 @@ func TestInterruptionVisible(t *testing.T) {
 	}
 
 	// Writes of the condition: Draining, its message refreshed when the held pod was named (at
-	// most once per 30 s), HandedBack, False.
-	time.Sleep(time.Second)
-	audit, err := w.c.AuditEvents(func(e sandbox.AuditEvent) bool {
-		return e.User.Username == "lifeboat" && e.Verb == "patch" && e.ObjectRef != nil && e.ObjectRef.Resource == "nodes" && e.ObjectRef.Subresource == "status"
+	// most once per 30 s), HandedBack, False. The audit log is written behind the answers: wait
+	// for the last of them.
+	var audit []sandbox.AuditEvent
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		var err error
+		audit, err = w.c.AuditEvents(func(e sandbox.AuditEvent) bool {
+			return e.User.Username == "lifeboat" && e.Verb == "patch" && e.ObjectRef != nil && e.ObjectRef.Resource == "nodes" && e.ObjectRef.Subresource == "status"
+		})
+		return err == nil && len(audit) >= 3, err
 	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the condition's writes are not in the audit log: %d of at least 3 (%v)", len(audit), err)
 	}
 	written := 0
 	for _, e := range audit {
