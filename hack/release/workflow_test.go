@@ -311,8 +311,53 @@ func TestWorkflowHoldsItsToken(t *testing.T) {
 	}
 }
 
-// TestOneVersion: the chart's version and appVersion are one 0.x version, and CHANGELOG.md
-// has a section for it (the release workflow refuses a tag that names another).
+// versionPattern is a release version, with or without its v.
+const versionPattern = `(v?[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.-]+)?)`
+
+// releaseVersionRefs are the ways the docs' install examples name a Lifeboat release: a
+// chart's --version on a line about Lifeboat, an image or chart reference's tag, a tag checked
+// out or built, the filled image.tag, the image's version label, and the prose that spells
+// out a tag's image and chart versions.
+var releaseVersionRefs = []*regexp.Regexp{
+	regexp.MustCompile(`(?i)lifeboat.*--version[ =]` + versionPattern),
+	regexp.MustCompile(`lifeboat-dev/(?:charts/)?lifeboat:` + versionPattern),
+	regexp.MustCompile(`(?:git checkout |VERSION=)` + versionPattern),
+	regexp.MustCompile(`image\.tag: "?` + versionPattern),
+	regexp.MustCompile("org\\.opencontainers\\.image\\.version.*`" + versionPattern + "`"),
+	regexp.MustCompile("(?:tag|image|chart) `" + versionPattern + "`"),
+}
+
+// docVersions returns each release version the install examples of a document name, with
+// its line.
+func docVersions(content string) (refs []string, lines []int) {
+	for i, line := range strings.Split(content, "\n") {
+		for _, re := range releaseVersionRefs {
+			for _, m := range re.FindAllStringSubmatch(line, -1) {
+				refs, lines = append(refs, m[1]), append(lines, i+1)
+			}
+		}
+	}
+	return refs, lines
+}
+
+// installDocs are the documents whose examples install, verify or build a release.
+func installDocs(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(append(docs, top...), filepath.Join(repoRoot, "README.md"), filepath.Join(repoRoot, "deploy", "README.md"))
+}
+
+// TestOneVersion: the chart's version and appVersion are one 0.x version, CHANGELOG.md has a
+// section for it (the release workflow refuses a tag that names another, and make
+// release-dry-run stamps the binary with it), and every version the docs' install examples
+// name is that version.
 func TestOneVersion(t *testing.T) {
 	var chart struct {
 		Version    string `yaml:"version"`
@@ -331,6 +376,42 @@ func TestOneVersion(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^## \[` + regexp.QuoteMeta(chart.Version) + `\]`).Match(changelog) {
 		t.Errorf("CHANGELOG.md has no \"## [%s]\" section", chart.Version)
+	}
+	found := 0
+	for _, path := range installDocs(t) {
+		content, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs, lines := docVersions(string(content))
+		found += len(refs)
+		for i, v := range refs {
+			if strings.TrimPrefix(v, "v") != chart.Version {
+				t.Errorf("%s:%d: names release %s; the chart's version is %s: one version everywhere", path, lines[i], v, chart.Version)
+			}
+		}
+	}
+	if found == 0 {
+		t.Error("no release version found in the docs' install examples: the check reads nothing")
+	}
+	// Each way of naming a release is read.
+	for _, example := range []string{
+		"helm install lifeboat oci://ghcr.io/lifeboat-dev/charts/lifeboat --version 9.9.9 \\",
+		"helm upgrade lifeboat oci://ghcr.io/lifeboat-dev/charts/lifeboat --namespace x --version=9.9.9",
+		"cosign verify ghcr.io/lifeboat-dev/lifeboat:9.9.9 \\",
+		"gh attestation verify oci://ghcr.io/lifeboat-dev/charts/lifeboat:9.9.9 --repo lifeboat-dev/lifeboat",
+		"git checkout v9.9.9 && make image",
+		"make release-dry-run RELEASE_VERSION=v9.9.9",
+		"A released chart names its image by digest (`image.tag: 9.9.9@sha256:<digest>`, filled in",
+		"| `org.opencontainers.image.version` | the release as `git describe` names it (`v9.9.9`) |",
+		"`<version>` is the release without its `v` (tag `v9.9.9`: image `9.9.9`, chart `9.9.9`). The",
+	} {
+		if refs, _ := docVersions(example); len(refs) == 0 || strings.TrimPrefix(refs[0], "v") != "9.9.9" {
+			t.Errorf("the check reads no version in %q (got %v)", example, refs)
+		}
+	}
+	if refs, _ := docVersions("Kubernetes 1.30 or later; Helm 3.8; actions/checkout@<sha> # v4.2.2; kwok 0.5.4"); len(refs) != 0 {
+		t.Errorf("the check takes other software's versions for Lifeboat's: %v", refs)
 	}
 }
 
