@@ -101,6 +101,7 @@ HELM                 ?= $(TOOLS_BIN)/helm
 # The binary's stamp is fixed when the Makefile is read, so the release's version is given to
 # a make of its own.
 release-dry-run:
+	@test -x '$(HELM)' || { echo "no helm at $(HELM): make sandbox builds it, or give HELM=path" >&2; exit 1; }
 	@$(MAKE) --no-print-directory release-artifacts release-verify VERSION=$(RELEASE_VERSION)
 	cd hack/release && LIFEBOAT_IMAGE_PLATFORMS='$(IMAGE_PLATFORMS)' $(GO) test -count=1 -run '^TestMakeImage$$' .
 
@@ -108,7 +109,6 @@ release-dry-run:
 # by name, so that a wrong RELEASE_DIR loses nothing else.
 release-artifacts: IMAGE_DIR = $(RELEASE_DIR)/image
 release-artifacts: image
-	@test -x '$(HELM)' || { echo "no helm at $(HELM): make sandbox builds it, or give HELM=path" >&2; exit 1; }
 	@rm -f $(RELEASE_DIR)/lifeboat-*.tgz $(RELEASE_DIR)/kubectl-lifeboat_*.tar.gz $(RELEASE_DIR)/kubectl-lifeboat_*.spdx.json \
 		$(RELEASE_DIR)/lifeboat.yaml $(RELEASE_DIR)/SHA256SUMS
 	@set -e; binaries=; for p in $(PLUGIN_PLATFORMS); do \
