@@ -40,7 +40,7 @@ LDFLAGS     := -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Comm
 GO_BUILD    := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 BIN         ?= bin
 
-.PHONY: all build lifeboat image image-push release-tool sandbox vet test test-packages test-release fuzz-quick fuzz-memory test-long unit fuzz faults bench bench-scale docs demo manifests clean
+.PHONY: all build lifeboat image image-push release-tool release-dry-run release-artifacts release-verify sandbox vet test test-packages test-release fuzz-quick fuzz-memory test-long unit fuzz faults bench bench-scale docs demo manifests clean
 
 all: build
 
@@ -83,6 +83,50 @@ IMAGE_EXTRA_TAGS ?=
 image-push: release-tool
 	$(RELEASE_TOOL) push -layout $(IMAGE_DIR) -repository $(IMAGE_REPOSITORY) $(addprefix -tag ,$(IMAGE_TAG) $(IMAGE_EXTRA_TAGS))
 
+## release-dry-run: what a tag publishes, built here without publishing anything, into RELEASE_DIR:
+## the image layout (IMAGE_PLATFORMS), the chart naming its index by digest, the kubectl plugin's
+## archives (PLUGIN_PLATFORMS) with their SBOMs, the krew manifest and SHA256SUMS; then hack/release
+## checks each against the others, and that two image builds are byte-identical on every platform.
+## RELEASE_VERSION, the tag, defaults to the chart's version. Needs helm (make sandbox, or HELM=).
+## Cold, it compiles every package once per platform: make test builds only the host's image.
+RELEASE_DIR          ?= _output/release
+CHART_DIR            := deploy/chart/lifeboat
+CHART_VERSION        := $(shell sed -n 's/^version: *//p' $(CHART_DIR)/Chart.yaml)
+RELEASE_VERSION      ?= v$(CHART_VERSION)
+PLUGIN_PLATFORMS     ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+# Where the plugin's archives are downloaded from: the GitHub release of the tag.
+RELEASE_DOWNLOAD_URL ?= $(IMAGE_SOURCE)/releases/download/$(VERSION)
+HELM                 ?= $(TOOLS_BIN)/helm
+
+# The binary's stamp is fixed when the Makefile is read, so the release's version is given to
+# a make of its own.
+release-dry-run:
+	@test -x '$(HELM)' || { echo "no helm at $(HELM): make sandbox builds it, or give HELM=path" >&2; exit 1; }
+	@$(MAKE) --no-print-directory release-artifacts release-verify VERSION=$(RELEASE_VERSION)
+	cd hack/release && LIFEBOAT_IMAGE_PLATFORMS='$(IMAGE_PLATFORMS)' $(GO) test -count=1 -run '^TestMakeImage$$' .
+
+# release-artifacts: the release directory, at VERSION. Files a previous run left are removed
+# by name, so that a wrong RELEASE_DIR loses nothing else.
+release-artifacts: IMAGE_DIR = $(RELEASE_DIR)/image
+release-artifacts: image
+	@rm -f $(RELEASE_DIR)/lifeboat-*.tgz $(RELEASE_DIR)/kubectl-lifeboat_*.tar.gz $(RELEASE_DIR)/kubectl-lifeboat_*.spdx.json \
+		$(RELEASE_DIR)/lifeboat.yaml $(RELEASE_DIR)/SHA256SUMS
+	@set -e; binaries=; for p in $(PLUGIN_PLATFORMS); do \
+		out=$(BIN)/plugin/$${p//\//_}/kubectl-lifeboat; \
+		echo "GOOS=$${p%%/*} GOARCH=$${p#*/} go build -o $$out ./cmd/lifeboat"; \
+		GOOS=$${p%%/*} GOARCH=$${p#*/} $(GO_BUILD) -o $$out ./cmd/lifeboat; \
+		binaries="$$binaries -binary $$p=$$out"; \
+	done; \
+	$(RELEASE_TOOL) plugin -out $(RELEASE_DIR) $$binaries -completion deploy/krew/kubectl_complete-lifeboat \
+		-template deploy/krew/lifeboat.yaml.tmpl -version '$(VERSION)' -created '$(COMMIT_TIME)' \
+		-source '$(IMAGE_SOURCE)' -download-url '$(RELEASE_DOWNLOAD_URL)'
+	$(RELEASE_TOOL) chart -src $(CHART_DIR) -layout $(IMAGE_DIR) -version '$(patsubst v%,%,$(VERSION))' -helm '$(HELM)' -out $(RELEASE_DIR)
+	$(RELEASE_TOOL) checksums -dir $(RELEASE_DIR)
+
+release-verify: release-tool
+	$(RELEASE_TOOL) verify -dir $(RELEASE_DIR) -version '$(VERSION)' $(addprefix -image-platform ,$(IMAGE_PLATFORMS)) \
+		$(addprefix -plugin-platform ,$(PLUGIN_PLATFORMS)) -repository $(IMAGE_REPOSITORY)
+
 ## sandbox: build the pinned sandbox tools (cold: 15-25 min on 2 cores; warm: nothing to do)
 sandbox:
 	@hack/tools.sh >/dev/null
@@ -92,9 +136,9 @@ vet:
 	$(GO) vet ./...
 	cd hack/release && $(GO) vet ./...
 
-## test: vet, then side by side: unit and integration tests with the race detector, the image and the
-## release workflow (hack/release, its own module), and a short fuzz of each parser (one worker,
-## TEST_FUZZ_TIME inputs each)
+## test: vet, then side by side: unit and integration tests with the race detector, the image for the
+## host's platform, the release tool and workflow (hack/release, its own module; make release-dry-run
+## builds every platform), and a short fuzz of each parser (one worker, TEST_FUZZ_TIME inputs each)
 # Sandbox tests mostly wait on Leases, hooks and polls, so TEST_PACKAGES test binaries run at once
 # and the fuzzing takes the CPU they leave; each part's output is printed when it ends.
 # hack/release runs without the race detector: it starts no goroutines of its own, and the

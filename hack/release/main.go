@@ -1,15 +1,25 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Command release builds and publishes Lifeboat's container image without a container engine.
+// Command release builds, checks and publishes what a Lifeboat release is made of: the
+// container image (without a container engine), the packaged chart, the kubectl plugin's
+// archives and krew manifest, SBOMs and checksums.
 //
 //	release image -out DIR -binary linux/amd64=PATH -binary linux/arm64=PATH -version V -revision SHA -created TIME [...]
 //	release push -layout DIR -repository REGISTRY/PATH -tag TAG [-tag TAG ...]
+//	release digest -layout DIR
+//	release chart -src CHART -layout DIR -version V -helm PATH -out DIR
+//	release plugin -out DIR -binary OS/ARCH=PATH... -completion FILE -template FILE -version V -created TIME -source URL -download-url URL
+//	release checksums -dir DIR
+//	release verify -dir DIR -version V -image-platform OS/ARCH... -plugin-platform OS/ARCH... [-repository REGISTRY/PATH]
 //
 // `image` writes an OCI image layout holding one multi-platform index: for each binary, an
 // image with a single layer (the binary at /lifeboat, CA roots, an SPDX SBOM) on an empty
 // base. The same inputs give byte-identical output: file times, config and history carry the
 // commit's time, never the build's. `push` copies the layout's index to a registry, with the
 // credentials of the Docker config file (~/.docker/config.json), and prints the pushed digest.
+// `chart` packages the chart naming the layout's index by digest; `plugin` writes each
+// platform's plugin archive with its SBOM, and the krew manifest; `checksums` lists every
+// file of a release directory; `verify` checks all of them against each other.
 //
 // `make image` and the release workflow run it; the Makefile builds the binaries with its
 // own flags, so the binaries in the image are those `make lifeboat` builds.
@@ -38,7 +48,12 @@ func main() {
 }
 
 const usage = "usage: release image -out DIR -binary OS/ARCH=PATH... -version V -revision SHA -created RFC3339 [-source URL] [-licenses SPDX] [-tag TAG]\n" +
-	"       release push -layout DIR -repository REGISTRY/PATH -tag TAG..."
+	"       release push -layout DIR -repository REGISTRY/PATH -tag TAG...\n" +
+	"       release digest -layout DIR\n" +
+	"       release chart -src CHART -layout DIR -version V -helm PATH -out DIR\n" +
+	"       release plugin -out DIR -binary OS/ARCH=PATH... -completion FILE -template FILE -version V -created RFC3339 -source URL -download-url URL\n" +
+	"       release checksums -dir DIR\n" +
+	"       release verify -dir DIR -version V -image-platform OS/ARCH... -plugin-platform OS/ARCH... [-repository REGISTRY/PATH]"
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
@@ -49,9 +64,41 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return runImage(args[1:], stdout)
 	case "push":
 		return runPush(ctx, args[1:], stdout)
+	case "digest":
+		return runDigest(args[1:], stdout)
+	case "chart":
+		return runChart(ctx, args[1:], stdout)
+	case "plugin":
+		return runPlugin(args[1:], stdout)
+	case "checksums":
+		return runChecksums(args[1:], stdout)
+	case "verify":
+		return runVerify(args[1:], stdout)
 	default:
 		return fmt.Errorf("unknown command %q\n%s", args[0], usage)
 	}
+}
+
+// parseStamp reads -created and each -binary.
+func parseStamp(created string, binaries []string) (time.Time, []platformBinary, error) {
+	var errs []error
+	var t time.Time
+	if created != "" {
+		var err error
+		if t, err = time.Parse(time.RFC3339, created); err != nil {
+			errs = append(errs, fmt.Errorf("-created %q is not an RFC 3339 time", created))
+		}
+	}
+	var out []platformBinary
+	for _, b := range binaries {
+		pb, err := parsePlatformBinary(b)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, pb)
+	}
+	return t, out, errors.Join(errs...)
 }
 
 // listFlag collects a repeated flag.
@@ -82,23 +129,8 @@ func runImage(args []string, stdout io.Writer) error {
 		return errors.New("image: -out is empty: the directory of the OCI layout to write")
 	}
 	spec := imageSpec{version: *version, revision: *revision, source: *source, licenses: *licenses, tag: *tag}
-	var errs []error
-	if *created != "" {
-		t, err := time.Parse(time.RFC3339, *created)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("-created %q is not an RFC 3339 time", *created))
-		}
-		spec.created = t
-	}
-	for _, b := range binaries {
-		pb, err := parsePlatformBinary(b)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		spec.binaries = append(spec.binaries, pb)
-	}
-	if err := errors.Join(errs...); err != nil {
+	var err error
+	if spec.created, spec.binaries, err = parseStamp(*created, binaries); err != nil {
 		return fmt.Errorf("image: %w", err)
 	}
 	if err := checkOut(*out); err != nil {

@@ -87,8 +87,10 @@ func (e *buildError) Error() string { return "building the fixture: " + e.err.Er
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if fixtureDir != "" {
-		os.RemoveAll(fixtureDir)
+	for _, dir := range []string{fixtureDir, stampedDir} {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
 	}
 	os.Exit(code)
 }

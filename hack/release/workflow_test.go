@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -309,8 +311,53 @@ func TestWorkflowHoldsItsToken(t *testing.T) {
 	}
 }
 
-// TestOneVersion: the chart's version and appVersion are one 0.x version, and CHANGELOG.md
-// has a section for it (the release workflow refuses a tag that names another).
+// versionPattern is a release version, with or without its v.
+const versionPattern = `(v?[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.-]+)?)`
+
+// releaseVersionRefs are the ways the docs' install examples name a Lifeboat release: a
+// chart's --version on a line about Lifeboat, an image or chart reference's tag, a tag checked
+// out or built, the filled image.tag, the image's version label, and the prose that spells
+// out a tag's image and chart versions.
+var releaseVersionRefs = []*regexp.Regexp{
+	regexp.MustCompile(`(?i)lifeboat.*--version[ =]` + versionPattern),
+	regexp.MustCompile(`lifeboat-dev/(?:charts/)?lifeboat:` + versionPattern),
+	regexp.MustCompile(`(?:git checkout |VERSION=)` + versionPattern),
+	regexp.MustCompile(`image\.tag: "?` + versionPattern),
+	regexp.MustCompile("org\\.opencontainers\\.image\\.version.*`" + versionPattern + "`"),
+	regexp.MustCompile("(?:tag|image|chart) `" + versionPattern + "`"),
+}
+
+// docVersions returns each release version the install examples of a document name, with
+// its line.
+func docVersions(content string) (refs []string, lines []int) {
+	for i, line := range strings.Split(content, "\n") {
+		for _, re := range releaseVersionRefs {
+			for _, m := range re.FindAllStringSubmatch(line, -1) {
+				refs, lines = append(refs, m[1]), append(lines, i+1)
+			}
+		}
+	}
+	return refs, lines
+}
+
+// installDocs are the documents whose examples install, verify or build a release.
+func installDocs(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(append(docs, top...), filepath.Join(repoRoot, "README.md"), filepath.Join(repoRoot, "deploy", "README.md"))
+}
+
+// TestOneVersion: the chart's version and appVersion are one 0.x version, CHANGELOG.md has a
+// section for it (the release workflow refuses a tag that names another, and make
+// release-dry-run stamps the binary with it), and every version the docs' install examples
+// name is that version.
 func TestOneVersion(t *testing.T) {
 	var chart struct {
 		Version    string `yaml:"version"`
@@ -330,47 +377,220 @@ func TestOneVersion(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^## \[` + regexp.QuoteMeta(chart.Version) + `\]`).Match(changelog) {
 		t.Errorf("CHANGELOG.md has no \"## [%s]\" section", chart.Version)
 	}
+	found := 0
+	for _, path := range installDocs(t) {
+		content, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs, lines := docVersions(string(content))
+		found += len(refs)
+		for i, v := range refs {
+			if strings.TrimPrefix(v, "v") != chart.Version {
+				t.Errorf("%s:%d: names release %s; the chart's version is %s: one version everywhere", path, lines[i], v, chart.Version)
+			}
+		}
+	}
+	if found == 0 {
+		t.Error("no release version found in the docs' install examples: the check reads nothing")
+	}
+	// Each way of naming a release is read.
+	for _, example := range []string{
+		"helm install lifeboat oci://ghcr.io/lifeboat-dev/charts/lifeboat --version 9.9.9 \\",
+		"helm upgrade lifeboat oci://ghcr.io/lifeboat-dev/charts/lifeboat --namespace x --version=9.9.9",
+		"cosign verify ghcr.io/lifeboat-dev/lifeboat:9.9.9 \\",
+		"gh attestation verify oci://ghcr.io/lifeboat-dev/charts/lifeboat:9.9.9 --repo lifeboat-dev/lifeboat",
+		"git checkout v9.9.9 && make image",
+		"make release-dry-run RELEASE_VERSION=v9.9.9",
+		"A released chart names its image by digest (`image.tag: 9.9.9@sha256:<digest>`, filled in",
+		"| `org.opencontainers.image.version` | the release as `git describe` names it (`v9.9.9`) |",
+		"`<version>` is the release without its `v` (tag `v9.9.9`: image `9.9.9`, chart `9.9.9`). The",
+	} {
+		if refs, _ := docVersions(example); len(refs) == 0 || strings.TrimPrefix(refs[0], "v") != "9.9.9" {
+			t.Errorf("the check reads no version in %q (got %v)", example, refs)
+		}
+	}
+	if refs, _ := docVersions("Kubernetes 1.30 or later; Helm 3.8; actions/checkout@<sha> # v4.2.2; kwok 0.5.4"); len(refs) != 0 {
+		t.Errorf("the check takes other software's versions for Lifeboat's: %v", refs)
+	}
 }
 
-// TestReleasedChartNamesTheImageByDigest: the release workflow fills the chart's one empty
-// image.tag line with <version>@<digest> before packaging; values.yaml must keep exactly that
-// line under image, and the workflow must fill it.
+// TestReleasedChartNamesTheImageByDigest: values.yaml keeps the one empty image.tag line that
+// `release chart` fills with <version>@<digest>, and filling it changes nothing else.
 func TestReleasedChartNamesTheImageByDigest(t *testing.T) {
-	values, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "chart", "lifeboat", "values.yaml"))
+	path := filepath.Join(repoRoot, "deploy", "chart", "lifeboat", "values.yaml")
+	values, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := regexp.MustCompile(`(?m)^  tag: ""$`).FindAllIndex(values, -1)
-	if len(lines) != 1 {
-		t.Fatalf("values.yaml has %d lines '  tag: \"\"', want 1 (image.tag, which the release fills)", len(lines))
-	}
-	if image := bytes.LastIndex(values[:lines[0][0]], []byte("\nimage:\n")); image < 0 || bytes.Contains(values[image+1:lines[0][0]], []byte("\n\n")) {
-		t.Error("the empty tag line of values.yaml is not image.tag")
-	}
-	workflow, err := os.ReadFile(releaseWorkflow)
+	tag := "0.1.0@sha256:" + strings.Repeat("ab", 32)
+	filled, err := fillImageTag(values, tag)
 	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var before, after map[string]any
+	if err := yaml.Unmarshal(values, &before); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(workflow, []byte(`sed -i "s|^  tag: \"\"\$|  tag: \"$VERSION@$DIGEST\"|" "$values"`)) {
-		t.Error("the release workflow no longer writes the image digest into the chart before packaging it")
+	if err := yaml.Unmarshal(filled, &after); err != nil {
+		t.Fatalf("filled values.yaml: %v", err)
+	}
+	image, _ := after["image"].(map[string]any)
+	if image["tag"] != tag {
+		t.Errorf("filled image.tag is %v, want %q", image["tag"], tag)
+	}
+	image["tag"] = ""
+	if !reflect.DeepEqual(before, after) {
+		t.Error("filling image.tag changed other values")
+	}
+	for _, bad := range []string{"image:\n  repository: x\n", "image:\n  tag: \"\"\nsidecar:\n  tag: \"\"\n", "sidecar:\n  tag: \"\"\n"} {
+		if _, err := fillImageTag([]byte(bad), tag); err == nil {
+			t.Errorf("fillImageTag(%q) found a line to fill", bad)
+		}
 	}
 }
 
-// TestPluginWaitsForTheRelease: the job that publishes the GitHub release and the krew
-// manifest runs only after the job that builds, signs and attests the image and chart.
-func TestPluginWaitsForTheRelease(t *testing.T) {
+// workflowJob is the part of a job the release's shape depends on.
+type workflowJob struct {
+	Needs       any               `yaml:"needs"`
+	Permissions map[string]string `yaml:"permissions"`
+	Steps       []struct {
+		Uses string            `yaml:"uses"`
+		Run  string            `yaml:"run"`
+		With map[string]string `yaml:"with"`
+	} `yaml:"steps"`
+}
+
+func (j workflowJob) needs() []string {
+	switch n := j.Needs.(type) {
+	case string:
+		return []string{n}
+	case []any:
+		var out []string
+		for _, v := range n {
+			out = append(out, fmt.Sprint(v))
+		}
+		return out
+	}
+	return nil
+}
+
+// action is a step's action without its pin.
+func action(uses string) string {
+	a, _, _ := strings.Cut(uses, "@")
+	return a
+}
+
+// releaseShapeProblems checks the split of the release workflow: the build job holds no write
+// permission and no secret; every job that holds a write permission takes only the build's
+// outputs (it needs the build, checks out nothing, sets up no Go, builds nothing, and
+// downloads only artifacts the build uploads); the job that publishes the GitHub release
+// waits for the one that signs.
+func releaseShapeProblems(content []byte) []string {
 	var wf struct {
-		Jobs map[string]struct {
-			Needs any `yaml:"needs"`
-		} `yaml:"jobs"`
+		Jobs map[string]workflowJob `yaml:"jobs"`
 	}
-	readYAML(t, releaseWorkflow, &wf)
-	plugin, ok := wf.Jobs["plugin"]
+	if err := yaml.Unmarshal(content, &wf); err != nil {
+		return []string{err.Error()}
+	}
+	var problems []string
+	build, ok := wf.Jobs["build"]
 	if !ok {
-		t.Fatal("the release workflow has no plugin job")
+		return []string{"no build job"}
 	}
-	needs := fmt.Sprint(plugin.Needs)
-	if !strings.Contains(needs, "release") {
-		t.Errorf("the plugin job needs %q, want the release job: it would publish without the image and chart", needs)
+	uploaded := map[string]bool{}
+	for _, st := range build.Steps {
+		if action(st.Uses) == "actions/upload-artifact" {
+			uploaded[st.With["name"]] = true
+		}
+		if strings.Contains(st.Run, "secrets.") || strings.Contains(fmt.Sprint(st.With), "secrets.") {
+			problems = append(problems, "the build job reads a secret")
+		}
+	}
+	for p, v := range build.Permissions {
+		if v != "read" && v != "none" {
+			problems = append(problems, fmt.Sprintf("the build job holds %s: %s", p, v))
+		}
+	}
+	if len(uploaded) == 0 {
+		problems = append(problems, "the build job uploads no artifact")
+	}
+	for _, name := range sortedKeys(wf.Jobs) {
+		if name != "build" {
+			problems = append(problems, takesOnlyBuildOutputs(name, wf.Jobs[name], uploaded)...)
+		}
+	}
+	if publish, ok := wf.Jobs["publish"]; !ok || !slices.Contains(publish.needs(), "sign") {
+		problems = append(problems, "the publish job does not need the sign job: it would publish without the image and chart")
+	}
+	return problems
+}
+
+// takesOnlyBuildOutputs: a job holding a write permission runs no code of the checkout.
+func takesOnlyBuildOutputs(name string, job workflowJob, uploaded map[string]bool) []string {
+	writes := false
+	for _, v := range job.Permissions {
+		writes = writes || v == "write"
+	}
+	if !writes {
+		return nil
+	}
+	var problems []string
+	if !slices.Contains(job.needs(), "build") {
+		problems = append(problems, fmt.Sprintf("job %s holds a write permission and does not need the build job", name))
+	}
+	downloads := 0
+	for _, st := range job.Steps {
+		switch action(st.Uses) {
+		case "actions/checkout", "actions/setup-go":
+			problems = append(problems, fmt.Sprintf("job %s holds a write permission and uses %s: it must take only the build's outputs", name, action(st.Uses)))
+		case "actions/download-artifact":
+			downloads++
+			if !uploaded[st.With["name"]] {
+				problems = append(problems, fmt.Sprintf("job %s downloads artifact %q, which the build job does not upload", name, st.With["name"]))
+			}
+		}
+		for _, word := range []string{"make ", "go build", "go run", "go test", "git "} {
+			if strings.Contains(st.Run, word) {
+				problems = append(problems, fmt.Sprintf("job %s holds a write permission and runs %q: it must take only the build's outputs", name, strings.TrimSpace(word)))
+			}
+		}
+	}
+	if downloads == 0 {
+		problems = append(problems, fmt.Sprintf("job %s holds a write permission and downloads none of the build's outputs", name))
+	}
+	return problems
+}
+
+// TestReleaseJobsSplit: the release workflow builds without write permissions, and signs,
+// attests and publishes in jobs that take only the build's outputs; each way of undoing that
+// split fails the check.
+func TestReleaseJobsSplit(t *testing.T) {
+	content, err := os.ReadFile(releaseWorkflow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range releaseShapeProblems(content) {
+		t.Errorf("%s: %s", releaseWorkflow, p)
+	}
+	checkout := "      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2\n        with:\n          persist-credentials: false\n\n"
+	tests := []struct{ name, old, new, want string }{
+		{"build may push", "    permissions:\n      contents: read\n", "    permissions:\n      contents: read\n      packages: write\n", "the build job holds packages: write"},
+		{"sign checks out", "          name: release\n          path: release\n\n", "          name: release\n          path: release\n\n" + checkout, "job sign holds a write permission and uses actions/checkout"},
+		{"sign builds", "          chmod +x tools/release tools/helm\n", "          chmod +x tools/release tools/helm\n          make image\n", "job sign holds a write permission and runs \"make\""},
+		{"sign downloads another artifact", "          name: tools\n          path: tools\n", "          name: sources\n          path: tools\n", "downloads artifact \"sources\""},
+		{"publish does not wait", "    needs: [build, sign]\n", "    needs: [build]\n", "the publish job does not need the sign job"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if !bytes.Contains(content, []byte(tc.old)) {
+				t.Fatalf("the workflow no longer contains %q: update the test", tc.old)
+			}
+			broken := bytes.Replace(content, []byte(tc.old), []byte(tc.new), 1)
+			problems := strings.Join(releaseShapeProblems(broken), "\n")
+			if !strings.Contains(problems, tc.want) {
+				t.Errorf("problems:\n%s\nwant one containing %q", problems, tc.want)
+			}
+		})
 	}
 }
