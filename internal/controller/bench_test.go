@@ -17,6 +17,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
@@ -234,15 +235,14 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount, targetGr
 		}
 		return cordoned, drained, scheduled
 	}
-	for ctx.Err() == nil && m.Value("lifeboat_leader") < 1 {
-		time.Sleep(100 * time.Millisecond)
-	}
-	for ctx.Err() == nil {
-		if _, _, scheduled := count(pending); scheduled == len(pending) {
-			break
+	// Polled until ctx ends: an error here is ctx's, said below.
+	_ = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		if m.Value("lifeboat_leader") < 1 {
+			return false, nil
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		_, _, scheduled := count(pending)
+		return scheduled == len(pending), nil
+	})
 	if ctx.Err() != nil {
 		b.Fatal("the controller did not lead, or did not record the pending episodes")
 	}

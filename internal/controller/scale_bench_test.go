@@ -31,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -309,14 +310,12 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	}
 	defer stopController()
 	leadStart := time.Now()
-	for ctx.Err() == nil && (m.Value("lifeboat_leader") < 1 || ctl.Healthy() != nil) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	_ = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		return m.Value("lifeboat_leader") >= 1 && ctl.Healthy() == nil, nil
+	})
 	leading := time.Since(leadStart)
 	// A controller meets a burst long after it started: its first list of every pod is over.
-	for ctx.Err() == nil && !controller.PodsSynced(ctl) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	_ = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) { return controller.PodsSynced(ctl), nil })
 	if ctx.Err() != nil {
 		b.Fatal("the controller did not lead and consume the queue")
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
@@ -166,9 +167,7 @@ func azStartStandby(ctx context.Context, b *testing.B, base *rest.Config, cfg *c
 		EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(s.logs), Metrics: s.metrics,
 		Handler: azHandler(b, clients, standbyCfg, s.metrics)}) // as the binary builds it, as the leader's
 	go func() { s.done <- s.ctl.RunWithLeaderElection(ctx) }()
-	for ctx.Err() == nil && s.ctl.Healthy() != nil {
-		time.Sleep(20 * time.Millisecond)
-	}
+	_ = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) { return s.ctl.Healthy() == nil, nil })
 	s.syncAt = time.Now()
 	s.synced = s.syncAt.Sub(start)
 	s.heap = int64(azLiveHeap()) - int64(before)
