@@ -88,6 +88,7 @@ type Config struct {
 	NodeRepairAction                string            // NODE_REPAIR_ACTION
 	NodeRepairMaxUnhealthyPercent   int               // NODE_REPAIR_MAX_UNHEALTHY_PERCENT
 	NodeRepairMaxParallel           int               // NODE_REPAIR_MAX_PARALLEL; 0 = no cap
+	NodeRepairMaxPerHour            int               // NODE_REPAIR_MAX_PER_HOUR; 0 = no cap
 	NodeRepairPaused                bool              // NODE_REPAIR_PAUSED
 	NodeRepairEKSAutoRepaired       string            // NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS
 	DeleteNodeAfterTermination      bool              // DELETE_NODE_AFTER_TERMINATION
@@ -334,10 +335,13 @@ func settings(c *Config) []*Setting {
 			Usage: "What a repaired node's instance is given once drained: mark-unhealthy marks it Unhealthy in its Auto Scaling group (SetInstanceHealth), which replaces it; an instance in no group is left drained, with an Event and a metric. terminate: the instance is terminated (ec2:TerminateInstances) whether a group holds it or not; a group then replaces it."},
 		{Env: "NODE_REPAIR_MAX_UNHEALTHY_PERCENT", Flag: "node-repair-max-unhealthy-percent", Default: "20", Group: groupHealth, Lifeboat: true,
 			value: intValue{p: &c.NodeRepairMaxUnhealthyPercent, min: 0, max: 100},
-			Usage: "The breaker: while more than this share of the cluster's nodes have a condition of NODE_REPAIR_CONDITIONS in its status (however long), no new repair starts; repairs already started finish. One correlated false alarm (an agent bug, a bad AMI) then drains nothing. 100: no breaker."},
+			Usage: "The breakers by share: while more unhealthy nodes (a condition of NODE_REPAIR_CONDITIONS in its status, however long) than this percent of the cluster's nodes allows, rounded up, no new repair starts; nor in a node group (its Auto Scaling group, else its node-group label) with more than this percent of its nodes unhealthy, rounded up. A cluster of four or a group of three may so repair one node at 20. Repairs already started finish. One correlated false alarm (an agent bug, a bad AMI in one group) then drains nothing. 100: no breaker."},
 		{Env: "NODE_REPAIR_MAX_PARALLEL", Flag: "node-repair-max-parallel", Default: "5", Group: groupHealth, Lifeboat: true,
 			value: intValue{p: &c.NodeRepairMaxParallel, min: 0, max: maxInt},
 			Usage: "At most this many repairs run at once (recorded on their Node and not finished); the next starts when one finishes. 0: no cap."},
+		{Env: "NODE_REPAIR_MAX_PER_HOUR", Flag: "node-repair-max-per-hour", Default: "10", Group: groupHealth, Lifeboat: true,
+			value: intValue{p: &c.NodeRepairMaxPerHour, min: 0, max: maxInt},
+			Usage: "At most this many repairs start within any hour (counted from the records on the Nodes and, for Nodes already gone, by the running controller): a condition writer that marks node after node unhealthy repairs this many at most. 0: no cap."},
 		{Env: "NODE_REPAIR_PAUSED", Flag: "node-repair-paused", Default: "false", Group: groupHealth, Lifeboat: true,
 			value: boolValue{&c.NodeRepairPaused},
 			Usage: "Start no new repair (repairs already started finish). A single node is kept out of repairs with the annotation lifeboat.dev/node-repair=disabled."},

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
@@ -16,6 +17,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/ownership"
 	"lifeboat.dev/lifeboat/internal/source/nodecondition"
@@ -46,6 +48,7 @@ func (r repairWatch) Start(ctx context.Context) (stop func()) {
 	w, err := nodecondition.New(nodecondition.Options{
 		Nodes: nodes, Conditions: c.cfg.RepairConditions(), DrainTimeout: c.cfg.NodeRepairDrainTimeout, Logger: log,
 		Limits: nodecondition.LimitsOf(c.cfg), Report: &repairReports{c: c, log: log}, AutoRepaired: c.cfg.EKSAutoRepaired, Panics: c.metrics,
+		Instances: c.instances, Writer: repairWriter(c.cfg, c.client), ShowCondition: c.cfg.NodeCondition,
 	})
 	if err != nil {
 		log.Error("node repair cannot start", "err", err)
@@ -57,7 +60,7 @@ func (r repairWatch) Start(ctx context.Context) (stop func()) {
 		defer close(done)
 		log.Info("watching node conditions for repairs", "conditions", c.cfg.RepairConditions(), "drainTimeout", c.cfg.NodeRepairDrainTimeout.String(),
 			"action", c.cfg.NodeRepairAction, "maxUnhealthyPercent", c.cfg.NodeRepairMaxUnhealthyPercent, "maxParallel", c.cfg.NodeRepairMaxParallel,
-			"paused", c.cfg.NodeRepairPaused)
+			"maxPerHour", c.cfg.NodeRepairMaxPerHour, "paused", c.cfg.NodeRepairPaused)
 		if err := w.Run(ctx, func(ctx context.Context, ns []notice.Notice) []nodecondition.Fate {
 			return takeRepairNotices(ctx, c, r.resolver, ns, log)
 		}); err != nil {
@@ -84,6 +87,14 @@ func takeRepairNotices(ctx context.Context, c *Controller, resolver *ownership.R
 	return out
 }
 
+// repairWriter writes what node repair remembers on a Node, and its condition; under DRY_RUN
+// it writes nothing.
+func repairWriter(cfg *config.Config, client kubernetes.Interface) *nodes.Writer {
+	w := nodes.NewWriter(client)
+	w.DryRun = cfg.DryRun
+	return w
+}
+
 // repairs is what the drains of repaired nodes ask of AWS: nothing under DRY_RUN or with
 // repairs off.
 func repairs(cfg *config.Config, ec2 cloud.EC2) lifecycle.Repairs {
@@ -105,7 +116,7 @@ type repairReports struct {
 }
 
 func (r *repairReports) Breaker(b nodecondition.Breaker) {
-	r.c.metrics.RepairBreaker(b.Cause, b.Unhealthy, b.Running)
+	r.c.metrics.RepairBreaker(b.MetricCause(), b.Unhealthy, b.Running, b.Started)
 	r.mu.Lock()
 	changed := b.Cause != r.cause
 	r.cause = b.Cause
@@ -119,10 +130,10 @@ func (r *repairReports) Breaker(b nodecondition.Breaker) {
 	}
 }
 
-func (r *repairReports) Held(node *corev1.Node, n notice.Notice, b nodecondition.Breaker) {
+func (r *repairReports) Held(node *corev1.Node, n notice.Notice, h nodecondition.Hold) {
 	r.c.metrics.NodeRepair(metrics.RepairHeld)
-	r.log.Info("node repair held by the breaker", "node", node.Name, "notice", n.ID, "reason", b.Reason)
-	r.c.events.RepairHeld(events.NodeOf(node), n.Description, b.Reason)
+	r.log.Info("node repair held by a breaker", "node", node.Name, "notice", n.ID, "breaker", h.Cause, "reason", h.Reason)
+	r.c.events.RepairHeld(events.NodeOf(node), n.Description, h.Reason)
 }
 
 func (r *repairReports) Vetoed(node *corev1.Node, n notice.Notice) {

@@ -17,7 +17,7 @@ const (
 )
 
 // Causes of an open breaker (lifeboat_node_repair_breaker_open).
-var repairBreakerCauses = []string{"paused", "unhealthy_share", "max_parallel"}
+var repairBreakerCauses = []string{"paused", "unhealthy_share", "group_unhealthy_share", "max_parallel", "max_per_hour"}
 
 // nodeRepairMetrics are the controller's node repairs (ENABLE_NODE_REPAIR).
 type nodeRepairMetrics struct {
@@ -25,6 +25,7 @@ type nodeRepairMetrics struct {
 	breaker   *prometheus.GaugeVec
 	unhealthy prometheus.Gauge
 	running   prometheus.Gauge
+	started   prometheus.Gauge
 	dead      prometheus.Counter
 	cleanup   *prometheus.CounterVec
 }
@@ -35,13 +36,16 @@ func newNodeRepairMetrics(reg *prometheus.Registry) *nodeRepairMetrics {
 			Name: "lifeboat_node_repairs_total", Help: "Node repairs that came due, by outcome: started (recorded on the Node), held (the breaker kept it from starting; counted once per node each time the breaker holds it), vetoed (the node carries lifeboat.dev/node-repair=disabled; once per node and failure), left_to_owner (Karpenter or EKS node auto repair repairs the node; once per node and failure).",
 		}, []string{"outcome"}),
 		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "lifeboat_node_repair_breaker_open", Help: "1 while the node repair breaker holds new repairs, by cause (paused: NODE_REPAIR_PAUSED; unhealthy_share: more nodes unhealthy than NODE_REPAIR_MAX_UNHEALTHY_PERCENT; max_parallel: NODE_REPAIR_MAX_PARALLEL repairs running); 0 otherwise. Read when a repair comes due.",
+			Name: "lifeboat_node_repair_breaker_open", Help: "1 while a node repair breaker holds new repairs, by cause (paused: NODE_REPAIR_PAUSED; unhealthy_share: more of the cluster's nodes unhealthy than NODE_REPAIR_MAX_UNHEALTHY_PERCENT allows; group_unhealthy_share: the same of some node group's, while the cluster's breaker is closed; max_parallel: NODE_REPAIR_MAX_PARALLEL repairs running; max_per_hour: NODE_REPAIR_MAX_PER_HOUR repairs started in the last hour); 0 otherwise. Read when a repair comes due; one cause at a time.",
 		}, []string{"cause"}),
 		unhealthy: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lifeboat_node_repair_unhealthy_nodes", Help: "Nodes with a condition of NODE_REPAIR_CONDITIONS in its status, however long, when a repair last came due.",
 		}),
 		running: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lifeboat_node_repairs_running", Help: "Repairs recorded on their Node and not finished, when a repair last came due.",
+		}),
+		started: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lifeboat_node_repairs_started_last_hour", Help: "Repairs started within the hour before a repair last came due (NODE_REPAIR_MAX_PER_HOUR bounds them).",
 		}),
 	}
 	r.dead = prometheus.NewCounter(prometheus.CounterOpts{
@@ -53,7 +57,7 @@ func newNodeRepairMetrics(reg *prometheus.Registry) *nodeRepairMetrics {
 		Help: "DELETE_NODE_AFTER_TERMINATION: Nodes of terminated instances deleted, and refused (EC2 does not describe the instance as the Node; once per node and instance).",
 	}, []string{"result"})
 	each([]string{"deleted", "refused"}, func(v string) { r.cleanup.WithLabelValues(v) })
-	reg.MustRegister(r.repairs, r.breaker, r.unhealthy, r.running, r.dead, r.cleanup)
+	reg.MustRegister(r.repairs, r.breaker, r.unhealthy, r.running, r.started, r.dead, r.cleanup)
 	each([]string{RepairStarted, RepairHeld, RepairVetoed, RepairLeftTo}, func(o string) { r.repairs.WithLabelValues(o) })
 	each(repairBreakerCauses, func(c string) { r.breaker.WithLabelValues(c) })
 	return r
@@ -67,8 +71,8 @@ func (m *Metrics) NodeRepair(outcome string) {
 	m.nodeRepair.repairs.WithLabelValues(outcome).Inc()
 }
 
-// RepairBreaker records the breaker's state: cause is "" when it is closed.
-func (m *Metrics) RepairBreaker(cause string, unhealthy, running int) {
+// RepairBreaker records the breakers' state: cause is "" when none is open.
+func (m *Metrics) RepairBreaker(cause string, unhealthy, running, started int) {
 	if m == nil {
 		return
 	}
@@ -81,6 +85,7 @@ func (m *Metrics) RepairBreaker(cause string, unhealthy, running int) {
 	}
 	m.nodeRepair.unhealthy.Set(float64(unhealthy))
 	m.nodeRepair.running.Set(float64(running))
+	m.nodeRepair.started.Set(float64(started))
 }
 
 // DeadInstance counts a drain that took the fast path for a dead instance.

@@ -5,6 +5,7 @@ package status
 import (
 	"fmt"
 	"io"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -18,7 +19,9 @@ func repairBreaker(cfg *config.Config, nodes []*corev1.Node, named bool) *nodeco
 	if cfg == nil || !cfg.EnableNodeRepair || named {
 		return nil
 	}
-	b := nodecondition.Assess(nodes, cfg.RepairConditions(), nodecondition.LimitsOf(cfg), 0)
+	started := nodecondition.RecordedStarts(nodes, time.Now().Add(-time.Hour))
+	b := nodecondition.Assess(nodes, cfg.RepairConditions(), nodecondition.LimitsOf(cfg), nodecondition.Tally{Started: len(started)})
+	b.Held = nodecondition.HeldBy(nodes)
 	return &b
 }
 
@@ -31,5 +34,9 @@ func printRepairs(w io.Writer, b *nodecondition.Breaker) {
 	if b.Open {
 		state = "open: no new repair starts (" + b.Reason + ")"
 	}
-	fmt.Fprintf(w, "Node repair breaker %s; %d of %d nodes unhealthy, %d repairs running\n", state, b.Unhealthy, b.Nodes, b.Running)
+	fmt.Fprintf(w, "Node repair breaker %s; %d of %d nodes unhealthy, %d repairs running, %d started in the last hour (as recorded on the nodes)\n",
+		state, b.Unhealthy, b.Nodes, b.Running, b.Started)
+	for _, h := range b.Held {
+		fmt.Fprintf(w, "Node repair of %s held: %s\n", h.Node, h.Reason)
+	}
 }

@@ -23,9 +23,12 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/instancegate"
+	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/ownership"
 	"lifeboat.dev/lifeboat/internal/panics"
+	"lifeboat.dev/lifeboat/internal/record"
 )
 
 // Take hands notices to the controller and says, for each, what became of it. A notice not
@@ -71,15 +74,24 @@ type Options struct {
 	// AutoRepaired says whether an EKS managed node group repairs its own nodes
 	// (NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS).
 	AutoRepaired func(nodegroup string) bool
+	// Instances, when set, is EC2's description of instances (batched and cached): the
+	// breakers per group learn each node's Auto Scaling group from it. Without it, groups
+	// are the nodes' labels (GroupLabels).
+	Instances instancegate.Describer
+	// Writer, when set, writes what node repair remembers of a node beyond its episodes
+	// (record.AnnotationRepair) and, with ShowCondition, ConditionHeld on the nodes a breaker
+	// holds. Its DryRun is DRY_RUN's.
+	Writer        *nodes.Writer
+	ShowCondition bool
 }
 
 // Reporter makes the repairs' fate visible (Events, metrics, logs).
 type Reporter interface {
 	// Breaker is the breaker's state, read when a repair came due.
 	Breaker(b Breaker)
-	// Held says the node's due repair does not start while the breaker is open (once per
+	// Held says the node's due repair does not start while a breaker holds it (once per
 	// node and cause).
-	Held(node *corev1.Node, n notice.Notice, b Breaker)
+	Held(node *corev1.Node, n notice.Notice, h Hold)
 	// Vetoed says the node's due repair does not start: an operator vetoed it (once per
 	// node and failure).
 	Vetoed(node *corev1.Node, n notice.Notice)
@@ -100,8 +112,13 @@ type Watcher struct {
 	mu    sync.Mutex
 	taken map[string]string // node name -> the repair notice taken for it, with its condition's lastTransitionTime
 
+	groups *groups
+	held   heldConditions
+	memory memory
+
 	// Only Run's goroutine reads and writes these.
 	started  map[string]time.Time // repairs taken and maybe not yet seen on their Node by the informer
+	starts   map[string]time.Time // node name -> when this process started its repair, within the last hour
 	reported map[string]string    // node name -> what was last reported of its due repair (held's cause, vetoed)
 }
 
@@ -125,7 +142,17 @@ func New(o Options) (*Watcher, error) {
 	if o.Report == nil {
 		o.Report = quiet{}
 	}
-	return &Watcher{opts: o, taken: map[string]string{}, started: map[string]time.Time{}, reported: map[string]string{}}, nil
+	return &Watcher{opts: o, taken: map[string]string{}, started: map[string]time.Time{}, starts: map[string]time.Time{}, reported: map[string]string{},
+		groups: &groups{describe: o.Instances, now: o.Now, known: map[string]knownGroup{}},
+		held:   heldConditions{writer: conditionWriter(o), log: o.Logger}, memory: memory{writer: o.Writer, log: o.Logger}}, nil
+}
+
+// conditionWriter is the writer of ConditionHeld: nil when not shown.
+func conditionWriter(o Options) *nodes.Writer {
+	if !o.ShowCondition || o.Writer == nil || o.Writer.DryRun {
+		return nil
+	}
+	return o.Writer
 }
 
 // Run watches until ctx ends: every Node added or changed is looked at once, and again when
@@ -187,6 +214,7 @@ func (w *Watcher) look(ctx context.Context, name string, take Take) {
 	node := obj.(*corev1.Node)
 	n, due, wait := w.Evaluate(node)
 	if !due {
+		w.held.clear(ctx, node)
 		if wait > 0 {
 			w.queue.AddAfter(name, wait)
 		}
@@ -196,7 +224,7 @@ func (w *Watcher) look(ctx context.Context, name string, take Take) {
 	w.mu.Lock()
 	done := w.taken[name] == key
 	w.mu.Unlock()
-	if done || !w.admit(node, n, key) {
+	if done || !w.admit(ctx, node, n, key) {
 		return
 	}
 	fates := take(ctx, []notice.Notice{n})
@@ -207,6 +235,8 @@ func (w *Watcher) look(ctx context.Context, name string, take Take) {
 		delete(w.reported, name)
 		if fates[0] == Started {
 			w.started[name] = w.opts.Now()
+			w.starts[name] = w.opts.Now()
+			w.memory.edit(ctx, node, "remember the repair's start", func(r *record.Repair) { r.Started = w.opts.Now().UTC().Truncate(time.Second) })
 			w.opts.Report.Started(node, n)
 		}
 		return
@@ -268,5 +298,6 @@ func (w *Watcher) notice(instance string, r config.RepairCondition, c corev1.Nod
 	return notice.Notice{
 		ID: notice.ID(notice.NodeRepair, instance, event), Kind: notice.NodeRepair, Source: notice.SourceNodeCondition,
 		InstanceID: instance, StartTime: since, Deadline: now.Add(w.opts.DrainTimeout), Action: r.Type, Description: desc,
+		Announced: now,
 	}
 }

@@ -4,7 +4,9 @@ package nodecondition
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
+	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/notice"
 )
@@ -66,27 +69,96 @@ func TestAssess(t *testing.T) {
 	sick := func() *corev1.Node { return node("", cond("KernelReady", corev1.ConditionFalse, now)) }
 	well := func() *corev1.Node { return node("", cond("KernelReady", corev1.ConditionTrue, now)) }
 	three := []*corev1.Node{sick(), sick(), well(), well(), well(), well(), well(), well(), well(), well()}
+	four := []*corev1.Node{sick(), well(), well(), well()}
 	for _, tc := range []struct {
-		name    string
-		nodes   []*corev1.Node
-		l       Limits
-		pending int
-		cause   string
+		name  string
+		nodes []*corev1.Node
+		l     Limits
+		t     Tally
+		cause string
 	}{
 		{name: "20% of 20%", nodes: three, l: Limits{MaxUnhealthyPercent: 20}},
-		{name: "20% of 10%", nodes: three, l: Limits{MaxUnhealthyPercent: 10}, cause: "unhealthy_share"},
-		{name: "paused", nodes: three, l: Limits{MaxUnhealthyPercent: 100, Paused: true}, cause: "paused"},
-		{name: "parallel", nodes: three, l: Limits{MaxUnhealthyPercent: 100, MaxParallel: 1}, pending: 1, cause: "max_parallel"},
-		{name: "parallel off", nodes: three, l: Limits{MaxUnhealthyPercent: 100}, pending: 9},
+		{name: "20% of 10%", nodes: three, l: Limits{MaxUnhealthyPercent: 10}, cause: CauseShare},
+		{name: "one of four at 20% (rounded up)", nodes: four, l: Limits{MaxUnhealthyPercent: 20}},
+		{name: "two of four at 20%", nodes: append([]*corev1.Node{sick()}, four...), l: Limits{MaxUnhealthyPercent: 20}, cause: CauseShare},
+		{name: "one of four at 0%", nodes: four, l: Limits{}, cause: CauseShare},
+		{name: "paused", nodes: three, l: Limits{MaxUnhealthyPercent: 100, Paused: true}, cause: CausePaused},
+		{name: "parallel", nodes: three, l: Limits{MaxUnhealthyPercent: 100, MaxParallel: 1}, t: Tally{Pending: 1}, cause: CauseMaxParallel},
+		{name: "parallel off", nodes: three, l: Limits{MaxUnhealthyPercent: 100}, t: Tally{Pending: 9}},
+		{name: "per hour", nodes: three, l: Limits{MaxUnhealthyPercent: 100, MaxPerHour: 3}, t: Tally{Started: 3}, cause: CauseMaxPerHour},
+		{name: "per hour not reached", nodes: three, l: Limits{MaxUnhealthyPercent: 100, MaxPerHour: 3}, t: Tally{Started: 2}},
+		{name: "per hour off", nodes: three, l: Limits{MaxUnhealthyPercent: 100}, t: Tally{Started: 50}},
 		{name: "no nodes", l: Limits{}},
 	} {
-		b := Assess(tc.nodes, conds, tc.l, tc.pending)
+		b := Assess(tc.nodes, conds, tc.l, tc.t)
 		if b.Cause != tc.cause || b.Open != (tc.cause != "") || b.Open && b.Reason == "" {
 			t.Errorf("%s: %+v, want cause %q", tc.name, b, tc.cause)
 		}
+		if h := b.Hold("any"); h.Cause != tc.cause || h.Reason != b.Reason {
+			t.Errorf("%s: hold %+v, want the cluster's breaker %q", tc.name, h, tc.cause)
+		}
 	}
-	if b := Assess(three, conds, Limits{MaxUnhealthyPercent: 20}, 0); b.Unhealthy != 2 || b.Nodes != 10 {
+	if b := Assess(three, conds, Limits{MaxUnhealthyPercent: 20}, Tally{}); b.Unhealthy != 2 || b.Nodes != 10 {
 		t.Errorf("counted %+v", b)
+	}
+}
+
+// The share is counted per group as well as for the cluster, both rounded up: one sick node
+// of a group of three may be repaired at 20 %, while a group that is all unhealthy is held
+// although the cluster's share is low. A node of no group is held by the cluster's breaker
+// only.
+func TestBreakerPerGroup(t *testing.T) {
+	now := time.Now()
+	conds := []config.RepairCondition{{Type: "KernelReady", Status: "False", For: time.Hour}}
+	in := func(group string, status corev1.ConditionStatus) *corev1.Node {
+		n := node("", cond("KernelReady", status, now))
+		n.Labels = map[string]string{"group": group}
+		return n
+	}
+	all := []*corev1.Node{in("a", corev1.ConditionFalse), in("a", corev1.ConditionTrue), in("a", corev1.ConditionTrue),
+		in("b", corev1.ConditionFalse), in("b", corev1.ConditionFalse), in("", corev1.ConditionFalse)}
+	for range 10 {
+		all = append(all, in("c", corev1.ConditionTrue))
+	}
+	b := Assess(all, conds, Limits{MaxUnhealthyPercent: 20}, Tally{})
+	if b.Open {
+		t.Fatalf("4 of 16 at 20%% (4 allowed): the cluster's breaker is open: %+v", b)
+	}
+	b.CountGroups(all, conds, func(n *corev1.Node) string { return n.Labels["group"] })
+	if len(b.Groups) != 1 || b.Groups[0] != (Group{Name: "b", Nodes: 2, Unhealthy: 2}) {
+		t.Errorf("open groups %+v, want b alone", b.Groups)
+	}
+	if h := b.Hold("a"); h.Cause != "" {
+		t.Errorf("group a (1 of 3): held %+v", h)
+	}
+	if h := b.Hold("b"); h.Cause != CauseGroupShare || !strings.Contains(h.Reason, "2 of 2 nodes of b unhealthy, more than the 1") {
+		t.Errorf("group b (2 of 2): %+v", h)
+	}
+	if h := b.Hold(""); h.Cause != "" {
+		t.Errorf("no group: held %+v", h)
+	}
+	if b.MetricCause() != CauseGroupShare {
+		t.Errorf("metric cause %q", b.MetricCause())
+	}
+}
+
+func TestGroupOf(t *testing.T) {
+	g := &groups{now: time.Now, known: map[string]knownGroup{"i-1": {name: "workers", at: time.Now()}}}
+	for _, tc := range []struct {
+		provider string
+		labels   map[string]string
+		want     string
+	}{
+		{"aws:///us-east-1a/i-1", map[string]string{LabelEKSNodegroup: "ng"}, "Auto Scaling group workers"},
+		{"aws:///us-east-1a/i-2", map[string]string{LabelKarpenterNodePool: "default", LabelEKSNodegroup: "ng"}, LabelEKSNodegroup + "=ng"},
+		{"aws:///us-east-1a/i-2", map[string]string{LabelKarpenterNodePool: "default"}, LabelKarpenterNodePool + "=default"},
+		{"aws:///us-east-1a/i-2", nil, ""},
+	} {
+		n := node(tc.provider)
+		n.Labels = tc.labels
+		if got := g.of(n); got != tc.want {
+			t.Errorf("%s %v: %q, want %q", tc.provider, tc.labels, got, tc.want)
+		}
 	}
 }
 
@@ -199,5 +271,54 @@ func waitUntil(t *testing.T, ctx context.Context, cond func() bool) {
 			t.Fatal("timed out")
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// describer answers from a map; an id in failing fails.
+type describer struct {
+	mu      sync.Mutex
+	tags    map[string]map[string]string
+	failing string
+	asked   []string
+}
+
+func (d *describer) Describe(_ context.Context, id string) (cloud.Instance, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.asked = append(d.asked, id)
+	if id == d.failing {
+		return cloud.Instance{}, false, errors.New("EC2 is down")
+	}
+	tags, ok := d.tags[id]
+	return cloud.Instance{ID: id, Tags: tags}, ok, nil
+}
+
+// Groups are learned from EC2's tags, once per instance while remembered; an instance EC2
+// could not be asked about, or that is in no group, falls back to its labels.
+func TestGroupsLearn(t *testing.T) {
+	d := &describer{tags: map[string]map[string]string{"i-1": {tagAutoScalingGroup: "workers"}, "i-2": {}}, failing: "i-3"}
+	now := time.Now()
+	g := &groups{describe: d, now: func() time.Time { return now }, known: map[string]knownGroup{}}
+	mk := func(id string) *corev1.Node {
+		n := node("aws:///us-east-1a/" + id)
+		n.Labels = map[string]string{LabelEKSNodegroup: "ng-" + id}
+		return n
+	}
+	all := []*corev1.Node{mk("i-1"), mk("i-2"), mk("i-3"), node("")}
+	g.learn(context.Background(), all)
+	want := []string{"Auto Scaling group workers", LabelEKSNodegroup + "=ng-i-2", LabelEKSNodegroup + "=ng-i-3", ""}
+	for i, n := range all {
+		if got := g.of(n); got != want[i] {
+			t.Errorf("node %d: group %q, want %q", i, got, want[i])
+		}
+	}
+	g.learn(context.Background(), all)
+	if slices.Sort(d.asked); !slices.Equal(d.asked, []string{"i-1", "i-2", "i-3", "i-3"}) {
+		t.Errorf("asked %v: the known instances again, or not the failed one", d.asked)
+	}
+	now = now.Add(groupTTL)
+	g.learn(context.Background(), all)
+	if len(d.asked) != 7 {
+		t.Errorf("asked %v: the groups are not learned again once past their time", d.asked)
 	}
 }
