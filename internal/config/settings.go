@@ -89,6 +89,7 @@ type Config struct {
 	NodeRepairMaxUnhealthyPercent   int               // NODE_REPAIR_MAX_UNHEALTHY_PERCENT
 	NodeRepairMaxParallel           int               // NODE_REPAIR_MAX_PARALLEL; 0 = no cap
 	NodeRepairMaxPerHour            int               // NODE_REPAIR_MAX_PER_HOUR; 0 = no cap
+	NodeRepairStaleAfter            time.Duration     // NODE_REPAIR_STALE_AFTER; 0 = never stale
 	NodeRepairPaused                bool              // NODE_REPAIR_PAUSED
 	NodeRepairEKSAutoRepaired       string            // NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS
 	DeleteNodeAfterTermination      bool              // DELETE_NODE_AFTER_TERMINATION
@@ -342,6 +343,9 @@ func settings(c *Config) []*Setting {
 		{Env: "NODE_REPAIR_MAX_PER_HOUR", Flag: "node-repair-max-per-hour", Default: "10", Group: groupHealth, Lifeboat: true,
 			value: intValue{p: &c.NodeRepairMaxPerHour, min: 0, max: maxInt},
 			Usage: "At most this many repairs start within any hour (counted from the records on the Nodes and, for Nodes already gone, by the running controller): a condition writer that marks node after node unhealthy repairs this many at most. 0: no cap."},
+		{Env: "NODE_REPAIR_STALE_AFTER", Flag: "node-repair-stale-after", Default: "15m", Group: groupHealth, Lifeboat: true,
+			value: durationValue{p: &c.NodeRepairStaleAfter, min: time.Minute, max: 24 * time.Hour, zeroOff: true},
+			Usage: "A due condition whose lastHeartbeatTime is more than this older than the node's Ready heartbeat, while the node is Ready, is stale: its agent stopped refreshing it while the kubelet still reports, so what it says may have latched. It is not repaired, with a Warning Event NodeConditionStale; once its agent refreshes it, it is. Longer than the agents' refresh period and the kubelet's status report (5 minutes) together. Ready itself is never stale. 0: never judged stale."},
 		{Env: "NODE_REPAIR_PAUSED", Flag: "node-repair-paused", Default: "false", Group: groupHealth, Lifeboat: true,
 			value: boolValue{&c.NodeRepairPaused},
 			Usage: "Start no new repair (repairs already started finish). A single node is kept out of repairs with the annotation lifeboat.dev/node-repair=disabled."},

@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -20,6 +21,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/ownership"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/internal/source/nodecondition"
 )
 
@@ -48,7 +50,7 @@ func (r repairWatch) Start(ctx context.Context) (stop func()) {
 	w, err := nodecondition.New(nodecondition.Options{
 		Nodes: nodes, Conditions: c.cfg.RepairConditions(), DrainTimeout: c.cfg.NodeRepairDrainTimeout, Logger: log,
 		Limits: nodecondition.LimitsOf(c.cfg), Report: &repairReports{c: c, log: log}, AutoRepaired: c.cfg.EKSAutoRepaired, Panics: c.metrics,
-		Instances: c.instances, Writer: repairWriter(c.cfg, c.client), ShowCondition: c.cfg.NodeCondition,
+		Instances: c.instances, Writer: repairWriter(c.cfg, c.client), ShowCondition: c.cfg.NodeCondition, StaleAfter: c.cfg.NodeRepairStaleAfter,
 	})
 	if err != nil {
 		log.Error("node repair cannot start", "err", err)
@@ -150,4 +152,18 @@ func (r *repairReports) LeftTo(node *corev1.Node, n notice.Notice, owner string)
 	r.c.metrics.NodeRepair(metrics.RepairLeftTo)
 	r.log.Info("node repair left to the system that repairs the node", "node", node.Name, "notice", n.ID, "to", owner)
 	r.c.events.RepairLeftTo(events.NodeOf(node), n.Description, owner)
+}
+
+func (r *repairReports) Restated(node *corev1.Node, k record.ConditionClock) {
+	r.c.metrics.ConditionRestated()
+	r.log.Info("node condition restated its transition time under the same status: its repair still counts from the first", "node", node.Name,
+		"condition", k.Type, "status", k.Status, "since", k.Since, "restated", k.Restated)
+	r.c.events.ConditionRestated(events.NodeOf(node), k.Type, k.Status, k.Since, k.Restated)
+}
+
+func (r *repairReports) Stale(node *corev1.Node, n notice.Notice, c corev1.NodeCondition, ready time.Time) {
+	r.c.metrics.NodeRepair(metrics.RepairStale)
+	r.log.Warn("node repair not started: its condition is stale (its agent stopped refreshing it)", "node", node.Name, "notice", n.ID,
+		"condition", string(c.Type), "heartbeat", c.LastHeartbeatTime.Time, "readyHeartbeat", ready)
+	r.c.events.ConditionStale(events.NodeOf(node), n.Description, string(c.Type), c.LastHeartbeatTime.Time, ready)
 }

@@ -4,6 +4,7 @@ package events
 
 import (
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -61,6 +62,28 @@ func (r *Recorder) DeadInstance(node Node, why string) {
 	r.emit(node, corev1.EventTypeWarning, ReasonDeadInstance, clip(
 		"The node's instance is dead ("+why+"): its pods are deleted with grace 0, without eviction or PodDisruptionBudget, and volume waits are skipped; "+
 			"their controllers recreate them elsewhere and the attach-detach controller forces their volumes off"))
+}
+
+// Reasons of conditions node repair does not take at their word.
+const (
+	ReasonConditionRestated = "NodeConditionRestated" // a condition restated its transition time under the same status
+	ReasonConditionStale    = "NodeConditionStale"    // a due condition its agent stopped refreshing
+)
+
+// ConditionRestated records that the node's condition typ restated its transition time (at)
+// without a change of status: its repair's wait still counts from since.
+func (r *Recorder) ConditionRestated(node Node, typ, status string, since, at time.Time) {
+	r.emit(node, corev1.EventTypeNormal, ReasonConditionRestated, clip(fmt.Sprintf(
+		"Node condition %s restated its transition time (%s) while it stayed %s: a repair still counts from %s, when it first took that status",
+		typ, at.UTC().Format(time.RFC3339), status, since.UTC().Format(time.RFC3339))))
+}
+
+// ConditionStale records that the node's due repair (why) does not start: its condition typ
+// was last refreshed at heartbeat, long before the kubelet's Ready heartbeat (ready).
+func (r *Recorder) ConditionStale(node Node, why, typ string, heartbeat, ready time.Time) {
+	r.emit(node, corev1.EventTypeWarning, ReasonConditionStale, clip(fmt.Sprintf(
+		"Node repair is due (%s) but not started: condition %s was last refreshed at %s, %s before the kubelet's Ready heartbeat; its agent stopped refreshing it, so it may have latched. It is repaired if its agent refreshes it again",
+		why, typ, heartbeat.UTC().Format(time.RFC3339), ready.Sub(heartbeat).Round(time.Second))))
 }
 
 // ReasonRepairLeftTo is a due repair left to the system that repairs the node.

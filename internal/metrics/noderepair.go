@@ -14,6 +14,7 @@ const (
 	RepairHeld    = "held"          // the breaker kept it from starting (it starts once the breaker closes)
 	RepairVetoed  = "vetoed"        // the node carries lifeboat.dev/node-repair=disabled
 	RepairLeftTo  = "left_to_owner" // Karpenter or EKS node auto repair repairs the node
+	RepairStale   = "stale"         // its condition's agent stopped refreshing it (NODE_REPAIR_STALE_AFTER)
 )
 
 // Causes of an open breaker (lifeboat_node_repair_breaker_open).
@@ -26,6 +27,7 @@ type nodeRepairMetrics struct {
 	unhealthy prometheus.Gauge
 	running   prometheus.Gauge
 	started   prometheus.Gauge
+	restated  prometheus.Counter
 	dead      prometheus.Counter
 	cleanup   *prometheus.CounterVec
 }
@@ -33,7 +35,7 @@ type nodeRepairMetrics struct {
 func newNodeRepairMetrics(reg *prometheus.Registry) *nodeRepairMetrics {
 	r := &nodeRepairMetrics{
 		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lifeboat_node_repairs_total", Help: "Node repairs that came due, by outcome: started (recorded on the Node), held (the breaker kept it from starting; counted once per node each time the breaker holds it), vetoed (the node carries lifeboat.dev/node-repair=disabled; once per node and failure), left_to_owner (Karpenter or EKS node auto repair repairs the node; once per node and failure).",
+			Name: "lifeboat_node_repairs_total", Help: "Node repairs that came due, by outcome: started (recorded on the Node), held (a breaker kept it from starting; counted once per node each time a breaker holds it), vetoed (the node carries lifeboat.dev/node-repair=disabled; once per node and failure), left_to_owner (Karpenter or EKS node auto repair repairs the node; once per node and failure), stale (its condition was last refreshed NODE_REPAIR_STALE_AFTER before the node's Ready heartbeat, so it is not repaired; once per node, condition and transition).",
 		}, []string{"outcome"}),
 		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_node_repair_breaker_open", Help: "1 while a node repair breaker holds new repairs, by cause (paused: NODE_REPAIR_PAUSED; unhealthy_share: more of the cluster's nodes unhealthy than NODE_REPAIR_MAX_UNHEALTHY_PERCENT allows; group_unhealthy_share: the same of some node group's, while the cluster's breaker is closed; max_parallel: NODE_REPAIR_MAX_PARALLEL repairs running; max_per_hour: NODE_REPAIR_MAX_PER_HOUR repairs started in the last hour); 0 otherwise. Read when a repair comes due; one cause at a time.",
@@ -43,6 +45,9 @@ func newNodeRepairMetrics(reg *prometheus.Registry) *nodeRepairMetrics {
 		}),
 		running: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lifeboat_node_repairs_running", Help: "Repairs recorded on their Node and not finished, when a repair last came due.",
+		}),
+		restated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lifeboat_node_condition_restated_total", Help: "Node conditions that restated their lastTransitionTime without a change of status (a new reason, a restart of their agent): node repair's wait still counts from the first transition. Once per restatement.",
 		}),
 		started: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lifeboat_node_repairs_started_last_hour", Help: "Repairs started within the hour before a repair last came due (NODE_REPAIR_MAX_PER_HOUR bounds them).",
@@ -57,8 +62,8 @@ func newNodeRepairMetrics(reg *prometheus.Registry) *nodeRepairMetrics {
 		Help: "DELETE_NODE_AFTER_TERMINATION: Nodes of terminated instances deleted, and refused (EC2 does not describe the instance as the Node; once per node and instance).",
 	}, []string{"result"})
 	each([]string{"deleted", "refused"}, func(v string) { r.cleanup.WithLabelValues(v) })
-	reg.MustRegister(r.repairs, r.breaker, r.unhealthy, r.running, r.started, r.dead, r.cleanup)
-	each([]string{RepairStarted, RepairHeld, RepairVetoed, RepairLeftTo}, func(o string) { r.repairs.WithLabelValues(o) })
+	reg.MustRegister(r.repairs, r.breaker, r.unhealthy, r.running, r.started, r.restated, r.dead, r.cleanup)
+	each([]string{RepairStarted, RepairHeld, RepairVetoed, RepairLeftTo, RepairStale}, func(o string) { r.repairs.WithLabelValues(o) })
 	each(repairBreakerCauses, func(c string) { r.breaker.WithLabelValues(c) })
 	return r
 }
@@ -86,6 +91,14 @@ func (m *Metrics) RepairBreaker(cause string, unhealthy, running, started int) {
 	m.nodeRepair.unhealthy.Set(float64(unhealthy))
 	m.nodeRepair.running.Set(float64(running))
 	m.nodeRepair.started.Set(float64(started))
+}
+
+// ConditionRestated counts a condition that restated its transition time under the same status.
+func (m *Metrics) ConditionRestated() {
+	if m == nil {
+		return
+	}
+	m.nodeRepair.restated.Inc()
 }
 
 // DeadInstance counts a drain that took the fast path for a dead instance.

@@ -5,6 +5,7 @@ package record
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,18 +18,56 @@ import (
 // new leader goes on from it: see Repair.
 const AnnotationRepair = nodes.AnnotationPrefix + "node-repair-state"
 
-// maxRepairBytes bounds the annotation read back: it is input, as the record is.
-const maxRepairBytes = 16 << 10
+// Bounds on the annotation read back: it is input, as the record is.
+const (
+	maxRepairBytes  = 16 << 10
+	maxRepairClocks = 32  // a node has a few dozen conditions at most
+	maxConditionTyp = 316 // a qualified name
+)
 
 // Repair is node repair's memory of one node.
 type Repair struct {
 	// Started is when the node's last repair started: NODE_REPAIR_MAX_PER_HOUR counts it
 	// after its episode ended.
 	Started time.Time `json:"started,omitzero"`
+	// Clocks keep the time a condition took its status when its agent restated the
+	// transition time under the same status (a new reason, a restart of the agent): the
+	// repair's wait still counts from the first.
+	Clocks []ConditionClock `json:"clocks,omitempty"`
+}
+
+// ConditionClock is since when a condition has had Status, kept when the condition's own
+// lastTransitionTime moved to Restated without a change of status.
+type ConditionClock struct {
+	Type     string    `json:"type"`
+	Status   string    `json:"status"`
+	Since    time.Time `json:"since"`
+	Restated time.Time `json:"restated"`
+}
+
+// Clock is the kept clock of the condition type, if any.
+func (r Repair) Clock(typ string) (ConditionClock, bool) {
+	for _, c := range r.Clocks {
+		if c.Type == typ {
+			return c, true
+		}
+	}
+	return ConditionClock{}, false
+}
+
+// SetClock keeps c, in place of the type's clock kept before.
+func (r *Repair) SetClock(c ConditionClock) {
+	r.DropClock(c.Type)
+	r.Clocks = append(r.Clocks, c)
+}
+
+// DropClock forgets the type's clock.
+func (r *Repair) DropClock(typ string) {
+	r.Clocks = slices.DeleteFunc(r.Clocks, func(c ConditionClock) bool { return c.Type == typ })
 }
 
 // Empty reports whether r remembers nothing.
-func (r Repair) Empty() bool { return r.Started.IsZero() }
+func (r Repair) Empty() bool { return r.Started.IsZero() && len(r.Clocks) == 0 }
 
 // ReadRepair returns the node's repair memory; a missing one is empty, and so is one that
 // cannot be read (with the error saying why).
@@ -44,7 +83,28 @@ func ReadRepair(n *corev1.Node) (Repair, error) {
 	if err := json.Unmarshal([]byte(raw), &r); err != nil {
 		return Repair{}, fmt.Errorf("annotation %s: %w", AnnotationRepair, err)
 	}
+	if err := validateRepair(r); err != nil {
+		return Repair{}, fmt.Errorf("annotation %s: %w", AnnotationRepair, err)
+	}
 	return r, nil
+}
+
+// validateRepair bounds what a repair memory read from a Node may hold.
+func validateRepair(r Repair) error {
+	if len(r.Clocks) > maxRepairClocks {
+		return fmt.Errorf("%d clocks, more than %d", len(r.Clocks), maxRepairClocks)
+	}
+	for i, c := range r.Clocks {
+		switch {
+		case c.Type == "" || len(c.Type) > maxConditionTyp:
+			return fmt.Errorf("clocks[%d]: the condition type is empty or longer than %d", i, maxConditionTyp)
+		case !slices.Contains([]string{"True", "False", "Unknown"}, c.Status):
+			return fmt.Errorf("clocks[%d]: status %q is not True, False or Unknown", i, clipValue(c.Status))
+		case c.Since.IsZero() || c.Restated.Before(c.Since):
+			return fmt.Errorf("clocks[%d]: since %s is not before the restated %s", i, c.Since, c.Restated)
+		}
+	}
+	return nil
 }
 
 // RepairEdit changes the node's repair memory as read from the node being written (one that

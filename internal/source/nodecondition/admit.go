@@ -102,8 +102,10 @@ func recorded(n *corev1.Node) bool {
 // quiet reports nothing.
 type quiet struct{}
 
-func (quiet) Breaker(Breaker)                            {}
-func (quiet) Held(*corev1.Node, notice.Notice, Hold)     {}
-func (quiet) Vetoed(*corev1.Node, notice.Notice)         {}
-func (quiet) Started(*corev1.Node, notice.Notice)        {}
-func (quiet) LeftTo(*corev1.Node, notice.Notice, string) {}
+func (quiet) Breaker(Breaker)                                                    {}
+func (quiet) Held(*corev1.Node, notice.Notice, Hold)                             {}
+func (quiet) Vetoed(*corev1.Node, notice.Notice)                                 {}
+func (quiet) Started(*corev1.Node, notice.Notice)                                {}
+func (quiet) LeftTo(*corev1.Node, notice.Notice, string)                         {}
+func (quiet) Restated(*corev1.Node, record.ConditionClock)                       {}
+func (quiet) Stale(*corev1.Node, notice.Notice, corev1.NodeCondition, time.Time) {}

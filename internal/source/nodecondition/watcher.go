@@ -5,9 +5,13 @@
 // monitoring agent) through the controller's node informer, and turns a node whose condition
 // has held a configured status for its duration into a node-repair notice. The duration is
 // counted from the condition's lastTransitionTime, so neither a restart nor a change of
-// leader resets it, and a condition that recovers sooner changes nothing. A node not due yet
-// is looked at again when it would be due (a timer on a delaying queue), not polled. Nothing
-// here writes anything: the controller takes the notices as it takes a queue message's.
+// leader resets it, and a condition that recovers sooner changes nothing; a restatement of
+// that time under the same status does not reset it either (see clocks), and a condition its
+// agent stopped refreshing is said stale rather than repaired (see Stale). A node not due yet
+// is looked at again when it would be due (a timer on a delaying queue), not polled. The
+// controller takes the notices as it takes a queue message's; what is written here is node
+// repair's own: the node's repair memory (record.Repair) and, while a breaker holds a due
+// repair, its condition (ConditionHeld).
 package nodecondition
 
 import (
@@ -15,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -83,6 +88,10 @@ type Options struct {
 	// holds. Its DryRun is DRY_RUN's.
 	Writer        *nodes.Writer
 	ShowCondition bool
+	// StaleAfter is NODE_REPAIR_STALE_AFTER: a due condition whose lastHeartbeatTime is this
+	// much older than the node's Ready heartbeat (its agent stopped refreshing it while the
+	// kubelet still reports) is said stale and not repaired; 0 never judges it.
+	StaleAfter time.Duration
 }
 
 // Reporter makes the repairs' fate visible (Events, metrics, logs).
@@ -100,6 +109,14 @@ type Reporter interface {
 	// LeftTo says the node's due repair is left to the system that repairs it (once per node
 	// and failure).
 	LeftTo(node *corev1.Node, n notice.Notice, owner string)
+	// Restated says the node's condition restated its transition time under the same status
+	// (c.Restated), and that its repair's wait still counts from c.Since (once per
+	// restatement).
+	Restated(node *corev1.Node, c record.ConditionClock)
+	// Stale says the node's due repair does not start: its condition cond was last refreshed
+	// long before the node's Ready heartbeat (ready) (once per node, condition and
+	// transition).
+	Stale(node *corev1.Node, n notice.Notice, cond corev1.NodeCondition, ready time.Time)
 }
 
 // Watcher turns the informer's Nodes into repair notices. It remembers in the process which
@@ -115,11 +132,15 @@ type Watcher struct {
 	groups *groups
 	held   heldConditions
 	memory memory
+	clocks *clocks
 
 	// Only Run's goroutine reads and writes these.
 	started  map[string]time.Time // repairs taken and maybe not yet seen on their Node by the informer
 	starts   map[string]time.Time // node name -> when this process started its repair, within the last hour
 	reported map[string]string    // node name -> what was last reported of its due repair (held's cause, vetoed)
+	// staleTold: node name -> condition type -> the transition time of the condition last
+	// said stale.
+	staleTold map[string]map[string]time.Time
 }
 
 // New builds a Watcher.
@@ -144,7 +165,15 @@ func New(o Options) (*Watcher, error) {
 	}
 	return &Watcher{opts: o, taken: map[string]string{}, started: map[string]time.Time{}, starts: map[string]time.Time{}, reported: map[string]string{},
 		groups: &groups{describe: o.Instances, now: o.Now, known: map[string]knownGroup{}},
-		held:   heldConditions{writer: conditionWriter(o), log: o.Logger}, memory: memory{writer: o.Writer, log: o.Logger}}, nil
+		held:   heldConditions{writer: conditionWriter(o), log: o.Logger}, memory: memory{writer: o.Writer, log: o.Logger},
+		clocks: &clocks{watched: watchedBy(o.Conditions), seen: map[string]map[string]clock{}}, staleTold: map[string]map[string]time.Time{}}, nil
+}
+
+// watchedBy says whether a condition type's status is one a configured condition repairs.
+func watchedBy(conds []config.RepairCondition) func(typ, status string) bool {
+	return func(typ, status string) bool {
+		return slices.ContainsFunc(conds, func(r config.RepairCondition) bool { return r.Type == typ && r.Status == status })
+	}
 }
 
 // conditionWriter is the writer of ConditionHeld: nil when not shown.
@@ -181,8 +210,11 @@ func (w *Watcher) Run(ctx context.Context, take Take) error {
 	}
 }
 
+// enqueue looks at the node again, once the clocks have seen this update (the informer's
+// handlers see every update in order; the queue may fold several into one look).
 func (w *Watcher) enqueue(obj any) {
 	if n, ok := obj.(*corev1.Node); ok {
+		w.clocks.observe(n)
 		w.queue.Add(n.Name)
 	}
 }
@@ -195,6 +227,7 @@ func (w *Watcher) forget(obj any) {
 		w.mu.Lock()
 		delete(w.taken, n.Name)
 		w.mu.Unlock()
+		w.clocks.forget(n.Name)
 		w.queue.Add(n.Name) // look drops what Run's goroutine keeps of it
 	}
 }
@@ -209,17 +242,21 @@ func (w *Watcher) look(ctx context.Context, name string, take Take) {
 	if !exists {
 		delete(w.started, name)
 		delete(w.reported, name)
+		delete(w.staleTold, name)
 		return
 	}
 	node := obj.(*corev1.Node)
-	n, due, wait := w.Evaluate(node)
-	if !due {
+	w.keepClocks(ctx, node)
+	v := w.evaluate(node)
+	w.tellStale(node, v.stale)
+	if !v.due {
 		w.held.clear(ctx, node)
-		if wait > 0 {
-			w.queue.AddAfter(name, wait)
+		if v.wait > 0 {
+			w.queue.AddAfter(name, v.wait)
 		}
 		return
 	}
+	n := v.notice
 	key := n.ID + "@" + n.StartTime.UTC().Format(time.RFC3339)
 	w.mu.Lock()
 	done := w.taken[name] == key
@@ -246,13 +283,34 @@ func (w *Watcher) look(ctx context.Context, name string, take Take) {
 	}
 }
 
+// verdict is what a look at a node found.
+type verdict struct {
+	notice notice.Notice
+	due    bool
+	wait   time.Duration  // until the soonest condition on its way is due (0: none)
+	stale  []staleVerdict // due conditions not acted on: their agent stopped refreshing them
+}
+
+type staleVerdict struct {
+	notice notice.Notice
+	cond   corev1.NodeCondition
+	ready  time.Time // the node's Ready heartbeat
+}
+
 // Evaluate is the node's repair notice when one of its conditions has held its configured
 // status for the configured duration (the first such in NODE_REPAIR_CONDITIONS' order); else
 // wait is how long until the soonest would (0 when none is on its way).
 func (w *Watcher) Evaluate(node *corev1.Node) (n notice.Notice, due bool, wait time.Duration) {
+	v := w.evaluate(node)
+	return v.notice, v.due, v.wait
+}
+
+// evaluate is Evaluate, with the due conditions found stale. A condition's wait counts from
+// its clock (see clocks): its lastTransitionTime, or an earlier one a restatement kept.
+func (w *Watcher) evaluate(node *corev1.Node) (v verdict) {
 	instance := ownership.InstanceIDFromProviderID(node.Spec.ProviderID)
 	if instance == "" {
-		return notice.Notice{}, false, 0
+		return v
 	}
 	now := w.opts.Now()
 	for _, r := range w.opts.Conditions {
@@ -260,18 +318,73 @@ func (w *Watcher) Evaluate(node *corev1.Node) (n notice.Notice, due bool, wait t
 		if !ok {
 			continue
 		}
-		since := c.LastTransitionTime.Time
+		since := w.clocks.since(node.Name, c)
 		if held := now.Sub(since); held < r.For {
-			if left := r.For - held; wait == 0 || left < wait {
-				wait = left
+			if left := r.For - held; v.wait == 0 || left < v.wait {
+				v.wait = left
 			}
 			continue
 		}
-		n := w.notice(instance, r, c, now)
+		n := w.notice(instance, r, c, since, now)
 		n.Node = node.Name
-		return n, true, 0
+		if ready, stale := Stale(node, c, w.opts.StaleAfter); stale {
+			v.stale = append(v.stale, staleVerdict{notice: n, cond: c, ready: ready})
+			continue
+		}
+		v.notice, v.due, v.wait = n, true, 0
+		return v
 	}
-	return notice.Notice{}, false, wait
+	return v
+}
+
+// Stale reports whether the node's condition was last refreshed more than after before the
+// node's Ready heartbeat (returned), while the kubelet reports Ready: its agent stopped
+// refreshing it, and what it says may have latched. Ready itself, and a condition without a
+// heartbeat, are never stale; after 0 judges nothing stale.
+func Stale(node *corev1.Node, c corev1.NodeCondition, after time.Duration) (time.Time, bool) {
+	if after <= 0 || c.Type == corev1.NodeReady || c.LastHeartbeatTime.IsZero() {
+		return time.Time{}, false
+	}
+	ready := nodes.ConditionOf(node, corev1.NodeReady)
+	if ready == nil || ready.Status != corev1.ConditionTrue {
+		return time.Time{}, false
+	}
+	return ready.LastHeartbeatTime.Time, ready.LastHeartbeatTime.Sub(c.LastHeartbeatTime.Time) > after
+}
+
+// tellStale says each stale condition once per node, condition and transition.
+func (w *Watcher) tellStale(node *corev1.Node, stale []staleVerdict) {
+	for _, s := range stale {
+		told := w.staleTold[node.Name]
+		if told == nil {
+			told = map[string]time.Time{}
+			w.staleTold[node.Name] = told
+		}
+		if at := s.cond.LastTransitionTime.Time; !told[string(s.cond.Type)].Equal(at) {
+			told[string(s.cond.Type)] = at
+			w.opts.Report.Stale(node, s.notice, s.cond, s.ready)
+		}
+	}
+}
+
+// keepClocks says each restatement of a condition's transition time once, and keeps its
+// clock in the node's repair memory, so that a restart counts from it too; a kept clock whose
+// condition changed status (or went) is dropped. Nothing is written for a node whose
+// conditions keep their transition times.
+func (w *Watcher) keepClocks(ctx context.Context, node *corev1.Node) {
+	for _, c := range w.clocks.restated(node) {
+		w.opts.Report.Restated(node, c)
+		w.memory.edit(ctx, node, "keep the clock of condition "+c.Type, func(r *record.Repair) { r.SetClock(c) })
+	}
+	kept, err := record.ReadRepair(node)
+	if err != nil {
+		return
+	}
+	for _, k := range kept.Clocks {
+		if c := nodes.ConditionOf(node, corev1.NodeConditionType(k.Type)); c == nil || string(c.Status) != k.Status {
+			w.memory.edit(ctx, node, "drop the clock of condition "+k.Type, func(r *record.Repair) { r.DropClock(k.Type) })
+		}
+	}
 }
 
 // Matching is the node's condition of r's type when it has r's status.
@@ -288,10 +401,12 @@ func Matching(node *corev1.Node, r config.RepairCondition) (corev1.NodeCondition
 // that restarts may restate lastTransitionTime, and the failure is still one. As for an
 // impaired instance, a node is repaired for a condition once per episode; a failure after an
 // operator took the node back opens a new episode under the same id.
-func (w *Watcher) notice(instance string, r config.RepairCondition, c corev1.NodeCondition, now time.Time) notice.Notice {
-	since := c.LastTransitionTime.Time
+func (w *Watcher) notice(instance string, r config.RepairCondition, c corev1.NodeCondition, since, now time.Time) notice.Notice {
 	event := r.Type
 	desc := fmt.Sprintf("Node condition %s has been %s since %s (for more than %s)", r.Type, r.Status, since.UTC().Format(time.RFC3339), r.For)
+	if at := c.LastTransitionTime.Time; since.Before(at) {
+		desc += fmt.Sprintf(", restated at %s", at.UTC().Format(time.RFC3339))
+	}
 	if c.Reason != "" || c.Message != "" {
 		desc += fmt.Sprintf(": %s %s", c.Reason, c.Message)
 	}
