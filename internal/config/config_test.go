@@ -117,6 +117,7 @@ var samples = map[string][2]string{
 	"NODE_REPAIR_MAX_PARALLEL":                     {"0", "0"},
 	"NODE_REPAIR_MAX_PER_HOUR":                     {"3", "3"},
 	"NODE_REPAIR_STALE_AFTER":                      {"0s", "0s"},
+	"NODE_REPAIR_POLICIES":                         {"[{condition: GPU, status: False, wait: 5m, action: replace}]", `[{"condition":"GPU","status":"False","wait":"5m0s","action":"replace"}]`},
 	"NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS":     {"ng-1,ng-2", "ng-1,ng-2"},
 	"DELETE_NODE_AFTER_TERMINATION":                {"true", "true"},
 	"NODE_CLEANUP_INTERVAL":                        {"30s", "30s"},

@@ -83,7 +83,8 @@ type Config struct {
 
 	// Node health (controller): repairs driven by Node conditions.
 	EnableNodeRepair                bool              // ENABLE_NODE_REPAIR
-	NodeRepairConditions            []RepairCondition // NODE_REPAIR_CONDITIONS; empty = DefaultRepairConditions
+	NodeRepairConditions            []RepairCondition // NODE_REPAIR_CONDITIONS; empty = DefaultRepairPolicies
+	NodeRepairPolicies              RepairPolicies    // NODE_REPAIR_POLICIES, matched before the base table
 	NodeRepairDrainTimeout          time.Duration     // NODE_REPAIR_DRAIN_TIMEOUT
 	NodeRepairAction                string            // NODE_REPAIR_ACTION
 	NodeRepairMaxUnhealthyPercent   int               // NODE_REPAIR_MAX_UNHEALTHY_PERCENT
@@ -324,10 +325,13 @@ func settings(c *Config) []*Setting {
 		// Node health
 		{Env: "ENABLE_NODE_REPAIR", Flag: "enable-node-repair", Default: "false", Group: groupHealth, Lifeboat: true,
 			value: boolValue{&c.EnableNodeRepair},
-			Usage: "Controller: repair nodes that their node agent (node-problem-detector, the EKS node monitoring agent) reports unhealthy through a Node condition. A node whose condition has held a status of NODE_REPAIR_CONDITIONS for its duration, counted from the condition's lastTransitionTime, is cordoned and drained as for any notice (NODE_REPAIR_DRAIN_TIMEOUT is the budget), then its instance is handed to its Auto Scaling group as NODE_REPAIR_ACTION says, through the same check of the instance as every call on an instance. Needs autoscaling:SetInstanceHealth (ec2:TerminateInstances with NODE_REPAIR_ACTION=terminate)."},
+			Usage: "Controller: repair nodes that their node agent (node-problem-detector, the EKS node monitoring agent) reports unhealthy through a Node condition. A node whose condition has held a status for the wait its policy gives it (NODE_REPAIR_POLICIES, NODE_REPAIR_CONDITIONS), counted from the condition's lastTransitionTime, is cordoned and drained as for any notice (NODE_REPAIR_DRAIN_TIMEOUT is the budget), then its instance is handed to its Auto Scaling group as NODE_REPAIR_ACTION says, through the same check of the instance as every call on an instance. Needs autoscaling:SetInstanceHealth (ec2:TerminateInstances with NODE_REPAIR_ACTION=terminate)."},
 		{Env: "NODE_REPAIR_CONDITIONS", Flag: "node-repair-conditions", Group: groupHealth, Lifeboat: true,
 			value: repairConditionsValue{&c.NodeRepairConditions},
-			Usage: "Comma-separated Type=Status:Duration, e.g. KernelReady=False:30m,AcceleratedHardwareReady=False:10m (status True, False or Unknown; duration 0s to 168h). Empty: the EKS node monitoring agent's conditions, AcceleratedHardwareReady=False:10m and ContainerRuntimeReady, KernelReady, NetworkingReady, StorageReady=False:30m. A condition that recovers within its duration changes nothing."},
+			Usage: "The short form of the policies: comma-separated Type=Status:Duration, e.g. KernelReady=False:30m,AcceleratedHardwareReady=False:10m (status True, False or Unknown; duration 0s to 168h), each a policy that replaces the node after the duration, whatever the reason. When set, it is the base table in place of the default policies (NODE_REPAIR_POLICIES are still matched first). Empty: the default policies, after EKS's node auto repair: AcceleratedHardwareReady=False after 10m; ContainerRuntimeReady, KernelReady, NetworkingReady, StorageReady=False after 30m; Ready=False and Ready=Unknown after 30m; never for DiskPressure or MemoryPressure. A condition that recovers within its duration changes nothing."},
+		{Env: "NODE_REPAIR_POLICIES", Flag: "node-repair-policies", Group: groupHealth, Lifeboat: true,
+			value: repairPoliciesValue{&c.NodeRepairPolicies},
+			Usage: "Policies by condition and reason, matched before the base table (NODE_REPAIR_CONDITIONS, else the default policies); the first policy that matches a condition decides. A YAML or JSON list of {condition, status, reason, wait, action}: status True, False or Unknown; reason, optional, a regular expression (RE2) the condition's whole reason must match; wait 0s to 168h, counted from the condition's transition; action replace (drain, then NODE_REPAIR_ACTION) or none (never repaired, nor counted unhealthy), e.g. [{condition: AcceleratedHardwareReady, status: \"False\", reason: \"NvidiaXID(48|74)Error\", wait: 5m, action: replace}, {condition: KernelReady, status: \"False\", reason: ConntrackExceeded.*, action: none}]."},
 		{Env: "NODE_REPAIR_DRAIN_TIMEOUT", Flag: "node-repair-drain-timeout", Default: "10m", Group: groupHealth, Lifeboat: true,
 			value: durationValue{p: &c.NodeRepairDrainTimeout, min: 10 * time.Second, max: 24 * time.Hour},
 			Usage: "The deadline of a repair's drain, from the moment the repair starts: pods keep their own grace periods unless they would end after it, as for any notice."},
@@ -336,7 +340,7 @@ func settings(c *Config) []*Setting {
 			Usage: "What a repaired node's instance is given once drained: mark-unhealthy marks it Unhealthy in its Auto Scaling group (SetInstanceHealth), which replaces it; an instance in no group is left drained, with an Event and a metric. terminate: the instance is terminated (ec2:TerminateInstances) whether a group holds it or not; a group then replaces it."},
 		{Env: "NODE_REPAIR_MAX_UNHEALTHY_PERCENT", Flag: "node-repair-max-unhealthy-percent", Default: "20", Group: groupHealth, Lifeboat: true,
 			value: intValue{p: &c.NodeRepairMaxUnhealthyPercent, min: 0, max: 100},
-			Usage: "The breakers by share: while more unhealthy nodes (a condition of NODE_REPAIR_CONDITIONS in its status, however long) than this percent of the cluster's nodes allows, rounded up, no new repair starts; nor in a node group (its Auto Scaling group, else its node-group label) with more than this percent of its nodes unhealthy, rounded up. A cluster of four or a group of three may so repair one node at 20. Repairs already started finish. One correlated false alarm (an agent bug, a bad AMI in one group) then drains nothing. 100: no breaker."},
+			Usage: "The breakers by share: while more unhealthy nodes (a condition a repair policy repairs, however long it has had its status) than this percent of the cluster's nodes allows, rounded up, no new repair starts; nor in a node group (its Auto Scaling group, else its node-group label) with more than this percent of its nodes unhealthy, rounded up. A cluster of four or a group of three may so repair one node at 20. Repairs already started finish. One correlated false alarm (an agent bug, a bad AMI in one group) then drains nothing. 100: no breaker."},
 		{Env: "NODE_REPAIR_MAX_PARALLEL", Flag: "node-repair-max-parallel", Default: "5", Group: groupHealth, Lifeboat: true,
 			value: intValue{p: &c.NodeRepairMaxParallel, min: 0, max: maxInt},
 			Usage: "At most this many repairs run at once (recorded on their Node and not finished); the next starts when one finishes. 0: no cap."},

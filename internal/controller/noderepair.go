@@ -48,7 +48,7 @@ func (r repairWatch) Start(ctx context.Context) (stop func()) {
 	c, nodes := r.c, r.nodes
 	log := c.log.With("source", string(notice.SourceNodeCondition))
 	w, err := nodecondition.New(nodecondition.Options{
-		Nodes: nodes, Conditions: c.cfg.RepairConditions(), DrainTimeout: c.cfg.NodeRepairDrainTimeout, Logger: log,
+		Nodes: nodes, Policies: c.cfg.RepairPolicies(), DrainTimeout: c.cfg.NodeRepairDrainTimeout, Logger: log,
 		Limits: nodecondition.LimitsOf(c.cfg), Report: &repairReports{c: c, log: log}, AutoRepaired: c.cfg.EKSAutoRepaired, Panics: c.metrics,
 		Instances: c.instances, Writer: repairWriter(c.cfg, c.client), ShowCondition: c.cfg.NodeCondition, StaleAfter: c.cfg.NodeRepairStaleAfter,
 	})
@@ -60,7 +60,7 @@ func (r repairWatch) Start(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		log.Info("watching node conditions for repairs", "conditions", c.cfg.RepairConditions(), "drainTimeout", c.cfg.NodeRepairDrainTimeout.String(),
+		log.Info("watching node conditions for repairs", "policies", c.cfg.RepairPolicies(), "drainTimeout", c.cfg.NodeRepairDrainTimeout.String(),
 			"action", c.cfg.NodeRepairAction, "maxUnhealthyPercent", c.cfg.NodeRepairMaxUnhealthyPercent, "maxParallel", c.cfg.NodeRepairMaxParallel,
 			"maxPerHour", c.cfg.NodeRepairMaxPerHour, "paused", c.cfg.NodeRepairPaused)
 		if err := w.Run(ctx, func(ctx context.Context, ns []notice.Notice) []nodecondition.Fate {

@@ -41,7 +41,7 @@ func newNodeRepairMetrics(reg *prometheus.Registry) *nodeRepairMetrics {
 			Name: "lifeboat_node_repair_breaker_open", Help: "1 while a node repair breaker holds new repairs, by cause (paused: NODE_REPAIR_PAUSED; unhealthy_share: more of the cluster's nodes unhealthy than NODE_REPAIR_MAX_UNHEALTHY_PERCENT allows; group_unhealthy_share: the same of some node group's, while the cluster's breaker is closed; max_parallel: NODE_REPAIR_MAX_PARALLEL repairs running; max_per_hour: NODE_REPAIR_MAX_PER_HOUR repairs started in the last hour); 0 otherwise. Read when a repair comes due; one cause at a time.",
 		}, []string{"cause"}),
 		unhealthy: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "lifeboat_node_repair_unhealthy_nodes", Help: "Nodes with a condition of NODE_REPAIR_CONDITIONS in its status, however long, when a repair last came due.",
+			Name: "lifeboat_node_repair_unhealthy_nodes", Help: "Nodes with a condition a repair policy (NODE_REPAIR_POLICIES, NODE_REPAIR_CONDITIONS) repairs, however long, when a repair last came due.",
 		}),
 		running: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lifeboat_node_repairs_running", Help: "Repairs recorded on their Node and not finished, when a repair last came due.",

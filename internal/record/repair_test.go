@@ -38,8 +38,12 @@ func TestRepairMemory(t *testing.T) {
 	}
 	n := with(`{"started":"2026-12-01T10:00:00Z"}`)
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	RepairEdit(func(r *Repair) { r.SetClock(ConditionClock{Type: "KernelReady", Status: "False", Since: at, Restated: at.Add(time.Minute)}) })(n)
-	RepairEdit(func(r *Repair) { r.SetClock(ConditionClock{Type: "KernelReady", Status: "False", Since: at, Restated: at.Add(2 * time.Minute)}) })(n)
+	RepairEdit(func(r *Repair) {
+		r.SetClock(ConditionClock{Type: "KernelReady", Status: "False", Since: at, Restated: at.Add(time.Minute)})
+	})(n)
+	RepairEdit(func(r *Repair) {
+		r.SetClock(ConditionClock{Type: "KernelReady", Status: "False", Since: at, Restated: at.Add(2 * time.Minute)})
+	})(n)
 	r, err := ReadRepair(n)
 	if c, ok := r.Clock("KernelReady"); err != nil || len(r.Clocks) != 1 || !ok || !c.Restated.Equal(at.Add(2*time.Minute)) {
 		t.Errorf("clocks %+v (%v), want the latest one alone", r.Clocks, err)

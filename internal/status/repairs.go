@@ -20,7 +20,7 @@ func repairBreaker(cfg *config.Config, nodes []*corev1.Node, named bool) *nodeco
 		return nil
 	}
 	started := nodecondition.RecordedStarts(nodes, time.Now().Add(-time.Hour))
-	b := nodecondition.Assess(nodes, cfg.RepairConditions(), nodecondition.LimitsOf(cfg), nodecondition.Tally{Started: len(started)})
+	b := nodecondition.Assess(nodes, cfg.RepairPolicies(), nodecondition.LimitsOf(cfg), nodecondition.Tally{Started: len(started)})
 	b.Held = nodecondition.HeldBy(nodes)
 	return &b
 }

@@ -40,7 +40,7 @@ func (w *Watcher) admit(ctx context.Context, node *corev1.Node, n notice.Notice,
 	b, all := w.assess()
 	if !b.Open {
 		w.groups.learn(ctx, all)
-		b.CountGroups(all, w.opts.Conditions, w.groups.of)
+		b.CountGroups(all, w.opts.Policies, w.groups.of)
 	}
 	h := b.Hold(w.groups.of(node))
 	w.opts.Report.Breaker(b)
@@ -90,7 +90,7 @@ func (w *Watcher) assess() (Breaker, []*corev1.Node) {
 		}
 		starts[name] = at
 	}
-	return Assess(all, w.opts.Conditions, w.opts.Limits, Tally{Pending: pending, Started: len(starts)}), all
+	return Assess(all, w.opts.Policies, w.opts.Limits, Tally{Pending: pending, Started: len(starts)}), all
 }
 
 // recorded reports whether the node's record holds a repair notice.

@@ -59,7 +59,7 @@ const (
 // Breaker is the state of the cluster's repairs, as read from its Nodes.
 type Breaker struct {
 	Nodes     int `json:"nodes"`     // the cluster's nodes
-	Unhealthy int `json:"unhealthy"` // nodes with a configured condition in its status, however long
+	Unhealthy int `json:"unhealthy"` // nodes with a condition a policy repairs, however long
 	Running   int `json:"running"`   // repairs recorded and not finished
 	// Started counts the nodes whose repair started within the last hour.
 	Started int `json:"startedLastHour"`
@@ -111,10 +111,10 @@ type Tally struct {
 func allowed(n, percent int) int { return (n*percent + 99) / 100 }
 
 // Assess reads the cluster-wide breaker's state from the cluster's nodes.
-func Assess(all []*corev1.Node, conds []config.RepairCondition, l Limits, t Tally) Breaker {
+func Assess(all []*corev1.Node, policies config.RepairPolicies, l Limits, t Tally) Breaker {
 	b := Breaker{Nodes: len(all), Running: t.Pending, Started: t.Started, limits: l}
 	for _, n := range all {
-		if Unhealthy(n, conds) {
+		if Unhealthy(n, policies) {
 			b.Unhealthy++
 		}
 		if RepairRunning(n) {
@@ -141,7 +141,7 @@ func Assess(all []*corev1.Node, conds []config.RepairCondition, l Limits, t Tall
 // CountGroups counts each node group's share of unhealthy nodes (groupOf names a node's
 // group, "" for none: such a node counts for the cluster only), and lists the groups whose
 // own breaker is open.
-func (b *Breaker) CountGroups(all []*corev1.Node, conds []config.RepairCondition, groupOf func(*corev1.Node) string) {
+func (b *Breaker) CountGroups(all []*corev1.Node, policies config.RepairPolicies, groupOf func(*corev1.Node) string) {
 	b.shares = map[string]Group{}
 	for _, n := range all {
 		name := groupOf(n)
@@ -151,7 +151,7 @@ func (b *Breaker) CountGroups(all []*corev1.Node, conds []config.RepairCondition
 		g := b.shares[name]
 		g.Name = name
 		g.Nodes++
-		if Unhealthy(n, conds) {
+		if Unhealthy(n, policies) {
 			g.Unhealthy++
 		}
 		b.shares[name] = g
@@ -188,13 +188,10 @@ func (b Breaker) MetricCause() string {
 	return CauseGroupShare
 }
 
-// Unhealthy reports whether one of the node's conditions has the status a configured
-// condition repairs, however long it has had it.
-func Unhealthy(n *corev1.Node, conds []config.RepairCondition) bool {
-	return slices.ContainsFunc(conds, func(r config.RepairCondition) bool {
-		_, ok := Matching(n, r)
-		return ok
-	})
+// Unhealthy reports whether a policy repairs one of the node's conditions, however long it
+// has had its status.
+func Unhealthy(n *corev1.Node, policies config.RepairPolicies) bool {
+	return len(Matches(n, policies)) > 0
 }
 
 // RepairRunning reports whether the node's open episode holds a repair not finished yet.

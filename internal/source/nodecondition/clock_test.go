@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/record"
 )
 
@@ -23,10 +24,7 @@ func withReason(c corev1.NodeCondition, reason string) corev1.NodeCondition {
 // starts takes the kept clock from the node when the condition has not moved since.
 func TestClocks(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	watched := watchedBy(nil)
-	c := &clocks{watched: func(typ, status string) bool {
-		return typ == "KernelReady" && status == "False" || watched(typ, status)
-	},
+	c := &clocks{watched: config.RepairPolicies{{Condition: "KernelReady", Status: "False", Action: config.PolicyReplace}}.Acts,
 		seen: map[string]map[string]clock{}}
 	n := node("aws:///us-east-1a/i-1", withReason(cond("KernelReady", corev1.ConditionFalse, t0), "A"))
 	c.observe(n)

@@ -58,8 +58,8 @@ const (
 type Options struct {
 	// Nodes is the controller's node informer.
 	Nodes cache.SharedIndexInformer
-	// Conditions are NODE_REPAIR_CONDITIONS.
-	Conditions []config.RepairCondition
+	// Policies are the repair policies (NODE_REPAIR_POLICIES, NODE_REPAIR_CONDITIONS).
+	Policies config.RepairPolicies
 	// DrainTimeout is the repair's drain budget from the moment it starts
 	// (NODE_REPAIR_DRAIN_TIMEOUT).
 	DrainTimeout time.Duration
@@ -145,8 +145,8 @@ type Watcher struct {
 
 // New builds a Watcher.
 func New(o Options) (*Watcher, error) {
-	if o.Nodes == nil || len(o.Conditions) == 0 {
-		return nil, errors.New("nodecondition: a node informer and at least one condition are needed")
+	if o.Nodes == nil || len(o.Policies) == 0 {
+		return nil, errors.New("nodecondition: a node informer and at least one policy are needed")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -166,14 +166,7 @@ func New(o Options) (*Watcher, error) {
 	return &Watcher{opts: o, taken: map[string]string{}, started: map[string]time.Time{}, starts: map[string]time.Time{}, reported: map[string]string{},
 		groups: &groups{describe: o.Instances, now: o.Now, known: map[string]knownGroup{}},
 		held:   heldConditions{writer: conditionWriter(o), log: o.Logger}, memory: memory{writer: o.Writer, log: o.Logger},
-		clocks: &clocks{watched: watchedBy(o.Conditions), seen: map[string]map[string]clock{}}, staleTold: map[string]map[string]time.Time{}}, nil
-}
-
-// watchedBy says whether a condition type's status is one a configured condition repairs.
-func watchedBy(conds []config.RepairCondition) func(typ, status string) bool {
-	return func(typ, status string) bool {
-		return slices.ContainsFunc(conds, func(r config.RepairCondition) bool { return r.Type == typ && r.Status == status })
-	}
+		clocks: &clocks{watched: o.Policies.Acts, seen: map[string]map[string]clock{}}, staleTold: map[string]map[string]time.Time{}}, nil
 }
 
 // conditionWriter is the writer of ConditionHeld: nil when not shown.
@@ -297,9 +290,9 @@ type staleVerdict struct {
 	ready  time.Time // the node's Ready heartbeat
 }
 
-// Evaluate is the node's repair notice when one of its conditions has held its configured
-// status for the configured duration (the first such in NODE_REPAIR_CONDITIONS' order); else
-// wait is how long until the soonest would (0 when none is on its way).
+// Evaluate is the node's repair notice when one of its conditions has held its status for
+// the wait of the policy that matches it (the first such by the policies' order); else wait
+// is how long until the soonest would (0 when none is on its way).
 func (w *Watcher) Evaluate(node *corev1.Node) (n notice.Notice, due bool, wait time.Duration) {
 	v := w.evaluate(node)
 	return v.notice, v.due, v.wait
@@ -313,19 +306,16 @@ func (w *Watcher) evaluate(node *corev1.Node) (v verdict) {
 		return v
 	}
 	now := w.opts.Now()
-	for _, r := range w.opts.Conditions {
-		c, ok := Matching(node, r)
-		if !ok {
-			continue
-		}
+	for _, m := range Matches(node, w.opts.Policies) {
+		p, c := m.Policy, m.Condition
 		since := w.clocks.since(node.Name, c)
-		if held := now.Sub(since); held < r.For {
-			if left := r.For - held; v.wait == 0 || left < v.wait {
+		if held := now.Sub(since); held < p.Wait {
+			if left := p.Wait - held; v.wait == 0 || left < v.wait {
 				v.wait = left
 			}
 			continue
 		}
-		n := w.notice(instance, r, c, since, now)
+		n := w.notice(instance, p, c, since, now)
 		n.Node = node.Name
 		if ready, stale := Stale(node, c, w.opts.StaleAfter); stale {
 			v.stale = append(v.stale, staleVerdict{notice: n, cond: c, ready: ready})
@@ -335,6 +325,27 @@ func (w *Watcher) evaluate(node *corev1.Node) (v verdict) {
 		return v
 	}
 	return v
+}
+
+// Match is one of a node's conditions and the policy that repairs it.
+type Match struct {
+	Policy    config.RepairPolicy
+	Condition corev1.NodeCondition
+	rank      int
+}
+
+// Matches are the node's conditions that a policy repairs (not those whose first matching
+// policy's action is none), in the policies' order.
+func Matches(node *corev1.Node, policies config.RepairPolicies) []Match {
+	var out []Match
+	for _, c := range node.Status.Conditions {
+		p, rank, ok := policies.For(string(c.Type), string(c.Status), c.Reason)
+		if ok && p.Action != config.PolicyNone {
+			out = append(out, Match{Policy: p, Condition: c, rank: rank})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Match) int { return a.rank - b.rank })
+	return out
 }
 
 // Stale reports whether the node's condition was last refreshed more than after before the
@@ -387,23 +398,13 @@ func (w *Watcher) keepClocks(ctx context.Context, node *corev1.Node) {
 	}
 }
 
-// Matching is the node's condition of r's type when it has r's status.
-func Matching(node *corev1.Node, r config.RepairCondition) (corev1.NodeCondition, bool) {
-	for _, c := range node.Status.Conditions {
-		if string(c.Type) == r.Type {
-			return c, string(c.Status) == r.Status
-		}
-	}
-	return corev1.NodeCondition{}, false
-}
-
 // notice names a repair by the instance and the condition type, never by a time: an agent
 // that restarts may restate lastTransitionTime, and the failure is still one. As for an
 // impaired instance, a node is repaired for a condition once per episode; a failure after an
 // operator took the node back opens a new episode under the same id.
-func (w *Watcher) notice(instance string, r config.RepairCondition, c corev1.NodeCondition, since, now time.Time) notice.Notice {
-	event := r.Type
-	desc := fmt.Sprintf("Node condition %s has been %s since %s (for more than %s)", r.Type, r.Status, since.UTC().Format(time.RFC3339), r.For)
+func (w *Watcher) notice(instance string, p config.RepairPolicy, c corev1.NodeCondition, since, now time.Time) notice.Notice {
+	event := p.Condition
+	desc := fmt.Sprintf("Node condition %s has been %s since %s (for more than %s)", p.Condition, p.Status, since.UTC().Format(time.RFC3339), p.Wait)
 	if at := c.LastTransitionTime.Time; since.Before(at) {
 		desc += fmt.Sprintf(", restated at %s", at.UTC().Format(time.RFC3339))
 	}
@@ -412,7 +413,7 @@ func (w *Watcher) notice(instance string, r config.RepairCondition, c corev1.Nod
 	}
 	return notice.Notice{
 		ID: notice.ID(notice.NodeRepair, instance, event), Kind: notice.NodeRepair, Source: notice.SourceNodeCondition,
-		InstanceID: instance, StartTime: since, Deadline: now.Add(w.opts.DrainTimeout), Action: r.Type, Description: desc,
+		InstanceID: instance, StartTime: since, Deadline: now.Add(w.opts.DrainTimeout), Action: p.Action, Description: desc,
 		Announced: now,
 	}
 }

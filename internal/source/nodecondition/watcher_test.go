@@ -33,7 +33,8 @@ func cond(typ string, status corev1.ConditionStatus, since time.Time) corev1.Nod
 func TestEvaluate(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	w, err := New(Options{Nodes: cache.NewSharedIndexInformer(nil, &corev1.Node{}, 0, nil), DrainTimeout: time.Minute, Now: func() time.Time { return now },
-		Conditions: []config.RepairCondition{{Type: "KernelReady", Status: "False", For: 30 * time.Minute}, {Type: "GPU", Status: "Unknown", For: 10 * time.Minute}}})
+		Policies: config.RepairPolicies{{Condition: "KernelReady", Status: "False", Wait: 30 * time.Minute, Action: config.PolicyReplace},
+			{Condition: "GPU", Status: "Unknown", Wait: 10 * time.Minute, Action: config.PolicyReplace}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func TestEvaluate(t *testing.T) {
 
 func TestAssess(t *testing.T) {
 	now := time.Now()
-	conds := []config.RepairCondition{{Type: "KernelReady", Status: "False", For: time.Hour}}
+	conds := config.RepairPolicies{{Condition: "KernelReady", Status: "False", Wait: time.Hour, Action: config.PolicyReplace}}
 	sick := func() *corev1.Node { return node("", cond("KernelReady", corev1.ConditionFalse, now)) }
 	well := func() *corev1.Node { return node("", cond("KernelReady", corev1.ConditionTrue, now)) }
 	three := []*corev1.Node{sick(), sick(), well(), well(), well(), well(), well(), well(), well(), well()}
@@ -109,7 +110,7 @@ func TestAssess(t *testing.T) {
 // only.
 func TestBreakerPerGroup(t *testing.T) {
 	now := time.Now()
-	conds := []config.RepairCondition{{Type: "KernelReady", Status: "False", For: time.Hour}}
+	conds := config.RepairPolicies{{Condition: "KernelReady", Status: "False", Wait: time.Hour, Action: config.PolicyReplace}}
 	in := func(group string, status corev1.ConditionStatus) *corev1.Node {
 		n := node("", cond("KernelReady", status, now))
 		n.Labels = map[string]string{"group": group}
@@ -213,7 +214,7 @@ func TestWatcherRecoversAndForgets(t *testing.T) {
 	nodes := factory.Core().V1().Nodes().Informer()
 	counted := &panicCount{}
 	w, err := New(Options{Nodes: nodes, DrainTimeout: time.Minute, Report: &panicsOnce{}, Panics: counted, Limits: Limits{MaxUnhealthyPercent: 100},
-		Conditions: []config.RepairCondition{{Type: "KernelReady", Status: "False", For: time.Minute}}})
+		Policies: config.RepairPolicies{{Condition: "KernelReady", Status: "False", Wait: time.Minute, Action: config.PolicyReplace}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,4 +322,72 @@ func TestGroupsLearn(t *testing.T) {
 	if len(d.asked) != 7 {
 		t.Errorf("asked %v: the groups are not learned again once past their time", d.asked)
 	}
+}
+
+// Policies match a condition by type, status and reason; the first that matches decides, a
+// policy whose action is none repairs nothing and counts nothing unhealthy, and due conditions
+// come in the policies' order.
+func TestEvaluatePolicies(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	policies := config.RepairPolicies{}
+	if err := fromYAML(&policies, `
+- {condition: KernelReady, status: "False", reason: "Oops.*", wait: 5m, action: replace}
+- {condition: KernelReady, status: "False", reason: "Conntrack.*", action: none}
+- {condition: KernelReady, status: "False", wait: 30m, action: replace}
+- {condition: AcceleratedHardwareReady, status: "False", wait: 10m, action: replace}
+- {condition: DiskPressure, status: "True", action: none}
+`); err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(Options{Nodes: cache.NewSharedIndexInformer(nil, &corev1.Node{}, 0, nil), DrainTimeout: time.Minute, Now: func() time.Time { return now }, Policies: policies})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const provider = "aws:///us-east-1a/i-0123456789abcdef0"
+	kernel := func(reason string, since time.Duration) corev1.NodeCondition {
+		return withReason(cond("KernelReady", corev1.ConditionFalse, now.Add(-since)), reason)
+	}
+	for _, tc := range []struct {
+		name      string
+		conds     []corev1.NodeCondition
+		due       bool
+		wait      time.Duration
+		id        string
+		unhealthy bool
+	}{
+		{name: "reason with a short wait", conds: []corev1.NodeCondition{kernel("OopsInModule", 10*time.Minute)}, due: true, id: "repair-i-0123456789abcdef0-kernelready", unhealthy: true},
+		{name: "reason never repaired", conds: []corev1.NodeCondition{kernel("ConntrackExceeded", 2*time.Hour)}},
+		{name: "another reason", conds: []corev1.NodeCondition{kernel("Other", 20*time.Minute)}, wait: 10 * time.Minute, unhealthy: true},
+		{name: "the whole reason must match", conds: []corev1.NodeCondition{kernel("NotOops", 20*time.Minute)}, wait: 10 * time.Minute, unhealthy: true},
+		{name: "disk pressure", conds: []corev1.NodeCondition{cond("DiskPressure", corev1.ConditionTrue, now.Add(-2*time.Hour))}},
+		{name: "policies' order", conds: []corev1.NodeCondition{cond("AcceleratedHardwareReady", corev1.ConditionFalse, now.Add(-11*time.Minute)), kernel("Other", 40*time.Minute)},
+			due: true, id: "repair-i-0123456789abcdef0-kernelready", unhealthy: true},
+	} {
+		n := node(provider, tc.conds...)
+		got, due, wait := w.Evaluate(n)
+		if due != tc.due || wait != tc.wait || got.ID != tc.id {
+			t.Errorf("%s: due %v wait %v id %q; want %v %v %q", tc.name, due, wait, got.ID, tc.due, tc.wait, tc.id)
+		}
+		if due && got.Action != config.PolicyReplace {
+			t.Errorf("%s: action %q", tc.name, got.Action)
+		}
+		if u := Unhealthy(n, policies); u != tc.unhealthy {
+			t.Errorf("%s: unhealthy %v, want %v", tc.name, u, tc.unhealthy)
+		}
+	}
+}
+
+// fromYAML parses policies as NODE_REPAIR_POLICIES does.
+func fromYAML(p *config.RepairPolicies, raw string) error {
+	l, err := config.Load(nil, func(k string) (string, bool) {
+		if k == "NODE_REPAIR_POLICIES" {
+			return raw, true
+		}
+		return "", false
+	})
+	if err != nil {
+		return err
+	}
+	*p = l.Config.NodeRepairPolicies
+	return nil
 }

@@ -62,6 +62,7 @@ instanceImpairedThreshold: INSTANCE_IMPAIRED_THRESHOLD
 setImpairedInstanceUnhealthy: SET_IMPAIRED_INSTANCE_UNHEALTHY
 enableNodeRepair: ENABLE_NODE_REPAIR
 nodeRepairConditions: NODE_REPAIR_CONDITIONS
+nodeRepairPolicies: NODE_REPAIR_POLICIES
 nodeRepairDrainTimeout: NODE_REPAIR_DRAIN_TIMEOUT
 nodeRepairAction: NODE_REPAIR_ACTION
 nodeRepairMaxUnhealthyPercent: NODE_REPAIR_MAX_UNHEALTHY_PERCENT
