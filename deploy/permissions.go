@@ -96,6 +96,7 @@ var AWSPermissions = []AWSPermission{
 	{Action: "ec2:DescribeCapacityReservations", Scope: "*", Why: "that a Capacity Block expiration warning names an active Capacity Block ending soon, and when it ends: the drain's deadline"},
 	{Action: "ec2:DescribeInstanceStatus", Scope: "*", Optional: "ENABLE_INSTANCE_STATUS_DRAINING", Why: "failing status checks and listed scheduled events of this cluster's instances"},
 	{Action: "ec2:TerminateInstances", Scope: "*", Optional: "NODE_REPAIR_ACTION=terminate", OptIn: true, Why: "terminate a repaired node's instance once drained, after the instance gate's check; not in the shipped policies: grant it, narrowed to this cluster's instances (a tag condition), when turning it on"},
+	{Action: "ec2:RebootInstances", Scope: "*", Optional: "a node repair policy with action reboot (NODE_REPAIR_POLICIES)", OptIn: true, Why: "reboot a repaired node's instance once drained, after the instance gate's check, before replacing it; not in the shipped policies: grant it, narrowed to this cluster's instances (a tag condition), when a policy reboots"},
 	{Action: "autoscaling:DescribeAutoScalingInstances", Scope: "*", Why: "that an instance is in the group its record names, before a lifecycle completion or heartbeat"},
 	{Action: "autoscaling:DescribeLifecycleHooks", Scope: "*", Why: "a terminate hook's heartbeat and global timeouts: the drain's deadline"},
 	{Action: "autoscaling:CompleteLifecycleAction", Scope: "group", Why: "hand a terminating instance back once drained; complete a launch hook once the node is Ready"},

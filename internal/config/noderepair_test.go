@@ -90,7 +90,7 @@ func TestRepairPoliciesParse(t *testing.T) {
 		{raw: `[{condition: GPU, status: "False", wait: 10m, action: replace, extra: 1}]`, err: "not a YAML or JSON list"},
 		{raw: `[{condition: "", status: "False", wait: 10m, action: replace}]`, err: "not a condition type"},
 		{raw: `[{condition: GPU, status: Broken, wait: 10m, action: replace}]`, err: "must be True, False or Unknown"},
-		{raw: `[{condition: GPU, status: "False", wait: 10m, action: explode}]`, err: "must be one of replace, none"},
+		{raw: `[{condition: GPU, status: "False", wait: 10m, action: explode}]`, err: "must be one of replace, reboot, none"},
 		{raw: `[{condition: GPU, status: "False", action: replace}]`, err: "is not a duration"},
 		{raw: `[{condition: GPU, status: "False", wait: 200h, action: replace}]`, err: "0s to 168h"},
 		{raw: `[{condition: GPU, status: "False", reason: "(", wait: 1m, action: replace}]`, err: "not a regular expression"},

@@ -243,7 +243,7 @@ func accepted(v value) string {
 	case repairConditionsValue:
 		return "Type=Status:Duration,... (status True, False or Unknown; duration 0s to 168h); empty for the defaults"
 	case repairPoliciesValue:
-		return "YAML or JSON list of {condition, status, reason, wait, action} (action replace or none), at most 64; empty for none"
+		return "YAML or JSON list of {condition, status, reason, wait, action} (action replace, reboot or none), at most 64; empty for none"
 	case ipValue:
 		return "IP address, or empty for every interface"
 	case objectNameValue:

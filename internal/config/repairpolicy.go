@@ -18,12 +18,15 @@ import (
 const (
 	// PolicyReplace drains the node and hands its instance back (NODE_REPAIR_ACTION).
 	PolicyReplace = "replace"
+	// PolicyReboot drains the node and reboots its instance (RebootInstances); a node still
+	// unhealthy NODE_REPAIR_REBOOT_WAIT after its reboot is replaced.
+	PolicyReboot = "reboot"
 	// PolicyNone never repairs for the condition: it is not counted unhealthy either.
 	PolicyNone = "none"
 )
 
 // policyActions are the actions a policy may name.
-var policyActions = []string{PolicyReplace, PolicyNone}
+var policyActions = []string{PolicyReplace, PolicyReboot, PolicyNone}
 
 // RepairPolicy is one policy of NODE_REPAIR_POLICIES: a node whose condition Condition has
 // had Status (and, when Reason is set, a reason it matches) for Wait is repaired by Action.
@@ -33,7 +36,7 @@ type RepairPolicy struct {
 	// Reason, when set, is a regular expression (RE2) the condition's whole reason must match.
 	Reason string
 	Wait   time.Duration
-	Action string // PolicyReplace or PolicyNone
+	Action string // PolicyReplace, PolicyReboot or PolicyNone
 
 	reason *regexp.Regexp
 }
@@ -72,6 +75,11 @@ func (ps RepairPolicies) For(typ, status, reason string) (p RepairPolicy, rank i
 // status, whatever its reason (the reason may change while the status holds).
 func (ps RepairPolicies) Acts(typ, status string) bool {
 	return slices.ContainsFunc(ps, func(p RepairPolicy) bool { return p.Action != PolicyNone && p.Condition == typ && p.Status == status })
+}
+
+// Reboots reports whether some policy reboots (ec2:RebootInstances is then needed).
+func (ps RepairPolicies) Reboots() bool {
+	return slices.ContainsFunc(ps, func(p RepairPolicy) bool { return p.Action == PolicyReboot })
 }
 
 // DefaultRepairPolicies follow EKS's documented node auto repair: the EKS node monitoring

@@ -50,7 +50,7 @@ func (r repairWatch) Start(ctx context.Context) (stop func()) {
 	w, err := nodecondition.New(nodecondition.Options{
 		Nodes: nodes, Policies: c.cfg.RepairPolicies(), DrainTimeout: c.cfg.NodeRepairDrainTimeout, Logger: log,
 		Limits: nodecondition.LimitsOf(c.cfg), Report: &repairReports{c: c, log: log}, AutoRepaired: c.cfg.EKSAutoRepaired, Panics: c.metrics,
-		Instances: c.instances, Writer: repairWriter(c.cfg, c.client), ShowCondition: c.cfg.NodeCondition, StaleAfter: c.cfg.NodeRepairStaleAfter,
+		Instances: c.instances, Writer: repairWriter(c.cfg, c.client), ShowCondition: c.cfg.NodeCondition, StaleAfter: c.cfg.NodeRepairStaleAfter, RebootWait: c.cfg.NodeRepairRebootWait,
 	})
 	if err != nil {
 		log.Error("node repair cannot start", "err", err)
@@ -99,12 +99,13 @@ func repairWriter(cfg *config.Config, client kubernetes.Interface) *nodes.Writer
 
 // repairs is what the drains of repaired nodes ask of AWS: nothing under DRY_RUN or with
 // repairs off.
-func repairs(cfg *config.Config, ec2 cloud.EC2) lifecycle.Repairs {
+func repairs(cfg *config.Config, ec2 cloud.EC2, client kubernetes.Interface) lifecycle.Repairs {
 	if !cfg.EnableNodeRepair || cfg.DryRun {
 		return lifecycle.Repairs{}
 	}
 	t, _ := ec2.(cloud.Terminator)
-	return lifecycle.Repairs{Action: cfg.NodeRepairAction, Terminator: t}
+	r, _ := ec2.(cloud.Rebooter)
+	return lifecycle.Repairs{Action: cfg.NodeRepairAction, Terminator: t, Rebooter: r, RebootWait: cfg.NodeRepairRebootWait, Nodes: nodes.NewWriter(client)}
 }
 
 // repairReports make the repairs' fate visible: Events on the node, metrics, and a log line
@@ -166,4 +167,16 @@ func (r *repairReports) Stale(node *corev1.Node, n notice.Notice, c corev1.NodeC
 	r.log.Warn("node repair not started: its condition is stale (its agent stopped refreshing it)", "node", node.Name, "notice", n.ID,
 		"condition", string(c.Type), "heartbeat", c.LastHeartbeatTime.Time, "readyHeartbeat", ready)
 	r.c.events.ConditionStale(events.NodeOf(node), n.Description, string(c.Type), c.LastHeartbeatTime.Time, ready)
+}
+
+func (r *repairReports) Recovered(node *corev1.Node, condition string, rebooted time.Time) {
+	r.c.metrics.NodeRepair(metrics.RepairRecovered)
+	r.log.Info("node condition cleared after the repair's reboot: released without a replacement", "node", node.Name, "condition", condition, "rebooted", rebooted)
+	r.c.events.RepairRecovered(events.NodeOf(node), condition, rebooted)
+}
+
+func (r *repairReports) Escalated(node *corev1.Node, n notice.Notice, after string) {
+	r.c.metrics.NodeRepair(metrics.RepairEscalated)
+	r.log.Warn("node repair goes on to replace the node after its reboot", "node", node.Name, "notice", n.ID, "why", after)
+	r.c.events.RepairEscalated(events.NodeOf(node), n.Description, after)
 }

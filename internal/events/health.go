@@ -64,6 +64,42 @@ func (r *Recorder) DeadInstance(node Node, why string) {
 			"their controllers recreate them elsewhere and the attach-detach controller forces their volumes off"))
 }
 
+// Reasons of a repair's reboot step (a policy whose action is reboot).
+const (
+	ReasonRepairRebooted     = "NodeRepairRebooted"     // the drained node's instance was rebooted
+	ReasonRepairRebootFailed = "NodeRepairRebootFailed" // the reboot could not be asked for: the node is replaced
+	ReasonRepairRecovered    = "NodeRepairRecovered"    // the condition cleared after the reboot: no replacement
+	ReasonRepairEscalated    = "NodeRepairEscalated"    // the condition did not clear after the reboot: replaced
+)
+
+// RepairRebooted records that the drained node's instance was rebooted for its repair (why);
+// it is replaced if its condition has not cleared after wait.
+func (r *Recorder) RepairRebooted(node Node, instanceID, why string, wait time.Duration) {
+	r.emit(node, corev1.EventTypeNormal, ReasonRepairRebooted, clip(fmt.Sprintf(
+		"The node is drained (%s): rebooted instance %s (RebootInstances); it is replaced if its condition has not cleared %s after the reboot", why, instanceID, wait)))
+}
+
+// RepairRebootFailed records that the repair's reboot could not be asked for (err): the node
+// goes to the next step, its replacement.
+func (r *Recorder) RepairRebootFailed(node Node, instanceID, why, err string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonRepairRebootFailed, clip(fmt.Sprintf(
+		"The node is drained (%s) but instance %s could not be rebooted (%s): it is replaced instead", why, instanceID, err)))
+}
+
+// RepairRecovered records that the node's condition cleared after its reboot: it is released
+// without a replacement.
+func (r *Recorder) RepairRecovered(node Node, condition string, rebooted time.Time) {
+	r.emit(node, corev1.EventTypeNormal, ReasonRepairRecovered, clip(fmt.Sprintf(
+		"Node condition %s cleared after the repair's reboot at %s: the node is released without a replacement", condition, rebooted.UTC().Format(time.RFC3339))))
+}
+
+// RepairEscalated records that the node's condition did not clear after its reboot (or the
+// reboot could not be made): the repair goes on to replace the node.
+func (r *Recorder) RepairEscalated(node Node, why, after string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonRepairEscalated, clip(fmt.Sprintf(
+		"Node repair goes on to replace the node (%s): %s", why, after)))
+}
+
 // Reasons of conditions node repair does not take at their word.
 const (
 	ReasonConditionRestated = "NodeConditionRestated" // a condition restated its transition time under the same status

@@ -34,6 +34,20 @@ type Repair struct {
 	// transition time under the same status (a new reason, a restart of the agent): the
 	// repair's wait still counts from the first.
 	Clocks []ConditionClock `json:"clocks,omitempty"`
+	// Reboot is the reboot step of a repair whose policy reboots: the reboot ends the episode
+	// it ran in, and what comes next (released, or replaced) is decided from it.
+	Reboot *RepairReboot `json:"reboot,omitempty"`
+}
+
+// RepairReboot is the reboot step of a node's repair for one condition.
+type RepairReboot struct {
+	Condition string `json:"condition"`
+	// Taken is when the reboot's repair was recorded (before the drain).
+	Taken time.Time `json:"taken"`
+	// Rebooted is when RebootInstances was asked for, once the node was drained.
+	Rebooted time.Time `json:"rebooted,omitzero"`
+	// Failed says why the reboot could not be asked for: the next step follows at once.
+	Failed string `json:"failed,omitempty"`
 }
 
 // ConditionClock is since when a condition has had Status, kept when the condition's own
@@ -67,7 +81,7 @@ func (r *Repair) DropClock(typ string) {
 }
 
 // Empty reports whether r remembers nothing.
-func (r Repair) Empty() bool { return r.Started.IsZero() && len(r.Clocks) == 0 }
+func (r Repair) Empty() bool { return r.Started.IsZero() && len(r.Clocks) == 0 && r.Reboot == nil }
 
 // ReadRepair returns the node's repair memory; a missing one is empty, and so is one that
 // cannot be read (with the error saying why).
@@ -93,6 +107,9 @@ func ReadRepair(n *corev1.Node) (Repair, error) {
 func validateRepair(r Repair) error {
 	if len(r.Clocks) > maxRepairClocks {
 		return fmt.Errorf("%d clocks, more than %d", len(r.Clocks), maxRepairClocks)
+	}
+	if b := r.Reboot; b != nil && (b.Condition == "" || len(b.Condition) > maxConditionTyp || len(b.Failed) > maxDescription) {
+		return fmt.Errorf("reboot: the condition type is empty or longer than %d, or its failure longer than %d", maxConditionTyp, maxDescription)
 	}
 	for i, c := range r.Clocks {
 		switch {

@@ -109,3 +109,5 @@ func (quiet) Started(*corev1.Node, notice.Notice)                               
 func (quiet) LeftTo(*corev1.Node, notice.Notice, string)                         {}
 func (quiet) Restated(*corev1.Node, record.ConditionClock)                       {}
 func (quiet) Stale(*corev1.Node, notice.Notice, corev1.NodeCondition, time.Time) {}
+func (quiet) Recovered(*corev1.Node, string, time.Time)                          {}
+func (quiet) Escalated(*corev1.Node, notice.Notice, string)                      {}

@@ -19,15 +19,17 @@ type memory struct {
 	log    *slog.Logger
 }
 
-// edit changes the node's repair memory; a failed write is logged: what it remembers then
-// lives in the process only.
-func (m memory) edit(ctx context.Context, node *corev1.Node, what string, change func(*record.Repair)) {
+// edit changes the node's repair memory; a failed write is logged and returned: what it
+// remembers then lives in the process only.
+func (m memory) edit(ctx context.Context, node *corev1.Node, what string, change func(*record.Repair)) error {
 	if m.writer == nil {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
-	if _, err := m.writer.Apply(ctx, node.Name, node, what, record.RepairEdit(change)); err != nil {
+	_, err := m.writer.Apply(ctx, node.Name, node, what, record.RepairEdit(change))
+	if err != nil {
 		m.log.Warn("cannot write the node's repair memory", "node", node.Name, "what", what, "err", err)
 	}
+	return err
 }

@@ -92,6 +92,9 @@ type Options struct {
 	// much older than the node's Ready heartbeat (its agent stopped refreshing it while the
 	// kubelet still reports) is said stale and not repaired; 0 never judges it.
 	StaleAfter time.Duration
+	// RebootWait is NODE_REPAIR_REBOOT_WAIT: how long after a policy's reboot the node's
+	// condition has to clear before the node is replaced.
+	RebootWait time.Duration
 }
 
 // Reporter makes the repairs' fate visible (Events, metrics, logs).
@@ -117,6 +120,12 @@ type Reporter interface {
 	// long before the node's Ready heartbeat (ready) (once per node, condition and
 	// transition).
 	Stale(node *corev1.Node, n notice.Notice, cond corev1.NodeCondition, ready time.Time)
+	// Recovered says the node's condition cleared after the repair's reboot (at rebooted):
+	// released without a replacement.
+	Recovered(node *corev1.Node, condition string, rebooted time.Time)
+	// Escalated says the node's repair n replaces the node after its reboot did not help
+	// (after says how).
+	Escalated(node *corev1.Node, n notice.Notice, after string)
 }
 
 // Watcher turns the informer's Nodes into repair notices. It remembers in the process which
@@ -133,6 +142,7 @@ type Watcher struct {
 	held   heldConditions
 	memory memory
 	clocks *clocks
+	ladder ladder
 
 	// Only Run's goroutine reads and writes these.
 	started  map[string]time.Time // repairs taken and maybe not yet seen on their Node by the informer
@@ -166,7 +176,8 @@ func New(o Options) (*Watcher, error) {
 	return &Watcher{opts: o, taken: map[string]string{}, started: map[string]time.Time{}, starts: map[string]time.Time{}, reported: map[string]string{},
 		groups: &groups{describe: o.Instances, now: o.Now, known: map[string]knownGroup{}},
 		held:   heldConditions{writer: conditionWriter(o), log: o.Logger}, memory: memory{writer: o.Writer, log: o.Logger},
-		clocks: &clocks{watched: o.Policies.Acts, seen: map[string]map[string]clock{}}, staleTold: map[string]map[string]time.Time{}}, nil
+		clocks: &clocks{watched: o.Policies.Acts, seen: map[string]map[string]clock{}}, staleTold: map[string]map[string]time.Time{},
+		ladder: ladder{policies: o.Policies, wait: o.RebootWait, memory: memory{writer: o.Writer, log: o.Logger}, report: o.Report}}, nil
 }
 
 // conditionWriter is the writer of ConditionHeld: nil when not shown.
@@ -240,6 +251,7 @@ func (w *Watcher) look(ctx context.Context, name string, take Take) {
 	}
 	node := obj.(*corev1.Node)
 	w.keepClocks(ctx, node)
+	w.ladder.over(ctx, node)
 	v := w.evaluate(node)
 	w.tellStale(node, v.stale)
 	if !v.due {
@@ -257,18 +269,13 @@ func (w *Watcher) look(ctx context.Context, name string, take Take) {
 	if done || !w.admit(ctx, node, n, key) {
 		return
 	}
+	if n.Action == config.PolicyReboot && w.ladder.record(ctx, node, string(v.cond.Type), w.opts.Now()) != nil {
+		w.queue.AddAfter(name, w.opts.Retry)
+		return
+	}
 	fates := take(ctx, []notice.Notice{n})
 	if len(fates) == 1 && fates[0] != NotTaken {
-		w.mu.Lock()
-		w.taken[name] = key
-		w.mu.Unlock()
-		delete(w.reported, name)
-		if fates[0] == Started {
-			w.started[name] = w.opts.Now()
-			w.starts[name] = w.opts.Now()
-			w.memory.edit(ctx, node, "remember the repair's start", func(r *record.Repair) { r.Started = w.opts.Now().UTC().Truncate(time.Second) })
-			w.opts.Report.Started(node, n)
-		}
+		w.took(ctx, node, v, key, fates[0])
 		return
 	}
 	if ctx.Err() == nil {
@@ -276,9 +283,27 @@ func (w *Watcher) look(ctx context.Context, name string, take Take) {
 	}
 }
 
+// took notes the node's repair as taken (started, or refused for good).
+func (w *Watcher) took(ctx context.Context, node *corev1.Node, v verdict, key string, fate Fate) {
+	name, n := node.Name, v.notice
+	w.mu.Lock()
+	w.taken[name] = key
+	w.mu.Unlock()
+	delete(w.reported, name)
+	if fate != Started {
+		return
+	}
+	now := w.opts.Now()
+	w.started[name], w.starts[name] = now, now
+	_ = w.memory.edit(ctx, node, "remember the repair's start", func(r *record.Repair) { r.Started = now.UTC().Truncate(time.Second) })
+	w.opts.Report.Started(node, n)
+	w.ladder.escalated(node, n, string(v.cond.Type))
+}
+
 // verdict is what a look at a node found.
 type verdict struct {
 	notice notice.Notice
+	cond   corev1.NodeCondition // the due notice's condition
 	due    bool
 	wait   time.Duration  // until the soonest condition on its way is due (0: none)
 	stale  []staleVerdict // due conditions not acted on: their agent stopped refreshing them
@@ -306,22 +331,27 @@ func (w *Watcher) evaluate(node *corev1.Node) (v verdict) {
 		return v
 	}
 	now := w.opts.Now()
+	mem, _ := record.ReadRepair(node)
 	for _, m := range Matches(node, w.opts.Policies) {
 		p, c := m.Policy, m.Condition
 		since := w.clocks.since(node.Name, c)
-		if held := now.Sub(since); held < p.Wait {
-			if left := p.Wait - held; v.wait == 0 || left < v.wait {
+		action, due := p.Action, since.Add(p.Wait)
+		if next, ok := w.ladder.next(mem.Reboot, string(c.Type)); ok {
+			action, due = config.PolicyReplace, next // rebooted for it already
+		}
+		if left := due.Sub(now); left > 0 {
+			if v.wait == 0 || left < v.wait {
 				v.wait = left
 			}
 			continue
 		}
-		n := w.notice(instance, p, c, since, now)
+		n := w.notice(instance, p, c, action, since, now)
 		n.Node = node.Name
 		if ready, stale := Stale(node, c, w.opts.StaleAfter); stale {
 			v.stale = append(v.stale, staleVerdict{notice: n, cond: c, ready: ready})
 			continue
 		}
-		v.notice, v.due, v.wait = n, true, 0
+		v.notice, v.cond, v.due, v.wait = n, c, true, 0
 		return v
 	}
 	return v
@@ -402,9 +432,14 @@ func (w *Watcher) keepClocks(ctx context.Context, node *corev1.Node) {
 // that restarts may restate lastTransitionTime, and the failure is still one. As for an
 // impaired instance, a node is repaired for a condition once per episode; a failure after an
 // operator took the node back opens a new episode under the same id.
-func (w *Watcher) notice(instance string, p config.RepairPolicy, c corev1.NodeCondition, since, now time.Time) notice.Notice {
-	event := p.Condition
-	desc := fmt.Sprintf("Node condition %s has been %s since %s (for more than %s)", p.Condition, p.Status, since.UTC().Format(time.RFC3339), p.Wait)
+func (w *Watcher) notice(instance string, p config.RepairPolicy, c corev1.NodeCondition, action string, since, now time.Time) notice.Notice {
+	event := string(c.Type)
+	desc := fmt.Sprintf("Node condition %s has been %s since %s (for more than %s)", c.Type, c.Status, since.UTC().Format(time.RFC3339), p.Wait)
+	if action == config.PolicyReboot {
+		// Its own id: the replacement that may follow is another repair, of another episode.
+		event = "reboot-" + event
+		desc = "Reboot: " + desc
+	}
 	if at := c.LastTransitionTime.Time; since.Before(at) {
 		desc += fmt.Sprintf(", restated at %s", at.UTC().Format(time.RFC3339))
 	}
@@ -413,7 +448,7 @@ func (w *Watcher) notice(instance string, p config.RepairPolicy, c corev1.NodeCo
 	}
 	return notice.Notice{
 		ID: notice.ID(notice.NodeRepair, instance, event), Kind: notice.NodeRepair, Source: notice.SourceNodeCondition,
-		InstanceID: instance, StartTime: since, Deadline: now.Add(w.opts.DrainTimeout), Action: p.Action, Description: desc,
+		InstanceID: instance, StartTime: since, Deadline: now.Add(w.opts.DrainTimeout), Action: action, Description: desc,
 		Announced: now,
 	}
 }
