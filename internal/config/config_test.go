@@ -118,6 +118,7 @@ var samples = map[string][2]string{
 	"NODE_REPAIR_MAX_PER_HOUR":                     {"3", "3"},
 	"NODE_REPAIR_STALE_AFTER":                      {"0s", "0s"},
 	"NODE_REPAIR_REBOOT_WAIT":                      {"5m", "5m0s"},
+	"NODE_REPAIR_NODE_SELECTOR":                    {" team=ml,gpu in (a, b) ", "team=ml,gpu in (a, b)"},
 	"NODE_REPAIR_POLICIES":                         {"[{condition: GPU, status: False, wait: 5m, action: replace}]", `[{"condition":"GPU","status":"False","wait":"5m0s","action":"replace"}]`},
 	"NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS":     {"ng-1,ng-2", "ng-1,ng-2"},
 	"DELETE_NODE_AFTER_TERMINATION":                {"true", "true"},

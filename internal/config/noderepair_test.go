@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 func TestRepairConditions(t *testing.T) {
@@ -134,5 +136,22 @@ func TestEKSAutoRepaired(t *testing.T) {
 	}
 	if !(&Config{NodeRepairEKSAutoRepaired: "*"}).EKSAutoRepaired("any") {
 		t.Error("* does not name every group")
+	}
+}
+
+func TestRepairSelector(t *testing.T) {
+	c := &Config{}
+	if err := (selectorValue{&c.NodeRepairNodeSelector}).Set("team=ml,gpu in (a,b)"); err != nil {
+		t.Fatal(err)
+	}
+	sel := c.RepairSelector()
+	if !sel.Matches(labels.Set{"team": "ml", "gpu": "a"}) || sel.Matches(labels.Set{"team": "ml"}) {
+		t.Errorf("selector %v", sel)
+	}
+	if !(&Config{}).RepairSelector().Matches(labels.Set{}) {
+		t.Error("an empty selector does not select every node")
+	}
+	if err := (selectorValue{&c.NodeRepairNodeSelector}).Set("team in (ml"); err == nil || !strings.Contains(err.Error(), "not a label selector") {
+		t.Errorf("a bad selector: %v", err)
 	}
 }

@@ -242,6 +242,8 @@ func accepted(v value) string {
 		return "HTTP path starting with /"
 	case repairConditionsValue:
 		return "Type=Status:Duration,... (status True, False or Unknown; duration 0s to 168h); empty for the defaults"
+	case selectorValue:
+		return "Kubernetes label selector, or empty for every node"
 	case repairPoliciesValue:
 		return "YAML or JSON list of {condition, status, reason, wait, action} (action replace, reboot or none), at most 64; empty for none"
 	case ipValue:

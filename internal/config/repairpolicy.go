@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 )
 
@@ -227,4 +228,27 @@ func (v repairPoliciesValue) String() string {
 	}
 	b, _ := json.Marshal(entries)
 	return string(b)
+}
+
+// selectorValue is a label selector, as kubectl -l takes it; empty selects everything.
+type selectorValue struct{ p *string }
+
+func (v selectorValue) Set(raw string) error {
+	raw = strings.TrimSpace(raw)
+	if _, err := labels.Parse(raw); err != nil {
+		return fmt.Errorf("not a label selector (e.g. team=ml,node.kubernetes.io/instance-type in (p5.48xlarge)): %v", err)
+	}
+	*v.p = raw
+	return nil
+}
+
+func (v selectorValue) String() string { return *v.p }
+
+// RepairSelector selects the nodes node repair applies to (NODE_REPAIR_NODE_SELECTOR).
+func (c *Config) RepairSelector() labels.Selector {
+	s, err := labels.Parse(c.NodeRepairNodeSelector)
+	if err != nil { // checked when set
+		return labels.Nothing()
+	}
+	return s
 }

@@ -92,6 +92,7 @@ type Config struct {
 	NodeRepairMaxPerHour            int               // NODE_REPAIR_MAX_PER_HOUR; 0 = no cap
 	NodeRepairStaleAfter            time.Duration     // NODE_REPAIR_STALE_AFTER; 0 = never stale
 	NodeRepairRebootWait            time.Duration     // NODE_REPAIR_REBOOT_WAIT
+	NodeRepairNodeSelector          string            // NODE_REPAIR_NODE_SELECTOR; "" = every node
 	NodeRepairPaused                bool              // NODE_REPAIR_PAUSED
 	NodeRepairEKSAutoRepaired       string            // NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS
 	DeleteNodeAfterTermination      bool              // DELETE_NODE_AFTER_TERMINATION
@@ -348,6 +349,9 @@ func settings(c *Config) []*Setting {
 		{Env: "NODE_REPAIR_MAX_PER_HOUR", Flag: "node-repair-max-per-hour", Default: "10", Group: groupHealth, Lifeboat: true,
 			value: intValue{p: &c.NodeRepairMaxPerHour, min: 0, max: maxInt},
 			Usage: "At most this many repairs start within any hour (counted from the records on the Nodes and, for Nodes already gone, by the running controller): a condition writer that marks node after node unhealthy repairs this many at most. 0: no cap."},
+		{Env: "NODE_REPAIR_NODE_SELECTOR", Flag: "node-repair-node-selector", Group: groupHealth, Lifeboat: true,
+			value: selectorValue{&c.NodeRepairNodeSelector},
+			Usage: "A label selector (as kubectl -l takes it, e.g. node.kubernetes.io/instance-type in (p5.48xlarge),team=ml) that limits node repair to the nodes it selects: only they are repaired, and the breakers count only them. Other nodes are left alone by repair, and handled as ever for every other notice. Empty: every node."},
 		{Env: "NODE_REPAIR_REBOOT_WAIT", Flag: "node-repair-reboot-wait", Default: "10m", Group: groupHealth, Lifeboat: true,
 			value: durationValue{p: &c.NodeRepairRebootWait, min: time.Second, max: 24 * time.Hour},
 			Usage: "After a repair policy's reboot (RebootInstances, once the node is drained), how long the node's condition has to clear. A node whose condition still has the status its policy repairs once this has passed since the reboot is replaced (drained again, then NODE_REPAIR_ACTION); one whose condition clears is released without a replacement, with an Event NodeRepairRecovered. Each step is recorded on the Node (lifeboat.dev/node-repair-state), so a restart or a new leader goes on from it."},

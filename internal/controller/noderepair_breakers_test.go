@@ -4,6 +4,7 @@ package controller_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -142,7 +143,7 @@ func TestNodeRepairMaxPerHour(t *testing.T) {
 	for _, n := range sick {
 		w.setCondition(t, ctx, n, "KernelReady", corev1.ConditionFalse, longAgo)
 	}
-	settings := append(repairSettings, "NODE_REPAIR_MAX_PER_HOUR", "1")
+	settings := slices.Concat(repairSettings, []string{"NODE_REPAIR_MAX_PER_HOUR", "1"}) // a copy: other tests append to repairSettings too
 	stop := w.run(t, ctx, settings...)
 
 	var repaired *corev1.Node

@@ -5,6 +5,7 @@ package status
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,7 @@ func repairBreaker(cfg *config.Config, nodes []*corev1.Node, named bool) *nodeco
 	if cfg == nil || !cfg.EnableNodeRepair || named {
 		return nil
 	}
+	nodes = slices.DeleteFunc(slices.Clone(nodes), func(n *corev1.Node) bool { return !nodecondition.Selected(n, cfg.RepairSelector()) })
 	started := nodecondition.RecordedStarts(nodes, time.Now().Add(-time.Hour))
 	b := nodecondition.Assess(nodes, cfg.RepairPolicies(), nodecondition.LimitsOf(cfg), nodecondition.Tally{Started: len(started)})
 	b.Held = nodecondition.HeldBy(nodes)

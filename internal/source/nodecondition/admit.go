@@ -65,7 +65,7 @@ func (w *Watcher) assess() (Breaker, []*corev1.Node) {
 	all := make([]*corev1.Node, 0, len(objs))
 	byName := make(map[string]*corev1.Node, len(objs))
 	for _, o := range objs {
-		if n, ok := o.(*corev1.Node); ok {
+		if n, ok := o.(*corev1.Node); ok && Selected(n, w.opts.Selector) {
 			all = append(all, n)
 			byName[n.Name] = n
 		}

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -95,6 +96,9 @@ type Options struct {
 	// RebootWait is NODE_REPAIR_REBOOT_WAIT: how long after a policy's reboot the node's
 	// condition has to clear before the node is replaced.
 	RebootWait time.Duration
+	// Selector, when set, limits repair to the nodes it selects (NODE_REPAIR_NODE_SELECTOR):
+	// the others are neither repaired nor counted by the breakers.
+	Selector labels.Selector
 }
 
 // Reporter makes the repairs' fate visible (Events, metrics, logs).
@@ -250,6 +254,10 @@ func (w *Watcher) look(ctx context.Context, name string, take Take) {
 		return
 	}
 	node := obj.(*corev1.Node)
+	if !Selected(node, w.opts.Selector) {
+		w.held.clear(ctx, node)
+		return
+	}
 	w.keepClocks(ctx, node)
 	w.ladder.over(ctx, node)
 	v := w.evaluate(node)
@@ -298,6 +306,11 @@ func (w *Watcher) took(ctx context.Context, node *corev1.Node, v verdict, key st
 	_ = w.memory.edit(ctx, node, "remember the repair's start", func(r *record.Repair) { r.Started = now.UTC().Truncate(time.Second) })
 	w.opts.Report.Started(node, n)
 	w.ladder.escalated(node, n, string(v.cond.Type))
+}
+
+// Selected reports whether repair applies to the node: sel selects it, or is nil.
+func Selected(n *corev1.Node, sel labels.Selector) bool {
+	return sel == nil || sel.Matches(labels.Set(n.Labels))
 }
 
 // verdict is what a look at a node found.

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -390,4 +391,17 @@ func fromYAML(p *config.RepairPolicies, raw string) error {
 	}
 	*p = l.Config.NodeRepairPolicies
 	return nil
+}
+
+func TestSelected(t *testing.T) {
+	n := node("")
+	n.Labels = map[string]string{"team": "ml"}
+	sel, err := labels.Parse("team in (ml, data)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := labels.Parse("team=web")
+	if !Selected(n, nil) || !Selected(n, sel) || Selected(n, other) {
+		t.Error("a nil selector selects every node, a selector the nodes it matches only")
+	}
 }
