@@ -95,6 +95,7 @@ type Config struct {
 	NodeRepairNodeSelector          string            // NODE_REPAIR_NODE_SELECTOR; "" = every node
 	NodeRepairPaused                bool              // NODE_REPAIR_PAUSED
 	NodeRepairEKSAutoRepaired       string            // NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS
+	NodeRepairKarpenterRepairs      bool              // NODE_REPAIR_KARPENTER_REPAIRS
 	DeleteNodeAfterTermination      bool              // DELETE_NODE_AFTER_TERMINATION
 	NodeCleanupInterval             time.Duration     // NODE_CLEANUP_INTERVAL
 	DeadInstanceFastPath            bool              // DEAD_INSTANCE_FAST_PATH
@@ -363,7 +364,10 @@ func settings(c *Config) []*Setting {
 			Usage: "Start no new repair (repairs already started finish). A single node is kept out of repairs with the annotation lifeboat.dev/node-repair=disabled."},
 		{Env: "NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS", Flag: "node-repair-eks-auto-repaired-nodegroups", Group: groupHealth, Lifeboat: true,
 			value: stringValue{&c.NodeRepairEKSAutoRepaired},
-			Usage: "Comma-separated EKS managed node groups whose node auto repair is on (*: every managed node group): their nodes (label eks.amazonaws.com/nodegroup) are left to EKS's repair, with one Event each. Nodes Karpenter manages (label karpenter.sh/nodepool) are always left to Karpenter's. No EKS API call is made."},
+			Usage: "Comma-separated EKS managed node groups whose node auto repair is on (*: every managed node group): their nodes (label eks.amazonaws.com/nodegroup) are left to EKS's repair, with one Event each. No EKS API call is made."},
+		{Env: "NODE_REPAIR_KARPENTER_REPAIRS", Flag: "node-repair-karpenter-repairs", Default: "true", Group: groupHealth, Lifeboat: true,
+			value: boolValue{&c.NodeRepairKarpenterRepairs},
+			Usage: "Karpenter's node repair is on (its NodeRepair feature gate, settings.featureGates.nodeRepair in Karpenter's chart): the nodes Karpenter manages (label karpenter.sh/nodepool) are left to it, with one Event each. false: Lifeboat repairs them as any other node; set it so when Karpenter's node repair is off, or nobody repairs them."},
 		{Env: "DELETE_NODE_AFTER_TERMINATION", Flag: "delete-node-after-termination", Default: "false", Group: groupHealth, Lifeboat: true,
 			value: boolValue{&c.DeleteNodeAfterTermination},
 			Usage: "Controller: delete the Node of a terminated instance, for clusters without a cloud controller manager that would (k3s, some kOps). Every NODE_CLEANUP_INTERVAL, one DescribeInstances asks about the Nodes whose Ready condition is not True; a Node is deleted once EC2 says its instance is terminated or, once EC2 no longer describes it, when a sighting of it shutting down or terminated was recorded on the Node (lifeboat.dev/instance-gone). Never a Node whose name or addresses EC2 did not give for that instance: refused with a Warning Event. Needs delete on nodes."},

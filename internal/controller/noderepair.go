@@ -49,7 +49,7 @@ func (r repairWatch) Start(ctx context.Context) (stop func()) {
 	log := c.log.With("source", string(notice.SourceNodeCondition))
 	w, err := nodecondition.New(nodecondition.Options{
 		Nodes: nodes, Policies: c.cfg.RepairPolicies(), DrainTimeout: c.cfg.NodeRepairDrainTimeout, Logger: log,
-		Limits: nodecondition.LimitsOf(c.cfg), Report: &repairReports{c: c, log: log}, AutoRepaired: c.cfg.EKSAutoRepaired, Panics: c.metrics,
+		Limits: nodecondition.LimitsOf(c.cfg), Report: &repairReports{c: c, log: log}, AutoRepaired: c.cfg.EKSAutoRepaired, KarpenterRepairs: c.cfg.NodeRepairKarpenterRepairs, Panics: c.metrics,
 		Instances: c.instances, Writer: repairWriter(c.cfg, c.client), ShowCondition: c.cfg.NodeCondition, StaleAfter: c.cfg.NodeRepairStaleAfter, RebootWait: c.cfg.NodeRepairRebootWait,
 		Selector: c.cfg.RepairSelector(),
 	})

@@ -102,3 +102,21 @@ func TestNodeRepairDrainTimeoutWithHeldPods(t *testing.T) {
 	}
 	w.waitDrained(t, ctx, next, repairID(next, "KernelReady"))
 }
+
+// Where Karpenter's node repair is off (NODE_REPAIR_KARPENTER_REPAIRS=false), a sick node of a
+// NodePool is repaired by Lifeboat rather than left to nobody.
+func TestNodeRepairKarpenterRepairsOff(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 2)
+	n := w.nodes[0]
+	w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: ourTags, AutoScalingGroup: "workers"})
+	w.updateNode(t, ctx, n, false, func(got *corev1.Node) { got.Labels["karpenter.sh/nodepool"] = "default" })
+	w.setCondition(t, ctx, n, "KernelReady", corev1.ConditionFalse, time.Now().Add(-time.Hour).Truncate(time.Second))
+	w.run(t, ctx, slices.Concat(repairSettings, []string{"NODE_REPAIR_KARPENTER_REPAIRS", "false"})...)
+	w.waitDrained(t, ctx, n, repairID(n, "KernelReady"))
+	if got := w.eventCount(t, ctx, n, "NodeRepairLeftToOwner"); got != 0 {
+		t.Errorf("%d NodeRepairLeftToOwner Events, want none", got)
+	}
+}

@@ -18,7 +18,7 @@ import (
 // node group's). A repair already recorded on the node always goes on (intake finds it
 // recorded). A held repair is looked at again after Recheck.
 func (w *Watcher) admit(ctx context.Context, node *corev1.Node, n notice.Notice, key string) bool {
-	if owner := LeftTo(node, w.opts.AutoRepaired); owner != "" {
+	if owner := LeftTo(node, w.opts.KarpenterRepairs, w.opts.AutoRepaired); owner != "" {
 		w.held.clear(ctx, node)
 		if w.reported[node.Name] != "left "+key {
 			w.reported[node.Name] = "left " + key

@@ -80,6 +80,9 @@ type Options struct {
 	// AutoRepaired says whether an EKS managed node group repairs its own nodes
 	// (NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS).
 	AutoRepaired func(nodegroup string) bool
+	// KarpenterRepairs says Karpenter's node repair is on (NODE_REPAIR_KARPENTER_REPAIRS): the
+	// nodes of its NodePools are left to it.
+	KarpenterRepairs bool
 	// Instances, when set, is EC2's description of instances (batched and cached): the
 	// breakers per group learn each node's Auto Scaling group from it. Without it, groups
 	// are the nodes' labels (GroupLabels).

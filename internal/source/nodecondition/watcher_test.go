@@ -168,16 +168,18 @@ func TestLeftTo(t *testing.T) {
 	withLabels := func(l map[string]string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: l}} }
 	repaired := func(g string) bool { return g == "ng-1" }
 	for _, tc := range []struct {
-		labels map[string]string
-		want   string
+		labels    map[string]string
+		karpenter bool
+		want      string
 	}{
-		{nil, ""},
-		{map[string]string{LabelKarpenterNodePool: "default"}, "Karpenter (NodePool default)"},
-		{map[string]string{LabelEKSNodegroup: "ng-1"}, "EKS node auto repair (managed node group ng-1)"},
-		{map[string]string{LabelEKSNodegroup: "ng-2"}, ""},
+		{nil, true, ""},
+		{map[string]string{LabelKarpenterNodePool: "default"}, true, "Karpenter (NodePool default)"},
+		{map[string]string{LabelKarpenterNodePool: "default"}, false, ""},
+		{map[string]string{LabelEKSNodegroup: "ng-1"}, false, "EKS node auto repair (managed node group ng-1)"},
+		{map[string]string{LabelEKSNodegroup: "ng-2"}, true, ""},
 	} {
-		if got := LeftTo(withLabels(tc.labels), repaired); got != tc.want {
-			t.Errorf("%v: %q, want %q", tc.labels, got, tc.want)
+		if got := LeftTo(withLabels(tc.labels), tc.karpenter, repaired); got != tc.want {
+			t.Errorf("%v (Karpenter repairs: %v): %q, want %q", tc.labels, tc.karpenter, got, tc.want)
 		}
 	}
 }
