@@ -34,8 +34,8 @@ func (w *Watcher) admit(ctx context.Context, node *corev1.Node, n notice.Notice,
 		}
 		return false // the annotation's removal is a node update: looked at again then
 	}
-	if RepairRunning(node) {
-		return true
+	if RepairRunning(node) || recordedAs(node, n.ID) {
+		return true // intake finds it recorded: nothing new starts
 	}
 	b, all := w.assess()
 	if !b.Open {
@@ -91,6 +91,13 @@ func (w *Watcher) assess() (Breaker, []*corev1.Node) {
 		starts[name] = at
 	}
 	return Assess(all, w.opts.Policies, w.opts.Limits, Tally{Pending: pending, Started: len(starts)}), all
+}
+
+// recordedAs reports whether the node's open episode holds the notice id already (a restart
+// offers it again).
+func recordedAs(n *corev1.Node, id string) bool {
+	r, ok := readRecord(n)
+	return ok && r.Open() && r.Has(id)
 }
 
 // recorded reports whether the node's record holds a repair notice.

@@ -44,14 +44,17 @@ func (l ladder) next(r *record.RepairReboot, typ string) (due time.Time, ok bool
 	return r.Rebooted.Add(l.wait), true
 }
 
-// record writes the reboot step on the node before its repair is taken, so that what the
-// completion records after the reboot has a step to go to.
-func (l ladder) record(ctx context.Context, node *corev1.Node, typ string, now time.Time) error {
-	if m, err := record.ReadRepair(node); err == nil && m.Reboot != nil && m.Reboot.Condition == typ {
-		return nil
-	}
-	return l.memory.edit(ctx, node, "record the repair's reboot step", func(r *record.Repair) {
-		r.Reboot = &record.RepairReboot{Condition: typ, Taken: now.UTC().Truncate(time.Second)}
+// rememberStart writes in the node's repair memory, before its repair v is taken, when it
+// starts (NODE_REPAIR_MAX_PER_HOUR counts it after its episode ends) and, for a reboot, the
+// ladder's step, so that what the completion records after the reboot has a step to go to.
+// One write, made before the repair's own writes begin (after them, it would meet theirs).
+func rememberStart(ctx context.Context, m memory, node *corev1.Node, v verdict, now time.Time) error {
+	at, typ := now.UTC().Truncate(time.Second), string(v.cond.Type)
+	return m.edit(ctx, node, "remember the repair's start", func(r *record.Repair) {
+		r.Started = at
+		if v.notice.Action == config.PolicyReboot && (r.Reboot == nil || r.Reboot.Condition != typ) {
+			r.Reboot = &record.RepairReboot{Condition: typ, Taken: at}
+		}
 	})
 }
 

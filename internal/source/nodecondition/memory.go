@@ -19,8 +19,8 @@ type memory struct {
 	log    *slog.Logger
 }
 
-// edit changes the node's repair memory; a failed write is logged and returned: what it
-// remembers then lives in the process only.
+// edit changes the node's repair memory, from the informer's copy (a first attempt's hint);
+// a failed write is logged and returned: what it remembers then lives in the process only.
 func (m memory) edit(ctx context.Context, node *corev1.Node, what string, change func(*record.Repair)) error {
 	if m.writer == nil {
 		return nil

@@ -280,9 +280,13 @@ func (w *Watcher) look(ctx context.Context, name string, take Take) {
 	if done || !w.admit(ctx, node, n, key) {
 		return
 	}
-	if n.Action == config.PolicyReboot && w.ladder.record(ctx, node, string(v.cond.Type), w.opts.Now()) != nil {
-		w.queue.AddAfter(name, w.opts.Retry)
-		return
+	// Its start, and a reboot's step, go on the node first; a repair already recorded (offered
+	// again after a restart) has them there.
+	if !recordedAs(node, n.ID) {
+		if err := rememberStart(ctx, w.memory, node, v, w.opts.Now()); err != nil && n.Action == config.PolicyReboot {
+			w.queue.AddAfter(name, w.opts.Retry) // the completion needs the step to record the reboot in
+			return
+		}
 	}
 	fates := take(ctx, []notice.Notice{n})
 	if len(fates) == 1 && fates[0] != NotTaken {
@@ -306,7 +310,6 @@ func (w *Watcher) took(ctx context.Context, node *corev1.Node, v verdict, key st
 	}
 	now := w.opts.Now()
 	w.started[name], w.starts[name] = now, now
-	_ = w.memory.edit(ctx, node, "remember the repair's start", func(r *record.Repair) { r.Started = now.UTC().Truncate(time.Second) })
 	w.opts.Report.Started(node, n)
 	w.ladder.escalated(node, n, string(v.cond.Type))
 }
