@@ -421,7 +421,7 @@ var setupMatrix = []map[string]any{
 	{},
 	{"credential_mode": "irsa", "oidc_provider": testIssuer},
 	{"kms_key_arn": testKey, "alarm_topic_arn": testTopic, "max_receive_count": 5, "oldest_message_alarm_seconds": 120},
-	{"mark_instances_unhealthy": true, "abandon_on_incomplete_drain": true, "terminate_repaired_instances": true, "setup_check": true},
+	{"mark_instances_unhealthy": true, "abandon_on_incomplete_drain": true, "terminate_repaired_instances": true, "reboot_repaired_instances": true, "setup_check": true},
 	{"mark_instances_unhealthy": true},
 	{"existing_queue_arn": testNTHQueue},
 	{"existing_queue_arn": testNTHQueue, "kms_key_arn": testKey},

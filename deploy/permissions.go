@@ -102,6 +102,7 @@ var AWSPermissions = []AWSPermission{
 	{Action: "ec2:DescribeCapacityReservations", Scope: "*", Why: "that a Capacity Block expiration warning names an active Capacity Block ending soon, and when it ends: the drain's deadline"},
 	{Action: "ec2:DescribeInstanceStatus", Scope: "*", Optional: "ENABLE_INSTANCE_STATUS_DRAINING", Why: "failing status checks and listed scheduled events of this cluster's instances"},
 	{Action: "ec2:TerminateInstances", Scope: "instance", Optional: "NODE_REPAIR_ACTION=terminate", Grant: "terminate_repaired_instances", Why: "terminate a repaired node's instance once drained, after the instance gate's check"},
+	{Action: "ec2:RebootInstances", Scope: "instance", Optional: "a node repair policy with action reboot (NODE_REPAIR_POLICIES)", Grant: "reboot_repaired_instances", Why: "reboot a repaired node's instance once drained, after the instance gate's check, before replacing it"},
 	{Action: "autoscaling:DescribeAutoScalingInstances", Scope: "*", Why: "that an instance is in the group its record names, before a lifecycle completion or heartbeat"},
 	{Action: "autoscaling:DescribeLifecycleHooks", Scope: "*", Why: "a terminate hook's heartbeat and global timeouts: the drain's deadline"},
 	{Action: "autoscaling:CompleteLifecycleAction", Scope: "group", Why: "hand a terminating instance back once drained; complete a launch hook once the node is Ready"},

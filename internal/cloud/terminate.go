@@ -24,3 +24,19 @@ func (e *AWSEC2) TerminateInstance(ctx context.Context, instanceID string) error
 	}
 	return nil
 }
+
+// Rebooter reboots an instance (RebootInstances): the reboot step of a node repair policy.
+// AWSEC2 implements it.
+type Rebooter interface {
+	RebootInstance(ctx context.Context, instanceID string) error
+}
+
+// RebootInstance asks EC2 to reboot one instance. The instance keeps its id, its volumes and
+// its Node; EC2 reboots it within minutes, or stops and starts it if it does not shut down.
+func (e *AWSEC2) RebootInstance(ctx context.Context, instanceID string) error {
+	_, err := e.client.RebootInstances(ctx, &ec2.RebootInstancesInput{InstanceIds: []string{instanceID}})
+	if err != nil {
+		return fmt.Errorf("RebootInstances %s: %w", instanceID, err)
+	}
+	return nil
+}

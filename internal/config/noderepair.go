@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// RepairCondition is one entry of NODE_REPAIR_CONDITIONS: a node whose condition Type has had
-// Status for at least For (counted from the condition's lastTransitionTime) is repaired.
+// RepairCondition is one entry of NODE_REPAIR_CONDITIONS, the short form of a policy: a node
+// whose condition Type has had Status for at least For (counted from the condition's
+// lastTransitionTime) is replaced.
 type RepairCondition struct {
 	Type   string
 	Status string // True, False or Unknown
@@ -19,32 +20,12 @@ type RepairCondition struct {
 
 func (r RepairCondition) String() string { return fmt.Sprintf("%s=%s:%s", r.Type, r.Status, r.For) }
 
-// DefaultRepairConditions are the condition types the EKS node monitoring agent sets, with
-// the durations EKS's own node auto repair and Karpenter's AWS provider give them: accelerated
-// hardware after 10 minutes, the rest after 30.
-var DefaultRepairConditions = []RepairCondition{
-	{Type: "AcceleratedHardwareReady", Status: "False", For: 10 * time.Minute},
-	{Type: "ContainerRuntimeReady", Status: "False", For: 30 * time.Minute},
-	{Type: "KernelReady", Status: "False", For: 30 * time.Minute},
-	{Type: "NetworkingReady", Status: "False", For: 30 * time.Minute},
-	{Type: "StorageReady", Status: "False", For: 30 * time.Minute},
-}
-
 // Node repair actions (NODE_REPAIR_ACTION): what is asked of AWS once a repaired node is
 // drained.
 const (
 	RepairMarkUnhealthy = "mark-unhealthy"
 	RepairTerminate     = "terminate"
 )
-
-// RepairConditions are the effective NODE_REPAIR_CONDITIONS: DefaultRepairConditions when
-// none are set.
-func (c *Config) RepairConditions() []RepairCondition {
-	if len(c.NodeRepairConditions) == 0 {
-		return DefaultRepairConditions
-	}
-	return c.NodeRepairConditions
-}
 
 // repairConditionsValue parses Type=Status:Duration[,...]; empty keeps the defaults.
 type repairConditionsValue struct{ p *[]RepairCondition }
@@ -115,9 +96,12 @@ func validateNodeRepair(l *Loaded, mode Mode) (problems []string) {
 	if !c.EnableNodeRepair {
 		return nil
 	}
-	for _, r := range c.RepairConditions() {
-		if r.Type == "Ready" && r.For < time.Minute {
-			problems = append(problems, fmt.Sprintf("NODE_REPAIR_CONDITIONS: %s repairs a node after less than a minute of a Ready condition; give it at least 1m", r))
+	for _, p := range c.RepairPolicies() {
+		if p.Condition == "Ready" && p.Action != PolicyNone && p.Wait < time.Minute {
+			problems = append(problems, fmt.Sprintf("NODE_REPAIR_POLICIES or NODE_REPAIR_CONDITIONS: %s repairs a node after less than a minute of a Ready condition; give it at least 1m", p))
+		}
+		if (p.Condition == "DiskPressure" || p.Condition == "MemoryPressure" || p.Condition == "PIDPressure") && p.Action != PolicyNone {
+			l.Warnings = append(l.Warnings, fmt.Sprintf("node repair policy %s: the kubelet relieves %s itself by evicting pods; repairing for it replaces nodes that are only busy", p, p.Condition))
 		}
 	}
 	return problems

@@ -234,11 +234,18 @@ func accepted(v value) string {
 	case templateValue:
 		return "Go text/template, checked at start"
 	case durationValue:
+		if v.zeroOff {
+			return fmt.Sprintf("0s (off), or a Go duration, %s to %s", v.min, v.max)
+		}
 		return fmt.Sprintf("Go duration, %s to %s", v.min, v.max)
 	case pathValue:
 		return "HTTP path starting with /"
 	case repairConditionsValue:
 		return "Type=Status:Duration,... (status True, False or Unknown; duration 0s to 168h); empty for the defaults"
+	case selectorValue:
+		return "Kubernetes label selector, or empty for every node"
+	case repairPoliciesValue:
+		return "YAML or JSON list of {condition, status, reason, wait, action} (action replace, reboot or none), at most 64; empty for none"
 	case ipValue:
 		return "IP address, or empty for every interface"
 	case objectNameValue:

@@ -83,13 +83,19 @@ type Config struct {
 
 	// Node health (controller): repairs driven by Node conditions.
 	EnableNodeRepair                bool              // ENABLE_NODE_REPAIR
-	NodeRepairConditions            []RepairCondition // NODE_REPAIR_CONDITIONS; empty = DefaultRepairConditions
+	NodeRepairConditions            []RepairCondition // NODE_REPAIR_CONDITIONS; empty = DefaultRepairPolicies
+	NodeRepairPolicies              RepairPolicies    // NODE_REPAIR_POLICIES, matched before the base table
 	NodeRepairDrainTimeout          time.Duration     // NODE_REPAIR_DRAIN_TIMEOUT
 	NodeRepairAction                string            // NODE_REPAIR_ACTION
 	NodeRepairMaxUnhealthyPercent   int               // NODE_REPAIR_MAX_UNHEALTHY_PERCENT
 	NodeRepairMaxParallel           int               // NODE_REPAIR_MAX_PARALLEL; 0 = no cap
+	NodeRepairMaxPerHour            int               // NODE_REPAIR_MAX_PER_HOUR; 0 = no cap
+	NodeRepairStaleAfter            time.Duration     // NODE_REPAIR_STALE_AFTER; 0 = never stale
+	NodeRepairRebootWait            time.Duration     // NODE_REPAIR_REBOOT_WAIT
+	NodeRepairNodeSelector          string            // NODE_REPAIR_NODE_SELECTOR; "" = every node
 	NodeRepairPaused                bool              // NODE_REPAIR_PAUSED
 	NodeRepairEKSAutoRepaired       string            // NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS
+	NodeRepairKarpenterRepairs      bool              // NODE_REPAIR_KARPENTER_REPAIRS
 	DeleteNodeAfterTermination      bool              // DELETE_NODE_AFTER_TERMINATION
 	NodeCleanupInterval             time.Duration     // NODE_CLEANUP_INTERVAL
 	DeadInstanceFastPath            bool              // DEAD_INSTANCE_FAST_PATH
@@ -322,10 +328,13 @@ func settings(c *Config) []*Setting {
 		// Node health
 		{Env: "ENABLE_NODE_REPAIR", Flag: "enable-node-repair", Default: "false", Group: groupHealth, Lifeboat: true,
 			value: boolValue{&c.EnableNodeRepair},
-			Usage: "Controller: repair nodes that their node agent (node-problem-detector, the EKS node monitoring agent) reports unhealthy through a Node condition. A node whose condition has held a status of NODE_REPAIR_CONDITIONS for its duration, counted from the condition's lastTransitionTime, is cordoned and drained as for any notice (NODE_REPAIR_DRAIN_TIMEOUT is the budget), then its instance is handed to its Auto Scaling group as NODE_REPAIR_ACTION says, through the same check of the instance as every call on an instance. Needs autoscaling:SetInstanceHealth (ec2:TerminateInstances with NODE_REPAIR_ACTION=terminate)."},
+			Usage: "Controller: repair nodes that their node agent (node-problem-detector, the EKS node monitoring agent) reports unhealthy through a Node condition. A node whose condition has held a status for the wait its policy gives it (NODE_REPAIR_POLICIES, NODE_REPAIR_CONDITIONS), counted from the condition's lastTransitionTime, is cordoned and drained as for any notice (NODE_REPAIR_DRAIN_TIMEOUT is the budget), then its instance is handed to its Auto Scaling group as NODE_REPAIR_ACTION says, through the same check of the instance as every call on an instance. Needs autoscaling:SetInstanceHealth (ec2:TerminateInstances with NODE_REPAIR_ACTION=terminate)."},
 		{Env: "NODE_REPAIR_CONDITIONS", Flag: "node-repair-conditions", Group: groupHealth, Lifeboat: true,
 			value: repairConditionsValue{&c.NodeRepairConditions},
-			Usage: "Comma-separated Type=Status:Duration, e.g. KernelReady=False:30m,AcceleratedHardwareReady=False:10m (status True, False or Unknown; duration 0s to 168h). Empty: the EKS node monitoring agent's conditions, AcceleratedHardwareReady=False:10m and ContainerRuntimeReady, KernelReady, NetworkingReady, StorageReady=False:30m. A condition that recovers within its duration changes nothing."},
+			Usage: "The short form of the policies: comma-separated Type=Status:Duration, e.g. KernelReady=False:30m,AcceleratedHardwareReady=False:10m (status True, False or Unknown; duration 0s to 168h), each a policy that replaces the node after the duration, whatever the reason. When set, it is the base table in place of the default policies (NODE_REPAIR_POLICIES are still matched first). Empty: the default policies, after EKS's node auto repair: AcceleratedHardwareReady=False after 10m; ContainerRuntimeReady, KernelReady, NetworkingReady, StorageReady=False after 30m; Ready=False and Ready=Unknown after 30m; never for DiskPressure or MemoryPressure. A condition that recovers within its duration changes nothing."},
+		{Env: "NODE_REPAIR_POLICIES", Flag: "node-repair-policies", Group: groupHealth, Lifeboat: true,
+			value: repairPoliciesValue{&c.NodeRepairPolicies},
+			Usage: "Policies by condition and reason, matched before the base table (NODE_REPAIR_CONDITIONS, else the default policies); the first policy that matches a condition decides. A YAML or JSON list of {condition, status, reason, wait, action}: status True, False or Unknown; reason, optional, a regular expression (RE2) the condition's whole reason must match; wait 0s to 168h, counted from the condition's transition; action replace (drain, then NODE_REPAIR_ACTION), reboot (drain, then RebootInstances; replaced if still unhealthy NODE_REPAIR_REBOOT_WAIT later; needs ec2:RebootInstances) or none (never repaired, nor counted unhealthy), e.g. [{condition: AcceleratedHardwareReady, status: \"False\", reason: \"NvidiaXID(48|74)Error\", wait: 5m, action: replace}, {condition: KernelReady, status: \"False\", reason: ConntrackExceeded.*, action: none}]."},
 		{Env: "NODE_REPAIR_DRAIN_TIMEOUT", Flag: "node-repair-drain-timeout", Default: "10m", Group: groupHealth, Lifeboat: true,
 			value: durationValue{p: &c.NodeRepairDrainTimeout, min: 10 * time.Second, max: 24 * time.Hour},
 			Usage: "The deadline of a repair's drain, from the moment the repair starts: pods keep their own grace periods unless they would end after it, as for any notice."},
@@ -334,16 +343,31 @@ func settings(c *Config) []*Setting {
 			Usage: "What a repaired node's instance is given once drained: mark-unhealthy marks it Unhealthy in its Auto Scaling group (SetInstanceHealth), which replaces it; an instance in no group is left drained, with an Event and a metric. terminate: the instance is terminated (ec2:TerminateInstances) whether a group holds it or not; a group then replaces it."},
 		{Env: "NODE_REPAIR_MAX_UNHEALTHY_PERCENT", Flag: "node-repair-max-unhealthy-percent", Default: "20", Group: groupHealth, Lifeboat: true,
 			value: intValue{p: &c.NodeRepairMaxUnhealthyPercent, min: 0, max: 100},
-			Usage: "The breaker: while more than this share of the cluster's nodes have a condition of NODE_REPAIR_CONDITIONS in its status (however long), no new repair starts; repairs already started finish. One correlated false alarm (an agent bug, a bad AMI) then drains nothing. 100: no breaker."},
+			Usage: "The breakers by share: while more unhealthy nodes (a condition a repair policy repairs, however long it has had its status) than this percent of the cluster's nodes allows, rounded up, no new repair starts; nor in a node group (its Auto Scaling group, else its node-group label) with more than this percent of its nodes unhealthy, rounded up. A cluster of four or a group of three may so repair one node at 20. Repairs already started finish. One correlated false alarm (an agent bug, a bad AMI in one group) then drains nothing. 100: no breaker."},
 		{Env: "NODE_REPAIR_MAX_PARALLEL", Flag: "node-repair-max-parallel", Default: "5", Group: groupHealth, Lifeboat: true,
 			value: intValue{p: &c.NodeRepairMaxParallel, min: 0, max: maxInt},
 			Usage: "At most this many repairs run at once (recorded on their Node and not finished); the next starts when one finishes. 0: no cap."},
+		{Env: "NODE_REPAIR_MAX_PER_HOUR", Flag: "node-repair-max-per-hour", Default: "10", Group: groupHealth, Lifeboat: true,
+			value: intValue{p: &c.NodeRepairMaxPerHour, min: 0, max: maxInt},
+			Usage: "At most this many repairs start within any hour (counted from the records on the Nodes and, for Nodes already gone, by the running controller): a condition writer that marks node after node unhealthy repairs this many at most. 0: no cap."},
+		{Env: "NODE_REPAIR_NODE_SELECTOR", Flag: "node-repair-node-selector", Group: groupHealth, Lifeboat: true,
+			value: selectorValue{&c.NodeRepairNodeSelector},
+			Usage: "A label selector (as kubectl -l takes it, e.g. node.kubernetes.io/instance-type in (p5.48xlarge),team=ml) that limits node repair to the nodes it selects: only they are repaired, and the breakers count only them. Other nodes are left alone by repair, and handled as ever for every other notice. Empty: every node."},
+		{Env: "NODE_REPAIR_REBOOT_WAIT", Flag: "node-repair-reboot-wait", Default: "10m", Group: groupHealth, Lifeboat: true,
+			value: durationValue{p: &c.NodeRepairRebootWait, min: time.Second, max: 24 * time.Hour},
+			Usage: "After a repair policy's reboot (RebootInstances, once the node is drained), how long the node's condition has to clear. A node whose condition still has the status its policy repairs once this has passed since the reboot is replaced (drained again, then NODE_REPAIR_ACTION); one whose condition clears is released without a replacement, with an Event NodeRepairRecovered. Each step is recorded on the Node (lifeboat.dev/node-repair-state), so a restart or a new leader goes on from it."},
+		{Env: "NODE_REPAIR_STALE_AFTER", Flag: "node-repair-stale-after", Default: "15m", Group: groupHealth, Lifeboat: true,
+			value: durationValue{p: &c.NodeRepairStaleAfter, min: time.Minute, max: 24 * time.Hour, zeroOff: true},
+			Usage: "A due condition whose lastHeartbeatTime is more than this older than the node's Ready heartbeat, while the node is Ready, is stale: its agent stopped refreshing it while the kubelet still reports, so what it says may have latched. It is not repaired, with a Warning Event NodeConditionStale; once its agent refreshes it, it is. Longer than the agents' refresh period and the kubelet's status report (5 minutes) together. Ready itself is never stale. 0: never judged stale."},
 		{Env: "NODE_REPAIR_PAUSED", Flag: "node-repair-paused", Default: "false", Group: groupHealth, Lifeboat: true,
 			value: boolValue{&c.NodeRepairPaused},
 			Usage: "Start no new repair (repairs already started finish). A single node is kept out of repairs with the annotation lifeboat.dev/node-repair=disabled."},
 		{Env: "NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS", Flag: "node-repair-eks-auto-repaired-nodegroups", Group: groupHealth, Lifeboat: true,
 			value: stringValue{&c.NodeRepairEKSAutoRepaired},
-			Usage: "Comma-separated EKS managed node groups whose node auto repair is on (*: every managed node group): their nodes (label eks.amazonaws.com/nodegroup) are left to EKS's repair, with one Event each. Nodes Karpenter manages (label karpenter.sh/nodepool) are always left to Karpenter's. No EKS API call is made."},
+			Usage: "Comma-separated EKS managed node groups whose node auto repair is on (*: every managed node group): their nodes (label eks.amazonaws.com/nodegroup) are left to EKS's repair, with one Event each. No EKS API call is made."},
+		{Env: "NODE_REPAIR_KARPENTER_REPAIRS", Flag: "node-repair-karpenter-repairs", Default: "true", Group: groupHealth, Lifeboat: true,
+			value: boolValue{&c.NodeRepairKarpenterRepairs},
+			Usage: "Karpenter's node repair is on (its NodeRepair feature gate, settings.featureGates.nodeRepair in Karpenter's chart): the nodes Karpenter manages (label karpenter.sh/nodepool) are left to it, with one Event each. false: Lifeboat repairs them as any other node; set it so when Karpenter's node repair is off, or nobody repairs them."},
 		{Env: "DELETE_NODE_AFTER_TERMINATION", Flag: "delete-node-after-termination", Default: "false", Group: groupHealth, Lifeboat: true,
 			value: boolValue{&c.DeleteNodeAfterTermination},
 			Usage: "Controller: delete the Node of a terminated instance, for clusters without a cloud controller manager that would (k3s, some kOps). Every NODE_CLEANUP_INTERVAL, one DescribeInstances asks about the Nodes whose Ready condition is not True; a Node is deleted once EC2 says its instance is terminated or, once EC2 no longer describes it, when a sighting of it shutting down or terminated was recorded on the Node (lifeboat.dev/instance-gone). Never a Node whose name or addresses EC2 did not give for that instance: refused with a Warning Event. Needs delete on nodes."},

@@ -158,7 +158,7 @@ func New(o Options) *Controller {
 	// the end of that drain (the pod's eviction stops this process, which releases the Lease).
 	h.Drainer = h.Drainer.WithOwnPodLast()
 	h.Completer = lifecycle.QueueNotices{Completer: c.completer, MarkUnhealthy: cfg.SetImpairedInstanceUnhealthy && !cfg.DryRun,
-		Repairs: repairs(cfg, o.EC2)}
+		Repairs: repairs(cfg, o.EC2, o.Client)}
 	if cfg.DeadInstanceFastPath && o.EC2 != nil {
 		h.Dead = deadInstances{ec2: cloud.CountedEC2{EC2: o.EC2, Calls: m}, unreachable: cfg.DeadInstanceFastPathUnreachable, log: o.Logger,
 			claims: c.claimReports()}

@@ -6,9 +6,11 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
@@ -16,8 +18,10 @@ import (
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/ownership"
+	"lifeboat.dev/lifeboat/internal/record"
 	"lifeboat.dev/lifeboat/internal/source/nodecondition"
 )
 
@@ -44,8 +48,10 @@ func (r repairWatch) Start(ctx context.Context) (stop func()) {
 	c, nodes := r.c, r.nodes
 	log := c.log.With("source", string(notice.SourceNodeCondition))
 	w, err := nodecondition.New(nodecondition.Options{
-		Nodes: nodes, Conditions: c.cfg.RepairConditions(), DrainTimeout: c.cfg.NodeRepairDrainTimeout, Logger: log,
-		Limits: nodecondition.LimitsOf(c.cfg), Report: &repairReports{c: c, log: log}, AutoRepaired: c.cfg.EKSAutoRepaired, Panics: c.metrics,
+		Nodes: nodes, Policies: c.cfg.RepairPolicies(), DrainTimeout: c.cfg.NodeRepairDrainTimeout, Logger: log,
+		Limits: nodecondition.LimitsOf(c.cfg), Report: &repairReports{c: c, log: log}, AutoRepaired: c.cfg.EKSAutoRepaired, KarpenterRepairs: c.cfg.NodeRepairKarpenterRepairs, Panics: c.metrics,
+		Instances: c.instances, Writer: repairWriter(c.cfg, c.client), ShowCondition: c.cfg.NodeCondition, StaleAfter: c.cfg.NodeRepairStaleAfter, RebootWait: c.cfg.NodeRepairRebootWait,
+		Selector: c.cfg.RepairSelector(),
 	})
 	if err != nil {
 		log.Error("node repair cannot start", "err", err)
@@ -55,9 +61,9 @@ func (r repairWatch) Start(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		log.Info("watching node conditions for repairs", "conditions", c.cfg.RepairConditions(), "drainTimeout", c.cfg.NodeRepairDrainTimeout.String(),
+		log.Info("watching node conditions for repairs", "policies", c.cfg.RepairPolicies(), "drainTimeout", c.cfg.NodeRepairDrainTimeout.String(),
 			"action", c.cfg.NodeRepairAction, "maxUnhealthyPercent", c.cfg.NodeRepairMaxUnhealthyPercent, "maxParallel", c.cfg.NodeRepairMaxParallel,
-			"paused", c.cfg.NodeRepairPaused)
+			"maxPerHour", c.cfg.NodeRepairMaxPerHour, "paused", c.cfg.NodeRepairPaused)
 		if err := w.Run(ctx, func(ctx context.Context, ns []notice.Notice) []nodecondition.Fate {
 			return takeRepairNotices(ctx, c, r.resolver, ns, log)
 		}); err != nil {
@@ -84,14 +90,23 @@ func takeRepairNotices(ctx context.Context, c *Controller, resolver *ownership.R
 	return out
 }
 
+// repairWriter writes what node repair remembers on a Node, and its condition; under DRY_RUN
+// it writes nothing.
+func repairWriter(cfg *config.Config, client kubernetes.Interface) *nodes.Writer {
+	w := nodes.NewWriter(client)
+	w.DryRun = cfg.DryRun
+	return w
+}
+
 // repairs is what the drains of repaired nodes ask of AWS: nothing under DRY_RUN or with
 // repairs off.
-func repairs(cfg *config.Config, ec2 cloud.EC2) lifecycle.Repairs {
+func repairs(cfg *config.Config, ec2 cloud.EC2, client kubernetes.Interface) lifecycle.Repairs {
 	if !cfg.EnableNodeRepair || cfg.DryRun {
 		return lifecycle.Repairs{}
 	}
 	t, _ := ec2.(cloud.Terminator)
-	return lifecycle.Repairs{Action: cfg.NodeRepairAction, Terminator: t}
+	r, _ := ec2.(cloud.Rebooter)
+	return lifecycle.Repairs{Action: cfg.NodeRepairAction, Terminator: t, Rebooter: r, RebootWait: cfg.NodeRepairRebootWait, Nodes: nodes.NewWriter(client)}
 }
 
 // repairReports make the repairs' fate visible: Events on the node, metrics, and a log line
@@ -105,7 +120,7 @@ type repairReports struct {
 }
 
 func (r *repairReports) Breaker(b nodecondition.Breaker) {
-	r.c.metrics.RepairBreaker(b.Cause, b.Unhealthy, b.Running)
+	r.c.metrics.RepairBreaker(b.MetricCause(), b.Unhealthy, b.Running, b.Started)
 	r.mu.Lock()
 	changed := b.Cause != r.cause
 	r.cause = b.Cause
@@ -119,10 +134,10 @@ func (r *repairReports) Breaker(b nodecondition.Breaker) {
 	}
 }
 
-func (r *repairReports) Held(node *corev1.Node, n notice.Notice, b nodecondition.Breaker) {
+func (r *repairReports) Held(node *corev1.Node, n notice.Notice, h nodecondition.Hold) {
 	r.c.metrics.NodeRepair(metrics.RepairHeld)
-	r.log.Info("node repair held by the breaker", "node", node.Name, "notice", n.ID, "reason", b.Reason)
-	r.c.events.RepairHeld(events.NodeOf(node), n.Description, b.Reason)
+	r.log.Info("node repair held by a breaker", "node", node.Name, "notice", n.ID, "breaker", h.Cause, "reason", h.Reason)
+	r.c.events.RepairHeld(events.NodeOf(node), n.Description, h.Reason)
 }
 
 func (r *repairReports) Vetoed(node *corev1.Node, n notice.Notice) {
@@ -139,4 +154,30 @@ func (r *repairReports) LeftTo(node *corev1.Node, n notice.Notice, owner string)
 	r.c.metrics.NodeRepair(metrics.RepairLeftTo)
 	r.log.Info("node repair left to the system that repairs the node", "node", node.Name, "notice", n.ID, "to", owner)
 	r.c.events.RepairLeftTo(events.NodeOf(node), n.Description, owner)
+}
+
+func (r *repairReports) Restated(node *corev1.Node, k record.ConditionClock) {
+	r.c.metrics.ConditionRestated()
+	r.log.Info("node condition restated its transition time under the same status: its repair still counts from the first", "node", node.Name,
+		"condition", k.Type, "status", k.Status, "since", k.Since, "restated", k.Restated)
+	r.c.events.ConditionRestated(events.NodeOf(node), k.Type, k.Status, k.Since, k.Restated)
+}
+
+func (r *repairReports) Stale(node *corev1.Node, n notice.Notice, c corev1.NodeCondition, ready time.Time) {
+	r.c.metrics.NodeRepair(metrics.RepairStale)
+	r.log.Warn("node repair not started: its condition is stale (its agent stopped refreshing it)", "node", node.Name, "notice", n.ID,
+		"condition", string(c.Type), "heartbeat", c.LastHeartbeatTime.Time, "readyHeartbeat", ready)
+	r.c.events.ConditionStale(events.NodeOf(node), n.Description, string(c.Type), c.LastHeartbeatTime.Time, ready)
+}
+
+func (r *repairReports) Recovered(node *corev1.Node, condition string, rebooted time.Time) {
+	r.c.metrics.NodeRepair(metrics.RepairRecovered)
+	r.log.Info("node condition cleared after the repair's reboot: released without a replacement", "node", node.Name, "condition", condition, "rebooted", rebooted)
+	r.c.events.RepairRecovered(events.NodeOf(node), condition, rebooted)
+}
+
+func (r *repairReports) Escalated(node *corev1.Node, n notice.Notice, after string) {
+	r.c.metrics.NodeRepair(metrics.RepairEscalated)
+	r.log.Warn("node repair goes on to replace the node after its reboot", "node", node.Name, "notice", n.ID, "why", after)
+	r.c.events.RepairEscalated(events.NodeOf(node), n.Description, after)
 }

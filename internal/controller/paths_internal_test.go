@@ -278,10 +278,9 @@ var attacks = map[ownership.Path]func(t *testing.T, ctx context.Context, w *gate
 				LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Hour))})
 		})
 		w.waitInformer(t, ctx, func(n *corev1.Node) bool {
-			_, due := nodecondition.Matching(n, config.RepairCondition{Type: "KernelReady", Status: "False"})
-			return n.Name == w.claimant.Name && due
+			return n.Name == w.claimant.Name && nodecondition.Unhealthy(n, w.ctl.cfg.RepairPolicies())
 		})
-		watcher, err := nodecondition.New(nodecondition.Options{Nodes: w.warm.nodes, Conditions: w.ctl.cfg.RepairConditions(), DrainTimeout: time.Minute})
+		watcher, err := nodecondition.New(nodecondition.Options{Nodes: w.warm.nodes, Policies: w.ctl.cfg.RepairPolicies(), DrainTimeout: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ package events
 
 import (
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -61,6 +62,64 @@ func (r *Recorder) DeadInstance(node Node, why string) {
 	r.emit(node, corev1.EventTypeWarning, ReasonDeadInstance, clip(
 		"The node's instance is dead ("+why+"): its pods are deleted with grace 0, without eviction or PodDisruptionBudget, and volume waits are skipped; "+
 			"their controllers recreate them elsewhere and the attach-detach controller forces their volumes off"))
+}
+
+// Reasons of a repair's reboot step (a policy whose action is reboot).
+const (
+	ReasonRepairRebooted     = "NodeRepairRebooted"     // the drained node's instance was rebooted
+	ReasonRepairRebootFailed = "NodeRepairRebootFailed" // the reboot could not be asked for: the node is replaced
+	ReasonRepairRecovered    = "NodeRepairRecovered"    // the condition cleared after the reboot: no replacement
+	ReasonRepairEscalated    = "NodeRepairEscalated"    // the condition did not clear after the reboot: replaced
+)
+
+// RepairRebooted records that the drained node's instance was rebooted for its repair (why);
+// it is replaced if its condition has not cleared after wait.
+func (r *Recorder) RepairRebooted(node Node, instanceID, why string, wait time.Duration) {
+	r.emit(node, corev1.EventTypeNormal, ReasonRepairRebooted, clip(fmt.Sprintf(
+		"The node is drained (%s): rebooted instance %s (RebootInstances); it is replaced if its condition has not cleared %s after the reboot", why, instanceID, wait)))
+}
+
+// RepairRebootFailed records that the repair's reboot could not be asked for (err): the node
+// goes to the next step, its replacement.
+func (r *Recorder) RepairRebootFailed(node Node, instanceID, why, err string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonRepairRebootFailed, clip(fmt.Sprintf(
+		"The node is drained (%s) but instance %s could not be rebooted (%s): it is replaced instead", why, instanceID, err)))
+}
+
+// RepairRecovered records that the node's condition cleared after its reboot: it is released
+// without a replacement.
+func (r *Recorder) RepairRecovered(node Node, condition string, rebooted time.Time) {
+	r.emit(node, corev1.EventTypeNormal, ReasonRepairRecovered, clip(fmt.Sprintf(
+		"Node condition %s cleared after the repair's reboot at %s: the node is released without a replacement", condition, rebooted.UTC().Format(time.RFC3339))))
+}
+
+// RepairEscalated records that the node's condition did not clear after its reboot (or the
+// reboot could not be made): the repair goes on to replace the node.
+func (r *Recorder) RepairEscalated(node Node, why, after string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonRepairEscalated, clip(fmt.Sprintf(
+		"Node repair goes on to replace the node (%s): %s", why, after)))
+}
+
+// Reasons of conditions node repair does not take at their word.
+const (
+	ReasonConditionRestated = "NodeConditionRestated" // a condition restated its transition time under the same status
+	ReasonConditionStale    = "NodeConditionStale"    // a due condition its agent stopped refreshing
+)
+
+// ConditionRestated records that the node's condition typ restated its transition time (at)
+// without a change of status: its repair's wait still counts from since.
+func (r *Recorder) ConditionRestated(node Node, typ, status string, since, at time.Time) {
+	r.emit(node, corev1.EventTypeNormal, ReasonConditionRestated, clip(fmt.Sprintf(
+		"Node condition %s restated its transition time (%s) while it stayed %s: a repair still counts from %s, when it first took that status",
+		typ, at.UTC().Format(time.RFC3339), status, since.UTC().Format(time.RFC3339))))
+}
+
+// ConditionStale records that the node's due repair (why) does not start: its condition typ
+// was last refreshed at heartbeat, long before the kubelet's Ready heartbeat (ready).
+func (r *Recorder) ConditionStale(node Node, why, typ string, heartbeat, ready time.Time) {
+	r.emit(node, corev1.EventTypeWarning, ReasonConditionStale, clip(fmt.Sprintf(
+		"Node repair is due (%s) but not started: condition %s was last refreshed at %s, %s before the kubelet's Ready heartbeat; its agent stopped refreshing it, so it may have latched. It is repaired if its agent refreshes it again",
+		why, typ, heartbeat.UTC().Format(time.RFC3339), ready.Sub(heartbeat).Round(time.Second))))
 }
 
 // ReasonRepairLeftTo is a due repair left to the system that repairs the node.

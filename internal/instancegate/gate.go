@@ -43,6 +43,8 @@ const (
 	CallSetInstanceHealth = "SetInstanceHealth"
 	// CallTerminateInstances terminates a repaired node's instance (NODE_REPAIR_ACTION=terminate).
 	CallTerminateInstances = "TerminateInstances"
+	// CallRebootInstances reboots a repaired node's instance (a policy's reboot step).
+	CallRebootInstances = "RebootInstances"
 )
 
 // Request is one call about to be made for a node's episode.

@@ -128,7 +128,7 @@ func New() *Metrics {
 		}, []string{"kind", "source"}),
 		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_actions_total",
-			Help: "Actions taken, by action (cordon, drain, uncordon, lifecycle_complete, lifecycle_heartbeat, webhook) and result (ok, error, dry_run, skipped, not_found, refused, given_up: a lifecycle action left to time out after a permanent failure).",
+			Help: "Actions taken, by action (cordon, drain, uncordon, lifecycle_complete, lifecycle_heartbeat, webhook, mark_unhealthy, terminate_instance, reboot_instance) and result (ok, error, dry_run, skipped, not_found, refused, given_up: a lifecycle action left to time out after a permanent failure).",
 		}, []string{"action", "result"}),
 		drainSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "lifeboat_drain_duration_seconds", Help: "Time from the start of a drain until its pods were gone (result ok) or it gave up (error).",

@@ -8,16 +8,24 @@ import "github.com/prometheus/client_golang/prometheus"
 // (NODE_REPAIR_ACTION=terminate), counted by lifeboat_actions_total.
 const ActionTerminateInstance = "terminate_instance"
 
+// ActionRebootInstance is RebootInstances on a repaired node's instance (a policy's reboot
+// step), counted by lifeboat_actions_total.
+const ActionRebootInstance = "reboot_instance"
+
 // Outcomes of a repair that came due (lifeboat_node_repairs_total).
 const (
 	RepairStarted = "started"       // handed to intake: recorded on its Node
 	RepairHeld    = "held"          // the breaker kept it from starting (it starts once the breaker closes)
 	RepairVetoed  = "vetoed"        // the node carries lifeboat.dev/node-repair=disabled
 	RepairLeftTo  = "left_to_owner" // Karpenter or EKS node auto repair repairs the node
+	RepairStale   = "stale"         // its condition's agent stopped refreshing it (NODE_REPAIR_STALE_AFTER)
+	// Outcomes of a repair's reboot step.
+	RepairRecovered = "recovered" // the condition cleared after the reboot: released without a replacement
+	RepairEscalated = "escalated" // the condition did not clear after the reboot (or it failed): replaced
 )
 
 // Causes of an open breaker (lifeboat_node_repair_breaker_open).
-var repairBreakerCauses = []string{"paused", "unhealthy_share", "max_parallel"}
+var repairBreakerCauses = []string{"paused", "unhealthy_share", "group_unhealthy_share", "max_parallel", "max_per_hour"}
 
 // nodeRepairMetrics are the controller's node repairs (ENABLE_NODE_REPAIR).
 type nodeRepairMetrics struct {
@@ -25,6 +33,8 @@ type nodeRepairMetrics struct {
 	breaker   *prometheus.GaugeVec
 	unhealthy prometheus.Gauge
 	running   prometheus.Gauge
+	started   prometheus.Gauge
+	restated  prometheus.Counter
 	dead      prometheus.Counter
 	cleanup   *prometheus.CounterVec
 }
@@ -32,16 +42,22 @@ type nodeRepairMetrics struct {
 func newNodeRepairMetrics(reg *prometheus.Registry) *nodeRepairMetrics {
 	r := &nodeRepairMetrics{
 		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lifeboat_node_repairs_total", Help: "Node repairs that came due, by outcome: started (recorded on the Node), held (the breaker kept it from starting; counted once per node each time the breaker holds it), vetoed (the node carries lifeboat.dev/node-repair=disabled; once per node and failure), left_to_owner (Karpenter or EKS node auto repair repairs the node; once per node and failure).",
+			Name: "lifeboat_node_repairs_total", Help: "Node repairs that came due, by outcome: started (recorded on the Node), held (a breaker kept it from starting; counted once per node each time a breaker holds it), vetoed (the node carries lifeboat.dev/node-repair=disabled; once per node and failure), left_to_owner (Karpenter or EKS node auto repair repairs the node; once per node and failure), stale (its condition was last refreshed NODE_REPAIR_STALE_AFTER before the node's Ready heartbeat, so it is not repaired; once per node, condition and transition); after a policy's reboot, recovered (the condition cleared: no replacement) or escalated (it did not clear within NODE_REPAIR_REBOOT_WAIT, or the reboot failed: replaced).",
 		}, []string{"outcome"}),
 		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "lifeboat_node_repair_breaker_open", Help: "1 while the node repair breaker holds new repairs, by cause (paused: NODE_REPAIR_PAUSED; unhealthy_share: more nodes unhealthy than NODE_REPAIR_MAX_UNHEALTHY_PERCENT; max_parallel: NODE_REPAIR_MAX_PARALLEL repairs running); 0 otherwise. Read when a repair comes due.",
+			Name: "lifeboat_node_repair_breaker_open", Help: "1 while a node repair breaker holds new repairs, by cause (paused: NODE_REPAIR_PAUSED; unhealthy_share: more of the cluster's nodes unhealthy than NODE_REPAIR_MAX_UNHEALTHY_PERCENT allows; group_unhealthy_share: the same of some node group's, while the cluster's breaker is closed; max_parallel: NODE_REPAIR_MAX_PARALLEL repairs running; max_per_hour: NODE_REPAIR_MAX_PER_HOUR repairs started in the last hour); 0 otherwise. Read when a repair comes due; one cause at a time.",
 		}, []string{"cause"}),
 		unhealthy: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "lifeboat_node_repair_unhealthy_nodes", Help: "Nodes with a condition of NODE_REPAIR_CONDITIONS in its status, however long, when a repair last came due.",
+			Name: "lifeboat_node_repair_unhealthy_nodes", Help: "Nodes with a condition a repair policy (NODE_REPAIR_POLICIES, NODE_REPAIR_CONDITIONS) repairs, however long, when a repair last came due.",
 		}),
 		running: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lifeboat_node_repairs_running", Help: "Repairs recorded on their Node and not finished, when a repair last came due.",
+		}),
+		restated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lifeboat_node_condition_restated_total", Help: "Node conditions that restated their lastTransitionTime without a change of status (a new reason, a restart of their agent): node repair's wait still counts from the first transition. Once per restatement.",
+		}),
+		started: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lifeboat_node_repairs_started_last_hour", Help: "Repairs started within the hour before a repair last came due (NODE_REPAIR_MAX_PER_HOUR bounds them).",
 		}),
 	}
 	r.dead = prometheus.NewCounter(prometheus.CounterOpts{
@@ -53,8 +69,8 @@ func newNodeRepairMetrics(reg *prometheus.Registry) *nodeRepairMetrics {
 		Help: "DELETE_NODE_AFTER_TERMINATION: Nodes of terminated instances deleted, and refused (EC2 does not describe the instance as the Node; once per node and instance).",
 	}, []string{"result"})
 	each([]string{"deleted", "refused"}, func(v string) { r.cleanup.WithLabelValues(v) })
-	reg.MustRegister(r.repairs, r.breaker, r.unhealthy, r.running, r.dead, r.cleanup)
-	each([]string{RepairStarted, RepairHeld, RepairVetoed, RepairLeftTo}, func(o string) { r.repairs.WithLabelValues(o) })
+	reg.MustRegister(r.repairs, r.breaker, r.unhealthy, r.running, r.started, r.restated, r.dead, r.cleanup)
+	each([]string{RepairStarted, RepairHeld, RepairVetoed, RepairLeftTo, RepairStale, RepairRecovered, RepairEscalated}, func(o string) { r.repairs.WithLabelValues(o) })
 	each(repairBreakerCauses, func(c string) { r.breaker.WithLabelValues(c) })
 	return r
 }
@@ -67,8 +83,8 @@ func (m *Metrics) NodeRepair(outcome string) {
 	m.nodeRepair.repairs.WithLabelValues(outcome).Inc()
 }
 
-// RepairBreaker records the breaker's state: cause is "" when it is closed.
-func (m *Metrics) RepairBreaker(cause string, unhealthy, running int) {
+// RepairBreaker records the breakers' state: cause is "" when none is open.
+func (m *Metrics) RepairBreaker(cause string, unhealthy, running, started int) {
 	if m == nil {
 		return
 	}
@@ -81,6 +97,15 @@ func (m *Metrics) RepairBreaker(cause string, unhealthy, running int) {
 	}
 	m.nodeRepair.unhealthy.Set(float64(unhealthy))
 	m.nodeRepair.running.Set(float64(running))
+	m.nodeRepair.started.Set(float64(started))
+}
+
+// ConditionRestated counts a condition that restated its transition time under the same status.
+func (m *Metrics) ConditionRestated() {
+	if m == nil {
+		return
+	}
+	m.nodeRepair.restated.Inc()
 }
 
 // DeadInstance counts a drain that took the fast path for a dead instance.

@@ -16,7 +16,7 @@ import (
 var (
 	results        = []string{ResultOK, ResultError}
 	actionResults  = []string{ResultOK, ResultError, ResultDryRun, ResultSkipped, ResultNotFound, ResultRefused, ResultGivenUp}
-	actions        = []string{ActionCordon, ActionDrain, ActionUncordon, ActionLifecycleComplete, ActionHeartbeat, ActionWebhook, ActionMarkUnhealthy, ActionTerminateInstance}
+	actions        = []string{ActionCordon, ActionDrain, ActionUncordon, ActionLifecycleComplete, ActionHeartbeat, ActionWebhook, ActionMarkUnhealthy, ActionTerminateInstance, ActionRebootInstance}
 	evictionKinds  = []string{EvictionEvicted, EvictionForced, EvictionFailed, EvictionRefused, EvictionRetried}
 	queueOutcomes  = []string{"done", "retry", "unreadable", "ignored", "not_owned", "foreign_account", "launching"}
 	sqsEvents      = []string{"receive", "delete", "extend", "retry"}

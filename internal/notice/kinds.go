@@ -29,8 +29,8 @@ const (
 	// INSTANCE_IMPAIRED_THRESHOLD: it is drained so that its pods run elsewhere.
 	InstanceImpaired Kind = "instance-impaired"
 	// NodeRepair is a node whose agent-set condition (node-problem-detector, the EKS node
-	// monitoring agent) has held an unhealthy status for longer than its NODE_REPAIR_CONDITIONS
-	// duration: it is drained and its instance handed to its group for replacement.
+	// monitoring agent) has held an unhealthy status for longer than its repair policy's wait:
+	// it is drained and its instance handed to its group for replacement.
 	NodeRepair Kind = "node-repair"
 )
 
@@ -147,7 +147,7 @@ var kinds = map[Kind]Rules{
 	// A node its agent reports unhealthy is taken out of service as a failing instance is.
 	NodeRepair: {Short: "repair", Sources: []Source{SourceNodeCondition}, Drains: true, Ends: EndsRepaired,
 		TaintKey: TaintScheduledMaintenance, EventReason: "NodeRepair", Title: "Node repair",
-		About: "a condition a node agent sets has held an unhealthy status for longer than its NODE_REPAIR_CONDITIONS duration"},
+		About: "a condition a node agent sets has held an unhealthy status for longer than its policy's wait (NODE_REPAIR_POLICIES, NODE_REPAIR_CONDITIONS)"},
 	Rebalance: {Short: "rebalance", Sources: []Source{SourceIMDS, SourceQueue}, DrainOptIn: true,
 		TaintKey: TaintRebalance, EventReason: "RebalanceRecommendation", Title: "Rebalance recommendation", NTHKind: "REBALANCE_RECOMMENDATION",
 		About: "EC2 says a Spot instance is at higher risk of interruption"},

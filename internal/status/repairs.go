@@ -5,6 +5,8 @@ package status
 import (
 	"fmt"
 	"io"
+	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -18,7 +20,10 @@ func repairBreaker(cfg *config.Config, nodes []*corev1.Node, named bool) *nodeco
 	if cfg == nil || !cfg.EnableNodeRepair || named {
 		return nil
 	}
-	b := nodecondition.Assess(nodes, cfg.RepairConditions(), nodecondition.LimitsOf(cfg), 0)
+	nodes = slices.DeleteFunc(slices.Clone(nodes), func(n *corev1.Node) bool { return !nodecondition.Selected(n, cfg.RepairSelector()) })
+	started := nodecondition.RecordedStarts(nodes, time.Now().Add(-time.Hour))
+	b := nodecondition.Assess(nodes, cfg.RepairPolicies(), nodecondition.LimitsOf(cfg), nodecondition.Tally{Started: len(started)})
+	b.Held = nodecondition.HeldBy(nodes)
 	return &b
 }
 
@@ -31,5 +36,9 @@ func printRepairs(w io.Writer, b *nodecondition.Breaker) {
 	if b.Open {
 		state = "open: no new repair starts (" + b.Reason + ")"
 	}
-	fmt.Fprintf(w, "Node repair breaker %s; %d of %d nodes unhealthy, %d repairs running\n", state, b.Unhealthy, b.Nodes, b.Running)
+	fmt.Fprintf(w, "Node repair breaker %s; %d of %d nodes unhealthy, %d repairs running, %d started in the last hour (as recorded on the nodes)\n",
+		state, b.Unhealthy, b.Nodes, b.Running, b.Started)
+	for _, h := range b.Held {
+		fmt.Fprintf(w, "Node repair of %s held: %s\n", h.Node, h.Reason)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/source/nodecondition"
 )
 
 func TestRepairBreakerLine(t *testing.T) {
@@ -27,7 +28,17 @@ func TestRepairBreakerLine(t *testing.T) {
 	}
 	var out bytes.Buffer
 	printRepairs(&out, repairBreaker(cfg, []*corev1.Node{sick, well, well}, false))
-	if got := out.String(); !strings.Contains(got, "breaker open") || !strings.Contains(got, "1 of 3 nodes unhealthy") {
-		t.Errorf("line %q", got)
+	if got := out.String(); !strings.Contains(got, "breaker closed") || !strings.Contains(got, "1 of 3 nodes unhealthy") {
+		t.Errorf("one of three at 20%% (one allowed, rounded up): line %q", got)
+	}
+	held := sick.DeepCopy()
+	held.Name = "held-1"
+	held.Status.Conditions = append(held.Status.Conditions, corev1.NodeCondition{Type: nodecondition.ConditionHeld, Status: corev1.ConditionTrue,
+		Reason: "GroupUnhealthyShare", Message: "2 of 2 nodes of Auto Scaling group gpu unhealthy"})
+	out.Reset()
+	printRepairs(&out, repairBreaker(cfg, []*corev1.Node{sick, held, well}, false))
+	if got := out.String(); !strings.Contains(got, "breaker open") || !strings.Contains(got, "2 of 3 nodes unhealthy, more than the 1") ||
+		!strings.Contains(got, "Node repair of held-1 held: 2 of 2 nodes of Auto Scaling group gpu unhealthy") {
+		t.Errorf("two of three at 20%%, one held by its group's breaker: %q", got)
 	}
 }

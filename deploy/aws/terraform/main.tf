@@ -91,6 +91,7 @@ locals {
     { on = var.abandon_on_incomplete_drain, statement = { Sid = "RetentionPolicies", Effect = "Allow", Action = "autoscaling:DescribeAutoScalingGroups", Resource = "*" } },
     { on = var.abandon_on_incomplete_drain, statement = { Sid = "TerminateRetainedInstances", Effect = "Allow", Action = "autoscaling:TerminateInstanceInAutoScalingGroup", Resource = local.groups, Condition = local.cluster_tag } },
     { on = var.terminate_repaired_instances, statement = { Sid = "TerminateRepairedInstances", Effect = "Allow", Action = "ec2:TerminateInstances", Resource = local.instances, Condition = local.cluster_tag } },
+    { on = var.reboot_repaired_instances, statement = { Sid = "RebootRepairedInstances", Effect = "Allow", Action = "ec2:RebootInstances", Resource = local.instances, Condition = local.cluster_tag } },
     { on = var.setup_check, statement = { Sid = "SetupCheck", Effect = "Allow", Action = ["events:ListRuleNamesByTarget", "events:DescribeRule"], Resource = "*" } },
   ]
   statements = concat(

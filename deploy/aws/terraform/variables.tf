@@ -155,6 +155,12 @@ variable "terminate_repaired_instances" {
   default     = false
 }
 
+variable "reboot_repaired_instances" {
+  description = "Grant ec2:RebootInstances on the cluster's instances, for ENABLE_NODE_REPAIR with a policy whose action is reboot."
+  type        = bool
+  default     = false
+}
+
 variable "setup_check" {
   description = "Grant events:ListRuleNamesByTarget and events:DescribeRule, so that the controller checks the rules that feed the queue (they read the account's rules)."
   type        = bool

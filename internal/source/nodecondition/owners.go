@@ -11,10 +11,11 @@ const (
 )
 
 // LeftTo names the system that repairs the node itself ("" when none does): Karpenter for a
-// node of a NodePool; EKS for a node of a managed node group that autoRepaired says has node
-// auto repair on. Two repairers on one node would drain it twice and replace it twice.
-func LeftTo(n *corev1.Node, autoRepaired func(nodegroup string) bool) string {
-	if pool := n.Labels[LabelKarpenterNodePool]; pool != "" {
+// node of a NodePool, when karpenter says Karpenter's node repair is on; EKS for a node of a
+// managed node group that autoRepaired says has node auto repair on. Two repairers on one node
+// would drain it twice and replace it twice; none would leave it sick.
+func LeftTo(n *corev1.Node, karpenter bool, autoRepaired func(nodegroup string) bool) string {
+	if pool := n.Labels[LabelKarpenterNodePool]; pool != "" && karpenter {
 		return "Karpenter (NodePool " + pool + ")"
 	}
 	if g := n.Labels[LabelEKSNodegroup]; g != "" && autoRepaired != nil && autoRepaired(g) {

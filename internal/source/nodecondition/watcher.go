@@ -5,9 +5,13 @@
 // monitoring agent) through the controller's node informer, and turns a node whose condition
 // has held a configured status for its duration into a node-repair notice. The duration is
 // counted from the condition's lastTransitionTime, so neither a restart nor a change of
-// leader resets it, and a condition that recovers sooner changes nothing. A node not due yet
-// is looked at again when it would be due (a timer on a delaying queue), not polled. Nothing
-// here writes anything: the controller takes the notices as it takes a queue message's.
+// leader resets it, and a condition that recovers sooner changes nothing; a restatement of
+// that time under the same status does not reset it either (see clocks), and a condition its
+// agent stopped refreshing is said stale rather than repaired (see Stale). A node not due yet
+// is looked at again when it would be due (a timer on a delaying queue), not polled. The
+// controller takes the notices as it takes a queue message's; what is written here is node
+// repair's own: the node's repair memory (record.Repair) and, while a breaker holds a due
+// repair, its condition (ConditionHeld).
 package nodecondition
 
 import (
@@ -15,17 +19,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/instancegate"
+	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/ownership"
 	"lifeboat.dev/lifeboat/internal/panics"
+	"lifeboat.dev/lifeboat/internal/record"
 )
 
 // Take hands notices to the controller and says, for each, what became of it. A notice not
@@ -50,8 +59,8 @@ const (
 type Options struct {
 	// Nodes is the controller's node informer.
 	Nodes cache.SharedIndexInformer
-	// Conditions are NODE_REPAIR_CONDITIONS.
-	Conditions []config.RepairCondition
+	// Policies are the repair policies (NODE_REPAIR_POLICIES, NODE_REPAIR_CONDITIONS).
+	Policies config.RepairPolicies
 	// DrainTimeout is the repair's drain budget from the moment it starts
 	// (NODE_REPAIR_DRAIN_TIMEOUT).
 	DrainTimeout time.Duration
@@ -71,15 +80,37 @@ type Options struct {
 	// AutoRepaired says whether an EKS managed node group repairs its own nodes
 	// (NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS).
 	AutoRepaired func(nodegroup string) bool
+	// KarpenterRepairs says Karpenter's node repair is on (NODE_REPAIR_KARPENTER_REPAIRS): the
+	// nodes of its NodePools are left to it.
+	KarpenterRepairs bool
+	// Instances, when set, is EC2's description of instances (batched and cached): the
+	// breakers per group learn each node's Auto Scaling group from it. Without it, groups
+	// are the nodes' labels (GroupLabels).
+	Instances instancegate.Describer
+	// Writer, when set, writes what node repair remembers of a node beyond its episodes
+	// (record.AnnotationRepair) and, with ShowCondition, ConditionHeld on the nodes a breaker
+	// holds. Its DryRun is DRY_RUN's.
+	Writer        *nodes.Writer
+	ShowCondition bool
+	// StaleAfter is NODE_REPAIR_STALE_AFTER: a due condition whose lastHeartbeatTime is this
+	// much older than the node's Ready heartbeat (its agent stopped refreshing it while the
+	// kubelet still reports) is said stale and not repaired; 0 never judges it.
+	StaleAfter time.Duration
+	// RebootWait is NODE_REPAIR_REBOOT_WAIT: how long after a policy's reboot the node's
+	// condition has to clear before the node is replaced.
+	RebootWait time.Duration
+	// Selector, when set, limits repair to the nodes it selects (NODE_REPAIR_NODE_SELECTOR):
+	// the others are neither repaired nor counted by the breakers.
+	Selector labels.Selector
 }
 
 // Reporter makes the repairs' fate visible (Events, metrics, logs).
 type Reporter interface {
 	// Breaker is the breaker's state, read when a repair came due.
 	Breaker(b Breaker)
-	// Held says the node's due repair does not start while the breaker is open (once per
+	// Held says the node's due repair does not start while a breaker holds it (once per
 	// node and cause).
-	Held(node *corev1.Node, n notice.Notice, b Breaker)
+	Held(node *corev1.Node, n notice.Notice, h Hold)
 	// Vetoed says the node's due repair does not start: an operator vetoed it (once per
 	// node and failure).
 	Vetoed(node *corev1.Node, n notice.Notice)
@@ -88,6 +119,20 @@ type Reporter interface {
 	// LeftTo says the node's due repair is left to the system that repairs it (once per node
 	// and failure).
 	LeftTo(node *corev1.Node, n notice.Notice, owner string)
+	// Restated says the node's condition restated its transition time under the same status
+	// (c.Restated), and that its repair's wait still counts from c.Since (once per
+	// restatement).
+	Restated(node *corev1.Node, c record.ConditionClock)
+	// Stale says the node's due repair does not start: its condition cond was last refreshed
+	// long before the node's Ready heartbeat (ready) (once per node, condition and
+	// transition).
+	Stale(node *corev1.Node, n notice.Notice, cond corev1.NodeCondition, ready time.Time)
+	// Recovered says the node's condition cleared after the repair's reboot (at rebooted):
+	// released without a replacement.
+	Recovered(node *corev1.Node, condition string, rebooted time.Time)
+	// Escalated says the node's repair n replaces the node after its reboot did not help
+	// (after says how).
+	Escalated(node *corev1.Node, n notice.Notice, after string)
 }
 
 // Watcher turns the informer's Nodes into repair notices. It remembers in the process which
@@ -100,15 +145,25 @@ type Watcher struct {
 	mu    sync.Mutex
 	taken map[string]string // node name -> the repair notice taken for it, with its condition's lastTransitionTime
 
+	groups *groups
+	held   heldConditions
+	memory memory
+	clocks *clocks
+	ladder ladder
+
 	// Only Run's goroutine reads and writes these.
 	started  map[string]time.Time // repairs taken and maybe not yet seen on their Node by the informer
+	starts   map[string]time.Time // node name -> when this process started its repair, within the last hour
 	reported map[string]string    // node name -> what was last reported of its due repair (held's cause, vetoed)
+	// staleTold: node name -> condition type -> the transition time of the condition last
+	// said stale.
+	staleTold map[string]map[string]time.Time
 }
 
 // New builds a Watcher.
 func New(o Options) (*Watcher, error) {
-	if o.Nodes == nil || len(o.Conditions) == 0 {
-		return nil, errors.New("nodecondition: a node informer and at least one condition are needed")
+	if o.Nodes == nil || len(o.Policies) == 0 {
+		return nil, errors.New("nodecondition: a node informer and at least one policy are needed")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -125,7 +180,19 @@ func New(o Options) (*Watcher, error) {
 	if o.Report == nil {
 		o.Report = quiet{}
 	}
-	return &Watcher{opts: o, taken: map[string]string{}, started: map[string]time.Time{}, reported: map[string]string{}}, nil
+	return &Watcher{opts: o, taken: map[string]string{}, started: map[string]time.Time{}, starts: map[string]time.Time{}, reported: map[string]string{},
+		groups: &groups{describe: o.Instances, now: o.Now, known: map[string]knownGroup{}},
+		held:   heldConditions{writer: conditionWriter(o), log: o.Logger}, memory: memory{writer: o.Writer, log: o.Logger},
+		clocks: &clocks{watched: o.Policies.Acts, seen: map[string]map[string]clock{}}, staleTold: map[string]map[string]time.Time{},
+		ladder: ladder{policies: o.Policies, wait: o.RebootWait, memory: memory{writer: o.Writer, log: o.Logger}, report: o.Report}}, nil
+}
+
+// conditionWriter is the writer of ConditionHeld: nil when not shown.
+func conditionWriter(o Options) *nodes.Writer {
+	if !o.ShowCondition || o.Writer == nil || o.Writer.DryRun {
+		return nil
+	}
+	return o.Writer
 }
 
 // Run watches until ctx ends: every Node added or changed is looked at once, and again when
@@ -154,8 +221,11 @@ func (w *Watcher) Run(ctx context.Context, take Take) error {
 	}
 }
 
+// enqueue looks at the node again, once the clocks have seen this update (the informer's
+// handlers see every update in order; the queue may fold several into one look).
 func (w *Watcher) enqueue(obj any) {
 	if n, ok := obj.(*corev1.Node); ok {
+		w.clocks.observe(n)
 		w.queue.Add(n.Name)
 	}
 }
@@ -168,6 +238,7 @@ func (w *Watcher) forget(obj any) {
 		w.mu.Lock()
 		delete(w.taken, n.Name)
 		w.mu.Unlock()
+		w.clocks.forget(n.Name)
 		w.queue.Add(n.Name) // look drops what Run's goroutine keeps of it
 	}
 }
@@ -182,33 +253,44 @@ func (w *Watcher) look(ctx context.Context, name string, take Take) {
 	if !exists {
 		delete(w.started, name)
 		delete(w.reported, name)
+		delete(w.staleTold, name)
 		return
 	}
 	node := obj.(*corev1.Node)
-	n, due, wait := w.Evaluate(node)
-	if !due {
-		if wait > 0 {
-			w.queue.AddAfter(name, wait)
+	if !Selected(node, w.opts.Selector) {
+		w.held.clear(ctx, node)
+		return
+	}
+	w.keepClocks(ctx, node)
+	w.ladder.over(ctx, node)
+	v := w.evaluate(node)
+	w.tellStale(node, v.stale)
+	if !v.due {
+		w.held.clear(ctx, node)
+		if v.wait > 0 {
+			w.queue.AddAfter(name, v.wait)
 		}
 		return
 	}
+	n := v.notice
 	key := n.ID + "@" + n.StartTime.UTC().Format(time.RFC3339)
 	w.mu.Lock()
 	done := w.taken[name] == key
 	w.mu.Unlock()
-	if done || !w.admit(node, n, key) {
+	if done || !w.admit(ctx, node, n, key) {
 		return
+	}
+	// Its start, and a reboot's step, go on the node first; a repair already recorded (offered
+	// again after a restart) has them there.
+	if !recordedAs(node, n.ID) {
+		if err := rememberStart(ctx, w.memory, node, v, w.opts.Now()); err != nil && n.Action == config.PolicyReboot {
+			w.queue.AddAfter(name, w.opts.Retry) // the completion needs the step to record the reboot in
+			return
+		}
 	}
 	fates := take(ctx, []notice.Notice{n})
 	if len(fates) == 1 && fates[0] != NotTaken {
-		w.mu.Lock()
-		w.taken[name] = key
-		w.mu.Unlock()
-		delete(w.reported, name)
-		if fates[0] == Started {
-			w.started[name] = w.opts.Now()
-			w.opts.Report.Started(node, n)
-		}
+		w.took(ctx, node, v, key, fates[0])
 		return
 	}
 	if ctx.Err() == nil {
@@ -216,57 +298,176 @@ func (w *Watcher) look(ctx context.Context, name string, take Take) {
 	}
 }
 
-// Evaluate is the node's repair notice when one of its conditions has held its configured
-// status for the configured duration (the first such in NODE_REPAIR_CONDITIONS' order); else
-// wait is how long until the soonest would (0 when none is on its way).
-func (w *Watcher) Evaluate(node *corev1.Node) (n notice.Notice, due bool, wait time.Duration) {
-	instance := ownership.InstanceIDFromProviderID(node.Spec.ProviderID)
-	if instance == "" {
-		return notice.Notice{}, false, 0
+// took notes the node's repair as taken (started, or refused for good).
+func (w *Watcher) took(ctx context.Context, node *corev1.Node, v verdict, key string, fate Fate) {
+	name, n := node.Name, v.notice
+	w.mu.Lock()
+	w.taken[name] = key
+	w.mu.Unlock()
+	delete(w.reported, name)
+	if fate != Started {
+		return
 	}
 	now := w.opts.Now()
-	for _, r := range w.opts.Conditions {
-		c, ok := Matching(node, r)
-		if !ok {
-			continue
+	w.started[name], w.starts[name] = now, now
+	w.opts.Report.Started(node, n)
+	w.ladder.escalated(node, n, string(v.cond.Type))
+}
+
+// Selected reports whether repair applies to the node: sel selects it, or is nil.
+func Selected(n *corev1.Node, sel labels.Selector) bool {
+	return sel == nil || sel.Matches(labels.Set(n.Labels))
+}
+
+// verdict is what a look at a node found.
+type verdict struct {
+	notice notice.Notice
+	cond   corev1.NodeCondition // the due notice's condition
+	due    bool
+	wait   time.Duration  // until the soonest condition on its way is due (0: none)
+	stale  []staleVerdict // due conditions not acted on: their agent stopped refreshing them
+}
+
+type staleVerdict struct {
+	notice notice.Notice
+	cond   corev1.NodeCondition
+	ready  time.Time // the node's Ready heartbeat
+}
+
+// Evaluate is the node's repair notice when one of its conditions has held its status for
+// the wait of the policy that matches it (the first such by the policies' order); else wait
+// is how long until the soonest would (0 when none is on its way).
+func (w *Watcher) Evaluate(node *corev1.Node) (n notice.Notice, due bool, wait time.Duration) {
+	v := w.evaluate(node)
+	return v.notice, v.due, v.wait
+}
+
+// evaluate is Evaluate, with the due conditions found stale. A condition's wait counts from
+// its clock (see clocks): its lastTransitionTime, or an earlier one a restatement kept.
+func (w *Watcher) evaluate(node *corev1.Node) (v verdict) {
+	instance := ownership.InstanceIDFromProviderID(node.Spec.ProviderID)
+	if instance == "" {
+		return v
+	}
+	now := w.opts.Now()
+	mem, _ := record.ReadRepair(node)
+	for _, m := range Matches(node, w.opts.Policies) {
+		p, c := m.Policy, m.Condition
+		since := w.clocks.since(node.Name, c)
+		action, due := p.Action, since.Add(p.Wait)
+		if next, ok := w.ladder.next(mem.Reboot, string(c.Type)); ok {
+			action, due = config.PolicyReplace, next // rebooted for it already
 		}
-		since := c.LastTransitionTime.Time
-		if held := now.Sub(since); held < r.For {
-			if left := r.For - held; wait == 0 || left < wait {
-				wait = left
+		if left := due.Sub(now); left > 0 {
+			if v.wait == 0 || left < v.wait {
+				v.wait = left
 			}
 			continue
 		}
-		n := w.notice(instance, r, c, now)
+		n := w.notice(instance, p, c, action, since, now)
 		n.Node = node.Name
-		return n, true, 0
+		if ready, stale := Stale(node, c, w.opts.StaleAfter); stale {
+			v.stale = append(v.stale, staleVerdict{notice: n, cond: c, ready: ready})
+			continue
+		}
+		v.notice, v.cond, v.due, v.wait = n, c, true, 0
+		return v
 	}
-	return notice.Notice{}, false, wait
+	return v
 }
 
-// Matching is the node's condition of r's type when it has r's status.
-func Matching(node *corev1.Node, r config.RepairCondition) (corev1.NodeCondition, bool) {
+// Match is one of a node's conditions and the policy that repairs it.
+type Match struct {
+	Policy    config.RepairPolicy
+	Condition corev1.NodeCondition
+	rank      int
+}
+
+// Matches are the node's conditions that a policy repairs (not those whose first matching
+// policy's action is none), in the policies' order.
+func Matches(node *corev1.Node, policies config.RepairPolicies) []Match {
+	var out []Match
 	for _, c := range node.Status.Conditions {
-		if string(c.Type) == r.Type {
-			return c, string(c.Status) == r.Status
+		p, rank, ok := policies.For(string(c.Type), string(c.Status), c.Reason)
+		if ok && p.Action != config.PolicyNone {
+			out = append(out, Match{Policy: p, Condition: c, rank: rank})
 		}
 	}
-	return corev1.NodeCondition{}, false
+	slices.SortStableFunc(out, func(a, b Match) int { return a.rank - b.rank })
+	return out
+}
+
+// Stale reports whether the node's condition was last refreshed more than after before the
+// node's Ready heartbeat (returned), while the kubelet reports Ready: its agent stopped
+// refreshing it, and what it says may have latched. Ready itself, and a condition without a
+// heartbeat, are never stale; after 0 judges nothing stale.
+func Stale(node *corev1.Node, c corev1.NodeCondition, after time.Duration) (time.Time, bool) {
+	if after <= 0 || c.Type == corev1.NodeReady || c.LastHeartbeatTime.IsZero() {
+		return time.Time{}, false
+	}
+	ready := nodes.ConditionOf(node, corev1.NodeReady)
+	if ready == nil || ready.Status != corev1.ConditionTrue {
+		return time.Time{}, false
+	}
+	return ready.LastHeartbeatTime.Time, ready.LastHeartbeatTime.Sub(c.LastHeartbeatTime.Time) > after
+}
+
+// tellStale says each stale condition once per node, condition and transition.
+func (w *Watcher) tellStale(node *corev1.Node, stale []staleVerdict) {
+	for _, s := range stale {
+		told := w.staleTold[node.Name]
+		if told == nil {
+			told = map[string]time.Time{}
+			w.staleTold[node.Name] = told
+		}
+		if at := s.cond.LastTransitionTime.Time; !told[string(s.cond.Type)].Equal(at) {
+			told[string(s.cond.Type)] = at
+			w.opts.Report.Stale(node, s.notice, s.cond, s.ready)
+		}
+	}
+}
+
+// keepClocks says each restatement of a condition's transition time once, and keeps its
+// clock in the node's repair memory, so that a restart counts from it too; a kept clock whose
+// condition changed status (or went) is dropped. Nothing is written for a node whose
+// conditions keep their transition times.
+func (w *Watcher) keepClocks(ctx context.Context, node *corev1.Node) {
+	for _, c := range w.clocks.restated(node) {
+		w.opts.Report.Restated(node, c)
+		w.memory.edit(ctx, node, "keep the clock of condition "+c.Type, func(r *record.Repair) { r.SetClock(c) })
+	}
+	kept, err := record.ReadRepair(node)
+	if err != nil {
+		return
+	}
+	for _, k := range kept.Clocks {
+		if c := nodes.ConditionOf(node, corev1.NodeConditionType(k.Type)); c == nil || string(c.Status) != k.Status {
+			w.memory.edit(ctx, node, "drop the clock of condition "+k.Type, func(r *record.Repair) { r.DropClock(k.Type) })
+		}
+	}
 }
 
 // notice names a repair by the instance and the condition type, never by a time: an agent
 // that restarts may restate lastTransitionTime, and the failure is still one. As for an
 // impaired instance, a node is repaired for a condition once per episode; a failure after an
 // operator took the node back opens a new episode under the same id.
-func (w *Watcher) notice(instance string, r config.RepairCondition, c corev1.NodeCondition, now time.Time) notice.Notice {
-	since := c.LastTransitionTime.Time
-	event := r.Type
-	desc := fmt.Sprintf("Node condition %s has been %s since %s (for more than %s)", r.Type, r.Status, since.UTC().Format(time.RFC3339), r.For)
+func (w *Watcher) notice(instance string, p config.RepairPolicy, c corev1.NodeCondition, action string, since, now time.Time) notice.Notice {
+	event := string(c.Type)
+	desc := fmt.Sprintf("Node condition %s has been %s since %s (for more than %s)", c.Type, c.Status, since.UTC().Format(time.RFC3339), p.Wait)
+	if action == config.PolicyReboot {
+		// Its own id: the replacement that may follow is another repair, of another episode.
+		event = "reboot-" + event
+		desc = "Reboot: " + desc
+	}
+	if at := c.LastTransitionTime.Time; since.Before(at) {
+		desc += fmt.Sprintf(", restated at %s", at.UTC().Format(time.RFC3339))
+	}
 	if c.Reason != "" || c.Message != "" {
 		desc += fmt.Sprintf(": %s %s", c.Reason, c.Message)
 	}
 	return notice.Notice{
 		ID: notice.ID(notice.NodeRepair, instance, event), Kind: notice.NodeRepair, Source: notice.SourceNodeCondition,
-		InstanceID: instance, StartTime: since, Deadline: now.Add(w.opts.DrainTimeout), Action: r.Type, Description: desc,
+		InstanceID: instance, StartTime: since, Deadline: now.Add(w.opts.DrainTimeout), Action: action, Description: desc,
+		Announced: now,
 	}
 }

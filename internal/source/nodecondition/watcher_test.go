@@ -4,7 +4,9 @@ package nodecondition
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -12,10 +14,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
+	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/notice"
 )
@@ -31,7 +35,8 @@ func cond(typ string, status corev1.ConditionStatus, since time.Time) corev1.Nod
 func TestEvaluate(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	w, err := New(Options{Nodes: cache.NewSharedIndexInformer(nil, &corev1.Node{}, 0, nil), DrainTimeout: time.Minute, Now: func() time.Time { return now },
-		Conditions: []config.RepairCondition{{Type: "KernelReady", Status: "False", For: 30 * time.Minute}, {Type: "GPU", Status: "Unknown", For: 10 * time.Minute}}})
+		Policies: config.RepairPolicies{{Condition: "KernelReady", Status: "False", Wait: 30 * time.Minute, Action: config.PolicyReplace},
+			{Condition: "GPU", Status: "Unknown", Wait: 10 * time.Minute, Action: config.PolicyReplace}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,31 +68,100 @@ func TestEvaluate(t *testing.T) {
 
 func TestAssess(t *testing.T) {
 	now := time.Now()
-	conds := []config.RepairCondition{{Type: "KernelReady", Status: "False", For: time.Hour}}
+	conds := config.RepairPolicies{{Condition: "KernelReady", Status: "False", Wait: time.Hour, Action: config.PolicyReplace}}
 	sick := func() *corev1.Node { return node("", cond("KernelReady", corev1.ConditionFalse, now)) }
 	well := func() *corev1.Node { return node("", cond("KernelReady", corev1.ConditionTrue, now)) }
 	three := []*corev1.Node{sick(), sick(), well(), well(), well(), well(), well(), well(), well(), well()}
+	four := []*corev1.Node{sick(), well(), well(), well()}
 	for _, tc := range []struct {
-		name    string
-		nodes   []*corev1.Node
-		l       Limits
-		pending int
-		cause   string
+		name  string
+		nodes []*corev1.Node
+		l     Limits
+		t     Tally
+		cause string
 	}{
 		{name: "20% of 20%", nodes: three, l: Limits{MaxUnhealthyPercent: 20}},
-		{name: "20% of 10%", nodes: three, l: Limits{MaxUnhealthyPercent: 10}, cause: "unhealthy_share"},
-		{name: "paused", nodes: three, l: Limits{MaxUnhealthyPercent: 100, Paused: true}, cause: "paused"},
-		{name: "parallel", nodes: three, l: Limits{MaxUnhealthyPercent: 100, MaxParallel: 1}, pending: 1, cause: "max_parallel"},
-		{name: "parallel off", nodes: three, l: Limits{MaxUnhealthyPercent: 100}, pending: 9},
+		{name: "20% of 10%", nodes: three, l: Limits{MaxUnhealthyPercent: 10}, cause: CauseShare},
+		{name: "one of four at 20% (rounded up)", nodes: four, l: Limits{MaxUnhealthyPercent: 20}},
+		{name: "two of four at 20%", nodes: append([]*corev1.Node{sick()}, four...), l: Limits{MaxUnhealthyPercent: 20}, cause: CauseShare},
+		{name: "one of four at 0%", nodes: four, l: Limits{}, cause: CauseShare},
+		{name: "paused", nodes: three, l: Limits{MaxUnhealthyPercent: 100, Paused: true}, cause: CausePaused},
+		{name: "parallel", nodes: three, l: Limits{MaxUnhealthyPercent: 100, MaxParallel: 1}, t: Tally{Pending: 1}, cause: CauseMaxParallel},
+		{name: "parallel off", nodes: three, l: Limits{MaxUnhealthyPercent: 100}, t: Tally{Pending: 9}},
+		{name: "per hour", nodes: three, l: Limits{MaxUnhealthyPercent: 100, MaxPerHour: 3}, t: Tally{Started: 3}, cause: CauseMaxPerHour},
+		{name: "per hour not reached", nodes: three, l: Limits{MaxUnhealthyPercent: 100, MaxPerHour: 3}, t: Tally{Started: 2}},
+		{name: "per hour off", nodes: three, l: Limits{MaxUnhealthyPercent: 100}, t: Tally{Started: 50}},
 		{name: "no nodes", l: Limits{}},
 	} {
-		b := Assess(tc.nodes, conds, tc.l, tc.pending)
+		b := Assess(tc.nodes, conds, tc.l, tc.t)
 		if b.Cause != tc.cause || b.Open != (tc.cause != "") || b.Open && b.Reason == "" {
 			t.Errorf("%s: %+v, want cause %q", tc.name, b, tc.cause)
 		}
+		if h := b.Hold("any"); h.Cause != tc.cause || h.Reason != b.Reason {
+			t.Errorf("%s: hold %+v, want the cluster's breaker %q", tc.name, h, tc.cause)
+		}
 	}
-	if b := Assess(three, conds, Limits{MaxUnhealthyPercent: 20}, 0); b.Unhealthy != 2 || b.Nodes != 10 {
+	if b := Assess(three, conds, Limits{MaxUnhealthyPercent: 20}, Tally{}); b.Unhealthy != 2 || b.Nodes != 10 {
 		t.Errorf("counted %+v", b)
+	}
+}
+
+// The share is counted per group as well as for the cluster, both rounded up: one sick node
+// of a group of three may be repaired at 20 %, while a group that is all unhealthy is held
+// although the cluster's share is low. A node of no group is held by the cluster's breaker
+// only.
+func TestBreakerPerGroup(t *testing.T) {
+	now := time.Now()
+	conds := config.RepairPolicies{{Condition: "KernelReady", Status: "False", Wait: time.Hour, Action: config.PolicyReplace}}
+	in := func(group string, status corev1.ConditionStatus) *corev1.Node {
+		n := node("", cond("KernelReady", status, now))
+		n.Labels = map[string]string{"group": group}
+		return n
+	}
+	all := []*corev1.Node{in("a", corev1.ConditionFalse), in("a", corev1.ConditionTrue), in("a", corev1.ConditionTrue),
+		in("b", corev1.ConditionFalse), in("b", corev1.ConditionFalse), in("", corev1.ConditionFalse)}
+	for range 10 {
+		all = append(all, in("c", corev1.ConditionTrue))
+	}
+	b := Assess(all, conds, Limits{MaxUnhealthyPercent: 20}, Tally{})
+	if b.Open {
+		t.Fatalf("4 of 16 at 20%% (4 allowed): the cluster's breaker is open: %+v", b)
+	}
+	b.CountGroups(all, conds, func(n *corev1.Node) string { return n.Labels["group"] })
+	if len(b.Groups) != 1 || b.Groups[0] != (Group{Name: "b", Nodes: 2, Unhealthy: 2}) {
+		t.Errorf("open groups %+v, want b alone", b.Groups)
+	}
+	if h := b.Hold("a"); h.Cause != "" {
+		t.Errorf("group a (1 of 3): held %+v", h)
+	}
+	if h := b.Hold("b"); h.Cause != CauseGroupShare || !strings.Contains(h.Reason, "2 of 2 nodes of b unhealthy, more than the 1") {
+		t.Errorf("group b (2 of 2): %+v", h)
+	}
+	if h := b.Hold(""); h.Cause != "" {
+		t.Errorf("no group: held %+v", h)
+	}
+	if b.MetricCause() != CauseGroupShare {
+		t.Errorf("metric cause %q", b.MetricCause())
+	}
+}
+
+func TestGroupOf(t *testing.T) {
+	g := &groups{now: time.Now, known: map[string]knownGroup{"i-1": {name: "workers", at: time.Now()}}}
+	for _, tc := range []struct {
+		provider string
+		labels   map[string]string
+		want     string
+	}{
+		{"aws:///us-east-1a/i-1", map[string]string{LabelEKSNodegroup: "ng"}, "Auto Scaling group workers"},
+		{"aws:///us-east-1a/i-2", map[string]string{LabelKarpenterNodePool: "default", LabelEKSNodegroup: "ng"}, LabelEKSNodegroup + "=ng"},
+		{"aws:///us-east-1a/i-2", map[string]string{LabelKarpenterNodePool: "default"}, LabelKarpenterNodePool + "=default"},
+		{"aws:///us-east-1a/i-2", nil, ""},
+	} {
+		n := node(tc.provider)
+		n.Labels = tc.labels
+		if got := g.of(n); got != tc.want {
+			t.Errorf("%s %v: %q, want %q", tc.provider, tc.labels, got, tc.want)
+		}
 	}
 }
 
@@ -95,16 +169,18 @@ func TestLeftTo(t *testing.T) {
 	withLabels := func(l map[string]string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: l}} }
 	repaired := func(g string) bool { return g == "ng-1" }
 	for _, tc := range []struct {
-		labels map[string]string
-		want   string
+		labels    map[string]string
+		karpenter bool
+		want      string
 	}{
-		{nil, ""},
-		{map[string]string{LabelKarpenterNodePool: "default"}, "Karpenter (NodePool default)"},
-		{map[string]string{LabelEKSNodegroup: "ng-1"}, "EKS node auto repair (managed node group ng-1)"},
-		{map[string]string{LabelEKSNodegroup: "ng-2"}, ""},
+		{nil, true, ""},
+		{map[string]string{LabelKarpenterNodePool: "default"}, true, "Karpenter (NodePool default)"},
+		{map[string]string{LabelKarpenterNodePool: "default"}, false, ""},
+		{map[string]string{LabelEKSNodegroup: "ng-1"}, false, "EKS node auto repair (managed node group ng-1)"},
+		{map[string]string{LabelEKSNodegroup: "ng-2"}, true, ""},
 	} {
-		if got := LeftTo(withLabels(tc.labels), repaired); got != tc.want {
-			t.Errorf("%v: %q, want %q", tc.labels, got, tc.want)
+		if got := LeftTo(withLabels(tc.labels), tc.karpenter, repaired); got != tc.want {
+			t.Errorf("%v (Karpenter repairs: %v): %q, want %q", tc.labels, tc.karpenter, got, tc.want)
 		}
 	}
 }
@@ -143,7 +219,7 @@ func TestWatcherRecoversAndForgets(t *testing.T) {
 		nodes := factory.Core().V1().Nodes().Informer()
 		counted := &panicCount{}
 		w, err := New(Options{Nodes: nodes, DrainTimeout: time.Minute, Report: &panicsOnce{}, Panics: counted, Limits: Limits{MaxUnhealthyPercent: 100},
-			Conditions: []config.RepairCondition{{Type: "KernelReady", Status: "False", For: time.Minute}}})
+			Policies: config.RepairPolicies{{Condition: "KernelReady", Status: "False", Wait: time.Minute, Action: config.PolicyReplace}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,4 +276,134 @@ func TestWatcherRecoversAndForgets(t *testing.T) {
 			t.Error("node b's repair is not remembered as started")
 		}
 	})
+}
+
+// describer answers from a map; an id in failing fails.
+type describer struct {
+	mu      sync.Mutex
+	tags    map[string]map[string]string
+	failing string
+	asked   []string
+}
+
+func (d *describer) Describe(_ context.Context, id string) (cloud.Instance, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.asked = append(d.asked, id)
+	if id == d.failing {
+		return cloud.Instance{}, false, errors.New("EC2 is down")
+	}
+	tags, ok := d.tags[id]
+	return cloud.Instance{ID: id, Tags: tags}, ok, nil
+}
+
+// Groups are learned from EC2's tags, once per instance while remembered; an instance EC2
+// could not be asked about, or that is in no group, falls back to its labels.
+func TestGroupsLearn(t *testing.T) {
+	d := &describer{tags: map[string]map[string]string{"i-1": {tagAutoScalingGroup: "workers"}, "i-2": {}}, failing: "i-3"}
+	now := time.Now()
+	g := &groups{describe: d, now: func() time.Time { return now }, known: map[string]knownGroup{}}
+	mk := func(id string) *corev1.Node {
+		n := node("aws:///us-east-1a/" + id)
+		n.Labels = map[string]string{LabelEKSNodegroup: "ng-" + id}
+		return n
+	}
+	all := []*corev1.Node{mk("i-1"), mk("i-2"), mk("i-3"), node("")}
+	g.learn(context.Background(), all)
+	want := []string{"Auto Scaling group workers", LabelEKSNodegroup + "=ng-i-2", LabelEKSNodegroup + "=ng-i-3", ""}
+	for i, n := range all {
+		if got := g.of(n); got != want[i] {
+			t.Errorf("node %d: group %q, want %q", i, got, want[i])
+		}
+	}
+	g.learn(context.Background(), all)
+	if slices.Sort(d.asked); !slices.Equal(d.asked, []string{"i-1", "i-2", "i-3", "i-3"}) {
+		t.Errorf("asked %v: the known instances again, or not the failed one", d.asked)
+	}
+	now = now.Add(groupTTL)
+	g.learn(context.Background(), all)
+	if len(d.asked) != 7 {
+		t.Errorf("asked %v: the groups are not learned again once past their time", d.asked)
+	}
+}
+
+// Policies match a condition by type, status and reason; the first that matches decides, a
+// policy whose action is none repairs nothing and counts nothing unhealthy, and due conditions
+// come in the policies' order.
+func TestEvaluatePolicies(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	policies := config.RepairPolicies{}
+	if err := fromYAML(&policies, `
+- {condition: KernelReady, status: "False", reason: "Oops.*", wait: 5m, action: replace}
+- {condition: KernelReady, status: "False", reason: "Conntrack.*", action: none}
+- {condition: KernelReady, status: "False", wait: 30m, action: replace}
+- {condition: AcceleratedHardwareReady, status: "False", wait: 10m, action: replace}
+- {condition: DiskPressure, status: "True", action: none}
+`); err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(Options{Nodes: cache.NewSharedIndexInformer(nil, &corev1.Node{}, 0, nil), DrainTimeout: time.Minute, Now: func() time.Time { return now }, Policies: policies})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const provider = "aws:///us-east-1a/i-0123456789abcdef0"
+	kernel := func(reason string, since time.Duration) corev1.NodeCondition {
+		return withReason(cond("KernelReady", corev1.ConditionFalse, now.Add(-since)), reason)
+	}
+	for _, tc := range []struct {
+		name      string
+		conds     []corev1.NodeCondition
+		due       bool
+		wait      time.Duration
+		id        string
+		unhealthy bool
+	}{
+		{name: "reason with a short wait", conds: []corev1.NodeCondition{kernel("OopsInModule", 10*time.Minute)}, due: true, id: "repair-i-0123456789abcdef0-kernelready", unhealthy: true},
+		{name: "reason never repaired", conds: []corev1.NodeCondition{kernel("ConntrackExceeded", 2*time.Hour)}},
+		{name: "another reason", conds: []corev1.NodeCondition{kernel("Other", 20*time.Minute)}, wait: 10 * time.Minute, unhealthy: true},
+		{name: "the whole reason must match", conds: []corev1.NodeCondition{kernel("NotOops", 20*time.Minute)}, wait: 10 * time.Minute, unhealthy: true},
+		{name: "disk pressure", conds: []corev1.NodeCondition{cond("DiskPressure", corev1.ConditionTrue, now.Add(-2*time.Hour))}},
+		{name: "policies' order", conds: []corev1.NodeCondition{cond("AcceleratedHardwareReady", corev1.ConditionFalse, now.Add(-11*time.Minute)), kernel("Other", 40*time.Minute)},
+			due: true, id: "repair-i-0123456789abcdef0-kernelready", unhealthy: true},
+	} {
+		n := node(provider, tc.conds...)
+		got, due, wait := w.Evaluate(n)
+		if due != tc.due || wait != tc.wait || got.ID != tc.id {
+			t.Errorf("%s: due %v wait %v id %q; want %v %v %q", tc.name, due, wait, got.ID, tc.due, tc.wait, tc.id)
+		}
+		if due && got.Action != config.PolicyReplace {
+			t.Errorf("%s: action %q", tc.name, got.Action)
+		}
+		if u := Unhealthy(n, policies); u != tc.unhealthy {
+			t.Errorf("%s: unhealthy %v, want %v", tc.name, u, tc.unhealthy)
+		}
+	}
+}
+
+// fromYAML parses policies as NODE_REPAIR_POLICIES does.
+func fromYAML(p *config.RepairPolicies, raw string) error {
+	l, err := config.Load(nil, func(k string) (string, bool) {
+		if k == "NODE_REPAIR_POLICIES" {
+			return raw, true
+		}
+		return "", false
+	})
+	if err != nil {
+		return err
+	}
+	*p = l.Config.NodeRepairPolicies
+	return nil
+}
+
+func TestSelected(t *testing.T) {
+	n := node("")
+	n.Labels = map[string]string{"team": "ml"}
+	sel, err := labels.Parse("team in (ml, data)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := labels.Parse("team=web")
+	if !Selected(n, nil) || !Selected(n, sel) || Selected(n, other) {
+		t.Error("a nil selector selects every node, a selector the nodes it matches only")
+	}
 }

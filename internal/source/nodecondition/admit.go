@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package nodecondition
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
+)
+
+// admit decides whether the node's due repair may start: not when another system repairs
+// the node or an operator vetoed it, nor while a breaker holds it (the cluster's, then the
+// node group's). A repair already recorded on the node always goes on (intake finds it
+// recorded). A held repair is looked at again after Recheck.
+func (w *Watcher) admit(ctx context.Context, node *corev1.Node, n notice.Notice, key string) bool {
+	if owner := LeftTo(node, w.opts.KarpenterRepairs, w.opts.AutoRepaired); owner != "" {
+		w.held.clear(ctx, node)
+		if w.reported[node.Name] != "left "+key {
+			w.reported[node.Name] = "left " + key
+			w.opts.Report.LeftTo(node, n, owner)
+		}
+		return false
+	}
+	if Vetoed(node) {
+		w.held.clear(ctx, node)
+		if w.reported[node.Name] != "vetoed "+key {
+			w.reported[node.Name] = "vetoed " + key
+			w.opts.Report.Vetoed(node, n)
+		}
+		return false // the annotation's removal is a node update: looked at again then
+	}
+	if RepairRunning(node) || recordedAs(node, n.ID) {
+		return true // intake finds it recorded: nothing new starts
+	}
+	b, all := w.assess()
+	if !b.Open {
+		w.groups.learn(ctx, all)
+		b.CountGroups(all, w.opts.Policies, w.groups.of)
+	}
+	h := b.Hold(w.groups.of(node))
+	w.opts.Report.Breaker(b)
+	if h.Cause == "" {
+		w.held.clear(ctx, node)
+		return true
+	}
+	if w.reported[node.Name] != "held "+h.Cause {
+		w.reported[node.Name] = "held " + h.Cause
+		w.opts.Report.Held(node, n, h)
+		w.held.show(ctx, node, h)
+	}
+	w.queue.AddAfter(node.Name, w.opts.Recheck)
+	return false
+}
+
+// assess reads the cluster-wide breaker from the informer's nodes; a repair taken within the
+// last minute that the informer does not show recorded yet counts as running, and a repair
+// this process started within the hour counts as started even once its Node is gone.
+func (w *Watcher) assess() (Breaker, []*corev1.Node) {
+	objs := w.opts.Nodes.GetStore().List()
+	all := make([]*corev1.Node, 0, len(objs))
+	byName := make(map[string]*corev1.Node, len(objs))
+	for _, o := range objs {
+		if n, ok := o.(*corev1.Node); ok && Selected(n, w.opts.Selector) {
+			all = append(all, n)
+			byName[n.Name] = n
+		}
+	}
+	pending := 0
+	now := w.opts.Now()
+	for name, at := range w.started {
+		n, ok := byName[name]
+		switch {
+		case !ok || now.Sub(at) > time.Minute || recorded(n):
+			delete(w.started, name)
+		default:
+			pending++
+		}
+	}
+	since := now.Add(-startedWithinHour)
+	starts := RecordedStarts(all, since)
+	for name, at := range w.starts {
+		if at.Before(since) {
+			delete(w.starts, name)
+			continue
+		}
+		starts[name] = at
+	}
+	return Assess(all, w.opts.Policies, w.opts.Limits, Tally{Pending: pending, Started: len(starts)}), all
+}
+
+// recordedAs reports whether the node's open episode holds the notice id already (a restart
+// offers it again).
+func recordedAs(n *corev1.Node, id string) bool {
+	r, ok := readRecord(n)
+	return ok && r.Open() && r.Has(id)
+}
+
+// recorded reports whether the node's record holds a repair notice.
+func recorded(n *corev1.Node) bool {
+	r, ok := readRecord(n)
+	return ok && slices.ContainsFunc(r.Intents, func(i record.Intent) bool { return notice.Kind(i.Kind).Ends() == notice.EndsRepaired })
+}
+
+// quiet reports nothing.
+type quiet struct{}
+
+func (quiet) Breaker(Breaker)                                                    {}
+func (quiet) Held(*corev1.Node, notice.Notice, Hold)                             {}
+func (quiet) Vetoed(*corev1.Node, notice.Notice)                                 {}
+func (quiet) Started(*corev1.Node, notice.Notice)                                {}
+func (quiet) LeftTo(*corev1.Node, notice.Notice, string)                         {}
+func (quiet) Restated(*corev1.Node, record.ConditionClock)                       {}
+func (quiet) Stale(*corev1.Node, notice.Notice, corev1.NodeCondition, time.Time) {}
+func (quiet) Recovered(*corev1.Node, string, time.Time)                          {}
+func (quiet) Escalated(*corev1.Node, notice.Notice, string)                      {}
