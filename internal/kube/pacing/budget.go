@@ -29,6 +29,7 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
+
 	"lifeboat.dev/lifeboat/internal/waitqueue"
 )
 
