@@ -29,46 +29,16 @@ const LabelPhase = AnnotationPrefix + "phase"
 // changes. hint, when not nil, is a recent copy used for a first attempt (or the informer's,
 // when newer: UseCache); "nothing to change" is decided on a fresh read only.
 func (w *Writer) SetCondition(ctx context.Context, name string, hint *corev1.Node, c corev1.NodeCondition) (Result, error) {
-	current := w.startFrom(name, hint)
-	if current != nil && !conditionDiffers(current, c) {
-		current = nil
-	}
-	var res Result
-	attempt := func() error {
-		if current == nil {
-			n, err := w.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			current = n
-		}
+	return w.patchStatus(ctx, name, hint, "set condition "+string(c.Type), func(current *corev1.Node) ([]byte, error) {
 		if !conditionDiffers(current, c) {
-			res = Result{Node: current}
-			return nil
+			return nil, nil
 		}
 		now := time.Now()
 		if w.Clock != nil {
 			now = w.Clock.Now()
 		}
-		patch, err := conditionPatch(current, c, now)
-		if err != nil {
-			return err
-		}
-		if w.DryRun {
-			res = Result{Node: current, Changed: true, Patch: patch}
-			return nil
-		}
-		updated, err := w.client.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-		if err != nil {
-			return err
-		}
-		res = Result{Node: updated, Changed: true, Patch: patch}
-		return nil
-	}
-	if err := w.retry(ctx, name, "set condition "+string(c.Type), attempt, func() { current = nil }); err != nil {
-		return Result{}, err
-	}
-	return res, nil
+		return conditionPatch(current, c, now)
+	})
 }
 
 // RemoveCondition deletes the node's condition of type t from its status, every other
@@ -78,42 +48,55 @@ func (w *Writer) SetCondition(ctx context.Context, name string, hint *corev1.Nod
 // nil, is a recent copy used for a first attempt; "nothing to remove" is decided on a fresh
 // read only.
 func (w *Writer) RemoveCondition(ctx context.Context, name string, hint *corev1.Node, t corev1.NodeConditionType) (Result, error) {
-	current := w.startFrom(name, hint)
-	if current != nil && ConditionOf(current, t) == nil {
-		current = nil
-	}
-	var res Result
-	attempt := func() error {
-		if current == nil {
-			n, err := w.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			current = n
-		}
+	return w.patchStatus(ctx, name, hint, "remove condition "+string(t), func(current *corev1.Node) ([]byte, error) {
 		if ConditionOf(current, t) == nil {
-			res = Result{Node: current}
-			return nil
+			return nil, nil
 		}
-		patch, err := json.Marshal(map[string]any{
+		return json.Marshal(map[string]any{
 			"metadata": map[string]any{"resourceVersion": current.ResourceVersion},
 			"status":   map[string]any{"conditions": []map[string]any{{"type": t, "$patch": "delete"}}},
 		})
-		if err != nil {
-			return err
-		}
-		if w.DryRun {
-			res = Result{Node: current, Changed: true, Patch: patch}
+	})
+}
+
+// patchStatus patches the node's status with what plan computes from a copy of the node (nil:
+// nothing to change), retried on conflict from a fresh read. "Nothing to change" is decided
+// on a fresh read only, never on the hint or the cache.
+func (w *Writer) patchStatus(ctx context.Context, name string, hint *corev1.Node, what string, plan func(*corev1.Node) ([]byte, error)) (Result, error) {
+	current, fresh := w.startFrom(name, hint), false
+	var res Result
+	attempt := func() error {
+		for {
+			if current == nil {
+				n, err := w.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				current, fresh = n, true
+			}
+			patch, err := plan(current)
+			switch {
+			case err != nil:
+				return err
+			case patch == nil && !fresh:
+				current = nil
+				continue
+			case patch == nil:
+				res = Result{Node: current}
+				return nil
+			case w.DryRun:
+				res = Result{Node: current, Changed: true, Patch: patch}
+				return nil
+			}
+			updated, err := w.client.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+			if err != nil {
+				return err
+			}
+			res = Result{Node: updated, Changed: true, Patch: patch}
 			return nil
 		}
-		updated, err := w.client.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-		if err != nil {
-			return err
-		}
-		res = Result{Node: updated, Changed: true, Patch: patch}
-		return nil
 	}
-	if err := w.retry(ctx, name, "remove condition "+string(t), attempt, func() { current = nil }); err != nil {
+	if err := w.retry(ctx, name, what, attempt, func() { current = nil }); err != nil {
 		return Result{}, err
 	}
 	return res, nil
