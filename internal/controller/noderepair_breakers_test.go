@@ -176,8 +176,13 @@ func TestNodeRepairMaxPerHour(t *testing.T) {
 	}
 
 	stop()
+	mark := w.logMark()
 	w.run(t, ctx, settings...)
-	time.Sleep(3 * time.Second) // the new controller has looked at every node
+	for n, got := range w.lookedAt(t, ctx, mark, held...) {
+		if got != nodecondition.LookedNotAdmitted {
+			t.Errorf("after a restart, %s: look %s, want %s", n, got, nodecondition.LookedNotAdmitted)
+		}
+	}
 	for _, n := range held {
 		if !w.untouchedNode(t, ctx, n) {
 			t.Errorf("after a restart, %s was repaired beyond NODE_REPAIR_MAX_PER_HOUR", n.Name)
@@ -204,7 +209,12 @@ func TestNodeRepairMaxPerHour(t *testing.T) {
 	if err != nil {
 		t.Errorf("the recovered node's condition still says held: %+v", w.heldCondition(t, ctx, held[0]))
 	}
-	time.Sleep(2 * time.Second)
+	// The still-held node, looked at again now that the first one's episode ended:
+	mark = w.logMark()
+	w.updateNode(t, ctx, held[1], false, func(n *corev1.Node) { n.Labels["example.com/looked-at"] = "again" })
+	if got := w.lookedAt(t, ctx, mark, held[1])[held[1].Name]; got != nodecondition.LookedNotAdmitted {
+		t.Errorf("the still-held node: look %s, want %s", got, nodecondition.LookedNotAdmitted)
+	}
 	if !w.untouchedNode(t, ctx, held[1]) {
 		t.Error("the still-held node was repaired beyond NODE_REPAIR_MAX_PER_HOUR once the first one's episode ended")
 	}

@@ -15,6 +15,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/record"
+	"lifeboat.dev/lifeboat/internal/source/nodecondition"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
@@ -143,15 +144,17 @@ func TestNodeRepairLeavesALatchedCondition(t *testing.T) {
 		t.Fatalf("%d NodeConditionStale Events, want 1", got)
 	}
 	// The kubelet goes on reporting: the node is looked at again, and not said stale again.
-	for range 3 {
-		time.Sleep(time.Second)
+	for i := range 3 {
+		mark := w.logMark()
 		w.updateNode(t, ctx, latched, true, func(n *corev1.Node) {
 			if c := nodes.ConditionOf(n, corev1.NodeReady); c != nil {
-				c.LastHeartbeatTime = metav1.Now()
+				c.LastHeartbeatTime = metav1.NewTime(time.Now().Add(time.Duration(i+1) * time.Second))
 			}
 		})
+		if got := w.lookedAt(t, ctx, mark, latched)[latched.Name]; got == nodecondition.LookedTaken {
+			t.Fatalf("heartbeat %d: the latched condition's repair was taken", i+1)
+		}
 	}
-	time.Sleep(time.Second)
 	if !w.untouchedNode(t, ctx, latched) {
 		t.Fatal("the latched condition was repaired")
 	}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"lifeboat.dev/lifeboat/internal/episode"
+	"lifeboat.dev/lifeboat/internal/source/nodecondition"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
@@ -47,7 +48,11 @@ func TestNodeRepairPoliciesByReason(t *testing.T) {
 `)
 	w.waitDrained(t, ctx, oops, repairID(oops, "KernelReady"))
 	w.waitDrained(t, ctx, other, repairID(other, "KernelReady"))
-	time.Sleep(2 * time.Second) // a wrong repair would be recorded by now
+	for n, got := range w.lookedAt(t, ctx, 0, conntrack, disk, well) {
+		if got == nodecondition.LookedTaken {
+			t.Errorf("%s: its repair was taken", n)
+		}
+	}
 	for _, n := range []*corev1.Node{conntrack, disk, well} {
 		if !w.untouchedNode(t, ctx, n) {
 			t.Errorf("%s was touched", n.Name)

@@ -13,6 +13,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
+	"lifeboat.dev/lifeboat/internal/source/nodecondition"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
@@ -75,16 +76,23 @@ func TestNodeRepairRebootRecovers(t *testing.T) {
 	if got := w.eventCountReaching(t, ctx, n, "NodeRepairRecovered", 1); got != 1 {
 		t.Fatalf("%d NodeRepairRecovered Events, want 1", got)
 	}
-	time.Sleep(6 * time.Second) // past NODE_REPAIR_REBOOT_WAIT: a replacement would have started
+	// The ladder is over once its step is forgotten; a look at the recovered node after that
+	// finds nothing due, so no replacement can start.
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		return mustRepairMemory(t, w.node(t, ctx, n)).Reboot == nil, nil
+	})
+	if err != nil {
+		t.Errorf("the reboot step is still remembered: %+v", mustRepairMemory(t, w.node(t, ctx, n)).Reboot)
+	}
+	if got := w.lookedAt(t, ctx, 0, n)[n.Name]; got != nodecondition.LookedNotDue {
+		t.Errorf("the recovered node: look %s, want %s", got, nodecondition.LookedNotDue)
+	}
 	id := episode.InstanceIDOf(n)
 	if got := w.node(t, ctx, n); got.Spec.Unschedulable || got.Annotations[record.Annotation] != "" && w.phase(t, ctx, n) != record.PhaseNone {
 		t.Errorf("the recovered node is held: unschedulable %v, phase %v", got.Spec.Unschedulable, w.phase(t, ctx, n))
 	}
 	if w.fake.UnhealthyMarks(id) != 0 || w.fake.Terminations(id) != 0 || w.fake.Reboots(id) != 1 {
 		t.Errorf("%d Unhealthy marks, %d terminations, %d reboots; want 0, 0, 1", w.fake.UnhealthyMarks(id), w.fake.Terminations(id), w.fake.Reboots(id))
-	}
-	if b := mustRepairMemory(t, w.node(t, ctx, n)).Reboot; b != nil {
-		t.Errorf("the reboot step is still remembered: %+v", b)
 	}
 	if got := w.metrics.Value("lifeboat_node_repairs_total", "outcome", "recovered"); got != 1 {
 		t.Errorf("lifeboat_node_repairs_total{outcome=recovered} = %v, want 1", got)

@@ -14,6 +14,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/record"
+	"lifeboat.dev/lifeboat/internal/source/nodecondition"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
@@ -37,7 +38,9 @@ func TestNodeRepairNodeSelector(t *testing.T) {
 	w.run(t, ctx, "ENABLE_NODE_REPAIR", "true", "NODE_REPAIR_CONDITIONS", "KernelReady=False:3s", "NODE_REPAIR_MAX_UNHEALTHY_PERCENT", "34",
 		"NODE_REPAIR_NODE_SELECTOR", "team in (ml, data)")
 	w.waitDrained(t, ctx, in, repairID(in, "KernelReady"))
-	time.Sleep(2 * time.Second)
+	if got := w.lookedAt(t, ctx, 0, out)[out.Name]; got != nodecondition.LookedNotSelected {
+		t.Errorf("the node the selector leaves out: look %s, want %s", got, nodecondition.LookedNotSelected)
+	}
 	if !w.untouchedNode(t, ctx, out) {
 		t.Error("the node the selector leaves out was repaired")
 	}

@@ -76,7 +76,7 @@ func TestNodeRepairDrainsAndMarksUnhealthy(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	w.setCondition(t, ctx, fresh, "KernelReady", corev1.ConditionFalse, now)
 	w.setCondition(t, ctx, flapping, "KernelReady", corev1.ConditionFalse, now)
-	time.Sleep(time.Second)
+	w.lookedAt(t, ctx, 0, flapping) // it saw the failure, and its clock runs
 	w.setCondition(t, ctx, flapping, "KernelReady", corev1.ConditionTrue, time.Now())
 
 	w.waitDrained(t, ctx, old, repairID(old, "KernelReady"))
@@ -95,7 +95,12 @@ func TestNodeRepairDrainsAndMarksUnhealthy(t *testing.T) {
 	}
 	// More node updates come and go: each repair stays one drain and one mark.
 	w.setCondition(t, ctx, old, "KernelReady", corev1.ConditionFalse, longAgo)
-	time.Sleep(4 * time.Second)
+	for _, n := range []*corev1.Node{old, fresh} {
+		w.waitFinished(t, ctx, n, repairID(n, "KernelReady"))
+	}
+	if got := w.lookedAt(t, ctx, 0, old)[old.Name]; got == nodecondition.LookedTaken {
+		t.Errorf("the update of a repaired node's failure was taken as a new repair")
+	}
 	for _, n := range []*corev1.Node{old, fresh} {
 		if got := w.fake.UnhealthyMarks(episode.InstanceIDOf(n)); got != 1 {
 			t.Errorf("%s: %d Unhealthy marks, want 1", n.Name, got)
@@ -147,7 +152,7 @@ func TestNodeRepairTerminates(t *testing.T) {
 	if err != nil {
 		t.Fatal("the repaired instance was not terminated")
 	}
-	time.Sleep(2 * time.Second)
+	w.waitFinished(t, ctx, sick, repairID(sick, "AcceleratedHardwareReady"))
 	if got := w.fake.Terminations(id); got != 1 {
 		t.Errorf("%d terminations, want 1", got)
 	}
@@ -189,7 +194,11 @@ func TestNodeRepairBreaker(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the breaker did not say it is open: metric %v", w.metrics.Value("lifeboat_node_repair_breaker_open", "cause", "unhealthy_share"))
 	}
-	time.Sleep(3 * time.Second)
+	for n, got := range w.lookedAt(t, ctx, 0, w.nodes...) {
+		if got == nodecondition.LookedTaken {
+			t.Errorf("%s: its repair was taken while the breaker is open", n)
+		}
+	}
 	for _, n := range w.nodes {
 		if got := w.node(t, ctx, n); got.Spec.Unschedulable || got.Annotations[record.Annotation] != "" {
 			t.Errorf("%s was touched while the breaker is open", n.Name)
@@ -241,8 +250,9 @@ func TestNodeRepairSurvivesRestart(t *testing.T) {
 		t.Fatalf("the repair's drain did not start: phase %v", w.phase(t, ctx, n))
 	}
 	stop()
+	mark := w.logMark()
 	w.run(t, ctx, repairSettings...)
-	time.Sleep(2 * time.Second) // the new controller has looked at the node
+	w.lookedAt(t, ctx, mark, n) // the new controller found the repair recorded before the budget lets go
 	if err := w.c.Client.PolicyV1().PodDisruptionBudgets("shop").Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +264,7 @@ func TestNodeRepairSurvivesRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal("the repair was lost: the instance was not marked Unhealthy")
 	}
-	time.Sleep(2 * time.Second)
+	w.waitFinished(t, ctx, n, id)
 	r, _ := record.Read(w.node(t, ctx, n))
 	if len(r.Notices) != 1 || r.Notices[0] != id {
 		t.Errorf("record notices %v, want only %s", r.Notices, id)
@@ -290,7 +300,11 @@ func TestNodeRepairLeavesOthersNodes(t *testing.T) {
 	w.run(t, ctx, append(repairSettings, "NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS", "ng-repaired")...)
 	w.waitDrained(t, ctx, ours, repairID(ours, "KernelReady"))
 	w.setCondition(t, ctx, karpenter, "KernelReady", corev1.ConditionFalse, since) // another update, the same failure
-	time.Sleep(2 * time.Second)
+	for n, got := range w.lookedAt(t, ctx, 0, karpenter, eks) {
+		if got != nodecondition.LookedNotAdmitted {
+			t.Errorf("%s: look %s, want %s (left to its owner)", n, got, nodecondition.LookedNotAdmitted)
+		}
+	}
 	for _, n := range []*corev1.Node{karpenter, eks} {
 		if got := w.node(t, ctx, n); got.Spec.Unschedulable || got.Annotations[record.Annotation] != "" {
 			t.Errorf("%s was touched", n.Name)
@@ -352,7 +366,7 @@ func TestNodeRepairRefusesForgedClaims(t *testing.T) {
 			t.Errorf("%s: no %s Event for its forged claim", claimant.Name, events.ReasonClaimRefused)
 		}
 	}
-	time.Sleep(2 * time.Second) // a wrong repair would have been recorded by now, as the sick node's was
+	w.lookedAt(t, ctx, 0, append([]*corev1.Node{victim, vetoed}, claimants...)...) // what they asked was decided
 	for _, n := range append([]*corev1.Node{victim, vetoed}, claimants...) {
 		got := w.node(t, ctx, n)
 		if got.Spec.Unschedulable || got.Annotations[record.Annotation] != "" {

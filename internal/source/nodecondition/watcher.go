@@ -216,7 +216,10 @@ func (w *Watcher) Run(ctx context.Context, take Take) error {
 		}
 		// A Node's conditions are input (any holder of nodes/status writes them): a panic ends
 		// this look only.
-		_ = panics.Do(panics.NodeRepair, w.opts.Logger, w.opts.Panics, func() { w.look(ctx, name, take) }, "node", name)
+		_ = panics.Do(panics.NodeRepair, w.opts.Logger, w.opts.Panics, func() {
+			l := w.look(ctx, name, take)
+			w.opts.Logger.Debug(LogLooked, "node", name, "resourceVersion", l.version, "outcome", l.outcome)
+		}, "node", name)
 		w.queue.Done(name)
 	}
 }
@@ -243,23 +246,40 @@ func (w *Watcher) forget(obj any) {
 	}
 }
 
+// LogLooked is the debug line that ends each look at a node: its name, the resourceVersion
+// looked at, and the outcome (one of the Looked* values). Operators follow repair's decisions
+// with it; tests wait for it instead of for time.
+const LogLooked = "node repair looked at the node"
+
+// Outcomes of a look at a node (LogLooked).
+const (
+	LookedGone        = "gone"
+	LookedNotSelected = "not-selected"
+	LookedNotDue      = "not-due"
+	LookedTaken       = "taken"     // its repair was offered and taken (or refused for good)
+	LookedAlready     = "already"   // its due repair was taken before
+	LookedNotAdmitted = "held"      // left to its owner, vetoed, or held by a breaker
+	LookedRetry       = "not-taken" // offered again after Retry
+)
+
+// looked is what a look did.
+type looked struct{ version, outcome string }
+
 // look decides about one node: offer its repair notice when one is due and not taken yet,
 // or look again when the next condition would be due.
-func (w *Watcher) look(ctx context.Context, name string, take Take) {
+func (w *Watcher) look(ctx context.Context, name string, take Take) looked {
 	obj, exists, err := w.opts.Nodes.GetStore().GetByKey(name)
-	if err != nil {
-		return
-	}
-	if !exists {
+	if err != nil || !exists {
 		delete(w.started, name)
 		delete(w.reported, name)
 		delete(w.staleTold, name)
-		return
+		return looked{outcome: LookedGone}
 	}
 	node := obj.(*corev1.Node)
+	at := func(outcome string) looked { return looked{version: node.ResourceVersion, outcome: outcome} }
 	if !Selected(node, w.opts.Selector) {
 		w.held.clear(ctx, node)
-		return
+		return at(LookedNotSelected)
 	}
 	w.keepClocks(ctx, node)
 	w.ladder.over(ctx, node)
@@ -270,32 +290,36 @@ func (w *Watcher) look(ctx context.Context, name string, take Take) {
 		if v.wait > 0 {
 			w.queue.AddAfter(name, v.wait)
 		}
-		return
+		return at(LookedNotDue)
 	}
 	n := v.notice
 	key := n.ID + "@" + n.StartTime.UTC().Format(time.RFC3339)
 	w.mu.Lock()
 	done := w.taken[name] == key
 	w.mu.Unlock()
-	if done || !w.admit(ctx, node, n, key) {
-		return
+	if done {
+		return at(LookedAlready)
+	}
+	if !w.admit(ctx, node, n, key) {
+		return at(LookedNotAdmitted)
 	}
 	// Its start, and a reboot's step, go on the node first; a repair already recorded (offered
 	// again after a restart) has them there.
 	if !recordedAs(node, n.ID) {
 		if err := rememberStart(ctx, w.memory, node, v, w.opts.Now()); err != nil && n.Action == config.PolicyReboot {
 			w.queue.AddAfter(name, w.opts.Retry) // the completion needs the step to record the reboot in
-			return
+			return at(LookedRetry)
 		}
 	}
 	fates := take(ctx, []notice.Notice{n})
 	if len(fates) == 1 && fates[0] != NotTaken {
 		w.took(ctx, node, v, key, fates[0])
-		return
+		return at(LookedTaken)
 	}
 	if ctx.Err() == nil {
 		w.queue.AddAfter(name, w.opts.Retry)
 	}
+	return at(LookedRetry)
 }
 
 // took notes the node's repair as taken (started, or refused for good).
