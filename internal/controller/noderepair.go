@@ -156,6 +156,12 @@ func (r *repairReports) LeftTo(node *corev1.Node, n notice.Notice, owner string)
 	r.c.events.RepairLeftTo(events.NodeOf(node), n.Description, owner)
 }
 
+func (r *repairReports) Unreadable(node *corev1.Node, err error) {
+	r.c.metrics.InvalidRecord()
+	r.log.Warn("node repair state unreadable: read as empty", "node", node.Name, "annotation", record.AnnotationRepair, "err", err)
+	r.c.events.RepairStateUnreadable(events.NodeOf(node), record.AnnotationRepair, err.Error())
+}
+
 func (r *repairReports) Restated(node *corev1.Node, k record.ConditionClock) {
 	r.c.metrics.ConditionRestated()
 	r.log.Info("node condition restated its transition time under the same status: its repair still counts from the first", "node", node.Name,

@@ -6,8 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -341,6 +343,86 @@ var attacks = map[ownership.Path]func(t *testing.T, ctx context.Context, w *gate
 	},
 }
 
+// forgedState are attacks through what Lifeboat writes on a Node itself, which the node's own
+// credential can write too: each travels a path of ownership.Paths, and faces its gate.
+var forgedState = map[string]struct {
+	path   ownership.Path
+	attack func(t *testing.T, ctx context.Context, w *gateWorld) (eventReason string)
+}{
+	// The claimant's repair state says a reboot of its instance failed (so that the repair
+	// replaces at once, skipping the reboot) and that its repair started a day from now (so
+	// that NODE_REPAIR_MAX_PER_HOUR would hold every other node's repair for ever). The
+	// replacement it asks for meets the gate; the start is not counted.
+	"node-repair-state": {ownership.PathNodeCondition, func(t *testing.T, ctx context.Context, w *gateWorld) string {
+		taken := w.runRepairWatch(t, ctx, func(n *corev1.Node) {
+			n.Annotations[record.AnnotationRepair] = fmt.Sprintf(`{"started":%q,"reboot":{"condition":"KernelReady","taken":%q,"failed":"forged"}}`,
+				time.Now().Add(24*time.Hour).UTC().Format(time.RFC3339), time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))
+		})
+		if len(taken) == 0 || taken[0].Action != config.PolicyReplace {
+			t.Errorf("repair offered %+v, want the claimant's replacement (its forged failed reboot)", taken)
+		}
+		if got := w.metrics.Value("lifeboat_node_repair_breaker_open", "cause", nodecondition.CauseMaxPerHour); got != 0 {
+			t.Errorf("a start forged a day ahead holds the repairs: lifeboat_node_repair_breaker_open{cause=max_per_hour} = %v", got)
+		}
+		return events.ReasonClaimRefused
+	}},
+}
+
+// runRepairWatch writes forge on the claimant with its own credential, with KernelReady
+// False for an hour under a policy that reboots first, and runs node repair's watch (one
+// repair an hour at most) until the claimant's repair has been offered and taken; it returns
+// what was offered.
+func (w *gateWorld) runRepairWatch(t *testing.T, ctx context.Context, forge func(*corev1.Node)) []notice.Notice {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got, err := w.claimantClient.CoreV1().Nodes().Get(ctx, w.claimant.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		forge(got)
+		_, err = w.claimantClient.CoreV1().Nodes().Update(ctx, got, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("the claimant's credential could not write its own annotations: %v", err)
+	}
+	w.updateClaimantStatus(t, ctx, func(n *corev1.Node) {
+		setCondition(n, corev1.NodeCondition{Type: "KernelReady", Status: corev1.ConditionFalse, Reason: "Forged",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Hour))})
+	})
+	policies := config.RepairPolicies{{Condition: "KernelReady", Status: "False", Wait: time.Second, Action: config.PolicyReboot}}
+	w.waitInformer(t, ctx, func(n *corev1.Node) bool {
+		return n.Name == w.claimant.Name && nodecondition.Unhealthy(n, policies) && n.Annotations[record.AnnotationRepair] != ""
+	})
+	watcher, err := nodecondition.New(nodecondition.Options{Nodes: w.warm.nodes, Policies: policies, DrainTimeout: time.Minute, Logger: w.ctl.log,
+		Limits: nodecondition.Limits{MaxUnhealthyPercent: 100, MaxPerHour: 1}, Report: &repairReports{c: w.ctl, log: w.ctl.log}, RebootWait: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var offered []notice.Notice
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- watcher.Run(runCtx, func(ctx context.Context, ns []notice.Notice) []nodecondition.Fate {
+			fates := takeRepairNotices(ctx, w.ctl, w.warm.resolver, ns, w.ctl.log)
+			mu.Lock()
+			offered = append(offered, ns...)
+			mu.Unlock()
+			return fates
+		})
+	}()
+	defer func() { stop(); <-done }()
+	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(offered) > 0, nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(offered)
+}
+
 // TestEveryPathRefusesAForgedClaim: every path that acts on an instance or a Node passes the
 // one gate. Given the claimant's reason, none acts on the victim or on the claimant, and each
 // refusal is said: a Warning Event on the claimant, the metric by path, a log line.
@@ -371,6 +453,17 @@ func TestEveryPathRefusesAForgedClaim(t *testing.T) {
 					w := newGateWorld(t, ctx, victimHasProviderID)
 					reason := attacks[p](t, ctx, w)
 					w.said(t, ctx, p, reason)
+					w.untouched(t, ctx, w.victim, w.victimID)
+					w.untouched(t, ctx, w.claimant, w.claimantOwnID)
+				})
+			}
+			for name, f := range forgedState {
+				t.Run(name, func(t *testing.T) {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					w := newGateWorld(t, ctx, victimHasProviderID)
+					reason := f.attack(t, ctx, w)
+					w.said(t, ctx, f.path, reason)
 					w.untouched(t, ctx, w.victim, w.victimID)
 					w.untouched(t, ctx, w.claimant, w.claimantOwnID)
 				})

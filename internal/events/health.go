@@ -122,6 +122,16 @@ func (r *Recorder) ConditionStale(node Node, why, typ string, heartbeat, ready t
 		why, typ, heartbeat.UTC().Format(time.RFC3339), ready.Sub(heartbeat).Round(time.Second))))
 }
 
+// ReasonRepairStateUnreadable is a node whose repair state annotation does not read.
+const ReasonRepairStateUnreadable = "NodeRepairStateUnreadable"
+
+// RepairStateUnreadable records that what node repair remembers of the node (annotation)
+// does not read (why): it is read as empty, and replaced at its next write.
+func (r *Recorder) RepairStateUnreadable(node Node, annotation, why string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonRepairStateUnreadable, clip(fmt.Sprintf(
+		"Lifeboat cannot read annotation %s (%s): node repair reads it as empty (no repair start, kept clock or reboot step) and replaces it at its next write", annotation, why)))
+}
+
 // ReasonRepairLeftTo is a due repair left to the system that repairs the node.
 const ReasonRepairLeftTo = "NodeRepairLeftToOwner"
 

@@ -237,7 +237,7 @@ func New() *Metrics {
 		}),
 		badRecords: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lifeboat_invalid_records_total",
-			Help: "Node records (lifeboat.dev/interruption annotations) that could not be read or failed validation, counted once per node and content; such a record is never acted on.",
+			Help: "Node records (lifeboat.dev/interruption and lifeboat.dev/node-repair-state annotations) that could not be read or failed validation, counted once per node and content; such a record is never acted on (a repair state is read as empty, and replaced at its next write).",
 		}),
 		leftToNewer: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_left_to_newer_total",

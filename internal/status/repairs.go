@@ -21,7 +21,7 @@ func repairBreaker(cfg *config.Config, nodes []*corev1.Node, named bool) *nodeco
 		return nil
 	}
 	nodes = slices.DeleteFunc(slices.Clone(nodes), func(n *corev1.Node) bool { return !nodecondition.Selected(n, cfg.RepairSelector()) })
-	started := nodecondition.RecordedStarts(nodes, time.Now().Add(-time.Hour))
+	started := nodecondition.RecordedStarts(nodes, time.Now())
 	b := nodecondition.Assess(nodes, cfg.RepairPolicies(), nodecondition.LimitsOf(cfg), nodecondition.Tally{Started: len(started)})
 	b.Held = nodecondition.HeldBy(nodes)
 	return &b

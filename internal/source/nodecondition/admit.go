@@ -82,7 +82,7 @@ func (w *Watcher) assess() (Breaker, []*corev1.Node) {
 		}
 	}
 	since := now.Add(-startedWithinHour)
-	starts := RecordedStarts(all, since)
+	starts := RecordedStarts(all, now)
 	for name, at := range w.starts {
 		if at.Before(since) {
 			delete(w.starts, name)
@@ -118,3 +118,4 @@ func (quiet) Restated(*corev1.Node, record.ConditionClock)                      
 func (quiet) Stale(*corev1.Node, notice.Notice, corev1.NodeCondition, time.Time) {}
 func (quiet) Recovered(*corev1.Node, string, time.Time)                          {}
 func (quiet) Escalated(*corev1.Node, notice.Notice, string)                      {}
+func (quiet) Unreadable(*corev1.Node, error)                                     {}

@@ -54,6 +54,8 @@ const (
 	CauseMaxParallel  = "max_parallel"
 	CauseMaxPerHour   = "max_per_hour"
 	startedWithinHour = time.Hour
+	// clockSkew is how far past this process's clock another's write may be.
+	clockSkew = time.Minute
 )
 
 // Breaker is the state of the cluster's repairs, as read from its Nodes.
@@ -205,12 +207,15 @@ func RepairRunning(n *corev1.Node) bool {
 	})
 }
 
-// RecordedStarts are the nodes whose repair started since, as their records and repair
-// memories say (node name -> when).
-func RecordedStarts(all []*corev1.Node, since time.Time) map[string]time.Time {
+// RecordedStarts are the nodes whose repair started within the hour before now, as their
+// records and repair memories say (node name -> when). A start later than now, past the
+// clocks' skew, is not counted: a node's credential writes its own annotations, and such a
+// start would hold NODE_REPAIR_MAX_PER_HOUR for ever; each node counts once at most.
+func RecordedStarts(all []*corev1.Node, now time.Time) map[string]time.Time {
 	out := map[string]time.Time{}
+	since, until := now.Add(-startedWithinHour), now.Add(clockSkew)
 	note := func(name string, at time.Time) {
-		if at.After(since) && at.After(out[name]) {
+		if at.After(since) && !at.After(until) && at.After(out[name]) {
 			out[name] = at
 		}
 	}

@@ -33,3 +33,22 @@ func (m memory) edit(ctx context.Context, node *corev1.Node, what string, change
 	}
 	return err
 }
+
+// unreadableMemories says once per content that a node's repair memory does not read. A
+// Node's annotations are input: any holder of the node's credential writes them.
+type unreadableMemories struct {
+	said   map[string]string // node name -> the content last said unreadable
+	report Reporter
+}
+
+func (u unreadableMemories) tell(node *corev1.Node) {
+	raw := node.Annotations[record.AnnotationRepair]
+	_, err := record.ReadRepair(node)
+	switch {
+	case err == nil:
+		delete(u.said, node.Name)
+	case u.said[node.Name] != raw:
+		u.said[node.Name] = raw
+		u.report.Unreadable(node, err)
+	}
+}

@@ -133,6 +133,9 @@ type Reporter interface {
 	// Escalated says the node's repair n replaces the node after its reboot did not help
 	// (after says how).
 	Escalated(node *corev1.Node, n notice.Notice, after string)
+	// Unreadable says the node's repair memory (record.AnnotationRepair) does not read: it is
+	// read as empty (once per node and content).
+	Unreadable(node *corev1.Node, err error)
 }
 
 // Watcher turns the informer's Nodes into repair notices. It remembers in the process which
@@ -157,7 +160,8 @@ type Watcher struct {
 	reported map[string]string    // node name -> what was last reported of its due repair (held's cause, vetoed)
 	// staleTold: node name -> condition type -> the transition time of the condition last
 	// said stale.
-	staleTold map[string]map[string]time.Time
+	staleTold  map[string]map[string]time.Time
+	unreadable unreadableMemories
 }
 
 // New builds a Watcher.
@@ -184,7 +188,8 @@ func New(o Options) (*Watcher, error) {
 		groups: &groups{describe: o.Instances, now: o.Now, known: map[string]knownGroup{}},
 		held:   heldConditions{writer: conditionWriter(o), log: o.Logger}, memory: memory{writer: o.Writer, log: o.Logger},
 		clocks: &clocks{watched: o.Policies.Acts, seen: map[string]map[string]clock{}}, staleTold: map[string]map[string]time.Time{},
-		ladder: ladder{policies: o.Policies, wait: o.RebootWait, memory: memory{writer: o.Writer, log: o.Logger}, report: o.Report}}, nil
+		unreadable: unreadableMemories{said: map[string]string{}, report: o.Report},
+		ladder:     ladder{policies: o.Policies, wait: o.RebootWait, memory: memory{writer: o.Writer, log: o.Logger}, report: o.Report}}, nil
 }
 
 // conditionWriter is the writer of ConditionHeld: nil when not shown.
@@ -273,6 +278,7 @@ func (w *Watcher) look(ctx context.Context, name string, take Take) looked {
 		delete(w.started, name)
 		delete(w.reported, name)
 		delete(w.staleTold, name)
+		delete(w.unreadable.said, name)
 		return looked{outcome: LookedGone}
 	}
 	node := obj.(*corev1.Node)
@@ -281,6 +287,7 @@ func (w *Watcher) look(ctx context.Context, name string, take Take) looked {
 		w.held.clear(ctx, node)
 		return at(LookedNotSelected)
 	}
+	w.unreadable.tell(node)
 	w.keepClocks(ctx, node)
 	w.ladder.over(ctx, node)
 	v := w.evaluate(node)

@@ -22,6 +22,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/notice"
+	"lifeboat.dev/lifeboat/internal/record"
 )
 
 func node(provider string, conds ...corev1.NodeCondition) *corev1.Node {
@@ -406,4 +407,99 @@ func TestSelected(t *testing.T) {
 	if !Selected(n, nil) || !Selected(n, sel) || Selected(n, other) {
 		t.Error("a nil selector selects every node, a selector the nodes it matches only")
 	}
+}
+
+// Starts are counted from the nodes' repair memories within the hour before now; one later
+// than now (past the clocks' skew), or one of a memory that does not read, is not: a node's
+// credential writes its own annotations.
+func TestRecordedStarts(t *testing.T) {
+	now := time.Now()
+	withStart := func(name, raw string) *corev1.Node {
+		n := node("")
+		n.Name, n.Annotations = name, map[string]string{record.AnnotationRepair: raw}
+		return n
+	}
+	at := func(d time.Duration) string { return `{"started":"` + now.Add(d).UTC().Format(time.RFC3339) + `"}` }
+	got := RecordedStarts([]*corev1.Node{
+		withStart("recent", at(-10*time.Minute)),
+		withStart("skewed", at(30*time.Second)),
+		withStart("long-ago", at(-2*time.Hour)),
+		withStart("future", at(24*time.Hour)),
+		withStart("unreadable", `{"started":`),
+	}, now)
+	if _, ok := got["recent"]; !ok || len(got) != 2 {
+		t.Errorf("counted %v, want recent and skewed only", got)
+	}
+	if _, ok := got["skewed"]; !ok {
+		t.Errorf("a start within the clocks' skew was not counted: %v", got)
+	}
+}
+
+// unreadableReports records the nodes whose repair memory was said unreadable.
+type unreadableReports struct {
+	quiet
+	mu   sync.Mutex
+	said []string
+}
+
+func (r *unreadableReports) Unreadable(n *corev1.Node, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.said = append(r.said, n.Name+": "+err.Error())
+}
+
+func (r *unreadableReports) count() int { r.mu.Lock(); defer r.mu.Unlock(); return len(r.said) }
+
+// A repair memory that does not read is said once per content: again when its content
+// changes, not on each update of the node, and not once it reads.
+func TestWatcherSaysAnUnreadableMemory(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		n := node("aws:///us-east-1a/i-0000000000000000a", cond("KernelReady", corev1.ConditionTrue, time.Now()))
+		n.Annotations = map[string]string{record.AnnotationRepair: `{"started":`}
+		client := fake.NewClientset(n)
+		factory := informers.NewSharedInformerFactory(client, 0)
+		reports := &unreadableReports{}
+		w, err := New(Options{Nodes: factory.Core().V1().Nodes().Informer(), Report: reports, Limits: Limits{MaxUnhealthyPercent: 100},
+			Policies: config.RepairPolicies{{Condition: "KernelReady", Status: "False", Wait: time.Minute, Action: config.PolicyReplace}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = w.Run(ctx, func(context.Context, []notice.Notice) []Fate { return []Fate{Started} }) }()
+		factory.Start(ctx.Done())
+		update := func(change func(*corev1.Node)) {
+			got, err := client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			change(got)
+			if _, err := client.CoreV1().Nodes().Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+		}
+		synctest.Wait()
+		for _, step := range []struct {
+			name   string
+			change func(*corev1.Node)
+			said   int
+		}{
+			{"an update that keeps it", func(n *corev1.Node) { n.Labels = map[string]string{"x": "y"} }, 1},
+			{"another content", func(n *corev1.Node) { n.Annotations[record.AnnotationRepair] = `{"clocks":[{"type":""}]}` }, 2},
+			{"a content that reads", func(n *corev1.Node) { n.Annotations[record.AnnotationRepair] = `{}` }, 2},
+			{"the first content again", func(n *corev1.Node) { n.Annotations[record.AnnotationRepair] = `{"started":` }, 3},
+		} {
+			update(step.change)
+			if got := reports.count(); got != step.said {
+				t.Errorf("after %s: said %d times, want %d: %v", step.name, got, step.said, reports.said)
+			}
+		}
+		if !strings.Contains(reports.said[0], record.AnnotationRepair) {
+			t.Errorf("the report does not name the annotation: %s", reports.said[0])
+		}
+		cancel()
+		synctest.Wait()
+	})
 }
