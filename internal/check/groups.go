@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
@@ -221,6 +222,10 @@ func judge(name string, nodes int, p *asgtypes.InstanceMaintenancePolicy, o Grou
 // notChecked says in one line why the groups were not read: a permission missing (named),
 // credentials refused, or AWS not reachable.
 func notChecked(operation string, err error) string {
+	return strings.Join(strings.Fields(whyNotChecked(operation, err)), " ")
+}
+
+func whyNotChecked(operation string, err error) string {
 	if code, ok := cloud.Denied(err); ok {
 		return fmt.Sprintf("%s: allow %s to the identity check runs as", code, cloud.IAMAction(operation))
 	}
