@@ -56,42 +56,48 @@ Output formats: table (default), name, json, yaml, jsonpath=TEMPLATE.`,
 		GroupID: groupRead,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := output.Parse(a.output, check.Formats...)
-			if err != nil {
-				return usageError("%v", err)
-			}
-			loaded, err := config.LoadOnly(checkSettings, a.lookupEnv)
-			if err != nil {
-				return usageError("%v", err)
-			}
-			client, err := a.kube.client()
-			if err != nil {
-				return usageError("%v", err)
-			}
-			drain := wiring.Drain(loaded.Config, client, nil)
-			findings, err := check.Check(cmd.Context(), client, check.Options{Policy: drain.Policy, PodGracePeriod: drain.PodGracePeriod,
-				Namespace: a.kube.namespace()})
-			if err != nil {
-				return runtimeError(err) // Forbidden included: not a finding, the check could not look
-			}
-			var report *check.Groups
-			if groups {
-				report = checkGroups(cmd.Context(), client, loaded.Config)
-				if report.NotChecked != "" && f.Name != output.Table {
-					fmt.Fprintf(a.stderr, "Auto Scaling groups not checked: %s.\n", report.NotChecked)
-				}
-			}
-			if err := check.PrintWithGroups(a.stdout, findings, report, f); err != nil {
-				return runtimeError(err)
-			}
-			if len(findings) > 0 || report.Findings() > 0 {
-				return exitWith(exitFindings)
-			}
-			return nil
+			return runCheck(cmd.Context(), a, groups)
 		},
 	}
 	cmd.Flags().BoolVar(&groups, "auto-scaling-groups", true, "Also report the nodes' Auto Scaling groups and their instance maintenance policies (AWS credentials, AWS_REGION)")
 	return cmd
+}
+
+// runCheck runs the workload checks and, with groups, the groups report, prints them and exits 1
+// on findings.
+func runCheck(ctx context.Context, a *app, groups bool) error {
+	f, err := output.Parse(a.output, check.Formats...)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	loaded, err := config.LoadOnly(checkSettings, a.lookupEnv)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	client, err := a.kube.client()
+	if err != nil {
+		return usageError("%v", err)
+	}
+	drain := wiring.Drain(loaded.Config, client, nil)
+	findings, err := check.Check(ctx, client, check.Options{Policy: drain.Policy, PodGracePeriod: drain.PodGracePeriod,
+		Namespace: a.kube.namespace()})
+	if err != nil {
+		return runtimeError(err) // Forbidden included: not a finding, the check could not look
+	}
+	var report *check.Groups
+	if groups {
+		report = checkGroups(ctx, client, loaded.Config)
+		if report.NotChecked != "" && f.Name != output.Table {
+			fmt.Fprintf(a.stderr, "Auto Scaling groups not checked: %s.\n", report.NotChecked)
+		}
+	}
+	if err := check.PrintWithGroups(a.stdout, findings, report, f); err != nil {
+		return runtimeError(err)
+	}
+	if len(findings) > 0 || report.Findings() > 0 {
+		return exitWith(exitFindings)
+	}
+	return nil
 }
 
 // checkGroups reads the groups report. What keeps it from AWS (no region, no credentials, the
