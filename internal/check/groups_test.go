@@ -30,7 +30,7 @@ type fakeGroups struct {
 	groupOf  map[string]string // instance id -> group
 	policies map[string]*asgtypes.InstanceMaintenancePolicy
 	// instancesErr and groupsErr fail the calls.
-	instancesErr, groupsErr error
+	instancesErr, groupsErr   error
 	instanceCalls, groupCalls int
 }
 
