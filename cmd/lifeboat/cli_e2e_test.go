@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +30,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/test/sandbox"
+	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
@@ -251,6 +254,9 @@ func TestReadOnlyCommandsLikeKubectl(t *testing.T) {
 			t.Errorf("check without rights: exit %d, %q; want 3, not a finding", code, errOut)
 		}
 	})
+	t.Run("check: each group's instance maintenance policy, a finding with node repair on", func(t *testing.T) {
+		w.checkGroups(t)
+	})
 	t.Run("completion scripts for bash, zsh and fish", func(t *testing.T) {
 		for _, shell := range []string{"bash", "zsh", "fish"} {
 			code, out, errOut := w.run(t, nil, "completion", shell)
@@ -411,5 +417,86 @@ func (w *watchedBuffer) waitFor(t *testing.T, what, want string) {
 		case <-timeout:
 			t.Fatalf("timed out waiting for %s: %q not in the output", what, want)
 		}
+	}
+}
+
+// checkGroups puts the world's two nodes in two Auto Scaling groups of the sandbox's AWS, one
+// launching before it terminates, and runs check on a namespace without findings.
+func (w *cliWorld) checkGroups(t *testing.T) {
+	fake := sandboxtest.FakeAWS(t, "")
+	fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(mustNode(t, w, w.node)), AutoScalingGroup: "ng-launch-first"})
+	fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(mustNode(t, w, w.other)), AutoScalingGroup: "ng-plain"})
+	fake.SetMaintenancePolicy("ng-launch-first", &fakeaws.MaintenancePolicy{MinHealthyPercentage: 100, MaxHealthyPercentage: 110})
+	// The SDK reads its credentials from the process; the settings come from the lookup.
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDSANDBOX")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "sandbox-secret")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	aws := map[string]string{"AWS_REGION": "us-east-1", "AWS_ENDPOINT": fake.URL()}
+	repair := map[string]string{"AWS_REGION": "us-east-1", "AWS_ENDPOINT": fake.URL(), "ENABLE_NODE_REPAIR": "true"}
+	if err := w.c.EnsureNamespace(context.Background(), "calm"); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, errOut := w.run(t, aws, "check", "-n", "calm", "--context", "sandbox")
+	t.Logf("lifeboat check:\n%s", out)
+	if code != exitOK {
+		t.Errorf("node repair off: exit %d, want 0 (advice only)\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"Every workload can leave", "ng-launch-first", "launch-before-terminate", "replacement launched before the node goes",
+		"ng-plain", "no-policy", "fix: aws autoscaling update-auto-scaling-group --auto-scaling-group-name ng-plain --instance-maintenance-policy MinHealthyPercentage=100,MaxHealthyPercentage=110",
+		"node repair is off (ENABLE_NODE_REPAIR), so this is advice"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+
+	code, out, errOut = w.run(t, repair, "check", "-n", "calm", "--context", "sandbox", "-o", "json")
+	if code != exitFindings {
+		t.Errorf("node repair on: exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	var r struct {
+		Findings          []json.RawMessage `json:"findings"`
+		AutoScalingGroups struct {
+			Groups []struct {
+				Name                 string `json:"name"`
+				MinHealthyPercentage *int   `json:"minHealthyPercentage"`
+				Replacement          string `json:"replacement"`
+				Fix                  string `json:"fix"`
+				Finding              bool   `json:"finding"`
+			} `json:"groups"`
+			NotChecked string `json:"notChecked"`
+		} `json:"autoScalingGroups"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	got := map[string]string{}
+	for _, g := range r.AutoScalingGroups.Groups {
+		got[g.Name] = fmt.Sprintf("%s finding=%v fix=%v", g.Replacement, g.Finding, g.Fix != "")
+	}
+	want := map[string]string{"ng-launch-first": "launch-before-terminate finding=false fix=false", "ng-plain": "no-policy finding=true fix=true"}
+	if len(r.Findings) != 0 || r.AutoScalingGroups.NotChecked != "" || !maps.Equal(got, want) {
+		t.Errorf("JSON: groups %v, want %v\n%s", got, want, out)
+	}
+	if _, out, _ := w.run(t, repair, "check", "-n", "calm", "--context", "sandbox", "-o", "name"); out != "autoscalinggroup/ng-plain\n" {
+		t.Errorf("-o name: %q", out)
+	}
+	if _, out, _ := w.run(t, repair, "check", "-n", "calm", "--context", "sandbox", "-o", "jsonpath={.autoScalingGroups.groups[?(@.finding==true)].name}"); strings.TrimSpace(out) != "ng-plain" {
+		t.Errorf("-o jsonpath: %q", out)
+	}
+
+	fake.SetFault(fakeaws.Fault{Service: "autoscaling", Action: "DescribeAutoScalingGroups", Status: 403, Code: "AccessDenied"})
+	code, out, errOut = w.run(t, repair, "check", "-n", "calm", "--context", "sandbox")
+	if code != exitOK || !strings.Contains(out, "Every workload can leave") ||
+		!strings.Contains(out, "Auto Scaling groups not checked: AccessDenied: allow autoscaling:DescribeAutoScalingGroups") {
+		t.Errorf("denied: exit %d, want 0 with the permission named\n%s%s", code, out, errOut)
+	}
+	fake.ClearFaults()
+	code, out, errOut = w.run(t, map[string]string{"ENABLE_NODE_REPAIR": "true", "AWS_ENDPOINT": fake.URL()}, "check", "-n", "calm", "--context", "sandbox", "-o", "json")
+	if code != exitOK || !strings.Contains(errOut, "Auto Scaling groups not checked: AWS not configured: no region") || !json.Valid([]byte(out)) {
+		t.Errorf("no region: exit %d, want 0 and one line on stderr\n%s%s", code, out, errOut)
+	}
+	if code, out, _ := w.run(t, repair, "check", "-n", "calm", "--context", "sandbox", "--auto-scaling-groups=false"); code != exitOK || strings.Contains(out, "Auto Scaling") {
+		t.Errorf("--auto-scaling-groups=false: exit %d\n%s", code, out)
 	}
 }

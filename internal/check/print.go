@@ -18,6 +18,8 @@ type Report struct {
 	APIVersion string    `json:"apiVersion"`
 	Kind       string    `json:"kind"`
 	Findings   []Finding `json:"findings"`
+	// AutoScalingGroups is the groups report; absent when it was not asked for.
+	AutoScalingGroups *Groups `json:"autoScalingGroups,omitempty"`
 }
 
 // Formats are the -o values check offers.
@@ -36,12 +38,19 @@ func Print(w io.Writer, findings []Finding, format string) error {
 
 // PrintFormat is Print with a parsed format.
 func PrintFormat(w io.Writer, findings []Finding, f output.Format) error {
+	return PrintWithGroups(w, findings, nil, f)
+}
+
+// PrintWithGroups is PrintFormat followed by the groups report when groups is not nil: in
+// a table, a second table after the workloads'; as names, autoscalinggroup/NAME for each group
+// that is a finding; in JSON, YAML and JSONPath, the Report's autoScalingGroups.
+func PrintWithGroups(w io.Writer, findings []Finding, groups *Groups, f output.Format) error {
 	switch {
 	case f.Structured():
 		if findings == nil {
 			findings = []Finding{}
 		}
-		return output.Write(w, Report{APIVersion: output.APIVersion, Kind: Kind, Findings: findings}, f)
+		return output.Write(w, Report{APIVersion: output.APIVersion, Kind: Kind, Findings: findings, AutoScalingGroups: groups}, f)
 	case f.Name == output.Name:
 		seen := map[string]bool{}
 		for _, fi := range findings {
@@ -50,8 +59,23 @@ func PrintFormat(w io.Writer, findings []Finding, f output.Format) error {
 				fmt.Fprintln(w, name)
 			}
 		}
+		if groups != nil {
+			for _, g := range groups.Groups {
+				if g.Finding {
+					fmt.Fprintln(w, "autoscalinggroup/"+g.Name)
+				}
+			}
+		}
 		return nil
 	}
+	if err := printTable(w, findings); err != nil || groups == nil {
+		return err
+	}
+	return printGroups(w, groups)
+}
+
+// printTable writes the workloads' findings as a table, or the line that says there are none.
+func printTable(w io.Writer, findings []Finding) error {
 	if len(findings) == 0 {
 		_, err := fmt.Fprintf(w, "Every workload can leave a node within a Spot warning (%s).\n", SpotWarning)
 		return err
@@ -76,5 +100,54 @@ func PrintFormat(w io.Writer, findings []Finding, f output.Format) error {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "\n%d workloads cannot leave a node cleanly within a Spot warning (%s); %d findings.\n", len(workloads), SpotWarning, len(findings))
+	return err
+}
+
+// printGroups writes the groups report as a table, each group's policy with what it makes of
+// a repair and the fix, and a closing line that says whether they are findings.
+func printGroups(w io.Writer, g *Groups) error {
+	if g.NotChecked != "" {
+		_, err := fmt.Fprintf(w, "\nAuto Scaling groups not checked: %s.\n", g.NotChecked)
+		return err
+	}
+	if len(g.Groups) == 0 {
+		_, err := fmt.Fprintf(w, "\nNo node's instance is in an Auto Scaling group (%d nodes in none).\n", g.NodesInNoGroup)
+		return err
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AUTO SCALING GROUP\tNODES\tMAINTENANCE POLICY\tREPAIR")
+	for _, x := range g.Groups {
+		policy := "none"
+		if x.MinHealthyPercentage != nil && x.MaxHealthyPercentage != nil {
+			policy = fmt.Sprintf("min %d %%, max %d %%", *x.MinHealthyPercentage, *x.MaxHealthyPercentage)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", x.Name, x.Nodes, policy, x.Replacement)
+		fmt.Fprintf(tw, "\t\t\t  why: %s\n", x.Detail)
+		if x.Fix != "" {
+			fmt.Fprintf(tw, "\t\t\t  fix: %s\n", x.Fix)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if g.NodesInNoGroup > 0 {
+		fmt.Fprintf(w, "%d nodes are in no Auto Scaling group.\n", g.NodesInNoGroup)
+	}
+	short := 0
+	for _, x := range g.Groups {
+		if x.Fix != "" {
+			short++
+		}
+	}
+	var err error
+	switch {
+	case short == 0:
+		_, err = fmt.Fprintf(w, "Every group launches a repaired node's replacement before the node goes.\n")
+	case g.Findings() > 0:
+		_, err = fmt.Fprintf(w, "%d groups are one instance short during a node repair, and node repair is on (ENABLE_NODE_REPAIR): findings.\n", short)
+	default:
+		_, err = fmt.Fprintf(w, "%d groups are one instance short during a node repair; node repair is off (ENABLE_NODE_REPAIR), so this is advice, not a finding.\n", short)
+	}
 	return err
 }

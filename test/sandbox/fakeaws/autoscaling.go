@@ -138,7 +138,8 @@ func (s *Server) lifecycleState(in *Instance) string {
 // caller holds s.mu.
 func (s *Server) groupExists(group string) bool {
 	_, tagged := s.groupTags[group]
-	return tagged ||
+	_, maintained := s.maintenance[group]
+	return tagged || maintained ||
 		slices.ContainsFunc(s.instances, func(in *Instance) bool { return in.AutoScalingGroup == group }) ||
 		slices.ContainsFunc(s.hooks, func(h LifecycleHook) bool { return h.AutoScalingGroup == group })
 }
@@ -302,6 +303,31 @@ func (s *Server) SetRetainOnAbandon(group string, retain bool) {
 	s.retainOnAbandon[group] = retain
 }
 
+// MaintenancePolicy is a group's instance maintenance policy: the share of its desired
+// capacity that must stay healthy, and that may be in service or pending, while instances are
+// replaced.
+type MaintenancePolicy struct {
+	MinHealthyPercentage int // 0 to 100
+	MaxHealthyPercentage int // 100 to 200
+}
+
+// SetMaintenancePolicy sets the group's instance maintenance policy, which
+// DescribeAutoScalingGroups then states; nil removes it (a group without one states none, as
+// AWS's groups do by default). Values outside AWS's ranges panic: a test's mistake.
+func (s *Server) SetMaintenancePolicy(group string, p *MaintenancePolicy) {
+	if p != nil && (p.MinHealthyPercentage < 0 || p.MinHealthyPercentage > 100 || p.MaxHealthyPercentage < 100 || p.MaxHealthyPercentage > 200 ||
+		p.MaxHealthyPercentage-p.MinHealthyPercentage > 100) {
+		panic(fmt.Sprintf("fakeaws: instance maintenance policy %+v for %s is outside AWS's ranges", *p, group))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p == nil {
+		delete(s.maintenance, group)
+		return
+	}
+	s.maintenance[group] = *p
+}
+
 // InstanceState returns the instance's EC2 state and Auto Scaling lifecycle state ("" when
 // it is in no group); ok is false for an unknown instance.
 func (s *Server) InstanceState(id string) (ec2State, lifecycleState string, ok bool) {
@@ -331,7 +357,13 @@ type asgGroup struct {
 	DesiredCapacity      int                `xml:"DesiredCapacity"`
 	Instances            []asgGroupInstance `xml:"Instances>member"`
 	// Only a group with a policy states one, as AWS does.
-	Policy *asgLifecyclePolicy `xml:"InstanceLifecyclePolicy,omitempty"`
+	Policy      *asgLifecyclePolicy   `xml:"InstanceLifecyclePolicy,omitempty"`
+	Maintenance *asgMaintenancePolicy `xml:"InstanceMaintenancePolicy,omitempty"`
+}
+
+type asgMaintenancePolicy struct {
+	MinHealthyPercentage int `xml:"MinHealthyPercentage"`
+	MaxHealthyPercentage int `xml:"MaxHealthyPercentage"`
 }
 
 type asgGroupInstance struct {
@@ -368,6 +400,9 @@ func (s *Server) asgDescribeAutoScalingGroups(p url.Values) (any, error) {
 	for _, g := range slices.Sorted(maps.Keys(s.retainOnAbandon)) {
 		add(g)
 	}
+	for _, g := range slices.Sorted(maps.Keys(s.maintenance)) {
+		add(g)
+	}
 	var out []asgGroup
 	for _, g := range groups {
 		group := asgGroup{AutoScalingGroupName: g}
@@ -389,6 +424,9 @@ func (s *Server) asgDescribeAutoScalingGroups(p url.Values) (any, error) {
 				action = "retain"
 			}
 			group.Policy = &asgLifecyclePolicy{TerminateHookAbandon: action}
+		}
+		if m, set := s.maintenance[g]; set {
+			group.Maintenance = &asgMaintenancePolicy{MinHealthyPercentage: m.MinHealthyPercentage, MaxHealthyPercentage: m.MaxHealthyPercentage}
 		}
 		out = append(out, group)
 	}

@@ -108,19 +108,21 @@ type Server struct {
 	// retainOnAbandon holds the groups whose instance lifecycle policy retains an instance
 	// whose termination hook is abandoned (TerminateHookAbandon: retain).
 	retainOnAbandon map[string]bool
-	groups          []*targetGroup                 // ELBv2, in the order added
-	statuses        map[string]Status              // DescribeInstanceStatus, by instance
-	reservations    map[string]CapacityReservation // DescribeCapacityReservations, by id
-	unhealthy       map[string]int                 // SetInstanceHealth Unhealthy calls, by instance
-	calls           []Call
-	faults          []Fault
-	requestSeq      int
-	activities      int // scaling activities started (TerminateInstanceInAutoScalingGroup)
-	onCall          func(Call)
-	rules           map[string]Rule      // EventBridge, by name
-	queueAttrs      map[string][2]string // queue URL -> ARN, policy (GetQueueAttributes)
-	srv             *http.Server
-	url             string
+	// maintenance holds the groups' instance maintenance policies (SetMaintenancePolicy).
+	maintenance  map[string]MaintenancePolicy
+	groups       []*targetGroup                 // ELBv2, in the order added
+	statuses     map[string]Status              // DescribeInstanceStatus, by instance
+	reservations map[string]CapacityReservation // DescribeCapacityReservations, by id
+	unhealthy    map[string]int                 // SetInstanceHealth Unhealthy calls, by instance
+	calls        []Call
+	faults       []Fault
+	requestSeq   int
+	activities   int // scaling activities started (TerminateInstanceInAutoScalingGroup)
+	onCall       func(Call)
+	rules        map[string]Rule      // EventBridge, by name
+	queueAttrs   map[string][2]string // queue URL -> ARN, policy (GetQueueAttributes)
+	srv          *http.Server
+	url          string
 }
 
 type lifecycleAction struct {
@@ -137,6 +139,7 @@ func New(opts Options) *Server {
 		groupTags:       map[string]map[string]string{},
 		actions:         map[string]*lifecycleAction{},
 		retainOnAbandon: map[string]bool{},
+		maintenance:     map[string]MaintenancePolicy{},
 		clock:           opts.Clock,
 	}
 	if s.clock == nil {
