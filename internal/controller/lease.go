@@ -3,9 +3,12 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,6 +72,61 @@ type handoverLock struct {
 	resourcelock.Interface
 	beforeRelease func(ctx context.Context)
 	renewed       atomic.Int64 // UnixNano when the last successful write was sent
+	sight         leaseSight
+}
+
+// Get reads the Lease. Once reads have failed, the record read next is shown to the elector
+// as new, so that a standby counts the Lease's duration from then (see leaseSight).
+func (l *handoverLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	r, raw, err := l.Interface.Get(ctx)
+	if err != nil {
+		l.sight.lost()
+		return r, raw, err
+	}
+	return r, l.sight.shown(raw), nil
+}
+
+// leaseSight keeps a standby from taking over merely because it could not see the Lease for a
+// while. client-go's elector counts a Lease's duration from the moment it last saw the record
+// change; after an API server outage the record it reads is the one from before, so without
+// this the standby would find the Lease run out at its first read and race the leader, which
+// could not renew during the outage either and renews at its own first try. Shown as new, the
+// record gives the leader the Lease's whole duration again, measured from when both can reach
+// the server; a leader that is really gone is replaced that much later. One failed read alone
+// (a dropped connection, a 429) is not an outage: it takes blindReads in a row.
+type leaseSight struct {
+	mu     sync.Mutex
+	failed int    // reads failed in a row
+	marked []byte // the record as read when it was last shown as new, nil when none is
+	shows  int    // how many times a record was shown as new
+}
+
+// blindReads is how many reads in a row must fail before the next record is shown as new.
+const blindReads = 2
+
+func (s *leaseSight) lost() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failed++
+}
+
+// shown is raw as the elector is to see it: marked as new after failed reads, and kept so
+// until the record itself changes.
+func (s *leaseSight) shown(raw []byte) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed >= blindReads {
+		s.marked = raw
+		s.shows++
+	} else if s.marked != nil && !bytes.Equal(s.marked, raw) {
+		s.marked = nil
+	}
+	s.failed = 0
+	if s.marked == nil {
+		return raw
+	}
+	// The elector compares the bytes only; the record itself is returned unchanged.
+	return fmt.Appendf(slices.Clip(raw), "\n#seen again %d", s.shows)
 }
 
 func (l *handoverLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {

@@ -442,6 +442,7 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	watching := done // the replica that leads: the standby's after a kill
 	var ledAfter time.Duration
 	acceptedAtKill, leaseAtKill := 0, 0.0
+	standbyLed := false
 	leaseWrites := func() float64 {
 		return m.Value("lifeboat_kube_requests_total", "client", "lease", "verb", "update", "code", "200")
 	}
@@ -456,6 +457,9 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 			leadingBudget = standby.budget
 			stop() // its RunWithLeaderElection sends to done, which nothing reads any more
 			watching, stopped = standby.done, true
+		}
+		if !kill && standby != nil && standby.ctl.Leading() {
+			standbyLed = true // a change of leader without a kill
 		}
 		if !killedAt.IsZero() && ledAfter == 0 && standby.ctl.Leading() {
 			ledAfter = time.Since(killedAt)
@@ -617,8 +621,8 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 		azKeepPlain(p.acceptedAfter)
 	}
 	if !kill && standby != nil {
-		say("standby (LIFEBOAT_SCALE_STANDBY=both): waited the whole run, as in the killed run; Ready %s after its start; its requests during the burst: %s",
-			standby.synced.Round(10*time.Millisecond), azFormat(azDiff(standby.requests(), standby.atSync)))
+		say("standby (LIFEBOAT_SCALE_STANDBY=both): led during the run without a kill: %v (want false: no change of leader); Ready %s after its start; its requests during the burst: %s",
+			standbyLed, standby.synced.Round(10*time.Millisecond), azFormat(azDiff(standby.requests(), standby.atSync)))
 	}
 	hwmNote := "since the burst began (reset through /proc/self/clear_refs)"
 	if !hwmReset {

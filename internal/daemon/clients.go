@@ -16,11 +16,11 @@ import (
 	"lifeboat.dev/lifeboat/internal/metrics"
 )
 
-// The Lease's client is outside the shared budget: a renewal every 2 s must never wait
-// behind evictions, and never needs more than this.
+// The Lease's client is outside the shared budget: a renewal every retry period must never
+// wait behind evictions, and never needs more than this.
 const (
-	leaseQPS   = 5
-	leaseBurst = 10
+	leaseQPS   = 10
+	leaseBurst = 20
 )
 
 // Clients are the Kubernetes clients of the agent and the controller. All but the Lease's

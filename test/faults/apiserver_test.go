@@ -11,7 +11,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/test/sandbox"
@@ -162,6 +164,17 @@ func controllerAPIServerTrial(t *testing.T, w *world, node *corev1.Node, pods []
 		"NAMESPACE=kube-system", "SQS_MSG_VISIBILITY_TIMEOUT_SEC=10")...)
 	lb.Supervise = true
 	lb.Start()
+	// A warm standby beside it, started once the leader holds the Lease: the outage must not
+	// hand the Lease over (both replicas lose the server alike).
+	transitions, ok := w.leaseHeldBy(ctx, "lifeboat-0")
+	if !ok {
+		t.Fatal("the leader never took the Lease")
+	}
+	standby := newLifeboat(t, w.dir, user+"-standby", []string{"controller"}, qs.controllerEnv(queue, w.kubeconfig(t, user), "lifeboat-1",
+		"NAMESPACE=kube-system", "SQS_MSG_VISIBILITY_TIMEOUT_SEC=10")...)
+	standby.Supervise = true
+	standby.Start()
+	defer standby.Stop()
 	restartMidDrain(ctx, t, w, user, 2, down, node.Name)
 	if problem := ""; !waitFor(ctx, 2*time.Minute, func() bool { problem = qs.unfinished(hookD); return problem == "" }) {
 		lost = 1
@@ -169,6 +182,10 @@ func controllerAPIServerTrial(t *testing.T, w *world, node *corev1.Node, pods []
 	}
 	if !qs.waitEmpty(ctx, queue, 90*time.Second) {
 		t.Error("the queue was not emptied")
+	}
+	if after, ok := w.leaseHeldBy(ctx, "lifeboat-0"); !ok || after != transitions {
+		t.Errorf("the Lease changed hands during a %s outage: %d transitions after it, %d before, holder now %q (want lifeboat-0)",
+			down, after, transitions, w.leaseHolder(ctx))
 	}
 	lb.Stop()
 	w.checkEvictions(t, user, pods)
@@ -179,4 +196,29 @@ func controllerAPIServerTrial(t *testing.T, w *world, node *corev1.Node, pods []
 		t.Logf("lifeboat exited on its own (restarted a second later): %v", exits)
 	}
 	return lost, exits
+}
+
+// leaseHeldBy waits up to 30 s for the controller's Lease (the default name, in kube-system)
+// to name holder, and returns its leaseTransitions.
+func (w *world) leaseHeldBy(ctx context.Context, holder string) (transitions int32, ok bool) {
+	ok = waitFor(ctx, 30*time.Second, func() bool {
+		l, err := w.c.Client.CoordinationV1().Leases("kube-system").Get(ctx, config.DefaultLeaseName, metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != holder {
+			return false
+		}
+		if l.Spec.LeaseTransitions != nil {
+			transitions = *l.Spec.LeaseTransitions
+		}
+		return true
+	})
+	return transitions, ok
+}
+
+// leaseHolder is who holds the controller's Lease now ("" when nobody, or it cannot be read).
+func (w *world) leaseHolder(ctx context.Context) string {
+	l, err := w.c.Client.CoordinationV1().Leases("kube-system").Get(ctx, config.DefaultLeaseName, metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
 }
