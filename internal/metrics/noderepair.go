@@ -18,10 +18,10 @@ const (
 	RepairHeld    = "held"          // the breaker kept it from starting (it starts once the breaker closes)
 	RepairVetoed  = "vetoed"        // the node carries lifeboat.dev/node-repair=disabled
 	RepairLeftTo  = "left_to_owner" // Karpenter or EKS node auto repair repairs the node
-	// RepairOwnerUnknown: whether EKS node auto repair repairs the node could not be learned
+	RepairStale   = "stale"         // its condition's agent stopped refreshing it (NODE_REPAIR_STALE_AFTER)
+	// RepairOwnerUnknown: EKS could not say whether its node auto repair repairs the node
 	// (NODE_REPAIR_EKS_LOOKUP): not started now, looked at again.
 	RepairOwnerUnknown = "owner_unknown"
-	RepairStale   = "stale"         // its condition's agent stopped refreshing it (NODE_REPAIR_STALE_AFTER)
 	// Outcomes of a repair's reboot step.
 	RepairRecovered = "recovered" // the condition cleared after the reboot: released without a replacement
 	RepairEscalated = "escalated" // the condition did not clear after the reboot (or it failed): replaced
