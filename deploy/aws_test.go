@@ -34,6 +34,7 @@ var awsServices = map[string]string{
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling":            "autoscaling",
 	"github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2": "elasticloadbalancing",
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge":            "events",
+	"github.com/aws/aws-sdk-go-v2/service/eks":                    "eks",
 }
 
 // binaryAWSCalls are the AWS operations the binary's code names (each call takes its
@@ -113,7 +114,7 @@ func TestAWSPermissionsAreTheBinarysCalls(t *testing.T) {
 		case p.Via != "" && called:
 			t.Errorf("%s: the binary calls it itself, not %s on its behalf", p.Action, p.Via)
 		}
-		if !slices.Contains([]string{"queue", "key", "group", "instance", "*"}, p.Scope) {
+		if !slices.Contains([]string{"queue", "key", "group", "instance", "nodegroup", "*"}, p.Scope) {
 			t.Errorf("%s: scope %q", p.Action, p.Scope)
 		}
 	}
@@ -144,7 +145,7 @@ func clusterTagCondition(cluster string) string {
 }
 
 // scopeOf names the resource a statement allows its actions on, in deploy.AWSPermission's terms.
-func scopeOf(resource any, queueARN, key string) string {
+func scopeOf(resource any, queueARN, key, cluster string) string {
 	switch r := fmt.Sprint(resource); r {
 	case "*":
 		return "*"
@@ -156,6 +157,8 @@ func scopeOf(resource any, queueARN, key string) string {
 		return "group"
 	case "arn:" + testPartition + ":ec2:" + testRegion + ":" + testAccount + ":instance/*":
 		return "instance"
+	case "arn:" + testPartition + ":eks:" + testRegion + ":" + testAccount + ":nodegroup/" + cluster + "/*":
+		return "nodegroup" // the cluster's managed node groups: nodegroup/<cluster>/<name>/<id>
 	default:
 		return "an unknown resource " + r
 	}
@@ -183,7 +186,7 @@ func checkPolicy(t *testing.T, where string, stmts []map[string]any, inputs map[
 			t.Errorf("%s: statement %v names %d resources, want one", where, st["Sid"], len(resources))
 			continue
 		}
-		scope := scopeOf(resources[0], queueARN, key)
+		scope := scopeOf(resources[0], queueARN, key, fmt.Sprint(inputs["cluster_name"]))
 		cond := asJSON(st["Condition"])
 		if (scope == "group" || scope == "instance") && cond != clusterTagCondition(fmt.Sprint(inputs["cluster_name"])) {
 			t.Errorf("%s: statement %v acts on %ss with the condition %s, want them tagged for the cluster: %s", where, st["Sid"], scope, cond, clusterTagCondition(fmt.Sprint(inputs["cluster_name"])))
@@ -421,7 +424,7 @@ var setupMatrix = []map[string]any{
 	{},
 	{"credential_mode": "irsa", "oidc_provider": testIssuer},
 	{"kms_key_arn": testKey, "alarm_topic_arn": testTopic, "max_receive_count": 5, "oldest_message_alarm_seconds": 120},
-	{"mark_instances_unhealthy": true, "abandon_on_incomplete_drain": true, "terminate_repaired_instances": true, "reboot_repaired_instances": true, "setup_check": true},
+	{"mark_instances_unhealthy": true, "abandon_on_incomplete_drain": true, "terminate_repaired_instances": true, "reboot_repaired_instances": true, "describe_eks_nodegroups": true, "setup_check": true},
 	{"mark_instances_unhealthy": true},
 	{"existing_queue_arn": testNTHQueue},
 	{"existing_queue_arn": testNTHQueue, "kms_key_arn": testKey},

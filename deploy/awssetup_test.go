@@ -17,7 +17,7 @@ import (
 // The set-up's inputs are Terraform's variables; each has a CloudFormation parameter of the
 // same name in CamelCase (cfnParamName), bar Terraform's tags, which a stack takes from its
 // own tags.
-var cfnParamSpelling = map[string]string{"oidc_provider": "OIDCProvider"}
+var cfnParamSpelling = map[string]string{"oidc_provider": "OIDCProvider", "describe_eks_nodegroups": "DescribeEKSNodegroups"}
 
 func cfnParamName(tf string) string {
 	if n, ok := cfnParamSpelling[tf]; ok {

@@ -71,7 +71,8 @@ type AWSPermission struct {
 	Action string // service:Operation, as IAM spells it
 	// Scope is the resource it is granted on: "queue" (the cluster's queue), "key" (the
 	// queue's KMS key), "group" (Auto Scaling groups tagged for the cluster), "instance" (EC2
-	// instances tagged for the cluster) or "*" (Describe and List calls, which take none).
+	// instances tagged for the cluster), "nodegroup" (the EKS cluster's managed node groups,
+	// by ARN) or "*" (Describe and List calls, which take none).
 	Scope string
 	// Optional names the setting or command that makes the call; empty: always needed.
 	Optional string
@@ -103,6 +104,7 @@ var AWSPermissions = []AWSPermission{
 	{Action: "ec2:DescribeInstanceStatus", Scope: "*", Optional: "ENABLE_INSTANCE_STATUS_DRAINING", Why: "failing status checks and listed scheduled events of this cluster's instances"},
 	{Action: "ec2:TerminateInstances", Scope: "instance", Optional: "NODE_REPAIR_ACTION=terminate", Grant: "terminate_repaired_instances", Why: "terminate a repaired node's instance once drained, after the instance gate's check"},
 	{Action: "ec2:RebootInstances", Scope: "instance", Optional: "a node repair policy with action reboot (NODE_REPAIR_POLICIES)", Grant: "reboot_repaired_instances", Why: "reboot a repaired node's instance once drained, after the instance gate's check, before replacing it"},
+	{Action: "eks:DescribeNodegroup", Scope: "nodegroup", Optional: "NODE_REPAIR_EKS_LOOKUP", Grant: "describe_eks_nodegroups", Why: "whether a sick node's managed node group has node auto repair on (nodeRepairConfig), so that EKS and Lifeboat never both repair it; once per node group every 5 minutes, only when a node's repair comes due"},
 	{Action: "autoscaling:DescribeAutoScalingInstances", Scope: "*", Why: "that an instance is in the group its record names, before a lifecycle completion or heartbeat"},
 	{Action: "autoscaling:DescribeLifecycleHooks", Scope: "*", Why: "a terminate hook's heartbeat and global timeouts: the drain's deadline"},
 	{Action: "autoscaling:CompleteLifecycleAction", Scope: "group", Why: "hand a terminating instance back once drained; complete a launch hook once the node is Ready"},

@@ -25,7 +25,7 @@ func awsPermissionsTable() string {
 	b.WriteString(permissionsStart + "\n\n| action | resource | needed | for | granted by deploy/aws |\n| --- | --- | --- | --- | --- |\n")
 	for _, p := range deploy.AWSPermissions {
 		resource := map[string]string{"queue": "the cluster's queue", "key": "the queue's KMS key", "group": "Auto Scaling groups tagged for the cluster",
-			"instance": "EC2 instances tagged for the cluster", "*": "`*`"}[p.Scope]
+			"instance": "EC2 instances tagged for the cluster", "nodegroup": "the EKS cluster's managed node groups", "*": "`*`"}[p.Scope]
 		needed := "always"
 		if p.Optional != "" {
 			needed = "with `" + p.Optional + "`"

@@ -39,3 +39,15 @@ func (a CountedGroups) GroupOf(ctx context.Context, instanceID string) (string, 
 	a.Calls.AWSCall("DescribeAutoScalingInstances", err, nil)
 	return group, err
 }
+
+// CountedEKS is an EKS client whose node group lookups are counted.
+type CountedEKS struct {
+	EKS
+	Calls CallCounter
+}
+
+func (e CountedEKS) NodegroupAutoRepaired(ctx context.Context, cluster, nodegroup string) (bool, error) {
+	on, err := e.EKS.NodegroupAutoRepaired(ctx, cluster, nodegroup)
+	e.Calls.AWSCall("DescribeNodegroup", err, ErrNoSuchNodegroup)
+	return on, err
+}

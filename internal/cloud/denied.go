@@ -39,6 +39,7 @@ var operationService = map[string]string{
 	"ReceiveMessage":                      "sqs", "DeleteMessage": "sqs", "ChangeMessageVisibility": "sqs", "GetQueueAttributes": "sqs",
 	"DescribeTargetGroups": "elasticloadbalancing", "DescribeTargetHealth": "elasticloadbalancing",
 	"ListRuleNamesByTarget": "events", "DescribeRule": "events",
+	"DescribeNodegroup": "eks",
 }
 
 // Operations are the AWS operations Lifeboat calls, sorted.

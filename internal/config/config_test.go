@@ -41,7 +41,7 @@ func TestDefaults(t *testing.T) {
 		CheckTagBeforeDraining: true, ManagedTag: "aws-node-termination-handler/managed",
 		WaitForVolumeDetachment: true, WaitForLoadBalancerTargets: "auto", NodeCondition: true,
 		CompleteLifecycleActionDelaySeconds: -1, HeartbeatInterval: -1, HeartbeatUntil: -1, RetainedDrainTimeout: 24 * time.Hour, SQSMsgVisibilityTimeoutSec: 20,
-		LeaseName: DefaultLeaseName, LeaseDuration: 15 * time.Second, LeaseRenewDeadline: 10 * time.Second, LeaseRetryPeriod: 500 * time.Millisecond,
+		LeaseName: DefaultLeaseName, LeaseDuration: 3 * time.Second, LeaseRenewDeadline: 2 * time.Second, LeaseRetryPeriod: 250 * time.Millisecond,
 		InstanceStatusInterval: 30, InstanceImpairedThreshold: 120,
 		NodeRepairDrainTimeout: 10 * time.Minute, NodeRepairAction: "mark-unhealthy", NodeRepairMaxUnhealthyPercent: 20, NodeRepairMaxParallel: 5, NodeRepairMaxPerHour: 10, NodeRepairStaleAfter: 15 * time.Minute, NodeRepairRebootWait: 10 * time.Minute, NodeRepairKarpenterRepairs: true, DeadInstanceFastPath: true, NodeCleanupInterval: time.Minute,
 		LogLevel: "info", LogFormatVersion: "1", PrometheusServerPort: 9092, EnableProbesServer: true, ProbesServerPort: 8080, ProbesServerEndpoint: "/healthz", EmitKubernetesEvents: true,
@@ -122,6 +122,7 @@ var samples = map[string][2]string{
 	"NODE_REPAIR_NODE_SELECTOR":                    {" team=ml,gpu in (a, b) ", "team=ml,gpu in (a, b)"},
 	"NODE_REPAIR_POLICIES":                         {"[{condition: GPU, status: False, wait: 5m, action: replace}]", `[{"condition":"GPU","status":"False","wait":"5m0s","action":"replace"}]`},
 	"NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS":     {"ng-1,ng-2", "ng-1,ng-2"},
+	"NODE_REPAIR_EKS_LOOKUP":                       {"true", "true"},
 	"DELETE_NODE_AFTER_TERMINATION":                {"true", "true"},
 	"NODE_CLEANUP_INTERVAL":                        {"30s", "30s"},
 	"DEAD_INSTANCE_FAST_PATH":                      {"false", "false"},
@@ -430,6 +431,10 @@ func TestValidate(t *testing.T) {
 			func(c *Config) bool { return c.WebhookTemplate == `{"node":"{{ .NodeName }}"}` }},
 		{"template file missing", ModeAgent, []string{"NODE_NAME", "n", "WEBHOOK_TEMPLATE_FILE", "/nonexistent/t"}, `WEBHOOK_TEMPLATE_FILE="/nonexistent/t": no such file or directory`, nil},
 		{"template file broken", ModeAgent, []string{"NODE_NAME", "n", "WEBHOOK_TEMPLATE_FILE", badTmpl}, "not a valid Go template", nil},
+		{"EKS lookup needs the cluster's name", ModeController, []string{"QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/123/q", "ENABLE_NODE_REPAIR", "true", "NODE_REPAIR_EKS_LOOKUP", "true"},
+			"NODE_REPAIR_EKS_LOOKUP asks EKS about a node's managed node group in the cluster CLUSTER_NAME names, and CLUSTER_NAME is unset", nil},
+		{"EKS lookup with the cluster's name", ModeController, []string{"QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/123/q", "ENABLE_NODE_REPAIR", "true", "NODE_REPAIR_EKS_LOOKUP", "true", "CLUSTER_NAME", "prod"}, "",
+			func(c *Config) bool { return c.NodeRepairEKSLookup }},
 		{"port clash", ModeAgent, []string{"NODE_NAME", "n", "ENABLE_PROMETHEUS_SERVER", "true", "ENABLE_PROBES_SERVER", "true", "PROBES_SERVER_PORT", "9092"}, "both 9092", nil},
 	}
 	for _, tt := range tests {

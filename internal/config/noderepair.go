@@ -96,6 +96,9 @@ func validateNodeRepair(l *Loaded, mode Mode) (problems []string) {
 	if !c.EnableNodeRepair {
 		return nil
 	}
+	if c.NodeRepairEKSLookup && c.ClusterName == "" {
+		problems = append(problems, "NODE_REPAIR_EKS_LOOKUP asks EKS about a node's managed node group in the cluster CLUSTER_NAME names, and CLUSTER_NAME is unset: set it to the EKS cluster's name, or turn NODE_REPAIR_EKS_LOOKUP off")
+	}
 	for _, p := range c.RepairPolicies() {
 		if p.Condition == "Ready" && p.Action != PolicyNone && p.Wait < time.Minute {
 			problems = append(problems, fmt.Sprintf("NODE_REPAIR_POLICIES or NODE_REPAIR_CONDITIONS: %s repairs a node after less than a minute of a Ready condition; give it at least 1m", p))

@@ -95,6 +95,7 @@ type Config struct {
 	NodeRepairNodeSelector          string            // NODE_REPAIR_NODE_SELECTOR; "" = every node
 	NodeRepairPaused                bool              // NODE_REPAIR_PAUSED
 	NodeRepairEKSAutoRepaired       string            // NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS
+	NodeRepairEKSLookup             bool              // NODE_REPAIR_EKS_LOOKUP
 	NodeRepairKarpenterRepairs      bool              // NODE_REPAIR_KARPENTER_REPAIRS
 	DeleteNodeAfterTermination      bool              // DELETE_NODE_AFTER_TERMINATION
 	NodeCleanupInterval             time.Duration     // NODE_CLEANUP_INTERVAL
@@ -364,7 +365,10 @@ func settings(c *Config) []*Setting {
 			Usage: "Start no new repair (repairs already started finish). A single node is kept out of repairs with the annotation lifeboat.dev/node-repair=disabled."},
 		{Env: "NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS", Flag: "node-repair-eks-auto-repaired-nodegroups", Group: groupHealth, Lifeboat: true,
 			value: stringValue{&c.NodeRepairEKSAutoRepaired},
-			Usage: "Comma-separated EKS managed node groups whose node auto repair is on (*: every managed node group): their nodes (label eks.amazonaws.com/nodegroup) are left to EKS's repair, with one Event each. No EKS API call is made."},
+			Usage: "Comma-separated EKS managed node groups whose node auto repair is on (*: every managed node group): their nodes (label eks.amazonaws.com/nodegroup) are left to EKS's repair, with one Event each, without asking EKS. With NODE_REPAIR_EKS_LOOKUP off, these are the only node groups left to EKS; with it on, the list is a short cut and an override (a node group listed is left to EKS whatever EKS says)."},
+		{Env: "NODE_REPAIR_EKS_LOOKUP", Flag: "node-repair-eks-lookup", Default: "false", Group: groupHealth, Lifeboat: true,
+			value: boolValue{&c.NodeRepairEKSLookup},
+			Usage: "Ask EKS whether a node's managed node group (label eks.amazonaws.com/nodegroup) has node auto repair on (DescribeNodegroup's nodeRepairConfig, in the cluster CLUSTER_NAME names): if so the node is left to EKS, with one Event. Asked only for a node whose repair came due, once per node group every 5 minutes. While EKS cannot answer (the permission refused, throttling, no such node group), the node is not repaired: a Warning Event NodeRepairOwnerUnknown says why, once, and EKS is asked again a minute later; a node is never repaired by both. Needs eks:DescribeNodegroup, an opt-in grant (describe_eks_nodegroups in deploy/aws), and CLUSTER_NAME set to the EKS cluster's name; off by default as the grant is: turn both on together."},
 		{Env: "NODE_REPAIR_KARPENTER_REPAIRS", Flag: "node-repair-karpenter-repairs", Default: "true", Group: groupHealth, Lifeboat: true,
 			value: boolValue{&c.NodeRepairKarpenterRepairs},
 			Usage: "Karpenter's node repair is on (its NodeRepair feature gate, settings.featureGates.nodeRepair in Karpenter's chart): the nodes Karpenter manages (label karpenter.sh/nodepool) are left to it, with one Event each. false: Lifeboat repairs them as any other node; set it so when Karpenter's node repair is off, or nobody repairs them."},

@@ -49,6 +49,8 @@ type Controller struct {
 	leaseClient kubernetes.Interface
 	queue       sqs.API
 	ec2         cloud.EC2
+	// eks asks EKS which managed node groups repair their own nodes (NODE_REPAIR_EKS_LOOKUP).
+	eks cloud.EKS
 	// instances is EC2's description of instances, batched and cached, shared by the
 	// ownership checks and the gate.
 	instances *ownership.Instances
@@ -107,8 +109,11 @@ type Options struct {
 	Queue       sqs.API
 	EC2         cloud.EC2
 	AutoScaling cloud.AutoScaling
-	Logger      *slog.Logger
-	Metrics     *metrics.Metrics
+	// EKS, when set, is asked which managed node groups repair their own nodes
+	// (NODE_REPAIR_EKS_LOOKUP); without it, that lookup answers with an error.
+	EKS     cloud.EKS
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics
 	// Handler holds the process's parts of the interruption handler (Events, webhook,
 	// hand-back waits, cordon client); the controller adds its own: the queue as origin,
 	// lifecycle completion and heartbeats.
@@ -125,7 +130,7 @@ type Options struct {
 // New builds a controller.
 func New(o Options) *Controller {
 	cfg, m := o.Config, o.Metrics
-	c := &Controller{cfg: cfg, client: o.Client, leaseClient: o.LeaseClient, queue: o.Queue, ec2: o.EC2, asg: o.AutoScaling,
+	c := &Controller{cfg: cfg, client: o.Client, leaseClient: o.LeaseClient, queue: o.Queue, ec2: o.EC2, eks: o.EKS, asg: o.AutoScaling,
 		log: o.Logger, metrics: m, events: o.Handler.Events}
 	m.ClaimPaths(metrics.ClaimCheckEC2, slices.DeleteFunc(ownership.PathNames(), func(p string) bool { return p == string(ownership.PathInstanceMetadata) }))
 	m.IgnoredAtZero(messages.IgnoredLabels())

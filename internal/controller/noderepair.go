@@ -4,6 +4,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -49,7 +50,7 @@ func (r repairWatch) Start(ctx context.Context) (stop func()) {
 	log := c.log.With("source", string(notice.SourceNodeCondition))
 	w, err := nodecondition.New(nodecondition.Options{
 		Nodes: nodes, Policies: c.cfg.RepairPolicies(), DrainTimeout: c.cfg.NodeRepairDrainTimeout, Logger: log,
-		Limits: nodecondition.LimitsOf(c.cfg), Report: &repairReports{c: c, log: log}, AutoRepaired: c.cfg.EKSAutoRepaired, KarpenterRepairs: c.cfg.NodeRepairKarpenterRepairs, Panics: c.metrics,
+		Limits: nodecondition.LimitsOf(c.cfg), Report: &repairReports{c: c, log: log}, Owners: repairOwners(c), Panics: c.metrics,
 		Instances: c.instances, Writer: repairWriter(c.cfg, c.client), ShowCondition: c.cfg.NodeCondition, StaleAfter: c.cfg.NodeRepairStaleAfter, RebootWait: c.cfg.NodeRepairRebootWait,
 		Selector: c.cfg.RepairSelector(),
 	})
@@ -72,6 +73,27 @@ func (r repairWatch) Start(ctx context.Context) (stop func()) {
 	}()
 	return func() { cancel(); <-done }
 }
+
+// repairOwners say which systems repair their own nodes: Karpenter while its repair is on;
+// EKS for the managed node groups listed, and, with NODE_REPAIR_EKS_LOOKUP, those EKS says
+// have node auto repair on, asked through a cache (its calls counted) that lives as long as
+// this leader's watch.
+func repairOwners(c *Controller) nodecondition.Owners {
+	o := nodecondition.Owners{Karpenter: c.cfg.NodeRepairKarpenterRepairs, Listed: c.cfg.EKSAutoRepaired}
+	if !c.cfg.NodeRepairEKSLookup {
+		return o
+	}
+	if c.eks == nil {
+		o.Ask = func(context.Context, string) (bool, error) { return false, errNoEKSClient }
+		return o
+	}
+	o.Ask = cloud.NewNodegroupRepairs(cloud.CountedEKS{EKS: c.eks, Calls: c.metrics}, c.cfg.ClusterName).AutoRepaired
+	return o
+}
+
+// errNoEKSClient: NODE_REPAIR_EKS_LOOKUP without an EKS client, which only a wiring mistake
+// makes; said as any other failure to ask, never taken for "off".
+var errNoEKSClient = errors.New("no EKS client to ask")
 
 // takeRepairNotices handles repair notices as a status poll's, and says which started a repair:
 // one refused (a claimant's, an untagged or foreign instance's) neither counts as running for
@@ -160,6 +182,17 @@ func (r *repairReports) Unreadable(node *corev1.Node, err error) {
 	r.c.metrics.InvalidRecord()
 	r.log.Warn("node repair state unreadable: read as empty", "node", node.Name, "annotation", record.AnnotationRepair, "err", err)
 	r.c.events.RepairStateUnreadable(events.NodeOf(node), record.AnnotationRepair, err.Error())
+}
+
+// OwnerUnknown says, once per node and failure, that the node's repair waits for EKS to say
+// whether it repairs the node: a Warning Event, a metric, a WARN line; a refused permission
+// is said as every refused call is (on Lifeboat's pod, on the node, in lifeboat status).
+func (r *repairReports) OwnerUnknown(ctx context.Context, node *corev1.Node, n notice.Notice, err error) {
+	r.c.metrics.NodeRepair(metrics.RepairOwnerUnknown)
+	r.log.Warn("node repair not started: EKS could not say whether node auto repair repairs the node; asked again within a minute",
+		"node", node.Name, "notice", n.ID, "nodegroup", node.Labels[nodecondition.LabelEKSNodegroup], "err", err)
+	r.c.events.RepairOwnerUnknown(events.NodeOf(node), n.Description, err.Error())
+	r.c.notices.denied(ctx, "DescribeNodegroup", err, n, []*corev1.Node{node}, r.log)
 }
 
 func (r *repairReports) Restated(node *corev1.Node, k record.ConditionClock) {

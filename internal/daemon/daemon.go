@@ -138,7 +138,7 @@ func (d *Daemon) buildController(ctx context.Context, clients *Clients, handler 
 	ctl := controller.New(controller.Options{Config: cfg, Client: clients.Main, Logger: logger, Metrics: d.metrics, Handler: handler,
 		LeaseClient: clients.Lease, // outside the budget: renewals never wait behind evictions
 		Queue:       awssqs.NewFromConfig(awsCfg), EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg),
-		Setup: cloud.NewAWSSetup(awsCfg)})
+		EKS: cloud.NewAWSEKS(awsCfg), Setup: cloud.NewAWSSetup(awsCfg)})
 	d.ready = ctl.Healthy
 	d.run = func(ctx context.Context) error {
 		if err := ctl.RunWithLeaderElection(ctx); err != nil {

@@ -142,6 +142,17 @@ func (r *Recorder) RepairLeftTo(node Node, why, owner string) {
 		"Node repair is due (%s) but left to %s, which repairs this node itself", why, owner)))
 }
 
+// ReasonRepairOwnerUnknown is a due repair not started because whether EKS node auto repair
+// repairs the node could not be learned.
+const ReasonRepairOwnerUnknown = "NodeRepairOwnerUnknown"
+
+// RepairOwnerUnknown records that the node's repair came due (why) but does not start now:
+// EKS could not say whether the node's managed node group repairs it (err).
+func (r *Recorder) RepairOwnerUnknown(node Node, why, err string) {
+	r.emit(node, corev1.EventTypeWarning, ReasonRepairOwnerUnknown, clip(fmt.Sprintf(
+		"Node repair is due (%s) but not started: EKS could not say whether node auto repair repairs this node (%s), and a node is never repaired by both. EKS is asked again within a minute", why, err)))
+}
+
 // Reasons of DELETE_NODE_AFTER_TERMINATION.
 const (
 	ReasonNodeDeleted       = "NodeDeleted"       // the Node of a terminated instance was deleted

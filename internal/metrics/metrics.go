@@ -150,7 +150,7 @@ func New() *Metrics {
 			Name: "lifeboat_sqs_calls_total", Help: "SQS calls by event (receive, delete, extend, retry) and result (ok, error).",
 		}, []string{"event", "result"}),
 		awsCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lifeboat_aws_calls_total", Help: "EC2, Auto Scaling and Elastic Load Balancing calls by operation and result (ok, error, not_found, denied: refused for want of an IAM permission).",
+			Name: "lifeboat_aws_calls_total", Help: "EC2, Auto Scaling, Elastic Load Balancing and EKS calls by operation and result (ok, error, not_found, denied: refused for want of an IAM permission).",
 		}, []string{"operation", "result"}),
 		awsDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_aws_permission_denied_total", Help: "AWS calls refused for want of permission (AccessDenied, UnauthorizedOperation, ...), by operation and the IAM action to grant. The notice a refused call blocks is kept and retried.",

@@ -19,6 +19,9 @@ const (
 	RepairVetoed  = "vetoed"        // the node carries lifeboat.dev/node-repair=disabled
 	RepairLeftTo  = "left_to_owner" // Karpenter or EKS node auto repair repairs the node
 	RepairStale   = "stale"         // its condition's agent stopped refreshing it (NODE_REPAIR_STALE_AFTER)
+	// RepairOwnerUnknown: EKS could not say whether its node auto repair repairs the node
+	// (NODE_REPAIR_EKS_LOOKUP): not started now, looked at again.
+	RepairOwnerUnknown = "owner_unknown"
 	// Outcomes of a repair's reboot step.
 	RepairRecovered = "recovered" // the condition cleared after the reboot: released without a replacement
 	RepairEscalated = "escalated" // the condition did not clear after the reboot (or it failed): replaced
@@ -42,7 +45,7 @@ type nodeRepairMetrics struct {
 func newNodeRepairMetrics(reg *prometheus.Registry) *nodeRepairMetrics {
 	r := &nodeRepairMetrics{
 		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lifeboat_node_repairs_total", Help: "Node repairs that came due, by outcome: started (recorded on the Node), held (a breaker kept it from starting; counted once per node each time a breaker holds it), vetoed (the node carries lifeboat.dev/node-repair=disabled; once per node and failure), left_to_owner (Karpenter or EKS node auto repair repairs the node; once per node and failure), stale (its condition was last refreshed NODE_REPAIR_STALE_AFTER before the node's Ready heartbeat, so it is not repaired; once per node, condition and transition); after a policy's reboot, recovered (the condition cleared: no replacement) or escalated (it did not clear within NODE_REPAIR_REBOOT_WAIT, or the reboot failed: replaced).",
+			Name: "lifeboat_node_repairs_total", Help: "Node repairs that came due, by outcome: started (recorded on the Node), held (a breaker kept it from starting; counted once per node each time a breaker holds it), vetoed (the node carries lifeboat.dev/node-repair=disabled; once per node and failure), left_to_owner (Karpenter or EKS node auto repair repairs the node; once per node and failure), owner_unknown (whether EKS node auto repair repairs the node could not be learned from EKS, so it is not repaired for now; once per node and failure), stale (its condition was last refreshed NODE_REPAIR_STALE_AFTER before the node's Ready heartbeat, so it is not repaired; once per node, condition and transition); after a policy's reboot, recovered (the condition cleared: no replacement) or escalated (it did not clear within NODE_REPAIR_REBOOT_WAIT, or the reboot failed: replaced).",
 		}, []string{"outcome"}),
 		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_node_repair_breaker_open", Help: "1 while a node repair breaker holds new repairs, by cause (paused: NODE_REPAIR_PAUSED; unhealthy_share: more of the cluster's nodes unhealthy than NODE_REPAIR_MAX_UNHEALTHY_PERCENT allows; group_unhealthy_share: the same of some node group's, while the cluster's breaker is closed; max_parallel: NODE_REPAIR_MAX_PARALLEL repairs running; max_per_hour: NODE_REPAIR_MAX_PER_HOUR repairs started in the last hour); 0 otherwise. Read when a repair comes due; one cause at a time.",
@@ -70,7 +73,7 @@ func newNodeRepairMetrics(reg *prometheus.Registry) *nodeRepairMetrics {
 	}, []string{"result"})
 	each([]string{"deleted", "refused"}, func(v string) { r.cleanup.WithLabelValues(v) })
 	reg.MustRegister(r.repairs, r.breaker, r.unhealthy, r.running, r.started, r.restated, r.dead, r.cleanup)
-	each([]string{RepairStarted, RepairHeld, RepairVetoed, RepairLeftTo, RepairStale, RepairRecovered, RepairEscalated}, func(o string) { r.repairs.WithLabelValues(o) })
+	each([]string{RepairStarted, RepairHeld, RepairVetoed, RepairLeftTo, RepairOwnerUnknown, RepairStale, RepairRecovered, RepairEscalated}, func(o string) { r.repairs.WithLabelValues(o) })
 	each(repairBreakerCauses, func(c string) { r.breaker.WithLabelValues(c) })
 	return r
 }

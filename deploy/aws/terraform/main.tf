@@ -83,6 +83,7 @@ locals {
   group_actions = ["autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"]
   groups        = "arn:${local.partition}:autoscaling:${local.region}:${local.account}:autoScalingGroup:*:autoScalingGroupName/*"
   instances     = "arn:${local.partition}:ec2:${local.region}:${local.account}:instance/*"
+  nodegroups    = "arn:${local.partition}:eks:${local.region}:${local.account}:nodegroup/${var.cluster_name}/*"
   cluster_tag   = { StringEquals = { "aws:ResourceTag/kubernetes.io/cluster/${var.cluster_name}" = ["owned", "shared"] } }
   # Each opt-in statement with the input that turns it on.
   optional_statements = [
@@ -92,6 +93,7 @@ locals {
     { on = var.abandon_on_incomplete_drain, statement = { Sid = "TerminateRetainedInstances", Effect = "Allow", Action = "autoscaling:TerminateInstanceInAutoScalingGroup", Resource = local.groups, Condition = local.cluster_tag } },
     { on = var.terminate_repaired_instances, statement = { Sid = "TerminateRepairedInstances", Effect = "Allow", Action = "ec2:TerminateInstances", Resource = local.instances, Condition = local.cluster_tag } },
     { on = var.reboot_repaired_instances, statement = { Sid = "RebootRepairedInstances", Effect = "Allow", Action = "ec2:RebootInstances", Resource = local.instances, Condition = local.cluster_tag } },
+    { on = var.describe_eks_nodegroups, statement = { Sid = "DescribeEKSNodegroups", Effect = "Allow", Action = "eks:DescribeNodegroup", Resource = local.nodegroups } },
     { on = var.setup_check, statement = { Sid = "SetupCheck", Effect = "Allow", Action = ["events:ListRuleNamesByTarget", "events:DescribeRule"], Resource = "*" } },
   ]
   statements = concat(

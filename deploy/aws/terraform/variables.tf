@@ -161,6 +161,12 @@ variable "reboot_repaired_instances" {
   default     = false
 }
 
+variable "describe_eks_nodegroups" {
+  description = "Grant eks:DescribeNodegroup on the cluster's managed node groups, for ENABLE_NODE_REPAIR with NODE_REPAIR_EKS_LOOKUP (which node groups have EKS node auto repair on)."
+  type        = bool
+  default     = false
+}
+
 variable "setup_check" {
   description = "Grant events:ListRuleNamesByTarget and events:DescribeRule, so that the controller checks the rules that feed the queue (they read the account's rules)."
   type        = bool

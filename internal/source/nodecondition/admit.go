@@ -14,27 +14,43 @@ import (
 )
 
 // admit decides whether the node's due repair may start: not when another system repairs
-// the node or an operator vetoed it, nor while a breaker holds it (the cluster's, then the
-// node group's). A repair already recorded on the node always goes on (intake finds it
+// the node, or whether one does is not known now (EKS could not be asked: looked at again
+// after Recheck), nor when an operator vetoed it, nor while a breaker holds it (the
+// cluster's, then the node group's). Each is said once per node and failure (a hold, once
+// per cause). A repair already recorded on the node always goes on (intake finds it
 // recorded). A held repair is looked at again after Recheck.
 func (w *Watcher) admit(ctx context.Context, node *corev1.Node, n notice.Notice, key string) bool {
-	if owner := LeftTo(node, w.opts.KarpenterRepairs, w.opts.AutoRepaired); owner != "" {
+	first := func(what string) bool {
+		if w.reported[node.Name] == what {
+			return false
+		}
+		w.reported[node.Name] = what
+		return true
+	}
+	owner, err := w.opts.Owners.LeftTo(ctx, node)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return false // stopping
+	case err != nil:
 		w.held.clear(ctx, node)
-		if w.reported[node.Name] != "left "+key {
-			w.reported[node.Name] = "left " + key
+		if first("unknown " + key) {
+			w.opts.Report.OwnerUnknown(ctx, node, n, err)
+		}
+		w.queue.AddAfter(node.Name, w.opts.Recheck)
+		return false
+	case owner != "":
+		w.held.clear(ctx, node)
+		if first("left " + key) {
 			w.opts.Report.LeftTo(node, n, owner)
 		}
 		return false
-	}
-	if Vetoed(node) {
+	case Vetoed(node):
 		w.held.clear(ctx, node)
-		if w.reported[node.Name] != "vetoed "+key {
-			w.reported[node.Name] = "vetoed " + key
+		if first("vetoed " + key) {
 			w.opts.Report.Vetoed(node, n)
 		}
 		return false // the annotation's removal is a node update: looked at again then
-	}
-	if RepairRunning(node) || recordedAs(node, n.ID) {
+	case RepairRunning(node) || recordedAs(node, n.ID):
 		return true // intake finds it recorded: nothing new starts
 	}
 	b, all := w.assess()
@@ -48,8 +64,7 @@ func (w *Watcher) admit(ctx context.Context, node *corev1.Node, n notice.Notice,
 		w.held.clear(ctx, node)
 		return true
 	}
-	if w.reported[node.Name] != "held "+h.Cause {
-		w.reported[node.Name] = "held " + h.Cause
+	if first("held " + h.Cause) {
 		w.opts.Report.Held(node, n, h)
 		w.held.show(ctx, node, h)
 	}
@@ -114,6 +129,7 @@ func (quiet) Held(*corev1.Node, notice.Notice, Hold)                            
 func (quiet) Vetoed(*corev1.Node, notice.Notice)                                 {}
 func (quiet) Started(*corev1.Node, notice.Notice)                                {}
 func (quiet) LeftTo(*corev1.Node, notice.Notice, string)                         {}
+func (quiet) OwnerUnknown(context.Context, *corev1.Node, notice.Notice, error)   {}
 func (quiet) Restated(*corev1.Node, record.ConditionClock)                       {}
 func (quiet) Stale(*corev1.Node, notice.Notice, corev1.NodeCondition, time.Time) {}
 func (quiet) Recovered(*corev1.Node, string, time.Time)                          {}

@@ -77,12 +77,9 @@ type Options struct {
 	Report Reporter
 	// Panics counts the panics a look at a node recovers from.
 	Panics panics.Counter
-	// AutoRepaired says whether an EKS managed node group repairs its own nodes
-	// (NODE_REPAIR_EKS_AUTO_REPAIRED_NODEGROUPS).
-	AutoRepaired func(nodegroup string) bool
-	// KarpenterRepairs says Karpenter's node repair is on (NODE_REPAIR_KARPENTER_REPAIRS): the
-	// nodes of its NodePools are left to it.
-	KarpenterRepairs bool
+	// Owners say which systems repair their own nodes (Karpenter, EKS node auto repair): a
+	// node of theirs is left to them. They are asked only about a node whose repair is due.
+	Owners Owners
 	// Instances, when set, is EC2's description of instances (batched and cached): the
 	// breakers per group learn each node's Auto Scaling group from it. Without it, groups
 	// are the nodes' labels (GroupLabels).
@@ -119,6 +116,10 @@ type Reporter interface {
 	// LeftTo says the node's due repair is left to the system that repairs it (once per node
 	// and failure).
 	LeftTo(node *corev1.Node, n notice.Notice, owner string)
+	// OwnerUnknown says the node's due repair does not start now: whether EKS repairs the
+	// node could not be learned (err). It is looked at again after Recheck (said once per
+	// node and failure).
+	OwnerUnknown(ctx context.Context, node *corev1.Node, n notice.Notice, err error)
 	// Restated says the node's condition restated its transition time under the same status
 	// (c.Restated), and that its repair's wait still counts from c.Since (once per
 	// restatement).

@@ -166,26 +166,6 @@ func TestGroupOf(t *testing.T) {
 	}
 }
 
-func TestLeftTo(t *testing.T) {
-	withLabels := func(l map[string]string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: l}} }
-	repaired := func(g string) bool { return g == "ng-1" }
-	for _, tc := range []struct {
-		labels    map[string]string
-		karpenter bool
-		want      string
-	}{
-		{nil, true, ""},
-		{map[string]string{LabelKarpenterNodePool: "default"}, true, "Karpenter (NodePool default)"},
-		{map[string]string{LabelKarpenterNodePool: "default"}, false, ""},
-		{map[string]string{LabelEKSNodegroup: "ng-1"}, false, "EKS node auto repair (managed node group ng-1)"},
-		{map[string]string{LabelEKSNodegroup: "ng-2"}, true, ""},
-	} {
-		if got := LeftTo(withLabels(tc.labels), tc.karpenter, repaired); got != tc.want {
-			t.Errorf("%v (Karpenter repairs: %v): %q, want %q", tc.labels, tc.karpenter, got, tc.want)
-		}
-	}
-}
-
 type panicCount struct{ sites []string }
 
 func (p *panicCount) PanicRecovered(site string) { p.sites = append(p.sites, site) }

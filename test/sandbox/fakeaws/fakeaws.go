@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package fakeaws is a small in-process fake of the AWS EC2, Auto Scaling and
-// Elastic Load Balancing v2 query APIs, for tests and sandboxes that have no
-// network access to AWS.
+// Elastic Load Balancing v2 query APIs (and of EventBridge's rules and EKS's
+// DescribeNodegroup), for tests and sandboxes that have no network access to AWS.
 //
 // Real aws-sdk-go-v2 clients talk to it by setting BaseEndpoint to URL(). It
 // keeps a tiny model of the world (instances, Auto Scaling group tags,
@@ -25,6 +25,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,7 +63,7 @@ type LifecycleHook struct {
 
 // Call is one request received by the fake.
 type Call struct {
-	Service   string // "ec2", "autoscaling", "elasticloadbalancing", "sqs" ("unknown" if unrecognised)
+	Service   string // "ec2", "autoscaling", "elasticloadbalancing", "sqs", "events", "eks" ("unknown" if unrecognised)
 	Action    string
 	Params    url.Values // form parameters; nil for proxied SQS requests
 	At        time.Time
@@ -121,6 +122,7 @@ type Server struct {
 	onCall       func(Call)
 	rules        map[string]Rule      // EventBridge, by name
 	queueAttrs   map[string][2]string // queue URL -> ARN, policy (GetQueueAttributes)
+	nodegroups   map[string]Nodegroup // EKS managed node groups, by cluster/name
 	srv          *http.Server
 	url          string
 }
@@ -327,12 +329,15 @@ func (s *Server) SetFault(f Fault) {
 }
 
 // Deny makes requests for action (any action when "") of service fail as AWS
-// does when IAM refuses them: 403 with UnauthorizedOperation for EC2 and
-// AccessDenied for the others. Like any fault, it lasts until ClearFaults.
+// does when IAM refuses them: 403 with UnauthorizedOperation for EC2,
+// AccessDeniedException for EKS and AccessDenied for the others. Like any fault, it lasts until ClearFaults.
 func (s *Server) Deny(service, action string) {
 	code := "AccessDenied"
-	if service == "ec2" {
+	switch service {
+	case "ec2":
 		code = "UnauthorizedOperation"
+	case "eks":
+		code = "AccessDeniedException"
 	}
 	s.SetFault(Fault{Service: service, Action: action, Status: http.StatusForbidden, Code: code})
 }
@@ -397,6 +402,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if op, ok := eventsOperation(r); ok {
 		s.serveEvents(w, r, op)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, "/clusters/") {
+		s.serveEKS(w, r)
 		return
 	}
 	s.serveQuery(w, r)

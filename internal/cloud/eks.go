@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+)
+
+// EKS is what Lifeboat needs from the EKS API.
+type EKS interface {
+	// NodegroupAutoRepaired reports whether the cluster's managed node group has node auto
+	// repair on (DescribeNodegroup's nodeRepairConfig.enabled); an error wrapping
+	// ErrNoSuchNodegroup when EKS knows no such node group in that cluster.
+	NodegroupAutoRepaired(ctx context.Context, cluster, nodegroup string) (bool, error)
+}
+
+// ErrNoSuchNodegroup means EKS knows no managed node group of that name in the cluster: the
+// node group was deleted, or CLUSTER_NAME is not the EKS cluster's name.
+var ErrNoSuchNodegroup = errors.New("no such managed node group")
+
+// eksAPI are the SDK calls AWSEKS makes.
+type eksAPI interface {
+	DescribeNodegroup(ctx context.Context, in *eks.DescribeNodegroupInput, optFns ...func(*eks.Options)) (*eks.DescribeNodegroupOutput, error)
+}
+
+// AWSEKS implements EKS with aws-sdk-go-v2.
+type AWSEKS struct{ client eksAPI }
+
+// NewAWSEKS uses cfg (see LoadAWSConfig).
+func NewAWSEKS(cfg aws.Config) *AWSEKS {
+	return &AWSEKS{client: eks.NewFromConfig(cfg)}
+}
+
+// NodegroupAutoRepaired asks DescribeNodegroup. A node group without a nodeRepairConfig has
+// node auto repair off, as EKS has it by default.
+func (e *AWSEKS) NodegroupAutoRepaired(ctx context.Context, cluster, nodegroup string) (bool, error) {
+	out, err := e.client.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: aws.String(cluster), NodegroupName: aws.String(nodegroup)})
+	var notFound *ekstypes.ResourceNotFoundException
+	switch {
+	case errors.As(err, &notFound):
+		return false, fmt.Errorf("DescribeNodegroup %s in cluster %s: %w: %w", nodegroup, cluster, ErrNoSuchNodegroup, err)
+	case err != nil:
+		return false, fmt.Errorf("DescribeNodegroup %s in cluster %s: %w", nodegroup, cluster, err)
+	case out.Nodegroup == nil:
+		return false, fmt.Errorf("DescribeNodegroup %s in cluster %s: no node group in the answer", nodegroup, cluster)
+	}
+	rc := out.Nodegroup.NodeRepairConfig
+	return rc != nil && aws.ToBool(rc.Enabled), nil
+}
+
+// Nodegroup repair cache limits.
+const (
+	// NodegroupRepairTTL is how long an answer is reused: the setting changes rarely, and a
+	// node group turned to auto repair is left to EKS within this long.
+	NodegroupRepairTTL = 5 * time.Minute
+	// NodegroupRepairFailTTL is how long a failure is reused: the permission may be granted,
+	// the throttling end.
+	NodegroupRepairFailTTL = time.Minute
+	// maxNodegroups bounds the cache: node group names come from node labels.
+	maxNodegroups = 1024
+)
+
+// NodegroupRepairs says whether the managed node groups of one cluster have node auto repair
+// on, asking EKS once per node group and NodegroupRepairTTL (a failure, once per
+// NodegroupRepairFailTTL), however many of its nodes ask; callers that ask about a node group
+// while it is being asked wait for that answer. It asks only when called: node repair calls
+// it for a node whose repair came due, so a healthy cluster costs no EKS call.
+type NodegroupRepairs struct {
+	src     EKS
+	cluster string
+	now     func() time.Time
+
+	mu     sync.Mutex
+	known  map[string]nodegroupAnswer
+	asking map[string]chan struct{} // node group -> closed once its call answered
+}
+
+type nodegroupAnswer struct {
+	on    bool
+	err   error
+	until time.Time
+}
+
+// NewNodegroupRepairs asks src about the node groups of cluster.
+func NewNodegroupRepairs(src EKS, cluster string) *NodegroupRepairs {
+	return newNodegroupRepairs(src, cluster, time.Now)
+}
+
+func newNodegroupRepairs(src EKS, cluster string, now func() time.Time) *NodegroupRepairs {
+	return &NodegroupRepairs{src: src, cluster: cluster, now: now, known: map[string]nodegroupAnswer{}, asking: map[string]chan struct{}{}}
+}
+
+// AutoRepaired reports whether the node group has node auto repair on. An error means it is
+// not known (see EKS.NodegroupAutoRepaired): the caller must not take it for off.
+func (c *NodegroupRepairs) AutoRepaired(ctx context.Context, nodegroup string) (bool, error) {
+	if c.cluster == "" {
+		return false, errors.New("the EKS cluster's name is not known (CLUSTER_NAME)")
+	}
+	for {
+		c.mu.Lock()
+		if a, ok := c.known[nodegroup]; ok && c.now().Before(a.until) {
+			c.mu.Unlock()
+			return a.on, a.err
+		}
+		wait, busy := c.asking[nodegroup]
+		if !busy {
+			done := make(chan struct{})
+			c.asking[nodegroup] = done
+			c.mu.Unlock()
+			return c.ask(ctx, nodegroup, done)
+		}
+		c.mu.Unlock()
+		select {
+		case <-wait: // answered, or given up on by a caller whose context ended: look again
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+}
+
+// ask makes the call and keeps its answer, but not a failure of the caller's own context
+// (the next caller asks again).
+func (c *NodegroupRepairs) ask(ctx context.Context, nodegroup string, done chan struct{}) (bool, error) {
+	on, err := c.src.NodegroupAutoRepaired(ctx, c.cluster, nodegroup)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer close(done)
+	delete(c.asking, nodegroup)
+	if err != nil && ctx.Err() != nil {
+		return on, err
+	}
+	now := c.now()
+	ttl := NodegroupRepairTTL
+	if err != nil {
+		ttl = NodegroupRepairFailTTL
+	}
+	for g, a := range c.known {
+		if !now.Before(a.until) {
+			delete(c.known, g)
+		}
+	}
+	if len(c.known) < maxNodegroups {
+		c.known[nodegroup] = nodegroupAnswer{on: on, err: err, until: now.Add(ttl)}
+	}
+	return on, err
+}
