@@ -21,13 +21,18 @@ import (
 // errRenewDeadline ends a term whose Lease went unrenewed for the renew deadline.
 var errRenewDeadline = errors.New("the Lease was not renewed within LEADER_ELECTION_RENEW_DEADLINE")
 
+// ErrLeaseLost is RunWithLeaderElection's end when this replica led and lost the Lease (its
+// renewals did not get through): its work has stopped, and it may stand by again.
+var ErrLeaseLost = errors.New("lost the Lease: its renewals did not get through within LEADER_ELECTION_RENEW_DEADLINE")
+
 // RunWithLeaderElection keeps this replica a warm standby (its node and pod caches synced by
 // watches, nothing written) and runs the controller's work while it holds the Lease. It
 // returns when it loses the Lease or ctx ends. The hand-over happens once, at the end: the
 // work stops first, then the Lease is released, so a standby takes over at once and nothing
 // this replica does follows the release. If the work loop (Run) ends by itself while leading,
 // it releases the Lease too and returns Run's error, rather than keep renewing a Lease for a
-// leader that does nothing.
+// leader that does nothing. A term that ended because the renewals did not get through
+// returns ErrLeaseLost.
 func (c *Controller) RunWithLeaderElection(ctx context.Context) error {
 	c.metrics.Leader(false) // a standby says so from the start
 	identity := c.cfg.PodName
@@ -58,7 +63,11 @@ func (c *Controller) RunWithLeaderElection(ctx context.Context) error {
 		LeaseDuration: c.cfg.LeaseDuration, RenewDeadline: c.cfg.LeaseRenewDeadline, RetryPeriod: c.cfg.LeaseRetryPeriod,
 		Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: term.lead, OnStoppedLeading: term.lost},
 	})
-	return term.wait()
+	err = term.wait()
+	if ctx.Err() == nil && term.lostLease() {
+		return ErrLeaseLost
+	}
+	return err
 }
 
 // handoverLock is the Lease as the elector holds it, with the two guards of a clean
@@ -169,6 +178,8 @@ type leaderTerm struct {
 	stopped bool          // the elector returned or released: a late start runs nothing
 	runDone chan struct{} // closed when the work loop has ended
 	runErr  error
+	// byItself: the work loop ended by itself, not with the term.
+	byItself bool
 }
 
 // lead runs the work loop while leading. A loop that ends by itself (neither lost nor
@@ -194,6 +205,7 @@ func (t *leaderTerm) lead(ctx context.Context) {
 	case errors.Is(cause, errRenewDeadline): // as good as lost
 		c.log.Error("the Lease went unrenewed; work stopped before it can run out for a standby", "identity", t.identity, "deadline", c.cfg.LeaseRenewDeadline)
 	default:
+		t.byItself = true
 		if t.runErr == nil {
 			t.runErr = errors.New("the controller's work loop ended while leading")
 		}
@@ -248,6 +260,14 @@ func (t *leaderTerm) lost() {
 	t.c.leading.Store(false)
 	t.c.metrics.Leader(false)
 	t.c.log.Info("no longer leading", "identity", t.identity)
+}
+
+// lostLease reports whether this replica led and its term ended without its work loop ending
+// by itself: the Lease went unrenewed. Call after wait.
+func (t *leaderTerm) lostLease() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.runDone != nil && !t.byItself
 }
 
 // wait waits for a work loop that started, and returns its error.

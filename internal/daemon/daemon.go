@@ -141,11 +141,20 @@ func (d *Daemon) buildController(ctx context.Context, clients *Clients, handler 
 		EKS: cloud.NewAWSEKS(awsCfg), Setup: cloud.NewAWSSetup(awsCfg)})
 	d.ready = ctl.Healthy
 	d.run = func(ctx context.Context) error {
-		if err := ctl.RunWithLeaderElection(ctx); err != nil {
-			return fmt.Errorf("controller stopped: %w", err)
+		for {
+			err := ctl.RunWithLeaderElection(ctx)
+			if errors.Is(err, controller.ErrLeaseLost) && ctx.Err() == nil {
+				// Its work has stopped. Standing by again, it takes the Lease back at its first
+				// read if the Lease still names it (an API server outage), or waits.
+				logger.Warn("lost the Lease; standing by again", "err", err)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("controller stopped: %w", err)
+			}
+			logger.Info("controller stopped; unfinished messages come back to the next leader")
+			return nil
 		}
-		logger.Info("controller stopped; unfinished messages come back to the next leader")
-		return nil
 	}
 	return nil
 }
