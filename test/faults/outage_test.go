@@ -93,12 +93,14 @@ func awsOutage(t *testing.T, w *world, name string, fault fakeaws.Fault, service
 		seen.sample(lb, "during")
 		time.Sleep(500 * time.Millisecond)
 	}
-	during := 0
+	during, byAction := 0, map[string]int{}
 	for _, c := range qs.fake.Calls() {
 		if c.Service == service && !c.At.Before(start) && c.At.Before(fault.Until) {
 			during++
+			byAction[c.Action]++
 		}
 	}
+	t.Logf("%s requests during the outage by action: %v", service, byAction)
 	bounded(t, service, during, d)
 
 	for _, dl := range about {

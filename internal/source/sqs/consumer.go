@@ -306,7 +306,7 @@ func (c *Consumer) receive(ctx context.Context, n int) ([]types.Message, error) 
 			types.MessageSystemAttributeNameApproximateReceiveCount,
 			types.MessageSystemAttributeNameSentTimestamp,
 		},
-	})
+	}, pacedHere)
 	if ctx.Err() != nil {
 		return nil, ctx.Err() // stopping: not a failure worth counting
 	}
@@ -477,14 +477,14 @@ func (c *Consumer) keepInvisible(ctx context.Context, f *flight, stop <-chan str
 
 // changeVisibility sets the message's visibility with its newest receipt handle. When the
 // call fails because a newer handle arrived meanwhile, it tries once more with that one.
-func (c *Consumer) changeVisibility(ctx context.Context, f *flight, secs int32, event string) error {
+func (c *Consumer) changeVisibility(ctx context.Context, f *flight, secs int32, event string, optFns ...func(*awssqs.Options)) error {
 	handle := c.latest(f)
 	for attempt := 0; ; attempt++ {
 		_, err := c.api.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{
 			QueueUrl:          aws.String(c.opts.QueueURL),
 			ReceiptHandle:     aws.String(handle),
 			VisibilityTimeout: secs,
-		})
+		}, optFns...)
 		c.observe(event, err)
 		if err == nil || attempt > 0 {
 			return err
@@ -508,7 +508,7 @@ func (c *Consumer) finish(ctx context.Context, f *flight, log *slog.Logger) {
 			_, err := c.api.DeleteMessage(ctx, &awssqs.DeleteMessageInput{
 				QueueUrl:      aws.String(c.opts.QueueURL),
 				ReceiptHandle: aws.String(used),
-			})
+			}, pacedHere)
 			return err
 		})
 		if ctx.Err() == nil && c.latest(f) != used {
@@ -527,7 +527,7 @@ func (c *Consumer) finish(ctx context.Context, f *flight, log *slog.Logger) {
 func (c *Consumer) retryLater(ctx context.Context, f *flight, delay time.Duration, log *slog.Logger) {
 	secs := c.retrySeconds(delay)
 	err := c.retrying(ctx, EventRetry, func() error {
-		return c.changeVisibility(ctx, f, secs, "")
+		return c.changeVisibility(ctx, f, secs, "", pacedHere)
 	})
 	if err != nil && ctx.Err() == nil {
 		log.Warn("could not set the retry delay; the message comes back after its visibility timeout instead",
@@ -537,6 +537,11 @@ func (c *Consumer) retryLater(ctx context.Context, f *flight, delay time.Duratio
 	}
 	c.forget(f)
 }
+
+// pacedHere is for the calls whose retries the consumer paces itself (the receive's backoff,
+// retrying): one attempt each at the SDK, since its own retries, 50 ms apart from
+// aws-sdk-go-v2 v1.48 on, would multiply the consumer's against a failing queue.
+func pacedHere(o *awssqs.Options) { o.RetryMaxAttempts = 1 }
 
 // retrying calls fn up to deleteAttempts times, pausing with a doubling backoff, unless the
 // error cannot be cured by trying again or ctx ends. Each call is observed as event.
@@ -589,7 +594,7 @@ func (c *Consumer) deleteTombstoned(ctx context.Context, id, handle string) {
 		_, err := c.api.DeleteMessage(ctx, &awssqs.DeleteMessageInput{
 			QueueUrl:      aws.String(c.opts.QueueURL),
 			ReceiptHandle: aws.String(handle),
-		})
+		}, pacedHere)
 		return err
 	})
 	switch {
