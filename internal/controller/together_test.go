@@ -180,7 +180,12 @@ func TestAgentAndControllerOnOneCluster(t *testing.T) {
 	w.waitDrained(t, ctx, same, notice.ID(notice.SpotInterruption, id(same), "terminate"))
 	w.waitDrained(t, ctx, held, spotID)
 	w.waitDrained(t, ctx, held, notice.ID(notice.Rebalance, id(held), ""))
-	time.Sleep(2 * time.Second) // a second drain or webhook would show by now
+	// The webhook is sent after the write that records the drain: wait for it, then give a
+	// second drain or webhook the time to show.
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return hook.naming(same.Name) > 0 && hook.naming(held.Name) > 0, nil
+	})
+	time.Sleep(2 * time.Second)
 	for _, n := range w.nodes {
 		r, _ := record.Read(w.node(t, ctx, n))
 		if r.Owner != nil {

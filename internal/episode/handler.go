@@ -116,6 +116,9 @@ type Options struct {
 	// Dead, when set, tells whether a node's instance is dead before its drain (the fast
 	// path: see dead.go).
 	Dead DeadCheck
+	// Takeover, when set, is the list of nodes a leader's term begins with: the first
+	// reconcile of each node decides from it instead of reading the node (see Takeover).
+	Takeover *Takeover
 }
 
 // Handler takes notices for nodes of this cluster (Intake) and drives each node's episode
@@ -141,6 +144,7 @@ type Handler struct {
 	invalid     *invalidRecords
 	newer       *newerRecords
 	conditions  *conditions
+	takeover    *Takeover
 }
 
 // NewHandler builds a Handler from the configuration.
@@ -156,6 +160,7 @@ func NewHandler(c *config.Config, client kubernetes.Interface, logger *slog.Logg
 	h := &Handler{cfg: c, client: client, log: logger, origin: o.Origin, metrics: o.Metrics, events: o.Events, keepAlive: o.KeepAlive,
 		dead: &deadPath{check: o.Dead, dryRun: c.DryRun, events: o.Events, metrics: o.Metrics}}
 	h.invalid = &invalidRecords{reported: newReportedOnce(), log: logger, metrics: o.Metrics, events: o.Events}
+	h.takeover = o.Takeover
 	h.newer = &newerRecords{reported: newReportedOnce(), log: logger, metrics: o.Metrics, events: o.Events}
 	drainer := o.Drainer
 	if drainer == nil {

@@ -60,6 +60,9 @@ func (h *Handler) Reconcile(ctx context.Context, node *corev1.Node) (time.Durati
 			return terminationPoll, nil
 		}
 	}
+	if fresh := h.takeover.freshEnough(node); fresh != nil {
+		return h.reconcile(ctx, fresh)
+	}
 	fresh, err := h.client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 	if err != nil {
 		return 0, fmt.Errorf("read node %s: %w", node.Name, err)

@@ -64,17 +64,18 @@ func (w *Writer) startFrom(name string, hint *corev1.Node) *corev1.Node {
 	if lookup == nil {
 		return hint
 	}
-	if cached := (*lookup)(name); cached != nil && writtenAfter(cached, hint) {
+	if cached := (*lookup)(name); cached != nil && WrittenAfter(cached, hint) {
 		return cached.DeepCopy()
 	}
 	return hint
 }
 
-// writtenAfter reports whether a later write produced a than b, as their resourceVersions
+// WrittenAfter reports whether a later write produced a than b, as their resourceVersions
 // tell: etcd's revisions, which grow with every write. The API calls them opaque, so this
-// only chooses a first attempt: a wrong choice costs a conflict and a read, never a wrong
-// write, since the patch carries the resourceVersion it was computed from.
-func writtenAfter(a, b *corev1.Node) bool {
+// only chooses between copies: a wrong choice costs a conflict and a read, never a wrong
+// write, since a patch carries the resourceVersion it was computed from. True when b is nil;
+// false when either does not read as a revision.
+func WrittenAfter(a, b *corev1.Node) bool {
 	if b == nil {
 		return true
 	}
