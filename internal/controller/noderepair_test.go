@@ -280,6 +280,62 @@ func TestNodeRepairSurvivesRestart(t *testing.T) {
 	}
 }
 
+// An operator who takes a repaired node back (uncordons it, still sick) is heard across a
+// restart: the new controller ends the episode and does not repair the node again during the
+// same spell, whether it saw the episode open (TestNodeRepairMaxPerHour) or, as here, the
+// uncordon came while no controller ran. A later spell of the condition is repaired.
+func TestNodeRepairTakenBackStaysTakenBack(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newIntakeWorld(t, ctx, 2)
+	n := w.nodes[0]
+	w.fake.AddInstance(fakeaws.Instance{ID: episode.InstanceIDOf(n), PrivateDNSName: n.Name, Tags: ourTags, AutoScalingGroup: "workers"})
+	w.setCondition(t, ctx, n, "KernelReady", corev1.ConditionFalse, time.Now().Add(-time.Hour))
+	id := repairID(n, "KernelReady")
+	stop := w.run(t, ctx, repairSettings...)
+	w.waitDrained(t, ctx, n, id)
+	w.waitFinished(t, ctx, n, id)
+	stop()
+
+	w.updateNode(t, ctx, n, false, func(n *corev1.Node) { n.Spec.Unschedulable = false })
+	stop = w.run(t, ctx, repairSettings...)
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		r, _ := record.Read(w.node(t, ctx, n))
+		return !r.Open(), nil
+	})
+	if err != nil {
+		t.Fatal("the taken-back node's episode did not end")
+	}
+	mark := w.logMark()
+	w.updateNode(t, ctx, n, false, func(n *corev1.Node) { n.Labels["example.com/looked-at"] = "again" })
+	if got := w.lookedAt(t, ctx, mark, n)[n.Name]; got != nodecondition.LookedAlready {
+		t.Errorf("the taken-back node: look %s, want %s", got, nodecondition.LookedAlready)
+	}
+	if w.node(t, ctx, n).Spec.Unschedulable {
+		t.Error("the taken-back node was cordoned again")
+	}
+	if got := w.eventCount(t, ctx, n, "NodeRepair"); got != 1 {
+		t.Errorf("%d NodeRepair Events, want 1", got)
+	}
+	if got := w.fake.UnhealthyMarks(episode.InstanceIDOf(n)); got != 1 {
+		t.Errorf("%d Unhealthy marks, want 1", got)
+	}
+
+	// The condition clears, then fails again: a new spell, repaired.
+	mark = w.logMark()
+	w.setCondition(t, ctx, n, "KernelReady", corev1.ConditionTrue, time.Now())
+	w.lookedAt(t, ctx, mark, n) // seen healthy: what follows is a new spell, not a restatement
+	w.setCondition(t, ctx, n, "KernelReady", corev1.ConditionFalse, time.Now().Add(-30*time.Minute))
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		return w.fake.UnhealthyMarks(episode.InstanceIDOf(n)) == 2, nil
+	})
+	if err != nil {
+		t.Errorf("a later spell of the condition was not repaired: %d Unhealthy marks, want 2", w.fake.UnhealthyMarks(episode.InstanceIDOf(n)))
+	}
+	stop()
+}
+
 // A node of a Karpenter NodePool, and one of an EKS managed node group named as auto
 // repaired, are left to their own repair with one Event each; a node of a managed node group
 // not named, failing the same way, is repaired.

@@ -23,6 +23,7 @@ const (
 	maxRepairBytes  = 16 << 10
 	maxRepairClocks = 32  // a node has a few dozen conditions at most
 	maxConditionTyp = 316 // a qualified name
+	maxRepairTaken  = 512 // a notice id and a time
 )
 
 // Repair is node repair's memory of one node.
@@ -37,6 +38,10 @@ type Repair struct {
 	// Reboot is the reboot step of a repair whose policy reboots: the reboot ends the episode
 	// it ran in, and what comes next (released, or replaced) is decided from it.
 	Reboot *RepairReboot `json:"reboot,omitempty"`
+	// Taken is the node's last repair taken, as its notice id and the time its condition took
+	// its status (id@RFC 3339): a restart or a new leader does not take it again during the
+	// same spell, when its episode was ended by someone else (an operator's uncordon).
+	Taken string `json:"taken,omitempty"`
 }
 
 // RepairReboot is the reboot step of a node's repair for one condition.
@@ -81,7 +86,9 @@ func (r *Repair) DropClock(typ string) {
 }
 
 // Empty reports whether r remembers nothing.
-func (r Repair) Empty() bool { return r.Started.IsZero() && len(r.Clocks) == 0 && r.Reboot == nil }
+func (r Repair) Empty() bool {
+	return r.Started.IsZero() && len(r.Clocks) == 0 && r.Reboot == nil && r.Taken == ""
+}
 
 // ReadRepair returns the node's repair memory; a missing one is empty, and so is one that
 // cannot be read (with the error saying why).
@@ -107,6 +114,9 @@ func ReadRepair(n *corev1.Node) (Repair, error) {
 func validateRepair(r Repair) error {
 	if len(r.Clocks) > maxRepairClocks {
 		return fmt.Errorf("%d clocks, more than %d", len(r.Clocks), maxRepairClocks)
+	}
+	if len(r.Taken) > maxRepairTaken {
+		return fmt.Errorf("taken: %d bytes, more than %d", len(r.Taken), maxRepairTaken)
 	}
 	if b := r.Reboot; b != nil && (b.Condition == "" || len(b.Condition) > maxConditionTyp || len(b.Failed) > maxDescription) {
 		return fmt.Errorf("reboot: the condition type is empty or longer than %d, or its failure longer than %d", maxConditionTyp, maxDescription)

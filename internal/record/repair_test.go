@@ -25,6 +25,8 @@ func TestRepairMemory(t *testing.T) {
 		{raw: `{"clocks":[{"type":"KernelReady","status":"False","since":"2026-12-01T10:05:00Z","restated":"2026-12-01T10:00:00Z"}]}`, err: "is not before"},
 		{raw: `{"clocks":[{"type":"","status":"False","since":"2026-12-01T10:00:00Z","restated":"2026-12-01T10:05:00Z"}]}`, err: "type is empty"},
 		{raw: `{"started":"` + strings.Repeat("x", maxRepairBytes) + `"}`, err: "more than"},
+		{raw: `{"taken":"repair-i-0123456789abcdef0-KernelReady@2026-12-01T10:00:00Z"}`},
+		{raw: `{"taken":"` + strings.Repeat("x", maxRepairTaken+1) + `"}`, err: "taken"},
 	} {
 		r, err := ReadRepair(with(tc.raw))
 		switch {

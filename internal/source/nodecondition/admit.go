@@ -50,8 +50,8 @@ func (w *Watcher) admit(ctx context.Context, node *corev1.Node, n notice.Notice,
 			w.opts.Report.Vetoed(node, n)
 		}
 		return false // the annotation's removal is a node update: looked at again then
-	case RepairRunning(node) || recordedAs(node, n.ID):
-		return true // intake finds it recorded: nothing new starts
+	case RepairRunning(node):
+		return true // another repair's episode is open: this one joins it
 	}
 	b, all := w.assess()
 	if !b.Open {
@@ -108,11 +108,15 @@ func (w *Watcher) assess() (Breaker, []*corev1.Node) {
 	return Assess(all, w.opts.Policies, w.opts.Limits, Tally{Pending: pending, Started: len(starts)}), all
 }
 
-// recordedAs reports whether the node's open episode holds the notice id already (a restart
-// offers it again).
-func recordedAs(n *corev1.Node, id string) bool {
-	r, ok := readRecord(n)
-	return ok && r.Open() && r.Has(id)
+// takenBefore reports whether the repair (its notice id, and key: the id and its condition's
+// spell) was taken before: the node's open episode holds it, or the node's repair memory
+// says it was the last one taken.
+func takenBefore(n *corev1.Node, id, key string) bool {
+	if r, ok := readRecord(n); ok && r.Open() && r.Has(id) {
+		return true
+	}
+	m, err := record.ReadRepair(n)
+	return err == nil && m.Taken == key
 }
 
 // recorded reports whether the node's record holds a repair notice.

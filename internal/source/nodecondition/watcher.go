@@ -304,6 +304,12 @@ func (w *Watcher) look(ctx context.Context, name string, take Take) looked {
 	key := n.ID + "@" + n.StartTime.UTC().Format(time.RFC3339)
 	w.mu.Lock()
 	done := w.taken[name] == key
+	if !done && takenBefore(node, n.ID, key) {
+		// Taken by an earlier process, or by this one before the informer showed it: its
+		// episode is open, or someone else ended it during this spell. Offered again, a copy
+		// that still shows it open would start it over once the episode has ended.
+		w.taken[name], done = key, true
+	}
 	w.mu.Unlock()
 	if done {
 		return at(LookedAlready)
@@ -311,13 +317,10 @@ func (w *Watcher) look(ctx context.Context, name string, take Take) looked {
 	if !w.admit(ctx, node, n, key) {
 		return at(LookedNotAdmitted)
 	}
-	// Its start, and a reboot's step, go on the node first; a repair already recorded (offered
-	// again after a restart) has them there.
-	if !recordedAs(node, n.ID) {
-		if err := rememberStart(ctx, w.memory, node, v, w.opts.Now()); err != nil && n.Action == config.PolicyReboot {
-			w.queue.AddAfter(name, w.opts.Retry) // the completion needs the step to record the reboot in
-			return at(LookedRetry)
-		}
+	// Its start, and a reboot's step, go on the node first.
+	if err := rememberStart(ctx, w.memory, node, v, w.opts.Now()); err != nil && n.Action == config.PolicyReboot {
+		w.queue.AddAfter(name, w.opts.Retry) // the completion needs the step to record the reboot in
+		return at(LookedRetry)
 	}
 	fates := take(ctx, []notice.Notice{n})
 	if len(fates) == 1 && fates[0] != NotTaken {
@@ -344,6 +347,8 @@ func (w *Watcher) took(ctx context.Context, node *corev1.Node, v verdict, key st
 	w.started[name], w.starts[name] = now, now
 	w.opts.Report.Started(node, n)
 	w.ladder.escalated(node, n, string(v.cond.Type))
+	// After the start: a failed take must be offered again, not remembered as taken.
+	_ = w.memory.edit(ctx, node, "remember the repair taken", func(r *record.Repair) { r.Taken = key })
 }
 
 // Selected reports whether repair applies to the node: sel selects it, or is nil.
