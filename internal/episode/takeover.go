@@ -16,7 +16,7 @@ import (
 )
 
 // takeoverFresh is how long the list a term begins with stands in for a node's own read.
-const takeoverFresh = 30 * time.Second
+const takeoverFresh = 10 * time.Second
 
 // takeoverPage is how many nodes one page of that list holds.
 const takeoverPage = 500
