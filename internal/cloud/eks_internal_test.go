@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/smithy-go"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // nodegroupSource answers from on, or with errs in turn first; it counts its calls by
@@ -146,9 +147,9 @@ func TestNodegroupRepairsOneCallAtOnce(t *testing.T) {
 	c2 := NewNodegroupRepairs(src2, "prod")
 	short, cancel2 := context.WithCancel(context.Background())
 	go func() {
-		for src2.count("prod/ng") == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
+		_ = wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			return src2.count("prod/ng") > 0, nil
+		})
 		cancel2()
 	}()
 	if _, err := c2.AutoRepaired(short, "ng"); !errors.Is(err, context.Canceled) {
@@ -196,11 +197,10 @@ func TestNodegroupRepairsBounded(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		t.Fatal("condition not met within 5s")
 	}
 }

@@ -60,7 +60,7 @@ func TestNodeCleanup(t *testing.T) {
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) { return deleted(fading), nil }); err != nil {
 		t.Fatal("the Node of an instance EC2 forgot, seen shutting down, was not deleted")
 	}
-	time.Sleep(2 * time.Second)
+	w.waitCleanupPasses(t, ctx, 2)
 	if deleted(impostor) || deleted(alive) {
 		t.Errorf("deleted: impostor %v, Ready node %v; want neither", deleted(impostor), deleted(alive))
 	}
@@ -107,7 +107,7 @@ func TestNodeCleanupRefusesAClaimant(t *testing.T) {
 	if got := w.eventCountReaching(t, ctx, claimant, "NodeDeleteRefused", 1); got != 1 {
 		t.Errorf("%d NodeDeleteRefused Events on the claimant, want 1", got)
 	}
-	time.Sleep(2 * time.Second) // passes go on: the claimant stays, and its refusal is not said every second
+	w.waitCleanupPasses(t, ctx, 2) // passes go on: the claimant stays, and its refusal is not said every second
 	if deleted(claimant) {
 		t.Error("the claimant was deleted")
 	}
@@ -116,5 +116,18 @@ func TestNodeCleanupRefusesAClaimant(t *testing.T) {
 	}
 	if got := w.metrics.Value("lifeboat_instance_claims_refused_total", "path", "node_cleanup"); got != 1 {
 		t.Errorf("lifeboat_instance_claims_refused_total{path=node_cleanup} = %v, want 1", got)
+	}
+}
+
+// waitCleanupPasses waits for n more passes of node clean-up that ask EC2 about the Nodes
+// not Ready (one DescribeInstances each while such a Node is left).
+func (w *intakeWorld) waitCleanupPasses(t *testing.T, ctx context.Context, n int) {
+	t.Helper()
+	want := w.fake.CallCount("ec2", "DescribeInstances") + n
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return w.fake.CallCount("ec2", "DescribeInstances") >= want, nil
+	})
+	if err != nil {
+		t.Fatalf("node clean-up did not pass %d more times", n)
 	}
 }

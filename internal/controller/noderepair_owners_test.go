@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"lifeboat.dev/lifeboat/internal/episode"
+	"lifeboat.dev/lifeboat/internal/source/nodecondition"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 )
 
@@ -62,10 +63,15 @@ func TestNodeRepairLeftToEKSByLookup(t *testing.T) {
 			t.Fatalf("%s: %d NodeRepairLeftToOwner Events, want 1", n.Name, got)
 		}
 	}
+	mark := w.logMark()
 	for _, n := range left {
 		w.setCondition(t, ctx, n, "KernelReady", corev1.ConditionFalse, longAgo) // another update, the same failure
 	}
-	time.Sleep(2 * time.Second)
+	for n, got := range w.lookedAt(t, ctx, mark, left...) {
+		if got != nodecondition.LookedNotAdmitted {
+			t.Errorf("%s, left to EKS, looked at again: %s, want %s", n, got, nodecondition.LookedNotAdmitted)
+		}
+	}
 	for _, n := range left {
 		if !w.untouchedNode(t, ctx, n) {
 			t.Errorf("%s, left to EKS, was cordoned or recorded", n.Name)
@@ -118,8 +124,11 @@ func TestNodeRepairEKSDenied(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the refusal was not said on the node: events %v", w.nodeEventReasons(t, ctx, sick))
 	}
+	mark := w.logMark()
 	w.setCondition(t, ctx, sick, "KernelReady", corev1.ConditionFalse, time.Now().Add(-time.Hour).Truncate(time.Second))
-	time.Sleep(3 * time.Second)
+	if got := w.lookedAt(t, ctx, mark, sick)[sick.Name]; got != nodecondition.LookedNotAdmitted {
+		t.Errorf("looked at again while EKS cannot answer: %s, want %s", got, nodecondition.LookedNotAdmitted)
+	}
 	if !w.untouchedNode(t, ctx, sick) {
 		t.Error("the node was repaired while EKS could not say whether it repairs it")
 	}
