@@ -63,6 +63,7 @@ func TestNodeRepairKeepsTheClockOfARestatedCondition(t *testing.T) {
 	stop := w.run(t, ctx, settings...)
 
 	id := repairID(sick, "KernelReady")
+	testCtx := ctx
 	restarted := false
 	reasons := []string{"IPAMDRestarted", "IPAMDNoIPs", "IPAMDNotReady"}
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 40*time.Second, false, func(ctx context.Context) (bool, error) {
@@ -82,7 +83,9 @@ func TestNodeRepairKeepsTheClockOfARestatedCondition(t *testing.T) {
 				t.Fatal("the restated clock was not kept on the Node")
 			}
 			stop()
-			stop = w.run(t, ctx, settings...)
+			// The test's context, not the poll's: the poll's ends when the poll does, and the
+			// controller started here must outlive it.
+			stop = w.run(t, testCtx, settings...)
 			restarted = true
 		}
 		return false, nil
