@@ -62,7 +62,7 @@ func BenchmarkAgentDrainMemory(b *testing.B) {
 		withProfiles, stopProfiled := startIdle(b, filepath.Join(dir, fmt.Sprintf("profiled-%d.log", i)), append(env.vars, "PPROF_ADDRESS="+pprofAddr, profileRate), profiled)
 		env.drain(b)
 		profile := filepath.Join(dir, fmt.Sprintf("heap-%d.pb.gz", i))
-		fetch(b, "http://"+pprofAddr+"/debug/pprof/heap?gc=1", profile) // a GC first: the live heap
+		fetch(b, "http://"+pprofAddr+"/debug/pprof/heap?gc=1", profile)            // a GC first: the live heap
 		stats := memStats(b, "http://"+pprofAddr+"/debug/pprof/heap?debug=1&gc=1") // read right after a GC
 		_, profiledAnon, _ := rssMiB(b, withProfiles.Process.Pid)
 		stopProfiled()
