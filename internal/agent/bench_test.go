@@ -89,12 +89,8 @@ func cordonLatency(b *testing.B, c *sandbox.Cluster) time.Duration {
 func BenchmarkIdleAgent(b *testing.B) {
 	c := sandboxtest.Cluster(b, sandbox.ClusterOptions{AuditLog: true})
 	dir := b.TempDir()
-	bin, floorBin := filepath.Join(dir, "lifeboat"), filepath.Join(dir, "clientgofloor")
-	for out, pkg := range map[string]string{bin: "../../cmd/lifeboat", floorBin: "./testdata/clientgofloor"} {
-		if msg, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
-			b.Fatalf("build %s: %v\n%s", pkg, err, msg)
-		}
-	}
+	built := buildPrograms(b, dir, "../../cmd/lifeboat", "./testdata/clientgofloor")
+	bin, floorBin := built[0], built[1]
 	for i := range b.N {
 		w := newWorld(b, c, []string{"spot", "-a", "terminate", "-t", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
 		w.proxy.Hide(spotPath)
@@ -126,6 +122,19 @@ func BenchmarkIdleAgent(b *testing.B) {
 		b.ReportMetric(float64(requests)/window.Minutes(), "kube-requests/min")
 		b.ReportMetric(float64(imdsRequests)/window.Seconds(), "imds-requests/s")
 	}
+}
+
+// buildPrograms builds each package into dir and returns the programs' paths, in order.
+func buildPrograms(b *testing.B, dir string, pkgs ...string) []string {
+	b.Helper()
+	out := make([]string, len(pkgs))
+	for i, pkg := range pkgs {
+		out[i] = filepath.Join(dir, filepath.Base(pkg))
+		if msg, err := exec.Command("go", "build", "-o", out[i], pkg).CombinedOutput(); err != nil {
+			b.Fatalf("build %s: %v\n%s", pkg, err, msg)
+		}
+	}
+	return out
 }
 
 // startIdle starts a program with its output in logPath. stop interrupts it and waits for

@@ -39,12 +39,8 @@ import (
 func BenchmarkAgentDrainMemory(b *testing.B) {
 	c := sandboxtest.Cluster(b, sandbox.ClusterOptions{})
 	dir := b.TempDir()
-	bin, profiled, floorBin := filepath.Join(dir, "lifeboat"), filepath.Join(dir, "agentprofile"), filepath.Join(dir, "clientgofloor")
-	for out, pkg := range map[string]string{bin: "../../cmd/lifeboat", profiled: "./testdata/agentprofile", floorBin: "./testdata/clientgofloor"} {
-		if msg, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
-			b.Fatalf("build %s: %v\n%s", pkg, err, msg)
-		}
-	}
+	built := buildPrograms(b, dir, "../../cmd/lifeboat", "./testdata/agentprofile", "./testdata/clientgofloor")
+	bin, profiled, floorBin := built[0], built[1], built[2]
 	for i := range b.N {
 		// The real binary's resident memory, with the floor's measured at the same moment.
 		env := drainWorld(b, c, dir, fmt.Sprintf("real-%d", i))
