@@ -142,7 +142,9 @@ func TestStandbyCountsTheLeaseAgainAfterAnOutage(t *testing.T) {
 					t.Errorf("holder %q, want the leader", store.holder())
 				case !tc.leaderBack && led.IsZero():
 					t.Error("the standby never replaced the leader that died")
-				case !tc.leaderBack && (led.Sub(back) < lease || led.Sub(back) > lease+3*retry):
+				// Its first read after the outage and its acquiring try each come up to 2.2 retry
+				// periods apart (client-go's elector jitters them by a factor of 1.2).
+				case !tc.leaderBack && (led.Sub(back) < lease || led.Sub(back) > lease+5*retry):
 					t.Errorf("the standby led %v after the outage, want a Lease's duration (%v) after it, within a few retries", led.Sub(back), lease)
 				}
 				cancel()
