@@ -47,6 +47,10 @@ func NewTakeover(client kubernetes.Interface) *Takeover {
 // once the term has begun (the previous leader's work has stopped) and before the reconciler
 // starts; an error leaves each reconcile to read its own node.
 func (t *Takeover) Read(ctx context.Context) (int, error) {
+	// An earlier term's list predates this term's previous leader: never let it stand in.
+	t.mu.Lock()
+	t.nodes = nil
+	t.mu.Unlock()
 	read := map[string]*corev1.Node{}
 	opts := metav1.ListOptions{Limit: takeoverPage}
 	for {

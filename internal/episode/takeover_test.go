@@ -4,13 +4,16 @@ package episode
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/record"
@@ -108,5 +111,24 @@ func TestTakeoverListExpires(t *testing.T) {
 	var none *Takeover
 	if none.take("n1") != nil {
 		t.Error("no list (a nil Takeover) stood in for a read")
+	}
+}
+
+// A term whose list fails leaves no list: not even the one an earlier term of this process
+// read, which predates the leader in between.
+func TestTakeoverFailedListLeavesNone(t *testing.T) {
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1"}})
+	takeover := NewTakeover(client)
+	if _, err := takeover.Read(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	client.PrependReactor("list", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("the API server is away")
+	})
+	if _, err := takeover.Read(context.Background()); err == nil {
+		t.Fatal("a failed list was not reported")
+	}
+	if n := takeover.take("n1"); n != nil {
+		t.Error("the earlier term's list stood in for a read after this term's list failed")
 	}
 }
