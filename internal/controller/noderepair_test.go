@@ -72,6 +72,11 @@ func TestNodeRepairDrainsAndMarksUnhealthy(t *testing.T) {
 	w.setCondition(t, ctx, slow, "NetworkingReady", corev1.ConditionFalse, longAgo.Add(30*time.Minute))
 	w.setCondition(t, ctx, lonely, "KernelReady", corev1.ConditionFalse, longAgo)
 	w.run(t, ctx, repairSettings...)
+	// The watcher takes one node at a time: let it finish the repairs due at once before the
+	// fresh and flapping failures, whose 3 s would otherwise pass while it is busy.
+	w.waitDrained(t, ctx, old, repairID(old, "KernelReady"))
+	w.waitDrained(t, ctx, lonely, repairID(lonely, "KernelReady"))
+	w.lookedAt(t, ctx, 0, old, lonely)
 
 	now := time.Now().Truncate(time.Second)
 	w.setCondition(t, ctx, fresh, "KernelReady", corev1.ConditionFalse, now)
