@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	rtmetrics "runtime/metrics"
@@ -197,7 +199,8 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	defer func() { b.Logf("AZ reclaim report\n%s", report.String()) }()
 
 	setupStart := time.Now()
-	c := sandboxtest.Cluster(b, sandbox.ClusterOptions{})
+	// The API server logs each watch it closes as too slow, naming the watch (azClosedWatches).
+	c := sandboxtest.Cluster(b, sandbox.ClusterOptions{APIServerArgs: []string{"--vmodule=cache_watcher=1"}})
 	q := sandboxtest.SQS(b, sandbox.SQSOptions{Queues: []string{"lifeboat"}})
 	fake := sandboxtest.FakeAWS(b, q.Endpoint)
 	w, err := azBuildWorld(ctx, c, fake, sc)
@@ -599,6 +602,9 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 		azFormat(served), azFormat(azDiff(apfAfter.dispatched, apfCal.dispatched)))
 	say("  lists by resource %s; watches closed on a slow watcher %s", azFormat(azDiff(apfAfter.lists, apfCal.lists)),
 		azFormat(azDiff(apfAfter.terminatedWatchers, apfCal.terminatedWatchers)))
+	if closed := azClosedWatches(b, filepath.Join(c.Dir, "kube-apiserver.log"), start); closed != "" {
+		say("    which (the API server's log, from the sending): %s", closed)
+	}
 	latencyAfter := azClientLatency(m)
 	if apfCordoned != nil {
 		say("  mean time until all were cordoned: %s", azLatencyLine(apfCal, *apfCordoned, latencyBefore, latencyCordoned))
@@ -1396,6 +1402,50 @@ func azSnapshot(m *metrics.Metrics, fake *fakeaws.Server) azCounts {
 		}
 	}
 	return out
+}
+
+// azClosedWatch is one line of the API server's log at --vmodule=cache_watcher=1: a watch
+// closed because its client did not read its events fast enough.
+var azClosedWatch = regexp.MustCompile(`^I(\d{4} \d{2}:\d{2}:\d{2}\.\d{6}) .*Forcing (\S+) watcher close due to unresponsiveness: (key: .*)\. len\(c\.input\)`)
+
+// azClosedWatches names the watches the API server closed as too slow from since on, each with
+// how many times and when first (from since): the watch's key and selectors tell whose it was
+// (kwok's, the harness's, Lifeboat's informers).
+func azClosedWatches(b *testing.B, logPath string, since time.Time) string {
+	raw, err := os.ReadFile(logPath)
+	if err != nil {
+		b.Logf("the API server's log: %v", err)
+		return ""
+	}
+	type seen struct {
+		count int
+		first time.Duration
+	}
+	byWatch := map[string]*seen{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		m := azClosedWatch.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		at, err := time.ParseInLocation("0102 15:04:05.000000", m[1], time.Local)
+		if err != nil {
+			continue
+		}
+		at = at.AddDate(since.Year(), 0, 0)
+		if at.Before(since) {
+			continue // the set-up's or the calibration's
+		}
+		k := m[2] + " " + m[3]
+		if byWatch[k] == nil {
+			byWatch[k] = &seen{first: at.Sub(since)}
+		}
+		byWatch[k].count++
+	}
+	parts := make([]string, 0, len(byWatch))
+	for _, k := range azSortedKeys(byWatch) {
+		parts = append(parts, fmt.Sprintf("%s ×%d (first at %.1fs)", k, byWatch[k].count, byWatch[k].first.Seconds()))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func azDiff(after, before map[string]float64) map[string]float64 {
