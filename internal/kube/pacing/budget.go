@@ -73,7 +73,7 @@ const (
 // chart's priority level may hold with borrowing: more of Lifeboat's requests at once only
 // queue at the server (docs/design/pacing.md).
 const (
-	DefaultStart    = 32
+	DefaultStart    = 64
 	DefaultCeiling  = 128
 	DefaultFloor    = 1
 	DefaultUrgent   = 16
