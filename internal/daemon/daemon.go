@@ -295,7 +295,7 @@ func turnOff(cfg *config.Config, extra string) {
 
 // LogStart logs the start: the version, the mode, the settings not at their defaults and the
 // warnings of the configuration, and sets the Go runtime's soft memory limit from the
-// container's.
+// container's and, for the agent, its garbage collection target.
 func LogStart(loaded *config.Loaded, mode config.Mode, version string, logger *slog.Logger) {
 	for _, w := range loaded.Warnings {
 		logger.Warn(w)
@@ -311,5 +311,10 @@ func LogStart(loaded *config.Loaded, mode config.Mode, version string, logger *s
 		logger.Warn("no soft memory limit set", "err", err)
 	} else if soft > 0 {
 		logger.Info("soft memory limit set from the container's", "bytes", soft, "share", memoryLimitShare)
+	}
+	if mode == config.ModeAgent {
+		if gc := agentGarbageCollection(os.LookupEnv); gc > 0 {
+			logger.Info("garbage collection target set for the agent (GOGC unset)", "GOGC", gc)
+		}
 	}
 }

@@ -40,3 +40,15 @@ func TestSoftMemoryLimit(t *testing.T) {
 		t.Errorf("a bad limit file: %v; want an error quoting it", err)
 	}
 }
+
+func TestAgentGarbageCollection(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100)) // restore the runtime's target
+	noEnv := func(string) (string, bool) { return "", false }
+	if got := agentGarbageCollection(noEnv); got != agentGCPercent || debug.SetGCPercent(100) != agentGCPercent {
+		t.Errorf("GOGC unset: target %d; want %d, set in the runtime", got, agentGCPercent)
+	}
+	withEnv := func(k string) (string, bool) { return "200", k == "GOGC" }
+	if got := agentGarbageCollection(withEnv); got != 0 || debug.SetGCPercent(100) != 100 {
+		t.Errorf("GOGC set: target %d; want it left to the operator", got)
+	}
+}
