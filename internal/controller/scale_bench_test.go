@@ -132,6 +132,11 @@ type azScale struct {
 	// runs differ by the kill alone: on the benchmark's shared cores the standby's caches cost
 	// CPU that a standby on a node of its own would not take from the API server.
 	standbyAlways bool
+	// kwokNice is kwok's niceness (sandbox.ClusterOptions.KwokNice): kwok stands in for every
+	// kubelet, which in a cluster run on machines of their own, and on the shared cores its
+	// one watch of every pod fell behind the burst; the API server closed it 16-20 times in
+	// a run, each close a relist of every scheduled pod, and that decided the run's pace.
+	kwokNice int
 }
 
 func azScaleFromEnv(b *testing.B) azScale {
@@ -154,6 +159,10 @@ func azScaleFromEnv(b *testing.B) azScale {
 		evictionStep:    time.Duration(get("LIFEBOAT_SCALE_CALIBRATION_SECONDS", 10, 1)) * time.Second,
 		calibrationPods: get("LIFEBOAT_SCALE_CALIBRATION_PODS", 12000, 100),
 		killAt:          get("LIFEBOAT_SCALE_KILL_AT", 25, 1),
+		kwokNice:        get("LIFEBOAT_SCALE_KWOK_NICE", -10, -20),
+	}
+	if sc.kwokNice > 0 {
+		b.Fatalf("LIFEBOAT_SCALE_KWOK_NICE=%d: want 0 (the usual priority) or below", sc.kwokNice)
 	}
 	switch v := os.Getenv("LIFEBOAT_SCALE_STANDBY"); v {
 	case "", "both":
@@ -200,7 +209,7 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 
 	setupStart := time.Now()
 	// The API server logs each watch it closes as too slow, naming the watch (azClosedWatches).
-	c := sandboxtest.Cluster(b, sandbox.ClusterOptions{APIServerArgs: []string{"--vmodule=cache_watcher=1"}})
+	c := sandboxtest.Cluster(b, sandbox.ClusterOptions{APIServerArgs: []string{"--vmodule=cache_watcher=1"}, KwokNice: sc.kwokNice})
 	q := sandboxtest.SQS(b, sandbox.SQSOptions{Queues: []string{"lifeboat"}})
 	fake := sandboxtest.FakeAWS(b, q.Endpoint)
 	w, err := azBuildWorld(ctx, c, fake, sc)
@@ -210,6 +219,13 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	setupTook := time.Since(setupStart)
 	say("world: %d nodes (%d in the reclaimed zone), %d ReplicaSet pods on the zone's nodes (%d each), %d DaemonSet pods, %d calibration pods; "+
 		"no scheduler, no controller-manager: evicted pods are not replaced", sc.nodes, sc.notices, len(w.workload), sc.pods, sc.nodes, len(w.calibration))
+	kwokPriority := "the usual priority"
+	if c.KwokNice != 0 {
+		kwokPriority = fmt.Sprintf("niceness %d, ahead of the control plane (it stands in for kubelets on machines of their own)", c.KwokNice)
+	} else if sc.kwokNice != 0 {
+		kwokPriority += fmt.Sprintf(" (LIFEBOAT_SCALE_KWOK_NICE=%d needs root)", sc.kwokNice)
+	}
+	say("kwok: %s", kwokPriority)
 	say("set-up: %s (sandbox, nodes, objects created by %d goroutines, kwok marking every pod Running)", setupTook.Round(100*time.Millisecond), azSetupWorkers)
 
 	// Both identities are service accounts to API Priority and Fairness, cluster-admin to RBAC.

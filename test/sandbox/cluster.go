@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -42,6 +43,12 @@ type ClusterOptions struct {
 	// APIServerArgs are more kube-apiserver flags, e.g. --runtime-config to leave an API out
 	// as an older cluster would.
 	APIServerArgs []string
+	// KwokNice, when below 0, runs kwok at that niceness (every thread of it), ahead of the
+	// control plane for the machine's cores. kwok stands in for the kubelets, each on a
+	// machine of its own in a cluster; on shared cores its one watch of every pod falls behind
+	// a burst, and the API server closes it (Cluster.KwokNice says what was set: 0 when this
+	// process may not raise a priority).
+	KwokNice int
 }
 
 // Cluster is a running Kubernetes control plane on 127.0.0.1.
@@ -52,6 +59,7 @@ type Cluster struct {
 	AdminConfig    *rest.Config // admin client configuration, with high rate limits for fixtures
 	Client         kubernetes.Interface
 	AuditLogPath   string // "" unless ClusterOptions.AuditLog
+	KwokNice       int    // kwok's niceness as set (ClusterOptions.KwokNice), 0: the usual
 
 	tools   Tools
 	pki     *pki
@@ -338,7 +346,16 @@ func (c *Cluster) startKwok(ctx context.Context) error {
 	for _, s := range append(stages, c.opts.ExtraKwokStages...) {
 		args = append(args, "--config="+s)
 	}
-	p, err := startProcess(c.Dir, "kwok", c.tools.Path("kwok"), args, nil)
+	bin := c.tools.Path("kwok")
+	if c.opts.KwokNice < 0 && os.Geteuid() == 0 {
+		// Through nice(1), so that every thread kwok starts inherits the niceness.
+		args = append([]string{"-n", strconv.Itoa(c.opts.KwokNice), bin}, args...)
+		if bin, err = exec.LookPath("nice"); err != nil {
+			return fmt.Errorf("kwok at niceness %d: %w", c.opts.KwokNice, err)
+		}
+		c.KwokNice = c.opts.KwokNice
+	}
+	p, err := startProcess(c.Dir, "kwok", bin, args, nil)
 	if err != nil {
 		return err
 	}
