@@ -66,7 +66,8 @@ func TestPastDeadlineOnlyTerminatingPodsLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.waitDrained(t, ctx, n, notice.ID(notice.SpotInterruption, instance, "terminate"))
-	if got := w.eventCount(t, ctx, n, events.ReasonDrained); got != 1 {
+	// Events are written after the record, in the background lane.
+	if got := w.eventCountReaching(t, ctx, n, events.ReasonDrained, 1); got != 1 {
 		t.Errorf("%d drained Events, want 1", got)
 	}
 }
