@@ -134,8 +134,8 @@ type azScale struct {
 	standbyAlways bool
 	// kwokNice is kwok's niceness (sandbox.ClusterOptions.KwokNice): kwok stands in for every
 	// kubelet, which in a cluster run on machines of their own, and on the shared cores its
-	// one watch of every pod fell behind the burst; the API server closed it 16-20 times in
-	// a run, each close a relist of every scheduled pod, and that decided the run's pace.
+	// one watch of every pod fell behind the burst: the API server closed it again and again,
+	// each close a relist of every scheduled pod, and that decided the run's pace.
 	kwokNice int
 }
 

@@ -49,9 +49,9 @@ func softMemoryLimit(path string, lookupEnv func(string) (string, bool)) (int64,
 
 // agentGCPercent is the agent's garbage collection target (GOGC) unless the operator sets
 // one. An agent runs on every node and its live heap is a few MiB, mostly built at start; at
-// Go's default of 100 the runtime keeps as much again free for the next collection. At 50 the
-// agent's resident memory after a drain is about 2 MiB lower, for collections twice as often
-// on a heap that small (docs/benchmarks.md).
+// Go's default of 100 the runtime keeps as much again free for the next collection; at 50 it
+// keeps half that, for collections twice as often on a heap that small (the figures are in
+// docs/benchmarks.md).
 const agentGCPercent = 50
 
 // agentGarbageCollection sets the agent's GC target unless GOGC is set. It returns the target
