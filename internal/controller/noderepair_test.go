@@ -36,7 +36,10 @@ var repairSettings = append(repairConditions, "NODE_REPAIR_MAX_UNHEALTHY_PERCENT
 func (w *intakeWorld) setCondition(t *testing.T, ctx context.Context, n *corev1.Node, typ string, status corev1.ConditionStatus, since time.Time) {
 	t.Helper()
 	w.updateNode(t, ctx, n, true, func(got *corev1.Node) {
-		c := corev1.NodeCondition{Type: corev1.NodeConditionType(typ), Status: status, Reason: "AgentSays", Message: "set by the test",
+		// The message names the write: times are stored to the second, and a write equal to
+		// the stored node changes nothing, so a look the test waits for would never come.
+		c := corev1.NodeCondition{Type: corev1.NodeConditionType(typ), Status: status, Reason: "AgentSays",
+			Message:           "set by the test at " + time.Now().Format(time.RFC3339Nano),
 			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.NewTime(since)}
 		for i := range got.Status.Conditions {
 			if string(got.Status.Conditions[i].Type) == typ {
