@@ -47,9 +47,11 @@ all: build
 build: lifeboat
 	$(GO) build -o $(BIN)/lifeboat-sandbox ./test/cmd/lifeboat-sandbox
 
-## lifeboat: only the Lifeboat binary, $(BIN)/lifeboat
+## lifeboat: only the Lifeboat binaries: $(BIN)/lifeboat, and beside it $(BIN)/lifeboat-agent,
+## the agent's own binary, which `lifeboat agent` hands over to
 lifeboat:
 	$(GO_BUILD) -o $(BIN)/lifeboat ./cmd/lifeboat
+	$(GO_BUILD) -o $(BIN)/lifeboat-agent ./cmd/lifeboat-agent
 
 ## image: the container image for linux/amd64 and linux/arm64 without a container engine: an OCI
 ## image layout holding one multi-platform index, in _output/image; two builds of one commit are
@@ -72,7 +74,9 @@ image: release-tool
 		out=$(BIN)/image/$${p//\//_}/lifeboat; \
 		echo "GOOS=$${p%%/*} GOARCH=$${p#*/} go build -o $$out ./cmd/lifeboat"; \
 		GOOS=$${p%%/*} GOARCH=$${p#*/} $(GO_BUILD) -o $$out ./cmd/lifeboat; \
-		binaries="$$binaries -binary $$p=$$out"; \
+		echo "GOOS=$${p%%/*} GOARCH=$${p#*/} go build -o $$out-agent ./cmd/lifeboat-agent"; \
+		GOOS=$${p%%/*} GOARCH=$${p#*/} $(GO_BUILD) -o $$out-agent ./cmd/lifeboat-agent; \
+		binaries="$$binaries -binary $$p=$$out -agent-binary $$p=$$out-agent"; \
 	done; \
 	$(RELEASE_TOOL) image -out $(IMAGE_DIR) $$binaries -version '$(VERSION)' -revision '$(COMMIT)' \
 		-created '$(COMMIT_TIME)' -source '$(IMAGE_SOURCE)' -licenses '$(IMAGE_LICENSES)' -tag '$(IMAGE_TAG)'

@@ -14,7 +14,7 @@ import (
 
 	"lifeboat.dev/lifeboat/deploy"
 	"lifeboat.dev/lifeboat/internal/config"
-	"lifeboat.dev/lifeboat/internal/preflight"
+	"lifeboat.dev/lifeboat/internal/permissions"
 )
 
 // TestChartGrantsWhatTheBinaryChecks holds the chart's RBAC to the list the binary checks at
@@ -32,7 +32,7 @@ func TestChartGrantsWhatTheBinaryChecks(t *testing.T) {
 		config.ModeController: slices.Concat(deploy.ControllerPermissions, deploy.LeasePermissions, deploy.ReaderPermissions),
 	} {
 		needed := map[string]bool{}
-		for _, p := range preflight.Permissions(mode, cfg) {
+		for _, p := range permissions.Permissions(mode, cfg) {
 			needed[key(p.Group, p.Resource, p.Subresource, p.Verb, p.Name)] = true
 		}
 		has := map[string]bool{}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,12 +29,34 @@ import (
 
 // The built binary in agent mode, configured only through NTH-style environment variables:
 // it answers its probes and metrics, drains its node when a spot notice appears, and exits 0
-// promptly on SIGTERM.
+// promptly on SIGTERM. Alone, lifeboat runs the agent itself; with lifeboat-agent beside it
+// (as in the image), it hands over to that binary in the same process, which does the same.
 func TestAgentBinaryEndToEnd(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and starts the sandbox")
 	}
+	for _, beside := range []bool{false, true} {
+		name, want := "alone", "lifeboat"
+		if beside {
+			name, want = "with lifeboat-agent beside it", "lifeboat-agent"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			logs := runAgentBinary(t, beside)
+			if got := binaryLine.FindStringSubmatch(logs); got == nil || got[1] != want {
+				t.Errorf("the start line names binary %q, want %q:\n%s", got, want, logs)
+			}
+		})
+	}
+}
+
+// binaryLine is the start line's binary.
+var binaryLine = regexp.MustCompile(`msg=starting .*binary=(\S+)`)
+
+// runAgentBinary runs `lifeboat` with no command through a Spot notice and a SIGTERM, with
+// the agent's own binary beside it or not, and returns its log.
+func runAgentBinary(t *testing.T, beside bool) string {
 	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -58,9 +81,15 @@ func TestAgentBinaryEndToEnd(t *testing.T) {
 	const spot = "/latest/meta-data/spot/instance-action"
 	proxy.Hide(spot)
 
-	bin := filepath.Join(t.TempDir(), "lifeboat")
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "lifeboat")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
+	}
+	if beside {
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "lifeboat-agent"), "../lifeboat-agent").CombinedOutput(); err != nil {
+			t.Fatalf("build lifeboat-agent: %v\n%s", err, out)
+		}
 	}
 	probes, metricsPort := sandboxtest.FreePort(t), sandboxtest.FreePort(t)
 	cmd := exec.Command(bin) // no sub-command: NTH's selection picks agent mode
@@ -137,4 +166,5 @@ func TestAgentBinaryEndToEnd(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("still running 15 s after SIGTERM")
 	}
+	return logs.String()
 }

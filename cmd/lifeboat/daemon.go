@@ -8,13 +8,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/daemon"
+	"lifeboat.dev/lifeboat/internal/daemon/controllerdaemon"
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/logging"
 	"lifeboat.dev/lifeboat/internal/preflight"
@@ -97,29 +101,42 @@ func (a *app) runDaemon(ctx context.Context, sub string, args []string) int {
 	if sub == "preflight" {
 		return runPreflight(ctx, mode, loaded.Config, a.stdout, a.stderr)
 	}
+	if mode == config.ModeAgent && agentBinary != "" {
+		// The agent's own binary starts smaller; it reads the same environment and settings.
+		err := syscall.Exec(agentBinary, append([]string{agentBinary}, args...), os.Environ())
+		logger.Warn("running the agent in this binary: could not hand over to the agent's own", "path", agentBinary, "err", err)
+	}
 	return start(ctx, loaded, mode, logger)
+}
+
+// agentBinaryName is the agent's own binary (cmd/lifeboat-agent), which `lifeboat agent`
+// hands over to when it sits in the same directory.
+const agentBinaryName = "lifeboat-agent"
+
+// agentBinary is the path of the agent's own binary beside this one, "" when there is none.
+// Only main sets it: tests run the agent in their own process.
+var agentBinary string
+
+// findAgentBinary is the agent's own binary in the directory of the running executable.
+func findAgentBinary() string {
+	self, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	path := filepath.Join(filepath.Dir(self), agentBinaryName)
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return ""
+	}
+	return path
 }
 
 // start builds the daemon of the mode and runs it until ctx ends.
 func start(ctx context.Context, loaded *config.Loaded, mode config.Mode, logger *slog.Logger) int {
-	daemon.LogStart(loaded, mode, version.Version, logger)
-	d, err := daemon.New(ctx, loaded.Config, mode, logger)
-	var cerr *daemon.ConfigError
-	switch {
-	case errors.Is(err, daemon.ErrPermissions):
-		return exitFailure // each missing permission is logged
-	case errors.As(err, &cerr):
-		logger.Error(cerr.Error())
-		return exitUsage
-	case err != nil:
-		logger.Error("not starting", "mode", mode, "err", err)
-		return exitFailure
+	build := daemon.Agent
+	if mode == config.ModeController {
+		build = controllerdaemon.Build
 	}
-	if err := d.Run(ctx); err != nil {
-		logger.Error(err.Error())
-		return exitFailure
-	}
-	return exitOK
+	return daemon.Start(ctx, loaded, mode, version.Version, logger, build)
 }
 
 // runPreflight prints the preflight table; exit 1 when a check failed.
@@ -175,15 +192,7 @@ func runPreflight(ctx context.Context, mode config.Mode, cfg *config.Config, std
 }
 
 func configError(w io.Writer, err error) int {
-	var cerr *config.Error
-	if errors.As(err, &cerr) {
-		fmt.Fprintln(w, "lifeboat: invalid configuration:")
-		for _, p := range cerr.Problems {
-			fmt.Fprintf(w, "  %s\n", p)
-		}
-	} else {
-		fmt.Fprintf(w, "lifeboat: %v\n", err)
-	}
+	config.WriteError(w, "lifeboat", err)
 	fmt.Fprintln(w, "Run 'lifeboat agent --help' (or controller) for the settings.")
 	return exitUsage
 }
@@ -193,22 +202,10 @@ func settingsUsage(w io.Writer, sub string) {
 	if sub == "" {
 		sub = "[agent|controller]"
 	}
-	fmt.Fprintf(w, `Usage: lifeboat %s [--setting=value ...]
+	config.WriteSettings(w, fmt.Sprintf(`Usage: lifeboat %s [--setting=value ...]
 
 Settings are environment variables or flags (a flag wins; an empty variable counts as unset).
 Without agent or controller, the mode is chosen as aws-node-termination-handler does:
 controller when ENABLE_SQS_TERMINATION_DRAINING=true, agent otherwise.
-`, sub)
-	group := ""
-	for _, s := range config.Settings() {
-		if s.Group != group {
-			group = s.Group
-			fmt.Fprintf(w, "\n  %s\n", group)
-		}
-		def := ""
-		if s.Default != "" && len(s.Default) < 40 {
-			def = " (default " + s.Default + ")"
-		}
-		fmt.Fprintf(w, "    --%s, %s%s\n        %s\n", s.Flag, s.Env, def, s.Usage)
-	}
+`, sub))
 }

@@ -21,7 +21,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/episode"
-	"lifeboat.dev/lifeboat/internal/preflight"
+	"lifeboat.dev/lifeboat/internal/permissions"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
@@ -44,7 +44,7 @@ func TestPermissionsEndToEnd(t *testing.T) {
 	node := nodes[0].Name
 	m := sandboxtest.IMDS(t, sandbox.IMDSOptions{InstanceID: episode.InstanceIDOf(nodes[0]), Hostname: node})
 	cfg := sandboxtest.Config(t, config.ModeAgent, "NODE_NAME", node)
-	perms := preflight.Permissions(config.ModeAgent, cfg)
+	perms := permissions.Permissions(config.ModeAgent, cfg)
 
 	bin := filepath.Join(t.TempDir(), "lifeboat")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -141,10 +141,10 @@ func TestPermissionsEndToEnd(t *testing.T) {
 
 // serviceAccount grants user perms except those named in drop, waits until the authorizer
 // applies the grant, and returns a kubeconfig for user.
-func serviceAccount(ctx context.Context, t *testing.T, c *sandbox.Cluster, user string, perms []preflight.Permission, drop ...string) string {
+func serviceAccount(ctx context.Context, t *testing.T, c *sandbox.Cluster, user string, perms []permissions.Permission, drop ...string) string {
 	t.Helper()
-	granted := slices.DeleteFunc(slices.Clone(perms), func(p preflight.Permission) bool { return slices.Contains(drop, p.String()) })
-	rules := preflight.PolicyRules(granted)
+	granted := slices.DeleteFunc(slices.Clone(perms), func(p permissions.Permission) bool { return slices.Contains(drop, p.String()) })
+	rules := permissions.PolicyRules(granted)
 	if len(rules) != 1 {
 		t.Fatalf("agent permissions should all be cluster-wide: %v", rules)
 	}
@@ -163,7 +163,7 @@ func serviceAccount(ctx context.Context, t *testing.T, c *sandbox.Cluster, user 
 	}
 	client := kubernetes.NewForConfigOrDie(rc)
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		missing, err := preflight.CheckRBAC(ctx, client, perms)
+		missing, err := permissions.CheckRBAC(ctx, client, perms)
 		return len(missing) == len(drop), err
 	})
 	if err != nil {

@@ -26,11 +26,14 @@ import (
 )
 
 // Paths inside the image. The binary sits at the root, as the chart runs it with only args
-// (the image's entrypoint supplies the command).
+// (the image's entrypoint supplies the command); the agent's own binary beside it, which
+// `lifeboat agent` hands over to. Each binary has its SBOM.
 const (
-	binaryPath = "lifeboat"
-	caPath     = "etc/ssl/certs/ca-certificates.crt"
-	sbomPath   = "usr/share/doc/lifeboat/sbom.spdx.json"
+	binaryPath      = "lifeboat"
+	agentBinaryPath = "lifeboat-agent"
+	caPath          = "etc/ssl/certs/ca-certificates.crt"
+	sbomPath        = "usr/share/doc/lifeboat/sbom.spdx.json"
+	agentSBOMPath   = "usr/share/doc/lifeboat/lifeboat-agent.spdx.json"
 	// The chart's podSecurityContext runs as this user and group; the image says the same, so
 	// a runtime without the chart (docker run, another chart) is not root either.
 	imageUser = "65532:65532"
@@ -56,6 +59,7 @@ type platformBinary struct {
 // imageSpec is everything an image build depends on: the same spec gives the same bytes.
 type imageSpec struct {
 	binaries []platformBinary
+	agents   []platformBinary // lifeboat-agent, one for each of binaries' platforms
 	version  string
 	revision string
 	created  time.Time
@@ -64,15 +68,18 @@ type imageSpec struct {
 	tag      string // the layout's ref.name, how `skopeo`/`crane` address the index in the layout
 }
 
-// parsePlatformBinary reads "os/arch=path" (or "os/arch/variant=path").
-func parsePlatformBinary(s string) (platformBinary, error) {
+// parsePlatformBinary reads "os/arch=path" (or "os/arch/variant=path") of -binary.
+func parsePlatformBinary(s string) (platformBinary, error) { return parseFlagBinary("binary", s) }
+
+// parseFlagBinary reads "os/arch=path" of the flag named flagName.
+func parseFlagBinary(flagName, s string) (platformBinary, error) {
 	p, file, ok := strings.Cut(s, "=")
 	if !ok || file == "" {
-		return platformBinary{}, fmt.Errorf("-binary %q: want os/arch=path, e.g. linux/arm64=bin/linux_arm64/lifeboat", s)
+		return platformBinary{}, fmt.Errorf("-%s %q: want os/arch=path, e.g. linux/arm64=bin/linux_arm64/lifeboat", flagName, s)
 	}
 	parts := strings.Split(p, "/")
 	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
-		return platformBinary{}, fmt.Errorf("-binary %q: platform %q is not os/arch[/variant]", s, p)
+		return platformBinary{}, fmt.Errorf("-%s %q: platform %q is not os/arch[/variant]", flagName, s, p)
 	}
 	pl := v1.Platform{OS: parts[0], Architecture: parts[1]}
 	if len(parts) == 3 {
@@ -92,6 +99,21 @@ func (s imageSpec) validate() error {
 			errs = append(errs, fmt.Errorf("-binary: platform %s given twice", b.platform.String()))
 		}
 		seen[b.platform.String()] = true
+	}
+	agents := map[string]bool{}
+	for _, a := range s.agents {
+		switch p := a.platform.String(); {
+		case agents[p]:
+			errs = append(errs, fmt.Errorf("-agent-binary: platform %s given twice", p))
+		case !seen[p]:
+			errs = append(errs, fmt.Errorf("-agent-binary: platform %s has no -binary", p))
+		}
+		agents[a.platform.String()] = true
+	}
+	for p := range seen {
+		if !agents[p] {
+			errs = append(errs, fmt.Errorf("-agent-binary: none for platform %s (the agent's own binary, cmd/lifeboat-agent)", p))
+		}
 	}
 	if s.version == "" {
 		errs = append(errs, errors.New("-version is empty"))
@@ -152,22 +174,48 @@ func buildIndex(s imageSpec) (v1.ImageIndex, error) {
 	return mutate.Annotations(idx, s.labels()).(v1.ImageIndex), nil
 }
 
-func buildImage(s imageSpec, b platformBinary, ca []byte) (v1.Image, error) {
-	binary, err := os.ReadFile(b.path)
+// readBinary reads one platform's binary given with the flag flagName, checks it, and writes
+// its SBOM.
+func readBinary(s imageSpec, flagName string, b platformBinary) (binary, sbom []byte, err error) {
+	binary, err = os.ReadFile(b.path)
 	if err != nil {
-		return nil, fmt.Errorf("-binary %s: %w", b.platform.String(), err)
+		return nil, nil, fmt.Errorf("-%s %s: %w", flagName, b.platform.String(), err)
 	}
 	if err := checkExecutable(binary, b.platform); err != nil {
-		return nil, fmt.Errorf("-binary %s=%s: %w", b.platform.String(), b.path, err)
+		return nil, nil, fmt.Errorf("-%s %s=%s: %w", flagName, b.platform.String(), b.path, err)
 	}
-	sbom, err := spdxSBOM(s, b.platform, binary)
+	sbom, err = spdxSBOM(s, b.platform, binary)
 	if err != nil {
-		return nil, fmt.Errorf("-binary %s=%s: SBOM: %w", b.platform.String(), b.path, err)
+		return nil, nil, fmt.Errorf("-%s %s=%s: SBOM: %w", flagName, b.platform.String(), b.path, err)
+	}
+	return binary, sbom, nil
+}
+
+// agentFor is the agent's binary of the platform (validate made sure there is one).
+func (s imageSpec) agentFor(p v1.Platform) platformBinary {
+	for _, a := range s.agents {
+		if a.platform.String() == p.String() {
+			return a
+		}
+	}
+	return platformBinary{platform: p}
+}
+
+func buildImage(s imageSpec, b platformBinary, ca []byte) (v1.Image, error) {
+	binary, sbom, err := readBinary(s, "binary", b)
+	if err != nil {
+		return nil, err
+	}
+	agent, agentSBOM, err := readBinary(s, "agent-binary", s.agentFor(b.platform))
+	if err != nil {
+		return nil, err
 	}
 	tarBytes, err := layerTar(s.created, []layerFile{
 		{name: binaryPath, mode: 0o755, data: binary},
+		{name: agentBinaryPath, mode: 0o755, data: agent},
 		{name: caPath, mode: 0o644, data: ca},
 		{name: sbomPath, mode: 0o644, data: sbom},
+		{name: agentSBOMPath, mode: 0o644, data: agentSBOM},
 	})
 	if err != nil {
 		return nil, err
@@ -191,7 +239,7 @@ func buildImage(s imageSpec, b platformBinary, ca []byte) (v1.Image, error) {
 		History: v1.History{
 			Created:   created,
 			CreatedBy: "lifeboat " + s.version + " (hack/release image)",
-			Comment:   "the lifeboat binary, CA roots, SBOM",
+			Comment:   "the lifeboat and lifeboat-agent binaries, CA roots, SBOMs",
 		},
 	})
 	if err != nil {

@@ -176,9 +176,11 @@ func TestMakeImage(t *testing.T) {
 				t.Fatalf("%d layers, want 1 (an empty base and one layer)", len(layers))
 			}
 			files := readLayer(t, layers[0], created)
-			checkBinary(t, files[binaryPath], *d.Platform)
+			checkBinary(t, binaryPath, files[binaryPath], *d.Platform)
+			checkBinary(t, agentBinaryPath, files[agentBinaryPath], *d.Platform)
 			checkCABundle(t, files[caPath])
-			checkSBOM(t, files[sbomPath], *d.Platform)
+			checkSBOM(t, sbomPath, files[sbomPath], *d.Platform, true)
+			checkSBOM(t, agentSBOMPath, files[agentSBOMPath], *d.Platform, false)
 		})
 	}
 }
@@ -252,49 +254,49 @@ func readLayer(t *testing.T, layer v1.Layer, created time.Time) map[string][]byt
 				t.Fatal(err)
 			}
 		}
-		if h.Name == binaryPath && h.Mode != 0o755 {
+		if (h.Name == binaryPath || h.Name == agentBinaryPath) && h.Mode != 0o755 {
 			t.Errorf("%s mode %o, want 755", h.Name, h.Mode)
 		}
 	}
-	want := []string{"etc/", "etc/ssl/", "etc/ssl/certs/", caPath, binaryPath, "usr/", "usr/share/", "usr/share/doc/", "usr/share/doc/lifeboat/", sbomPath}
+	want := []string{"etc/", "etc/ssl/", "etc/ssl/certs/", caPath, binaryPath, agentBinaryPath, "usr/", "usr/share/", "usr/share/doc/", "usr/share/doc/lifeboat/", agentSBOMPath, sbomPath}
 	if !slices.Equal(names, want) {
 		t.Errorf("layer entries %q, want %q", names, want)
 	}
 	return files
 }
 
-// checkBinary: the binary is the platform's; the host's one runs and prints the stamp make
-// was given.
-func checkBinary(t *testing.T, binary []byte, p v1.Platform) {
+// checkBinary: the binary at name is the platform's; the host's one runs and prints the stamp
+// make was given (the agent's own binary prints the release's too).
+func checkBinary(t *testing.T, name string, binary []byte, p v1.Platform) {
 	t.Helper()
 	f, err := elf.NewFile(bytes.NewReader(binary))
 	if err != nil {
-		t.Fatalf("/lifeboat is not an ELF binary: %v", err)
+		t.Fatalf("/%s is not an ELF binary: %v", name, err)
 	}
 	machine := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[p.Architecture]
 	if f.Machine != machine {
-		t.Errorf("/lifeboat is built for %s, want %s", f.Machine, machine)
+		t.Errorf("/%s is built for %s, want %s", name, f.Machine, machine)
 	}
 	for _, prog := range f.Progs {
 		if prog.Type == elf.PT_INTERP {
-			t.Errorf("/lifeboat needs a dynamic loader; the image has none")
+			t.Errorf("/%s needs a dynamic loader; the image has none", name)
 		}
 	}
 	if p.OS != runtime.GOOS || p.Architecture != runtime.GOARCH {
 		return
 	}
-	path := filepath.Join(t.TempDir(), "lifeboat")
+	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, binary, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(path, "version").CombinedOutput()
 	if err != nil {
-		t.Fatalf("lifeboat version from the image: %v\n%s", err, out)
+		t.Fatalf("%s version from the image: %v\n%s", name, err, out)
 	}
 	got := strings.TrimSpace(string(out))
 	want := "lifeboat " + testVersion + " commit " + testCommit + " committed " + testCommitTime + " "
 	if !strings.HasPrefix(got, want) || !strings.HasSuffix(got, " "+p.OS+"/"+p.Architecture) {
-		t.Errorf("lifeboat version from the image = %q, want %q… %s/%s", got, want, p.OS, p.Architecture)
+		t.Errorf("%s version from the image = %q, want %q… %s/%s", name, got, want, p.OS, p.Architecture)
 	}
 }
 
@@ -327,13 +329,14 @@ func checkCABundle(t *testing.T, data []byte) {
 	}
 }
 
-// checkSBOM: the SPDX document names the stamped release and the modules the binary links,
-// at the versions go.mod requires.
-func checkSBOM(t *testing.T, data []byte, p v1.Platform) {
+// checkSBOM: the SPDX document at name names the stamped release and the modules the binary
+// links, at the versions go.mod requires. The controller's AWS services are in lifeboat's
+// (withController) and not in the agent's own binary.
+func checkSBOM(t *testing.T, name string, data []byte, p v1.Platform, withController bool) {
 	t.Helper()
 	var doc spdxDocument
 	if err := json.Unmarshal(data, &doc); err != nil {
-		t.Fatalf("/%s: %v", sbomPath, err)
+		t.Fatalf("/%s: %v", name, err)
 	}
 	if doc.SPDXVersion != "SPDX-2.3" || doc.CreationInfo.Created != testCreated {
 		t.Errorf("SBOM %s created %s, want SPDX-2.3 created %s", doc.SPDXVersion, doc.CreationInfo.Created, testCreated)
@@ -346,11 +349,19 @@ func checkSBOM(t *testing.T, data []byte, p v1.Platform) {
 		"lifeboat.dev/lifeboat": testVersion,
 		"stdlib":                runtime.Version(),
 		"k8s.io/client-go":      requiredVersion(t, "k8s.io/client-go"),
-		"github.com/aws/aws-sdk-go-v2/service/sqs": requiredVersion(t, "github.com/aws/aws-sdk-go-v2/service/sqs"),
+		"github.com/aws/aws-sdk-go-v2/service/autoscaling": requiredVersion(t, "github.com/aws/aws-sdk-go-v2/service/autoscaling"),
 	}
-	for name, v := range want {
-		if versions[name] != v {
-			t.Errorf("SBOM of %s lists %s at %q, want %q", p, name, versions[name], v)
+	for _, module := range []string{"github.com/aws/aws-sdk-go-v2/service/sqs", "github.com/aws/aws-sdk-go-v2/service/eks",
+		"github.com/aws/aws-sdk-go-v2/service/eventbridge"} {
+		if withController {
+			want[module] = requiredVersion(t, module)
+		} else {
+			want[module] = "" // not linked
+		}
+	}
+	for module, v := range want {
+		if versions[module] != v {
+			t.Errorf("/%s of %s lists %s at %q, want %q", name, p, module, versions[module], v)
 		}
 	}
 }

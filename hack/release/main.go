@@ -47,7 +47,7 @@ func main() {
 	}
 }
 
-const usage = "usage: release image -out DIR -binary OS/ARCH=PATH... -version V -revision SHA -created RFC3339 [-source URL] [-licenses SPDX] [-tag TAG]\n" +
+const usage = "usage: release image -out DIR -binary OS/ARCH=PATH... -agent-binary OS/ARCH=PATH... -version V -revision SHA -created RFC3339 [-source URL] [-licenses SPDX] [-tag TAG]\n" +
 	"       release push -layout DIR -repository REGISTRY/PATH -tag TAG...\n" +
 	"       release digest -layout DIR\n" +
 	"       release chart -src CHART -layout DIR -version V -helm PATH -out DIR\n" +
@@ -113,6 +113,8 @@ func runImage(args []string, stdout io.Writer) error {
 	var binaries listFlag
 	out := fs.String("out", "", "directory of the OCI image layout to write (replaced if it holds one)")
 	fs.Var(&binaries, "binary", "os/arch=path of a static Lifeboat binary; repeat for each platform")
+	var agents listFlag
+	fs.Var(&agents, "agent-binary", "os/arch=path of the static lifeboat-agent binary; one for each -binary's platform")
 	version := fs.String("version", "", "the release, as the binary is stamped (git describe)")
 	revision := fs.String("revision", "", "the commit built")
 	created := fs.String("created", "", "the commit's time, RFC 3339: every time in the image")
@@ -132,6 +134,13 @@ func runImage(args []string, stdout io.Writer) error {
 	var err error
 	if spec.created, spec.binaries, err = parseStamp(*created, binaries); err != nil {
 		return fmt.Errorf("image: %w", err)
+	}
+	for _, a := range agents {
+		pb, err := parseFlagBinary("agent-binary", a)
+		if err != nil {
+			return fmt.Errorf("image: %w", err)
+		}
+		spec.agents = append(spec.agents, pb)
 	}
 	if err := checkOut(*out); err != nil {
 		return fmt.Errorf("image: %w", err)

@@ -130,14 +130,18 @@ func TestBadInput(t *testing.T) {
 		{"binary without platform", imageArgs("OUT", "-binary", good), "want os/arch=path"},
 		{"platform without arch", imageArgs("OUT", "-binary", "linux="+good), `platform "linux" is not os/arch`},
 		{"platform twice", imageArgs("OUT", "-binary", host+"="+good, "-binary", host+"="+good), "platform " + host + " given twice"},
-		{"missing binary", imageArgs("OUT", "-binary", host+"="+filepath.Join(t.TempDir(), "nope")), "nope"},
-		{"not a Go binary", imageArgs("OUT", "-binary", host+"="+keep), "keep.txt: not a Go binary"},
-		{"other architecture", imageArgs("OUT", "-binary", "linux/"+otherArch()+"="+good), `GOARCH="` + runtime.GOARCH + `", the image needs "` + otherArch() + `"`},
-		{"paths not trimmed", imageArgs("OUT", "-binary", host+"="+untrimmed), `-trimpath=""`},
+		{"missing binary", imageArgs("OUT", "-binary", host+"="+filepath.Join(t.TempDir(), "nope"), "-agent-binary", host+"="+good), "nope"},
+		{"not a Go binary", imageArgs("OUT", "-binary", host+"="+keep, "-agent-binary", host+"="+good), "keep.txt: not a Go binary"},
+		{"other architecture", imageArgs("OUT", "-binary", "linux/"+otherArch()+"="+good, "-agent-binary", "linux/"+otherArch()+"="+good), `GOARCH="` + runtime.GOARCH + `", the image needs "` + otherArch() + `"`},
+		{"paths not trimmed", imageArgs("OUT", "-binary", host+"="+untrimmed, "-agent-binary", host+"="+good), `-trimpath=""`},
 		{"created not a time", []string{"image", "-out", "OUT", "-binary", host + "=" + good, "-version", "v1", "-revision", testCommit, "-created", "yesterday", "-source", testSource}, `-created "yesterday" is not an RFC 3339 time`},
 		{"no revision", []string{"image", "-out", "OUT", "-binary", host + "=" + good, "-version", "v1", "-created", testCommitTime, "-source", testSource}, "-revision is empty"},
 		{"no created", []string{"image", "-out", "OUT", "-binary", host + "=" + good, "-version", "v1", "-revision", testCommit, "-source", testSource}, "-created is empty"},
-		{"out is another directory", imageArgs(notLayout, "-binary", host+"="+good), "not an OCI layout; refusing to replace it"},
+		{"no agent binary", imageArgs("OUT", "-binary", host+"="+good), "-agent-binary: none for platform " + host},
+		{"agent binary without its platform's binary", imageArgs("OUT", "-binary", host+"="+good, "-agent-binary", host+"="+good,
+			"-agent-binary", "linux/"+otherArch()+"="+good), "-agent-binary: platform linux/" + otherArch() + " has no -binary"},
+		{"agent binary not a Go binary", imageArgs("OUT", "-binary", host+"="+good, "-agent-binary", host+"="+keep), "-agent-binary " + host + "=" + keep + ": not a Go binary"},
+		{"out is another directory", imageArgs(notLayout, "-binary", host+"="+good, "-agent-binary", host+"="+good), "not an OCI layout; refusing to replace it"},
 		{"push without tag", []string{"push", "-layout", "OUT", "-repository", "ghcr.io/lifeboat-dev/lifeboat"}, "no -tag given"},
 		{"push without layout", []string{"push", "-layout", filepath.Join(t.TempDir(), "none"), "-repository", "ghcr.io/x/y", "-tag", "1"}, "none: not an OCI image layout"},
 	}
@@ -168,7 +172,7 @@ func TestBadInput(t *testing.T) {
 func TestImageReplacesLayout(t *testing.T) {
 	good, _ := fixtures(t)
 	out := filepath.Join(t.TempDir(), "layout")
-	args := imageArgs(out, "-binary", "linux/"+runtime.GOARCH+"="+good)
+	args := imageArgs(out, "-binary", "linux/"+runtime.GOARCH+"="+good, "-agent-binary", "linux/"+runtime.GOARCH+"="+good)
 	var first, second bytes.Buffer
 	if err := run(context.Background(), args, &first); err != nil {
 		t.Fatal(err)
@@ -191,7 +195,7 @@ func TestPush(t *testing.T) {
 	host := strings.TrimPrefix(srv.URL, "http://")
 
 	out := filepath.Join(t.TempDir(), "layout")
-	if err := run(context.Background(), imageArgs(out, "-binary", "linux/"+runtime.GOARCH+"="+good), &bytes.Buffer{}); err != nil {
+	if err := run(context.Background(), imageArgs(out, "-binary", "linux/"+runtime.GOARCH+"="+good, "-agent-binary", "linux/"+runtime.GOARCH+"="+good), &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	idx, err := readLayoutIndex(out)

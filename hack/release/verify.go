@@ -162,6 +162,13 @@ func verifyImage(c releaseCheck, img v1.Image, p v1.Platform) ([]byte, error) {
 	if err := checkSBOMNamesBinary(files[sbomPath].data, binary, c.version); err != nil {
 		errs = append(errs, fmt.Errorf("/%s: %w", sbomPath, err))
 	}
+	agent := files[agentBinaryPath].data
+	if err := checkReleaseBinary(agent, p, c.version); err != nil {
+		errs = append(errs, fmt.Errorf("/%s: %w", agentBinaryPath, err))
+	}
+	if err := checkSBOMNamesBinary(files[agentSBOMPath].data, agent, c.version); err != nil {
+		errs = append(errs, fmt.Errorf("/%s: %w", agentSBOMPath, err))
+	}
 	return binary, errors.Join(errs...)
 }
 

@@ -163,7 +163,7 @@ func pluginArgs(t *testing.T, out, binary string) []string {
 func buildFixtureRelease(t *testing.T, dir string) {
 	t.Helper()
 	binary := stampedFixture(t)
-	mustRun(t, "image", "-out", filepath.Join(dir, releaseImageDir), "-binary", hostPlatform()+"="+binary,
+	mustRun(t, "image", "-out", filepath.Join(dir, releaseImageDir), "-binary", hostPlatform()+"="+binary, "-agent-binary", hostPlatform()+"="+binary,
 		"-version", fixtureVersion, "-revision", testCommit, "-created", testCommitTime, "-source", testSource,
 		"-tag", strings.TrimPrefix(fixtureVersion, "v"))
 	mustRun(t, pluginArgs(t, dir, binary)...)
@@ -439,7 +439,7 @@ func TestPackageChart(t *testing.T) {
 	good, _ := fixtures(t)
 	dir := t.TempDir()
 	layoutDir := filepath.Join(dir, releaseImageDir)
-	mustRun(t, imageArgs(layoutDir, "-binary", hostPlatform()+"="+good)...)
+	mustRun(t, imageArgs(layoutDir, "-binary", hostPlatform()+"="+good, "-agent-binary", hostPlatform()+"="+good)...)
 	src := filepath.Join(repoRoot, "deploy", "chart", "lifeboat")
 	before, err := os.ReadFile(filepath.Join(src, "values.yaml"))
 	if err != nil {

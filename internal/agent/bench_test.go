@@ -77,7 +77,8 @@ func cordonLatency(b *testing.B, c *sandbox.Cluster) time.Duration {
 	return 0
 }
 
-// BenchmarkIdleAgent runs the real lifeboat binary in agent mode with no notice for 30 s after
+// BenchmarkIdleAgent runs the real lifeboat binary in agent mode (handing over to
+// lifeboat-agent beside it, as in the image) with no notice for 30 s after
 // a 5 s warm-up, and reports its resident memory, its Kubernetes requests per minute (from
 // the audit log) and its instance-metadata requests per second.
 //
@@ -89,8 +90,8 @@ func cordonLatency(b *testing.B, c *sandbox.Cluster) time.Duration {
 func BenchmarkIdleAgent(b *testing.B) {
 	c := sandboxtest.Cluster(b, sandbox.ClusterOptions{AuditLog: true})
 	dir := b.TempDir()
-	built := buildPrograms(b, dir, "../../cmd/lifeboat", "./testdata/clientgofloor")
-	bin, floorBin := built[0], built[1]
+	built := buildPrograms(b, dir, "../../cmd/lifeboat", "../../cmd/lifeboat-agent", "./testdata/clientgofloor") // as the image has them
+	bin, floorBin := built[0], built[2]
 	for i := range b.N {
 		w := newWorld(b, c, []string{"spot", "-a", "terminate", "-t", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
 		w.proxy.Hide(spotPath)
@@ -127,6 +128,9 @@ func BenchmarkIdleAgent(b *testing.B) {
 // buildPrograms builds each package into dir and returns the programs' paths, in order.
 func buildPrograms(b *testing.B, dir string, pkgs ...string) []string {
 	b.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
 	out := make([]string, len(pkgs))
 	for i, pkg := range pkgs {
 		out[i] = filepath.Join(dir, filepath.Base(pkg))

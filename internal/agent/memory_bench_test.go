@@ -27,10 +27,12 @@ import (
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
-// BenchmarkAgentDrainMemory runs the lifeboat binary in agent mode through a Spot interruption
-// of a node with 100 pods and reports its anonymous resident memory once the drain is done,
-// beside testdata/clientgofloor's (a clientset and one node read: the floor any client-go
-// agent pays on this machine). Then the same drain with testdata/agentprofile (the agent as
+// BenchmarkAgentDrainMemory runs `lifeboat agent` as the image has it (lifeboat-agent beside
+// it, which it hands over to) through a Spot interruption of a node with 100 pods and reports
+// its anonymous resident memory once the drain is done, beside testdata/clientgofloor's (a
+// clientset and one node read: the floor any client-go agent pays on this machine), and the
+// same drain by lifeboat alone (the agent run in the binary that also holds the controller and
+// its AWS clients). Then the same drain with testdata/agentprofile (the agent as
 // `lifeboat agent` builds it, with Go's profiles served on loopback) says where that memory
 // goes: the Go runtime's split (live heap after a GC, free space in the heap, stacks, the
 // runtime's metadata) and the live heap by the package that allocated it.
@@ -39,18 +41,30 @@ import (
 func BenchmarkAgentDrainMemory(b *testing.B) {
 	c := sandboxtest.Cluster(b, sandbox.ClusterOptions{})
 	dir := b.TempDir()
-	built := buildPrograms(b, dir, "../../cmd/lifeboat", "./testdata/agentprofile", "./testdata/clientgofloor")
-	bin, profiled, floorBin := built[0], built[1], built[2]
+	built := buildPrograms(b, dir, "../../cmd/lifeboat", "../../cmd/lifeboat-agent", "./testdata/agentprofile", "./testdata/clientgofloor")
+	bin, profiled, floorBin := built[0], built[2], built[3]
+	alone := buildPrograms(b, filepath.Join(dir, "alone"), "../../cmd/lifeboat")[0]
 	for i := range b.N {
 		// The real binary's resident memory, with the floor's measured at the same moment.
 		env := drainWorld(b, c, dir, fmt.Sprintf("real-%d", i))
-		agent, stopAgent := startIdle(b, filepath.Join(dir, fmt.Sprintf("agent-%d.log", i)), env.vars, bin, "agent")
+		agentLog := filepath.Join(dir, fmt.Sprintf("agent-%d.log", i))
+		agent, stopAgent := startIdle(b, agentLog, env.vars, bin, "agent")
 		floor, stopFloor := startIdle(b, filepath.Join(dir, fmt.Sprintf("floor-%d.log", i)), env.vars, floorBin)
 		env.drain(b)
 		_, anon, _ := rssMiB(b, agent.Process.Pid)
 		_, floorAnon, _ := rssMiB(b, floor.Process.Pid)
 		stopAgent()
 		stopFloor()
+		if log, _ := os.ReadFile(agentLog); !strings.Contains(string(log), "binary=lifeboat-agent") {
+			b.Fatalf("lifeboat agent did not hand over to lifeboat-agent:\n%s", log)
+		}
+
+		// The same drain by lifeboat alone: what the agent's own binary saves.
+		env = drainWorld(b, c, dir, fmt.Sprintf("alone-%d", i))
+		one, stopOne := startIdle(b, filepath.Join(dir, fmt.Sprintf("alone-%d.log", i)), env.vars, alone, "agent")
+		env.drain(b)
+		_, oneAnon, _ := rssMiB(b, one.Process.Pid)
+		stopOne()
 
 		// The same drain again, profiled: where the memory goes.
 		env = drainWorld(b, c, dir, fmt.Sprintf("profiled-%d", i))
@@ -67,6 +81,7 @@ func BenchmarkAgentDrainMemory(b *testing.B) {
 		metadata := mib("MSpan") + mib("MCache") + mib("GCSys") + mib("BuckHashSys") + mib("OtherSys")
 		b.ReportMetric(anon, "anon-RSS-MiB")
 		b.ReportMetric(floorAnon, "clientgo-floor-anon-RSS-MiB")
+		b.ReportMetric(oneAnon, "one-binary-anon-RSS-MiB")
 		b.ReportMetric(profiledAnon, "profiled-anon-RSS-MiB")
 		b.ReportMetric(mib("HeapAlloc"), "live-heap-MiB")
 		b.ReportMetric(mib("HeapInuse")-mib("HeapAlloc"), "heap-spans-free-MiB")
@@ -74,7 +89,7 @@ func BenchmarkAgentDrainMemory(b *testing.B) {
 		b.ReportMetric(mib("Stack"), "stacks-MiB")
 		b.ReportMetric(metadata, "runtime-metadata-MiB")
 		byPackage, top := heapByPackage(b, profiled, profile)
-		b.Logf("after a 100-pod drain: the agent's anonymous resident memory %.1f MiB, the client-go floor's %.1f MiB", anon, floorAnon)
+		b.Logf("after a 100-pod drain: the agent's anonymous resident memory %.1f MiB (lifeboat alone %.1f), the client-go floor's %.1f MiB", anon, oneAnon, floorAnon)
 		b.Logf("profiled (%.1f MiB anonymous): live heap %.1f MiB, free in the heap's spans %.1f, heap kept free and not returned %.1f, "+
 			"stacks %.1f, the runtime's metadata %.1f (of which the profile's own records %.1f)", profiledAnon, mib("HeapAlloc"),
 			mib("HeapInuse")-mib("HeapAlloc"), mib("HeapIdle")-mib("HeapReleased"), mib("Stack"), metadata, mib("BuckHashSys"))

@@ -6,11 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -48,14 +48,39 @@ func WithDeadlines(cfg aws.Config, d Deadlines) aws.Config {
 
 // For is the deadline of one call of the operation with its input.
 func (d Deadlines) For(params any) time.Duration {
-	if in, ok := params.(*awssqs.ReceiveMessageInput); ok {
-		wait := time.Duration(in.WaitTimeSeconds) * time.Second
+	if wait, ok := receiveWait(params); ok {
 		if wait <= 0 || wait > maxReceiveWait {
 			wait = maxReceiveWait
 		}
 		return wait + d.ReceiveMargin
 	}
 	return d.Call
+}
+
+// The input type of SQS's ReceiveMessage, known by name: the agent's binary links no SQS
+// client (see package controlleronly), and this package is in it.
+const (
+	sqsPackage      = "github.com/aws/aws-sdk-go-v2/service/sqs"
+	receiveInput    = "ReceiveMessageInput"
+	receiveWaitName = "WaitTimeSeconds"
+)
+
+// receiveWait is the long-poll wait an SQS ReceiveMessage input asks for, and whether params
+// is one.
+func receiveWait(params any) (time.Duration, bool) {
+	v := reflect.ValueOf(params)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return 0, false
+	}
+	v = v.Elem()
+	if t := v.Type(); t.Kind() != reflect.Struct || t.PkgPath() != sqsPackage || t.Name() != receiveInput {
+		return 0, false
+	}
+	f := v.FieldByName(receiveWaitName)
+	if !f.IsValid() || !f.CanInt() {
+		return 0, true
+	}
+	return time.Duration(f.Int()) * time.Second, true
 }
 
 func (d Deadlines) handle(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {

@@ -5,16 +5,12 @@ package cloud
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/eks"
-	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 )
 
-// EKS is what Lifeboat needs from the EKS API.
+// EKS is what Lifeboat needs from the EKS API; its AWS implementation is
+// controlleronly.AWSEKS.
 type EKS interface {
 	// NodegroupAutoRepaired reports whether the cluster's managed node group has node auto
 	// repair on (DescribeNodegroup's nodeRepairConfig.enabled); an error wrapping
@@ -25,36 +21,6 @@ type EKS interface {
 // ErrNoSuchNodegroup means EKS knows no managed node group of that name in the cluster: the
 // node group was deleted, or CLUSTER_NAME is not the EKS cluster's name.
 var ErrNoSuchNodegroup = errors.New("no such managed node group")
-
-// eksAPI are the SDK calls AWSEKS makes.
-type eksAPI interface {
-	DescribeNodegroup(ctx context.Context, in *eks.DescribeNodegroupInput, optFns ...func(*eks.Options)) (*eks.DescribeNodegroupOutput, error)
-}
-
-// AWSEKS implements EKS with aws-sdk-go-v2.
-type AWSEKS struct{ client eksAPI }
-
-// NewAWSEKS uses cfg (see LoadAWSConfig).
-func NewAWSEKS(cfg aws.Config) *AWSEKS {
-	return &AWSEKS{client: eks.NewFromConfig(cfg)}
-}
-
-// NodegroupAutoRepaired asks DescribeNodegroup. A node group without a nodeRepairConfig has
-// node auto repair off, as EKS has it by default.
-func (e *AWSEKS) NodegroupAutoRepaired(ctx context.Context, cluster, nodegroup string) (bool, error) {
-	out, err := e.client.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: aws.String(cluster), NodegroupName: aws.String(nodegroup)})
-	var notFound *ekstypes.ResourceNotFoundException
-	switch {
-	case errors.As(err, &notFound):
-		return false, fmt.Errorf("DescribeNodegroup %s in cluster %s: %w: %w", nodegroup, cluster, ErrNoSuchNodegroup, err)
-	case err != nil:
-		return false, fmt.Errorf("DescribeNodegroup %s in cluster %s: %w", nodegroup, cluster, err)
-	case out.Nodegroup == nil:
-		return false, fmt.Errorf("DescribeNodegroup %s in cluster %s: no node group in the answer", nodegroup, cluster)
-	}
-	rc := out.Nodegroup.NodeRepairConfig
-	return rc != nil && aws.ToBool(rc.Enabled), nil
-}
 
 // Nodegroup repair cache limits.
 const (

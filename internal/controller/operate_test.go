@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/cloud/controlleronly"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/episode"
@@ -110,7 +111,7 @@ func startController(t *testing.T, ctx context.Context, c *sandbox.Cluster, awsC
 		t.Fatal(err)
 	}
 	o := controller.Options{Config: cfg, Client: client, Queue: queue, EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg),
-		EKS: cloud.NewAWSEKS(awsCfg), Logger: slog.New(withLooks{slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})}), Metrics: m, Handler: episode.Options{Events: recorder}}
+		EKS: controlleronly.NewAWSEKS(awsCfg), Logger: slog.New(withLooks{slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})}), Metrics: m, Handler: episode.Options{Events: recorder}}
 	if wire != nil {
 		wire(&o)
 	}

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/cloud/controlleronly"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/events"
@@ -36,7 +36,7 @@ func TestSetupCheckReportsADeletedRule(t *testing.T) {
 		t.Fatal("no Spot rule shipped")
 	}
 	w.wire = func(o *controller.Options) {
-		o.Setup, o.SetupCheckEvery = cloud.NewAWSSetup(sandboxtest.AWSConfig(w.fake.URL())), 300*time.Millisecond
+		o.Setup, o.SetupCheckEvery = controlleronly.NewAWSSetup(sandboxtest.AWSConfig(w.fake.URL())), 300*time.Millisecond
 	}
 	w.run(t, ctx, "POD_NAME", "lifeboat-controller-0")
 	problems := func(check string) float64 {

@@ -2,9 +2,11 @@
 
 // Package daemon is Lifeboat's composition root. From the configuration it builds every part of
 // a running agent or controller: the metrics and probe servers, the Kubernetes clients and their
-// shared request budget, Kubernetes Events, the webhook, the hand-back waits, the AWS clients
-// and the mode's driver; it checks the Kubernetes permissions the mode needs before anything
-// acts. Each part is given what it works with when it is built, and nothing is set on it later.
+// shared request budget, Kubernetes Events, the webhook, the hand-back waits, and then the
+// mode's driver (Agent here; the controller's, with its AWS clients, in package
+// controllerdaemon, which the agent's binary does not link); it checks the Kubernetes
+// permissions the mode needs before anything acts. Each part is given what it works with when
+// it is built, and nothing is set on it later.
 package daemon
 
 import (
@@ -15,22 +17,21 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
-	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"k8s.io/client-go/kubernetes"
 
 	"lifeboat.dev/lifeboat/internal/agent"
-	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/config"
-	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/events"
 	"lifeboat.dev/lifeboat/internal/health"
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/metrics"
-	"lifeboat.dev/lifeboat/internal/preflight"
+	"lifeboat.dev/lifeboat/internal/permissions"
 	"lifeboat.dev/lifeboat/internal/source/imds"
 	"lifeboat.dev/lifeboat/internal/webhook"
 	"lifeboat.dev/lifeboat/internal/wiring"
@@ -60,10 +61,31 @@ type Daemon struct {
 	closers []func()
 }
 
-// New builds the process of the mode from the configuration, and checks that Lifeboat holds
-// every Kubernetes permission the mode needs (each missing one is logged). On error nothing is
-// left open.
-func New(ctx context.Context, cfg *config.Config, mode config.Mode, logger *slog.Logger) (_ *Daemon, err error) {
+// Parts are what New has built for the mode's driver.
+type Parts struct {
+	Config  *config.Config
+	Mode    config.Mode
+	Clients *Clients
+	// Handler is the episode handler's parts: Events, the webhook, the drainer, the waits.
+	Handler episode.Options
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics
+}
+
+// Driver is a mode's work: Run until ctx ends or the mode stops by itself, Ready for the
+// readiness probe.
+type Driver struct {
+	Run   func(context.Context) error
+	Ready health.Checker
+}
+
+// Build makes the mode's driver from the parts: Agent, or controllerdaemon.Build.
+type Build func(ctx context.Context, p Parts) (Driver, error)
+
+// New builds the process of the mode from the configuration, with build for the mode's
+// driver, and checks that Lifeboat holds every Kubernetes permission the mode needs (each
+// missing one is logged). On error nothing is left open.
+func New(ctx context.Context, cfg *config.Config, mode config.Mode, logger *slog.Logger, build Build) (_ *Daemon, err error) {
 	d := &Daemon{mode: mode, cfg: cfg, log: logger, metrics: metrics.New()}
 	defer func() {
 		if err != nil {
@@ -84,13 +106,11 @@ func New(ctx context.Context, cfg *config.Config, mode config.Mode, logger *slog
 	if err != nil {
 		return nil, err
 	}
-	if mode == config.ModeAgent {
-		d.buildAgent(clients, handler)
-		return d, nil
-	}
-	if err := d.buildController(ctx, clients, handler); err != nil {
+	driver, err := build(ctx, Parts{Config: cfg, Mode: mode, Clients: clients, Handler: handler, Logger: logger, Metrics: d.metrics})
+	if err != nil {
 		return nil, err
 	}
+	d.run, d.ready = driver.Run, driver.Ready
 	return d, nil
 }
 
@@ -113,50 +133,18 @@ func (d *Daemon) connect() (*Clients, error) {
 	return clients, nil
 }
 
-// buildAgent makes the agent the process's driver.
-func (d *Daemon) buildAgent(clients *Clients, handler episode.Options) {
-	cfg, logger := d.cfg, d.log
-	a := agent.New(agent.Options{Config: cfg, Client: clients.Main, Logger: logger, Metrics: d.metrics, Handler: handler,
+// Agent builds the agent, the driver of agent mode.
+func Agent(_ context.Context, p Parts) (Driver, error) {
+	cfg, logger := p.Config, p.Logger
+	a := agent.New(agent.Options{Config: cfg, Client: p.Clients.Main, Logger: logger, Metrics: p.Metrics, Handler: p.Handler,
 		IMDS: imds.NewClient(cfg.MetadataURL, cfg.MetadataTries, cfg.AllowIMDSv1)})
-	d.ready = a.Healthy
-	d.run = func(ctx context.Context) error {
+	return Driver{Ready: a.Healthy, Run: func(ctx context.Context) error {
 		if err := a.Run(ctx); err != nil {
 			return fmt.Errorf("agent stopped: %w", err)
 		}
 		logger.Info("agent stopped; unfinished work resumes from the node's record")
 		return nil
-	}
-}
-
-// buildController makes the controller, with its AWS clients, the process's driver.
-func (d *Daemon) buildController(ctx context.Context, clients *Clients, handler episode.Options) error {
-	cfg, logger := d.cfg, d.log
-	awsCfg, err := cloud.LoadAWSConfig(ctx, cfg.AWSRegion, cfg.AWSEndpoint)
-	if err != nil {
-		return fmt.Errorf("cannot start the controller: %w", err)
-	}
-	ctl := controller.New(controller.Options{Config: cfg, Client: clients.Main, Logger: logger, Metrics: d.metrics, Handler: handler,
-		LeaseClient: clients.Lease, // outside the budget: renewals never wait behind evictions
-		Queue:       awssqs.NewFromConfig(awsCfg), EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg),
-		EKS: cloud.NewAWSEKS(awsCfg), Setup: cloud.NewAWSSetup(awsCfg)})
-	d.ready = ctl.Healthy
-	d.run = func(ctx context.Context) error {
-		for {
-			err := ctl.RunWithLeaderElection(ctx)
-			if errors.Is(err, controller.ErrLeaseLost) && ctx.Err() == nil {
-				// Its work has stopped. Standing by again, it takes the Lease back at its first
-				// read if the Lease still names it (an API server outage), or waits.
-				logger.Warn("lost the Lease; standing by again", "err", err)
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("controller stopped: %w", err)
-			}
-			logger.Info("controller stopped; unfinished messages come back to the next leader")
-			return nil
-		}
-	}
-	return nil
+	}}, nil
 }
 
 // handlerOptions are the process's parts of the episode's handler: Events, the webhook, the
@@ -241,6 +229,9 @@ func listen(server, portSetting, enableSetting, bindAddress string, port int) (n
 	return ln, nil
 }
 
+// permissionsTimeout bounds the start's access reviews, as preflight bounds its checks.
+const permissionsTimeout = 15 * time.Second
+
 // ErrPermissions means Lifeboat lacks Kubernetes permissions the mode needs; New has logged
 // each of them.
 var ErrPermissions = errors.New("missing Kubernetes permissions")
@@ -251,9 +242,9 @@ var ErrPermissions = errors.New("missing Kubernetes permissions")
 // extra left on by default (the node condition, Events) does not stop the protection: the
 // extra is turned off, and that is said (a warning, lifeboat_config_warning) instead.
 func permitted(ctx context.Context, client kubernetes.Interface, mode config.Mode, cfg *config.Config, logger *slog.Logger, m *metrics.Metrics) error {
-	ctx, cancel := context.WithTimeout(ctx, preflight.DefaultTimeout)
+	ctx, cancel := context.WithTimeout(ctx, permissionsTimeout)
 	defer cancel()
-	missing, err := preflight.CheckRBAC(ctx, client, preflight.Permissions(mode, cfg))
+	missing, err := permissions.CheckRBAC(ctx, client, permissions.Permissions(mode, cfg))
 	if err != nil {
 		return fmt.Errorf("cannot check Kubernetes permissions: %w", err)
 	}
@@ -283,7 +274,7 @@ func permitted(ctx context.Context, client kubernetes.Interface, mode config.Mod
 	return ErrPermissions
 }
 
-// turnOff turns off an extra that is on by default (preflight.Permission.Extra).
+// turnOff turns off an extra that is on by default (permissions.Permission.Extra).
 func turnOff(cfg *config.Config, extra string) {
 	switch extra {
 	case "NODE_CONDITION":
@@ -300,7 +291,7 @@ func LogStart(loaded *config.Loaded, mode config.Mode, version string, logger *s
 	for _, w := range loaded.Warnings {
 		logger.Warn(w)
 	}
-	attrs := []any{"version", version, "mode", mode}
+	attrs := []any{"version", version, "mode", mode, "binary", filepath.Base(os.Args[0])}
 	for _, e := range loaded.Entries() {
 		if e.Origin.Kind != "default" {
 			attrs = append(attrs, e.Env, e.Value)

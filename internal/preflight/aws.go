@@ -18,6 +18,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/cloud/controlleronly"
 )
 
 // The AWS calls the checks make. Each is satisfied by the SDK's client for its service.
@@ -60,7 +61,7 @@ type AWS struct {
 // NewAWS builds the clients from an SDK configuration (see cloud.LoadAWSConfig).
 func NewAWS(cfg aws.Config) AWS {
 	return AWS{SQS: sqs.NewFromConfig(cfg), EC2: ec2.NewFromConfig(cfg), AutoScaling: autoscaling.NewFromConfig(cfg), LoadBalancing: elbv2.NewFromConfig(cfg),
-		Setup: cloud.NewAWSSetup(cfg)}
+		Setup: controlleronly.NewAWSSetup(cfg)}
 }
 
 // outcome is what an AWS answer says about a permission.

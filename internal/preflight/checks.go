@@ -19,6 +19,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/ownership"
+	"lifeboat.dev/lifeboat/internal/permissions"
 	"lifeboat.dev/lifeboat/internal/source/imds"
 )
 
@@ -83,8 +84,8 @@ func serverVersion(ctx context.Context, client kubernetes.Interface) (*version.I
 // CheckPermissions is one row per permission, from SelfSubjectAccessReviews. A missing
 // permission fails, but one for an extra left on by default only warns (Permission.Soft):
 // Lifeboat starts without the extra.
-func CheckPermissions(ctx context.Context, client kubernetes.Interface, perms []Permission, cfg *config.Config) []Row {
-	answers, err := Review(ctx, client, perms)
+func CheckPermissions(ctx context.Context, client kubernetes.Interface, perms []permissions.Permission, cfg *config.Config) []Row {
+	answers, err := permissions.Review(ctx, client, perms)
 	if err != nil {
 		return []Row{{Check: "rbac", Status: StatusFail, Detail: err.Error(),
 			Fix: "the API server must answer SelfSubjectAccessReviews (allowed to every authenticated user by the default system:basic-user role)"}}
@@ -110,7 +111,7 @@ func CheckPermissions(ctx context.Context, client kubernetes.Interface, perms []
 }
 
 // grantFix names the rule to add, and where.
-func grantFix(p Permission) string {
+func grantFix(p permissions.Permission) string {
 	where := "Lifeboat's ClusterRole"
 	if p.Namespace != "" {
 		where = fmt.Sprintf("Lifeboat's Role in namespace %s", p.Namespace)

@@ -18,6 +18,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/episode"
+	"lifeboat.dev/lifeboat/internal/permissions"
 	"lifeboat.dev/lifeboat/internal/source/imds"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
@@ -32,10 +33,10 @@ func testContext(t *testing.T) context.Context {
 
 // grant gives user exactly perms, through the rules PolicyRules makes of them (a ClusterRole,
 // and a Role per namespace), the way the chart grants them to Lifeboat's service account.
-func grant(ctx context.Context, t *testing.T, c *sandbox.Cluster, user string, perms []Permission) {
+func grant(ctx context.Context, t *testing.T, c *sandbox.Cluster, user string, perms []permissions.Permission) {
 	t.Helper()
 	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
-	for ns, rules := range PolicyRules(perms) {
+	for ns, rules := range permissions.PolicyRules(perms) {
 		meta := metav1.ObjectMeta{Name: user, Namespace: ns}
 		var err error
 		if ns == "" {
@@ -60,16 +61,16 @@ func grant(ctx context.Context, t *testing.T, c *sandbox.Cluster, user string, p
 
 // userClient is a client for user that waits until the authorizer has seen its grants:
 // RBAC reads roles through informers, so a fresh binding takes a moment to count.
-func userClient(ctx context.Context, t *testing.T, c *sandbox.Cluster, user string, perms []Permission, wantMissing int) kubernetes.Interface {
+func userClient(ctx context.Context, t *testing.T, c *sandbox.Cluster, user string, perms []permissions.Permission, wantMissing int) kubernetes.Interface {
 	t.Helper()
 	rc, err := c.UserConfig(user)
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := kubernetes.NewForConfigOrDie(rc)
-	var missing []Permission
+	var missing []permissions.Permission
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		missing, err = CheckRBAC(ctx, client, perms)
+		missing, err = permissions.CheckRBAC(ctx, client, perms)
 		return err == nil && len(missing) <= wantMissing, err
 	})
 	if err != nil {
@@ -78,8 +79,8 @@ func userClient(ctx context.Context, t *testing.T, c *sandbox.Cluster, user stri
 	return client
 }
 
-func without(perms []Permission, drop ...string) []Permission {
-	return slices.DeleteFunc(slices.Clone(perms), func(p Permission) bool { return slices.Contains(drop, p.String()) })
+func without(perms []permissions.Permission, drop ...string) []permissions.Permission {
+	return slices.DeleteFunc(slices.Clone(perms), func(p permissions.Permission) bool { return slices.Contains(drop, p.String()) })
 }
 
 func closedPort(t *testing.T) int {
@@ -110,12 +111,12 @@ func TestInSandbox(t *testing.T) {
 	t.Run("rbac: exactly the missing permissions fail", func(t *testing.T) {
 		cfg := sandboxtest.Config(t, config.ModeController, "QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/1/q",
 			"FORCE_DELETE_BEFORE_DEADLINE_SECONDS", "10", "EMIT_KUBERNETES_EVENTS", "true")
-		perms := Permissions(config.ModeController, cfg)
+		perms := permissions.Permissions(config.ModeController, cfg)
 		drop := []string{"patch nodes", "watch pods", "update leases.coordination.k8s.io lifeboat-controller in kube-system"}
 		grant(ctx, t, c, "partial", without(perms, drop...))
 		client := userClient(ctx, t, c, "partial", perms, len(drop))
 
-		missing, err := CheckRBAC(ctx, client, perms)
+		missing, err := permissions.CheckRBAC(ctx, client, perms)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,11 +145,11 @@ func TestInSandbox(t *testing.T) {
 
 	t.Run("rbac: a Lease granted in another namespace does not count", func(t *testing.T) {
 		cfg := sandboxtest.Config(t, config.ModeController, "QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/1/q", "NAMESPACE", "lifeboat")
-		perms := Permissions(config.ModeController, cfg)
-		elsewhere := Permissions(config.ModeController, sandboxtest.Config(t, config.ModeController, "QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/1/q"))
+		perms := permissions.Permissions(config.ModeController, cfg)
+		elsewhere := permissions.Permissions(config.ModeController, sandboxtest.Config(t, config.ModeController, "QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/1/q"))
 		grant(ctx, t, c, "elsewhere", elsewhere) // its Role is in kube-system
 		client := userClient(ctx, t, c, "elsewhere", perms, 3)
-		missing, err := CheckRBAC(ctx, client, perms)
+		missing, err := permissions.CheckRBAC(ctx, client, perms)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +173,7 @@ func TestInSandbox(t *testing.T) {
 		return sandboxtest.Config(t, config.ModeAgent, "NODE_NAME", nodeName, "INSTANCE_METADATA_URL", metadataURL, "METADATA_TRIES", "1")
 	}
 	cfg := agentCfg(t, node.Name, m.URL)
-	perms := Permissions(config.ModeAgent, cfg)
+	perms := permissions.Permissions(config.ModeAgent, cfg)
 	grant(ctx, t, c, "agent", perms)
 	agent := userClient(ctx, t, c, "agent", perms, 0)
 
@@ -284,7 +285,7 @@ func TestInSandbox(t *testing.T) {
 		fake := sandboxtest.FakeAWS(t, sqs.Endpoint)
 		cfg := sandboxtest.Config(t, config.ModeController, "QUEUE_URL", sqs.QueueURLs["lifeboat"], "AWS_REGION", "us-east-1",
 			"AWS_ENDPOINT", fake.URL(), "CLUSTER_NAME", "sandbox")
-		perms := Permissions(config.ModeController, cfg)
+		perms := permissions.Permissions(config.ModeController, cfg)
 		grant(ctx, t, c, "controller", perms)
 		client := userClient(ctx, t, c, "controller", perms, 0)
 		// The set-up deploy/aws ships: a queue policy that lets EventBridge send, a rule per kind.

@@ -20,10 +20,11 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/permissions"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
-func permissionStrings(perms []Permission) []string {
+func permissionStrings(perms []permissions.Permission) []string {
 	out := make([]string, len(perms))
 	for i, p := range perms {
 		out[i] = p.String()
@@ -68,7 +69,7 @@ func TestPermissions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := sandboxtest.Config(t, tt.mode, tt.env...)
-			perms := Permissions(tt.mode, cfg)
+			perms := permissions.Permissions(tt.mode, cfg)
 			if got := permissionStrings(perms); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("permissions:\n got %q\nwant %q", got, tt.want)
 			}
@@ -84,7 +85,7 @@ func TestPermissions(t *testing.T) {
 func TestPolicyRules(t *testing.T) {
 	cfg := sandboxtest.Config(t, config.ModeController, "QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/1/q",
 		"FORCE_DELETE_BEFORE_DEADLINE_SECONDS", "10", "EMIT_KUBERNETES_EVENTS", "true")
-	got := PolicyRules(Permissions(config.ModeController, cfg))
+	got := permissions.PolicyRules(permissions.Permissions(config.ModeController, cfg))
 	want := map[string][]rbacv1.PolicyRule{
 		"": {
 			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},

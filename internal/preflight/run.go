@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/permissions"
 	"lifeboat.dev/lifeboat/internal/source/imds"
 )
 
@@ -97,7 +98,7 @@ func (r *run) kubernetes() (kubeOK bool) {
 	})
 	if kubeOK {
 		r.addAll(func(ctx context.Context) []Row {
-			return CheckPermissions(ctx, env.Kube, Permissions(r.mode, r.cfg), r.cfg)
+			return CheckPermissions(ctx, env.Kube, permissions.Permissions(r.mode, r.cfg), r.cfg)
 		})
 	}
 	return kubeOK

@@ -17,17 +17,22 @@ import (
 	"lifeboat.dev/lifeboat/test/sandbox"
 )
 
-// lifeboatPackage is built into the binary the demo runs, the same one users deploy.
-const lifeboatPackage = "lifeboat.dev/lifeboat/cmd/lifeboat"
+// The demo runs the binaries users deploy: lifeboat, and beside it the agent's own binary,
+// which `lifeboat agent` hands over to (as in the image).
+const (
+	lifeboatPackage = "lifeboat.dev/lifeboat/cmd/lifeboat"
+	agentPackage    = "lifeboat.dev/lifeboat/cmd/lifeboat-agent"
+)
 
-// BuildLifeboat builds the lifeboat binary into dir and returns its path.
+// BuildLifeboat builds lifeboat and lifeboat-agent into dir and returns lifeboat's path.
 func BuildLifeboat(ctx context.Context, dir string) (string, error) {
-	bin := filepath.Join(dir, "lifeboat")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, lifeboatPackage)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s: %w\n%s", lifeboatPackage, err, out)
+	for _, b := range [][2]string{{"lifeboat-agent", agentPackage}, {"lifeboat", lifeboatPackage}} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, b[0]), b[1])
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build %s: %w\n%s", b[1], err, out)
+		}
 	}
-	return bin, nil
+	return filepath.Join(dir, "lifeboat"), nil
 }
 
 // process is a started lifeboat sub-command.

@@ -46,7 +46,7 @@ func run(ctx context.Context) error {
 	logger := logging.New(os.Stderr, loaded.Config.JSONLogging, loaded.Config.LogLevel)
 	logging.RouteKlog(logger)
 	daemon.LogStart(loaded, config.ModeAgent, "profiled", logger) // the runtime's settings, as the binary sets them
-	d, err := daemon.New(ctx, loaded.Config, config.ModeAgent, logger)
+	d, err := daemon.New(ctx, loaded.Config, config.ModeAgent, logger, daemon.Agent)
 	if err != nil {
 		return err
 	}

@@ -1,13 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Package preflight checks that Lifeboat can do its job before it is trusted with one: its
-// Kubernetes permissions (SelfSubjectAccessReviews), instance metadata and its Node (agent
-// mode), the queue and the EC2 and Auto Scaling permissions (controller mode), and the
-// cluster identity settings. Each check is a row with a status and, when it is not ok, a fix.
-//
-// Permissions is the one list of Kubernetes permissions each mode needs; the Helm chart's
-// RBAC must grant exactly these (see PolicyRules).
-package preflight
+// Package permissions is the one list of Kubernetes permissions each mode needs (Permissions),
+// the RBAC rules that grant them (PolicyRules; the Helm chart's must grant exactly these), and
+// the SelfSubjectAccessReviews that say which of them a process holds. The daemon checks them
+// at start and preflight reports them; both binaries link it.
+package permissions
 
 import (
 	"context"

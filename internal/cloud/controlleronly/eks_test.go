@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package cloud_test
+package controlleronly_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/cloud/controlleronly"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
@@ -21,7 +22,7 @@ func TestNodegroupAutoRepaired(t *testing.T) {
 	fake.PutNodegroup(fakeaws.Nodegroup{Cluster: "prod", Name: "ng-off"})
 	fake.PutNodegroup(fakeaws.Nodegroup{Cluster: "prod", Name: "ng-old", NoRepairConfig: true})
 	fake.PutNodegroup(fakeaws.Nodegroup{Cluster: "other", Name: "ng-elsewhere", AutoRepair: true})
-	eks := cloud.NewAWSEKS(sandboxtest.AWSConfig(fake.URL()))
+	eks := controlleronly.NewAWSEKS(sandboxtest.AWSConfig(fake.URL()))
 	ctx := context.Background()
 	for name, want := range map[string]bool{"ng-on": true, "ng-off": false, "ng-old": false} {
 		if got, err := eks.NodegroupAutoRepaired(ctx, "prod", name); got != want || err != nil {

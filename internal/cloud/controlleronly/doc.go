@@ -1,0 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package controlleronly implements package cloud's interfaces for the AWS services only the
+// controller calls: EKS (a managed node group's auto repair) and the set-up check's
+// EventBridge and SQS reads. They live apart so that the agent's binary links none of these
+// services' SDK packages, whose tables are built when a binary starts and stay on its heap
+// on every node.
+package controlleronly
