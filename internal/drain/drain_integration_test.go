@@ -35,15 +35,18 @@ func testContext(t *testing.T, d time.Duration) context.Context {
 
 // createPods creates the pods on the API server, then gives them the phases and deletion
 // state they were built with (status and deletion cannot be set on create).
-// oneNodeCluster starts a sandbox cluster with opts and one kwok node, and returns the node's name.
-func oneNodeCluster(t *testing.T, ctx context.Context, opts sandbox.ClusterOptions) (*sandbox.Cluster, string) {
+// oneNodeCluster takes a sandbox cluster with opts and adds one kwok node; it returns the
+// test's context, of d from then on (a cluster started or waited for under load may take most
+// of a minute), the cluster and the node's name.
+func oneNodeCluster(t *testing.T, d time.Duration, opts sandbox.ClusterOptions) (context.Context, *sandbox.Cluster, string) {
 	t.Helper()
 	c, _ := sandboxtest.Shared(t, opts)
+	ctx := testContext(t, d)
 	nodes, err := c.AddNodes(ctx, sandbox.NodeSpec{Index: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, nodes[0].Name
+	return ctx, c, nodes[0].Name
 }
 
 func createPods(t *testing.T, ctx context.Context, c *sandbox.Cluster, pods ...*corev1.Pod) {
@@ -144,8 +147,7 @@ func lifeboatClient(t *testing.T, c *sandbox.Cluster) kubernetes.Interface {
 
 func TestDrainEvictsInTiersWithFewRequests(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t, 2*time.Minute)
-	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{AuditLog: true})
+	ctx, c, node := oneNodeCluster(t, 2*time.Minute, sandbox.ClusterOptions{AuditLog: true})
 	var pods []*corev1.Pod
 	for i := range 5 {
 		pods = append(pods, newPod("apps", fmt.Sprintf("web-%d", i), node, ownedBy("ReplicaSet", "web")))
@@ -432,8 +434,7 @@ func (l staleLister) PodsOnNode(ctx context.Context, node string) ([]*Pod, strin
 
 func TestPodAlreadyGoneDoesNotHoldTheDrain(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t, time.Minute)
-	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{})
+	ctx, c, node := oneNodeCluster(t, time.Minute, sandbox.ClusterOptions{})
 	createPods(t, ctx, c, newPod("apps", "real", node, ownedBy("ReplicaSet", "web")))
 	ghost := newPod("apps", "ghost", node, ownedBy("ReplicaSet", "web"))
 	d := New(c.Client, Options{Policy: Policy{DeleteLocalData: true}, PodGracePeriod: -1,
@@ -452,8 +453,7 @@ func TestPodAlreadyGoneDoesNotHoldTheDrain(t *testing.T) {
 // is drained too, and the drain ends only when it is gone.
 func TestPodArrivingDuringTheDrainIsDrainedToo(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t, time.Minute)
-	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{})
+	ctx, c, node := oneNodeCluster(t, time.Minute, sandbox.ClusterOptions{})
 	lift := createHeldPod(t, ctx, c, node)
 
 	seen := &observed{}
@@ -720,8 +720,7 @@ func (l patchAfterList) PodsOnNode(ctx context.Context, node string) ([]*Pod, st
 // result names it once: each skipped pod is reported (and evented) a single time.
 func TestSkippedPodChangingMidDrainIsReportedOnce(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t, 2*time.Minute)
-	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{})
+	ctx, c, node := oneNodeCluster(t, 2*time.Minute, sandbox.ClusterOptions{})
 	createPods(t, ctx, c,
 		newPod("apps", "web-0", node, ownedBy("ReplicaSet", "web")),
 		newPod("apps", "web-1", node, ownedBy("ReplicaSet", "web")),

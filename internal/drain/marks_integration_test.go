@@ -19,8 +19,8 @@ import (
 // ends, if that comes before its turn at the deadline.
 func TestDoNotDisruptDurationEndsBeforeItsTurn(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t, time.Minute)
 	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
+	ctx := testContext(t, time.Minute) // from the cluster's start, which load may slow
 	// No kubelet runs this node: the pod has no start time, so its protection counts from
 	// the drain's selection, and an evicted pod stays terminating to be read.
 	const node = "unattended"

@@ -115,8 +115,7 @@ func TestSharedInformerDrainsSendOnlyEvictions(t *testing.T) {
 // that was already terminating (held by a finalizer) holds the drain until it is gone.
 func TestSharedInformerFollowsLateAndTerminatingPods(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t, time.Minute)
-	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{})
+	ctx, c, node := oneNodeCluster(t, time.Minute, sandbox.ClusterOptions{})
 	stopping := newPod("apps", "stopping", node, ownedBy("ReplicaSet", "old"))
 	stopping.DeletionTimestamp = &metav1.Time{Time: time.Now()} // createPods keeps it terminating with a finalizer
 	lift := createHeldPod(t, ctx, c, node, stopping)

@@ -35,8 +35,7 @@ func outcomeNamed(t *testing.T, res *Result, name string) PodOutcome {
 // is evicted as soon as the ordinary pods are gone, long before the instance ends.
 func TestCriticalTierNotHeldBackByABudget(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t, 2*time.Minute)
-	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{})
+	ctx, c, node := oneNodeCluster(t, 2*time.Minute, sandbox.ClusterOptions{})
 	var held []*corev1.Pod
 	for i := range 2 {
 		held = append(held, newPod("apps", fmt.Sprint("db-", i), node, ownedBy("StatefulSet", "db"), labels("app", "db")))
@@ -223,8 +222,7 @@ func TestCriticalTierWaitsForLeavingPodsUntilItsLatestMoment(t *testing.T) {
 // the end of the drain.
 func TestOwnPodEvictedLast(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t, 2*time.Minute)
-	c, node := oneNodeCluster(t, ctx, sandbox.ClusterOptions{})
+	ctx, c, node := oneNodeCluster(t, 2*time.Minute, sandbox.ClusterOptions{})
 	createPods(t, ctx, c,
 		newPod("kube-system", "lifeboat-controller-a", node, ownedBy("ReplicaSet", "lifeboat-controller")),
 		newPod("apps", "web-0", node, ownedBy("ReplicaSet", "web")),
