@@ -64,7 +64,6 @@ type Daemon struct {
 // Parts are what New has built for the mode's driver.
 type Parts struct {
 	Config  *config.Config
-	Mode    config.Mode
 	Clients *Clients
 	// Handler is the episode handler's parts: Events, the webhook, the drainer, the waits.
 	Handler episode.Options
@@ -86,6 +85,9 @@ type Build func(ctx context.Context, p Parts) (Driver, error)
 // driver, and checks that Lifeboat holds every Kubernetes permission the mode needs (each
 // missing one is logged). On error nothing is left open.
 func New(ctx context.Context, cfg *config.Config, mode config.Mode, logger *slog.Logger, build Build) (_ *Daemon, err error) {
+	if build == nil {
+		return nil, errors.New("no driver for the mode: daemon.New needs a Build")
+	}
 	d := &Daemon{mode: mode, cfg: cfg, log: logger, metrics: metrics.New()}
 	defer func() {
 		if err != nil {
@@ -106,7 +108,7 @@ func New(ctx context.Context, cfg *config.Config, mode config.Mode, logger *slog
 	if err != nil {
 		return nil, err
 	}
-	driver, err := build(ctx, Parts{Config: cfg, Mode: mode, Clients: clients, Handler: handler, Logger: logger, Metrics: d.metrics})
+	driver, err := build(ctx, Parts{Config: cfg, Clients: clients, Handler: handler, Logger: logger, Metrics: d.metrics})
 	if err != nil {
 		return nil, err
 	}
