@@ -110,9 +110,10 @@ func (s imageSpec) validate() error {
 		}
 		agents[a.platform.String()] = true
 	}
-	for p := range seen {
-		if !agents[p] {
+	for _, bin := range s.binaries { // in the flags' order: the same input, the same message
+		if p := bin.platform.String(); !agents[p] {
 			errs = append(errs, fmt.Errorf("-agent-binary: none for platform %s (the agent's own binary, cmd/lifeboat-agent)", p))
+			agents[p] = true
 		}
 	}
 	if s.version == "" {

@@ -60,7 +60,7 @@ func TestCapacityBlockDrainsItsInstances(t *testing.T) {
 		t.Fatalf("the second warning was not taken: %v", err)
 	}
 	for _, n := range inBlock {
-		if got := w.eventCount(t, ctx, n, "DrainStarted"); got != 1 {
+		if got := w.eventCountReaching(t, ctx, n, "DrainStarted", 1); got != 1 {
 			t.Errorf("%s: %d drains started, want 1", n.Name, got)
 		}
 	}

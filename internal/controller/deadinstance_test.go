@@ -49,7 +49,7 @@ func TestDeadInstanceFastPath(t *testing.T) {
 		t.Fatalf("%d pods still on the dead node", w.podsOn(t, ctx, dead))
 	}
 	t.Logf("the dead node's 3 pods were gone %v after the notice", time.Since(start).Round(time.Millisecond))
-	if got := w.eventCount(t, ctx, dead, "DeadInstanceFastPath"); got != 1 {
+	if got := w.eventCountReaching(t, ctx, dead, "DeadInstanceFastPath", 1); got != 1 {
 		t.Errorf("%d DeadInstanceFastPath Events, want 1", got)
 	}
 	if got := w.eventCount(t, ctx, dead, "EvictionBlocked"); got != 0 {

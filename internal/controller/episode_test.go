@@ -234,7 +234,7 @@ func TestScheduledRebootNotRedone(t *testing.T) {
 	if got.Spec.Unschedulable || w.podsOn(t, ctx, n) != 2 {
 		t.Errorf("%s: acted on again after the reboot: unschedulable %v, %d of 2 new pods left", n.Name, got.Spec.Unschedulable, w.podsOn(t, ctx, n))
 	}
-	if got := w.eventCount(t, ctx, n, events.ReasonDrainStarted); got != 1 {
+	if got := w.eventCountReaching(t, ctx, n, events.ReasonDrainStarted, 1); got != 1 {
 		t.Errorf("%s: %d drains started, want 1", n.Name, got)
 	}
 	rec, _ := record.Read(got)

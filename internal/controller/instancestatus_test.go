@@ -60,7 +60,7 @@ func TestImpairedInstanceDrained(t *testing.T) {
 	if got := w.fake.UnhealthyMarks(failingID); got != 1 {
 		t.Errorf("%d Unhealthy marks, want 1", got)
 	}
-	if got := w.eventCount(t, ctx, failing, "DrainStarted"); got != 1 {
+	if got := w.eventCountReaching(t, ctx, failing, "DrainStarted", 1); got != 1 {
 		t.Errorf("%d drains started, want 1", got)
 	}
 	for _, n := range w.nodes[1:] {
@@ -123,7 +123,7 @@ func TestScheduledEventFromInstanceStatus(t *testing.T) {
 		t.Errorf("deadline %v, want the event's start %v", r.Deadline, start)
 	}
 	w.morePasses(t, ctx, 2)
-	if got := w.eventCount(t, ctx, n, "DrainStarted"); got != 1 {
+	if got := w.eventCountReaching(t, ctx, n, "DrainStarted", 1); got != 1 {
 		t.Errorf("%d drains started, want 1", got)
 	}
 	// The event leaves the list: its notice is released, the Health one keeps the node.

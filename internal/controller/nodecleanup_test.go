@@ -64,7 +64,7 @@ func TestNodeCleanup(t *testing.T) {
 	if deleted(impostor) || deleted(alive) {
 		t.Errorf("deleted: impostor %v, Ready node %v; want neither", deleted(impostor), deleted(alive))
 	}
-	if got := w.eventCount(t, ctx, impostor, "NodeDeleteRefused"); got != 1 {
+	if got := w.eventCountReaching(t, ctx, impostor, "NodeDeleteRefused", 1); got != 1 {
 		t.Errorf("%d NodeDeleteRefused Events, want 1", got)
 	}
 	if got := w.metrics.Value("lifeboat_node_cleanup_total", "result", "deleted"); got != 2 {
@@ -111,7 +111,7 @@ func TestNodeCleanupRefusesAClaimant(t *testing.T) {
 	if deleted(claimant) {
 		t.Error("the claimant was deleted")
 	}
-	if got := w.eventCount(t, ctx, claimant, "NodeDeleteRefused"); got != 1 {
+	if got := w.eventCountReaching(t, ctx, claimant, "NodeDeleteRefused", 1); got != 1 {
 		t.Errorf("%d NodeDeleteRefused Events on the claimant after more passes, want 1 (repeated hourly)", got)
 	}
 	if got := w.metrics.Value("lifeboat_instance_claims_refused_total", "path", "node_cleanup"); got != 1 {

@@ -161,7 +161,7 @@ func TestNodeRepairLeavesALatchedCondition(t *testing.T) {
 	if !w.untouchedNode(t, ctx, latched) {
 		t.Fatal("the latched condition was repaired")
 	}
-	if got := w.eventCount(t, ctx, latched, "NodeConditionStale"); got != 1 {
+	if got := w.eventCountReaching(t, ctx, latched, "NodeConditionStale", 1); got != 1 {
 		t.Errorf("%d NodeConditionStale Events, want 1", got)
 	}
 	if got := w.metrics.Value("lifeboat_node_repairs_total", "outcome", "stale"); got != 1 {

@@ -76,7 +76,7 @@ func TestNodeRepairLeftToEKSByLookup(t *testing.T) {
 		if !w.untouchedNode(t, ctx, n) {
 			t.Errorf("%s, left to EKS, was cordoned or recorded", n.Name)
 		}
-		if got := w.eventCount(t, ctx, n, "NodeRepairLeftToOwner"); got != 1 {
+		if got := w.eventCountReaching(t, ctx, n, "NodeRepairLeftToOwner", 1); got != 1 {
 			t.Errorf("%s: %d NodeRepairLeftToOwner Events, want 1", n.Name, got)
 		}
 		if got := w.fake.UnhealthyMarks(episode.InstanceIDOf(n)); got != 0 {
@@ -135,7 +135,7 @@ func TestNodeRepairEKSDenied(t *testing.T) {
 	if got := w.fake.UnhealthyMarks(episode.InstanceIDOf(sick)); got != 0 {
 		t.Errorf("%d Unhealthy marks, want none", got)
 	}
-	if got := w.eventCount(t, ctx, sick, "NodeRepairOwnerUnknown"); got != 1 {
+	if got := w.eventCountReaching(t, ctx, sick, "NodeRepairOwnerUnknown", 1); got != 1 {
 		t.Errorf("%d NodeRepairOwnerUnknown Events, want 1", got)
 	}
 	if got := w.fake.NodegroupLookups("sandbox", "ng"); got != 1 {

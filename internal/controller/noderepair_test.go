@@ -113,10 +113,10 @@ func TestNodeRepairDrainsAndMarksUnhealthy(t *testing.T) {
 		if got := w.fake.UnhealthyMarks(episode.InstanceIDOf(n)); got != 1 {
 			t.Errorf("%s: %d Unhealthy marks, want 1", n.Name, got)
 		}
-		if got := w.eventCount(t, ctx, n, "DrainStarted"); got != 1 {
+		if got := w.eventCountReaching(t, ctx, n, "DrainStarted", 1); got != 1 {
 			t.Errorf("%s: %d drains started, want 1", n.Name, got)
 		}
-		if got := w.eventCount(t, ctx, n, "NodeRepair"); got != 1 {
+		if got := w.eventCountReaching(t, ctx, n, "NodeRepair", 1); got != 1 {
 			t.Errorf("%s: %d NodeRepair Events, want 1", n.Name, got)
 		}
 	}
@@ -130,7 +130,7 @@ func TestNodeRepairDrainsAndMarksUnhealthy(t *testing.T) {
 		t.Errorf("lifeboat_actions_total{action=mark_unhealthy,result=ok} = %v, want 2", got)
 	}
 	w.waitDrained(t, ctx, lonely, repairID(lonely, "KernelReady"))
-	if got := w.eventCount(t, ctx, lonely, "RepairInstanceNoGroup"); got != 1 {
+	if got := w.eventCountReaching(t, ctx, lonely, "RepairInstanceNoGroup", 1); got != 1 {
 		t.Errorf("%d RepairInstanceNoGroup Events for the instance in no group, want 1", got)
 	}
 	if got := w.metrics.Value("lifeboat_actions_total", "action", "mark_unhealthy", "result", "skipped"); got != 1 {
@@ -167,7 +167,7 @@ func TestNodeRepairTerminates(t *testing.T) {
 	if got := w.fake.UnhealthyMarks(id); got != 0 {
 		t.Errorf("%d Unhealthy marks, want none", got)
 	}
-	if got := w.eventCount(t, ctx, sick, "RepairInstanceTerminated"); got != 1 {
+	if got := w.eventCountReaching(t, ctx, sick, "RepairInstanceTerminated", 1); got != 1 {
 		t.Errorf("%d RepairInstanceTerminated Events, want 1", got)
 	}
 	if w.node(t, ctx, well).Spec.Unschedulable {
@@ -218,7 +218,7 @@ func TestNodeRepairBreaker(t *testing.T) {
 	if !strings.Contains(w.logs.String(), "node repair breaker open") {
 		t.Error("the log does not say the breaker is open")
 	}
-	if got := w.eventCount(t, ctx, vetoed, "NodeRepairVetoed"); got != 1 {
+	if got := w.eventCountReaching(t, ctx, vetoed, "NodeRepairVetoed", 1); got != 1 {
 		t.Errorf("%d NodeRepairVetoed Events on the vetoed node, want 1", got)
 	}
 
@@ -280,10 +280,10 @@ func TestNodeRepairSurvivesRestart(t *testing.T) {
 	if got := w.fake.UnhealthyMarks(episode.InstanceIDOf(n)); got != 1 {
 		t.Errorf("%d Unhealthy marks, want 1", got)
 	}
-	if got := w.eventCount(t, ctx, n, "NodeRepair"); got != 1 {
+	if got := w.eventCountReaching(t, ctx, n, "NodeRepair", 1); got != 1 {
 		t.Errorf("%d NodeRepair Events, want 1", got)
 	}
-	if got := w.eventCount(t, ctx, n, "CordonAndDrain"); got != 1 {
+	if got := w.eventCountReaching(t, ctx, n, "CordonAndDrain", 1); got != 1 {
 		t.Errorf("%d drained Events, want 1", got)
 	}
 }
@@ -323,7 +323,7 @@ func TestNodeRepairTakenBackStaysTakenBack(t *testing.T) {
 	if w.node(t, ctx, n).Spec.Unschedulable {
 		t.Error("the taken-back node was cordoned again")
 	}
-	if got := w.eventCount(t, ctx, n, "NodeRepair"); got != 1 {
+	if got := w.eventCountReaching(t, ctx, n, "NodeRepair", 1); got != 1 {
 		t.Errorf("%d NodeRepair Events, want 1", got)
 	}
 	if got := w.fake.UnhealthyMarks(episode.InstanceIDOf(n)); got != 1 {
@@ -373,7 +373,7 @@ func TestNodeRepairLeavesOthersNodes(t *testing.T) {
 		if got := w.node(t, ctx, n); got.Spec.Unschedulable || got.Annotations[record.Annotation] != "" {
 			t.Errorf("%s was touched", n.Name)
 		}
-		if got := w.eventCount(t, ctx, n, "NodeRepairLeftToOwner"); got != 1 {
+		if got := w.eventCountReaching(t, ctx, n, "NodeRepairLeftToOwner", 1); got != 1 {
 			t.Errorf("%s: %d NodeRepairLeftToOwner Events, want 1", n.Name, got)
 		}
 	}

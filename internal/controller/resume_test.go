@@ -132,7 +132,7 @@ func TestRestartResumesPendingEpisodes(t *testing.T) {
 		t.Errorf("%d messages on the queue after the drains, want none", n)
 	}
 	for _, n := range w.nodes[:min(count, 5)] {
-		if got := w.eventCount(t, ctx, n, "DrainStarted"); got != 1 {
+		if got := w.eventCountReaching(t, ctx, n, "DrainStarted", 1); got != 1 {
 			t.Errorf("%s: %d DrainStarted Events, want 1", n.Name, got)
 		}
 	}

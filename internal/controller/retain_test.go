@@ -85,6 +85,14 @@ func (h *retainedHook) record() record.Record {
 	return r
 }
 
+// eventsWritten waits until the node has an Event of the reason, then returns them all: Events
+// are written in the background lane, after the record that the test saw change.
+func (h *retainedHook) eventsWritten(reason string) []string {
+	h.t.Helper()
+	h.waitFor("the "+reason+" Event", 10*time.Second, func() bool { return len(h.events(reason)) > 0 })
+	return h.events(reason)
+}
+
 func (h *retainedHook) events(reason string) []string {
 	h.t.Helper()
 	list, err := h.c.Client.CoreV1().Events("").List(h.ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.name", h.node.Name).String()})
@@ -189,7 +197,7 @@ func TestAbandonedHookRetainedThenTerminated(t *testing.T) {
 	if got := h.m.Value("lifeboat_retained_instances_total", "event", metrics.RetainedTerminated); got != 1 {
 		t.Errorf("lifeboat_retained_instances_total{event=terminated} = %v, want 1", got)
 	}
-	if ev := h.events(events.ReasonRetainedTerminate); len(ev) != 1 || !strings.Contains(ev[0], h.instance) {
+	if ev := h.eventsWritten(events.ReasonRetainedTerminate); len(ev) != 1 || !strings.Contains(ev[0], h.instance) {
 		t.Errorf("RetainedInstanceTerminated Events %q, want one naming the instance", ev)
 	}
 	if !strings.Contains(h.logs.String(), "the group retains abandoned instances") {
@@ -275,7 +283,7 @@ func TestRetainedTerminationRefusedByTheGate(t *testing.T) {
 	if got := h.m.Value("lifeboat_instance_calls_refused_total", "call", "TerminateInstanceInAutoScalingGroup"); got != 1 {
 		t.Errorf("refused terminations counted %v, want 1", got)
 	}
-	if ev := h.events(events.ReasonInstanceCallRefused); len(ev) == 0 || !strings.Contains(ev[0], "elsewhere") {
+	if ev := h.eventsWritten(events.ReasonInstanceCallRefused); len(ev) == 0 || !strings.Contains(ev[0], "elsewhere") {
 		t.Errorf("InstanceCallRefused Events %q, want one naming the forged group", ev)
 	}
 }
@@ -296,7 +304,7 @@ func TestRetainedDrainTimeout(t *testing.T) {
 	if r := h.record().Retained; !strings.Contains(r.Why, "RETAINED_DRAIN_TIMEOUT") || r.Stopped.Before(r.Until) {
 		t.Errorf("retention %+v, want stopped at its end for the timeout", r)
 	}
-	if ev := h.events(events.ReasonRetentionExpired); len(ev) != 1 || !strings.Contains(ev[0], h.instance) {
+	if ev := h.eventsWritten(events.ReasonRetentionExpired); len(ev) != 1 || !strings.Contains(ev[0], h.instance) {
 		t.Errorf("RetainedDrainTimedOut Events %q, want one naming the instance", ev)
 	}
 	if got := h.m.Value("lifeboat_retained_instances_total", "event", metrics.RetainedExpired); got != 1 {

@@ -50,10 +50,10 @@ func TestPastDeadlineOnlyTerminatingPodsLeft(t *testing.T) {
 	}
 	// Long enough for several retries under the workqueue's backoff (1 s, 2 s, 4 s).
 	time.Sleep(10 * time.Second)
-	if got := w.eventCount(t, ctx, n, events.ReasonDrainStarted); got != 1 {
+	if got := w.eventCountReaching(t, ctx, n, events.ReasonDrainStarted, 1); got != 1 {
 		t.Errorf("%d drains started while only the terminating pod was left, want the first only", got)
 	}
-	if got := w.eventCount(t, ctx, n, events.ReasonDrainError); got != 1 {
+	if got := w.eventCountReaching(t, ctx, n, events.ReasonDrainError, 1); got != 1 {
 		t.Errorf("%d drain failures, want the one at the deadline", got)
 	}
 	if p := w.phase(t, ctx, n); p != record.PhaseDraining {

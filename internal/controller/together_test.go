@@ -170,7 +170,7 @@ func TestAgentAndControllerOnOneCluster(t *testing.T) {
 		r, _ := record.Read(w.node(t, ctx, held))
 		t.Fatalf("the controller did not wait for the agent's drain: record %+v", r)
 	}
-	if got := w.eventCount(t, ctx, held, events.ReasonDrainStarted); got != 1 {
+	if got := w.eventCountReaching(t, ctx, held, events.ReasonDrainStarted, 1); got != 1 {
 		t.Errorf("%s: %d drains started while the agent's is held, want 1", held.Name, got)
 	}
 	if err := w.c.Client.PolicyV1().PodDisruptionBudgets("shop").Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
@@ -191,10 +191,10 @@ func TestAgentAndControllerOnOneCluster(t *testing.T) {
 		if r.Owner != nil {
 			t.Errorf("%s: the claim outlived the drain: %+v", n.Name, r.Owner)
 		}
-		if got := w.eventCount(t, ctx, n, events.ReasonDrainStarted); got != 1 {
+		if got := w.eventCountReaching(t, ctx, n, events.ReasonDrainStarted, 1); got != 1 {
 			t.Errorf("%s: %d drains started, want 1", n.Name, got)
 		}
-		if got := w.eventCount(t, ctx, n, events.ReasonDrained); got != 1 {
+		if got := w.eventCountReaching(t, ctx, n, events.ReasonDrained, 1); got != 1 {
 			t.Errorf("%s: %d %s Events, want 1", n.Name, got, events.ReasonDrained)
 		}
 		if got := hook.naming(n.Name); got != 1 {
@@ -275,7 +275,7 @@ func TestControllerRenewsOnlyOnceAnAgentWaits(t *testing.T) {
 	if got := w.metrics.Value("lifeboat_drain_claims_total", "event", metrics.ClaimRenewed); got < 2 {
 		t.Errorf("%v renewals in the lease after the contest, want 2 (every %v)", got, episode.OwnerRenew)
 	}
-	if got := w.eventCount(t, ctx, held, events.ReasonDrainStarted); got != 1 {
+	if got := w.eventCountReaching(t, ctx, held, events.ReasonDrainStarted, 1); got != 1 {
 		t.Errorf("%d drains started while the controller's is held, want 1", got)
 	}
 	if err := w.c.Client.PolicyV1().PodDisruptionBudgets("shop").Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
@@ -288,10 +288,10 @@ func TestControllerRenewsOnlyOnceAnAgentWaits(t *testing.T) {
 	if r := readRecord(); r.Owner != nil {
 		t.Errorf("the claim outlived the drain: %+v", r.Owner)
 	}
-	if got := w.eventCount(t, ctx, held, events.ReasonDrainStarted); got != 1 {
+	if got := w.eventCountReaching(t, ctx, held, events.ReasonDrainStarted, 1); got != 1 {
 		t.Errorf("%d drains started, want 1", got)
 	}
-	if got := w.eventCount(t, ctx, held, events.ReasonDrained); got != 1 {
+	if got := w.eventCountReaching(t, ctx, held, events.ReasonDrained, 1); got != 1 {
 		t.Errorf("%d %s Events, want 1", got, events.ReasonDrained)
 	}
 	// The controller reported the drain (this harness gives it no webhook); the agent, which
