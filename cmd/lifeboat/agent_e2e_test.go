@@ -29,23 +29,33 @@ import (
 
 // The built binary in agent mode, configured only through NTH-style environment variables:
 // it answers its probes and metrics, drains its node when a spot notice appears, and exits 0
-// promptly on SIGTERM. Alone, lifeboat runs the agent itself; with lifeboat-agent beside it
-// (as in the image), it hands over to that binary in the same process, which does the same.
+// promptly on SIGTERM. Alone, lifeboat runs the agent itself; with lifeboat-agent of the same
+// build beside it (as in the image), it hands over to that binary in the same process, which
+// does the same; a lifeboat-agent of another build is passed over, and that is said.
 func TestAgentBinaryEndToEnd(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and starts the sandbox")
 	}
-	for _, beside := range []bool{false, true} {
-		name, want := "alone", "lifeboat"
-		if beside {
-			name, want = "with lifeboat-agent beside it", "lifeboat-agent"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		beside  []string // go build's flags for lifeboat-agent beside it; nil: none
+		runs    string   // the binary the start line names
+		warning string   // in the log
+	}{
+		{"alone", nil, "lifeboat", ""},
+		{"with lifeboat-agent beside it", []string{}, "lifeboat-agent", ""},
+		{"with lifeboat-agent of another build beside it", []string{"-ldflags=-X lifeboat.dev/lifeboat/internal/version.Version=v0.0.0-another"},
+			"lifeboat", "running the agent in this binary: lifeboat-agent beside it is of another build"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			logs := runAgentBinary(t, beside)
-			if got := binaryLine.FindStringSubmatch(logs); got == nil || got[1] != want {
-				t.Errorf("the start line names binary %q, want %q:\n%s", got, want, logs)
+			logs := runAgentBinary(t, tc.beside)
+			if got := binaryLine.FindStringSubmatch(logs); got == nil || got[1] != tc.runs {
+				t.Errorf("the start line names binary %q, want %q:\n%s", got, tc.runs, logs)
+			}
+			if !strings.Contains(logs, tc.warning) {
+				t.Errorf("the log lacks %q:\n%s", tc.warning, logs)
 			}
 		})
 	}
@@ -55,8 +65,9 @@ func TestAgentBinaryEndToEnd(t *testing.T) {
 var binaryLine = regexp.MustCompile(`msg=starting .*binary=(\S+)`)
 
 // runAgentBinary runs `lifeboat` with no command through a Spot notice and a SIGTERM, with
-// the agent's own binary beside it or not, and returns its log.
-func runAgentBinary(t *testing.T, beside bool) string {
+// the agent's own binary beside it (built with the flags beside) or not (nil), and returns
+// its log.
+func runAgentBinary(t *testing.T, beside []string) string {
 	c, _ := sandboxtest.Shared(t, sandbox.ClusterOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -86,8 +97,9 @@ func runAgentBinary(t *testing.T, beside bool) string {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	if beside {
-		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "lifeboat-agent"), "../lifeboat-agent").CombinedOutput(); err != nil {
+	if beside != nil {
+		build := append(append([]string{"build"}, beside...), "-o", filepath.Join(dir, "lifeboat-agent"), "../lifeboat-agent")
+		if out, err := exec.Command("go", build...).CombinedOutput(); err != nil {
 			t.Fatalf("build lifeboat-agent: %v\n%s", err, out)
 		}
 	}

@@ -8,10 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -101,33 +98,10 @@ func (a *app) runDaemon(ctx context.Context, sub string, args []string) int {
 	if sub == "preflight" {
 		return runPreflight(ctx, mode, loaded.Config, a.stdout, a.stderr)
 	}
-	if mode == config.ModeAgent && agentBinary != "" {
-		// The agent's own binary starts smaller; it reads the same environment and settings.
-		err := syscall.Exec(agentBinary, append([]string{agentBinary}, args...), os.Environ())
-		logger.Warn("running the agent in this binary: could not hand over to the agent's own", "path", agentBinary, "err", err)
+	if mode == config.ModeAgent && handOver {
+		handOverToAgent(args, logger)
 	}
 	return start(ctx, loaded, mode, logger)
-}
-
-// agentBinaryName is the agent's own binary (cmd/lifeboat-agent), which `lifeboat agent`
-// hands over to when it sits in the same directory.
-const agentBinaryName = "lifeboat-agent"
-
-// agentBinary is the path of the agent's own binary beside this one, "" when there is none.
-// Only main sets it: tests run the agent in their own process.
-var agentBinary string
-
-// findAgentBinary is the agent's own binary in the directory of the running executable.
-func findAgentBinary() string {
-	self, err := os.Executable()
-	if err != nil {
-		return ""
-	}
-	path := filepath.Join(filepath.Dir(self), agentBinaryName)
-	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
-		return ""
-	}
-	return path
 }
 
 // start builds the daemon of the mode and runs it until ctx ends.

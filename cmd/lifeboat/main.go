@@ -56,7 +56,7 @@ const pluginPrefix = "kubectl-"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	agentBinary = findAgentBinary()
+	handOver = true
 	os.Exit(runAs(ctx, filepath.Base(os.Args[0]), os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
 }
 
