@@ -87,6 +87,14 @@ func TestNodeRepairKeepsTheClockOfARestatedCondition(t *testing.T) {
 			// controller started here must outlive it.
 			stop = w.run(t, testCtx, settings...)
 			restarted = true
+			// A restatement made before the new controller has read the node moves the
+			// condition while no controller watched, and the kept clock is then rightly not
+			// trusted: the next one waits for the new controller's first look at the node.
+			if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+				return lookedAfterStart(w.logs.String(), 2, sick.Name), nil
+			}); err != nil {
+				t.Fatal("the restarted controller never looked at the node")
+			}
 		}
 		return false, nil
 	})
@@ -116,6 +124,21 @@ func TestNodeRepairKeepsTheClockOfARestatedCondition(t *testing.T) {
 	if !w.untouchedNode(t, ctx, well) {
 		t.Error("the healthy node was touched")
 	}
+}
+
+// lookedAfterStart reports whether node repair looked at the node after the nth start of its
+// watch in the controller's log.
+func lookedAfterStart(log string, nth int, node string) bool {
+	const started = "watching node conditions for repairs"
+	at := -1
+	for i := 0; i < nth; i++ {
+		next := strings.Index(log[at+1:], started)
+		if next < 0 {
+			return false
+		}
+		at += 1 + next
+	}
+	return strings.Contains(log[at:], `msg="node repair looked at the node" source=node-condition node=`+node+" ")
 }
 
 // mustRepairMemory is the node's repair memory.
