@@ -69,7 +69,9 @@ func TestNodeRepairRebootRecovers(t *testing.T) {
 	defer cancel()
 	w, n := rebootWorld(t, ctx)
 	w.run(t, ctx, "ENABLE_NODE_REPAIR", "true", "NODE_REPAIR_MAX_UNHEALTHY_PERCENT", "100", "NODE_REPAIR_POLICIES", rebootPolicy,
-		"NODE_REPAIR_REBOOT_WAIT", "4s")
+		// Long enough for the test to play the boot and clear the condition on a loaded
+		// machine (8 s from the reboot once): a wait that runs out first replaces the node.
+		"NODE_REPAIR_REBOOT_WAIT", "45s")
 	w.waitRebooted(t, ctx, n)
 	w.setCondition(t, ctx, n, "AcceleratedHardwareReady", corev1.ConditionTrue, time.Now())
 

@@ -28,6 +28,44 @@ func EvictionsByPod(events []sandbox.AuditEvent) map[string]int {
 	return out
 }
 
+// EvictionsCarriedOut counts, per pod ("namespace/name"), the evictions by user that took
+// effect, from every client's audit events. An accepted eviction took effect. A 504 may have
+// too: the server records it when its client went away mid-request, and it may have carried
+// the eviction out all the same. A pod with no accepted eviction, a 504 one and a deletion
+// (kwok deletes a pod its eviction marked; the log may hold the deletion before the 504)
+// counts one; a pod with an accepted one counts those alone, since the accepted one may be
+// what marked it.
+func EvictionsCarriedOut(events []sandbox.AuditEvent, user string) map[string]int {
+	accepted := map[string]int{}
+	cut := map[string]bool{}     // a 504 eviction by user was seen
+	deleted := map[string]bool{} // a deletion by anyone was seen
+	for _, e := range events {
+		r := e.ObjectRef
+		if r == nil || r.Resource != "pods" {
+			continue
+		}
+		pod := r.Namespace + "/" + r.Name
+		code := 0
+		if e.ResponseStatus != nil {
+			code = e.ResponseStatus.Code
+		}
+		switch {
+		case e.Verb == "create" && r.Subresource == "eviction" && e.User.Username == user && code < 300:
+			accepted[pod]++
+		case e.Verb == "create" && r.Subresource == "eviction" && e.User.Username == user && code == 504:
+			cut[pod] = true
+		case e.Verb == "delete" && r.Subresource == "":
+			deleted[pod] = true
+		}
+	}
+	for pod := range cut {
+		if deleted[pod] && accepted[pod] == 0 {
+			accepted[pod] = 1
+		}
+	}
+	return accepted
+}
+
 // RequestsByKind counts audit events by "verb resource[/subresource]", e.g. "get nodes" or
 // "create pods/eviction"; requests without an object (discovery) count under their verb.
 func RequestsByKind(events []sandbox.AuditEvent) map[string]int {

@@ -45,6 +45,32 @@ func TestEvictionsCountOnlyAccepted(t *testing.T) {
 	}
 }
 
+// An eviction answered 504 that the server carried out all the same, seen by the pod's
+// deletion (before or after it in the log), counts once; one without a deletion, or with an
+// accepted eviction, does not count itself.
+func TestEvictionsCarriedOut(t *testing.T) {
+	by := func(e sandbox.AuditEvent, user string) sandbox.AuditEvent { e.User.Username = user; return e }
+	evict := func(pod string, code int) sandbox.AuditEvent {
+		return by(answered(auditEvent("create", "pods", "eviction", "work", pod), code), "lifeboat")
+	}
+	deleteBy := func(pod string) sandbox.AuditEvent {
+		return by(answered(auditEvent("delete", "pods", "", "work", pod), 200), "kwok")
+	}
+	events := []sandbox.AuditEvent{
+		evict("cut-carried-out", 504), deleteBy("cut-carried-out"),
+		evict("cut-left", 504),
+		evict("cut-then-accepted", 504), evict("cut-then-accepted", 201), deleteBy("cut-then-accepted"),
+		evict("accepted-twice", 201), evict("accepted-twice", 201), deleteBy("accepted-twice"),
+		deleteBy("deleted-first"), evict("deleted-first", 504),
+		by(answered(auditEvent("create", "pods", "eviction", "work", "someone-elses"), 504), "other"), deleteBy("someone-elses"),
+		evict("refused", 429),
+	}
+	want := map[string]int{"work/cut-carried-out": 1, "work/cut-then-accepted": 1, "work/accepted-twice": 2, "work/deleted-first": 1}
+	if got := EvictionsCarriedOut(events, "lifeboat"); !reflect.DeepEqual(got, want) {
+		t.Errorf("EvictionsCarriedOut = %v, want %v", got, want)
+	}
+}
+
 func TestEvidenceFromAuditEvents(t *testing.T) {
 	events := []sandbox.AuditEvent{
 		auditEvent("create", "pods", "eviction", "work", "a"),
