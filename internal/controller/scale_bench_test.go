@@ -1136,12 +1136,14 @@ func azCalibrate(ctx context.Context, c *sandbox.Cluster, w *azWorld, sc azScale
 		}
 	}
 	if sc.longStep > 0 && bestWorkers > 0 && ctx.Err() == nil {
+		before := azAPF(ctx, c.Client)
 		start := time.Now()
 		s := azRunTimedStep(ctx, bestWorkers, sc.longStep, next, codes, evict)
 		if err := waitGone(evicted); err != nil {
 			s.errors = s.requests
 		}
 		s.settled = time.Since(start)
+		s.cacheWait = azAPF(ctx, c.Client).cacheWait["poddisruptionbudgets"].minus(before.cacheWait["poddisruptionbudgets"])
 		out.long, out.longEvictions = &s, azSustainedRate(s.answered)
 	}
 	// Pods of steps not run go too.
