@@ -3,7 +3,9 @@
 package notice_test
 
 import (
+	"math/rand/v2"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -109,4 +111,24 @@ func readDoc(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// ValidInstanceID accepts exactly what the pattern ^i-[0-9a-f]{1,17}$ does.
+func TestValidInstanceIDMatchesItsPattern(t *testing.T) {
+	pattern := regexp.MustCompile(`^i-[0-9a-f]{1,17}$`)
+	inputs := []string{"", "i-", "i-0", "i-0123456789abcdef0", "i-0123456789abcdef01", "i-ABC", "i-g", "x-0", "i--1", "i-0123 "}
+	const alphabet = "i-0f9agA "
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 20000 {
+		b := make([]byte, rng.IntN(22))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		inputs = append(inputs, "i-"+string(b), string(b))
+	}
+	for _, id := range inputs {
+		if got, want := notice.ValidInstanceID(id), pattern.MatchString(id); got != want {
+			t.Errorf("ValidInstanceID(%q) = %v, the pattern says %v", id, got, want)
+		}
+	}
 }

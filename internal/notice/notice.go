@@ -13,7 +13,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 )
@@ -95,12 +94,21 @@ func Digest(fact string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// instanceIDPattern is the shape of an EC2 instance id: "i-" and hex digits (EC2 issues 8 or
-// 17; shorter ones are accepted for test fixtures and older regions' tooling alike).
-var instanceIDPattern = regexp.MustCompile(`^i-[0-9a-f]{1,17}$`)
-
-// ValidInstanceID reports whether id has the shape of an EC2 instance id.
-func ValidInstanceID(id string) bool { return instanceIDPattern.MatchString(id) }
+// ValidInstanceID reports whether id has the shape of an EC2 instance id: "i-" and 1 to 17
+// lower-case hex digits (EC2 issues 8 or 17; shorter ones are accepted for test fixtures and
+// older regions' tooling alike).
+func ValidInstanceID(id string) bool {
+	digits, ok := strings.CutPrefix(id, "i-")
+	if !ok || len(digits) < 1 || len(digits) > 17 {
+		return false
+	}
+	for i := 0; i < len(digits); i++ {
+		if c := digits[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // ID builds a notice id from the instance, the kind and an optional source event id. The
 // result is at most 63 characters of [a-z0-9-] so it can be a taint or label value.
