@@ -65,7 +65,8 @@ func TestLinksNoControllerPart(t *testing.T) {
 	}
 	for _, pkg := range []string{"lifeboat.dev/lifeboat/internal/controller", "lifeboat.dev/lifeboat/internal/preflight",
 		"lifeboat.dev/lifeboat/internal/source/sqs", "github.com/aws/aws-sdk-go-v2/service/sqs",
-		"github.com/aws/aws-sdk-go-v2/service/eks", "github.com/aws/aws-sdk-go-v2/service/eventbridge", "github.com/spf13/cobra"} {
+		"github.com/aws/aws-sdk-go-v2/service/eks", "github.com/aws/aws-sdk-go-v2/service/eventbridge", "github.com/aws/aws-sdk-go-v2/service/ec2",
+		"lifeboat.dev/lifeboat/internal/cloud/controlleronly", "github.com/spf13/cobra"} {
 		for line := range strings.Lines(string(out)) {
 			if strings.TrimSpace(line) == pkg {
 				t.Errorf("lifeboat-agent links %s", pkg)

@@ -14,6 +14,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/cloud/controlleronly"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
 
@@ -24,7 +25,7 @@ func TestBlackHoledEndpointEndsEveryCall(t *testing.T) {
 	d := cloud.Deadlines{Call: 300 * time.Millisecond, ReceiveMargin: 400 * time.Millisecond}
 	cfg := cloud.WithDeadlines(sandboxtest.AWSConfig(sandboxtest.BlackHole(t)), d)
 	cfg.RetryMaxAttempts = 3 // the SDK's default: the deadline covers every attempt
-	ec2, asg, elb, sqs := cloud.NewAWSEC2(cfg), cloud.NewAWSAutoScaling(cfg), cloud.NewAWSLoadBalancing(cfg), awssqs.NewFromConfig(cfg)
+	ec2, asg, elb, sqs := controlleronly.NewAWSEC2(cfg), cloud.NewAWSAutoScaling(cfg), cloud.NewAWSLoadBalancing(cfg), awssqs.NewFromConfig(cfg)
 	action := cloud.LifecycleAction{Group: "g", Hook: "h", InstanceID: "i-0123456789abcdef0"}
 	receive := 1 * time.Second
 

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/cloud/controlleronly"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/daemon"
@@ -187,7 +188,7 @@ func burst(b *testing.B, nodeCount, podsPerNode, workers, pendingCount, targetGr
 		handler.DetachWaits = daemon.DetachWaits(ctx, cfg, config.ModeController, clients.Main, m, slog.New(slog.DiscardHandler))
 	}
 	ctl := controller.New(controller.Options{Config: cfg, Client: clients.Main, LeaseClient: client("lifeboat-bench-lease", 5, 10),
-		Queue: queue, EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: benchLogger(b), Metrics: m, Handler: handler})
+		Queue: queue, EC2: controlleronly.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: benchLogger(b), Metrics: m, Handler: handler})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- ctl.RunWithLeaderElection(runCtx) }()

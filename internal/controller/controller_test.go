@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/cloud/controlleronly"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/episode"
@@ -103,7 +104,7 @@ func TestControllerEndToEnd(t *testing.T) {
 	}
 	logs := &sandboxtest.LogBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
-	ctl := controller.New(controller.Options{Config: cfg, Client: kubernetes.NewForConfigOrDie(rc), Queue: queue, EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: logger})
+	ctl := controller.New(controller.Options{Config: cfg, Client: kubernetes.NewForConfigOrDie(rc), Queue: queue, EC2: controlleronly.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: logger})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- ctl.RunWithLeaderElection(runCtx) }()

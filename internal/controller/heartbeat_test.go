@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/cloud/controlleronly"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/record"
@@ -43,7 +44,7 @@ func TestHeartbeatsResumeAfterRestart(t *testing.T) {
 		"HEARTBEAT_INTERVAL", "30", "HEARTBEAT_UNTIL", "3600")
 	logs := &sandboxtest.LogBuffer{}
 	start := func() (stop func()) {
-		ctl := controller.New(controller.Options{Config: cfg, Client: kubernetes.NewForConfigOrDie(c.AdminConfig), Queue: queue, EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		ctl := controller.New(controller.Options{Config: cfg, Client: kubernetes.NewForConfigOrDie(c.AdminConfig), Queue: queue, EC2: controlleronly.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 		controller.SetHeartbeatUnit(ctl, 10*time.Millisecond)
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/cloud/controlleronly"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/notice"
 	"lifeboat.dev/lifeboat/internal/ownership"
@@ -63,7 +64,7 @@ func TestEveryKindReachesEveryConsumer(t *testing.T) {
 		"ENABLE_NODE_REPAIR", "true", "NODE_REPAIR_ACTION", config.RepairTerminate, "NODE_REPAIR_MAX_UNHEALTHY_PERCENT", "100")
 	awsCfg := sandboxtest.AWSConfig(fake.URL())
 	logs := &sandboxtest.LogBuffer{}
-	ctl := New(Options{Config: cfg, Client: c.Client, Queue: awssqs.NewFromConfig(awsCfg), EC2: cloud.NewAWSEC2(awsCfg),
+	ctl := New(Options{Config: cfg, Client: c.Client, Queue: awssqs.NewFromConfig(awsCfg), EC2: controlleronly.NewAWSEC2(awsCfg),
 		AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)

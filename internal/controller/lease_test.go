@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/cloud/controlleronly"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/metrics"
@@ -38,7 +39,7 @@ func TestFailedWorkLoopReleasesLease(t *testing.T) {
 	cfg := sandboxtest.Config(t, config.Mode(""), "POD_NAME", "leader-0", "NAMESPACE", namespace, "AWS_REGION", "us-east-1")
 	awsCfg := sandboxtest.AWSConfig("http://127.0.0.1:1") // never called
 	logs := &sandboxtest.LogBuffer{}
-	ctl := controller.New(controller.Options{Config: cfg, Client: kubernetes.NewForConfigOrDie(c.AdminConfig), Queue: awssqs.NewFromConfig(awsCfg), EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	ctl := controller.New(controller.Options{Config: cfg, Client: kubernetes.NewForConfigOrDie(c.AdminConfig), Queue: awssqs.NewFromConfig(awsCfg), EC2: controlleronly.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(slog.NewTextHandler(logs, nil))})
 
 	holder := func() string {
 		l, err := c.Client.CoordinationV1().Leases(namespace).Get(ctx, config.DefaultLeaseName, metav1.GetOptions{})
@@ -141,7 +142,7 @@ func TestTwoReleasesLeadIndependently(t *testing.T) {
 		m := metrics.New()
 		leaders[lease] = m
 		awsCfg := sandboxtest.AWSConfig(w.fake.URL())
-		ctl := controller.New(controller.Options{Config: cfg, Client: w.c.Client, Queue: w.queue, EC2: cloud.NewAWSEC2(awsCfg),
+		ctl := controller.New(controller.Options{Config: cfg, Client: w.c.Client, Queue: w.queue, EC2: controlleronly.NewAWSEC2(awsCfg),
 			AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(slog.NewTextHandler(w.logs, nil)), Metrics: m})
 		runCtx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/cloud/controlleronly"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/daemon"
 	"lifeboat.dev/lifeboat/internal/episode"
@@ -81,7 +82,7 @@ func repairBench(b *testing.B, nodeCount, sickCount, podsPerNode int) {
 		b.Fatal(err)
 	}
 	ctl := controller.New(controller.Options{Config: cfg, Client: clients.Main, Queue: awssqs.NewFromConfig(awsCfg),
-		EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: benchLogger(b), Metrics: m,
+		EC2: controlleronly.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: benchLogger(b), Metrics: m,
 		Handler: episode.Options{CordonClient: clients.Cordon}})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)

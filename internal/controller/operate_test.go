@@ -110,7 +110,7 @@ func startController(t *testing.T, ctx context.Context, c *sandbox.Cluster, awsC
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := controller.Options{Config: cfg, Client: client, Queue: queue, EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg),
+	o := controller.Options{Config: cfg, Client: client, Queue: queue, EC2: controlleronly.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg),
 		EKS: controlleronly.NewAWSEKS(awsCfg), Logger: slog.New(withLooks{slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})}), Metrics: m, Handler: episode.Options{Events: recorder}}
 	if wire != nil {
 		wire(&o)

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/cloud/controlleronly"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/episode"
 	"lifeboat.dev/lifeboat/internal/events"
@@ -105,7 +106,7 @@ func newGateWorld(t *testing.T, ctx context.Context, victimHasProviderID bool) *
 	}
 	t.Cleanup(stopEvents)
 	awsCfg := sandboxtest.AWSConfig(w.fake.URL())
-	w.ctl = New(Options{Config: cfg, Client: c.Client, EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg),
+	w.ctl = New(Options{Config: cfg, Client: c.Client, EC2: controlleronly.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg),
 		Logger: slog.New(slog.NewTextHandler(w.logs, nil)), Metrics: w.metrics, Handler: episode.Options{Events: recorder}})
 	if w.warm, err = w.ctl.warmUp(); err != nil {
 		t.Fatal(err)

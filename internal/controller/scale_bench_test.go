@@ -42,6 +42,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/cloud/controlleronly"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/daemon"
 	"lifeboat.dev/lifeboat/internal/episode"
@@ -312,7 +313,7 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	}
 	logs := &azLogCounter{counts: map[string]int{}, samples: map[string]string{}}
 	ctl := controller.New(controller.Options{Config: cfg, Client: clients.Main, LeaseClient: clients.Lease, Queue: awssqs.NewFromConfig(awsCfg),
-		EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(logs), Metrics: m,
+		EC2: controlleronly.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(logs), Metrics: m,
 		Handler: azHandler(b, clients, cfg, m)})
 
 	// What the cluster shows, from two watches (the harness keeps no copies of the objects).

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/cloud/controlleronly"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/daemon"
@@ -164,7 +165,7 @@ func azStartStandby(ctx context.Context, b *testing.B, base *rest.Config, cfg *c
 	start := time.Now()
 	s.budget = clients.Budget
 	s.ctl = controller.New(controller.Options{Config: standbyCfg, Client: clients.Main, LeaseClient: clients.Lease, Queue: awssqs.NewFromConfig(awsCfg),
-		EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(s.logs), Metrics: s.metrics,
+		EC2: controlleronly.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(s.logs), Metrics: s.metrics,
 		Handler: azHandler(b, clients, standbyCfg, s.metrics)}) // as the binary builds it, as the leader's
 	go func() { s.done <- s.ctl.RunWithLeaderElection(ctx) }()
 	_ = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) { return s.ctl.Healthy() == nil, nil })

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/cloud/controlleronly"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/episode"
@@ -74,7 +75,7 @@ func (w *intakeWorld) startReplica(t *testing.T, ctx context.Context, name strin
 	rc.Wrap(r.writes.wrap)
 	awsCfg := sandboxtest.AWSConfig(w.fake.URL())
 	r.ctl = controller.New(controller.Options{Config: cfg, Client: kubernetes.NewForConfigOrDie(rc), LeaseClient: lease, Queue: awssqs.NewFromConfig(awsCfg),
-		EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(slog.NewTextHandler(r.logs, nil)),
+		EC2: controlleronly.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(slog.NewTextHandler(r.logs, nil)),
 		Metrics: metrics.New(), Handler: episode.Options{}})
 	runCtx, cancel := context.WithCancel(ctx)
 	r.stop = cancel

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/cloud/controlleronly"
 	"lifeboat.dev/lifeboat/internal/ownership"
 	"lifeboat.dev/lifeboat/test/sandbox"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
@@ -79,7 +79,7 @@ func TestResolveAgainstAPIServerAndEC2(t *testing.T) {
 
 	factory := informers.NewSharedInformerFactory(c.Client, 0)
 	inf := factory.Core().V1().Nodes().Informer()
-	r, err := ownership.NewResolver(inf, ownership.NewInstances(cloud.NewAWSEC2(sandboxtest.AWSConfig(fake.URL())), ownership.InstancesOptions{}), ownership.Options{
+	r, err := ownership.NewResolver(inf, ownership.NewInstances(controlleronly.NewAWSEC2(sandboxtest.AWSConfig(fake.URL())), ownership.InstancesOptions{}), ownership.Options{
 		CheckManagedTag: true, ManagedTag: managedTag, ClusterName: "prod",
 		// Off, as in NTH: foreign instances are then looked up by private DNS name too.
 		UseProviderID: false,

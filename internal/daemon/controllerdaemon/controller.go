@@ -27,7 +27,7 @@ func Build(ctx context.Context, p daemon.Parts) (daemon.Driver, error) {
 	}
 	ctl := controller.New(controller.Options{Config: cfg, Client: p.Clients.Main, Logger: logger, Metrics: p.Metrics, Handler: p.Handler,
 		LeaseClient: p.Clients.Lease, // outside the budget: renewals never wait behind evictions
-		Queue:       awssqs.NewFromConfig(awsCfg), EC2: cloud.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg),
+		Queue:       awssqs.NewFromConfig(awsCfg), EC2: controlleronly.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg),
 		EKS: controlleronly.NewAWSEKS(awsCfg), Setup: controlleronly.NewAWSSetup(awsCfg)})
 	return daemon.Driver{Ready: ctl.Healthy, Run: func(ctx context.Context) error {
 		for {

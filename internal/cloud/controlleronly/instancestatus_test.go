@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package cloud_test
+package controlleronly_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/cloud/controlleronly"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
@@ -25,7 +26,7 @@ func TestAWSEC2DescribeInstanceStatus(t *testing.T) {
 	fake.SetInstanceStatus(ids[1], fakeaws.Status{Events: []fakeaws.StatusEvent{{ID: "instance-event-1", Code: "instance-retirement",
 		Description: "The instance is running on degraded hardware", NotBefore: since.Add(time.Hour)}}})
 	fake.SetInstanceStatus(ids[2], fakeaws.Status{Instance: "insufficient-data"})
-	ec2 := cloud.NewAWSEC2(sandboxtest.AWSConfig(fake.URL()))
+	ec2 := controlleronly.NewAWSEC2(sandboxtest.AWSConfig(fake.URL()))
 	got, err := ec2.DescribeInstanceStatus(context.Background(), append(ids, ids[0]))
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +81,7 @@ func TestAWSEC2InstancesInCapacityReservation(t *testing.T) {
 		}
 		fake.AddInstance(in)
 	}
-	ec2 := cloud.NewAWSEC2(sandboxtest.AWSConfig(fake.URL()))
+	ec2 := controlleronly.NewAWSEC2(sandboxtest.AWSConfig(fake.URL()))
 	ec2.PageSize = 5
 	got, err := ec2.InstancesInCapacityReservation(context.Background(), "cr-0123456789abcdef0")
 	if err != nil {

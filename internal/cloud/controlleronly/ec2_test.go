@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package cloud_test
+package controlleronly_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/cloud/controlleronly"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
@@ -83,7 +84,7 @@ func TestAWSEC2DescribeInstances(t *testing.T) {
 			ids = append(ids, unknown...)
 			ids = append(ids, ids[0], "") // duplicates and empties are dropped
 
-			ec2 := cloud.NewAWSEC2(sandboxtest.AWSConfig(fake.URL()))
+			ec2 := controlleronly.NewAWSEC2(sandboxtest.AWSConfig(fake.URL()))
 			ec2.PageSize = tc.pageSize
 			got, err := ec2.DescribeInstances(context.Background(), ids)
 			if err != nil {
@@ -133,7 +134,7 @@ func TestAWSEC2DescribeInstances(t *testing.T) {
 func TestAWSEC2AutoScalingTag(t *testing.T) {
 	fake := sandboxtest.FakeAWS(t, "")
 	fake.AddInstance(fakeaws.Instance{ID: "i-1", PrivateDNSName: "n1", AutoScalingGroup: "workers"})
-	got, err := cloud.NewAWSEC2(sandboxtest.AWSConfig(fake.URL())).DescribeInstances(context.Background(), []string{"i-1"})
+	got, err := controlleronly.NewAWSEC2(sandboxtest.AWSConfig(fake.URL())).DescribeInstances(context.Background(), []string{"i-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +145,7 @@ func TestAWSEC2AutoScalingTag(t *testing.T) {
 
 func TestAWSEC2NothingToAsk(t *testing.T) {
 	fake := sandboxtest.FakeAWS(t, "")
-	got, err := cloud.NewAWSEC2(sandboxtest.AWSConfig(fake.URL())).DescribeInstances(context.Background(), nil)
+	got, err := controlleronly.NewAWSEC2(sandboxtest.AWSConfig(fake.URL())).DescribeInstances(context.Background(), nil)
 	if err != nil || len(got) != 0 {
 		t.Fatalf("%v, %v", got, err)
 	}
@@ -157,7 +158,7 @@ func TestAWSEC2Error(t *testing.T) {
 	fake := sandboxtest.FakeAWS(t, "")
 	fake.AddInstance(fakeInstance(1))
 	fake.SetFault(fakeaws.Fault{Service: "ec2", Action: "DescribeInstances", Code: "UnauthorizedOperation", Status: 403})
-	_, err := cloud.NewAWSEC2(sandboxtest.AWSConfig(fake.URL())).DescribeInstances(context.Background(), []string{fakeInstance(1).ID})
+	_, err := controlleronly.NewAWSEC2(sandboxtest.AWSConfig(fake.URL())).DescribeInstances(context.Background(), []string{fakeInstance(1).ID})
 	if err == nil {
 		t.Fatal("no error")
 	}

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package cloud_test
+package controlleronly_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/cloud"
+	"lifeboat.dev/lifeboat/internal/cloud/controlleronly"
 	"lifeboat.dev/lifeboat/test/sandbox/fakeaws"
 	"lifeboat.dev/lifeboat/test/sandbox/sandboxtest"
 )
@@ -20,7 +21,7 @@ func TestDescribeCapacityReservation(t *testing.T) {
 	end := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	fake.AddCapacityReservation(fakeaws.CapacityReservation{ID: "cr-0123456789abcdef0", InstanceType: "trn2u.48xlarge", EndDate: end})
 	fake.AddCapacityReservation(fakeaws.CapacityReservation{ID: "cr-0fedcba9876543210", Type: "default", State: "expired"})
-	ec2 := cloud.NewAWSEC2(sandboxtest.AWSConfig(fake.URL()))
+	ec2 := controlleronly.NewAWSEC2(sandboxtest.AWSConfig(fake.URL()))
 	ctx := context.Background()
 	got, err := ec2.DescribeCapacityReservation(ctx, "cr-0123456789abcdef0")
 	want := cloud.CapacityReservation{ID: "cr-0123456789abcdef0", Type: "capacity-block", State: "active", InstanceType: "trn2u.48xlarge", EndDate: end}
