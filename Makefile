@@ -235,6 +235,7 @@ bench: sandbox
 ## sending (30s) or kill (the new leader's work). LIFEBOAT_SCALE_EVENTS=false runs it without Events and
 ## node conditions, for their cost. kwok runs at niceness LIFEBOAT_SCALE_KWOK_NICE (default -10, as root; 0: the usual
 ## priority): it stands in for every kubelet, and on shared cores its one watch of every pod fell behind the burst.
+## LIFEBOAT_SCALE_PACING_START (an experiment, not a setting): the request budget's start, the least a queue lowers it to.
 BENCH_SCALE_OUT ?= _output/bench-scale
 bench-scale: sandbox
 	@mkdir -p $(BENCH_SCALE_OUT)
@@ -246,7 +247,7 @@ bench-scale: sandbox
 	LIFEBOAT_SCALE_HEAP_PROFILE=$(LIFEBOAT_SCALE_HEAP_PROFILE) LIFEBOAT_SCALE_CPU_PROFILE=$(LIFEBOAT_SCALE_CPU_PROFILE) \
 	LIFEBOAT_SCALE_CPU_PROFILE_FROM=$(LIFEBOAT_SCALE_CPU_PROFILE_FROM) LIFEBOAT_SCALE_EVENTS=$(LIFEBOAT_SCALE_EVENTS) \
 	LIFEBOAT_SCALE_KILL=$(LIFEBOAT_SCALE_KILL) LIFEBOAT_SCALE_KILL_AT=$(LIFEBOAT_SCALE_KILL_AT) LIFEBOAT_SCALE_LEASE=$(LIFEBOAT_SCALE_LEASE) \
-	LIFEBOAT_SCALE_KWOK_NICE=$(LIFEBOAT_SCALE_KWOK_NICE) \
+	LIFEBOAT_SCALE_KWOK_NICE=$(LIFEBOAT_SCALE_KWOK_NICE) LIFEBOAT_SCALE_PACING_START=$(LIFEBOAT_SCALE_PACING_START) \
 	$(GO) test -run '^$$' -bench '^BenchmarkAZReclaim$$' -benchtime 1x -v -timeout 60m ./internal/controller 2>&1 | tee $(BENCH_SCALE_OUT)/raw.txt
 
 ## docs: regenerate docs/configuration.md from the settings table and docs/reference/metrics.md from the

@@ -43,6 +43,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/cloud"
 	"lifeboat.dev/lifeboat/internal/cloud/controlleronly"
+	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/daemon"
 	"lifeboat.dev/lifeboat/internal/episode"
@@ -142,6 +143,17 @@ type azScale struct {
 	// one watch of every pod fell behind the burst: the API server closed it again and again,
 	// each close a relist of every scheduled pod, and that decided the run's pace.
 	kwokNice int
+	// pacingStart, when above 0, is the request budget's start, and so the least the queue at
+	// the server lowers it to (LIFEBOAT_SCALE_PACING_START; 0: the binary's, pacing.DefaultStart):
+	// an experiment on the bound, not a setting users have.
+	pacingStart int
+}
+
+// pacing is the budget's options as the binary builds them, with the start the run asks for.
+func (sc azScale) pacing(cfg *config.Config, m *metrics.Metrics) pacing.Options {
+	o := daemon.Pacing(cfg, m)
+	o.Start = sc.pacingStart
+	return o
 }
 
 func azScaleFromEnv(b *testing.B) azScale {
@@ -166,6 +178,7 @@ func azScaleFromEnv(b *testing.B) azScale {
 		calibrationPods: get("LIFEBOAT_SCALE_CALIBRATION_PODS", 24000, 100),
 		killAt:          get("LIFEBOAT_SCALE_KILL_AT", 25, 1),
 		kwokNice:        get("LIFEBOAT_SCALE_KWOK_NICE", -10, -20),
+		pacingStart:     get("LIFEBOAT_SCALE_PACING_START", 0, 0),
 	}
 	if sc.kwokNice > 0 {
 		b.Fatalf("LIFEBOAT_SCALE_KWOK_NICE=%d: want 0 (the usual priority) or below", sc.kwokNice)
@@ -307,9 +320,12 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	if kill {
 		base.Wrap(killSwitch.wrap)
 	}
-	clients, err := daemon.KubeClients(base, cfg, m) // as the binary builds them
+	clients, err := daemon.KubeClientsPaced(base, sc.pacing(cfg, m), m) // as the binary builds them
 	if err != nil {
 		b.Fatal(err)
+	}
+	if sc.pacingStart > 0 {
+		say("request budget: start %d, and so the least a queue at the server lowers it to (LIFEBOAT_SCALE_PACING_START; the binary's is %d)", sc.pacingStart, pacing.DefaultStart)
 	}
 	logs := &azLogCounter{counts: map[string]int{}, samples: map[string]string{}}
 	ctl := controller.New(controller.Options{Config: cfg, Client: clients.Main, LeaseClient: clients.Lease, Queue: awssqs.NewFromConfig(awsCfg),
@@ -358,7 +374,7 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 		}
 		standbyBase.UserAgent = version.UserAgent()
 		standbyCtx, stopStandby := context.WithCancel(ctx)
-		standby = azStartStandby(standbyCtx, b, standbyBase, cfg, queueURL, fake)
+		standby = azStartStandby(standbyCtx, b, sc, standbyBase, cfg, queueURL, fake)
 		defer func() { stopStandby(); <-standby.done }()
 	}
 

@@ -149,14 +149,14 @@ func (s *azStandby) sampleTakeover() {
 // azStartStandby starts a second replica with the leader's settings but its own identity and
 // clients, and waits until it is Ready: its node and pod caches synced. It measures the live
 // heap it added (after a GC on either side) and snapshots its requests so far.
-func azStartStandby(ctx context.Context, b *testing.B, base *rest.Config, cfg *config.Config, queueURL string, fake *fakeaws.Server) *azStandby {
+func azStartStandby(ctx context.Context, b *testing.B, sc azScale, base *rest.Config, cfg *config.Config, queueURL string, fake *fakeaws.Server) *azStandby {
 	b.Helper()
 	awsURL := fake.URL()
 	standbyCfg := benchConfig(b, queueURL, awsURL, "POD_NAME", "lifeboat-standby",
 		"LEADER_ELECTION_LEASE_DURATION", cfg.LeaseDuration.String(), "LEADER_ELECTION_RENEW_DEADLINE", cfg.LeaseRenewDeadline.String(),
 		"LEADER_ELECTION_RETRY_PERIOD", cfg.LeaseRetryPeriod.String())
 	s := &azStandby{metrics: metrics.New(), fake: fake, done: make(chan error, 1), logs: &azLogCounter{counts: map[string]int{}, samples: map[string]string{}}}
-	clients, err := daemon.KubeClients(base, standbyCfg, s.metrics)
+	clients, err := daemon.KubeClientsPaced(base, sc.pacing(standbyCfg, s.metrics), s.metrics)
 	if err != nil {
 		b.Fatal(err)
 	}

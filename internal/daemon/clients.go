@@ -42,7 +42,13 @@ func Pacing(c *config.Config, observer pacing.Observer) pacing.Options {
 // KubeClients builds the clients from one base configuration (kube.RESTConfig in the binary,
 // a sandbox user's in benchmarks), each counted in m under its name.
 func KubeClients(base *rest.Config, c *config.Config, m *metrics.Metrics) (*Clients, error) {
-	budget := pacing.New(Pacing(c, m))
+	return KubeClientsPaced(base, Pacing(c, m), m)
+}
+
+// KubeClientsPaced is KubeClients with the budget's options given (benchmarks try other
+// bounds with it; the binaries use KubeClients).
+func KubeClientsPaced(base *rest.Config, pace pacing.Options, m *metrics.Metrics) (*Clients, error) {
+	budget := pacing.New(pace)
 	lanes := make([]string, len(pacing.Lanes))
 	for i, l := range pacing.Lanes {
 		lanes[i] = l.String()
