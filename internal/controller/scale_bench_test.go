@@ -1132,17 +1132,19 @@ func azCalibrate(ctx context.Context, c *sandbox.Cluster, w *azWorld, sc azScale
 		evicted++
 		return evicted - 1, true
 	}
-	out.evictions, out.bestEvictions = climb(func(workers int) azStep {
+	// evictionStep evicts for d, workers at a time, then waits until the step's pods are gone.
+	evictionStep := func(workers int, d time.Duration) azStep {
 		before := azAPF(ctx, c.Client) // outside the step's time: a scrape of the server's metrics
 		start := time.Now()
-		s := azRunTimedStep(ctx, workers, sc.evictionStep, next, codes, evict)
+		s := azRunTimedStep(ctx, workers, d, next, codes, evict)
 		if err := waitGone(evicted); err != nil {
 			s.errors = s.requests
 		}
 		s.settled = time.Since(start)
 		s.cacheWait = azAPF(ctx, c.Client).cacheWait["poddisruptionbudgets"].minus(before.cacheWait["poddisruptionbudgets"])
 		return s
-	})
+	}
+	out.evictions, out.bestEvictions = climb(func(workers int) azStep { return evictionStep(workers, sc.evictionStep) })
 	bestWorkers := 0
 	for _, s := range out.evictions {
 		if s.throttled == 0 && s.errors == 0 {
@@ -1153,14 +1155,7 @@ func azCalibrate(ctx context.Context, c *sandbox.Cluster, w *azWorld, sc azScale
 		}
 	}
 	if sc.longStep > 0 && bestWorkers > 0 && ctx.Err() == nil {
-		before := azAPF(ctx, c.Client)
-		start := time.Now()
-		s := azRunTimedStep(ctx, bestWorkers, sc.longStep, next, codes, evict)
-		if err := waitGone(evicted); err != nil {
-			s.errors = s.requests
-		}
-		s.settled = time.Since(start)
-		s.cacheWait = azAPF(ctx, c.Client).cacheWait["poddisruptionbudgets"].minus(before.cacheWait["poddisruptionbudgets"])
+		s := evictionStep(bestWorkers, sc.longStep)
 		out.long, out.longEvictions = &s, azSustainedRate(s.answered)
 	}
 	// Pods of steps not run go too.
