@@ -650,6 +650,10 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 		azFormat(served), azFormat(azDiff(apfAfter.dispatched, apfCal.dispatched)))
 	say("  lists by resource %s; watches closed on a slow watcher %s", azFormat(azDiff(apfAfter.lists, apfCal.lists)),
 		azFormat(azDiff(apfAfter.terminatedWatchers, apfCal.terminatedWatchers)))
+	if gc, over := apfAfter.gc.minus(apfCal.gc), apfAfter.at.Sub(apfCal.at); gc.count > 0 && over > 0 {
+		say("  the API server's Go garbage collections from the calibration's end to the burst's: %.0f in %s (one every %.1f s), stop-the-world pauses %.0f ms in all",
+			gc.count, over.Round(100*time.Millisecond), over.Seconds()/gc.count, 1000*gc.sum)
+	}
 	if closed := azClosedWatches(b, filepath.Join(c.Dir, "kube-apiserver.log"), start); closed != "" {
 		say("    which (the API server's log, from the sending): %s", closed)
 	}
@@ -1765,6 +1769,10 @@ type azAPFState struct {
 	// an eviction lists its namespace's disruption budgets so, and the cache of a kind that
 	// hardly changes catches up on etcd's progress notifications, asked for every 100 ms.
 	cacheWait map[string]azMean
+	// The server's Go garbage collections so far (go_gc_duration_seconds: cycles, and their
+	// stop-the-world pauses in all), and when the metrics were read.
+	gc azMean
+	at time.Time
 }
 
 // azMean is a histogram's sum and count.
@@ -1840,9 +1848,19 @@ func azAPF(ctx context.Context, client kubernetes.Interface) azAPFState {
 	if err != nil {
 		return out
 	}
+	out.at = time.Now()
 	for _, line := range strings.Split(string(raw), "\n") {
 		name, rest, ok := strings.Cut(line, "{")
 		if !ok {
+			if name, value, ok := strings.Cut(line, " "); ok {
+				v, _ := strconv.ParseFloat(value, 64)
+				switch name {
+				case "go_gc_duration_seconds_count":
+					out.gc.count = v
+				case "go_gc_duration_seconds_sum":
+					out.gc.sum = v
+				}
+			}
 			continue
 		}
 		labelText, valueText, ok := strings.Cut(rest, "} ")
