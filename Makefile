@@ -236,6 +236,9 @@ bench: sandbox
 ## node conditions, for their cost. kwok runs at niceness LIFEBOAT_SCALE_KWOK_NICE (default -10, as root; 0: the usual
 ## priority): it stands in for every kubelet, and on shared cores its one watch of every pod fell behind the burst.
 ## LIFEBOAT_SCALE_PACING_START (an experiment, not a setting): the request budget's start, the least a queue lowers it to.
+## LIFEBOAT_SCALE_SERVER_PROFILE=prefix runs the API server with profiling and writes its CPU profiles of 15 s to
+## prefix.long (the middle of the calibration's long step) and prefix.burst (from where LIFEBOAT_SCALE_CPU_PROFILE_FROM says),
+## .killed before them in the killed run: go tool pprof -top -diff_base prefix.long prefix.burst.
 BENCH_SCALE_OUT ?= _output/bench-scale
 bench-scale: sandbox
 	@mkdir -p $(BENCH_SCALE_OUT)
@@ -248,6 +251,7 @@ bench-scale: sandbox
 	LIFEBOAT_SCALE_CPU_PROFILE_FROM=$(LIFEBOAT_SCALE_CPU_PROFILE_FROM) LIFEBOAT_SCALE_EVENTS=$(LIFEBOAT_SCALE_EVENTS) \
 	LIFEBOAT_SCALE_KILL=$(LIFEBOAT_SCALE_KILL) LIFEBOAT_SCALE_KILL_AT=$(LIFEBOAT_SCALE_KILL_AT) LIFEBOAT_SCALE_LEASE=$(LIFEBOAT_SCALE_LEASE) \
 	LIFEBOAT_SCALE_KWOK_NICE=$(LIFEBOAT_SCALE_KWOK_NICE) LIFEBOAT_SCALE_PACING_START=$(LIFEBOAT_SCALE_PACING_START) \
+	LIFEBOAT_SCALE_SERVER_PROFILE=$(LIFEBOAT_SCALE_SERVER_PROFILE) \
 	$(GO) test -run '^$$' -bench '^BenchmarkAZReclaim$$' -benchtime 1x -v -timeout 60m ./internal/controller 2>&1 | tee $(BENCH_SCALE_OUT)/raw.txt
 
 ## docs: regenerate docs/configuration.md from the settings table and docs/reference/metrics.md from the

@@ -147,6 +147,9 @@ type azScale struct {
 	// the server lowers it to (LIFEBOAT_SCALE_PACING_START; 0: the binary's, pacing.DefaultStart):
 	// an experiment on the bound, not a setting users have.
 	pacingStart int
+	// serverProfile, when set, is the prefix of the API server's CPU profiles over the
+	// calibration's long step and over the burst (LIFEBOAT_SCALE_SERVER_PROFILE, azServerProfiler).
+	serverProfile string
 }
 
 // pacing is the budget's options as the binary builds them, with the start the run asks for.
@@ -179,6 +182,7 @@ func azScaleFromEnv(b *testing.B) azScale {
 		killAt:          get("LIFEBOAT_SCALE_KILL_AT", 25, 1),
 		kwokNice:        get("LIFEBOAT_SCALE_KWOK_NICE", -10, -20),
 		pacingStart:     get("LIFEBOAT_SCALE_PACING_START", 0, 0),
+		serverProfile:   os.Getenv("LIFEBOAT_SCALE_SERVER_PROFILE"),
 	}
 	if sc.kwokNice > 0 {
 		b.Fatalf("LIFEBOAT_SCALE_KWOK_NICE=%d: want 0 (the usual priority) or below", sc.kwokNice)
@@ -228,7 +232,20 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 
 	setupStart := time.Now()
 	// The API server logs each watch it closes as too slow, naming the watch (azClosedWatches).
-	c := sandboxtest.Cluster(b, sandbox.ClusterOptions{APIServerArgs: []string{"--vmodule=cache_watcher=1"}, KwokNice: sc.kwokNice})
+	c := sandboxtest.Cluster(b, sandbox.ClusterOptions{
+		APIServerArgs: append([]string{"--vmodule=cache_watcher=1"}, azServerProfileArgs(sc.serverProfile)...),
+		KwokNice:      sc.kwokNice,
+	})
+	serverProfilePrefix := sc.serverProfile
+	if kill && serverProfilePrefix != "" {
+		serverProfilePrefix += ".killed" // the run without a kill keeps its own
+	}
+	serverProfiles := azNewServerProfiler(serverProfilePrefix, c)
+	defer func() {
+		for _, err := range serverProfiles.wait() {
+			b.Error(err)
+		}
+	}()
 	q := sandboxtest.SQS(b, sandbox.SQSOptions{Queues: []string{"lifeboat"}})
 	fake := sandboxtest.FakeAWS(b, q.Endpoint)
 	w, err := azBuildWorld(ctx, c, fake, sc)
@@ -261,7 +278,7 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 
 	calStart := time.Now()
 	apfBefore := azAPF(ctx, c.Client)
-	cal, err := azCalibrate(ctx, c, w, sc, saGroups)
+	cal, err := azCalibrate(ctx, c, w, sc, saGroups, serverProfiles)
 	if err != nil {
 		b.Fatalf("calibration: %v", err)
 	}
@@ -516,6 +533,9 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 			apfCordoned, latencyCordoned = &s, azClientLatency(m)
 		}
 		cpuProfile.tick(b, time.Since(start), !killedAt.IsZero())
+		if cpuProfile.due(time.Since(start), !killedAt.IsZero()) {
+			serverProfiles.start(ctx, "burst", 0)
+		}
 		select {
 		case <-limit:
 			timedOut = true
@@ -1026,7 +1046,7 @@ const azWarmup = 40
 
 // azCalibrate measures node patches and evictions at rising concurrency (see
 // BenchmarkAZReclaim), then undoes the patches and waits until the calibration pods are gone.
-func azCalibrate(ctx context.Context, c *sandbox.Cluster, w *azWorld, sc azScale, groups []string) (*azCalibration, error) {
+func azCalibrate(ctx context.Context, c *sandbox.Cluster, w *azWorld, sc azScale, groups []string, serverProfiles *azServerProfiler) (*azCalibration, error) {
 	rc, err := c.UserConfig(azCalibrationUser, groups...)
 	if err != nil {
 		return nil, err
@@ -1159,7 +1179,10 @@ func azCalibrate(ctx context.Context, c *sandbox.Cluster, w *azWorld, sc azScale
 		}
 	}
 	if sc.longStep > 0 && bestWorkers > 0 && ctx.Err() == nil {
+		// The server's profile over the step's middle, once its deletions have caught up.
+		serverProfiles.start(ctx, "long", max(0, (sc.longStep-azServerProfileFor)/2))
 		s := evictionStep(bestWorkers, sc.longStep)
+		serverProfiles.wait()
 		out.long, out.longEvictions = &s, azSustainedRate(s.answered)
 	}
 	// Pods of steps not run go too.
@@ -1646,11 +1669,19 @@ func azNewCPUProfile(b *testing.B) *azCPUProfile {
 	return p
 }
 
+// due says whether the profile's time has come (whether or not this process's is asked for).
+func (p *azCPUProfile) due(sinceSending time.Duration, killed bool) bool {
+	if p.fromKill {
+		return killed
+	}
+	return sinceSending >= p.from
+}
+
 // tick starts the profile when its time has come and ends it azCPUProfileFor later.
 func (p *azCPUProfile) tick(b *testing.B, sinceSending time.Duration, killed bool) {
 	switch {
 	case p.path == "" || (p.started.IsZero() && p.end != nil):
-	case p.end == nil && !p.fromKill && sinceSending >= p.from, p.end == nil && p.fromKill && killed:
+	case p.end == nil && p.due(sinceSending, killed):
 		end, err := azStartCPUProfile(p.path)
 		if err != nil {
 			b.Fatalf("CPU profile: %v", err)
