@@ -291,6 +291,9 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 			return ""
 		}
 		out := fmt.Sprintf("; waiting for the budgets' watch cache %s; pods gone after %s = %.0f/s", s.cacheWait, s.settled.Round(10*time.Millisecond), float64(s.requests)/s.settled.Seconds())
+		if perPod := s.serverCPUPerPod(); perPod > 0 {
+			out += fmt.Sprintf("; the API server's CPU until then %.1f s = %.2f ms per pod", s.sandboxCPU[azServerProcess], perPod)
+		}
 		if s.ranOut {
 			out += " (ran out of calibration pods: LIFEBOAT_SCALE_CALIBRATION_PODS)"
 		}
@@ -552,6 +555,12 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	childAfter := azChildCPU()
 	hwm, _ := azProcStatus("VmHWM")
 	after := azSnapshot(m, fake)
+	// The standby's requests as the burst ends: once the leader below is stopped and releases
+	// the Lease, the standby takes it over, and those requests are not the burst's.
+	var standbyAtEnd map[string]float64
+	if standby != nil {
+		standbyAtEnd = standby.requests()
+	}
 	apfAfter := azAPF(ctx, c.Client)
 	// The Events and conditions still to go are the leading replica's: after a kill, the
 	// standby's (the killed one's retries never reach the server).
@@ -598,6 +607,20 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	// watcher hears both. The calibration's steps are answered before that work is done; the
 	// burst pays for it while it evicts.
 	say("  pods gone:  Lifeboat %6.1f/s, calibrated evictions with kwok's deletions %6.0f/s: %.0f%%", p.goneRate, cal.bestSettled, 100*p.goneRate/cal.bestSettled)
+	// What each moved pod cost the API server, a measure the server's pace does not move: on
+	// the shared cores its rate is the CPU it gets divided by this. The burst's cordons,
+	// conditions and the Events sent before its end are in its share; the long step has none.
+	serverCPUPerPod, longServerCPUPerPod := 0.0, 0.0
+	if p.nGone == len(w.workload) && len(w.workload) > 0 {
+		serverCPUPerPod = 1000 * (childAfter[azServerProcess] - childBefore[azServerProcess]) / needEvict
+	}
+	if cal.long != nil {
+		longServerCPUPerPod = cal.long.serverCPUPerPod()
+	}
+	if serverCPUPerPod > 0 && longServerCPUPerPod > 0 {
+		say("  the API server's CPU per moved pod, until the pods were gone: Lifeboat's burst %.2f ms (cordons, conditions and Events included), the long step %.2f ms: the plain evictor's cost is %.0f%% of Lifeboat's",
+			serverCPUPerPod, longServerCPUPerPod, 100*longServerCPUPerPod/serverCPUPerPod)
+	}
 	// The sustained comparison. A calibration step's evictions are answered within its ten
 	// seconds, but at 64 in flight its pods took about twice that to go: kwok deletes each pod
 	// its eviction marks, through the same server, and that work was left for after the step.
@@ -700,7 +723,7 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	}
 	if !kill && standby != nil {
 		say("standby (LIFEBOAT_SCALE_STANDBY=both): led during the run without a kill: %v (want false: no change of leader); Ready %s after its start; its requests during the burst: %s",
-			standbyLed, standby.synced.Round(10*time.Millisecond), azFormat(azDiff(standby.requests(), standby.atSync)))
+			standbyLed, standby.synced.Round(10*time.Millisecond), azFormat(azDiff(standbyAtEnd, standby.atSync)))
 	}
 	hwmNote := "since the burst began (reset through /proc/self/clear_refs)"
 	if !hwmReset {
@@ -733,6 +756,8 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	b.ReportMetric(evictFraction, "rate-fraction")
 	b.ReportMetric(cal.longEvictions, "calibrated-long-evictions/s")
 	b.ReportMetric(longFraction, "long-rate-fraction")
+	b.ReportMetric(serverCPUPerPod, "server-cpu-ms/pod")
+	b.ReportMetric(longServerCPUPerPod, "long-server-cpu-ms/pod")
 	b.ReportMetric(sustainedFraction, "sustained-fraction")
 	b.ReportMetric(mib(peakHeap), "peak-heap-MiB")
 	b.ReportMetric(mib(peakLive), "peak-live-heap-MiB")
@@ -918,6 +943,21 @@ type azStep struct {
 	// cacheWait is, for evictions, how long the server's consistent lists of the disruption
 	// budgets waited for its watch cache during the step (see azAPFState.cacheWait).
 	cacheWait azMean
+	// sandboxCPU is, for evictions, the CPU seconds each sandbox process used from the step's
+	// start until its pods were gone (azChildCPU).
+	sandboxCPU map[string]float64
+}
+
+// azServerProcess is the sandbox process whose CPU per evicted pod the report compares.
+const azServerProcess = "kube-apiserver"
+
+// serverCPUPerPod is the API server's CPU per evicted pod over the step, its deletions
+// included, in milliseconds (0 when not measured).
+func (s azStep) serverCPUPerPod() float64 {
+	if s.requests-s.errors <= 0 || s.sandboxCPU == nil {
+		return 0
+	}
+	return 1000 * s.sandboxCPU[azServerProcess] / float64(s.requests-s.errors)
 }
 
 // rate is the accepted requests per second.
@@ -1159,12 +1199,14 @@ func azCalibrate(ctx context.Context, c *sandbox.Cluster, w *azWorld, sc azScale
 	// evictionStep evicts for d, workers at a time, then waits until the step's pods are gone.
 	evictionStep := func(workers int, d time.Duration) azStep {
 		before := azAPF(ctx, c.Client) // outside the step's time: a scrape of the server's metrics
+		cpuBefore := azChildCPU()
 		start := time.Now()
 		s := azRunTimedStep(ctx, workers, d, next, codes, evict)
 		if err := waitGone(evicted); err != nil {
 			s.errors = s.requests
 		}
 		s.settled = time.Since(start)
+		s.sandboxCPU = azDiff(azChildCPU(), cpuBefore)
 		s.cacheWait = azAPF(ctx, c.Client).cacheWait["poddisruptionbudgets"].minus(before.cacheWait["poddisruptionbudgets"])
 		return s
 	}
