@@ -97,7 +97,8 @@ import (
 // Lifeboat's Kubernetes requests by verb and resource with their 429s, its AWS and SQS calls;
 // its peak heap and resident memory and the CPU time of this process (harness included) and
 // of the sandbox's processes; its eviction and cordon rates against the calibrated ones, and
-// the sustained comparison (evictions counted until their pods were gone, on both sides);
+// the sustained comparison (evictions counted until their pods were gone, on both sides), and
+// the API server's CPU per moved pod against the long step's (a measure its pace does not move);
 // whether the evictions fit in the two-minute Spot warning; the Events (on nodes and on every
 // moved pod) and the nodes' condition writes, all in the background lane, counted once they
 // settle after the burst (LIFEBOAT_SCALE_EVENTS=false leaves both out, for the difference).
@@ -291,8 +292,8 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 			return ""
 		}
 		out := fmt.Sprintf("; waiting for the budgets' watch cache %s; pods gone after %s = %.0f/s", s.cacheWait, s.settled.Round(10*time.Millisecond), float64(s.requests)/s.settled.Seconds())
-		if perPod := s.serverCPUPerPod(); perPod > 0 {
-			out += fmt.Sprintf("; the API server's CPU until then %.1f s = %.2f ms per pod", s.sandboxCPU[azServerProcess], perPod)
+		if s.sandboxCPU != nil {
+			out += fmt.Sprintf("; the API server's CPU until then %.1f s", s.sandboxCPU[azServerProcess])
 		}
 		if s.ranOut {
 			out += " (ran out of calibration pods: LIFEBOAT_SCALE_CALIBRATION_PODS)"
@@ -403,6 +404,12 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	for i, n := range w.notice {
 		bodies[i] = spotMessage(episode.InstanceIDOf(n))
 	}
+	// The API server's CPU while nothing is asked of it (its upkeep, kwok's and the informers'
+	// watches), taken off both sides of the CPU per moved pod: a burst and a step measured
+	// until their last pod went include stretches of little else.
+	idleFrom := azChildCPU()
+	time.Sleep(azIdleSample)
+	serverIdle := (azChildCPU()[azServerProcess] - idleFrom[azServerProcess]) / azIdleSample.Seconds()
 	before := azSnapshot(m, fake)
 	var standbyBefore azCounts
 	if standby != nil {
@@ -612,14 +619,14 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	// conditions and the Events sent before its end are in its share; the long step has none.
 	serverCPUPerPod, longServerCPUPerPod := 0.0, 0.0
 	if p.nGone == len(w.workload) && len(w.workload) > 0 {
-		serverCPUPerPod = 1000 * (childAfter[azServerProcess] - childBefore[azServerProcess]) / needEvict
+		serverCPUPerPod = 1000 * (childAfter[azServerProcess] - childBefore[azServerProcess] - serverIdle*burst.Seconds()) / needEvict
 	}
 	if cal.long != nil {
-		longServerCPUPerPod = cal.long.serverCPUPerPod()
+		longServerCPUPerPod = cal.long.serverCPUPerPod(serverIdle)
 	}
 	if serverCPUPerPod > 0 && longServerCPUPerPod > 0 {
-		say("  the API server's CPU per moved pod, until the pods were gone: Lifeboat's burst %.2f ms (cordons, conditions and Events included), the long step %.2f ms: the plain evictor's cost is %.0f%% of Lifeboat's",
-			serverCPUPerPod, longServerCPUPerPod, 100*longServerCPUPerPod/serverCPUPerPod)
+		say("  the API server's CPU per moved pod, until the pods were gone, its idle %.2f cores (sampled for %s before the burst) taken off: Lifeboat's burst %.2f ms (cordons, conditions and Events included), the long step %.2f ms: the plain evictor's cost is %.0f%% of Lifeboat's",
+			serverIdle, azIdleSample, serverCPUPerPod, longServerCPUPerPod, 100*longServerCPUPerPod/serverCPUPerPod)
 	}
 	// The sustained comparison. A calibration step's evictions are answered within its ten
 	// seconds, but at 64 in flight its pods took about twice that to go: kwok deletes each pod
@@ -951,13 +958,16 @@ type azStep struct {
 // azServerProcess is the sandbox process whose CPU per evicted pod the report compares.
 const azServerProcess = "kube-apiserver"
 
+// azIdleSample is how long the API server's idle CPU is sampled before the burst.
+const azIdleSample = 5 * time.Second
+
 // serverCPUPerPod is the API server's CPU per evicted pod over the step, its deletions
-// included, in milliseconds (0 when not measured).
-func (s azStep) serverCPUPerPod() float64 {
+// included and its idle CPU (cores) taken off, in milliseconds (0 when not measured).
+func (s azStep) serverCPUPerPod(idle float64) float64 {
 	if s.requests-s.errors <= 0 || s.sandboxCPU == nil {
 		return 0
 	}
-	return 1000 * s.sandboxCPU[azServerProcess] / float64(s.requests-s.errors)
+	return 1000 * (s.sandboxCPU[azServerProcess] - idle*s.settled.Seconds()) / float64(s.requests-s.errors)
 }
 
 // rate is the accepted requests per second.
