@@ -98,7 +98,7 @@ import (
 // its peak heap and resident memory and the CPU time of this process (harness included) and
 // of the sandbox's processes; its eviction and cordon rates against the calibrated ones, and
 // the sustained comparison (evictions counted until their pods were gone, on both sides), and
-// the API server's CPU per moved pod against the long step's (a measure its pace does not move);
+// the API server's CPU per moved pod against the long step's (its cost, not its pace);
 // whether the evictions fit in the two-minute Spot warning; the Events (on nodes and on every
 // moved pod) and the nodes' condition writes, all in the background lane, counted once they
 // settle after the burst (LIFEBOAT_SCALE_EVENTS=false leaves both out, for the difference).
@@ -614,9 +614,9 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	// watcher hears both. The calibration's steps are answered before that work is done; the
 	// burst pays for it while it evicts.
 	say("  pods gone:  Lifeboat %6.1f/s, calibrated evictions with kwok's deletions %6.0f/s: %.0f%%", p.goneRate, cal.bestSettled, 100*p.goneRate/cal.bestSettled)
-	// What each moved pod cost the API server, a measure the server's pace does not move: on
-	// the shared cores its rate is the CPU it gets divided by this. The burst's cordons,
-	// conditions and the Events sent before its end are in its share; the long step has none.
+	// What each moved pod cost the API server: its cost, where the rates above are its pace
+	// (on the shared cores, the CPU it gets divided by this). The burst's cordons, conditions
+	// and the Events sent before its end are in its share; the long step has none.
 	serverCPUPerPod, longServerCPUPerPod := 0.0, 0.0
 	if p.nGone == len(w.workload) && len(w.workload) > 0 {
 		serverCPUPerPod = 1000 * (childAfter[azServerProcess] - childBefore[azServerProcess] - serverIdle*burst.Seconds()) / needEvict
