@@ -28,11 +28,9 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -47,7 +45,6 @@ import (
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/daemon"
 	"lifeboat.dev/lifeboat/internal/episode"
-	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/kube/pacing"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/record"
@@ -83,7 +80,9 @@ import (
 // requests in flight only wait longer, their latency grows with their number). The best rate is what the
 // server gives one client of that identity. A long eviction step follows at the best step's
 // concurrency (LIFEBOAT_SCALE_CALIBRATION_LONG_SECONDS, default 30; 0: none), bearing the
-// deletions its own evictions cause as the burst does (see azCalibration). (A rule on latency alone, the p99 doubled from
+// deletions its own evictions cause as the burst does (see azCalibration), and runs again once
+// the burst is over, on new pods, with nothing of the burst left running (the closing step):
+// the goal's yardstick is the two steps' mean. (A rule on latency alone, the p99 doubled from
 // the first step, stopped on a noisy first step before the throughput peaked.)
 //
 // Lifeboat then runs in this process with default settings (WORKERS 10, KUBE_API_QPS 100,
@@ -221,6 +220,14 @@ type azWorld struct {
 	notice, other []*corev1.Node
 	workload      []string // namespace/name of the ReplicaSet pods on the notice nodes
 	calibration   []string // names of the calibration pods, in namespace "calibration"
+	calOwner      metav1.OwnerReference
+}
+
+// calibrationPod is calibration pod number k, on the nodes outside the zone in turn.
+func (w *azWorld) calibrationPod(k int) *corev1.Pod {
+	labels := map[string]string{"app": w.calOwner.Name}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "calibration", Name: "cal-" + strconv.Itoa(k), Labels: labels, OwnerReferences: []metav1.OwnerReference{w.calOwner}},
+		Spec: corev1.PodSpec{NodeName: w.other[k%len(w.other)].Name, Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
 }
 
 func azReclaim(b *testing.B, sc azScale, kill bool) {
@@ -359,7 +366,9 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := progress.watch(ctx, c.Client, meta); err != nil {
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	if err := progress.watch(watchCtx, c.Client, meta); err != nil {
 		b.Fatal(err)
 	}
 
@@ -388,15 +397,17 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	say("controller: leading and consuming after %s (node informer synced on %d nodes), the drains' pod informer synced after %s",
 		leading.Round(10*time.Millisecond), sc.nodes, time.Since(leadStart).Round(10*time.Millisecond))
 	var standby *azStandby
+	stopStandby := func() {}
 	if kill || sc.standbyAlways {
 		standbyBase, err := c.UserConfig(azLifeboatUser, saGroups...)
 		if err != nil {
 			b.Fatal(err)
 		}
 		standbyBase.UserAgent = version.UserAgent()
-		standbyCtx, stopStandby := context.WithCancel(ctx)
+		standbyCtx, cancelStandby := context.WithCancel(ctx)
 		standby = azStartStandby(standbyCtx, b, sc, standbyBase, cfg, queueURL, fake)
-		defer func() { stopStandby(); <-standby.done }()
+		stopStandby = sync.OnceFunc(func() { cancelStandby(); <-standby.done })
+		defer stopStandby()
 	}
 
 	// The burst.
@@ -586,6 +597,15 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 
 	// Times and rates, from the watches.
 	p := progress.result(start)
+	// The closing step, with nothing of the burst's left running: no replica, no watch of the
+	// harness (the long step before the burst had none either).
+	stopStandby()
+	stopWatching()
+	closeStart := time.Now()
+	if err := cal.close(ctx, sc); err != nil {
+		b.Errorf("the calibration's closing step: %v", err)
+	}
+	closeTook := time.Since(closeStart)
 	say("burst: %d Spot warnings sent in %s (8 senders, 10 to a SendMessageBatch); measured for %s%s", len(bodies), sent.Round(time.Millisecond),
 		burst.Round(100*time.Millisecond), map[bool]string{true: fmt.Sprintf(" (STOPPED at the %s limit, unfinished)", azBurstLimit), false: ""}[timedOut])
 	show := func(d time.Duration, n, of int) string {
@@ -610,6 +630,16 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 		say("  evictions: Lifeboat %6.1f/s, the calibration's long step (%d in flight for %s, bearing its own deletions) %6.0f/s: %.0f%%",
 			lbEvict, cal.long.workers, cal.long.took.Round(time.Second), cal.longEvictions, 100*longFraction)
 	}
+	// The goal's yardstick: the long step before the burst and again after it, their mean.
+	yardstickFraction := 0.0
+	if s := cal.closing; s != nil {
+		yardstickFraction = lbEvict / cal.yardstick()
+		say("  evictions, closing step (the long step again once the burst was over, %s with its pods' creation): %d in flight for %s: %d requests = %.0f/s over the step, %.0f/s between the 10th and 90th percentile of its answers, p50 %s, p99 %s, 429s %d, other errors %d%s",
+			closeTook.Round(100*time.Millisecond), s.workers, s.took.Round(time.Millisecond), s.requests, s.rate(), cal.closingEvictions,
+			s.p50.Round(100*time.Microsecond), s.p99.Round(100*time.Microsecond), s.throttled, s.errors, settled(*s))
+		say("  evictions: Lifeboat %6.1f/s, the long steps' mean (before %.0f/s, after %.0f/s, the server's drift between them %+.0f%%) %6.0f/s: %.0f%% (the goal: 95 %%)",
+			lbEvict, cal.longEvictions, cal.closingEvictions, 100*(cal.closingEvictions/cal.longEvictions-1), cal.yardstick(), 100*yardstickFraction)
+	}
 	// An eviction's answer comes before the work it causes: kwok deletes the pod, and every
 	// watcher hears both. The calibration's steps are answered before that work is done; the
 	// burst pays for it while it evicts.
@@ -624,8 +654,14 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	if cal.long != nil {
 		longServerCPUPerPod = cal.long.serverCPUPerPod(serverIdle)
 	}
+	if cal.closing != nil && longServerCPUPerPod > 0 {
+		if closing := cal.closing.serverCPUPerPod(serverIdle); closing > 0 {
+			say("  the API server's CPU per moved pod in the closing step: %.2f ms (the long step before the burst %.2f ms)", closing, longServerCPUPerPod)
+			longServerCPUPerPod = (longServerCPUPerPod + closing) / 2
+		}
+	}
 	if serverCPUPerPod > 0 && longServerCPUPerPod > 0 {
-		say("  the API server's CPU per moved pod, until the pods were gone, its idle %.2f cores (sampled for %s before the burst) taken off: Lifeboat's burst %.2f ms (cordons, conditions and Events included), the long step %.2f ms: the plain evictor's cost is %.0f%% of Lifeboat's",
+		say("  the API server's CPU per moved pod, until the pods were gone, its idle %.2f cores (sampled for %s before the burst) taken off: Lifeboat's burst %.2f ms (cordons, conditions and Events included), the long steps %.2f ms: the plain evictor's cost is %.0f%% of Lifeboat's",
 			serverIdle, azIdleSample, serverCPUPerPod, longServerCPUPerPod, 100*longServerCPUPerPod/serverCPUPerPod)
 	}
 	// The sustained comparison. A calibration step's evictions are answered within its ten
@@ -763,6 +799,8 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	b.ReportMetric(evictFraction, "rate-fraction")
 	b.ReportMetric(cal.longEvictions, "calibrated-long-evictions/s")
 	b.ReportMetric(longFraction, "long-rate-fraction")
+	b.ReportMetric(cal.closingEvictions, "calibrated-closing-evictions/s")
+	b.ReportMetric(yardstickFraction, "long-mean-rate-fraction")
 	b.ReportMetric(serverCPUPerPod, "server-cpu-ms/pod")
 	b.ReportMetric(longServerCPUPerPod, "long-server-cpu-ms/pod")
 	b.ReportMetric(sustainedFraction, "sustained-fraction")
@@ -840,7 +878,7 @@ func azBuildWorld(ctx context.Context, c *sandbox.Cluster, fake *fakeaws.Server,
 			return nil, err
 		}
 	}
-	calOwner, err := replicaSet("calibration", "calibration", 0)
+	w.calOwner, err = replicaSet("calibration", "calibration", 0)
 	if err != nil {
 		return nil, err
 	}
@@ -867,9 +905,7 @@ func azBuildWorld(ctx context.Context, c *sandbox.Cluster, fake *fakeaws.Server,
 			node, owner = all[i-workload], dsOwner
 			ns, name = "kube-system", "node-agent-"+short(node)
 		default:
-			k := i - workload - sc.nodes
-			node, owner = w.other[k%len(w.other)], calOwner
-			ns, name = "calibration", "cal-"+strconv.Itoa(k)
+			return w.calibrationPod(i - workload - sc.nodes)
 		}
 		labels := map[string]string{"app": owner.Name}
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, OwnerReferences: []metav1.OwnerReference{owner}},
@@ -890,20 +926,27 @@ func azBuildWorld(ctx context.Context, c *sandbox.Cluster, fake *fakeaws.Server,
 	}); err != nil {
 		return nil, err
 	}
-	// kwok marks each pod Running (a status write each); wait for it, so it is idle when the
-	// measurements begin.
+	if err := azWaitRunning(ctx, client); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// azWaitRunning waits until kwok has marked every pod Running (a status write each), so that
+// it is idle when a measurement begins.
+func azWaitRunning(ctx context.Context, client kubernetes.Interface) error {
 	for {
 		pending, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{ResourceVersion: "0",
 			FieldSelector: fields.OneTermNotEqualSelector("status.phase", string(corev1.PodRunning)).String()})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if len(pending.Items) == 0 {
-			return w, nil
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%d pods not Running: %w", len(pending.Items), ctx.Err())
+			return fmt.Errorf("%d pods not Running: %w", len(pending.Items), ctx.Err())
 		case <-time.After(time.Second):
 		}
 	}
@@ -1057,197 +1100,6 @@ func azRunStep(ctx context.Context, workers, n int, codes *azCodes, do func(ctx 
 	slices.Sort(lat)
 	s.p50, s.p99 = lat[n/2], lat[min(n-1, n*99/100)]
 	return s
-}
-
-// azCalibration is what the calibration found. bestSettled is the best eviction step's
-// pods gone per second, kwok's deletions included.
-//
-// Eviction steps last a fixed time (LIFEBOAT_SCALE_CALIBRATION_SECONDS) rather than a fixed
-// count: an eviction's answer comes before the work it causes (kwok deletes the pod, every
-// watcher hears of it), and a step of a few hundred answered in 1.5 s borrows from that work.
-// Measured with 600 a step, the best step answered 384 evictions/s while its pods went at
-// 172/s, and from one run to the next the best step ranged from 152 to 412/s; a step of
-// seconds pays for the deletions it causes, as a two-minute burst does.
-//
-// The long step runs after the climb at the best step's concurrency for
-// LIFEBOAT_SCALE_CALIBRATION_LONG_SECONDS (default 30) without waiting for its pods to go, so
-// that most of it bears the deletions its own evictions cause, as the burst does; its rate
-// is counted as Lifeboat's is, between the 10th and 90th percentile of its answers
-// (longEvictions). A ten-second step is answered before most of its deletions come: over
-// eleven runs the best step ranged 251-436/s, and the share was high exactly where it was low.
-type azCalibration struct {
-	patches, evictions         []azStep
-	bestPatches, bestEvictions float64
-	bestSettled                float64
-	long                       *azStep // nil without a long step
-	longEvictions              float64
-}
-
-// The climb goes on until azFlatSteps steps in a row were not azRising times faster than
-// the best before them: one step of a few seconds can be slow by chance.
-const (
-	azRising    = 1.1
-	azFlatSteps = 2
-)
-
-// azWarmup requests of each kind precede the steps (not counted), so that the first step,
-// the latency baseline, does not pay for connection set-up.
-const azWarmup = 40
-
-// azCalibrate measures node patches and evictions at rising concurrency (see
-// BenchmarkAZReclaim), then undoes the patches and waits until the calibration pods are gone.
-func azCalibrate(ctx context.Context, c *sandbox.Cluster, w *azWorld, sc azScale, groups []string, serverProfiles *azServerProfiler) (*azCalibration, error) {
-	rc, err := c.UserConfig(azCalibrationUser, groups...)
-	if err != nil {
-		return nil, err
-	}
-	rc.QPS = -1 // no client-side limit: the server decides
-	codes := &azCodes{codes: map[string]int{}}
-	client, err := kubernetes.NewForConfig(kube.Instrumented(rc, "calibration", codes))
-	if err != nil {
-		return nil, err
-	}
-	out := &azCalibration{}
-	climb := func(run func(workers int) azStep) ([]azStep, float64) {
-		var steps []azStep
-		best, flat := 0.0, 0
-		for _, workers := range azCalibrationSteps {
-			prior := best
-			s := run(workers)
-			steps = append(steps, s)
-			if s.throttled == 0 {
-				best = max(best, s.rate())
-			}
-			if s.rate() < azRising*prior {
-				flat++
-			} else {
-				flat = 0
-			}
-			if s.throttled > 0 || flat == azFlatSteps || s.ranOut || ctx.Err() != nil {
-				break
-			}
-		}
-		if best == 0 { // every step was throttled: the best it got anyway
-			for _, s := range steps {
-				best = max(best, s.rate())
-			}
-		}
-		return steps, best
-	}
-
-	// Cordon-style merge patches of the nodes outside the zone: the first pass over them
-	// cordons, the next uncordons, and so on.
-	nodes := w.other
-	patched := 0
-	patch := func(ctx context.Context, i int) error {
-		k := patched + i
-		body := `{"spec":{"unschedulable":true}}`
-		if (k/len(nodes))%2 == 1 {
-			body = `{"spec":{"unschedulable":null}}`
-		}
-		_, err := client.CoreV1().Nodes().Patch(ctx, nodes[k%len(nodes)].Name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
-		return err
-	}
-	azRunStep(ctx, azCalibrationSteps[0], azWarmup, codes, patch)
-	patched += azWarmup
-	out.patches, out.bestPatches = climb(func(workers int) azStep {
-		s := azRunStep(ctx, workers, sc.calibration, codes, patch)
-		patched += sc.calibration
-		return s
-	})
-	if err := azInParallel(ctx, len(nodes), azSetupWorkers, func(ctx context.Context, i int) error {
-		_, err := c.Client.CoreV1().Nodes().Patch(ctx, nodes[i].Name, types.MergePatchType, []byte(`{"spec":{"unschedulable":null}}`), metav1.PatchOptions{})
-		return err
-	}); err != nil {
-		return nil, fmt.Errorf("uncordon the calibration nodes: %w", err)
-	}
-
-	// Evictions of the calibration pods, each step its own pods, after the previous step's
-	// are gone (kwok deletes each as its eviction marks it).
-	evicted := 0
-	evict := func(ctx context.Context, i int) error { // the pool's pod number i
-		return client.PolicyV1().Evictions("calibration").Evict(ctx, &policyv1.Eviction{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "calibration", Name: w.calibration[i]}})
-	}
-	waitGone := func(upTo int) error {
-		for {
-			list, err := c.Client.CoreV1().Pods("calibration").List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-			if err != nil {
-				return err
-			}
-			left := 0
-			for _, p := range list.Items {
-				if k, _ := strconv.Atoi(strings.TrimPrefix(p.Name, "cal-")); k < upTo {
-					left++
-				}
-			}
-			if left == 0 {
-				return nil
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(500 * time.Millisecond): // a list of thousands of pods: not too often
-			}
-		}
-	}
-	azRunStep(ctx, azCalibrationSteps[0], azWarmup, codes, evict) // pods 0 to azWarmup-1
-	evicted += azWarmup
-	if err := waitGone(evicted); err != nil {
-		return nil, err
-	}
-	var poolMu sync.Mutex
-	next := func() (int, bool) { // the pool's pods in order, each once
-		poolMu.Lock()
-		defer poolMu.Unlock()
-		if evicted >= len(w.calibration) {
-			return 0, false
-		}
-		evicted++
-		return evicted - 1, true
-	}
-	// evictionStep evicts for d, workers at a time, then waits until the step's pods are gone.
-	evictionStep := func(workers int, d time.Duration) azStep {
-		before := azAPF(ctx, c.Client) // outside the step's time: a scrape of the server's metrics
-		cpuBefore := azChildCPU()
-		start := time.Now()
-		s := azRunTimedStep(ctx, workers, d, next, codes, evict)
-		if err := waitGone(evicted); err != nil {
-			s.errors = s.requests
-		}
-		s.settled = time.Since(start)
-		s.sandboxCPU = azDiff(azChildCPU(), cpuBefore)
-		s.cacheWait = azAPF(ctx, c.Client).cacheWait["poddisruptionbudgets"].minus(before.cacheWait["poddisruptionbudgets"])
-		return s
-	}
-	out.evictions, out.bestEvictions = climb(func(workers int) azStep { return evictionStep(workers, sc.evictionStep) })
-	bestWorkers := 0
-	for _, s := range out.evictions {
-		if s.throttled == 0 && s.errors == 0 {
-			out.bestSettled = max(out.bestSettled, float64(s.requests)/s.settled.Seconds())
-		}
-		if s.throttled == 0 && s.rate() == out.bestEvictions {
-			bestWorkers = s.workers
-		}
-	}
-	if sc.longStep > 0 && bestWorkers > 0 && ctx.Err() == nil {
-		// The server's profile over the step's middle, once its deletions have caught up.
-		serverProfiles.start(ctx, "long", max(0, (sc.longStep-azServerProfileFor)/2))
-		s := evictionStep(bestWorkers, sc.longStep)
-		serverProfiles.wait()
-		out.long, out.longEvictions = &s, azSustainedRate(s.answered)
-	}
-	// Pods of steps not run go too.
-	if err := c.Client.CoreV1().Pods("calibration").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		return nil, err
-	}
-	if err := waitGone(len(w.calibration)); err != nil {
-		return nil, err
-	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	return out, nil
 }
 
 // azProgress follows the notice nodes and their ReplicaSet pods through two watches, keeping
