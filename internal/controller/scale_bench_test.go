@@ -69,8 +69,8 @@ import (
 //
 // In the same run, before Lifeboat starts and with kwok running, it calibrates the API server:
 // cordon-style merge patches of the nodes outside the zone (then reverted), and evictions of
-// pods kept for it on those nodes (LIFEBOAT_SCALE_CALIBRATION_PODS, default 24000: enough for
-// every step, and the long step after them, to last its full time at up to 450/s at 64 in
+// pods kept for it on those nodes (LIFEBOAT_SCALE_CALIBRATION_PODS, default 32000: enough for
+// every step, and the long step after them, to last its full time at up to 600/s at 64 in
 // flight; a step cut short measures only its first seconds, before the deletions its
 // evictions cause have caught up), at 4, 8,
 // 16, 32 and 64 concurrent requests without a client rate limit, LIFEBOAT_SCALE_CALIBRATION
@@ -178,7 +178,7 @@ func azScaleFromEnv(b *testing.B) azScale {
 		calibration:     get("LIFEBOAT_SCALE_CALIBRATION", 600, 20),
 		evictionStep:    time.Duration(get("LIFEBOAT_SCALE_CALIBRATION_SECONDS", 10, 1)) * time.Second,
 		longStep:        time.Duration(get("LIFEBOAT_SCALE_CALIBRATION_LONG_SECONDS", 30, 0)) * time.Second,
-		calibrationPods: get("LIFEBOAT_SCALE_CALIBRATION_PODS", 24000, 100),
+		calibrationPods: get("LIFEBOAT_SCALE_CALIBRATION_PODS", 32000, 100),
 		killAt:          get("LIFEBOAT_SCALE_KILL_AT", 25, 1),
 		kwokNice:        get("LIFEBOAT_SCALE_KWOK_NICE", -10, -20),
 		pacingStart:     get("LIFEBOAT_SCALE_PACING_START", 0, 0),

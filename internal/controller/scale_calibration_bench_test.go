@@ -64,7 +64,7 @@ const azWarmup = 40
 
 // azClosingPodsPerSecond sizes the closing step's pool: enough for its whole time at a
 // faster pace than any long step measured.
-const azClosingPodsPerSecond = 550
+const azClosingPodsPerSecond = 700
 
 // azEvictionPool evicts the calibration pods, each once and in order, as the calibration's
 // identity, and times steps of it.
