@@ -284,6 +284,20 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 	}
 	saGroups := []string{"system:serviceaccounts", "system:serviceaccounts:lifeboat"}
 
+	// What the cluster shows, from two watches (the harness keeps no copies of the objects).
+	// They run from before the calibration until after its closing step, so that the
+	// yardstick's evictions bear the harness's watch of every pod as Lifeboat's do.
+	progress := newAZProgress(w)
+	meta, err := metadata.NewForConfig(c.AdminConfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	if err := progress.watch(watchCtx, c.Client, meta); err != nil {
+		b.Fatal(err)
+	}
+
 	calStart := time.Now()
 	apfBefore := azAPF(ctx, c.Client)
 	cal, err := azCalibrate(ctx, c, w, sc, saGroups, serverProfiles)
@@ -360,17 +374,6 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 		EC2: controlleronly.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(logs), Metrics: m,
 		Handler: azHandler(b, clients, cfg, m)})
 
-	// What the cluster shows, from two watches (the harness keeps no copies of the objects).
-	progress := newAZProgress(w)
-	meta, err := metadata.NewForConfig(c.AdminConfig)
-	if err != nil {
-		b.Fatal(err)
-	}
-	watchCtx, stopWatching := context.WithCancel(ctx)
-	defer stopWatching()
-	if err := progress.watch(watchCtx, c.Client, meta); err != nil {
-		b.Fatal(err)
-	}
 
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -597,15 +600,15 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 
 	// Times and rates, from the watches.
 	p := progress.result(start)
-	// The closing step, with nothing of the burst's left running: no replica, no watch of the
-	// harness (the long step before the burst had none either).
+	// The closing step, with no replica left running (the long step before the burst had
+	// none); the harness's watches go on, as they ran through that step too.
 	stopStandby()
-	stopWatching()
 	closeStart := time.Now()
 	if err := cal.close(ctx, sc); err != nil {
 		b.Errorf("the calibration's closing step: %v", err)
 	}
 	closeTook := time.Since(closeStart)
+	stopWatching()
 	say("burst: %d Spot warnings sent in %s (8 senders, 10 to a SendMessageBatch); measured for %s%s", len(bodies), sent.Round(time.Millisecond),
 		burst.Round(100*time.Millisecond), map[bool]string{true: fmt.Sprintf(" (STOPPED at the %s limit, unfinished)", azBurstLimit), false: ""}[timedOut])
 	show := func(d time.Duration, n, of int) string {
@@ -1204,7 +1207,8 @@ func (p *azProgress) watch(ctx context.Context, client kubernetes.Interface, met
 	if err != nil {
 		return err
 	}
-	pods := meta.Resource(corev1.SchemeGroupVersion.WithResource("pods")).Namespace("shop")
+	// Every namespace's, as kwok's and Lifeboat's are: the calibration's pods too.
+	pods := meta.Resource(corev1.SchemeGroupVersion.WithResource("pods"))
 	return start(func(ctx context.Context) (string, error) {
 		l, err := pods.List(ctx, metav1.ListOptions{Limit: 1})
 		if err != nil {
