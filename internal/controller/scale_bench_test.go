@@ -374,7 +374,6 @@ func azReclaim(b *testing.B, sc azScale, kill bool) {
 		EC2: controlleronly.NewAWSEC2(awsCfg), AutoScaling: cloud.NewAWSAutoScaling(awsCfg), Logger: slog.New(logs), Metrics: m,
 		Handler: azHandler(b, clients, cfg, m)})
 
-
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- ctl.RunWithLeaderElection(runCtx) }()
