@@ -105,7 +105,7 @@ import (
 //
 //	make bench-scale
 //	LIFEBOAT_SCALE_NODES=100 LIFEBOAT_SCALE_NOTICES=50 LIFEBOAT_SCALE_PODS=5 LIFEBOAT_SCALE_CALIBRATION=100 \
-//	LIFEBOAT_SCALE_CALIBRATION_PODS=1500 LIFEBOAT_SCALE_CALIBRATION_SECONDS=2 make bench-scale
+//	LIFEBOAT_SCALE_CALIBRATION_PODS=1500 LIFEBOAT_SCALE_CALIBRATION_SECONDS=2 LIFEBOAT_SCALE_CALIBRATION_LONG_SECONDS=5 make bench-scale
 //
 // Two runs, each in a world of its own (LIFEBOAT_SCALE_KILL: both, the default; off; only):
 // no-kill, and leader-killed; in each a second replica waits as a warm standby

@@ -63,7 +63,7 @@ const (
 const azWarmup = 40
 
 // azClosingPodsPerSecond sizes the closing step's pool: enough for its whole time at a
-// faster pace than any long step measured.
+// faster pace than any long step measured (up to LIFEBOAT_SCALE_CALIBRATION_PODS).
 const azClosingPodsPerSecond = 700
 
 // azEvictionPool evicts the calibration pods, each once and in order, as the calibration's
@@ -272,7 +272,8 @@ func (cal *azCalibration) close(ctx context.Context, sc azScale) error {
 		return err
 	}
 	first := len(p.w.calibration)
-	n := azWarmup + int(sc.longStep.Seconds()*azClosingPodsPerSecond)
+	// No more than the calibration had: a small run's step runs out as its first long step did.
+	n := min(azWarmup+int(sc.longStep.Seconds()*azClosingPodsPerSecond), sc.calibrationPods)
 	for k := first; k < first+n; k++ {
 		p.w.calibration = append(p.w.calibration, p.w.calibrationPod(k).Name)
 	}
